@@ -1,0 +1,372 @@
+"""The Snapshot model: complete, detached, serialisable data about one hung job.
+
+Pure data. Nothing here imports psutil, pynvml or subprocess, and nothing reaches back into
+a live process: a vanished PID is a state, not an exception. ``None`` means unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+SCHEMA = "hangscope.dump/1"
+
+
+class Category(str, Enum):
+    """Where a thread is blocked; the order of the signature table decides ties."""
+
+    COLLECTIVE = "collective"
+    COMM_INIT = "comm_init"
+    CUDA_SYNC = "cuda_sync"
+    CUDA_LAUNCH = "cuda_launch"
+    JIT_COMPILE = "jit_compile"
+    GIL_WAIT = "gil_wait"
+    LOCK = "lock"
+    IPC_WAIT = "ipc_wait"
+    SLEEP = "sleep"
+    IO = "io"
+    RUNNING = "running"
+    IDLE = "idle"
+    STOPPED = "stopped"
+    DEAD = "dead"
+    ZOMBIE = "zombie"
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Role(str, Enum):
+    """What a process is to the job."""
+
+    LAUNCHER = "launcher"
+    RANK = "rank"
+    ENGINE_CORE = "engine_core"
+    TOKENIZER = "tokenizer"
+    DETOKENIZER = "detokenizer"
+    CONTROLLER = "controller"
+    COMPILE_WORKER = "compile_worker"
+    COMPILER = "compiler"
+    RESOURCE_TRACKER = "resource_tracker"
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Severity(str, Enum):
+    """How much a verdict or finding matters, most severe first."""
+
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def order(self) -> int:
+        return ("critical", "warning", "info").index(self.value)
+
+
+class VerdictKind(str, Enum):
+    """The diagnosis of the whole job, in the order they are tried."""
+
+    MISMATCHED_COLLECTIVES = "mismatched_collectives"
+    MISSING_RANK = "missing_rank"
+    STRAGGLER = "straggler"
+    LOCAL_DEADLOCK = "local_deadlock"
+    ALL_WAITING = "all_waiting"
+    PROGRESSING = "progressing"
+    NO_TARGET = "no_target"
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One stack frame; Python and native frames share the type."""
+
+    name: str
+    file: str | None = None
+    line: int | None = None
+    native: bool = False
+    module: str | None = None
+
+    @property
+    def short_file(self) -> str | None:
+        """The file as a user reads it: the path below site-packages, or the base name."""
+        if self.file is None:
+            return None
+        for marker in ("site-packages/", "dist-packages/", "/lib/python3"):
+            if marker in self.file:
+                tail = self.file.split(marker, 1)[1]
+                return tail.split("/", 1)[1] if marker == "/lib/python3" and "/" in tail else tail
+        return self.file.rsplit("/", 1)[-1]
+
+    @property
+    def location(self) -> str:
+        """``file:line`` for Python frames, the library for native ones."""
+        where = self.short_file or "?"
+        if self.native:
+            return where
+        return f"{where}:{self.line}" if self.line else where
+
+
+@dataclass(frozen=True)
+class Thread:
+    """One OS thread, with its stack (innermost frame first) and its classification."""
+
+    tid: int
+    name: str | None = None
+    state: str | None = None  # /proc task state letter: R S D T Z ...
+    wchan: str | None = None
+    active: bool | None = None
+    owns_gil: bool | None = None
+    frames: tuple[Frame, ...] = ()
+    python: bool = True  # False: a native-only thread py-spy does not see (from /proc)
+    category: Category | None = None
+    op: str | None = None
+    site: str | None = None
+    context: str | None = None  # e.g. "cuda_graph_capture": an outer label over the category
+    hint: str | None = None
+    helper: bool = False  # an always-there idle helper (watchdog, tqdm monitor, pool reader)
+    unchanged_samples: int = 1  # how many consecutive samples showed this same stack
+    samples: int = 1
+
+    @property
+    def stuck(self) -> bool:
+        """The stack stayed the same in every sample of the window (needs two or more)."""
+        return self.samples > 1 and self.unchanged_samples >= self.samples
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """Rank coordinates of a process; any part may be unknown."""
+
+    global_rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    ep: int | None = None
+    source: str | None = None  # title | env | argv | spawn-order
+
+    @property
+    def key(self) -> int | None:
+        """The number that names this rank in groups: global rank, else TP rank."""
+        for value in (self.global_rank, self.tp, self.local_rank):
+            if value is not None:
+                return value
+        return None
+
+    @property
+    def label(self) -> str:
+        parts = []
+        for name in ("dp", "pp", "tp", "ep"):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{name.upper()}{value}")
+        if parts:
+            return " ".join(parts)
+        return str(self.key) if self.key is not None else "?"
+
+
+@dataclass(frozen=True)
+class Socket:
+    """A listening socket held by a process."""
+
+    kind: str  # tcp | tcp6 | unix
+    address: str
+    port: int | None = None
+
+
+@dataclass(frozen=True)
+class GpuProcessUse:
+    """What one process holds on one GPU."""
+
+    gpu_index: int
+    used_memory: int | None = None  # bytes
+    source: str | None = None  # nvml | fd | env
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU as NVML sees it (``nvidia-smi --query-gpu=...``)."""
+
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    pci_bus: str | None = None
+    utilization: float | None = None  # percent, averaged over the window
+    utilization_samples: tuple[float, ...] = ()
+    memory_used: int | None = None
+    memory_total: int | None = None
+    temperature: int | None = None
+    power_w: float | None = None
+    sm_clock_mhz: int | None = None
+    retired_pages: int | None = None
+    health: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Process:
+    """One process of the job, read once per sample and merged over the window."""
+
+    pid: int
+    ppid: int | None = None
+    host: str | None = None
+    role: Role = Role.OTHER
+    rank: RankInfo | None = None
+    title: str | None = None  # cmdline joined: the setproctitle string for titled processes
+    cmdline: tuple[str, ...] = ()
+    exe: str | None = None
+    create_time: float | None = None
+    state: str | None = None  # R S D T Z X, or "gone"
+    exit_code: int | None = None
+    cpu_percent: float | None = None  # over the window
+    rss: int | None = None
+    vms: int | None = None
+    swap: int | None = None
+    major_faults: int | None = None
+    num_threads: int | None = None
+    num_fds: int | None = None
+    fds: dict[str, int] = field(default_factory=dict)  # kind -> count: file pipe socket dev ...
+    log_files: tuple[str, ...] = ()  # regular files open on fd 1/2
+    listening: tuple[Socket, ...] = ()
+    children: tuple[int, ...] = ()
+    environ: dict[str, str] = field(default_factory=dict)  # the job-relevant subset, redacted
+    python: bool | None = None
+    native_sampled: bool = False
+    threads: tuple[Thread, ...] = ()
+    working_tid: int | None = None
+    gpus: tuple[GpuProcessUse, ...] = ()
+    kernel_stack: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+    @property
+    def working_thread(self) -> Thread | None:
+        for thread in self.threads:
+            if thread.tid == self.working_tid:
+                return thread
+        return None
+
+    @property
+    def name(self) -> str:
+        """A short name for tables: rank label, else role."""
+        if self.rank is not None and self.role in (Role.RANK, Role.ENGINE_CORE):
+            return f"rank {self.rank.key}" if self.rank.key is not None else str(self.role)
+        return str(self.role)
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    kernel: str | None = None
+    cpus: int | None = None
+    mem_total: int | None = None
+    mem_available: int | None = None
+    swap_used: int | None = None
+    cgroup_memory_limit: int | None = None
+    gpus: tuple[Gpu, ...] = ()
+    gpu_error: str | None = None  # "no NVIDIA driver", ... : said once, not per rank
+
+
+@dataclass(frozen=True)
+class Job:
+    launcher: int | None = None
+    target: int | None = None  # the PID the user gave
+    kind: str = "unknown"  # sglang | vllm | torchrun | deepspeed | ray | mp | python | unknown
+    expected_ranks: int | None = None
+    expected_source: str | None = None  # "--tp-size 8", "WORLD_SIZE=4", ...
+    args: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Ranks whose working threads share one signature."""
+
+    signature: str
+    category: Category
+    op: str | None
+    site: str | None
+    ranks: tuple[int, ...]
+    pids: tuple[int, ...]
+    context: str | None = None
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    """A node of the merged call tree: one frame and the ranks that pass through it."""
+
+    frame: str
+    ranks: tuple[int, ...]
+    children: tuple[TreeNode, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: VerdictKind
+    severity: Severity
+    summary: str
+    suspects: tuple[int, ...] = ()  # PIDs
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    severity: Severity
+    message: str
+    evidence: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything hangscope knows about a job at one moment; the JSON contract."""
+
+    created: str
+    hangscope: str
+    hosts: tuple[Host, ...]
+    job: Job
+    processes: tuple[Process, ...]
+    samples: int = 1
+    window_s: float = 0.0
+    duration_s: float | None = None  # how long the sampling took
+    groups: tuple[Group, ...] = ()
+    call_tree: tuple[TreeNode, ...] = ()
+    verdict: Verdict | None = None
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = ()  # said once for the whole job: "no NVIDIA driver", ...
+    redacted: bool = True
+    schema: str = SCHEMA
+
+    def process(self, pid: int) -> Process | None:
+        for proc in self.processes:
+            if proc.pid == pid:
+                return proc
+        return None
+
+    @property
+    def ranks(self) -> tuple[Process, ...]:
+        """Processes that are ranks (or the lone target when nothing else is)."""
+        ranked = tuple(p for p in self.processes if p.role in (Role.RANK,))
+        if ranked:
+            return tuple(sorted(ranked, key=_rank_sort_key))
+        engines = tuple(p for p in self.processes if p.role is Role.ENGINE_CORE)
+        return engines
+
+
+def _rank_sort_key(proc: Process) -> tuple[int, int]:
+    key = proc.rank.key if proc.rank is not None else None
+    return (key if key is not None else 1 << 30, proc.pid)
+
+
+def rank_id(proc: Process) -> int:
+    """The number shown for a process in rank sets: its rank, else its PID."""
+    if proc.rank is not None and proc.rank.key is not None:
+        return proc.rank.key
+    return proc.pid
