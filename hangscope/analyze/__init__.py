@@ -1,0 +1,25 @@
+"""Pure analysis over a Snapshot: classify threads, group ranks, decide the verdict, findings.
+
+No I/O, no clock, no subprocess: ``analyze(snapshot)`` returns a new Snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hangscope.model import Snapshot
+
+
+def analyze(snapshot: Snapshot) -> Snapshot:
+    """Classify every process, group the ranks, build the call tree, decide the verdict."""
+    from hangscope.analyze.classify import classify_process
+    from hangscope.analyze.findings import find_all
+    from hangscope.analyze.group import merged_call_tree
+    from hangscope.analyze.verdict import diagnose, subjects_of
+
+    processes = tuple(classify_process(p) for p in snapshot.processes)
+    verdict, groups = diagnose(processes, snapshot.job, snapshot.samples)
+    tree = merged_call_tree(subjects_of(processes))
+    snap = replace(snapshot, processes=processes, groups=groups, call_tree=tree,
+                   verdict=verdict)
+    return replace(snap, findings=find_all(snap))

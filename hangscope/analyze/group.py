@@ -1,0 +1,110 @@
+"""Group ranks by what their working thread waits on, and merge their stacks into one tree.
+
+The merged call tree follows LLNL STAT: one node per frame path from the outermost frame in,
+each node carrying the set of ranks that pass through it, so ranks that diverge show up as
+sibling branches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from hangscope.analyze.classify import process_category
+from hangscope.model import Category, Group, Process, TreeNode, rank_id
+
+
+def signature_of(proc: Process) -> tuple[str, Category, str | None, str | None, str | None]:
+    """(signature text, category, op, site, context) of a process's working thread."""
+    category = process_category(proc)
+    working = proc.working_thread
+    op = working.op if working else None
+    site = working.site if working else None
+    context = working.context if working else None
+    if category in (Category.DEAD, Category.ZOMBIE, Category.STOPPED):
+        op = site = context = None
+    parts = [str(category)]
+    if op:
+        parts.append(op)
+    if site:
+        parts.append(f"at {site}")
+    if context:
+        parts.append(f"[{context}]")
+    return " ".join(parts), category, op, site, context
+
+
+def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
+    """Ranks that share a signature, largest group first (ties: lowest rank first)."""
+    buckets: dict[str, list[Process]] = {}
+    meta: dict[str, tuple[Category, str | None, str | None, str | None]] = {}
+    for proc in procs:
+        text, category, op, site, context = signature_of(proc)
+        buckets.setdefault(text, []).append(proc)
+        meta[text] = (category, op, site, context)
+    groups = []
+    for text, members in buckets.items():
+        category, op, site, context = meta[text]
+        ranks = tuple(sorted(rank_id(p) for p in members))
+        groups.append(Group(signature=text, category=category, op=op, site=site,
+                            ranks=ranks, pids=tuple(p.pid for p in members), context=context))
+    groups.sort(key=lambda g: (-len(g.ranks), g.ranks))
+    return tuple(groups)
+
+
+def compact_ranks(ranks: Iterable[int]) -> str:
+    """``[0,1,2,3,7]`` -> ``0-3,7``."""
+    values = sorted(set(ranks))
+    if not values:
+        return "-"
+    parts = []
+    start = prev = values[0]
+    for value in values[1:]:
+        if value == prev + 1:
+            prev = value
+            continue
+        parts.append(f"{start}-{prev}" if prev > start else str(start))
+        start = prev = value
+    parts.append(f"{start}-{prev}" if prev > start else str(start))
+    return ",".join(parts)
+
+
+def _frame_label(frame_name: str, location: str, native: bool) -> str:
+    return f"{frame_name} [{location}]" if native else f"{frame_name} ({location})"
+
+
+class _Node:
+    __slots__ = ("children", "label", "ranks")
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.ranks: set[int] = set()
+        self.children: dict[str, _Node] = {}
+
+    def freeze(self) -> TreeNode:
+        kids = tuple(child.freeze() for child in self.children.values())
+        return TreeNode(frame=self.label, ranks=tuple(sorted(self.ranks)),
+                        children=tuple(sorted(kids, key=lambda n: (-len(n.ranks), n.ranks))))
+
+
+def merged_call_tree(procs: Sequence[Process], native: bool = False) -> tuple[TreeNode, ...]:
+    """Merge every rank's working-thread stack, outermost frame first, into one tree.
+
+    Native frames are left out by default: they differ in addresses between ranks and hide
+    where the Python paths diverge.
+    """
+    root = _Node("")
+    for proc in procs:
+        working = proc.working_thread
+        rid = rank_id(proc)
+        if working is None:
+            label = f"<{process_category(proc)}>"
+            node = root.children.setdefault(label, _Node(label))
+            node.ranks.add(rid)
+            continue
+        node = root
+        for frame in reversed(working.frames):
+            if frame.native and not native:
+                continue
+            label = _frame_label(frame.name, frame.location, frame.native)
+            node = node.children.setdefault(label, _Node(label))
+            node.ranks.add(rid)
+    return root.freeze().children

@@ -1,0 +1,225 @@
+"""Pure rules that name a process's role, its rank coordinates and the job's expected size.
+
+Sources, strongest first: the process title (``sglang::scheduler_TP3``, ``VLLM::Worker_TP0``),
+the environment at exec time (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``), the launcher's flags
+(``--tp-size``, ``--tensor-parallel-size``, ``--nproc-per-node``), and spawn order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from hangscope.model import RankInfo, Role
+
+_SGLANG_SCHED = re.compile(r"^sglang::scheduler(?P<rest>\S*)")
+_VLLM_TITLE = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+)::(?P<name>Worker|EngineCore|APIServer)"
+                         r"(?P<rest>[_A-Za-z0-9]*)")
+_COORD = re.compile(r"(?:^|_)(DP|PP|TP|EP|ATTN_CP|MOE_DP|PCP|DCP)(\d+)")
+_VLLM_OLD = re.compile(r"VllmWorker(?:Process)?[-_ ]?(?:rank=)?(\d+)")
+_RAY = re.compile(r"^ray::")
+
+COMPILER_NAMES = ("ptxas", "nvcc", "cicc", "ninja", "nvlink", "fatbinary", "cc1plus", "gcc", "g++",
+                  "clang")
+
+
+def title_of(cmdline: Sequence[str]) -> str:
+    """The command line as one string: for a titled process, its title."""
+    return " ".join(cmdline)
+
+
+def looks_like_python(cmdline: Sequence[str]) -> bool:
+    """A Python process, by argv[0] or a known title (setproctitle hides argv[0])."""
+    if not cmdline:
+        return False
+    head = cmdline[0].rsplit("/", 1)[-1]
+    title = title_of(cmdline)
+    return (
+        head.startswith("python")
+        or head in ("torchrun", "deepspeed", "accelerate", "vllm", "sglang", "ray", "pytest")
+        or bool(_SGLANG_SCHED.match(title))
+        or title.startswith(("sglang::", "VLLM::", "ray::"))
+        or bool(_VLLM_TITLE.match(title))
+    )
+
+
+def _is_spawned_child(cmdline: Sequence[str]) -> bool:
+    title = title_of(cmdline)
+    return "multiprocessing.spawn" in title or "--multiprocessing-fork" in title or (
+        "multiprocessing.forkserver" in title
+    )
+
+
+def looks_like_worker(cmdline: Sequence[str], environ: Mapping[str, str],
+                      parent_cmdline: Sequence[str]) -> bool:
+    """Whether a process is a worker of its parent's job (so discovery climbs past it)."""
+    title = title_of(cmdline)
+    if title.startswith(("sglang::", "VLLM::", "ray::")) or _VLLM_TITLE.match(title):
+        return True
+    if "RANK" in environ or "LOCAL_RANK" in environ or "TORCHELASTIC_RUN_ID" in environ:
+        return True
+    if _is_spawned_child(cmdline) or "resource_tracker" in title:
+        return True
+    if "compile_worker" in title:
+        return True
+    # A forked child keeps its parent's argv.
+    return bool(cmdline) and tuple(cmdline) == tuple(parent_cmdline)
+
+
+def _coords(rest: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, value in _COORD.findall(rest):
+        key = {"DP": "dp", "PP": "pp", "TP": "tp", "EP": "ep", "MOE_DP": "dp"}.get(name)
+        if key and key not in out:
+            out[key] = int(value)
+    return out
+
+
+def _int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def role_and_rank(cmdline: Sequence[str], environ: Mapping[str, str] | None,
+                  is_root: bool, has_children: bool) -> tuple[Role, RankInfo | None]:
+    """Name a process's role and rank from its title and environment (spawn order is later)."""
+    title = title_of(cmdline)
+    env = environ or {}
+    head = cmdline[0].rsplit("/", 1)[-1] if cmdline else ""
+    sched = _SGLANG_SCHED.match(title)
+    if sched:
+        c = _coords(sched.group("rest"))
+        tp = c.get("tp", 0)
+        return Role.RANK, RankInfo(tp=tp, pp=c.get("pp"), dp=c.get("dp"), ep=c.get("ep"),
+                                   global_rank=_int(env.get("RANK")), source="title")
+    if title.startswith("sglang::detokenizer"):
+        return Role.DETOKENIZER, None
+    if title.startswith("sglang::tokenizer"):
+        return Role.TOKENIZER, None
+    if title.startswith("sglang::data_parallel_controller"):
+        return Role.CONTROLLER, None
+    vllm = _VLLM_TITLE.match(title)
+    if vllm:
+        c = _coords(vllm.group("rest"))
+        name = vllm.group("name")
+        if name == "Worker":
+            return Role.RANK, RankInfo(tp=c.get("tp"), pp=c.get("pp"), dp=c.get("dp"),
+                                       ep=c.get("ep"), global_rank=_int(env.get("RANK")),
+                                       source="title")
+        if name == "EngineCore":
+            return Role.ENGINE_CORE, (RankInfo(dp=c["dp"], source="title") if "dp" in c else None)
+        return Role.OTHER, None
+    old = _VLLM_OLD.search(title)
+    if old:
+        return Role.RANK, RankInfo(global_rank=int(old.group(1)), source="title")
+    if head in COMPILER_NAMES:
+        return Role.COMPILER, None
+    if "compile_worker" in title or "_inductor/compile_worker" in title:
+        return Role.COMPILE_WORKER, None
+    if "resource_tracker" in title:
+        return Role.RESOURCE_TRACKER, None
+    rank = _int(env.get("RANK")) if "RANK" in env else _int(env.get("OMPI_COMM_WORLD_RANK"))
+    if rank is None:
+        rank = _int(env.get("SLURM_PROCID")) if "SLURM_PROCID" in env else None
+    if rank is not None or "LOCAL_RANK" in env:
+        world = _int(env.get("WORLD_SIZE") or env.get("OMPI_COMM_WORLD_SIZE"))
+        return Role.RANK, RankInfo(global_rank=rank, local_rank=_int(env.get("LOCAL_RANK")),
+                                   world_size=world, source="env")
+    if is_root and has_children:
+        return Role.LAUNCHER, None
+    if _RAY.match(title):
+        return Role.OTHER, None
+    return Role.OTHER, None
+
+
+# Flags that state the job's size. Each value multiplies (tp x pp x dp), per node.
+_SIZE_FLAGS = {
+    "--tp-size": "tp", "--tp": "tp", "--tensor-parallel-size": "tp", "-tp": "tp",
+    "--tensor-model-parallel-size": "tp",
+    "--pp-size": "pp", "--pp": "pp", "--pipeline-parallel-size": "pp", "-pp": "pp",
+    "--pipeline-model-parallel-size": "pp",
+    "--dp-size": "dp", "--dp": "dp", "--data-parallel-size": "dp", "-dp": "dp",
+    "--nproc-per-node": "nproc", "--nproc_per_node": "nproc", "--num-gpus": "nproc",
+    "--num_gpus": "nproc", "--nnodes": "nnodes",
+}
+
+
+def launcher_args(cmdline: Sequence[str]) -> dict[str, str]:
+    """The flags of a launcher that matter to a diagnosis: sizes and the port."""
+    wanted = set(_SIZE_FLAGS) | {"--port", "--host", "--model-path", "--model", "--master-port",
+                                 "--master_port", "--standalone", "--node-rank", "--enable-dp-attention"}
+    out: dict[str, str] = {}
+    args = list(cmdline)
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name in wanted:
+            if eq:
+                out[name] = value
+            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+                out[name] = args[i + 1]
+            else:
+                out[name] = "true"
+    return out
+
+
+def expected_ranks(args: Mapping[str, str], rank_envs: Sequence[Mapping[str, str]],
+                   job_kind: str) -> tuple[int | None, str | None]:
+    """How many ranks this node should run, and what says so."""
+    sizes: dict[str, int] = {}
+    said: list[str] = []
+    for flag, value in args.items():
+        key = _SIZE_FLAGS.get(flag)
+        number = _int(value)
+        if key and number is not None and key not in sizes:
+            sizes[key] = number
+            said.append(f"{flag} {value}")
+    if "nproc" in sizes:
+        return sizes["nproc"], " ".join(s for s in said if "nproc" in s or "gpus" in s)
+    product = 1
+    found = False
+    for key in ("tp", "pp"):
+        if key in sizes:
+            product *= sizes[key]
+            found = True
+    # DP replicas are separate schedulers only when the launcher runs them in-process
+    # (SGLang with --dp-size); vLLM's DP engines are counted per engine.
+    if "dp" in sizes and job_kind == "sglang":
+        product *= sizes["dp"]
+        found = True
+    if found:
+        nnodes = sizes.get("nnodes", 1)
+        total = product // nnodes if nnodes > 1 and product % nnodes == 0 else product
+        return total, " ".join(said)
+    for env in rank_envs:
+        local = _int(env.get("LOCAL_WORLD_SIZE"))
+        if local:
+            return local, f"LOCAL_WORLD_SIZE={local}"
+    for env in rank_envs:
+        world = _int(env.get("WORLD_SIZE"))
+        if world:
+            return world, f"WORLD_SIZE={world}"
+    return None, None
+
+
+def job_kind(cmdlines: Sequence[Sequence[str]]) -> str:
+    """The launcher family, from every command line of the job."""
+    text = "\n".join(title_of(c) for c in cmdlines)
+    if "sglang" in text:
+        return "sglang"
+    if "VLLM::" in text or "vllm" in text:
+        return "vllm"
+    if "torch.distributed.run" in text or "torchrun" in text or "torch.distributed.launch" in text:
+        return "torchrun"
+    if "deepspeed" in text:
+        return "deepspeed"
+    if "ray::" in text:
+        return "ray"
+    if "multiprocessing" in text:
+        return "mp"
+    if "python" in text:
+        return "python"
+    return "unknown"

@@ -1,0 +1,224 @@
+"""The signature table: one row per known way a thread can be blocked, ordered.
+
+Rules are data. The classifier tries rows in order and the first row that matches a thread
+wins, so precedence is the order of this table:
+
+- GIL wait first: ``take_gil`` at the top of the native stack beats whatever lies below it.
+- Communicator init before collectives: NCCL creates communicators lazily *under* the first
+  collective (pytorch #131781), and NCCL init polls with ``usleep`` (nccl #1774).
+- JIT compile before sync and lock: autotune ends in ``synchronize`` and FlashInfer's JIT holds
+  a ``filelock`` (sglang #5034).
+- Collective before CUDA sync/launch: an NCCL launch blocked in ``cudaLaunchKernel`` is still the
+  collective (nccl #750).
+- Generic waits (IPC, lock, sleep) last, and only at the leaf of the stack.
+
+Adding a signature: add a row here and a test in tests/test_classify.py built from a real
+stack (docs/signatures.md says how).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from hangscope.model import Category
+
+# Where a pattern is looked for in a thread's stack.
+ANYWHERE = "anywhere"  # any frame
+LEAF = "leaf"  # the innermost frames, up to and including the first Python frame
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One row: what frames mean which category, and what to tell the user."""
+
+    id: str
+    category: Category
+    python: re.Pattern[str] | None  # matched against "function (file)" of Python frames
+    native: re.Pattern[str] | None  # matched against native symbol names
+    scope: str
+    hint: str
+    op: str | None = None  # a fixed op; collectives read it from the matched frame
+
+
+def _re(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+_C10D = r"\((?:[^)]*/)?torch/distributed/(?:distributed_c10d|c10d_logger)\.py\)"
+
+SIGNATURES: tuple[Signature, ...] = (
+    Signature(
+        "gil", Category.GIL_WAIT, None,
+        _re(r"\btake_gil\b|PyCOND_(?:TIMED)?WAIT|PyEval_(?:RestoreThread|AcquireThread)\b|"
+            r"PyGILState_Ensure|gil_scoped_acquire"),
+        LEAF, "Waiting to take the GIL: find the thread that owns it (owns_gil) and what it does."),
+    Signature(
+        "nccl_comm_init", Category.COMM_INIT,
+        _re(r"^(?:\S+\.)?(?:init_process_group|rendezvous|_store_based_barrier|"
+            r"_create_c10d_store|_env_rendezvous_handler|_tcp_rendezvous_handler|"
+            r"init_model_parallel_group|initialize_model_parallel|new_group|"
+            r"PyNcclCommunicator\.__init__|init_distributed_environment) "),
+        _re(r"p?ncclCommInit(?:Rank|RankConfig|All)?\b|ncclCommSplit|bootstrap(?:AllGather|Init)|"
+            r"NCCLComm::create|initNCCLComm|getNCCLComm|broadcastUniqueNCCLID|"
+            r"TCPStore::(?:doWait|doGet|wait|get|TCPStore|waitForWorkers)|tcputil::(?:connect|recvBytes)"),
+        ANYWHERE,
+        "Stuck creating a communicator or in rendezvous: a peer rank never arrived "
+        "(check that every rank started, MASTER_ADDR/PORT, and the network)."),
+    Signature(
+        "jit_compile", Category.JIT_COMPILE,
+        _re(r"\((?:[^)]*/)?(?:triton/(?:compiler/compiler|backends/nvidia/compiler|runtime/jit|"
+            r"runtime/autotuner|runtime/build)\.py|torch/_inductor/(?:compile_fx|graph|codecache|"
+            r"async_compile|runtime/triton_heuristics)\.py|torch/_dynamo/(?:convert_frame)\.py|"
+            r"flashinfer/jit/[^)]*|deep_gemm/jit[^)]*|torch/utils/cpp_extension\.py)\)|"
+            r"^(?:\S+\.)?make_(?:ttir|ttgir|llir|ptx|cubin) "),
+        _re(r"libtriton\.so|mlir::"),
+        ANYWHERE,
+        "Compiling a kernel (Triton/Inductor/FlashInfer JIT): a cold compile can outlast a "
+        "collective timeout on the other ranks; a filelock here means JIT cache contention."),
+    Signature(
+        "collective", Category.COLLECTIVE,
+        _re(r"^(?:\S+\.)?(?:all_reduce|all_gather|all_gather_into_tensor|all_gather_object|"
+            r"reduce_scatter|reduce_scatter_tensor|broadcast|broadcast_object_list|barrier|"
+            r"monitored_barrier|send|recv|isend|irecv|all_to_all|all_to_all_single|gather|"
+            r"gather_object|scatter|scatter_object_list|reduce) " + _C10D + "|"
+            r"^(?:\S+\.)?nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|"
+            r"GroupEnd)\b"),
+        _re(r"\bp?nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|"
+            r"GroupEnd)\b|c10d::ProcessGroup(?:NCCL|Gloo)::(?:allreduce|allgather|"
+            r"_allgather_base|allgather_into_tensor_coalesced|reduce_scatter|_reduce_scatter_base|"
+            r"broadcast|barrier|send|recv|alltoall_base|alltoall|gather|scatter|reduce)\b|"
+            r"c10d::ProcessGroupGloo::\w*Work::wait|gloo::\w+"),
+        ANYWHERE,
+        "Waiting in a collective: it completes only when every rank of the group calls the "
+        "same op; look for the rank that is elsewhere."),
+    Signature(
+        "cuda_sync", Category.CUDA_SYNC,
+        _re(r"^(?:\S+\.)?synchronize \((?:[^)]*/)?torch/cuda/(?:__init__|streams)\.py\)|"
+            r"^(?:\S+\.)?(?:item|tolist|cpu) \(|_local_scalar_dense"),
+        _re(r"cu(?:Stream|Ctx|Event)Synchronize|cuda(?:Stream|Device|Event)Synchronize|"
+            r"_local_scalar_dense|cudaMemcpy(?:Async)?\b|cuMemcpy\w*"),
+        ANYWHERE,
+        "The host waits for the GPU to finish (a spin-wait looks busy but is a wait): the "
+        "kernel ahead of it is slow or stuck; a sync is usually the victim, not the cause."),
+    Signature(
+        "cuda_launch", Category.CUDA_LAUNCH, None,
+        _re(r"\bcu(?:da)?LaunchKernel(?:Ex|ExC)?\b|cuLaunchCooperativeKernel"),
+        ANYWHERE,
+        "A kernel launch is blocked: the launch queue is full behind a kernel that does not "
+        "finish (treat it like a sync)."),
+    Signature(
+        "jit_lock", Category.LOCK,
+        _re(r"\((?:[^)]*/)?filelock/_api\.py\)"), None, ANYWHERE,
+        "Waiting on a file lock: a stale lock (a killed run) or a lock on NFS keeps it held."),
+    Signature(
+        "ipc", Category.IPC_WAIT,
+        _re(r"\((?:[^)]*/)?(?:zmq/sugar/(?:socket|poll)\.py|multiprocessing/(?:connection|queues|"
+            r"managers|popen_fork|popen_spawn_posix)\.py|selectors\.py|socket\.py|"
+            r"asyncio/(?:base_events|selector_events)\.py|subprocess\.py)\)|"
+            r"\((?:[^)]*/)?shm_broadcast\.py\)|^(?:\S+\.)?(?:recv_pyobj|recv_multipart) "),
+        _re(r"zmq_(?:poll|msg_recv)|zmq::(?:socket_base_t::recv|signaler_t::wait)|"
+            r"\bepoll_wait\b|\b__?poll\b|\brecvfrom\b|\brecvmsg\b|\bwait4\b|\bwaitpid\b"),
+        LEAF,
+        "Waiting for another process (a pipe, queue, socket or child): the process it waits "
+        "on is where to look."),
+    Signature(
+        "io", Category.IO,
+        _re(r"safetensors|safe_open|\((?:[^)]*/)?torch/serialization\.py\)|weight_utils\.py"),
+        None, LEAF, "Reading files (weights, checkpoints): slow storage or NFS."),
+    Signature(
+        "lock", Category.LOCK,
+        _re(r"^(?:\S+\.)?(?:acquire|wait|join|_wait_for_tstate_lock|get) "
+            r"\((?:[^)]*/)?(?:threading|queue)\.py\)"),
+        _re(r"PyThread_acquire_lock(?:_timed)?|pthread_mutex_lock|__lll_lock_wait|futex_wait|"
+            r"__new_sem_wait|\bsem_wait\b|pthread_cond_(?:timed)?wait|pthread_join"),
+        LEAF, "Waiting on a lock or condition held by another thread."),
+    Signature(
+        "sleep", Category.SLEEP,
+        _re(r"^(?:\S+\.)?sleep \((?:[^)]*/)?(?:time|asyncio/tasks)\.py\)"),
+        _re(r"\bclock_nanosleep\b|\bnanosleep\b|\busleep\b|\btime_sleep\b|\bpysleep\b"),
+        LEAF, "Sleeping: a polling loop or a back-off; look at what it polls for."),
+)
+
+# Context labels: an outer label over whatever category the leaf gives.
+CONTEXTS: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "cuda_graph_capture",
+        _re(r"capture_one_batch_size|cuda_graph_runner\.py|_capture_cudagraphs|"
+            r"_warmup_and_capture|capture_model|CudaGraphRunner\.capture|"
+            r"torch/cuda/graphs\.py|\bcapture_graph\b|graph_capture|"
+            r"cu(?:da)?StreamBeginCapture|cu(?:da)?StreamEndCapture|cu(?:da)?GraphInstantiate|"
+            r"CUDAGraph::capture_(?:begin|end)"),
+        "inside CUDA graph capture",
+    ),
+    (
+        "shutdown",
+        _re(r"^(?:\S+\.)?_shutdown \((?:[^)]*/)?threading\.py\)|"
+            r"^(?:\S+\.)?destroy_process_group |ProcessGroupNCCL::abort"),
+        "during shutdown",
+    ),
+)
+
+# Threads that are always present and idle in a healthy process: context, not signal.
+HELPER_THREAD_NAMES = _re(
+    r"^(?:pt_nccl_\w+|pt_tcpstore\w*|tqdm_monitor|TMonitor|ZMQbg/.*|cuda-EvtHandlr|cuda\d+|"
+    r"InductorSubproc|.*\(_read_thread\)|.*\(_monitor\)|.*\(_handle_workers\)|"
+    r".*\(_handle_results\)|.*\(_handle_tasks\)|QueueFeederThread|.*\(_feed\)|"
+    r".*\(_run_tracker\)|.*watchdog.*|.*heartbeat.*)$",
+)
+HELPER_THREAD_FRAMES = _re(
+    r"\((?:[^)]*/)?(?:tqdm/_monitor\.py|torch/_inductor/compile_worker/subproc_pool\.py|"
+    r"multiprocessing/pool\.py|concurrent/futures/thread\.py|"
+    r"torch/utils/data/_utils/pin_memory\.py|wandb/[^)]*)\)"
+)
+
+# Python files that are plumbing: the call site a user cares about is the first frame
+# outside these (the line of *their* code that called into the blocking library).
+PLUMBING_FILES = _re(
+    r"(?:^|/)(?:torch/(?:distributed|cuda|_ops|_tensor|nn/modules/module|utils|autograd)|"
+    r"threading\.py|queue\.py|multiprocessing/|selectors\.py|socket\.py|subprocess\.py|"
+    r"asyncio/|concurrent/|zmq/|filelock/|triton/|torch/_inductor/|torch/_dynamo/|"
+    r"c10d_logger\.py|contextlib\.py|functools\.py|runpy\.py|"
+    r"pynccl(?:_wrapper)?\.py|shm_broadcast\.py|time\.py)"
+)
+
+# Op names normalised from Python functions and native symbols.
+OP_ALIASES = {
+    "allreduce": "all_reduce", "all_reduce": "all_reduce", "ncclallreduce": "all_reduce",
+    "allgather": "all_gather", "all_gather": "all_gather", "_allgather_base": "all_gather",
+    "all_gather_into_tensor": "all_gather", "ncclallgather": "all_gather",
+    "all_gather_object": "all_gather_object", "allgather_into_tensor_coalesced": "all_gather",
+    "reduce_scatter": "reduce_scatter", "reduce_scatter_tensor": "reduce_scatter",
+    "_reduce_scatter_base": "reduce_scatter", "ncclreducescatter": "reduce_scatter",
+    "broadcast": "broadcast", "ncclbroadcast": "broadcast",
+    "broadcast_object_list": "broadcast_object_list",
+    "barrier": "barrier", "monitored_barrier": "barrier",
+    "send": "send", "isend": "send", "ncclsend": "send",
+    "recv": "recv", "irecv": "recv", "ncclrecv": "recv",
+    "all_to_all": "all_to_all", "all_to_all_single": "all_to_all", "alltoall": "all_to_all",
+    "alltoall_base": "all_to_all", "ncclalltoall": "all_to_all",
+    "gather": "gather", "gather_object": "gather", "scatter": "scatter",
+    "scatter_object_list": "scatter", "reduce": "reduce", "ncclreduce": "reduce",
+    "ncclgroupend": "group_end",
+}
+
+_GLOO_WORK = re.compile(r"ProcessGroupGloo::(?:Async)?(\w+?)(?:Coalesced)?Work\w*::")
+_GLOO_ALGO = re.compile(r"gloo::(allreduce|allgather|allgatherv|broadcast|barrier|reduce_scatter|"
+                        r"alltoall|gather|scatter|reduce)\b", re.IGNORECASE)
+
+
+def op_from_name(name: str) -> str | None:
+    """Normalise a collective's function or symbol name to an op (``ncclAllReduce`` -> all_reduce)."""
+    short = name.rsplit(".", 1)[-1].rsplit("::", 1)[-1]
+    short = re.sub(r"^p(?=nccl)", "", short)
+    found = OP_ALIASES.get(short.lower())
+    if found:
+        return found
+    gloo = _GLOO_WORK.search(name)
+    if gloo:
+        return OP_ALIASES.get(gloo.group(1).lower(), gloo.group(1).lower())
+    algo = _GLOO_ALGO.search(name)
+    if algo:
+        value = algo.group(1).lower().rstrip("v")
+        return OP_ALIASES.get(value, value)
+    return None

@@ -1,0 +1,97 @@
+"""The ``hangscope`` command line: the one place that turns errors into messages and exit codes.
+
+Exit codes: see hangscope/errors.py and README.md ("Exit codes").
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from hangscope import __version__
+from hangscope.errors import HangscopeError, UsageError
+
+COMMANDS = ("dump", "attach", "show", "demo")
+
+
+def parse_pid(text: str) -> int:
+    """A PID from the command line.
+
+    Raises:
+        UsageError: not a whole number in the range of process IDs.
+    """
+    try:
+        pid = int(str(text).strip())
+    except ValueError:
+        raise UsageError(f"{text!r} is not a process ID: give a number such as 12345 "
+                         "(find it with `pgrep -af python`).") from None
+    if pid <= 0:
+        raise UsageError(f"{pid} is not a process ID: process IDs are positive numbers.")
+    if pid > 4_194_304:  # PID_MAX_LIMIT on 64-bit Linux
+        raise UsageError(f"{pid} is larger than any process ID Linux hands out (4194304).")
+    return pid
+
+
+def warn_no_redact(redact: bool) -> None:
+    if not redact:
+        print("hangscope: WARNING: --no-redact is set: tokens, API keys and passwords from the "
+              "job's environment, command lines and logs will appear in this report. Do not "
+              "paste it anywhere public.", file=sys.stderr)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse exits 2 with usage; keep that, but through our one error path.
+        raise UsageError(f"{message}. See `{self.prog} --help`.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="hangscope",
+                     description="Find out why a multi-process (GPU) Python job is hung.")
+    parser.add_argument("--version", action="version", version=f"hangscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        module = importlib.import_module(f"hangscope.commands.{name}")
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run hangscope; return the exit code."""
+    try:
+        parser = build_parser()
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        return int(args.func(args) or 0)
+    except HangscopeError as exc:
+        partial = getattr(exc, "snapshot", None)
+        if partial is not None:
+            from hangscope.render.output import emit
+
+            emit(partial, "text", None)
+        print(f"hangscope: error: {exc.message}", file=sys.stderr)
+        if exc.help_text:
+            print(f"hangscope: fix: {exc.help_text}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("hangscope: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a bug in hangscope: one sentence, traceback only on request
+        if os.environ.get("HANGSCOPE_DEBUG"):
+            raise
+        print(f"hangscope: internal error: {type(exc).__name__}: {exc}. This is a bug in "
+              "hangscope; rerun with HANGSCOPE_DEBUG=1 for the traceback and report it.",
+              file=sys.stderr)
+        return 1
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,329 @@
+"""Kernel facts from /proc: ``cat /proc/PID/{status,wchan,stack,environ}``, ``ls -l /proc/PID/fd``.
+
+The only module that reads /proc for per-process facts. Every read tolerates the process
+vanishing or a permission refusal: a missing fact is ``None``, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hangscope.model import Socket
+
+PROC = Path("/proc")
+
+# Environment variables that say something about a job's ranks, devices or launcher; the
+# rest of the environment is neither kept nor shown.
+JOB_ENV_KEYS = (
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
+    "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT", "CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "NCCL_P2P_DISABLE",
+    "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "CUDA_LAUNCH_BLOCKING", "SGLANG_DP_RANK",
+    "VLLM_HOST_IP", "OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "TORCH_NCCL_BLOCKING_WAIT", "TORCH_DISTRIBUTED_DEBUG", "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+    "PMI_RANK", "PMI_SIZE", "CROSS_RANK", "LOCAL_SIZE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+)
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """One thread's kernel view: ``/proc/PID/task/TID/{comm,stat,wchan}``."""
+
+    tid: int
+    comm: str | None
+    state: str | None
+    wchan: str | None
+    utime: int = 0  # clock ticks: a moving count means the thread runs
+    stime: int = 0
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """Per-process facts read in one pass."""
+
+    pid: int
+    exists: bool = True
+    permission_denied: bool = False
+    state: str | None = None
+    ppid: int | None = None
+    threads: int | None = None
+    rss: int | None = None
+    vms: int | None = None
+    swap: int | None = None
+    major_faults: int | None = None
+    tasks: tuple[TaskInfo, ...] = ()
+    fds: dict[str, int] = field(default_factory=dict)
+    num_fds: int | None = None
+    fd_targets: tuple[str, ...] = ()
+    log_files: tuple[str, ...] = ()
+    socket_inodes: frozenset[int] = frozenset()
+    kernel_stack: tuple[str, ...] = ()
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace")
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        return None
+    except PermissionError:
+        return None
+    except OSError:
+        return None
+
+
+def read_cmdline(pid: int) -> tuple[str, ...]:
+    """``cat /proc/PID/cmdline``: argv, or the setproctitle string as one element."""
+    try:
+        raw = (PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return ()
+    parts = raw.split(b"\0")
+    if parts and parts[-1] == b"":
+        parts = parts[:-1]
+    return tuple(p.decode(errors="replace") for p in parts)
+
+
+def read_environ(pid: int, keys: tuple[str, ...] = JOB_ENV_KEYS) -> dict[str, str] | None:
+    """The job-relevant part of ``/proc/PID/environ`` (the environment at exec time).
+
+    Returns None when it cannot be read (another user's process without privilege).
+    """
+    try:
+        raw = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    wanted = set(keys)
+    env = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep and key.decode(errors="replace") in wanted:
+            env[key.decode(errors="replace")] = value.decode(errors="replace")
+    return env
+
+
+def _parse_stat(text: str) -> tuple[str | None, int, int, int | None]:
+    """state, utime, stime, majflt from /proc/.../stat; comm may hold spaces and parens."""
+    rest = text.rsplit(")", 1)[-1].split()
+    if len(rest) < 13:
+        return None, 0, 0, None
+    return rest[0], int(rest[11]), int(rest[12]), int(rest[7])
+
+
+def read_tasks(pid: int) -> tuple[TaskInfo, ...]:
+    """Every thread's state and wchan: ``cat /proc/PID/task/*/{stat,wchan}``."""
+    base = PROC / str(pid) / "task"
+    try:
+        tids = sorted(int(t) for t in os.listdir(base) if t.isdigit())
+    except OSError:
+        return ()
+    tasks = []
+    for tid in tids:
+        tdir = base / str(tid)
+        stat_text = _read(tdir / "stat")
+        if stat_text is None:
+            continue  # the thread ended between listing and reading
+        state, utime, stime, _ = _parse_stat(stat_text)
+        wchan = _read(tdir / "wchan")
+        comm = _read(tdir / "comm")
+        tasks.append(
+            TaskInfo(
+                tid=tid,
+                comm=comm.strip() if comm else None,
+                state=state,
+                wchan=wchan.strip() if wchan and wchan.strip() not in ("", "0") else None,
+                utime=utime,
+                stime=stime,
+            )
+        )
+    return tuple(tasks)
+
+
+def _fd_kind(target: str) -> str:
+    if target.startswith("socket:"):
+        return "socket"
+    if target.startswith("pipe:"):
+        return "pipe"
+    if target.startswith("anon_inode:"):
+        return target.split(":", 1)[1].strip("[]")
+    if target.startswith("/dev/nvidia"):
+        return "nvidia"
+    if target.startswith("/dev/"):
+        return "device"
+    return "file"
+
+
+def read_fds(pid: int) -> tuple[int | None, dict[str, int], tuple[str, ...], tuple[str, ...],
+                                 frozenset[int], bool]:
+    """``ls -l /proc/PID/fd``: count by kind, targets, log files on fd 1/2, socket inodes."""
+    base = PROC / str(pid) / "fd"
+    try:
+        names = os.listdir(base)
+    except PermissionError:
+        return None, {}, (), (), frozenset(), True
+    except OSError:
+        return None, {}, (), (), frozenset(), False
+    kinds: Counter[str] = Counter()
+    targets = []
+    logs = []
+    inodes = set()
+    for name in names:
+        try:
+            target = os.readlink(base / name)
+        except OSError:
+            continue
+        targets.append(target)
+        kind = _fd_kind(target)
+        kinds[kind] += 1
+        if kind == "socket":
+            try:
+                inodes.add(int(target[len("socket:["):-1]))
+            except ValueError:
+                pass
+        if name in ("1", "2") and kind == "file" and target.startswith("/"):
+            try:
+                if stat_mod.S_ISREG(os.stat(base / name).st_mode) and target not in logs:
+                    logs.append(target)
+            except OSError:
+                pass
+    return len(names), dict(kinds), tuple(targets), tuple(logs), frozenset(inodes), False
+
+
+def read_status(pid: int) -> dict[str, str] | None:
+    """``cat /proc/PID/status`` as a dict."""
+    text = _read(PROC / str(pid) / "status")
+    if text is None:
+        return None
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key] = value.strip()
+    return out
+
+
+def _kb(value: str | None) -> int | None:
+    if not value:
+        return None
+    try:
+        return int(value.split()[0]) * 1024
+    except (ValueError, IndexError):
+        return None
+
+
+def read_process(pid: int, with_fds: bool = True) -> ProcInfo:
+    """Read one process's /proc facts in one pass; a vanished process gives exists=False."""
+    status = read_status(pid)
+    if status is None:
+        return ProcInfo(pid=pid, exists=(PROC / str(pid)).exists())
+    stat_text = _read(PROC / str(pid) / "stat")
+    majflt = _parse_stat(stat_text)[3] if stat_text else None
+    state = status.get("State", "?")[:1] or None
+    if with_fds:
+        num_fds, kinds, targets, logs, inodes, denied = read_fds(pid)
+    else:
+        num_fds, kinds, targets, logs, inodes, denied = None, {}, (), (), frozenset(), False
+    kstack = _read(PROC / str(pid) / "stack")
+    return ProcInfo(
+        pid=pid,
+        permission_denied=denied,
+        state=state,
+        ppid=int(status["PPid"]) if status.get("PPid", "").isdigit() else None,
+        threads=int(status["Threads"]) if status.get("Threads", "").isdigit() else None,
+        rss=_kb(status.get("VmRSS")),
+        vms=_kb(status.get("VmSize")),
+        swap=_kb(status.get("VmSwap")),
+        major_faults=majflt,
+        tasks=read_tasks(pid),
+        fds=kinds,
+        num_fds=num_fds,
+        fd_targets=targets,
+        log_files=logs,
+        socket_inodes=inodes,
+        kernel_stack=tuple(
+            line.split("] ", 1)[-1] for line in (kstack or "").splitlines() if line.strip()
+        ),
+    )
+
+
+def _hex_addr_v4(hexaddr: str) -> str:
+    raw = bytes.fromhex(hexaddr)
+    return ".".join(str(b) for b in reversed(raw))
+
+
+def _hex_addr_v6(hexaddr: str) -> str:
+    raw = bytes.fromhex(hexaddr)
+    words = [raw[i:i + 4][::-1] for i in range(0, 16, 4)]
+    flat = b"".join(words)
+    groups = [flat[i:i + 2].hex() for i in range(0, 16, 2)]
+    text = ":".join(g.lstrip("0") or "0" for g in groups)
+    return "::" if set(groups) == {"0000"} else text
+
+
+def read_listening(net_dir: Path | None = None) -> dict[int, Socket]:
+    """Listening sockets by inode: ``ss -ltnx`` from /proc/net/{tcp,tcp6,unix}."""
+    base = net_dir or (PROC / "net")
+    result: dict[int, Socket] = {}
+    for kind, parse in (("tcp", _hex_addr_v4), ("tcp6", _hex_addr_v6)):
+        text = _read(base / kind)
+        for line in (text or "").splitlines()[1:]:
+            cols = line.split()
+            if len(cols) < 10 or cols[3] != "0A":  # 0A = TCP_LISTEN
+                continue
+            addr, _, port = cols[1].partition(":")
+            try:
+                result[int(cols[9])] = Socket(kind, parse(addr), int(port, 16))
+            except ValueError:
+                continue
+    text = _read(base / "unix")
+    for line in (text or "").splitlines()[1:]:
+        cols = line.split()
+        # Flags 00010000 = __SO_ACCEPTCON: a listening unix socket.
+        if len(cols) >= 7 and cols[3] == "00010000":
+            path = cols[7] if len(cols) > 7 else ""
+            try:
+                result[int(cols[6])] = Socket("unix", path or "(unnamed)")
+            except ValueError:
+                continue
+    return result
+
+
+def read_children(pid: int) -> tuple[int, ...]:
+    """``cat /proc/PID/task/*/children``."""
+    kids: list[int] = []
+    base = PROC / str(pid) / "task"
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return ()
+    for tid in tids:
+        text = _read(base / tid / "children")
+        if text:
+            kids.extend(int(c) for c in text.split() if c.isdigit())
+    return tuple(sorted(set(kids)))
+
+
+def meminfo() -> dict[str, int]:
+    """``/proc/meminfo`` in bytes."""
+    out = {}
+    for line in (_read(PROC / "meminfo") or "").splitlines():
+        key, _, value = line.partition(":")
+        kb = _kb(value)
+        if kb is not None:
+            out[key] = kb
+    return out
+
+
+def cgroup_memory_limit() -> int | None:
+    """The memory limit of this cgroup (v2 ``memory.max`` or v1 ``limit_in_bytes``)."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        text = _read(Path(path))
+        if text and text.strip().isdigit():
+            value = int(text.strip())
+            if value < 1 << 60:
+                return value
+    return None

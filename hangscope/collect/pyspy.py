@@ -1,0 +1,196 @@
+"""Python and native stacks through py-spy: ``py-spy dump --json [--native] --pid N``.
+
+The only module that runs py-spy. It normalises py-spy's JSON on entry (``frames[0]`` is the
+innermost frame, ``line == 0`` means unknown) into model Frames, and turns every failure into a
+typed result: no exceptions leave this module except ToolMissing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hangscope.errors import ToolMissing
+from hangscope.model import Frame
+
+
+@dataclass(frozen=True)
+class PyThread:
+    """One thread as py-spy reports it."""
+
+    tid: int  # the OS thread id
+    name: str | None
+    active: bool | None
+    owns_gil: bool | None
+    frames: tuple[Frame, ...]
+
+
+@dataclass(frozen=True)
+class DumpResult:
+    """The outcome of one py-spy dump: threads, or the reason there are none."""
+
+    pid: int
+    threads: tuple[PyThread, ...] = ()
+    native: bool = False
+    error: str | None = None
+    error_kind: str | None = None  # permission | not_python | gone | timeout | failed
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def find_pyspy() -> str:
+    """Locate the py-spy binary: beside this Python (the wheel's), then on PATH.
+
+    Raises:
+        ToolMissing: py-spy is not installed anywhere hangscope can see.
+    """
+    override = os.environ.get("HANGSCOPE_PYSPY")
+    if override:
+        if Path(override).is_file() and os.access(override, os.X_OK):
+            return override
+        raise ToolMissing(f"HANGSCOPE_PYSPY points to {override!r}, which is not an executable.")
+    beside = Path(sys.executable).parent / "py-spy"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("py-spy")
+    if found:
+        return found
+    raise ToolMissing("py-spy was not found next to this Python or on PATH.")
+
+
+def _classify_failure(stderr: str, returncode: int) -> str:
+    """Name py-spy's failure from its stderr; py-spy gives no structured error codes."""
+    text = stderr.lower()
+    if "permission denied" in text or "operation not permitted" in text or "eperm" in text:
+        return "permission"
+    if (
+        "no such process" in text
+        or "failed to find process" in text
+        or "does not exist" in text
+        or "failed to get process executable name" in text
+    ):
+        return "gone"
+    if (
+        "failed to find python version" in text
+        or "failed to get python version" in text
+        or "couldn't find python" in text
+        or "not a python" in text
+        or "failed to find a python interpreter" in text
+    ):
+        return "not_python"
+    return "failed"
+
+
+def _error_line(stderr: str) -> str | None:
+    """py-spy prints ``Error: ...`` then a Rust backtrace; keep the sentence."""
+    for line in stderr.splitlines():
+        if line.startswith("Error:"):
+            return line[len("Error:"):].strip()
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return lines[0].strip() if lines else None
+
+
+def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
+    frames = []
+    for raw in raw_frames:
+        filename = raw.get("filename")
+        name = str(raw.get("name") or "?")
+        line = raw.get("line")
+        # py-spy marks native frames by giving the shared object as ``module``;
+        # Python frames have ``module`` null.
+        native = raw.get("module") is not None
+        frames.append(
+            Frame(
+                name=name,
+                file=str(filename) if filename else None,
+                line=int(line) if isinstance(line, int) and line > 0 else None,
+                native=native,
+                module=str(raw["module"]) if raw.get("module") else None,
+            )
+        )
+    return tuple(frames)
+
+
+def parse_dump(pid: int, text: str, native: bool, seconds: float = 0.0) -> DumpResult:
+    """Parse ``py-spy dump --json`` output into a DumpResult."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return DumpResult(pid, native=native, error=f"py-spy printed invalid JSON: {exc}",
+                          error_kind="failed", seconds=seconds)
+    if not isinstance(data, list):
+        return DumpResult(pid, native=native, error="py-spy printed unexpected JSON",
+                          error_kind="failed", seconds=seconds)
+    threads = []
+    for raw in data:
+        if not isinstance(raw, dict):
+            continue
+        tid = raw.get("os_thread_id") or raw.get("thread_id") or 0
+        threads.append(
+            PyThread(
+                tid=int(tid),  # type: ignore[call-overload]
+                name=raw.get("thread_name"),  # type: ignore[arg-type]
+                active=raw.get("active"),  # type: ignore[arg-type]
+                owns_gil=raw.get("owns_gil"),  # type: ignore[arg-type]
+                frames=_frames(raw.get("frames") or []),  # type: ignore[arg-type]
+            )
+        )
+    return DumpResult(pid, tuple(threads), native=native, seconds=seconds)
+
+
+def dump(pid: int, native: bool = True, timeout: float = 10.0, nonblocking: bool = False,
+         pyspy: str | None = None) -> DumpResult:
+    """Run ``py-spy dump --json [--native] [--nonblocking] --pid PID`` once, bounded by timeout.
+
+    A native dump that fails for a reason other than permission or a vanished process is
+    retried Python-only (SGLang's own dumper does the same), and the result says so.
+    """
+    binary = pyspy or find_pyspy()
+    cmd = [binary, "dump", "--json", "--pid", str(pid)]
+    if native:
+        cmd.insert(2, "--native")
+    if nonblocking:
+        cmd.insert(2, "--nonblocking")
+    started = time.monotonic()
+    try:
+        # py-spy pauses the target while it reads it; the timeout kills py-spy, and the
+        # kernel resumes the target when its tracer dies, so a target is never left stopped.
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return DumpResult(pid, native=native, error=f"py-spy did not answer within {timeout:g} s",
+                          error_kind="timeout", seconds=time.monotonic() - started)
+    except OSError as exc:
+        return DumpResult(pid, native=native, error=f"could not run py-spy: {exc}",
+                          error_kind="failed", seconds=time.monotonic() - started)
+    seconds = time.monotonic() - started
+    if proc.returncode == 0 and proc.stdout.strip():
+        return parse_dump(pid, proc.stdout, native, seconds)
+    stderr = (proc.stderr or proc.stdout or "").strip()
+    kind = _classify_failure(stderr, proc.returncode)
+    last_line = _error_line(stderr) or f"exit status {proc.returncode}"
+    if native and kind in ("failed", "timeout"):
+        fallback = dump(pid, native=False, timeout=timeout, nonblocking=nonblocking, pyspy=binary)
+        if fallback.ok:
+            return DumpResult(pid, fallback.threads, native=False,
+                              error=None, seconds=seconds + fallback.seconds)
+    return DumpResult(pid, native=native, error=f"py-spy: {last_line}", error_kind=kind,
+                      seconds=seconds)
+
+
+def version(pyspy: str | None = None) -> str | None:
+    """``py-spy --version``: recorded in the snapshot's notes."""
+    try:
+        out = subprocess.run([pyspy or find_pyspy(), "--version"], capture_output=True,
+                             text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired, ToolMissing):
+        return None
+    return out.stdout.strip() or None

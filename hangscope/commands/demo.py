@@ -1,0 +1,63 @@
+"""``hangscope demo [NAME]``: start a real hung job, diagnose it, and clean it up.
+
+Demos: mismatch (default: 4 gloo ranks, one in all_gather while the others all_reduce),
+sglang (an SGLang-style server whose schedulers never report ready), deadlock (two threads,
+lock-order inversion), straggler (one rank spins in Python while the others wait), torchrun
+(the mismatch ranks launched by torchrun). Needs the `demo` extra (torch, setproctitle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from hangscope.commands.dump import add_sampling_arguments
+    from hangscope.render.output import FORMATS
+
+    parser = sub.add_parser("demo", help="run a bundled hung job and diagnose it",
+                            description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", nargs="?", default="mismatch", help="which demo (default mismatch)")
+    parser.add_argument("--list", action="store_true", help="list the demos and exit")
+    parser.add_argument("--format", "-f", choices=FORMATS, default="text")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (0600)")
+    parser.add_argument("--attach", action="store_true",
+                        help="open the live TUI on the demo instead of printing one report")
+    add_sampling_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hangscope.commands.dump import options_from
+    from hangscope.errors import ToolMissing, UsageError
+    from hangscope.render.output import emit
+    from hangscope.sampler import Sampler
+
+    try:
+        from hangscope.demojobs import DEMOS, running_demo
+    except ImportError as exc:  # torch or setproctitle missing
+        raise ToolMissing(f"The demos need the demo extra ({exc.name} is missing).",
+                          help_text="pip install 'hangscope[demo]'  (torch, setproctitle)") from None
+    if args.list:
+        for spec in DEMOS.values():
+            print(f"{spec.name:<10} {spec.description}")
+        return 0
+    if args.name not in DEMOS:
+        raise UsageError(f"No demo named {args.name!r}: choose from {', '.join(DEMOS)}.")
+    options = options_from(args)
+    print(f"hangscope: starting demo {args.name!r} and waiting until it hangs...", file=sys.stderr)
+    with running_demo(args.name) as job:
+        print(f"hangscope: demo is hung (PID {job.pid}); diagnosing: hangscope dump {job.pid}",
+              file=sys.stderr)
+        sampler = Sampler(job.pid, options)
+        if args.attach:
+            from hangscope.tui.app import run_live
+
+            code = run_live(sampler, interval=2.0, save_dir=".")
+        else:
+            emit(sampler.snapshot(), args.format, args.output, native=options.native)
+            code = 0
+    print("hangscope: demo stopped and cleaned up.", file=sys.stderr)
+    return code

@@ -1,0 +1,65 @@
+"""``hangscope dump PID``: diagnose a hung job once and print the report.
+
+Samples every process of the job that PID belongs to over a short window, then prints the
+verdict, findings, the groups of ranks with a representative stack each, and a table of every
+process. ``--format md`` pastes into a GitHub issue; ``--format json`` is the versioned schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from hangscope.render.output import FORMATS, emit
+from hangscope.sampler import SampleOptions, Sampler
+
+
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by ``dump``, ``attach`` and ``demo``."""
+    parser.add_argument("--samples", type=int, default=3, metavar="K",
+                        help="stack samples per process over the window (default 3)")
+    parser.add_argument("--window", type=float, default=2.0, metavar="SECONDS",
+                        help="how long to watch: tells stuck (same stack) from slow (default 2)")
+    parser.add_argument("--no-native", dest="native", action="store_false",
+                        help="Python stacks only (faster; no C++/CUDA/NCCL frames)")
+    parser.add_argument("--nonblocking", action="store_true",
+                        help="never pause the targets (py-spy --nonblocking; Python only, "
+                        "stacks may be torn)")
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="per-process py-spy timeout (default 10)")
+    parser.add_argument("--no-redact", dest="redact", action="store_false",
+                        help="DANGER: keep tokens, keys and passwords in the report")
+
+
+def options_from(args: argparse.Namespace) -> SampleOptions:
+    from hangscope.errors import UsageError
+
+    if args.samples < 1 or args.samples > 100:
+        raise UsageError("--samples must be between 1 and 100.")
+    if not 0 <= args.window <= 600:
+        raise UsageError("--window must be between 0 and 600 seconds.")
+    if not 0.1 <= args.timeout <= 600:
+        raise UsageError("--timeout must be between 0.1 and 600 seconds.")
+    return SampleOptions(samples=args.samples, window=args.window, native=args.native,
+                         timeout=args.timeout, nonblocking=args.nonblocking,
+                         redact=args.redact)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("dump", help="diagnose a hung job once and print the report",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("pid", help="PID of the launcher or of any rank")
+    parser.add_argument("--format", "-f", choices=FORMATS, default="text")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (0600)")
+    add_sampling_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hangscope.cli import parse_pid, warn_no_redact
+
+    pid = parse_pid(args.pid)
+    options = options_from(args)
+    warn_no_redact(options.redact)
+    snap = Sampler(pid, options).snapshot()
+    emit(snap, args.format, args.output, native=options.native)
+    return 0

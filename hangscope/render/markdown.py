@@ -1,0 +1,101 @@
+"""A Markdown report that pastes into a GitHub issue: long stacks folded in ``<details>``."""
+
+from __future__ import annotations
+
+from hangscope.analyze.classify import process_category
+from hangscope.analyze.group import compact_ranks
+from hangscope.model import Role, Snapshot, Thread
+from hangscope.render.stack import display_lines
+
+_MARK = {"critical": "🔴", "warning": "🟡", "info": "🔵"}
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _stack_block(thread: Thread) -> str:
+    rows = []
+    for line in display_lines(thread.frames):
+        if line.folded:
+            rows.append(f"    {line.text}" + (f" [{line.location}]" if line.location else ""))
+        elif line.native:
+            rows.append(f"    {line.text} [{line.location}]")
+        else:
+            rows.append(f"  {line.text} ({line.location})")
+    return "```\n" + "\n".join(rows or ["(no stack)"]) + "\n```"
+
+
+def render_markdown(snap: Snapshot) -> str:
+    job = snap.job
+    ranks = [p for p in snap.processes if p.role is Role.RANK]
+    out: list[str] = ["## hangscope report", ""]
+    expected = f"/{job.expected_ranks}" if job.expected_ranks is not None else ""
+    out.append(f"**Job**: {job.kind} · launcher PID {job.launcher or '-'} · ranks "
+               f"{len(ranks)}{expected} · {len(snap.processes)} processes · {snap.samples} "
+               f"samples over {snap.window_s:.1f} s · hangscope {snap.hangscope} · {snap.created}")
+    out.append("")
+    if snap.verdict:
+        v = snap.verdict
+        out.append(f"### {_MARK[v.severity.value]} Verdict: "
+                   f"{v.kind.value.replace('_', ' ')}")
+        out.append("")
+        out.append(v.summary)
+        if v.evidence:
+            out.append("")
+            out.extend(f"- {_cell(e)}" for e in v.evidence)
+        out.append("")
+    if snap.findings:
+        out.append("### Findings")
+        out.append("")
+        out.extend(f"- {_MARK[f.severity.value]} **{f.severity.value}** {f.message}"
+                   for f in snap.findings)
+        out.append("")
+    if snap.groups:
+        out.append("### Where the ranks are")
+        out.append("")
+        by_pid = {p.pid: p for p in snap.processes}
+        suspects = set(snap.verdict.suspects) if snap.verdict else set()
+        for group in snap.groups:
+            odd = " ⬅ **suspect**" if any(p in suspects for p in group.pids) else ""
+            who = "ranks" if len(group.ranks) > 1 else "rank"
+            site = f" at `{group.site}`" if group.site else ""
+            op = f" `{group.op}`" if group.op else ""
+            ctx = f" _{group.context}_" if group.context else ""
+            out.append(f"- **{who} {compact_ranks(group.ranks)}**: {group.category}{op}"
+                       f"{site}{ctx}{odd}")
+            rep = by_pid.get(group.pids[0])
+            working = rep.working_thread if rep else None
+            if working is not None:
+                out.append("")
+                out.append(f"<details><summary>stack of {rep.name} (PID {rep.pid}), thread "
+                           f"{_cell(working.name or working.tid)}</summary>")
+                out.append("")
+                out.append(_stack_block(working))
+                out.append("")
+                out.append("</details>")
+            out.append("")
+    out.append("### Processes")
+    out.append("")
+    out.append("| rank | pid | role | state | cpu% | category | op | site |")
+    out.append("|---:|---:|---|---|---:|---|---|---|")
+    for proc in snap.processes:
+        working = proc.working_thread
+        out.append("| " + " | ".join(_cell(x) for x in (
+            proc.rank.label if proc.rank else "-", proc.pid, proc.role, proc.state or "?",
+            f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "?",
+            process_category(proc), (working.op if working else None) or "-",
+            f"`{working.site}`" if working and working.site else "-")) + " |")
+    errors = [(p, e) for p in snap.processes for e in p.errors]
+    if errors:
+        out.append("")
+        out.append("<details><summary>Could not read everything</summary>")
+        out.append("")
+        out.extend(f"- PID {p.pid} ({p.name}): {_cell(e)}" for p, e in errors)
+        out.append("")
+        out.append("</details>")
+    for note in snap.notes:
+        out.append("")
+        out.append(f"_Note: {note}_")
+    out.append("")
+    return "\n".join(out)

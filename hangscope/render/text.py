@@ -1,0 +1,240 @@
+"""Rich renderables from a Snapshot: shared by ``hangscope dump`` and the TUI widgets."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from rich.console import Group as RichGroup
+from rich.console import RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from hangscope.analyze.classify import process_category
+from hangscope.analyze.group import compact_ranks
+from hangscope.model import (
+    Category,
+    Group,
+    Process,
+    Role,
+    Severity,
+    Snapshot,
+    Thread,
+    rank_id,
+)
+from hangscope.render.stack import display_lines
+
+SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow",
+                  Severity.INFO: "cyan"}
+SEVERITY_MARK = {Severity.CRITICAL: "✖", Severity.WARNING: "⚠", Severity.INFO: "•"}
+CATEGORY_STYLE = {
+    Category.COLLECTIVE: "magenta", Category.COMM_INIT: "magenta", Category.CUDA_SYNC: "green",
+    Category.CUDA_LAUNCH: "green", Category.JIT_COMPILE: "blue", Category.RUNNING: "bold yellow",
+    Category.LOCK: "red", Category.GIL_WAIT: "red", Category.STOPPED: "bold red",
+    Category.ZOMBIE: "bold red", Category.DEAD: "bold red", Category.IPC_WAIT: "cyan",
+}
+
+
+def human_bytes(value: int | None) -> str:
+    if value is None:
+        return "?"
+    size = float(value)
+    for unit in ("B", "K", "M", "G", "T"):
+        if size < 1024 or unit == "T":
+            return f"{size:.0f}{unit}" if unit in ("B", "K") else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}T"
+
+
+def header(snap: Snapshot) -> Text:
+    """One line: job kind, launcher, ranks found vs expected, sampling."""
+    job = snap.job
+    ranks = [p for p in snap.processes if p.role is Role.RANK]
+    text = Text()
+    text.append("hangscope ", style="bold")
+    text.append(f"{job.kind} job", style="bold cyan")
+    if job.launcher:
+        text.append(f" · launcher PID {job.launcher}")
+    found = f"{len(ranks)}"
+    if job.expected_ranks is not None:
+        style = "bold red" if len(ranks) < job.expected_ranks else "green"
+        text.append(" · ranks ")
+        text.append(f"{found}/{job.expected_ranks}", style=style)
+    else:
+        text.append(f" · {found} rank{'s' if len(ranks) != 1 else ''}")
+    text.append(f" · {len(snap.processes)} processes")
+    text.append(f" · {snap.samples} sample{'s' if snap.samples != 1 else ''} over "
+                f"{snap.window_s:.1f} s")
+    if snap.hosts:
+        text.append(f" · {snap.hosts[0].name}")
+    return text
+
+
+def verdict_panel(snap: Snapshot, evidence_lines: int = 8) -> RenderableType:
+    verdict = snap.verdict
+    if verdict is None:
+        return Text("No verdict.")
+    style = SEVERITY_STYLE[verdict.severity]
+    body = Text(verdict.summary)
+    if verdict.evidence:
+        body.append("\n")
+        for line in verdict.evidence[:evidence_lines]:
+            body.append("\n  · " + line, style="dim")
+        if len(verdict.evidence) > evidence_lines:
+            body.append(f"\n  · … {len(verdict.evidence) - evidence_lines} more", style="dim")
+    title = verdict.kind.value.replace("_", " ").upper()
+    return Panel(body, title=f"[{style}]VERDICT: {title}[/]", title_align="left",
+                 border_style=style)
+
+
+def findings_table(snap: Snapshot) -> RenderableType:
+    table = Table(show_header=False, box=None, pad_edge=False, expand=False)
+    table.add_column(width=1)
+    table.add_column()
+    for finding in snap.findings:
+        style = SEVERITY_STYLE[finding.severity]
+        table.add_row(Text(SEVERITY_MARK[finding.severity], style=style), Text(finding.message))
+    return table
+
+
+def stack_text(thread: Thread, native: bool = True, full_paths: bool = False,
+               limit: int | None = 40) -> Text:
+    """A thread's stack, innermost first, Python and native interleaved."""
+    lines = display_lines(thread.frames, native=native, full_paths=full_paths)
+    text = Text()
+    shown = lines if limit is None else lines[:limit]
+    for line in shown:
+        if line.folded:
+            text.append(f"    {line.text}", style="dim italic")
+            if line.location:
+                text.append(f" [{line.location}]", style="dim")
+        elif line.native:
+            text.append(f"    {line.text}", style="dim")
+            text.append(f" [{line.location}]", style="dim")
+        else:
+            text.append(f"    {line.text}", style="bold")
+            text.append(f" ({line.location})")
+        text.append("\n")
+    if limit is not None and len(lines) > limit:
+        text.append(f"    … {len(lines) - limit} more frames\n", style="dim")
+    if not lines:
+        text.append("    (no stack: " + (thread.wchan or "not sampled") + ")\n", style="dim")
+    return text
+
+
+def _who(group: Group, is_rank: bool) -> str:
+    word = "rank" if is_rank else "PID"
+    plural = "s" if len(group.ranks) > 1 else ""
+    return f"{word}{plural} {compact_ranks(group.ranks)}"
+
+
+def groups_view(snap: Snapshot, native: bool = True, stack_limit: int = 25) -> RenderableType:
+    """Each group: its rank set, signature, and a representative stack."""
+    parts: list[RenderableType] = []
+    subjects = {p.pid: p for p in snap.processes}
+    is_rank = any(p.rank is not None for p in snap.processes if p.role is Role.RANK)
+    suspects = set(snap.verdict.suspects) if snap.verdict else set()
+    for group in snap.groups:
+        title = Text()
+        odd = any(pid in suspects for pid in group.pids)
+        title.append(f"{_who(group, is_rank):<14}", style="bold red" if odd else "bold")
+        title.append(f" {group.category}", style=CATEGORY_STYLE.get(group.category, ""))
+        if group.op:
+            title.append(f" {group.op}", style="bold")
+        if group.site:
+            title.append(f"  at {group.site}")
+        if group.context:
+            title.append(f"  [{group.context}]", style="yellow")
+        if odd:
+            title.append("  ← suspect", style="bold red")
+        parts.append(title)
+        rep = subjects.get(group.pids[0])
+        working = rep.working_thread if rep else None
+        if working is not None:
+            label = Text(f"  stack of {rep.name} (PID {rep.pid}), thread "
+                         f"{working.name or working.tid}:", style="dim")
+            parts.append(label)
+            parts.append(stack_text(working, native=native, limit=stack_limit))
+        else:
+            parts.append(Text(""))
+    return RichGroup(*parts)
+
+
+def _gpu_cell(proc: Process, snap: Snapshot) -> str:
+    if not proc.gpus:
+        return "-"
+    cells = []
+    gpus = {g.index: g for h in snap.hosts for g in h.gpus}
+    for use in proc.gpus:
+        gpu = gpus.get(use.gpu_index)
+        util = f" {gpu.utilization:.0f}%" if gpu and gpu.utilization is not None else ""
+        cells.append(f"{use.gpu_index}{util}")
+    return ",".join(cells)
+
+
+def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> Table:
+    """Per process: rank, PID, role, state, CPU, GPU, category, op, call site."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for name, kw in (("rank", {"justify": "right"}), ("pid", {"justify": "right"}),
+                     ("role", {}), ("st", {}), ("cpu%", {"justify": "right"}),
+                     ("gpu", {}), ("category", {}), ("op", {}), ("site", {"overflow": "fold"})):
+        table.add_column(name, **kw)
+    suspects = set(snap.verdict.suspects) if snap.verdict else set()
+    procs = processes if processes is not None else snap.processes
+    for proc in procs:
+        working = proc.working_thread
+        category = process_category(proc)
+        rank = proc.rank.label if proc.rank is not None else "-"
+        style = "bold red" if proc.pid in suspects else ""
+        table.add_row(
+            rank, str(proc.pid), str(proc.role), proc.state or "?",
+            f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "?",
+            _gpu_cell(proc, snap),
+            Text(str(category), style=CATEGORY_STYLE.get(category, "")),
+            (working.op if working else None) or "-",
+            (working.site if working else None) or (proc.errors[0] if proc.errors else "-"),
+            style=style,
+        )
+    return table
+
+
+def native_threads_note(proc: Process) -> str | None:
+    """Native-only threads (CUDA driver, NCCL proxy, ...) summarised by wait channel."""
+    native = [t for t in proc.threads if not t.python]
+    if not native:
+        return None
+    counts = Counter(t.wchan or t.state or "?" for t in native)
+    parts = ", ".join(f"{n} in {w}" for w, n in counts.most_common(4))
+    return f"{len(native)} native-only threads ({parts})"
+
+
+def report(snap: Snapshot, native: bool = True) -> RenderableType:
+    """The whole ``hangscope dump`` text report, verdict first."""
+    parts: list[RenderableType] = [header(snap), verdict_panel(snap)]
+    if snap.findings:
+        parts += [Text("Findings", style="bold underline"), findings_table(snap), Text("")]
+    if snap.groups:
+        parts += [Text("Where the ranks are", style="bold underline"), groups_view(snap, native)]
+    parts += [Text("Processes", style="bold underline"), ranks_table(snap)]
+    errors = [(p, e) for p in snap.processes for e in p.errors]
+    if errors:
+        parts.append(Text(""))
+        parts.append(Text("Could not read everything:", style="bold yellow"))
+        for proc, err in errors:
+            parts.append(Text(f"  PID {proc.pid} ({proc.name}): {err}", style="yellow"))
+    for note in snap.notes:
+        parts.append(Text(f"Note: {note}", style="dim"))
+    return RichGroup(*parts)
+
+
+__all__ = [
+    "header",
+    "human_bytes",
+    "native_threads_note",
+    "rank_id",
+    "ranks_table",
+    "report",
+    "stack_text",
+    "verdict_panel",
+]

@@ -1,0 +1,366 @@
+"""Discover a job and sample every process in parallel over a short window: raw Snapshots.
+
+The sampler is the pipeline's only stage with side effects: it runs the collectors, several
+rounds over ``window`` seconds, then hands detached data to ``hangscope.analyze``.
+Round one takes native stacks (slow: py-spy reads libtorch's symbols); later rounds are
+Python-only (milliseconds) and only tell stuck (same stack) from slow (stack moved).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+
+import psutil
+
+from hangscope import __version__
+from hangscope.analyze import analyze
+from hangscope.analyze.roles import (
+    expected_ranks,
+    job_kind,
+    launcher_args,
+    role_and_rank,
+    title_of,
+)
+from hangscope.collect import nvml, procfs, pyspy, tree
+from hangscope.errors import PermissionDenied
+from hangscope.model import (
+    Host,
+    Job,
+    Process,
+    RankInfo,
+    Role,
+    Snapshot,
+    Thread,
+)
+from hangscope.redact import redact_argv, redact_env, redact_text
+
+
+@dataclass(frozen=True)
+class SampleOptions:
+    """How to sample: ``hangscope dump --samples K --window S --no-native --timeout T``."""
+
+    samples: int = 3
+    window: float = 2.0
+    native: bool = True
+    timeout: float = 10.0
+    nonblocking: bool = False
+    redact: bool = True
+    workers: int | None = None  # parallel py-spy runs; default: 2 x cores, at most 32
+
+
+@dataclass
+class _Round:
+    """One sampling round of one process."""
+
+    dump: pyspy.DumpResult | None
+    proc: procfs.ProcInfo
+
+
+def _workers(options: SampleOptions, n: int) -> int:
+    if options.workers:
+        return max(1, options.workers)
+    # py-spy spends most of a dump waiting on the target's memory reads, so a little more
+    # than one per core keeps both busy.
+    return max(1, min(n, 2 * (os.cpu_count() or 1), 32))
+
+
+def _stack_key(thread: pyspy.PyThread) -> tuple[tuple[str, str | None, int | None], ...]:
+    return tuple((f.name, f.file, f.line) for f in thread.frames if not f.native)
+
+
+def _assign_spawn_order(procs: list[Process]) -> list[Process]:
+    """Number unnamed multiprocessing children of one parent by start time, when 2+ exist."""
+    by_parent: dict[int | None, list[Process]] = {}
+    for proc in procs:
+        if proc.role is Role.OTHER and proc.rank is None and proc.python and (
+                "multiprocessing" in (proc.title or "")
+                or _forked_copy(proc, procs)):
+            by_parent.setdefault(proc.ppid, []).append(proc)
+    renumbered: dict[int, Process] = {}
+    for siblings in by_parent.values():
+        if len(siblings) < 2:
+            continue
+        siblings.sort(key=lambda p: (p.create_time or 0.0, p.pid))
+        for i, proc in enumerate(siblings):
+            renumbered[proc.pid] = replace(proc, role=Role.RANK,
+                                           rank=RankInfo(global_rank=i, source="spawn-order"))
+    return [renumbered.get(p.pid, p) for p in procs]
+
+
+def _forked_copy(proc: Process, procs: list[Process]) -> bool:
+    parent = next((p for p in procs if p.pid == proc.ppid), None)
+    return parent is not None and bool(proc.cmdline) and parent.cmdline == proc.cmdline
+
+
+class Sampler:
+    """Takes Snapshots of the job that a PID belongs to.
+
+    Keeps what does not change between refreshes (the process tree's identity, each rank's
+    native stack while its Python stack is unchanged) so a live view pays less per tick.
+    """
+
+    def __init__(self, pid: int, options: SampleOptions | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.target = pid
+        self.options = options or SampleOptions()
+        self.clock = clock
+        self._pyspy = pyspy.find_pyspy()
+        tree.check_target(pid)
+        # Cache: pid -> (create_time, python stack keys by tid, native dump).
+        self._native_cache: dict[int, tuple[float | None, dict[int, tuple], pyspy.DumpResult]] = {}
+        self._launcher: int | None = None
+        self.last: Snapshot | None = None
+
+    # -- discovery -------------------------------------------------------------------
+    def discover(self) -> tuple[Job, list[Process]]:
+        """Find the job's processes and name their roles and ranks."""
+        root = self._launcher
+        if root is None or not psutil.pid_exists(root):
+            root = tree.find_root(self.target) if psutil.pid_exists(self.target) else self.target
+            self._launcher = root
+        found = tree.walk(root)
+        procs = []
+        for info in found:
+            role, rank = role_and_rank(info.cmdline, info.environ, info.pid == root,
+                                       bool(info.children))
+            env = info.environ or {}
+            cmdline = tuple(redact_argv(list(info.cmdline))) if self.options.redact else info.cmdline
+            procs.append(Process(
+                pid=info.pid, ppid=info.ppid, host=socket.gethostname(), role=role, rank=rank,
+                title=title_of(cmdline), cmdline=cmdline, exe=info.exe,
+                create_time=info.create_time, state=None, children=info.children,
+                environ=redact_env(env) if self.options.redact else dict(env),
+                python=_is_python(info),
+            ))
+        procs = _assign_spawn_order(procs)
+        root_proc = next((p for p in procs if p.pid == root), None)
+        args = launcher_args(root_proc.cmdline if root_proc else ())
+        kind = job_kind([p.cmdline for p in procs])
+        expected, source = expected_ranks(args, [p.environ for p in procs if p.role is Role.RANK],
+                                          kind)
+        job = Job(launcher=root if root_proc and root_proc.role is Role.LAUNCHER else None,
+                  target=self.target, kind=kind, expected_ranks=expected,
+                  expected_source=source, args=args)
+        return job, procs
+
+    # -- sampling --------------------------------------------------------------------
+    def _dump(self, proc: Process, native: bool) -> pyspy.DumpResult | None:
+        if proc.python is False:
+            return None
+        return pyspy.dump(proc.pid, native=native and not self.options.nonblocking,
+                          timeout=self.options.timeout, nonblocking=self.options.nonblocking,
+                          pyspy=self._pyspy)
+
+    def _round(self, pool: ThreadPoolExecutor, procs: Sequence[Process], native: bool,
+               reuse: dict[int, pyspy.DumpResult]) -> dict[int, _Round]:
+        def one(proc: Process) -> tuple[int, _Round]:
+            dump = reuse.get(proc.pid) or self._dump(proc, native)
+            info = procfs.read_process(proc.pid, with_fds=native)
+            return proc.pid, _Round(dump, info)
+
+        return dict(pool.map(one, procs))
+
+    def snapshot(self) -> Snapshot:
+        """Discover, sample over the window, analyze: one complete Snapshot."""
+        started = self.clock()
+        job, procs = self.discover()
+        opts = self.options
+        samples = max(1, opts.samples)
+        interval = opts.window / (samples - 1) if samples > 1 else 0.0
+        cpu_before = {p.pid: _cpu_times(p.pid) for p in procs}
+        listening = procfs.read_listening()
+        gpu_readings = [nvml.read_gpus()]
+        rounds: list[dict[int, _Round]] = []
+        with ThreadPoolExecutor(max_workers=_workers(opts, len(procs))) as pool:
+            t0 = self.clock()
+            first_python = self._python_only_if_unchanged(pool, procs)
+            rounds.append(self._round(pool, procs, opts.native, first_python))
+            for i in range(1, samples):
+                delay = t0 + i * interval - self.clock()
+                if delay > 0:
+                    time.sleep(delay)  # the sampling interval itself, not a readiness wait
+                rounds.append(self._round(pool, procs, False, {}))
+                gpu_readings.append(nvml.read_gpus())
+            window = self.clock() - t0
+        cpu_after = {p.pid: _cpu_times(p.pid) for p in procs}
+        reading = nvml.merge_readings(gpu_readings)
+        merged = [self._merge(p, rounds, cpu_before, cpu_after, window, listening, reading)
+                  for p in procs]
+        self._remember_native(merged, rounds)
+        snap = Snapshot(
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            hangscope=__version__,
+            hosts=(_host(reading),),
+            job=job,
+            processes=tuple(merged),
+            samples=samples,
+            window_s=round(window, 3),
+            duration_s=round(self.clock() - started, 3),
+            redacted=opts.redact,
+            notes=tuple(n for n in (reading.error,) if n),
+        )
+        snap = analyze(snap)
+        _raise_if_nothing_readable(snap)
+        self.last = snap
+        return snap
+
+    # -- refresh economy --------------------------------------------------------------
+    def _python_only_if_unchanged(self, pool: ThreadPoolExecutor,
+                                  procs: Sequence[Process]) -> dict[int, pyspy.DumpResult]:
+        """Reuse a process's native stacks when a cheap Python-only dump shows no change."""
+        if not self.options.native or not self._native_cache:
+            return {}
+        cached = [p for p in procs if p.pid in self._native_cache]
+
+        def check(proc: Process) -> tuple[int, pyspy.DumpResult | None]:
+            create, keys, native = self._native_cache[proc.pid]
+            if create != proc.create_time:
+                return proc.pid, None
+            fresh = self._dump(proc, native=False)
+            if fresh is None or not fresh.ok:
+                return proc.pid, None
+            if {t.tid: _stack_key(t) for t in fresh.threads} != keys:
+                return proc.pid, None
+            return proc.pid, native
+
+        reuse = {pid: dump for pid, dump in pool.map(check, cached) if dump is not None}
+        return reuse
+
+    def _remember_native(self, procs: Sequence[Process], rounds: list[dict[int, _Round]]) -> None:
+        self._native_cache.clear()
+        for proc in procs:
+            first = rounds[0].get(proc.pid)
+            if first and first.dump and first.dump.ok and first.dump.native:
+                keys = {t.tid: _stack_key(t) for t in first.dump.threads}
+                last = rounds[-1].get(proc.pid)
+                if last and last.dump and last.dump.ok and (
+                        {t.tid: _stack_key(t) for t in last.dump.threads} == keys):
+                    self._native_cache[proc.pid] = (proc.create_time, keys, first.dump)
+
+    # -- merging ----------------------------------------------------------------------
+    def _merge(self, proc: Process, rounds: list[dict[int, _Round]],
+               cpu_before: dict[int, float | None], cpu_after: dict[int, float | None],
+               window: float, listening: dict, reading: nvml.GpuReading) -> Process:
+        first = rounds[0][proc.pid]
+        last = rounds[-1][proc.pid]
+        info = last.proc if last.proc.exists else first.proc
+        errors: list[str] = []
+        if not last.proc.exists:
+            errors.append("the process exited during sampling")
+        dumps = [r[proc.pid].dump for r in rounds]
+        base = next((d for d in dumps if d is not None and d.ok), None)
+        for dump in dumps:
+            if dump is not None and not dump.ok and dump.error not in errors:
+                errors.append(dump.error or "py-spy failed")
+        if proc.python is False:
+            errors.append("not a Python process: /proc facts only")
+        # How long each thread's Python stack stayed the same, from the last round back.
+        unchanged: dict[int, int] = {}
+        seen: dict[int, int] = {}
+        last_key: dict[int, tuple] = {}
+        for dump in dumps:
+            if dump is None or not dump.ok:
+                continue
+            for thread in dump.threads:
+                key = _stack_key(thread)
+                seen[thread.tid] = seen.get(thread.tid, 0) + 1
+                if last_key.get(thread.tid) == key:
+                    unchanged[thread.tid] = unchanged.get(thread.tid, 1) + 1
+                else:
+                    unchanged[thread.tid] = 1
+                last_key[thread.tid] = key
+        tasks = {t.tid: t for t in info.tasks}
+        threads: list[Thread] = []
+        base_threads = base.threads if base else ()
+        for pt in base_threads:
+            task = tasks.pop(pt.tid, None)
+            name = pt.name or (task.comm if task else None)
+            threads.append(Thread(
+                tid=pt.tid, name=redact_text(name) if name and self.options.redact else name,
+                state=task.state if task else None, wchan=task.wchan if task else None,
+                active=pt.active, owns_gil=pt.owns_gil, frames=pt.frames, python=True,
+                unchanged_samples=unchanged.get(pt.tid, 1), samples=seen.get(pt.tid, 1)))
+        for task in tasks.values():
+            threads.append(Thread(tid=task.tid, name=task.comm, state=task.state,
+                                  wchan=task.wchan, python=False))
+        state = info.state if info.exists else "gone"
+        cpu = None
+        before, after = cpu_before.get(proc.pid), cpu_after.get(proc.pid)
+        if before is not None and after is not None and window > 0:
+            cpu = round(100.0 * (after - before) / window, 1)
+        socks = tuple(listening[i] for i in sorted(info.socket_inodes) if i in listening)
+        if info.permission_denied:
+            errors.append("permission denied reading /proc/PID/fd")
+        return replace(
+            proc, state=state, ppid=info.ppid if info.ppid is not None else proc.ppid,
+            cpu_percent=cpu, rss=info.rss, vms=info.vms, swap=info.swap,
+            major_faults=info.major_faults, num_threads=info.threads, num_fds=first.proc.num_fds,
+            fds=first.proc.fds, log_files=first.proc.log_files, listening=socks,
+            threads=tuple(threads), native_sampled=bool(base and base.native),
+            gpus=nvml.gpus_of_process(proc.pid, proc.environ, reading),
+            kernel_stack=info.kernel_stack, errors=tuple(errors),
+            python=proc.python if base is None else True,
+        )
+
+
+def _is_python(info: tree.Found) -> bool | None:
+    from hangscope.analyze.roles import looks_like_python
+
+    if looks_like_python(info.cmdline):
+        return True
+    exe = (info.exe or "").rsplit("/", 1)[-1]
+    if exe.startswith("python"):
+        return True
+    if info.exe is None and not info.cmdline:
+        return None
+    return False
+
+
+def _cpu_times(pid: int) -> float | None:
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+    return times.user + times.system
+
+
+def _host(reading: nvml.GpuReading) -> Host:
+    mem = procfs.meminfo()
+    swap_total, swap_free = mem.get("SwapTotal"), mem.get("SwapFree")
+    return Host(
+        name=socket.gethostname(),
+        kernel=platform.release(),
+        cpus=os.cpu_count(),
+        mem_total=mem.get("MemTotal"),
+        mem_available=mem.get("MemAvailable"),
+        swap_used=(swap_total - swap_free) if swap_total is not None and swap_free is not None
+        else None,
+        cgroup_memory_limit=procfs.cgroup_memory_limit(),
+        gpus=reading.gpus,
+        gpu_error=reading.error,
+    )
+
+
+def _raise_if_nothing_readable(snap: Snapshot) -> None:
+    """Every Python process refused py-spy for lack of privilege: say how to fix it."""
+    python = [p for p in snap.processes if p.python]
+    if python and all(any("permission" in e.lower() or "not permitted" in e.lower()
+                          for e in p.errors) and not any(t.python for t in p.threads)
+                      for p in python):
+        err = PermissionDenied(
+            f"Not allowed to read the stacks of PID {snap.job.target} "
+            f"({len(python)} Python process(es) refused py-spy).")
+        err.snapshot = snap  # type: ignore[attr-defined]
+        raise err
+
+
+def sample_once(pid: int, options: SampleOptions | None = None) -> Snapshot:
+    """One complete snapshot of the job that ``pid`` belongs to."""
+    return Sampler(pid, options).snapshot()
