@@ -89,9 +89,10 @@ def check_cpu_idle(snap: Snapshot) -> Iterable[Finding]:
     cpus = [p.cpu_percent for p in ranks if p.cpu_percent is not None]
     if not cpus or len(cpus) < len(ranks) or snap.window_s <= 0:
         return
+    noun = "rank" if _ranks(snap) else "process"
     if max(cpus) < 5.0:
         yield Finding("activity.idle", Severity.WARNING,
-                      f"Every rank was idle on CPU for the whole {snap.window_s:.1f} s window "
+                      f"Every {noun} was idle on CPU for the whole {snap.window_s:.1f} s window "
                       f"(highest {max(cpus):.0f}%): nothing is computing, everything waits.",
                       {"cpu_percent": {rank_id(p): p.cpu_percent for p in ranks}})
     busy = [p for p in ranks if (p.cpu_percent or 0) >= 50.0]

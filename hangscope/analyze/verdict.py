@@ -8,6 +8,7 @@ Every verdict names ranks and carries the evidence a user can check.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from hangscope.analyze.classify import process_category
 from hangscope.analyze.group import compact_ranks, group_ranks
@@ -104,6 +105,21 @@ def _evidence(procs: Sequence[Process]) -> list[str]:
     return lines
 
 
+def _launcher_evidence(processes: Sequence[Process]) -> list[str]:
+    """What the launcher does: usually waiting on the ranks it started."""
+    lines = []
+    for proc in processes:
+        if proc.role is not Role.LAUNCHER:
+            continue
+        working = proc.working_thread
+        category = process_category(proc)
+        where = f" at {working.site}" if working and working.site else ""
+        kids = ", ".join(str(c) for c in proc.children[:8])
+        lines.append(f"launcher (PID {proc.pid}) {_VERBS[category][0].format(op='a collective')}"
+                     f"{where}; its children: {kids or 'none'}")
+    return lines
+
+
 def _stuck(proc: Process, samples: int) -> bool:
     if samples <= 1:
         return True
@@ -126,9 +142,18 @@ def _lock_threads(proc: Process) -> list[Thread]:
     return out
 
 
-def diagnose(processes: Sequence[Process], job: Job, samples: int) -> tuple[Verdict,
-                                                                           tuple[Group, ...]]:
-    """The verdict for the job and the groups it rests on."""
+def diagnose(processes: Sequence[Process], job: Job,
+             samples: int) -> tuple[Verdict, tuple[Group, ...]]:
+    """The verdict for the job and the groups it rests on, with what the launcher does."""
+    verdict, groups = _decide(processes, job, samples)
+    extra = _launcher_evidence(processes)
+    if extra:
+        verdict = replace(verdict, evidence=(*verdict.evidence, *extra))
+    return verdict, groups
+
+
+def _decide(processes: Sequence[Process], job: Job,
+            samples: int) -> tuple[Verdict, tuple[Group, ...]]:
     subjects = subjects_of(processes)
     is_rank = any(p.rank is not None for p in subjects)
     groups = group_ranks(subjects)

@@ -51,7 +51,22 @@ def render_markdown(snap: Snapshot) -> str:
         out.extend(f"- {_MARK[f.severity.value]} **{f.severity.value}** {f.message}"
                    for f in snap.findings)
         out.append("")
-    if snap.groups:
+    deadlocked = (snap.process(snap.verdict.suspects[0])
+                  if snap.verdict and snap.verdict.kind.value == "local_deadlock"
+                  and snap.verdict.suspects else None)
+    if deadlocked is not None:
+        out.append("### Threads of the deadlocked process")
+        out.append("")
+        for thread in deadlocked.threads:
+            if thread.helper or not thread.python:
+                continue
+            site = f" at `{thread.site}`" if thread.site else ""
+            out.append(f"- **{_cell(thread.name or thread.tid)}** (tid {thread.tid}): "
+                       f"{thread.category}{site}")
+            out.append("")
+            out.append(_stack_block(thread))
+            out.append("")
+    if snap.groups and deadlocked is None:
         out.append("### Where the ranks are")
         out.append("")
         by_pid = {p.pid: p for p in snap.processes}

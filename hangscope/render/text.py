@@ -61,9 +61,10 @@ def header(snap: Snapshot) -> Text:
         style = "bold red" if len(ranks) < job.expected_ranks else "green"
         text.append(" · ranks ")
         text.append(f"{found}/{job.expected_ranks}", style=style)
-    else:
+    elif ranks:
         text.append(f" · {found} rank{'s' if len(ranks) != 1 else ''}")
-    text.append(f" · {len(snap.processes)} processes")
+    count = len(snap.processes)
+    text.append(f" · {count} process{'es' if count != 1 else ''}")
     text.append(f" · {snap.samples} sample{'s' if snap.samples != 1 else ''} over "
                 f"{snap.window_s:.1f} s")
     if snap.hosts:
@@ -161,6 +162,26 @@ def groups_view(snap: Snapshot, native: bool = True, stack_limit: int = 25) -> R
     return RichGroup(*parts)
 
 
+def suspect_threads_view(snap: Snapshot, native: bool = True) -> RenderableType | None:
+    """For a local deadlock: every non-helper thread of the suspect process, with its stack."""
+    verdict = snap.verdict
+    if verdict is None or verdict.kind.value != "local_deadlock" or not verdict.suspects:
+        return None
+    proc = snap.process(verdict.suspects[0])
+    if proc is None:
+        return None
+    parts: list[RenderableType] = []
+    for thread in proc.threads:
+        if thread.helper or not thread.python:
+            continue
+        title = Text(f"thread {thread.name or thread.tid} (tid {thread.tid})", style="bold")
+        title.append(f"  {thread.category}", style=CATEGORY_STYLE.get(thread.category, ""))
+        if thread.site:
+            title.append(f"  at {thread.site}")
+        parts += [title, stack_text(thread, native=native, limit=20)]
+    return RichGroup(*parts)
+
+
 def _gpu_cell(proc: Process, snap: Snapshot) -> str:
     if not proc.gpus:
         return "-"
@@ -214,7 +235,10 @@ def report(snap: Snapshot, native: bool = True) -> RenderableType:
     parts: list[RenderableType] = [header(snap), verdict_panel(snap)]
     if snap.findings:
         parts += [Text("Findings", style="bold underline"), findings_table(snap), Text("")]
-    if snap.groups:
+    threads = suspect_threads_view(snap, native)
+    if threads is not None:
+        parts += [Text("Threads of the deadlocked process", style="bold underline"), threads]
+    elif snap.groups:
         parts += [Text("Where the ranks are", style="bold underline"), groups_view(snap, native)]
     parts += [Text("Processes", style="bold underline"), ranks_table(snap)]
     errors = [(p, e) for p in snap.processes for e in p.errors]
