@@ -149,7 +149,7 @@ DEMOS: dict[str, DemoSpec] = {
         DemoSpec(
             name="sglang",
             description="SGLang-style server: TP schedulers hang in warm-up, detokenizer waits",
-            build_argv=_plain_demo("sglang_like", "--tp-size", "4"),
+            build_argv=_plain_demo("sglang_like", "--tp-size", "4", "--port", "30000"),
             ready_lines=5,
             ranks=4,
         ),

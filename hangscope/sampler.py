@@ -131,7 +131,8 @@ class Sampler:
             role, rank = role_and_rank(info.cmdline, info.environ, info.pid == root,
                                        bool(info.children))
             env = info.environ or {}
-            cmdline = tuple(redact_argv(list(info.cmdline))) if self.options.redact else info.cmdline
+            cmdline = (tuple(redact_argv(list(info.cmdline))) if self.options.redact
+                       else info.cmdline)
             procs.append(Process(
                 pid=info.pid, ppid=info.ppid, host=socket.gethostname(), role=role, rank=rank,
                 title=title_of(cmdline), cmdline=cmdline, exe=info.exe,

@@ -26,7 +26,8 @@ _WCHAN_RULES: tuple[tuple[re.Pattern[str], Category], ...] = (
     (re.compile(r"futex"), Category.LOCK),
     (re.compile(r"nanosleep|hrtimer|msleep"), Category.SLEEP),
     (re.compile(r"epoll|poll_schedule|do_select|do_sys_poll|pipe_read|pipe_write|unix_stream|"
-                r"sk_wait|inet_csk_accept|tcp_recv|wait_woken|do_wait|kernel_wait"), Category.IPC_WAIT),
+                r"sk_wait|inet_csk_accept|tcp_recv|wait_woken|do_wait|kernel_wait"),
+     Category.IPC_WAIT),
     (re.compile(r"folio|page|nfs|rpc_wait|blk|io_schedule|jbd2|xfs|ext4"), Category.IO),
 )
 
@@ -151,10 +152,9 @@ def classify_thread(thread: Thread) -> Thread:
     if thread.state == "D":
         return replace(thread, category=Category.IO, site=site, context=context, helper=helper,
                        hint="Uninterruptible sleep (state D): waiting on storage or a driver.")
-    if thread.active or thread.state == "R":
-        if frames:
-            return replace(thread, category=Category.RUNNING, site=site, context=context,
-                           helper=helper, hint="Running on CPU in this code.")
+    if (thread.active or thread.state == "R") and frames:
+        return replace(thread, category=Category.RUNNING, site=site, context=context,
+                       helper=helper, hint="Running on CPU in this code.")
     if not frames and thread.state == "S":
         return replace(thread, category=Category.IDLE, site=site, helper=helper)
     return replace(thread, category=Category.UNKNOWN, site=site, context=context, helper=helper)

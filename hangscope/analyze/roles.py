@@ -151,7 +151,8 @@ _SIZE_FLAGS = {
 def launcher_args(cmdline: Sequence[str]) -> dict[str, str]:
     """The flags of a launcher that matter to a diagnosis: sizes and the port."""
     wanted = set(_SIZE_FLAGS) | {"--port", "--host", "--model-path", "--model", "--master-port",
-                                 "--master_port", "--standalone", "--node-rank", "--enable-dp-attention"}
+                                 "--master_port", "--standalone", "--node-rank",
+                                 "--enable-dp-attention"}
     out: dict[str, str] = {}
     args = list(cmdline)
     for i, arg in enumerate(args):

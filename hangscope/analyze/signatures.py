@@ -58,7 +58,11 @@ SIGNATURES: tuple[Signature, ...] = (
         _re(r"^(?:\S+\.)?(?:init_process_group|rendezvous|_store_based_barrier|"
             r"_create_c10d_store|_env_rendezvous_handler|_tcp_rendezvous_handler|"
             r"init_model_parallel_group|initialize_model_parallel|new_group|"
-            r"PyNcclCommunicator\.__init__|init_distributed_environment) "),
+            r"PyNcclCommunicator\.__init__|init_distributed_environment) |"
+            # pynccl (vLLM/SGLang): NCCLLibrary.ncclCommInitRank via ctypes; without qualnames
+            # (py-spy on Python < 3.11) the constructor is a bare __init__ in pynccl.py.
+            r"^(?:\S+\.)?nccl(?:CommInitRank\w*|CommInitAll|CommSplit|GetUniqueId) |"
+            r"^__init__ \((?:[^)]*/)?pynccl\.py\)"),
         _re(r"p?ncclCommInit(?:Rank|RankConfig|All)?\b|ncclCommSplit|bootstrap(?:AllGather|Init)|"
             r"NCCLComm::create|initNCCLComm|getNCCLComm|broadcastUniqueNCCLID|"
             r"TCPStore::(?:doWait|doGet|wait|get|TCPStore|waitForWorkers)|tcputil::(?:connect|recvBytes)"),
@@ -92,6 +96,17 @@ SIGNATURES: tuple[Signature, ...] = (
         ANYWHERE,
         "Waiting in a collective: it completes only when every rank of the group calls the "
         "same op; look for the rank that is elsewhere."),
+    Signature(
+        # vLLM/SGLang custom all-reduce: no NCCL frame; its kernel spins on peer flags, so the
+        # launch after it (or the next sync) blocks with the GPU at 100% (sglang #31117).
+        "custom_all_reduce", Category.COLLECTIVE,
+        _re(r"\((?:[^)]*/)?(?:custom_all_reduce|quick_all_reduce)\.py\)|"
+            r"^(?:\S+\.)?(?:custom_all_reduce|CustomAllreduce\.\w+|QuickAllReduce\.\w+) "),
+        None, ANYWHERE,
+        "Waiting in a custom all-reduce (vLLM/SGLang): its kernel spins on the GPU until every "
+        "peer arrives (GPU 100% busy); find the rank that is elsewhere, or retry with "
+        "--disable-custom-all-reduce.",
+        op="custom_all_reduce"),
     Signature(
         "cuda_sync", Category.CUDA_SYNC,
         _re(r"^(?:\S+\.)?synchronize \((?:[^)]*/)?torch/cuda/(?:__init__|streams)\.py\)|"
@@ -208,7 +223,7 @@ _GLOO_ALGO = re.compile(r"gloo::(allreduce|allgather|allgatherv|broadcast|barrie
 
 
 def op_from_name(name: str) -> str | None:
-    """Normalise a collective's function or symbol name to an op (``ncclAllReduce`` -> all_reduce)."""
+    """Normalise a collective op name: ``ncclAllReduce`` -> ``all_reduce``."""
     short = name.rsplit(".", 1)[-1].rsplit("::", 1)[-1]
     short = re.sub(r"^p(?=nccl)", "", short)
     found = OP_ALIASES.get(short.lower())

@@ -6,6 +6,7 @@ vanishing or a permission refusal: a missing fact is ``None``, never an exceptio
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as stat_mod
 from collections import Counter
@@ -83,7 +84,8 @@ def read_cmdline(pid: int) -> tuple[str, ...]:
     except OSError:
         return ()
     parts = raw.split(b"\0")
-    if parts and parts[-1] == b"":
+    # setproctitle pads the argv area with NULs: drop the empty tail it leaves.
+    while parts and parts[-1] == b"":
         parts = parts[:-1]
     return tuple(p.decode(errors="replace") for p in parts)
 
@@ -180,10 +182,8 @@ def read_fds(pid: int) -> tuple[int | None, dict[str, int], tuple[str, ...], tup
         kind = _fd_kind(target)
         kinds[kind] += 1
         if kind == "socket":
-            try:
+            with contextlib.suppress(ValueError):
                 inodes.add(int(target[len("socket:["):-1]))
-            except ValueError:
-                pass
         if name in ("1", "2") and kind == "file" and target.startswith("/"):
             try:
                 if stat_mod.S_ISREG(os.stat(base / name).st_mode) and target not in logs:

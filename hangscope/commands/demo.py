@@ -19,7 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("demo", help="run a bundled hung job and diagnose it",
                             description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name", nargs="?", default="mismatch", help="which demo (default mismatch)")
+    parser.add_argument("name", nargs="?", default="mismatch",
+                        help="which demo (default mismatch)")
     parser.add_argument("--list", action="store_true", help="list the demos and exit")
     parser.add_argument("--format", "-f", choices=FORMATS, default="text")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (0600)")
@@ -39,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         from hangscope.demojobs import DEMOS, running_demo
     except ImportError as exc:  # torch or setproctitle missing
         raise ToolMissing(f"The demos need the demo extra ({exc.name} is missing).",
-                          help_text="pip install 'hangscope[demo]'  (torch, setproctitle)") from None
+                          help_text="pip install 'hangscope[demo]' (torch, setproctitle)"
+                          ) from None
     if args.list:
         for spec in DEMOS.values():
             print(f"{spec.name:<10} {spec.description}")

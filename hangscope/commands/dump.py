@@ -46,7 +46,8 @@ def options_from(args: argparse.Namespace) -> SampleOptions:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("dump", help="diagnose a hung job once and print the report",
-                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                            description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pid", help="PID of the launcher or of any rank")
     parser.add_argument("--format", "-f", choices=FORMATS, default="text")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (0600)")

@@ -37,7 +37,8 @@ def fold_name(name: str, limit: int = 90) -> str:
             out.append(ch)
     text = "".join(out).replace("(anonymous namespace)::", "")
     text = re.sub(r"\{lambda\([^{}]*\)#\d+\}", "{lambda}", text)
-    text = re.sub(r"\((?:[^()]|\([^()]*\))*\)(?=(?:::|$| const))", "", text) if "::" in text else text
+    if "::" in text:  # drop argument lists of C++ functions, keep the qualified name
+        text = re.sub(r"\((?:[^()]|\([^()]*\))*\)(?=(?:::|$| const))", "", text)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
