@@ -258,8 +258,17 @@ class Sampler:
         dumps = [r[proc.pid].dump for r in rounds]
         base = next((d for d in dumps if d is not None and d.ok), None)
         for dump in dumps:
-            if dump is not None and not dump.ok and dump.error not in errors:
-                errors.append(dump.error or "py-spy failed")
+            if dump is None or dump.ok:
+                continue
+            message = dump.error or "py-spy failed"
+            if base is not None:
+                # Another round read the stacks: say what this one lost, not that all failed.
+                lost = "native" if dump.native else "one"
+                kept = ("Python-only stacks shown" if dump.native and not base.native
+                        else "other samples used")
+                message = f"{lost} sample failed ({message}); {kept}"
+            if message not in errors:
+                errors.append(message)
         if proc.python is False:
             errors.append("not a Python process: /proc facts only")
         # How long each thread's Python stack stayed the same, from the last round back.
