@@ -5,6 +5,7 @@ GIVEN a real py-spy capture WHEN it is classified THEN it gets its true category
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,92 @@ def test_given_take_gil_at_top_then_gil_wait_beats_zmq_below() -> None:
     )
     thread = classify_thread(Thread(tid=1, frames=frames))
     assert thread.category is Category.GIL_WAIT
+
+
+# --- the GPU validation run's captures (tests/fixtures/gpu/validation, demo/gpu/hangs.py) ------
+
+VALIDATION = FIXTURES / "validation"
+
+
+def validation_threads(case: str, kind: str = "native") -> list[Thread]:
+    """Every Python thread of a validation capture, with /proc state and wchan where known."""
+    text = (VALIDATION / f"{case}.{kind}.json").read_text()
+    dump = parse_dump(1, text, native=kind == "native")
+    assert dump.ok, dump.error
+    tasks = {}
+    for line in (VALIDATION / f"{case}.proc.txt").read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 4 or not parts[0].isdigit():
+            break
+        tasks[int(parts[0])] = parts
+    out = []
+    for pt in dump.threads:
+        task = tasks.get(pt.tid)
+        out.append(Thread(tid=pt.tid, name=pt.name, active=pt.active, owns_gil=pt.owns_gil,
+                          frames=pt.frames, state=task[2] if task else None,
+                          wchan=task[3] if task and task[3] != "0" else None))
+    return out
+
+
+def validation_main(case: str, kind: str = "native") -> Thread:
+    threads = [classify_thread(t) for t in validation_threads(case, kind)]
+    return next(t for t in threads if t.name == "MainThread")
+
+
+@pytest.mark.parametrize(
+    ("case", "kind", "category", "op", "site_function", "context"),
+    [
+        # pynccl: NCCLLibrary.ncclCommInitRank via ctypes -> ncclCommInitRank -> bootstrapInit
+        ("pynccl", "native", Category.COMM_INIT, None, "pynccl", None),
+        ("pynccl", "py", Category.COMM_INIT, None, "pynccl", None),
+        # torch eager init: ncclCommInitRankConfig <- c10d::NCCLComm::create
+        ("nccl_comm", "native", Category.COMM_INIT, None, "nccl_comm", None),
+        ("nccl_comm", "py", Category.COMM_INIT, None, "nccl_comm", None),
+        ("nccl_init", "native", Category.COMM_INIT, None, "nccl_init", None),
+        # custom all-reduce: cuLaunchKernel under CustomAllreduce.all_reduce, GPU at 100%
+        ("custom_ar", "native", Category.COLLECTIVE, "custom_all_reduce", "custom_ar", None),
+        ("custom_ar", "py", Category.COLLECTIVE, "custom_all_reduce", "custom_ar", None),
+        ("sync", "native", Category.CUDA_SYNC, None, "wait_for_gpu", None),
+        ("launch", "native", Category.CUDA_LAUNCH, None, "read_result", None),
+        # SGLang-shaped CudaGraphRunner: the outer label comes from its frames
+        ("capture", "native", Category.LOCK, None, "capture_blocked.<locals>.forward",
+         "cuda_graph_capture"),
+        ("capture_jit", "native", Category.JIT_COMPILE, None, "capture_jit.<locals>.forward",
+         "cuda_graph_capture"),
+        ("triton", "native", Category.JIT_COMPILE, None, "triton_loop", None),
+        # Inductor compiling in the rank: the site is the user's call, not generated code
+        ("inductor", "native", Category.JIT_COMPILE, None, "inductor", None),
+        ("inductor", "py", Category.JIT_COMPILE, None, "inductor", None),
+    ],
+)
+def test_given_validation_capture_when_classified_then_true_category(
+        case: str, kind: str, category: Category, op: str | None, site_function: str,
+        context: str | None) -> None:
+    thread = validation_main(case, kind)
+    assert thread.category is category
+    assert thread.op == op
+    assert thread.site is not None and thread.site.startswith(f"{site_function} ("), thread.site
+    assert "hangs.py:" in thread.site
+    assert thread.context == context
+
+
+def test_given_pynccl_without_qualnames_then_still_comm_init() -> None:
+    # py-spy on Python < 3.11 prints bare function names: "__init__ (pynccl.py)" and
+    # "ncclCommInitRank (pynccl_wrapper.py)". The real capture with its qualnames stripped.
+    main = validation_threads("pynccl", "py")[0]
+    bare = tuple(replace(f, name=f.name.rsplit(".", 1)[-1]) for f in main.frames)
+    assert [f.name for f in bare[:2]] == ["ncclCommInitRank", "__init__"]
+    assert classify_thread(replace(main, frames=bare)).category is Category.COMM_INIT
+    only_init = tuple(f for f in bare if f.name != "ncclCommInitRank")
+    assert classify_thread(replace(main, frames=only_init)).category is Category.COMM_INIT
+
+
+def test_given_inductor_helper_threads_then_main_thread_is_working_thread() -> None:
+    # subproc_worker_timer (clock_nanosleep), tqdm_monitor and InductorSubproc are always
+    # there once torch.compile has run: helpers, never the blocker.
+    threads = [classify_thread(t) for t in validation_threads("inductor", "native")]
+    names = {t.name: t for t in threads}
+    assert {"subproc_worker_timer", "tqdm_monitor", "InductorSubproc"} <= set(names)
+    assert all(names[n].helper for n in ("subproc_worker_timer", "tqdm_monitor",
+                                         "InductorSubproc"))
+    assert pick_working_thread(threads) is names["MainThread"]

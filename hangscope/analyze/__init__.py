@@ -15,10 +15,11 @@ def analyze(snapshot: Snapshot) -> Snapshot:
     from hangscope.analyze.classify import classify_process
     from hangscope.analyze.findings import find_all
     from hangscope.analyze.group import merged_call_tree
-    from hangscope.analyze.verdict import diagnose, subjects_of
+    from hangscope.analyze.verdict import diagnose, subjects_of, with_gpu_evidence
 
     processes = tuple(classify_process(p) for p in snapshot.processes)
     verdict, groups = diagnose(processes, snapshot.job, snapshot.samples)
+    verdict = with_gpu_evidence(verdict, processes, snapshot.hosts)
     tree = merged_call_tree(subjects_of(processes))
     snap = replace(snapshot, processes=processes, groups=groups, call_tree=tree,
                    verdict=verdict)

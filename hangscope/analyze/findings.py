@@ -104,11 +104,19 @@ def check_cpu_idle(snap: Snapshot) -> Iterable[Finding]:
                       {"cpu_percent": {rank_id(p): p.cpu_percent for p in busy}})
 
 
+def check_gpu_activity(snap: Snapshot) -> Iterable[Finding]:
+    """Each rank's GPU utilisation against its host thread (hangscope.analyze.gpu)."""
+    from hangscope.analyze.gpu import gpu_findings
+
+    return gpu_findings(snap)
+
+
 CHECKS: tuple[Check, ...] = (
     check_expected_ranks,
     check_listening,
     check_process_states,
     check_cpu_idle,
+    check_gpu_activity,
 )
 
 

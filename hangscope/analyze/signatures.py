@@ -182,7 +182,7 @@ HELPER_THREAD_NAMES = _re(
     r".*\(_run_tracker\)|.*watchdog.*|.*heartbeat.*)$",
 )
 HELPER_THREAD_FRAMES = _re(
-    r"\((?:[^)]*/)?(?:tqdm/_monitor\.py|torch/_inductor/compile_worker/subproc_pool\.py|"
+    r"\((?:[^)]*/)?(?:tqdm/_monitor\.py|torch/_inductor/compile_worker/(?:subproc_pool|timer)\.py|"
     r"multiprocessing/pool\.py|concurrent/futures/thread\.py|"
     r"torch/utils/data/_utils/pin_memory\.py|wandb/[^)]*)\)"
 )
@@ -194,7 +194,9 @@ PLUMBING_FILES = _re(
     r"threading\.py|queue\.py|multiprocessing/|selectors\.py|socket\.py|subprocess\.py|"
     r"asyncio/|concurrent/|zmq/|filelock/|triton/|torch/_inductor/|torch/_dynamo/|"
     r"c10d_logger\.py|contextlib\.py|functools\.py|runpy\.py|"
-    r"pynccl(?:_wrapper)?\.py|shm_broadcast\.py|time\.py)"
+    r"pynccl(?:_wrapper)?\.py|shm_broadcast\.py|time\.py|"
+    r"(?:custom|quick)_all_reduce\.py|torch/_functorch/|torch/__init__\.py|"
+    r"torch/_utils_internal\.py|torchinductor_[^/]*/|c[a-z0-9]{51}\.py$)"
 )
 
 # Op names normalised from Python functions and native symbols.

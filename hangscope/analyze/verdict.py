@@ -15,6 +15,7 @@ from hangscope.analyze.group import compact_ranks, group_ranks
 from hangscope.model import (
     Category,
     Group,
+    Host,
     Job,
     Process,
     Role,
@@ -120,6 +121,20 @@ def _launcher_evidence(processes: Sequence[Process]) -> list[str]:
     return lines
 
 
+def with_gpu_evidence(verdict: Verdict, processes: Sequence[Process],
+                      hosts: Sequence[Host]) -> Verdict:
+    """Add one line per rank and GPU: utilisation, memory, and what GPU and host do together.
+
+    Only GPUs NVML read get a line; without a driver the snapshot's note says so once.
+    """
+    from hangscope.analyze.gpu import gpu_evidence
+
+    lines = gpu_evidence(subjects_of(processes), processes, hosts)
+    if not lines:
+        return verdict
+    return replace(verdict, evidence=(*verdict.evidence, *lines))
+
+
 def _stuck(proc: Process, samples: int) -> bool:
     if samples <= 1:
         return True
@@ -130,10 +145,15 @@ def _stuck(proc: Process, samples: int) -> bool:
 
 
 def _lock_threads(proc: Process) -> list[Thread]:
-    """Threads blocked acquiring a lock (not joining another thread or idling)."""
+    """Threads blocked acquiring a lock (not joining another thread or idling).
+
+    Only threads with a Python stack count: every CUDA/torch process has a dozen native-only
+    threads parked in futex_do_wait (the driver's and the intra-op pool's), which are no
+    evidence of a deadlock (the H200 captures in tests/fixtures/gpu/*.proc.txt).
+    """
     out = []
     for thread in proc.threads:
-        if thread.helper or thread.category is not Category.LOCK:
+        if thread.helper or not thread.python or thread.category is not Category.LOCK:
             continue
         names = {f.name.rsplit(".", 1)[-1] for f in thread.frames[:6] if not f.native}
         if names & {"join", "_wait_for_tstate_lock"}:

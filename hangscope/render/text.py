@@ -182,6 +182,13 @@ def suspect_threads_view(snap: Snapshot, native: bool = True) -> RenderableType 
     return RichGroup(*parts)
 
 
+def _short_bytes(value: int) -> str:
+    """GPU memory held, short for a table cell: ``612M``, ``71.5G``."""
+    if value >= 1 << 30:
+        return f"{value / (1 << 30):.1f}G"
+    return f"{value / (1 << 20):.0f}M"
+
+
 def _gpu_cell(proc: Process, snap: Snapshot) -> str:
     if not proc.gpus:
         return "-"
@@ -190,7 +197,8 @@ def _gpu_cell(proc: Process, snap: Snapshot) -> str:
     for use in proc.gpus:
         gpu = gpus.get(use.gpu_index)
         util = f" {gpu.utilization:.0f}%" if gpu and gpu.utilization is not None else ""
-        cells.append(f"{use.gpu_index}{util}")
+        mem = f" {_short_bytes(use.used_memory)}" if use.used_memory is not None else ""
+        cells.append(f"{use.gpu_index}{util}{mem}")
     return ",".join(cells)
 
 
