@@ -1,0 +1,92 @@
+"""What the live view remembers between Snapshots: how long stacks stayed put, who exited.
+
+One Snapshot only knows its own sampling window; the TUI watches a job for minutes, so it keeps,
+per (pid, working thread), when that thread's Python stack was first seen unchanged, and the last
+view of every rank so a rank that exits while attached stays on screen as exited.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hangscope.model import Process, Role, Snapshot, Thread
+
+StackKey = tuple[tuple[str, str | None, int | None], ...]
+
+#: Roles that stay on screen, marked exited, after their process is gone.
+_REMEMBERED = (Role.RANK, Role.ENGINE_CORE, Role.LAUNCHER)
+EXITED_NOTE = "exited while hangscope was attached"
+
+
+def stack_key(thread: Thread) -> StackKey:
+    """The Python frames that identify a stack (native frames are reused between samples)."""
+    return tuple((f.name, f.file, f.line) for f in thread.frames if not f.native)
+
+
+def is_gone(proc: Process) -> bool:
+    return proc.state in ("gone", "X")
+
+
+def job_is_gone(snap: Snapshot) -> bool:
+    """No process of the job is left alive."""
+    return all(is_gone(p) for p in snap.processes)
+
+
+class History:
+    """Folds successive Snapshots of one job into what the live view shows."""
+
+    def __init__(self) -> None:
+        self._since: dict[tuple[int, int], tuple[StackKey, float]] = {}
+        self._last_seen: dict[int, Process] = {}
+        #: pid -> seconds the working stack has been unchanged; None: it moved in the last window.
+        self.stuck_for: dict[int, float | None] = {}
+
+    def update(self, snap: Snapshot, now: float) -> Snapshot:
+        """Record ``snap`` taken at ``now``; return it with ranks that exited since added back."""
+        since: dict[tuple[int, int], tuple[StackKey, float]] = {}
+        stuck_for: dict[int, float | None] = {}
+        for proc in snap.processes:
+            working = proc.working_thread
+            if working is None or is_gone(proc):
+                continue
+            key = stack_key(working)
+            slot = (proc.pid, working.tid)
+            previous = self._since.get(slot)
+            if previous is not None and previous[0] == key:
+                first_seen = previous[1]
+            else:
+                # Unchanged over this snapshot's own window: it has been stuck at least that long.
+                first_seen = now - (snap.window_s if working.stuck else 0.0)
+            since[slot] = (key, first_seen)
+            moved = working.samples > 1 and not working.stuck
+            stuck_for[proc.pid] = None if moved else max(0.0, now - first_seen)
+        self._since = since
+        self.stuck_for = stuck_for
+
+        present = {p.pid for p in snap.processes}
+        departed = tuple(
+            # Keeps its threads: the last stacks seen are what the user wants to read now.
+            replace(proc, state="gone", cpu_percent=None, errors=(EXITED_NOTE,))
+            for pid, proc in self._last_seen.items() if pid not in present
+        )
+        for proc in snap.processes:
+            if proc.role in _REMEMBERED:
+                self._last_seen[proc.pid] = proc if not is_gone(proc) else self._last_seen.get(
+                    proc.pid, proc)
+        for proc in departed:
+            self._last_seen[proc.pid] = proc
+        if not departed:
+            return snap
+        return replace(snap, processes=snap.processes + departed)
+
+
+def format_duration(seconds: float | None) -> str:
+    """``7s``, ``3m04s``, ``2h05m``; ``moving`` when the stack changed in the last window."""
+    if seconds is None:
+        return "moving"
+    total = int(seconds)
+    if total < 60:
+        return f"{total}s"
+    if total < 3600:
+        return f"{total // 60}m{total % 60:02d}s"
+    return f"{total // 3600}h{(total % 3600) // 60:02d}m"

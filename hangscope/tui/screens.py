@@ -1,0 +1,173 @@
+"""Modal screens: key help, the rank filter, and picking the rank to diff against."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from hangscope.analyze.classify import process_category
+from hangscope.analyze.group import compact_ranks, signature_of
+from hangscope.model import Process, Snapshot
+from hangscope.tui.history import is_gone
+from hangscope.tui.ranks import RankFilter
+
+#: Every key of the main screen, for ``?`` and docs/tui.md.
+KEYS: tuple[tuple[str, str], ...] = (
+    ("space", "pause / resume sampling"),
+    ("r", "sample now"),
+    ("n", "show / hide native (C/C++) frames"),
+    ("p", "full file paths / short ones"),
+    ("d", "diff the selected rank's stack with another rank's"),
+    ("s", "save a report: Markdown and JSON, like `hangscope dump`"),
+    ("/", "filter the ranks by group, category, op or text"),
+    ("escape", "clear the filter"),
+    ("1 2 3 4", "stack / call tree / diff / findings tab"),
+    ("up down", "select a rank (in the table) or a thread (in the list)"),
+    ("tab", "move between the table, the tabs and the thread list"),
+    ("enter", "rank table: show the selected rank's stack"),
+    ("?", "this help"),
+    ("q ctrl+c", "quit (the job keeps running, untouched)"),
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    """The key bindings."""
+
+    BINDINGS = [Binding("escape,q,question_mark,enter", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        table = Table(box=None, show_header=False, pad_edge=False)
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        for key, what in KEYS:
+            table.add_row(key, what)
+        with Vertical(id="help-box", classes="modal-box"):
+            yield Static(Text("hangscope attach: keys", style="bold"))
+            yield Static(table)
+            yield Static(Text("Sampling runs in the background; the target is only read, "
+                              "never signalled. Esc closes this.", style="dim"))
+
+    def action_dismiss(self, result: None = None) -> None:  # type: ignore[override]
+        self.dismiss(None)
+
+
+def _who(ranks: tuple[int, ...], is_rank: bool) -> str:
+    word = "rank" if is_rank else "PID"
+    return f"{word}{'s' if len(ranks) > 1 else ''} {compact_ranks(ranks)}"
+
+
+def filter_choices(snap: Snapshot) -> list[RankFilter]:
+    """The groups of the snapshot, then each category present, then "all"."""
+    is_rank = any(p.rank is not None for p in snap.processes)
+    choices = [RankFilter(label=f"{_who(g.ranks, is_rank)}: {g.signature}", pids=frozenset(g.pids))
+               for g in snap.groups]
+    seen: list[str] = []
+    for proc in snap.processes:
+        category = str(process_category(proc))
+        if category not in seen:
+            seen.append(category)
+    choices += [RankFilter(label=f"category {c}", text=c) for c in seen]
+    choices.append(RankFilter(label="all processes"))
+    return choices
+
+
+class FilterScreen(ModalScreen[RankFilter | None]):
+    """Type a category, op or text, or pick a group; Enter applies, Esc cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("down", "to_list", show=False)]
+
+    def __init__(self, snap: Snapshot, current: RankFilter | None = None) -> None:
+        super().__init__()
+        self.choices = filter_choices(snap)
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="filter-box", classes="modal-box"):
+            yield Static(Text("Filter ranks: type text and Enter, or ↓ to pick a group",
+                              style="bold"))
+            yield Input(value=self.current.text or "" if self.current else "",
+                        placeholder="category, op, site or text (empty: all)", id="filter-input")
+            yield OptionList(*[Option(c.label, id=str(i)) for i, c in enumerate(self.choices)],
+                             id="filter-choices")
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        words = event.value.lower().split()
+        options = self.query_one("#filter-choices", OptionList)
+        options.clear_options()
+        options.add_options([Option(c.label, id=str(i)) for i, c in enumerate(self.choices)
+                             if all(w in c.label.lower() for w in words)])
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        self.dismiss(RankFilter(label=f'"{text}"', text=text) if text
+                     else RankFilter(label="all processes"))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        assert event.option.id is not None
+        self.dismiss(self.choices[int(event.option.id)])
+
+    def action_to_list(self) -> None:
+        options = self.query_one("#filter-choices", OptionList)
+        if self.focused is not options and options.option_count:
+            options.focus()
+            options.highlighted = 0
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def _counterpart(snap: Snapshot, selected: Process, candidates: list[Process]) -> int:
+    """Index of the rank most worth comparing with: the first in a different group."""
+    mine = signature_of(selected)[0]
+    suspects = set(snap.verdict.suspects) if snap.verdict else set()
+    ranked = sorted(range(len(candidates)), key=lambda i: (
+        signature_of(candidates[i])[0] == mine,
+        (candidates[i].pid in suspects) == (selected.pid in suspects),
+        is_gone(candidates[i]),
+    ))
+    return ranked[0] if ranked else 0
+
+
+class DiffPickScreen(ModalScreen[int | None]):
+    """Pick the rank whose working stack to compare with the selected one."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, snap: Snapshot, selected: Process) -> None:
+        super().__init__()
+        self.selected = selected
+        self.candidates = [p for p in (snap.ranks or snap.processes)
+                           if p.pid != selected.pid and p.working_thread is not None]
+        if not self.candidates:
+            self.candidates = [p for p in snap.processes
+                               if p.pid != selected.pid and p.working_thread is not None]
+        self.default = _counterpart(snap, selected, self.candidates)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="diff-box", classes="modal-box"):
+            yield Static(Text(f"Diff {self.selected.name} (PID {self.selected.pid}) with:",
+                              style="bold"))
+            options = [Option(Text.assemble((f"{p.name:<8} ", "bold"), f"PID {p.pid}  ",
+                                            (signature_of(p)[0], "dim"), no_wrap=True,
+                                            overflow="ellipsis"), id=str(p.pid))
+                       for p in self.candidates]
+            yield OptionList(*options, id="diff-choices")
+
+    def on_mount(self) -> None:
+        options = self.query_one("#diff-choices", OptionList)
+        if self.candidates:
+            options.highlighted = self.default
+        options.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        assert event.option.id is not None
+        self.dismiss(int(event.option.id))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
