@@ -1,0 +1,1 @@
+"""The live TUI (``hangscope attach``, ``hangscope show --tui``): renders Snapshots only."""

@@ -19,7 +19,6 @@ from textual import work
 from textual.app import App
 from textual.message import Message
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.worker import get_current_worker
 
 from hangscope.errors import HangscopeError, ProcessNotFound
@@ -96,7 +95,6 @@ class HangscopeApp(App[int]):
         self.saved: tuple[Path, Path] | None = None
         self._initial_snapshot = snapshot
         self._quitting = threading.Event()
-        self._sample_timer: Timer | None = None
         self.target = sampler.target if sampler is not None else (
             snapshot.job.target if snapshot is not None else None)
 
@@ -133,7 +131,7 @@ class HangscopeApp(App[int]):
             self._accept(self._initial_snapshot)
         self.set_interval(1.0, self._show_state)
         if self.sampler is not None:
-            self._sample_timer = self.set_interval(self.interval, self._tick)
+            self.set_interval(self.interval, self._tick)
             self._start_sample()
         self._show_state()
 

@@ -56,7 +56,8 @@ def fit_site(site: str, width: int) -> str:
     return func[:keep] + "…" + line if keep >= 3 else (func + line)[: max(0, width - 1)] + "…"
 
 
-def _columns(snap: Snapshot) -> tuple[str, ...]:
+def table_columns(snap: Snapshot) -> tuple[str, ...]:
+    """The table's columns; ``gpu`` only when some process is known to use a GPU."""
     gpu = any(p.gpus for p in snap.processes)
     return ("rank", "role", "pid", "st", "cpu%", *(("gpu",) if gpu else ()), "category", "op",
             "stuck", "site")
@@ -157,7 +158,7 @@ class RankTable(DataTable):
         if snap is None:
             return
         keep = select if select is not None else self.selected_pid
-        columns = _columns(snap)
+        columns = table_columns(snap)
         procs = self.visible(snap)
         pids = [p.pid for p in procs]
         rows = [row_cells(p, snap, self.stuck_for, columns) for p in procs]

@@ -78,9 +78,17 @@ def filter_choices(snap: Snapshot) -> list[RankFilter]:
 
 
 class FilterScreen(ModalScreen[RankFilter | None]):
-    """Type a category, op or text, or pick a group; Enter applies, Esc cancels."""
+    """Type a category, op or text, or pick a group; Enter applies, Esc cancels.
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("down", "to_list", show=False)]
+    The text box keeps the focus; ↑/↓ move through the suggestions under it (like a command
+    palette), so keys typed fast, before any focus change could land, still do what they say.
+    """
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("down", "move(1)", show=False),
+        Binding("up", "move(-1)", show=False),
+    ]
 
     def __init__(self, snap: Snapshot, current: RankFilter | None = None) -> None:
         super().__init__()
@@ -91,10 +99,15 @@ class FilterScreen(ModalScreen[RankFilter | None]):
         with Vertical(id="filter-box", classes="modal-box"):
             yield Static(Text("Filter ranks: type text and Enter, or ↓ to pick a group",
                               style="bold"))
-            yield Input(value=self.current.text or "" if self.current else "",
+            yield Input(value=(self.current.text or "") if self.current else "",
                         placeholder="category, op, site or text (empty: all)", id="filter-input")
-            yield OptionList(*[Option(c.label, id=str(i)) for i, c in enumerate(self.choices)],
-                             id="filter-choices")
+            options = OptionList(*[Option(c.label, id=str(i))
+                                   for i, c in enumerate(self.choices)], id="filter-choices")
+            options.can_focus = False
+            yield options
+
+    def on_mount(self) -> None:
+        self.query_one("#filter-choices", OptionList).highlighted = None
 
     def on_input_changed(self, event: Input.Changed) -> None:
         words = event.value.lower().split()
@@ -102,21 +115,38 @@ class FilterScreen(ModalScreen[RankFilter | None]):
         options.clear_options()
         options.add_options([Option(c.label, id=str(i)) for i, c in enumerate(self.choices)
                              if all(w in c.label.lower() for w in words)])
+        options.highlighted = None
+
+    def action_move(self, step: int) -> None:
+        """Move through the suggestions; above the first one is the typed text again."""
+        options = self.query_one("#filter-choices", OptionList)
+        if not options.option_count:
+            return
+        current = options.highlighted
+        if current is None:
+            wanted: int | None = 0 if step > 0 else None
+        else:
+            wanted = current + step
+            if wanted < 0:
+                wanted = None
+            wanted = min(wanted, options.option_count - 1) if wanted is not None else None
+        options.highlighted = wanted
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        options = self.query_one("#filter-choices", OptionList)
+        if options.highlighted is not None:
+            option = options.get_option_at_index(options.highlighted)
+            assert option.id is not None
+            self.dismiss(self.choices[int(option.id)])
+            return
         text = event.value.strip()
         self.dismiss(RankFilter(label=f'"{text}"', text=text) if text
                      else RankFilter(label="all processes"))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        assert event.option.id is not None
+        assert event.option.id is not None  # a click on a suggestion
         self.dismiss(self.choices[int(event.option.id)])
-
-    def action_to_list(self) -> None:
-        options = self.query_one("#filter-choices", OptionList)
-        if self.focused is not options and options.option_count:
-            options.focus()
-            options.highlighted = 0
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -137,7 +167,8 @@ def _counterpart(snap: Snapshot, selected: Process, candidates: list[Process]) -
 class DiffPickScreen(ModalScreen[int | None]):
     """Pick the rank whose working stack to compare with the selected one."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    # enter here too: a fast "d, enter" can arrive before the list has taken the focus.
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("enter", "pick", show=False)]
 
     def __init__(self, snap: Snapshot, selected: Process) -> None:
         super().__init__()
@@ -168,6 +199,12 @@ class DiffPickScreen(ModalScreen[int | None]):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         assert event.option.id is not None
         self.dismiss(int(event.option.id))
+
+    def action_pick(self) -> None:
+        options = self.query_one("#diff-choices", OptionList)
+        index = options.highlighted if options.highlighted is not None else self.default
+        if self.candidates:
+            self.dismiss(self.candidates[index].pid)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
