@@ -21,14 +21,14 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList, TabbedContent
 
 from hangscope.errors import PermissionDenied, ProcessNotFound
-from hangscope.model import Frame, Gpu, GpuProcessUse, Snapshot
+from hangscope.model import Frame, Gpu, GpuProcessUse, Role, Snapshot
 from hangscope.render.output import render
 from hangscope.serialize import load
 from hangscope.tui.app import HangscopeApp, make_app, report_paths
 from hangscope.tui.calltree import CallTree
 from hangscope.tui.diffview import diff_stacks
 from hangscope.tui.header import LiveState
-from hangscope.tui.history import History, format_duration
+from hangscope.tui.history import History, format_duration, job_is_gone
 from hangscope.tui.ranks import RankTable, fit_site, row_cells, table_columns
 from hangscope.tui.replay import ReplaySampler
 from hangscope.tui.screens import KEYS, DiffPickScreen, FilterScreen, HelpScreen
@@ -632,3 +632,22 @@ def test_gpu_column_only_when_some_process_uses_a_gpu() -> None:
     gpu = columns.index("gpu")
     assert row_cells(rank0, with_gpu, {}, columns)[gpu].plain == "0:97%"
     assert row_cells(rank1, with_gpu, {}, columns)[gpu].plain == "-"
+
+
+def test_a_dead_rank_keeps_its_name_and_a_dead_job_is_gone() -> None:
+    snap = recorded("mismatch")
+    history = History()
+    history.update(snap, 100.0)
+    # Not reaped yet: /proc has lost its command line, so discovery calls it "other".
+    zombie = replace(snap, processes=tuple(
+        replace(p, state="Z", role=Role.OTHER, rank=None, threads=()) if p.pid == 7709 else p
+        for p in snap.processes))
+    shown = history.update(zombie, 102.0)
+    rank3 = shown.process(7709)
+    assert rank3 is not None
+    assert (rank3.name, rank3.state) == ("rank 3", "Z")
+    assert rank3.working_thread is not None  # the last stack seen
+    assert 7709 not in history.stuck_for
+    assert not job_is_gone(shown)
+    all_dead = replace(snap, processes=tuple(replace(p, state="Z") for p in snap.processes))
+    assert job_is_gone(all_dead)

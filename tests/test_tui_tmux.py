@@ -182,11 +182,11 @@ def test_attach_mismatch_every_key(demo_job, py_spy: str, tmux_pane, tmp_path: P
 
 
 @pytest.mark.parametrize(("demo", "expected"), [
-    ("deadlock", ("LOCAL DEADLOCK", "flush_cache")),
-    ("straggler", ("STRAGGLER", "preprocess_batch")),
-    ("sglang", ("MISMATCHED COLLECTIVES", "all_gather")),
+    ("deadlock", ("LOCAL DEADLOCK", "flush_cache")),  # no torch: starts in a blink
+    # 4-5 torch processes each: 20-40 s on 2 cores, so only with -m slow.
+    pytest.param("straggler", ("STRAGGLER", "preprocess_batch"), marks=pytest.mark.slow),
+    pytest.param("sglang", ("MISMATCHED COLLECTIVES", "all_gather"), marks=pytest.mark.slow),
 ])
-@pytest.mark.slow
 def test_attach_other_demos(demo_job, py_spy: str, tmux_pane, tmp_path: Path, demo: str,
                             expected: tuple[str, str]) -> None:
     job = demo_job(demo)

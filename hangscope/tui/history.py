@@ -24,12 +24,18 @@ def stack_key(thread: Thread) -> StackKey:
 
 
 def is_gone(proc: Process) -> bool:
+    """The process no longer exists."""
     return proc.state in ("gone", "X")
+
+
+def is_dead(proc: Process) -> bool:
+    """Gone, or a zombie waiting to be reaped: either way it will not run again."""
+    return is_gone(proc) or proc.state == "Z"
 
 
 def job_is_gone(snap: Snapshot) -> bool:
     """No process of the job is left alive."""
-    return all(is_gone(p) for p in snap.processes)
+    return all(is_dead(p) for p in snap.processes)
 
 
 class History:
@@ -47,7 +53,7 @@ class History:
         stuck_for: dict[int, float | None] = {}
         for proc in snap.processes:
             working = proc.working_thread
-            if working is None or is_gone(proc):
+            if working is None or is_dead(proc):
                 continue
             key = stack_key(working)
             slot = (proc.pid, working.tid)
@@ -63,6 +69,15 @@ class History:
         self._since = since
         self.stuck_for = stuck_for
 
+        # A rank that died but is not reaped yet has lost its command line, so discovery
+        # calls it "other": show it under the name it had.
+        processes = tuple(
+            replace(self._last_seen[p.pid], state=p.state, cpu_percent=None,
+                    errors=p.errors or (EXITED_NOTE,))
+            if is_dead(p) and p.role is Role.OTHER and p.pid in self._last_seen else p
+            for p in snap.processes)
+        if processes != snap.processes:
+            snap = replace(snap, processes=processes)
         present = {p.pid for p in snap.processes}
         departed = tuple(
             # Keeps its threads: the last stacks seen are what the user wants to read now.
@@ -71,7 +86,7 @@ class History:
         )
         for proc in snap.processes:
             if proc.role in _REMEMBERED:
-                self._last_seen[proc.pid] = proc if not is_gone(proc) else self._last_seen.get(
+                self._last_seen[proc.pid] = proc if not is_dead(proc) else self._last_seen.get(
                     proc.pid, proc)
         for proc in departed:
             self._last_seen[proc.pid] = proc

@@ -13,7 +13,7 @@ from hangscope.analyze.classify import process_category
 from hangscope.analyze.group import signature_of
 from hangscope.model import Process, Role, Snapshot
 from hangscope.render.text import CATEGORY_STYLE
-from hangscope.tui.history import format_duration, is_gone
+from hangscope.tui.history import format_duration, is_dead, is_gone
 
 _ROLE_SHORT = {Role.RESOURCE_TRACKER: "res.track", Role.COMPILE_WORKER: "compile",
                Role.ENGINE_CORE: "engine", Role.DETOKENIZER: "detok"}
@@ -77,7 +77,7 @@ def row_cells(proc: Process, snap: Snapshot, stuck_for: dict[int, float | None],
               columns: tuple[str, ...]) -> list[Text]:
     """The cells of one process's row, in ``columns`` order."""
     suspects = set(snap.verdict.suspects) if snap.verdict else set()
-    gone = is_gone(proc)
+    gone = is_dead(proc)
     base = "bold red" if proc.pid in suspects else ("dim" if gone else "")
     working = proc.working_thread
     category = process_category(proc)
@@ -91,7 +91,7 @@ def row_cells(proc: Process, snap: Snapshot, stuck_for: dict[int, float | None],
         "rank": proc.rank.label if proc.rank is not None else "-",
         "role": _ROLE_SHORT.get(proc.role, str(proc.role)),
         "pid": str(proc.pid),
-        "st": "X" if gone else (proc.state or "?"),
+        "st": "X" if is_gone(proc) else (proc.state or "?"),
         "cpu%": f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "-",
         "gpu": _gpu_cell(proc, snap),
         "category": str(category),

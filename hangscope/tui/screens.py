@@ -14,7 +14,7 @@ from textual.widgets.option_list import Option
 from hangscope.analyze.classify import process_category
 from hangscope.analyze.group import compact_ranks, signature_of
 from hangscope.model import Process, Snapshot
-from hangscope.tui.history import is_gone
+from hangscope.tui.history import is_dead
 from hangscope.tui.ranks import RankFilter
 
 #: Every key of the main screen, for ``?`` and docs/tui.md.
@@ -159,7 +159,7 @@ def _counterpart(snap: Snapshot, selected: Process, candidates: list[Process]) -
     ranked = sorted(range(len(candidates)), key=lambda i: (
         signature_of(candidates[i])[0] == mine,
         (candidates[i].pid in suspects) == (selected.pid in suspects),
-        is_gone(candidates[i]),
+        is_dead(candidates[i]),
     ))
     return ranked[0] if ranked else 0
 
