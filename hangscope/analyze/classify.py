@@ -5,9 +5,11 @@ Pure functions over model data: no I/O, no clock.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
+from typing import Any, TypeVar
 
 from hangscope.analyze.signatures import (
     ANYWHERE,
@@ -123,13 +125,16 @@ def is_helper(thread: Thread) -> bool:
                for f in thread.frames)
 
 
-def classify_thread(thread: Thread) -> Thread:
-    """Give a thread its category, op, call site, context and hint."""
+def _classification(thread: Thread) -> dict[str, Any]:
+    """The fields ``classify_thread`` sets; reads only frames, state, wchan, active and name.
+
+    Those five are the memo key in ``classify_thread``: a new input here must join the key.
+    """
     helper = is_helper(thread)
     if thread.state in _STATE_CATEGORY:
-        return replace(thread, category=_STATE_CATEGORY[thread.state], helper=helper,
-                       hint="The thread is stopped (SIGSTOP or a debugger)."
-                       if thread.state in "Tt" else None)
+        return dict(category=_STATE_CATEGORY[thread.state], helper=helper,
+                    hint="The thread is stopped (SIGSTOP or a debugger)."
+                    if thread.state in "Tt" else None)
     frames = thread.frames
     context = _context(frames)
     for sig in SIGNATURES:
@@ -140,24 +145,119 @@ def classify_thread(thread: Thread) -> Thread:
         hint = sig.hint
         # A thread that is still inside the Python code of a wait primitive but runs on CPU
         # is a spin-wait (libcuda, vLLM shm, sched_yield): a wait, so keep the category.
-        return replace(thread, category=category, op=_op(sig, matched, frames),
-                       site=call_site(frames, matched), context=context, hint=hint,
-                       helper=helper)
+        return dict(category=category, op=_op(sig, matched, frames),
+                    site=call_site(frames, matched), context=context, hint=hint, helper=helper)
     site = call_site(frames)
     if thread.wchan:
         for pattern, category in _WCHAN_RULES:
             if pattern.search(thread.wchan):
-                return replace(thread, category=category, site=site, context=context,
-                               helper=helper, hint=f"Kernel wait channel {thread.wchan}.")
+                return dict(category=category, site=site, context=context, helper=helper,
+                            hint=f"Kernel wait channel {thread.wchan}.")
     if thread.state == "D":
-        return replace(thread, category=Category.IO, site=site, context=context, helper=helper,
-                       hint="Uninterruptible sleep (state D): waiting on storage or a driver.")
+        return dict(category=Category.IO, site=site, context=context, helper=helper,
+                    hint="Uninterruptible sleep (state D): waiting on storage or a driver.")
     if (thread.active or thread.state == "R") and frames:
-        return replace(thread, category=Category.RUNNING, site=site, context=context,
-                       helper=helper, hint="Running on CPU in this code.")
+        return dict(category=Category.RUNNING, site=site, context=context, helper=helper,
+                    hint="Running on CPU in this code.")
     if not frames and thread.state == "S":
-        return replace(thread, category=Category.IDLE, site=site, helper=helper)
-    return replace(thread, category=Category.UNKNOWN, site=site, context=context, helper=helper)
+        return dict(category=Category.IDLE, site=site, helper=helper)
+    return dict(category=Category.UNKNOWN, site=site, context=context, helper=helper)
+
+
+# -- memo: a job of many ranks has few distinct stacks ------------------------------------
+# A merged job of 131,072 ranks would otherwise run every signature over ~40 frames of every
+# rank. Stacks are interned (equal frames -> one canonical tuple, which the analysis then keys
+# on by identity) and each (stack, state, wchan, active, name) is classified once. Entries hold
+# their canonical tuple, so an id() used as a key can never be reused while it is stored.
+_FRAME_FIELDS = operator.attrgetter("name", "file", "line", "native", "module")
+_MEMO_LIMIT = 4096  # distinct stacks kept; a real job has tens
+_stacks: dict[tuple[Any, ...], tuple[Frame, ...]] = {}
+_canonical: dict[int, tuple[Frame, ...]] = {}
+_classified: dict[tuple[Any, ...], _Classified] = {}
+
+
+def canonical_frames(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+    """The one stored tuple equal to ``frames`` (``frames`` itself the first time)."""
+    if _canonical.get(id(frames)) is frames:
+        return frames
+    key = tuple(map(_FRAME_FIELDS, frames))
+    found = _stacks.get(key)
+    if found is None:
+        if len(_stacks) >= _MEMO_LIMIT:
+            _stacks.clear()
+            _canonical.clear()
+            _classified.clear()
+        _stacks[key] = found = frames
+        _canonical[id(frames)] = frames
+    return found
+
+
+_T = TypeVar("_T")
+# Per model class: a getter of every field in constructor order, and each field's position;
+# None where the constructor does not take every field positionally (then: replace()).
+_CONSTRUCTORS: dict[type, tuple[operator.attrgetter[Any], dict[str, int]] | None] = {}
+
+
+def _constructor(cls: type) -> tuple[operator.attrgetter[Any], dict[str, int]] | None:
+    if cls not in _CONSTRUCTORS:
+        spec = fields(cls)  # type: ignore[arg-type]
+        names = [f.name for f in spec]
+        _CONSTRUCTORS[cls] = ((operator.attrgetter(*names), {n: i for i, n in enumerate(names)})
+                              if len(names) > 1 and all(f.init and not f.kw_only for f in spec)
+                              else None)
+    return _CONSTRUCTORS[cls]
+
+
+def _evolve(obj: _T, _keep_equal: bool = True, **changes: Any) -> _T:
+    """``dataclasses.replace`` for the frozen model classes, faster, and ``obj`` itself when
+    nothing changes (a merged job arrives classified by each node's dump).
+
+    It runs for every thread and process of a job of 131,072 ranks: calling the constructor
+    positionally costs a third of ``replace``'s keyword plumbing.
+    """
+    # getattr, not __dict__: reading __dict__ would materialise one per object.
+    if _keep_equal and all((old := getattr(obj, k)) is v or old == v
+                           for k, v in changes.items()):
+        return obj
+    spec = _constructor(type(obj))
+    if spec is None:
+        return replace(obj, **changes)  # type: ignore[type-var]
+    getter, position = spec
+    values = list(getter(obj))
+    for name, value in changes.items():
+        values[position[name]] = value
+    return type(obj)(*values)
+
+
+class _Classified:
+    """One memo entry: the interned stack, and the fields classification sets."""
+
+    __slots__ = ("changes", "frames", "get", "values")
+
+    def __init__(self, frames: tuple[Frame, ...], changes: dict[str, Any]) -> None:
+        self.frames = frames  # holds the interned tuple, whose id() is in the key
+        self.changes = changes
+        self.get = operator.attrgetter(*changes)
+        self.values = tuple(changes.values())
+        if len(changes) == 1:
+            self.values = self.values[0]
+
+
+def classify_thread(thread: Thread) -> Thread:
+    """Give a thread its category, op, call site, context and hint."""
+    frames = canonical_frames(thread.frames) if thread.frames else thread.frames
+    key = (id(frames), thread.state, thread.wchan, thread.active, thread.name)
+    hit = _classified.get(key)
+    if hit is None:
+        if len(_classified) >= 8 * _MEMO_LIMIT:  # thread names churn in a long live session
+            _classified.clear()
+        hit = _classified[key] = _Classified(frames, _classification(thread))
+    if frames is thread.frames:
+        if hit.get(thread) == hit.values:
+            return thread  # already classified so (a merged job's per-node dumps)
+        return _evolve(thread, False, **hit.changes)
+    # An equal stack, swapped for the interned one that the call tree keys on.
+    return _evolve(thread, False, frames=frames, **hit.changes)
 
 
 def pick_working_thread(threads: Sequence[Thread]) -> Thread | None:
@@ -168,8 +268,8 @@ def pick_working_thread(threads: Sequence[Thread]) -> Thread | None:
     """
     candidates = [t for t in threads if not t.helper and t.python] or [
         t for t in threads if t.python] or list(threads)
-    if not candidates:
-        return None
+    if len(candidates) < 2:
+        return candidates[0] if candidates else None
 
     def score(thread: Thread) -> tuple[int, int, int]:
         category = thread.category or Category.UNKNOWN
@@ -181,22 +281,37 @@ def pick_working_thread(threads: Sequence[Thread]) -> Thread | None:
 
 def classify_process(proc: Process) -> Process:
     """Classify every thread of a process and pick its working thread."""
-    threads = tuple(classify_thread(t) for t in proc.threads)
+    threads = tuple(map(classify_thread, proc.threads))
+    if all(map(operator.is_, threads, proc.threads)):
+        threads = proc.threads  # every thread came classified as it is (a merged dump)
     if proc.state in ("Z", "X", "gone"):
-        return replace(proc, threads=threads, working_tid=None)
-    working = pick_working_thread(threads)
-    return replace(proc, threads=threads, working_tid=working.tid if working else None)
+        working_tid = None
+    else:
+        working = pick_working_thread(threads)
+        working_tid = working.tid if working else None
+    if threads is proc.threads and working_tid == proc.working_tid:
+        return proc
+    return _evolve(proc, False, threads=threads, working_tid=working_tid)
 
 
-def process_category(proc: Process) -> Category:
-    """The category of a process: its state when dead or stopped, else its working thread's."""
-    if proc.state == "gone" or proc.state == "X":
+_FIND = object()  # process_category: look the working thread up
+
+
+def process_category(proc: Process, working: Thread | object | None = _FIND) -> Category:
+    """The category of a process: its state when dead or stopped, else its working thread's.
+
+    ``working``: the process's working thread when the caller already has it (the scan for
+    it then runs once per process, not once per question, over 131,072 ranks).
+    """
+    state = proc.state
+    if state == "gone" or state == "X":
         return Category.DEAD
-    if proc.state == "Z":
+    if state == "Z":
         return Category.ZOMBIE
-    if proc.state in ("T", "t"):
+    if state == "T" or state == "t":
         return Category.STOPPED
-    working = proc.working_thread
-    if working is None or working.category is None:
+    if working is _FIND:
+        working = proc.working_thread
+    if not isinstance(working, Thread) or working.category is None:
         return Category.UNKNOWN
     return working.category

@@ -7,7 +7,7 @@ sibling branches.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from hangscope.analyze.classify import process_category
 from hangscope.model import Category, Group, Process, TreeNode, rank_id
@@ -15,8 +15,8 @@ from hangscope.model import Category, Group, Process, TreeNode, rank_id
 
 def signature_of(proc: Process) -> tuple[str, Category, str | None, str | None, str | None]:
     """(signature text, category, op, site, context) of a process's working thread."""
-    category = process_category(proc)
     working = proc.working_thread
+    category = process_category(proc, working)
     op = working.op if working else None
     site = working.site if working else None
     context = working.context if working else None
@@ -72,16 +72,16 @@ def _frame_label(frame_name: str, location: str, native: bool) -> str:
 
 
 class _Node:
-    __slots__ = ("children", "label", "ranks")
+    __slots__ = ("children", "label", "paths")
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self.ranks: set[int] = set()
+        self.paths: set[int] = set()  # the distinct stacks that pass through this node
         self.children: dict[str, _Node] = {}
 
-    def freeze(self) -> TreeNode:
-        kids = tuple(child.freeze() for child in self.children.values())
-        return TreeNode(frame=self.label, ranks=tuple(sorted(self.ranks)),
+    def freeze(self, ranks_of: Callable[[frozenset[int]], tuple[int, ...]]) -> TreeNode:
+        kids = tuple(child.freeze(ranks_of) for child in self.children.values())
+        return TreeNode(frame=self.label, ranks=ranks_of(frozenset(self.paths)),
                         children=tuple(sorted(kids, key=lambda n: (-len(n.ranks), n.ranks))))
 
 
@@ -91,20 +91,45 @@ def merged_call_tree(procs: Sequence[Process], native: bool = False) -> tuple[Tr
     Native frames are left out by default: they differ in addresses between ranks and hide
     where the Python paths diverge.
     """
-    root = _Node("")
+    # Ranks that share a stack (the same frames tuple: classify interns them) are inserted
+    # once, and a node's ranks are the union of the stacks through it: linear in the ranks,
+    # not ranks x frames, for a job of 131,072 ranks with a handful of distinct stacks.
+    stacks: dict[object, tuple[object, tuple[str, ...], list[int]]] = {}
     for proc in procs:
         working = proc.working_thread
         rid = rank_id(proc)
         if working is None:
             label = f"<{process_category(proc)}>"
-            node = root.children.setdefault(label, _Node(label))
-            node.ranks.add(rid)
+            entry = stacks.get(label)
+            if entry is None:
+                entry = stacks[label] = (label, (label,), [])
+            entry[2].append(rid)
             continue
+        frames = working.frames
+        entry = stacks.get(id(frames))
+        if entry is None or entry[0] is not frames:
+            labels = tuple(_frame_label(frame.name, frame.location, frame.native)
+                           for frame in reversed(frames) if native or not frame.native)
+            entry = stacks[id(frames)] = (frames, labels, [])
+        entry[2].append(rid)
+    root = _Node("")
+    members: list[list[int]] = []
+    for _, labels, rids in stacks.values():
+        index = len(members)
+        members.append(rids)
         node = root
-        for frame in reversed(working.frames):
-            if frame.native and not native:
-                continue
-            label = _frame_label(frame.name, frame.location, frame.native)
-            node = node.children.setdefault(label, _Node(label))
-            node.ranks.add(rid)
-    return root.freeze().children
+        for label in labels:
+            child = node.children.get(label)
+            if child is None:
+                child = node.children[label] = _Node(label)
+            child.paths.add(index)
+            node = child
+    cache: dict[frozenset[int], tuple[int, ...]] = {}
+
+    def ranks_of(paths: frozenset[int]) -> tuple[int, ...]:
+        found = cache.get(paths)
+        if found is None:
+            found = cache[paths] = tuple(sorted({r for p in paths for r in members[p]}))
+        return found
+
+    return root.freeze(ranks_of).children

@@ -47,6 +47,8 @@ def subjects_of(processes: Sequence[Process]) -> tuple[Process, ...]:
 
 
 def _who(ranks: Sequence[int], is_rank: bool) -> str:
+    if len(ranks) == 1:  # compact_ranks of one rank, without sorting a set (per-rank lines)
+        return ("rank " if is_rank else "PID ") + str(ranks[0])
     if not is_rank:
         return ("PID " if len(ranks) == 1 else "PIDs ") + compact_ranks(ranks)
     return ("rank " if len(ranks) == 1 else "ranks ") + compact_ranks(ranks)
@@ -138,9 +140,9 @@ def with_gpu_evidence(verdict: Verdict, processes: Sequence[Process],
 def _stuck(proc: Process, samples: int) -> bool:
     if samples <= 1:
         return True
-    if process_category(proc) in GONE:
-        return True
     working = proc.working_thread
+    if process_category(proc, working) in GONE:
+        return True
     return working is not None and working.stuck
 
 
@@ -180,12 +182,15 @@ def _decide(processes: Sequence[Process], job: Job,
     if not subjects:
         return Verdict(VerdictKind.NO_TARGET, Severity.WARNING,
                        "No process of the job could be read."), groups
-    stuck = [p for p in subjects if _stuck(p, samples)]
+    stuck_of = [_stuck(p, samples) for p in subjects]
+    stuck = [p for p, s in zip(subjects, stuck_of, strict=True) if s]
     categories = {p.pid: process_category(p) for p in subjects}
+    # PIDs with a subject that is not stuck (sets, not tuple scans: 131,072 ranks).
+    moving_pids = {p.pid for p, s in zip(subjects, stuck_of, strict=True) if not s}
 
     # 1. Mismatched collectives: stuck ranks wait in different collectives or call sites.
     coll_groups = [g for g in groups if g.category is Category.COLLECTIVE
-                   and all(_stuck(p, samples) for p in subjects if p.pid in g.pids)]
+                   and moving_pids.isdisjoint(g.pids)]
     if len(coll_groups) > 1:
         ordered = sorted(coll_groups, key=lambda g: (-len(g.ranks), g.ranks))
         largest = len(ordered[0].ranks)
@@ -198,7 +203,8 @@ def _decide(processes: Sequence[Process], job: Job,
             odd = [r for g in suspects_groups for r in g.ranks]
             summary += f". The odd one out is {_who(odd, is_rank)}."
         suspects = tuple(pid for g in suspects_groups for pid in g.pids)
-        others = [g for g in groups if g not in coll_groups]
+        chosen = {id(g) for g in coll_groups}
+        others = [g for g in groups if id(g) not in chosen]
         evidence = [f"{g.signature}: {_who(g.ranks, is_rank)}" for g in ordered + others]
         return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
                        suspects, tuple(evidence)), groups
@@ -229,9 +235,12 @@ def _decide(processes: Sequence[Process], job: Job,
     busy = [p for p in subjects if categories[p.pid] in BUSY or (
         categories[p.pid] not in WAITING and categories[p.pid] not in GONE
         and waiting and len(waiting) >= len(subjects) / 2)]
-    if waiting and busy and all(_stuck(p, samples) for p in waiting):
-        busy_groups = [g for g in groups if any(pid in g.pids for pid in (p.pid for p in busy))]
-        wait_groups = [g for g in groups if g not in busy_groups]
+    stuck_ids = {id(p) for p in stuck}
+    if waiting and busy and all(id(p) in stuck_ids for p in waiting):
+        busy_pids = {p.pid for p in busy}
+        busy_groups = [g for g in groups if not busy_pids.isdisjoint(g.pids)]
+        chosen = {id(g) for g in busy_groups}
+        wait_groups = [g for g in groups if id(g) not in chosen]
         summary = ("Straggler: " + "; ".join(_describe(g, is_rank) for g in busy_groups)
                    + ", while " + "; ".join(_describe(g, is_rank) for g in wait_groups)
                    + " for it.")
@@ -271,12 +280,13 @@ def _decide(processes: Sequence[Process], job: Job,
                        tuple(_evidence(subjects))), groups
 
     # 6. Progressing: stacks move between samples.
-    moving = [p for p in subjects if not _stuck(p, samples)]
+    moving = [p for p, s in zip(subjects, stuck_of, strict=True) if not s]
     if moving:
         summary = (f"Progressing: {_who([rank_id(p) for p in moving], is_rank)} changed stack "
                    f"between samples: slow rather than hung.")
         if len(moving) < len(subjects):
-            still = [rank_id(p) for p in subjects if p not in moving]
+            moved = {id(p) for p in moving}
+            still = [rank_id(p) for p in subjects if id(p) not in moved]
             summary += f" {_who(still, is_rank)} did not move."
         return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (),
                        tuple(_evidence(subjects))), groups

@@ -1,0 +1,57 @@
+"""Real hung jobs for the benchmarks, started and killed through ``hangscope.demojobs``.
+
+``running_demo`` waits on the ready-file handshake (so a job is measured only once every rank
+is in its hanging call) and, on exit, normal or not, SIGKILLs the job's session and every
+descendant it saw. Both job kinds here go through it, so nothing a benchmark starts survives it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from hangscope import demojobs
+from hangscope.demojobs import DemoJob, DemoSpec, running_demo
+
+BARRIER_JOB = Path(__file__).resolve().parent / "barrier_job.py"
+
+
+def _register(spec: DemoSpec) -> str:
+    demojobs.DEMOS.setdefault(spec.name, spec)
+    return spec.name
+
+
+@contextmanager
+def gloo_job(ranks: int, timeout: float = 180.0) -> Iterator[DemoJob]:
+    """The ``mismatch`` demo with ``ranks`` gloo torch ranks (rank N-1 in all_gather)."""
+    name = _register(DemoSpec(
+        name=f"bench-mismatch-{ranks}",
+        description=f"mismatch demo, {ranks} gloo ranks",
+        build_argv=demojobs._plain_demo("mismatch", "--nproc-per-node", str(ranks)),
+        ready_lines=ranks, ranks=ranks))
+    with running_demo(name, timeout=timeout) as job:
+        yield job
+
+
+@contextmanager
+def barrier_job(ranks: int, torch: bool = False, probe_dir: Path | None = None,
+                move_on_usr1: bool = False, timeout: float = 120.0) -> Iterator[DemoJob]:
+    """``ranks`` light Python processes blocked in one multiprocessing barrier."""
+    extra = ["--ranks", str(ranks)]
+    if torch:
+        extra.append("--torch")
+    if probe_dir is not None:
+        extra += ["--probe-dir", str(probe_dir)]
+    if move_on_usr1:
+        extra.append("--move-on-usr1")
+    key = "-".join(a.lstrip("-") for a in extra)
+
+    def build(ready_file: Path) -> list[str]:
+        return [sys.executable, str(BARRIER_JOB), *extra, "--ready-file", str(ready_file)]
+
+    name = _register(DemoSpec(name=f"bench-barrier-{key}", description=f"{ranks} barrier ranks",
+                              build_argv=build, ready_lines=ranks, ranks=ranks))
+    with running_demo(name, timeout=timeout) as job:
+        yield job

@@ -1,0 +1,310 @@
+"""Synthetic Snapshots at scale: a job of N ranks "merged from many nodes", ~40 frames each.
+
+    python benchmarks/synthetic.py [--ranks 8192 131072] [--scenario mismatch] [--repeats 3]
+
+Every rank looks like a real gloo/NCCL training rank (the shape of the mismatch demo's dump):
+a MainThread with ~40 frames (native c10d/NCCL frames under a deep Python training stack) and
+four native-only threads from /proc (tcpstore, gloo loop, two runloops parked on futexes).
+Eight ranks per host, PIDs unique across hosts. Every rank gets its *own* Frame objects and its
+own copies of the strings in them, as ``hangscope merge`` gets them after decoding one JSON
+file per node, so nothing is shared that a real merged job would not share.
+
+Scenarios (the diagnosis the analysis must reach):
+
+- ``mismatch``: one rank calls all_gather while every other rank waits in all_reduce
+  (verdict mismatched_collectives, suspect = that rank);
+- ``straggler``: one rank runs Python on CPU while the others wait in all_reduce
+  (verdict straggler, suspect = that rank);
+- ``all_waiting``: every rank waits in the same all_reduce (verdict all_waiting).
+
+``analyze()`` runs pinned to one core (``sched_setaffinity``); the report times it as a whole
+and by stage: classify (every thread), diagnose (group + verdict), call tree, and the rest
+(GPU evidence, findings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+from dataclasses import replace
+
+from hangscope.model import (
+    Category,
+    Frame,
+    Host,
+    Job,
+    Process,
+    RankInfo,
+    Role,
+    Snapshot,
+    Thread,
+    VerdictKind,
+)
+
+RANKS_PER_HOST = 8
+TORCH = "/opt/venv/lib/python3.11/site-packages/torch"
+LIBTORCH = f"{TORCH}/lib/libtorch_cpu.so"
+LIBTORCH_PY = f"{TORCH}/lib/libtorch_python.so"
+LIBNCCL = "/opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
+LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+LIBSTDCXX = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30"
+C10D = f"{TORCH}/distributed/distributed_c10d.py"
+C10D_LOGGER = f"{TORCH}/distributed/c10d_logger.py"
+TRAIN = "/home/user/project/train.py"
+MODEL = "/home/user/project/model.py"
+
+# (name, file, line, native): innermost first, as py-spy prints them.
+_NATIVE_WAIT = (
+    ("0x7fa9deca3f16", LIBC, None, True),
+    ("pthread_cond_wait", LIBC, None, True),
+    ("std::condition_variable::wait", LIBSTDCXX, None, True),
+    ("ncclProxyProgress", LIBNCCL, None, True),
+    ("c10d::ProcessGroupNCCL::WorkNCCL::wait", LIBTORCH, None, True),
+    ("c10d::Work::wait", LIBTORCH, None, True),
+    ("pybind11::cpp_function::dispatcher", LIBTORCH_PY, None, True),
+)
+_PYTHON_OUTER = (  # from the collective's caller out to <module>
+    ("Trainer._sync", TRAIN, 212, False),
+    ("Trainer.optimizer_step", TRAIN, 240, False),
+    ("Trainer.training_step", TRAIN, 301, False),
+    ("Trainer._run_batch", TRAIN, 333, False),
+    ("Trainer._run_epoch", TRAIN, 360, False),
+    ("Trainer.fit", TRAIN, 402, False),
+    ("run", TRAIN, 455, False),
+    ("main", TRAIN, 470, False),
+    ("<module>", TRAIN, 480, False),
+    ("_run_code", "<frozen runpy>", 88, False),
+    ("_run_module_as_main", "<frozen runpy>", 198, False),
+    ("0x7fa9dec4524a", LIBC, None, True),
+    ("__libc_start_call_main", LIBC, None, True),
+    ("__libc_start_main_impl", LIBC, None, True),
+    ("_start", "/usr/bin/python3.11", None, True),
+)
+_PYTHON_MIDDLE = tuple(  # a deep model/optimizer stack between the caller and the collective
+    (f"Block{i}.forward_hook", MODEL, 100 + 7 * i, False) for i in range(15))
+
+
+def _collective(op: str, site: str, line: int) -> tuple[tuple[str, str | None, int | None, bool],
+                                                        ...]:
+    return (*_NATIVE_WAIT,
+            (op, C10D, 3252 if op == "all_reduce" else 3720, False),
+            ("_exception_logger.<locals>.wrapper", C10D_LOGGER, 83, False),
+            (site, TRAIN, line, False),
+            *_PYTHON_MIDDLE, *_PYTHON_OUTER)
+
+
+STACKS = {
+    "all_reduce": _collective("all_reduce", "sync_gradients", 57),
+    "all_gather": _collective("all_gather", "gather_metrics", 68),
+    "running": (("Trainer.compute_loss", TRAIN, 190, False),
+                ("Trainer.training_step", TRAIN, 299, False),
+                *_PYTHON_MIDDLE, *_PYTHON_OUTER[3:]),
+}
+_NATIVE_THREADS = (("pt_tcpstore_uv", "ep_poll"), ("gloo_tcp_loop", "ep_poll"),
+                   ("pt_gloo_runloop", "futex_do_wait"), ("pt_gloo_runloop", "futex_do_wait"))
+
+
+def _own(text: str | None) -> str | None:
+    """A private copy of a string, as a JSON decoder would make it."""
+    return None if text is None else (text + "\0")[:-1]
+
+
+def _frames(stack: tuple[tuple[str, str | None, int | None, bool], ...]) -> tuple[Frame, ...]:
+    return tuple(Frame(name=_own(name) or "?", file=_own(file), line=line, native=native,
+                       module=_own(file) if native else None)
+                 for name, file, line, native in stack)
+
+
+def odd_rank(ranks: int) -> int:
+    """The rank that does something different in the mismatch and straggler scenarios."""
+    return (ranks * 2) // 3 + 1
+
+
+def _rank_threads(pid: int, kind: str, samples: int) -> list[Thread]:
+    running = kind == "running"
+    threads = [Thread(tid=pid, name=_own("MainThread"), state="R" if running else "S",
+                      wchan=None if running else _own("futex_do_wait"), active=running,
+                      owns_gil=running, frames=_frames(STACKS[kind]),
+                      unchanged_samples=1 if running else samples, samples=samples)]
+    for i, (name, wchan) in enumerate(_NATIVE_THREADS):
+        threads.append(Thread(tid=pid + 1 + i, name=_own(name), state="S", wchan=_own(wchan),
+                              python=False))
+    return threads
+
+
+_CLASSIFIED = ("category", "op", "site", "context", "hint", "helper")
+
+
+def make_snapshot(ranks: int, scenario: str = "mismatch", samples: int = 3,
+                  classified: bool = False) -> Snapshot:
+    """A Snapshot of ``ranks`` ranks, as the sampler (unclassified) or a merge hands it over.
+
+    ``classified``: every thread already carries the classification its node's ``hangscope
+    dump`` gave it (what ``hangscope merge`` reads back from per-node JSON dumps).
+    """
+    from hangscope.analyze.classify import classify_process
+
+    odd = odd_rank(ranks)
+    processes = []
+    hosts = []
+    templates: dict[str, Process] = {}
+    for rank in range(ranks):
+        node, local = divmod(rank, RANKS_PER_HOST)
+        host = f"node-{node:05d}"
+        if local == 0:
+            hosts.append(Host(name=host, cpus=128))
+        pid = 100_000 + rank  # unique across hosts
+        kind = "all_reduce"
+        if rank == odd and scenario == "mismatch":
+            kind = "all_gather"
+        elif rank == odd and scenario == "straggler":
+            kind = "running"
+        running = kind == "running"
+        threads = _rank_threads(pid, kind, samples)
+        working_tid = None
+        if classified:
+            template = templates.get(kind)
+            if template is None:
+                template = templates[kind] = classify_process(
+                    Process(pid=pid, threads=tuple(_rank_threads(pid, kind, samples))))
+            threads = [replace(t, **{f: getattr(c, f) for f in _CLASSIFIED})
+                       for t, c in zip(threads, template.threads, strict=True)]
+            working_tid = pid
+        processes.append(Process(
+            pid=pid, ppid=1, host=host, role=Role.RANK,
+            rank=RankInfo(global_rank=rank, local_rank=local, world_size=ranks, source="env"),
+            title=_own("python train.py"), cmdline=("python", "train.py"),
+            state="R" if running else "S", cpu_percent=100.0 if running else 0.0,
+            rss=3 << 30, num_threads=len(threads), python=True, native_sampled=True,
+            threads=tuple(threads), working_tid=working_tid,
+            environ={"RANK": str(rank), "WORLD_SIZE": str(ranks), "LOCAL_RANK": str(local)}))
+    job = Job(launcher=None, target=processes[0].pid, kind="torchrun", expected_ranks=ranks,
+              expected_source=f"WORLD_SIZE={ranks}")
+    return Snapshot(created="2025-01-01T00:00:00+00:00", hangscope="synthetic", hosts=tuple(hosts),
+                    job=job, processes=tuple(processes), samples=samples, window_s=2.0)
+
+
+EXPECTED = {
+    "mismatch": VerdictKind.MISMATCHED_COLLECTIVES,
+    "straggler": VerdictKind.STRAGGLER,
+    "all_waiting": VerdictKind.ALL_WAITING,
+}
+
+
+def check(snap: Snapshot, scenario: str) -> None:
+    """Raise AssertionError unless the analysed snapshot has the scenario's diagnosis."""
+    ranks = len(snap.processes)
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is EXPECTED[scenario], verdict
+    if scenario in ("mismatch", "straggler"):
+        assert verdict.suspects == (100_000 + odd_rank(ranks),), verdict.suspects
+        sizes = sorted(len(g.ranks) for g in snap.groups)
+        assert sizes == [1, ranks - 1], sizes
+    else:
+        assert len(snap.groups) == 1 and len(snap.groups[0].ranks) == ranks
+    main = snap.groups[-1 if scenario != "all_waiting" else 0]
+    assert main.category in (Category.COLLECTIVE, Category.RUNNING)
+    assert snap.call_tree and sum(len(n.ranks) for n in snap.call_tree) == ranks
+
+
+def stages(snap: Snapshot, scenario: str, findings: bool) -> dict[str, float]:
+    """CPU seconds of each stage of ``hangscope.analyze.analyze``, chained the same way."""
+    from hangscope.analyze.classify import classify_process
+    from hangscope.analyze.findings import find_all
+    from hangscope.analyze.group import merged_call_tree
+    from hangscope.analyze.verdict import diagnose, subjects_of, with_gpu_evidence
+
+    clock = time.process_time
+    times = {}
+    t = clock()
+    processes = tuple(classify_process(p) for p in snap.processes)
+    times["classify"] = clock() - t
+    t = clock()
+    verdict, groups = diagnose(processes, snap.job, snap.samples)
+    verdict = with_gpu_evidence(verdict, processes, snap.hosts)
+    times["group+verdict"] = clock() - t
+    t = clock()
+    tree = merged_call_tree(subjects_of(processes))
+    times["call tree"] = clock() - t
+    done = replace(snap, processes=processes, groups=groups, call_tree=tree, verdict=verdict)
+    check(done, scenario)
+    if findings:
+        t = clock()
+        find_all(done)
+        times["findings"] = clock() - t
+    return times
+
+
+def pin_one_core() -> int | None:
+    """Run on one core (the lowest this process may use); return it."""
+    try:
+        cpu = min(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpu})
+        return cpu
+    except (AttributeError, OSError):
+        return None
+
+
+def bench(ranks: int, scenario: str, repeats: int, classified: bool = False,
+          findings_max: int = 8192) -> dict[str, object]:
+    """Median CPU seconds of the analysis of a fresh synthetic snapshot, by stage.
+
+    ``diagnose`` = classify + group + verdict + call tree (the goal); ``analyze`` adds the
+    findings (``hangscope.analyze.findings``), run only up to ``findings_max`` ranks.
+    """
+    from hangscope.analyze import analyze
+
+    rows = []
+    for _ in range(repeats):
+        snap = make_snapshot(ranks, scenario, classified=classified)
+        gc.collect()
+        row = stages(snap, scenario, findings=False)
+        row["diagnose"] = row["classify"] + row["group+verdict"] + row["call tree"]
+        if ranks <= findings_max:
+            gc.collect()
+            t = time.process_time()
+            result = analyze(snap)
+            row["analyze"] = time.process_time() - t
+            check(result, scenario)
+            del result
+        rows.append(row)
+        del snap
+    keys = list(rows[0])
+    return {
+        "ranks": ranks, "scenario": scenario, "classified": classified,
+        "frames": len(STACKS["all_reduce"]), "threads_per_rank": 1 + len(_NATIVE_THREADS),
+        **{k: statistics.median(r[k] for r in rows) for k in keys},
+        "runs": [round(r["diagnose"], 3) for r in rows],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="the analysis on synthetic jobs of many ranks")
+    parser.add_argument("--ranks", type=int, nargs="+", default=[8192, 131072])
+    parser.add_argument("--scenario", choices=sorted(EXPECTED), default="mismatch")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--classified", action="store_true",
+                        help="threads arrive classified, as `hangscope merge` reads them")
+    parser.add_argument("--findings-max", type=int, default=8192,
+                        help="run the whole analyze() (with findings) up to this many ranks")
+    args = parser.parse_args(argv)
+    cpu = pin_one_core()
+    print(f"analysis on one core (CPU {cpu}), CPU seconds, scenario {args.scenario}, "
+          f"{len(STACKS['all_reduce'])} frames in each MainThread, "
+          f"{1 + len(_NATIVE_THREADS)} threads per rank"
+          + (", input already classified" if args.classified else ""))
+    for ranks in args.ranks:
+        row = bench(ranks, args.scenario, args.repeats, args.classified, args.findings_max)
+        parts = ", ".join(f"{k} {row[k]:.3f}" for k in ("classify", "group+verdict", "call tree"))
+        whole = f"; analyze() with findings {row['analyze']:.3f}" if "analyze" in row else ""
+        print(f"{ranks:>7} ranks: diagnose {row['diagnose']:.3f} s (runs {row['runs']}; "
+              f"{parts}){whole}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
