@@ -246,6 +246,10 @@ class Process:
     gpus: tuple[GpuProcessUse, ...] = ()
     kernel_stack: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    major_faults_window: int | None = None  # major page faults taken during the window
+    log_tail: tuple[str, ...] = ()  # last lines of the log file(s) on fd 1/2, redacted
+    log_errors: tuple[str, ...] = ()  # error-looking lines of their last 64 KiB, redacted
+    log_modified: float | None = None  # when the log file was last written (epoch seconds)
 
     @property
     def working_thread(self) -> Thread | None:
@@ -273,6 +277,8 @@ class Host:
     cgroup_memory_limit: int | None = None
     gpus: tuple[Gpu, ...] = ()
     gpu_error: str | None = None  # "no NVIDIA driver", ... : said once, not per rank
+    listening_ports: tuple[int, ...] = ()  # every TCP port listened on, by any process
+    kernel_messages: tuple[str, ...] = ()  # "ISO-TIME text": OOM kills, Xids... about the job
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from hangscope.analyze.roles import (
     role_and_rank,
     title_of,
 )
-from hangscope.collect import nvml, procfs, pyspy, tree
+from hangscope.collect import exitcode, kmsg, logs, nvml, procfs, pyspy, tree
 from hangscope.errors import PermissionDenied
 from hangscope.model import (
     Host,
@@ -160,10 +160,10 @@ class Sampler:
                           pyspy=self._pyspy)
 
     def _round(self, pool: ThreadPoolExecutor, procs: Sequence[Process], native: bool,
-               reuse: dict[int, pyspy.DumpResult]) -> dict[int, _Round]:
+               reuse: dict[int, pyspy.DumpResult], fds: bool = False) -> dict[int, _Round]:
         def one(proc: Process) -> tuple[int, _Round]:
             dump = reuse.get(proc.pid) or self._dump(proc, native)
-            info = procfs.read_process(proc.pid, with_fds=native)
+            info = procfs.read_process(proc.pid, with_fds=native or fds)
             return proc.pid, _Round(dump, info)
 
         return dict(pool.map(one, procs))
@@ -182,7 +182,7 @@ class Sampler:
         with ThreadPoolExecutor(max_workers=_workers(opts, len(procs))) as pool:
             t0 = self.clock()
             first_python = self._python_only_if_unchanged(pool, procs)
-            rounds.append(self._round(pool, procs, opts.native, first_python))
+            rounds.append(self._round(pool, procs, opts.native, first_python, fds=True))
             for i in range(1, samples):
                 delay = t0 + i * interval - self.clock()
                 if delay > 0:
@@ -194,11 +194,17 @@ class Sampler:
         reading = nvml.merge_readings(gpu_readings)
         merged = [self._merge(p, rounds, cpu_before, cpu_after, window, listening, reading)
                   for p in procs]
+        merged = logs.attach_tails(merged, redact=opts.redact)
         self._remember_native(merged, rounds)
         snap = Snapshot(
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             hangscope=__version__,
-            hosts=(_host(reading),),
+            hosts=(replace(
+                _host(reading),
+                listening_ports=tuple(sorted({s.port for s in listening.values() if s.port})),
+                kernel_messages=kmsg.read_kernel_messages(
+                    [p.pid for p in merged],
+                    min((p.create_time for p in merged if p.create_time), default=None))),),
             job=job,
             processes=tuple(merged),
             samples=samples,
@@ -305,7 +311,12 @@ class Sampler:
         before, after = cpu_before.get(proc.pid), cpu_after.get(proc.pid)
         if before is not None and after is not None and window > 0:
             cpu = round(100.0 * (after - before) / window, 1)
-        socks = tuple(listening[i] for i in sorted(info.socket_inodes) if i in listening)
+        # Sockets are listed in round one (fds are read once): a listener is not lost later.
+        inodes = first.proc.socket_inodes | info.socket_inodes
+        socks = tuple(listening[i] for i in sorted(inodes) if i in listening)
+        faults = (last.proc.major_faults - first.proc.major_faults
+                  if last.proc.major_faults is not None and first.proc.major_faults is not None
+                  else None)
         if info.permission_denied:
             errors.append("permission denied reading /proc/PID/fd")
         return replace(
@@ -316,6 +327,8 @@ class Sampler:
             threads=tuple(threads), native_sampled=bool(base and base.native),
             gpus=nvml.gpus_of_process(proc.pid, proc.environ, reading),
             kernel_stack=info.kernel_stack, errors=tuple(errors),
+            major_faults_window=faults,
+            exit_code=exitcode.read_exit_code(proc.pid) if state in ("Z", "X") else None,
             python=proc.python if base is None else True,
         )
 

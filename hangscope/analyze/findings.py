@@ -1,21 +1,168 @@
 """Findings: the checks an engineer runs by hand, each a sentence with its evidence.
 
-Pure functions over a Snapshot. Each check returns zero or more Findings; ``find_all`` orders
-them by severity and drops any that would only repeat the verdict.
+Pure functions over a Snapshot: no I/O and no clock (ages are measured against
+``Snapshot.created``). Each check returns zero or more Findings; ``find_all`` orders them by
+severity and drops any that would only repeat the verdict. docs/findings.md lists them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import re
+import signal
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from datetime import datetime
 
 from hangscope.analyze.group import compact_ranks
-from hangscope.model import Finding, Role, Severity, Snapshot, VerdictKind, rank_id
+from hangscope.model import (
+    Finding,
+    Host,
+    Process,
+    Role,
+    Severity,
+    Snapshot,
+    VerdictKind,
+    rank_id,
+)
 
 Check = Callable[[Snapshot], Iterable[Finding]]
 
+#: A rank below this CPU percentage over the window is idle.
+IDLE_CPU_PERCENT = 5.0
+#: Resident memory against RAM (or the cgroup limit): warning, then critical.
+MEM_WARN_FRACTION = 0.75
+MEM_CRIT_FRACTION = 0.90
+#: Virtual size this many times RAM is worth saying out loud (and explaining).
+OVERCOMMIT_FACTOR = 2.0
+#: Major page faults in the window that mean a process is paging.
+MAJOR_FAULTS_PAGING = 50
+#: Swap held by the job that is worth a warning.
+SWAP_WARN_BYTES = 16 << 20
+#: A compiler running this long is slow enough to be the reason a rank seems hung.
+COMPILER_SLOW_S = 60.0
+#: Lines of evidence shown under a finding (the JSON keeps the rest).
+SHOWN_LINES = 6
 
-def _ranks(snap: Snapshot):
+
+# -- words ---------------------------------------------------------------------------
+
+def _ranks(snap: Snapshot) -> list[Process]:
     return [p for p in snap.processes if p.role is Role.RANK]
+
+
+def _created(snap: Snapshot) -> float | None:
+    """When the snapshot was taken, seconds since the epoch."""
+    try:
+        return datetime.fromisoformat(snap.created).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def _age(seconds: float) -> str:
+    """``42 s``, ``3 min 12 s``, ``2 h 5 min``, ``3 d 4 h``."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def _bytes(value: int | None) -> str:
+    if value is None:
+        return "?"
+    size = float(value)
+    for unit in ("B", "K", "M", "G", "T"):
+        if size < 1024 or unit == "T":
+            return f"{size:.0f}{unit}" if unit in ("B", "K", "M") else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}T"
+
+
+def _program(proc: Process) -> str:
+    head = proc.cmdline[0].rsplit("/", 1)[-1] if proc.cmdline else ""
+    return head or (proc.exe or "").rsplit("/", 1)[-1] or "?"
+
+
+def _who(proc: Process) -> str:
+    """``rank 3 (PID 123)``, ``the launcher (PID 100)``, ``ptxas (PID 130)``."""
+    if proc.role in (Role.RANK, Role.ENGINE_CORE) and proc.rank is not None and (
+            proc.rank.key is not None):
+        return f"rank {proc.rank.key} (PID {proc.pid})"
+    if proc.role is Role.COMPILER:
+        return f"{_program(proc)} (PID {proc.pid})"
+    if proc.role is Role.OTHER:
+        return f"PID {proc.pid}" + (f" ({_program(proc)})" if proc.cmdline else "")
+    return f"the {str(proc.role).replace('_', ' ')} (PID {proc.pid})"
+
+
+def _who_many(procs: Sequence[Process]) -> str:
+    """``rank 0 (PID 12)``; ``ranks 0-3 and the launcher (PID 10)``; ``5 processes``."""
+    if len(procs) == 1:
+        return _who(procs[0])
+    ranked = [p for p in procs if p.role in (Role.RANK, Role.ENGINE_CORE) and p.rank is not None
+              and p.rank.key is not None]
+    ranked_pids = {p.pid for p in ranked}
+    others = [p for p in procs if p.pid not in ranked_pids]
+    parts = []
+    if ranked:
+        numbers = compact_ranks(rank_id(p) for p in ranked)
+        if len(ranked) == 1:
+            parts.append(_who(ranked[0]))
+        else:  # a scattered set of thousands of ranks is a count, not a list
+            parts.append(f"ranks {numbers}" if len(numbers) <= 40 else f"{len(ranked)} ranks")
+    if len(others) <= 2:
+        parts.extend(_who(p) for p in others)
+    else:
+        parts.append(f"{len(others)} other processes")
+    return " and ".join(parts) if len(parts) <= 2 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _by_pid(snap: Snapshot) -> dict[int, Process]:
+    return {p.pid: p for p in snap.processes}
+
+
+def _parent_chain(by_pid: dict[int, Process], proc: Process) -> Iterable[Process]:
+    seen = {proc.pid}
+    current = by_pid.get(proc.ppid) if proc.ppid is not None else None
+    while current is not None and current.pid not in seen:
+        yield current
+        seen.add(current.pid)
+        current = by_pid.get(current.ppid) if current.ppid is not None else None
+
+
+def _rank_of(by_pid: dict[int, Process], proc: Process) -> Process | None:
+    """The rank (or launcher) a helper process runs under."""
+    chain = list(_parent_chain(by_pid, proc))
+    for parent in chain:
+        if parent.role in (Role.RANK, Role.ENGINE_CORE):
+            return parent
+    return chain[0] if chain else None
+
+
+def _exit_text(code: int) -> str:
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"was killed by {name} (signal {-code})"
+
+
+# -- ranks -----------------------------------------------------------------------------
+
+def _rank_noun(snap: Snapshot) -> str:
+    """What a rank is called in this kind of job, with ``TP`` when only --tp-size sized it."""
+    noun = {"sglang": "schedulers", "vllm": "workers"}.get(snap.job.kind, "ranks")
+    source = snap.job.expected_source or ""
+    flags = [w for w in source.split() if w.startswith("-")]
+    if flags and all(f in ("--tp-size", "--tp", "--tensor-parallel-size", "-tp",
+                           "--tensor-model-parallel-size") for f in flags):
+        return f"TP {noun}"
+    return noun
 
 
 def check_expected_ranks(snap: Snapshot) -> Iterable[Finding]:
@@ -24,84 +171,222 @@ def check_expected_ranks(snap: Snapshot) -> Iterable[Finding]:
     if expected is None:
         return
     found = len(_ranks(snap))
+    noun = _rank_noun(snap)
+    source = snap.job.expected_source
+    facts = {"expected": expected, "found": found, "source": source,
+             "pids": [p.pid for p in _ranks(snap)]}
     if found < expected:
+        missing = expected - found
         yield Finding("ranks.missing", Severity.CRITICAL,
-                      f"Expected {expected} ranks ({snap.job.expected_source}) but found {found}.",
-                      {"expected": expected, "found": found, "source": snap.job.expected_source})
+                      f"Expected {expected} {noun} ({source}) but found "
+                      f"{found or 'none'}: {missing} never started or already exited.", facts)
+    elif found > expected:
+        yield Finding("ranks.extra", Severity.WARNING,
+                      f"Found {found} {noun} but {source} asks for {expected}: hangscope may "
+                      "have read the size wrong, or processes of another job joined this one.",
+                      facts)
     else:
         yield Finding("ranks.count", Severity.INFO,
-                      f"All {expected} expected ranks are running ({snap.job.expected_source}).",
-                      {"expected": expected, "found": found})
+                      f"Expected {expected} {noun} ({source}) and found all {found}.", facts)
 
+
+# -- listening sockets ----------------------------------------------------------------
 
 def check_listening(snap: Snapshot) -> Iterable[Finding]:
     """The server's ``--port``: is anyone in the job listening on it?"""
     port_text = snap.job.args.get("--port")
-    held = [(p.pid, s) for p in snap.processes for s in p.listening if s.kind != "unix"]
+    held = [(p, s) for p in snap.processes for s in p.listening]
+    tcp = [(p, s) for p, s in held if s.kind != "unix" and s.port]
+    listed = [{"pid": p.pid, "kind": s.kind, "address": s.address, "port": s.port}
+              for p, s in held]
     if port_text and port_text.isdigit():
         port = int(port_text)
-        owners = [pid for pid, s in held if s.port == port]
+        owners = [p for p, s in tcp if s.port == port]
         if owners:
             yield Finding("listen.ok", Severity.INFO,
-                          f"Port {port} is open, held by PID {owners[0]}.",
-                          {"port": port, "pids": owners})
+                          f"Port {port} (--port) is open, held by {_who(owners[0])}.",
+                          {"port": port, "pids": sorted({p.pid for p in owners}),
+                           "listening": listed})
+            return
+        others = sorted({s.port for _, s in tcp if s.port})
+        elsewhere = any(port in h.listening_ports for h in snap.hosts)
+        if elsewhere:
+            why = (f"another process on this machine, outside the job, already listens on "
+                   f"port {port}: the server could not bind it (address already in use)")
+        elif others:
+            why = (f"the job listens only on other ports ({', '.join(map(str, others[:6]))}: "
+                   "its rendezvous and internal ones), so the server has not finished "
+                   "starting up")
         else:
-            launcher = snap.job.launcher
-            others = sorted({s.port for _, s in held if s.port})
-            extra = f" (the job listens on {', '.join(map(str, others))})" if others else (
-                " (the job listens on no TCP port at all)")
-            yield Finding("listen.missing", Severity.CRITICAL,
-                          f"The server is not listening on its port {port}: --port says {port}, "
-                          f"but no process of the job holds it{extra}. Startup never finished.",
-                          {"port": port, "launcher": launcher, "listening": others})
-    elif held:
-        ports = sorted({s.port for _, s in held if s.port})
+            why = "the job listens on no TCP port at all: the server never finished starting up"
+        yield Finding("listen.missing", Severity.CRITICAL,
+                      f"The server is not listening on its port {port} (--port {port}): "
+                      f"no process of the job holds it; {why}.",
+                      {"port": port, "launcher": snap.job.launcher, "listening": listed,
+                       "taken_by_another_process": elsewhere})
+    elif tcp:
+        ports = sorted({s.port for _, s in tcp if s.port})
+        owners = sorted({p.pid for p, _ in tcp})
         yield Finding("listen.ports", Severity.INFO,
-                      f"The job listens on TCP port(s) {', '.join(map(str, ports))}.",
-                      {"ports": ports})
+                      f"The job listens on TCP port{'s' if len(ports) > 1 else ''} "
+                      f"{', '.join(map(str, ports))} (PID{'s' if len(owners) > 1 else ''} "
+                      f"{', '.join(map(str, owners))}).",
+                      {"ports": ports, "listening": listed})
 
+
+# -- dead, zombie, stopped, uninterruptible ------------------------------------------
 
 def check_process_states(snap: Snapshot) -> Iterable[Finding]:
-    """Zombies, stopped and uninterruptible processes."""
+    """Zombies, processes that exited while sampled, stopped and uninterruptible ones."""
     for proc in snap.processes:
-        who = f"{proc.name} (PID {proc.pid})"
-        if proc.state == "Z":
+        who = _who(proc)
+        if proc.state in ("Z", "X"):
+            parent = snap.process(proc.ppid) if proc.ppid is not None else None
+            how = _exit_text(proc.exit_code) if proc.exit_code is not None else "has exited"
+            if proc.role is Role.OTHER and parent is not None:
+                who = f"PID {proc.pid}, a child of {_who(parent)},"
+            reaper = _who(parent) if parent is not None else f"PID {proc.ppid}"
             yield Finding("proc.zombie", Severity.CRITICAL,
-                          f"{who} has exited and is a zombie (<defunct>): its parent has not "
-                          "reaped it, and any collective that needs it will never finish.",
+                          f"{who} {how} and is a zombie (<defunct>): {reaper} has not reaped "
+                          "it, so whatever waits for it (a collective, a pipe) waits forever.",
+                          {"pid": proc.pid, "ppid": proc.ppid, "exit_code": proc.exit_code})
+        elif proc.state == "gone":
+            yield Finding("proc.exited", Severity.CRITICAL,
+                          f"{who} exited while hangscope was sampling it.",
                           {"pid": proc.pid, "ppid": proc.ppid})
         elif proc.state in ("T", "t"):
+            how = ("held stopped by a debugger or tracer (state t)" if proc.state == "t"
+                   else "stopped (state T: SIGSTOP, Ctrl-Z or a debugger)")
             yield Finding("proc.stopped", Severity.CRITICAL,
-                          f"{who} is stopped (state T: SIGSTOP or a debugger). hangscope leaves "
-                          f"it as it is; `kill -CONT {proc.pid}` resumes it.", {"pid": proc.pid})
-        elif proc.state == "D":
-            working = proc.working_thread
+                          f"{who} is {how}: it runs no code, and every rank that waits for it "
+                          f"waits forever. `kill -CONT {proc.pid}` resumes it; hangscope "
+                          "leaves it as it is.", {"pid": proc.pid, "state": proc.state})
+        else:
+            stuck = [t for t in proc.threads if t.state == "D"]
+            if proc.state != "D" and not stuck:
+                continue
+            main = next((t for t in proc.threads if t.tid == proc.pid), None)
+            where = sorted({t.wchan for t in stuck if t.wchan}) or (
+                [main.wchan] if main is not None and main.wchan else [])
+            place = f" in {', '.join(where)}" if where else ""
+            count = (f"has {len(stuck)} threads" if len(stuck) > 1 else "is")
+            # /proc/PID/stack is the main thread's: it only explains a main thread in D.
+            kstack = list(proc.kernel_stack) if proc.state == "D" else []
             yield Finding("proc.uninterruptible", Severity.WARNING,
-                          f"{who} is in uninterruptible sleep (state D) in "
-                          f"{(working.wchan if working else None) or 'the kernel'}: storage or "
-                          "a driver is not answering.",
-                          {"pid": proc.pid, "kernel_stack": list(proc.kernel_stack[:8])})
+                          f"{who} {count} in uninterruptible sleep (state D){place}: the "
+                          "kernel waits on storage, a driver or the GPU, and no signal reaches "
+                          "the process until that returns.",
+                          {"pid": proc.pid, "tids": [t.tid for t in stuck],
+                           "wchan": where, "kernel_stack": kstack, "lines": kstack[:8]})
 
+
+# -- memory ----------------------------------------------------------------------------
+
+def _host_procs(snap: Snapshot, host: Host) -> list[Process]:
+    many = len(snap.hosts) > 1
+    return [p for p in snap.processes
+            if p.state not in ("Z", "X", "gone") and (not many or p.host in (None, host.name))]
+
+
+def check_memory(snap: Snapshot) -> Iterable[Finding]:
+    """RSS and virtual size against RAM and the cgroup limit; swap; paging; overcommit."""
+    for host in snap.hosts:
+        procs = [p for p in _host_procs(snap, host) if p.rss is not None]
+        if not procs:
+            continue
+        rss = sum(p.rss or 0 for p in procs)
+        vms = sum(p.vms or 0 for p in procs)
+        ram = host.mem_total
+        cgroup = host.cgroup_memory_limit
+        limit, limit_name = ram, "RAM"
+        if cgroup is not None and (ram is None or cgroup < ram):
+            limit, limit_name = cgroup, "the cgroup memory limit"
+        per = {p.pid: {"rss": p.rss, "vms": p.vms, "swap": p.swap} for p in procs}
+        biggest = max(procs, key=lambda p: p.rss or 0)
+        facts: dict[str, object] = {"rss": rss, "vms": vms, "mem_total": ram,
+                                    "cgroup_limit": cgroup, "mem_available": host.mem_available,
+                                    "processes": per}
+        share = ""
+        if ram:
+            share = f" ({100 * rss / ram:.0f}% of the {_bytes(ram)} of RAM"
+            if cgroup is not None and cgroup < ram:
+                share += f", {100 * rss / cgroup:.0f}% of the {_bytes(cgroup)} cgroup limit"
+            share += ")"
+        if limit and rss >= MEM_WARN_FRACTION * limit:
+            crit = rss >= MEM_CRIT_FRACTION * limit
+            yield Finding("mem.pressure", Severity.CRITICAL if crit else Severity.WARNING,
+                          f"The job holds {_bytes(rss)} resident, {100 * rss / limit:.0f}% of "
+                          f"{limit_name} ({_bytes(limit)}): the kernel's OOM killer "
+                          f"{'is about to' if crit else 'may soon'} kill a rank.", facts)
+        elif ram and host.mem_available is not None and host.mem_available < 0.05 * ram:
+            yield Finding("mem.pressure", Severity.WARNING,
+                          f"The machine is nearly out of memory: {_bytes(host.mem_available)} "
+                          f"of {_bytes(ram)} available (the job itself holds {_bytes(rss)}).",
+                          facts)
+        swapped = [p for p in procs if (p.swap or 0) > 0]
+        swap = sum(p.swap or 0 for p in swapped)
+        if swap >= SWAP_WARN_BYTES:
+            top = max(swapped, key=lambda p: p.swap or 0)
+            yield Finding("mem.swap", Severity.WARNING,
+                          f"{_bytes(swap)} of the job is swapped out ({_who(top)} alone has "
+                          f"{_bytes(top.swap)}): a rank that touches it crawls, and can look "
+                          "hung.", {"swap": swap, "pids": {p.pid: p.swap for p in swapped}})
+        elif host.swap_used and host.swap_used >= SWAP_WARN_BYTES:
+            yield Finding("mem.swap", Severity.INFO,
+                          f"The machine has {_bytes(host.swap_used)} in swap, none of it the "
+                          "job's.", {"swap_used": host.swap_used})
+        paging = [p for p in procs if (p.major_faults_window or 0) >= MAJOR_FAULTS_PAGING]
+        if paging and snap.window_s > 0:
+            paging.sort(key=lambda p: -(p.major_faults_window or 0))
+            top = paging[0]
+            yield Finding("mem.paging", Severity.WARNING,
+                          f"{_who(top)} took {top.major_faults_window:,} major page faults "
+                          f"in the {snap.window_s:.1f} s window"
+                          + (f" ({len(paging) - 1} more processes too)" if len(paging) > 1
+                             else "")
+                          + ": it is reading memory back from swap or disk, which makes it "
+                          "crawl.", {"major_faults": {p.pid: p.major_faults_window
+                                                      for p in paging}})
+        if ram and vms >= OVERCOMMIT_FACTOR * ram:
+            top = max(procs, key=lambda p: p.vms or 0)
+            alone = (f"; {_who(top)} alone reserves {_bytes(top.vms)}"
+                     if (top.vms or 0) >= ram else "")
+            yield Finding("mem.overcommit", Severity.INFO,
+                          f"The job has reserved {_bytes(vms)} of virtual memory, "
+                          f"{vms / ram:.1f}x the {_bytes(ram)} of RAM{alone}. That is address "
+                          f"space, not use: only {_bytes(rss)} is resident. CUDA and PyTorch "
+                          "reserve large ranges, so this alone is not a problem.",
+                          {**facts, "factor": round(vms / ram, 2)})
+        yield Finding("mem.usage", Severity.INFO,
+                      f"The job's {len(procs)} process{'es' if len(procs) != 1 else ''} hold "
+                      f"{_bytes(rss)} resident{share}; the largest is {_who(biggest)} with "
+                      f"{_bytes(biggest.rss)}.", facts)
+
+
+# -- activity --------------------------------------------------------------------------
 
 def check_cpu_idle(snap: Snapshot) -> Iterable[Finding]:
-    """Every rank idle on CPU for the whole window."""
+    """Every rank idle on CPU for the whole window; or a few ranks busy while others idle."""
     ranks = _ranks(snap) or [p for p in snap.processes if p.threads]
     cpus = [p.cpu_percent for p in ranks if p.cpu_percent is not None]
     if not cpus or len(cpus) < len(ranks) or snap.window_s <= 0:
         return
     noun = "rank" if _ranks(snap) else "process"
-    if max(cpus) < 5.0:
+    per = {rank_id(p): p.cpu_percent for p in ranks}
+    if max(cpus) < IDLE_CPU_PERCENT:
         yield Finding("activity.idle", Severity.WARNING,
-                      f"Every {noun} was idle on CPU for the whole {snap.window_s:.1f} s window "
-                      f"(highest {max(cpus):.0f}%): nothing is computing, everything waits.",
-                      {"cpu_percent": {rank_id(p): p.cpu_percent for p in ranks}})
+                      f"Every {noun} was idle on CPU for the whole {snap.window_s:.1f} s "
+                      f"window (the busiest used {max(cpus):.0f}%): none is computing; they "
+                      "all wait.", {"cpu_percent": per, "window_s": snap.window_s})
     busy = [p for p in ranks if (p.cpu_percent or 0) >= 50.0]
     if busy and len(busy) < len(ranks):
+        numbers = compact_ranks(rank_id(p) for p in busy)
+        who = (f"{'Rank' if len(busy) == 1 else 'Ranks'} {numbers}" if len(numbers) <= 40
+               else f"{len(busy)} ranks")
         yield Finding("activity.busy", Severity.INFO,
-                      f"{'Rank' if len(busy) == 1 else 'Ranks'} "
-                      f"{compact_ranks(rank_id(p) for p in busy)} used CPU during the window "
-                      "while the others were idle.",
-                      {"cpu_percent": {rank_id(p): p.cpu_percent for p in busy}})
+                      f"{who} used CPU during the window while the others were idle.",
+                      {"cpu_percent": {rank_id(p): p.cpu_percent for p in busy},
+                       "pids": [p.pid for p in busy]})
 
 
 def check_gpu_activity(snap: Snapshot) -> Iterable[Finding]:
@@ -111,22 +396,277 @@ def check_gpu_activity(snap: Snapshot) -> Iterable[Finding]:
     return gpu_findings(snap)
 
 
+# -- compilers ---------------------------------------------------------------------------
+
+def check_compilers(snap: Snapshot) -> Iterable[Finding]:
+    """``ptxas``/``nvcc``/``cicc`` under a rank, and busy Inductor compile workers: how long."""
+    now = _created(snap)
+
+    def age(proc: Process) -> float | None:
+        return now - proc.create_time if now is not None and proc.create_time else None
+
+    compilers = [p for p in snap.processes if p.role is Role.COMPILER
+                 and p.state not in ("Z", "X", "gone")]
+    workers = [p for p in snap.processes if p.role is Role.COMPILE_WORKER
+               and (p.cpu_percent or 0) >= 20.0]
+    if not compilers and not workers:
+        return
+    by_pid = _by_pid(snap)
+    for proc in sorted(compilers, key=lambda p: -(age(p) or 0))[:5]:
+        owner = _rank_of(by_pid, proc)
+        seconds = age(proc)
+        running = f" for {_age(seconds)}" if seconds is not None else ""
+        under = f" under {_who(owner)}" if owner is not None else ""
+        idle = proc.cpu_percent is not None and proc.cpu_percent < IDLE_CPU_PERCENT
+        slow = seconds is not None and seconds >= COMPILER_SLOW_S
+        yield Finding("compile.running", Severity.WARNING if slow else Severity.INFO,
+                      f"The compiler {_who(proc)} has been running{running}{under}: the rank "
+                      "waits for a "
+                      "GPU kernel to compile"
+                      + (", which is slow enough to look like a hang" if slow else "")
+                      + (f" (the compiler itself used {proc.cpu_percent:.0f}% CPU in the "
+                         "window: it may be stuck too)." if idle else "."),
+                      {"pid": proc.pid, "program": _program(proc), "age_s": seconds,
+                       "rank_pid": owner.pid if owner else None,
+                       "cpu_percent": proc.cpu_percent})
+    if len(compilers) > 5:
+        yield Finding("compile.running", Severity.INFO,
+                      f"{len(compilers) - 5} more compiler processes are running.",
+                      {"pids": [p.pid for p in compilers]})
+    by_owner: dict[int | None, list[Process]] = {}
+    for proc in workers:
+        owner = _rank_of(by_pid, proc)
+        by_owner.setdefault(owner.pid if owner else None, []).append(proc)
+    for owner_pid, procs in by_owner.items():
+        owner = by_pid.get(owner_pid) if owner_pid is not None else None
+        oldest = max((age(p) or 0 for p in procs), default=0)
+        cpus = ", ".join(f"{p.cpu_percent:.0f}%" for p in procs[:6])
+        yield Finding("compile.workers", Severity.INFO,
+                      f"{len(procs)} Inductor compile worker{'s are' if len(procs) > 1 else ' is'}"
+                      f" busy{' under ' + _who(owner) if owner else ''} (CPU {cpus})"
+                      + (f", the pool started {_age(oldest)} ago" if oldest else "")
+                      + ": torch.compile is compiling.",
+                      {"pids": [p.pid for p in procs], "rank_pid": owner_pid})
+
+
+# -- log files ---------------------------------------------------------------------------
+
+def _quote(line: str) -> str:
+    return "“" + line.strip() + "”"
+
+
+def check_logs(snap: Snapshot) -> Iterable[Finding]:
+    """The tail and the error lines of each log file a rank writes to (its fd 1/2)."""
+    now = _created(snap)
+    by_files: dict[tuple[str, ...], list[Process]] = {}
+    for proc in snap.processes:
+        if proc.log_files and (proc.log_tail or proc.log_errors):
+            by_files.setdefault(proc.log_files, []).append(proc)
+    for files, procs in by_files.items():
+        rep = max(procs, key=lambda p: (len(p.log_errors), len(p.log_tail)))
+        name = " and ".join(files)
+        when = ""
+        if now is not None and rep.log_modified is not None:
+            when = f", last written {_age(now - rep.log_modified)} before this dump"
+        facts: dict[str, object] = {"files": list(files), "pids": [p.pid for p in procs],
+                                    "errors": list(rep.log_errors), "tail": list(rep.log_tail),
+                                    "modified": rep.log_modified}
+        writer = _who_many(procs)
+        if rep.log_errors:
+            count = len(rep.log_errors)
+            yield Finding("log.errors", Severity.WARNING,
+                          f"{writer} logged {count} error line{'s' if count > 1 else ''} to "
+                          f"{name}{when}; the last: {_quote(rep.log_errors[-1])}.",
+                          {**facts, "lines": list(rep.log_errors[-SHOWN_LINES:])})
+        else:
+            last = [line for line in rep.log_tail if not line.startswith("==> ")]
+            if not last:
+                continue
+            yield Finding("log.tail", Severity.INFO,
+                          f"{writer} write{'s' if len(procs) == 1 else ''} to {name}{when}; "
+                          f"the last line: {_quote(last[-1])}.",
+                          {**facts, "lines": list(rep.log_tail[-3:])})
+
+
+# -- ages --------------------------------------------------------------------------------
+
+def check_ages(snap: Snapshot) -> Iterable[Finding]:
+    """How old the job is, and whether any rank's stack changed during the window."""
+    now = _created(snap)
+    started = [p for p in snap.processes if p.create_time]
+    if now is not None and started:
+        first = min(started, key=lambda p: p.create_time or 0)
+        what = ("its launcher" if first.role is Role.LAUNCHER else _who(first)).split(" (")[0]
+        yield Finding("age.job", Severity.INFO,
+                      f"The job started {_age(now - (first.create_time or now))} before this "
+                      f"dump ({what}, PID {first.pid}).",
+                      {"age_s": round(now - (first.create_time or now), 1), "pid": first.pid})
+    if snap.samples < 2:
+        return
+    from hangscope.analyze.verdict import subjects_of
+
+    sampled = [p for p in subjects_of(snap.processes)
+               if p.working_thread is not None and p.working_thread.samples > 1]
+    if not sampled:
+        return
+    moved = [p for p in sampled if not p.working_thread.stuck]  # type: ignore[union-attr]
+    is_rank = any(p.rank is not None for p in sampled)
+    noun = "rank" if is_rank else "process"
+    facts = {"window_s": snap.window_s, "samples": snap.samples,
+             "moved": [p.pid for p in moved]}
+    window = f"the {snap.window_s:.1f} s window ({snap.samples} samples)"
+    if not moved:
+        yield Finding("age.stacks", Severity.INFO,
+                      f"No {noun}'s stack changed during {window}: they are stuck, not slow.",
+                      facts)
+    elif len(moved) < len(sampled):
+        moved_pids = {p.pid for p in moved}
+        still = [p for p in sampled if p.pid not in moved_pids]
+        yield Finding("age.stacks", Severity.INFO,
+                      f"{_who_many(moved)} changed stack during {window}; {_who_many(still)} "
+                      "did not.", facts)
+
+
+# -- kernel messages ---------------------------------------------------------------------
+
+# NVIDIA's Xid catalogue, the ones seen in hung jobs.
+XID_MEANING = {
+    13: "graphics engine exception (a bad kernel: out-of-range access or illegal instruction)",
+    31: "GPU memory page fault (a kernel touched an invalid address)",
+    43: "the GPU stopped processing (the context was reset)",
+    45: "preemptive cleanup after an earlier error",
+    48: "double-bit ECC error: the GPU's memory is corrupt",
+    61: "internal micro-controller breakpoint/warning",
+    62: "internal micro-controller halt",
+    63: "ECC page retirement or row remapping event",
+    64: "ECC page retirement or row remapping failure",
+    74: "NVLink error",
+    79: "the GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error: the GPU needs a reset",
+    109: "context switch timeout",
+    119: "GSP RPC timeout: the GPU firmware stopped answering",
+    120: "GSP error",
+}
+_FATAL_XIDS = frozenset({43, 48, 62, 74, 79, 95, 109, 119, 120})
+_XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)(?:, pid=([^,]+))?(?:, name=([^,]+))?,?\s*(.*)")
+_OOM_KILLED = re.compile(r"Killed process (\d+) \(([^)]*)\)")
+_SEGFAULT = re.compile(r"(\S+?)\[(\d+)\]: (segfault at|general protection fault)")
+_HUNG = re.compile(r"task (\S+?):(\d+) blocked for more than (\d+) seconds")
+
+
+def _kernel_line(line: str) -> tuple[str, str]:
+    """(``HH:MM:SS`` or ``?``, message) of a stored ``ISO-TIME message`` line."""
+    stamp, _, message = line.partition(" ")
+    try:
+        when = datetime.fromisoformat(stamp).strftime("%H:%M:%S UTC")
+    except ValueError:
+        return "?", line
+    return when, message
+
+
+def _pid_words(snap: Snapshot, pid: int, comm: str) -> str:
+    proc = snap.process(pid)
+    if proc is not None:
+        return _who(proc)
+    return f"PID {pid} ({comm})"
+
+
+def check_kernel_messages(snap: Snapshot) -> Iterable[Finding]:
+    """OOM kills, GPU Xids, segfaults and hung tasks the kernel logged about the job."""
+    for host in snap.hosts:
+        oom: dict[int, tuple[str, str]] = {}
+        for line in host.kernel_messages:
+            when, message = _kernel_line(line)
+            m = _OOM_KILLED.search(message)
+            if m:
+                oom[int(m.group(1))] = (when, m.group(2))
+                continue
+            m = _XID.search(message)
+            if m:
+                xid = int(m.group(2))
+                pid_text = (m.group(3) or "").strip("'<> ")
+                by = (f", for {_pid_words(snap, int(pid_text), m.group(4) or '?')}"
+                      if pid_text.isdigit() else "")
+                meaning = XID_MEANING.get(xid, m.group(5).strip() or "see NVIDIA's Xid catalogue")
+                yield Finding("kernel.xid", Severity.CRITICAL if xid in _FATAL_XIDS
+                              else Severity.WARNING,
+                              f"The GPU driver reported Xid {xid} on {m.group(1)} at {when}"
+                              f"{by}: {meaning}.", {"xid": xid, "pci": m.group(1),
+                                                    "lines": [line]})
+                continue
+            m = _SEGFAULT.search(message)
+            if m:
+                fault = ("a segmentation fault" if m.group(3) == "segfault at"
+                         else "a general protection fault")
+                yield Finding("kernel.segfault", Severity.CRITICAL,
+                              f"{_pid_words(snap, int(m.group(2)), m.group(1))} crashed with "
+                              f"{fault} at {when}, says the kernel log.",
+                              {"pid": int(m.group(2)), "lines": [line]})
+                continue
+            m = _HUNG.search(message)
+            if m:
+                yield Finding("kernel.hung_task", Severity.WARNING,
+                              f"The kernel saw {_pid_words(snap, int(m.group(2)), m.group(1))} "
+                              f"blocked in uninterruptible sleep for over {m.group(3)} s "
+                              f"at {when}.", {"pid": int(m.group(2)), "lines": [line]})
+        for pid, (when, comm) in oom.items():
+            lines = [x for x in host.kernel_messages if str(pid) in x][:SHOWN_LINES]
+            yield Finding("kernel.oom", Severity.CRITICAL,
+                          f"The kernel's OOM killer killed {_pid_words(snap, pid, comm)} at "
+                          f"{when}, after the job started: the machine ran out of memory, and "
+                          "the ranks that wait for the killed one wait forever.",
+                          {"pid": pid, "comm": comm, "lines": lines})
+
+
 CHECKS: tuple[Check, ...] = (
     check_expected_ranks,
     check_listening,
     check_process_states,
+    check_kernel_messages,
     check_cpu_idle,
     check_gpu_activity,
+    check_compilers,
+    check_memory,
+    check_logs,
+    check_ages,
 )
 
 
+def _repeats_verdict(finding: Finding, snap: Snapshot) -> bool:
+    """Whether a finding only says what the verdict already says."""
+    verdict = snap.verdict
+    if verdict is None:
+        return False
+    if finding.message in verdict.summary:
+        return True
+    pid = finding.evidence.get("pid")
+    if verdict.kind is VerdictKind.MISSING_RANK:
+        if finding.id == "ranks.missing":
+            return True  # the verdict says how many ranks are missing
+        if finding.id in ("proc.zombie", "proc.exited") and pid in verdict.suspects:
+            # Said by the verdict, unless the finding adds how it exited.
+            return finding.evidence.get("exit_code") is None
+    if verdict.kind is VerdictKind.STRAGGLER and finding.id == "activity.busy":
+        pids = finding.evidence.get("pids")
+        return isinstance(pids, list) and set(pids) <= set(verdict.suspects)
+    return verdict.kind is VerdictKind.PROGRESSING and finding.id == "age.stacks"
+
+
 def find_all(snap: Snapshot) -> tuple[Finding, ...]:
-    """Run every check, drop what repeats the verdict, most severe first."""
+    """Run every check, drop what repeats the verdict, most severe first (stable)."""
     findings: list[Finding] = []
     for check in CHECKS:
         findings.extend(check(snap))
-    if snap.verdict is not None and snap.verdict.kind is VerdictKind.MISSING_RANK:
-        # The verdict already says how many ranks are missing.
-        findings = [f for f in findings if f.id != "ranks.missing"]
+    findings = [_capitalized(f) for f in findings if not _repeats_verdict(f, snap)]
     findings.sort(key=lambda f: f.severity.order)
     return tuple(findings)
+
+
+def _capitalized(finding: Finding) -> Finding:
+    """A sentence starts with a capital: ``Rank 3 (PID 12) ...``, ``The launcher ...``."""
+    message = finding.message
+    if message.startswith(("rank ", "ranks ", "the ")):
+        return replace(finding, message=message[0].upper() + message[1:])
+    return finding

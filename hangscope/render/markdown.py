@@ -48,8 +48,14 @@ def render_markdown(snap: Snapshot) -> str:
     if snap.findings:
         out.append("### Findings")
         out.append("")
-        out.extend(f"- {_MARK[f.severity.value]} **{f.severity.value}** {f.message}"
-                   for f in snap.findings)
+        for f in snap.findings:
+            out.append(f"- {_MARK[f.severity.value]} **{f.severity.value}** {f.message}")
+            lines = f.evidence.get("lines")
+            if isinstance(lines, list) and lines:
+                out.append("")
+                out.append("  ```")
+                out.extend("  " + str(line).replace("```", "'''") for line in lines)
+                out.append("  ```")
         out.append("")
     deadlocked = (snap.process(snap.verdict.suspects[0])
                   if snap.verdict and snap.verdict.kind.value == "local_deadlock"

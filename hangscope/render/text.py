@@ -15,6 +15,7 @@ from hangscope.analyze.classify import process_category
 from hangscope.analyze.group import compact_ranks
 from hangscope.model import (
     Category,
+    Finding,
     Group,
     Process,
     Role,
@@ -95,8 +96,19 @@ def findings_table(snap: Snapshot) -> RenderableType:
     table.add_column()
     for finding in snap.findings:
         style = SEVERITY_STYLE[finding.severity]
-        table.add_row(Text(SEVERITY_MARK[finding.severity], style=style), Text(finding.message))
+        body = Text(finding.message)
+        for line in finding_lines(finding):
+            body.append("\n  │ " + line, style="dim")
+        table.add_row(Text(SEVERITY_MARK[finding.severity], style=style), body)
     return table
+
+
+def finding_lines(finding: Finding, limit: int = 6) -> list[str]:
+    """The evidence lines shown under a finding: log lines, a kernel stack (``lines``)."""
+    lines = finding.evidence.get("lines")
+    if not isinstance(lines, list):
+        return []
+    return [str(line) for line in lines[-limit:]]
 
 
 def stack_text(thread: Thread, native: bool = True, full_paths: bool = False,

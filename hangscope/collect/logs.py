@@ -1,0 +1,121 @@
+"""The tail of each rank's log file: ``tail -c 64K FILE | tail -n 20``, and ``grep Error``.
+
+When a rank's stdout or stderr is a regular file (``Process.log_files``, from ``/proc/PID/fd``),
+its last lines and its error-looking lines say what the rank last did, often why it is stuck.
+Reads are bounded (the last 64 KiB of each file), never follow the file, and every line goes
+through the redactor before it is stored. A file that cannot be read gives nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat as stat_mod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from hangscope.model import Process
+from hangscope.redact import redact_text
+
+#: How much of the end of a file is read.
+TAIL_BYTES = 64 * 1024
+#: How many of the last lines are kept per file.
+TAIL_LINES = 20
+#: How many error-looking lines are kept per file (the last ones).
+ERROR_LINES = 10
+#: Longer lines are cut: a log line is evidence, not a payload.
+MAX_LINE_CHARS = 300
+
+# Lines that usually say what went wrong: Python exceptions, CUDA/NCCL errors, OOMs, kills,
+# timeouts. Case matters where the word is common in healthy logs ("error" in "error_rate").
+ERROR_PATTERN = re.compile(
+    r"Traceback \(most recent call last\)"
+    r"|\b[A-Z]\w*(?:Error|Exception)\b"
+    r"|\bCUDA error\b|\bNCCL (?:WARN|ERROR)\b|\bncclSystemError\b|\bncclInternalError\b"
+    r"|\bout of memory\b|\bOOM\b|\bOutOfMemory"
+    r"|\bKilled\b|\bSegmentation fault\b|\bcore dumped\b|\bAborted\b"
+    r"|\btimed out\b|\bTimeout\b|\bWatchdog caught\b|\bdeadlock\b"
+    r"|\b(?:ERROR|FATAL|CRITICAL)\b|\berror:"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """What one log file says: its last lines and its error-looking lines, redacted."""
+
+    path: str
+    tail: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    modified: float | None = None  # the file's mtime (seconds since the epoch)
+    size: int | None = None
+
+
+def _clean(line: str) -> str:
+    line = _ANSI.sub("", line)
+    # A progress bar rewrites its line with "\r": what the terminal shows is the last part.
+    if "\r" in line:
+        parts = [p for p in line.split("\r") if p.strip()]
+        line = parts[-1] if parts else ""
+    line = "".join(ch if ch.isprintable() or ch == "\t" else "?" for ch in line).rstrip()
+    if len(line) > MAX_LINE_CHARS:
+        line = line[:MAX_LINE_CHARS - 1] + "…"
+    return line
+
+
+def read_tail(path: str, redact: bool = True) -> LogTail | None:
+    """The last lines and the error lines of one regular file; None when it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode):
+            return None
+        start = max(0, st.st_size - TAIL_BYTES)
+        raw = os.pread(fd, TAIL_BYTES, start)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    text = raw.decode("utf-8", errors="replace").replace("\x00", "")
+    lines = text.split("\n")
+    if start > 0 and lines:
+        lines = lines[1:]  # the first line was cut by the 64 KiB window
+    cleaned = [_clean(line) for line in lines]
+    cleaned = [line for line in cleaned if line.strip()]
+    scrub: Callable[[str], str] = redact_text if redact else (lambda s: s)
+    tail = tuple(scrub(line) for line in cleaned[-TAIL_LINES:])
+    errors = tuple(scrub(line) for line in cleaned if ERROR_PATTERN.search(line))[-ERROR_LINES:]
+    return LogTail(path=path, tail=tail, errors=errors, modified=st.st_mtime, size=st.st_size)
+
+
+def read_tails(paths: Iterable[str], redact: bool = True) -> dict[str, LogTail]:
+    """Each distinct path read once (eight ranks often share one log file)."""
+    out: dict[str, LogTail] = {}
+    for path in dict.fromkeys(paths):
+        found = read_tail(path, redact=redact)
+        if found is not None:
+            out[path] = found
+    return out
+
+
+def attach_tails(procs: Sequence[Process], redact: bool = True) -> list[Process]:
+    """Each process with the tail of the log files on its stdout/stderr."""
+    tails = read_tails((f for p in procs for f in p.log_files), redact=redact)
+    out = []
+    for proc in procs:
+        found = [tails[f] for f in proc.log_files if f in tails]
+        if not found:
+            out.append(proc)
+            continue
+        written = [t for t in found if t.tail]
+        if len(written) <= 1:
+            tail = written[0].tail if written else ()
+        else:  # stdout and stderr in two files: both, headed like ``tail f1 f2``
+            tail = tuple(line for t in written for line in (f"==> {t.path} <==", *t.tail))
+        errors = tuple(line for t in found for line in t.errors)
+        modified = max((t.modified for t in found if t.modified is not None), default=None)
+        out.append(replace(proc, log_tail=tail, log_errors=errors, log_modified=modified))
+    return out
