@@ -143,7 +143,11 @@ def _stuck(proc: Process, samples: int) -> bool:
     working = proc.working_thread
     if process_category(proc, working) in GONE:
         return True
-    return working is not None and working.stuck
+    if working is None:
+        return False
+    # Stuck unless a change was *seen*: a sample that failed (py-spy timed out under load)
+    # is no evidence that the stack moved.
+    return working.samples <= 1 or working.unchanged_samples >= working.samples
 
 
 def _lock_threads(proc: Process) -> list[Thread]:
