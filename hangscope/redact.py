@@ -240,13 +240,32 @@ _PEM_PRIVATE_KEY = re.compile(
     re.DOTALL,
 )
 # The body of a key whose BEGIN line was cut off (a log tail that starts inside the key):
-# the base64 lines (real or escaped newlines) right before a lone END line. The last line
-# break is kept as it was (group 1), so an escaped one stays escaped.
-_PEM_CUT_BODY = re.compile(
-    r"(?:(?<=[\s\"'])|(?<=\\n)|\A)"
-    r"(?:[ \t]*[A-Za-z0-9+/=]{8,}[ \t]*(\r?\n|\\n))+"
-    r"(?=-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)"
+# the base64 lines (real or escaped newlines) right before a lone END line, starting after
+# white space, a quote, an escaped newline or the start. The last line break is kept as it
+# was, so an escaped one stays escaped. Matched backwards from each END line on the reversed
+# text: a forward regex retried at every line start is quadratic (seconds for 64 KiB).
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_CUT_BODY_REVERSED = re.compile(
+    r"(?P<nl>\n\r?|n\\)[ \t]*[A-Za-z0-9+/=]{8,}[ \t]*"
+    r"(?:(?:\n\r?|n\\)[ \t]*[A-Za-z0-9+/=]{8,}[ \t]*)*"
+    r"(?=[\s\"']|n\\|\Z)"
 )
+
+
+def _mask_cut_pem_bodies(text: str) -> str:
+    parts: list[str] = []
+    last = 0
+    for end in _PEM_END.finditer(text):
+        before = text[last:end.start()]
+        body = _PEM_CUT_BODY_REVERSED.match(before[::-1])
+        if body:
+            before = before[:len(before) - body.end()] + MASK + body.group("nl")[::-1]
+        parts += (before, end.group())
+        last = end.end()
+    if not parts:
+        return text
+    parts.append(text[last:])
+    return "".join(parts)
 
 # scheme://user:PASSWORD@host -- the password runs to the last "@" before "/", "?", "#" or
 # a space, so an unescaped "@" in it is masked too.
@@ -440,7 +459,7 @@ def _mask_wandb_line(m: re.Match[str]) -> str:
 def _redact_text(text: str) -> str:
     if "PRIVATE KEY" in text:
         text = _PEM_PRIVATE_KEY.sub(lambda m: f"{m.group(1)}{MASK}{m.group(3)}", text)
-        text = _PEM_CUT_BODY.sub(rf"{MASK}\1", text)
+        text = _mask_cut_pem_bodies(text)
     if "://" in text:
         text = _URL_CREDENTIALS.sub(rf"\1{MASK}@", text)
     lower = text.lower()

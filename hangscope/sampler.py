@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +30,7 @@ from hangscope.analyze.roles import (
     title_of,
 )
 from hangscope.collect import exitcode, kmsg, logs, nvml, procfs, pyspy, tree
-from hangscope.errors import PermissionDenied
+from hangscope.errors import PermissionDenied, ProcessNotFound
 from hangscope.model import (
     Host,
     Job,
@@ -40,6 +41,7 @@ from hangscope.model import (
     Thread,
 )
 from hangscope.redact import redact_argv, redact_env, redact_text
+from hangscope.serialize import scrub
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class _Round:
 
     dump: pyspy.DumpResult | None
     proc: procfs.ProcInfo
+    reused: bool = False  # the PID now belongs to a process that started after discovery
 
 
 def _workers(options: SampleOptions, n: int) -> int:
@@ -113,18 +116,32 @@ class Sampler:
         self.clock = clock
         self._pyspy = pyspy.find_pyspy()
         tree.check_target(pid)
+        # Start times tell a live process from a later one that got its PID (long `attach`).
+        self._target_started = _start_time(pid)
+        self._launcher_started: float | None = None
         # Cache: pid -> (create_time, python stack keys by tid, native dump).
         self._native_cache: dict[int, tuple[float | None, dict[int, tuple], pyspy.DumpResult]] = {}
         self._launcher: int | None = None
+        # A stuck NVML read: its done-event and the reason reported while it stays stuck.
+        self._nvml_stuck: tuple[threading.Event, str] | None = None
         self.last: Snapshot | None = None
 
     # -- discovery -------------------------------------------------------------------
     def discover(self) -> tuple[Job, list[Process]]:
         """Find the job's processes and name their roles and ranks."""
         root = self._launcher
-        if root is None or not psutil.pid_exists(root):
-            root = tree.find_root(self.target) if psutil.pid_exists(self.target) else self.target
+        if root is None or not _same_start(root, self._launcher_started):
+            if not _same_start(self.target, self._target_started):
+                reused = _start_time(self.target) is not None
+                raise ProcessNotFound(
+                    f"PID {self.target} has exited" + (" and its PID now belongs to another "
+                                                       "process" if reused else "") + ".")
+            try:
+                root = tree.find_root(self.target)
+            except psutil.NoSuchProcess:
+                raise ProcessNotFound(f"PID {self.target} has exited.") from None
             self._launcher = root
+            self._launcher_started = _start_time(root)
         found = tree.walk(root)
         procs = []
         for info in found:
@@ -155,6 +172,9 @@ class Sampler:
     def _dump(self, proc: Process, native: bool) -> pyspy.DumpResult | None:
         if proc.python is False:
             return None
+        skip = _not_sampleable(proc.pid)
+        if skip is not None:  # py-spy would attach to a stopped process or a corpse
+            return pyspy.DumpResult(proc.pid, error=skip[1], error_kind=skip[0])
         return pyspy.dump(proc.pid, native=native and not self.options.nonblocking,
                           timeout=self.options.timeout, nonblocking=self.options.nonblocking,
                           pyspy=self._pyspy)
@@ -162,8 +182,14 @@ class Sampler:
     def _round(self, pool: ThreadPoolExecutor, procs: Sequence[Process], native: bool,
                reuse: dict[int, pyspy.DumpResult], fds: bool = False) -> dict[int, _Round]:
         def one(proc: Process) -> tuple[int, _Round]:
+            # A PID checked before py-spy runs (never trace a stranger) and after (the rank
+            # may have exited and its PID been handed out while py-spy ran).
+            if _replaced(proc):
+                return proc.pid, _Round(None, procfs.ProcInfo(proc.pid, exists=False), True)
             dump = reuse.get(proc.pid) or self._dump(proc, native)
             info = procfs.read_process(proc.pid, with_fds=native or fds)
+            if _replaced(proc):
+                return proc.pid, _Round(None, procfs.ProcInfo(proc.pid, exists=False), True)
             return proc.pid, _Round(dump, info)
 
         return dict(pool.map(one, procs))
@@ -177,7 +203,7 @@ class Sampler:
         interval = opts.window / (samples - 1) if samples > 1 else 0.0
         cpu_before = {p.pid: _cpu_times(p.pid) for p in procs}
         listening = procfs.read_listening()
-        gpu_readings = [nvml.read_gpus()]
+        gpu_readings = [self._read_gpus()]
         rounds: list[dict[int, _Round]] = []
         with ThreadPoolExecutor(max_workers=_workers(opts, len(procs))) as pool:
             t0 = self.clock()
@@ -188,7 +214,7 @@ class Sampler:
                 if delay > 0:
                     time.sleep(delay)  # the sampling interval itself, not a readiness wait
                 rounds.append(self._round(pool, procs, False, {}))
-                gpu_readings.append(nvml.read_gpus())
+                gpu_readings.append(self._read_gpus())
             window = self.clock() - t0
         cpu_after = {p.pid: _cpu_times(p.pid) for p in procs}
         reading = nvml.merge_readings(gpu_readings)
@@ -213,10 +239,33 @@ class Sampler:
             redacted=opts.redact,
             notes=tuple(n for n in (reading.error,) if n),
         )
-        snap = analyze(snap)
+        snap = analyze(scrub(snap))  # no control characters from the target reach a terminal
         _raise_if_nothing_readable(snap)
         self.last = snap
         return snap
+
+    def _read_gpus(self) -> nvml.GpuReading:
+        """``nvml.read_gpus()``, bounded by ``--timeout``: a wedged driver can block NVML for
+        minutes. While one read is stuck, later ones are not started."""
+        if self._nvml_stuck is not None and not self._nvml_stuck[0].is_set():
+            return nvml.GpuReading(error=self._nvml_stuck[1])
+        done = threading.Event()
+        result: list[nvml.GpuReading] = []
+
+        def read() -> None:
+            try:
+                result.append(nvml.read_gpus())
+            finally:
+                done.set()
+
+        threading.Thread(target=read, name="hangscope-nvml", daemon=True).start()
+        if not done.wait(self.options.timeout):
+            reason = (f"NVML did not answer within {self.options.timeout:g} s (the driver may "
+                      "be wedged: does `nvidia-smi` hang too?)")
+            self._nvml_stuck = (done, reason)
+            return nvml.GpuReading(error=reason)
+        self._nvml_stuck = None
+        return result[0] if result else nvml.GpuReading(error="NVML read failed")
 
     # -- refresh economy --------------------------------------------------------------
     def _python_only_if_unchanged(self, pool: ThreadPoolExecutor,
@@ -259,7 +308,12 @@ class Sampler:
         last = rounds[-1][proc.pid]
         info = last.proc if last.proc.exists else first.proc
         errors: list[str] = []
-        if not last.proc.exists:
+        reused = any(r[proc.pid].reused for r in rounds)
+        if reused:
+            errors.append(f"the process exited during sampling and its PID {proc.pid} was "
+                          "reused by another process (a later start time): that one was not "
+                          "reported")
+        elif not last.proc.exists:
             errors.append("the process exited during sampling")
         dumps = [r[proc.pid].dump for r in rounds]
         base = next((d for d in dumps if d is not None and d.ok), None)
@@ -303,13 +357,14 @@ class Sampler:
                 state=task.state if task else None, wchan=task.wchan if task else None,
                 active=pt.active, owns_gil=pt.owns_gil, frames=pt.frames, python=True,
                 unchanged_samples=unchanged.get(pt.tid, 1), samples=seen.get(pt.tid, 1)))
-        for task in tasks.values():
-            threads.append(Thread(tid=task.tid, name=task.comm, state=task.state,
+        for task in tasks.values():  # threads without Python: their comm is the target's text
+            comm = redact_text(task.comm) if task.comm and self.options.redact else task.comm
+            threads.append(Thread(tid=task.tid, name=comm, state=task.state,
                                   wchan=task.wchan, python=False))
-        state = info.state if info.exists else "gone"
+        state = info.state if info.exists and last.proc.exists else "gone"
         cpu = None
         before, after = cpu_before.get(proc.pid), cpu_after.get(proc.pid)
-        if before is not None and after is not None and window > 0:
+        if before is not None and after is not None and window > 0 and not reused:
             cpu = round(100.0 * (after - before) / window, 1)
         # Sockets are listed in round one (fds are read once): a listener is not lost later.
         inodes = first.proc.socket_inodes | info.socket_inodes
@@ -344,6 +399,45 @@ def _is_python(info: tree.Found) -> bool | None:
     if info.exe is None and not info.cmdline:
         return None
     return False
+
+
+def _start_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _same_start(pid: int, started: float | None) -> bool:
+    """Whether ``pid`` is alive and is still the process that started at ``started``."""
+    now = _start_time(pid)
+    return now is not None and (started is None or abs(now - started) <= 0.01)
+
+
+def _replaced(proc: Process) -> bool:
+    """Whether ``proc``'s PID now names another process: its start time is not the one seen."""
+    if proc.create_time is None:
+        return False
+    started = _start_time(proc.pid)  # None: gone or unreadable, reported as such elsewhere
+    return started is not None and abs(started - proc.create_time) > 0.01
+
+
+def _not_sampleable(pid: int) -> tuple[str, str] | None:
+    """(kind, reason) for a process py-spy must not touch: stopped, traced, or a zombie."""
+    try:
+        status = psutil.Process(pid).status()
+    except psutil.Error:
+        return None  # py-spy reports what is wrong
+    if status == psutil.STATUS_STOPPED:
+        return "stopped", (f"stopped (state T: SIGSTOP, Ctrl-Z or a debugger): not sampled, and "
+                           f"left stopped; `kill -CONT {pid}` resumes it")
+    if status == psutil.STATUS_TRACING_STOP:
+        return "stopped", ("held by a debugger or another tracer (state t): not sampled, "
+                           "and left as it is")
+    if status in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+        return "gone", ("a zombie: it has exited and its parent has not reaped it; "
+                        "no stacks to sample")
+    return None
 
 
 def _cpu_times(pid: int) -> float | None:

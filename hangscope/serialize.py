@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import stat
 import types
 import typing
 from enum import Enum
@@ -36,6 +38,65 @@ def to_dict(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(k): to_dict(v) for k, v in obj.items()}
     return obj
+
+
+# C0/C1 control characters but tab and newline, DEL, and the bidi overrides: an ESC in a
+# thread name, a process title or a crafted dump must not reach the user's terminal.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(text: str) -> str:
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
+                            else f"\\u{ord(m.group()):04x}", text)
+
+
+_SCALARS = (int, float, bool, type(None))
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def scrub(obj: Any) -> Any:
+    """A copy of a model object whose strings show control characters as ``\\xNN``.
+
+    Applied to every Snapshot that comes from outside: a sampled job (titles, argv, thread
+    and frame names come from the target) and a loaded file. Unchanged objects are reused.
+    """
+    cls = type(obj)
+    if cls in _SCALARS:
+        return obj
+    if cls is str:
+        return _visible(obj) if _UNPRINTABLE.search(obj) else obj
+    if cls is tuple or cls is list:
+        items = [scrub(x) for x in obj]
+        if all(a is b for a, b in zip(items, obj, strict=True)):
+            return obj
+        return cls(items)
+    names = _FIELD_NAMES.get(cls)
+    if names is None and dataclasses.is_dataclass(cls):
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    if names is not None:
+        changes = {}
+        for name in names:
+            value = getattr(obj, name)
+            new = scrub(value)
+            if new is not value:
+                changes[name] = new
+        return dataclasses.replace(obj, **changes) if changes else obj
+    if isinstance(obj, dict):
+        pairs = [(scrub(k), scrub(v)) for k, v in obj.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, obj.items(), strict=True)):
+            return obj
+        return dict(pairs)
+    if isinstance(obj, str):
+        return _visible(obj) if _UNPRINTABLE.search(obj) else obj
+    return obj
+
+
+# What a control character or a bidi override can look like in JSON text: escaped, or raw
+# (C1 and the overrides need no escape). A file without any of these needs no scrub.
+_MAYBE_UNPRINTABLE_JSON = re.compile(
+    r"\\u(?:00[0-1][0-9a-fA-F]|00[7-9][0-9a-fA-F]|202[a-eA-E]|206[6-9])|\\[bfr]"
+    r"|[\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def dumps(snapshot: Snapshot, indent: int | None = 2) -> str:
@@ -120,8 +181,8 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     return value
 
 
-def from_dict(data: Any) -> Snapshot:
-    """Rebuild a Snapshot from parsed JSON.
+def from_dict(data: Any, clean: bool = True) -> Snapshot:
+    """Rebuild a Snapshot from parsed JSON (``clean``: scrub control characters from it).
 
     Raises:
         DumpFileError: another schema, or a field of the wrong type.
@@ -136,7 +197,8 @@ def from_dict(data: Any) -> Snapshot:
         raise DumpFileError("The file is JSON but not a hangscope dump (no 'schema' field "
                             f"equal to {SCHEMA!r}).")
     try:
-        return _convert(Snapshot, data, "$")
+        snap = _convert(Snapshot, data, "$")
+        return scrub(snap) if clean else snap
     except RecursionError:
         raise DumpFileError("The dump is nested too deeply to be a hangscope dump.") from None
 
@@ -149,24 +211,30 @@ def load(path: str | Path) -> Snapshot:
     """
     p = Path(path)
     try:
-        size = p.stat().st_size
+        st = p.stat()
+        size = st.st_size
     except FileNotFoundError:
         raise DumpFileError(f"No such file: {path}.") from None
     except OSError as exc:
         raise DumpFileError(f"Cannot read {path}: {exc.strerror}.") from None
     if p.is_dir():
         raise DumpFileError(f"{path} is a directory, not a dump file.")
+    if not stat.S_ISREG(st.st_mode):  # a pipe or a device: reading it may never end
+        raise DumpFileError(f"{path} is not a regular file (a pipe or a device): save the "
+                            "dump to a file and show that.")
     if size == 0:
         raise DumpFileError(f"{path} is empty.")
     if size > MAX_FILE_BYTES:
         raise DumpFileError(f"{path} is {size // (1 << 20)} MiB, larger than any hangscope "
                             f"dump ({MAX_FILE_BYTES // (1 << 20)} MiB at most).")
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # an editor may have added a BOM
     except UnicodeDecodeError:
         raise DumpFileError(f"{path} is not text (not UTF-8): not a hangscope dump.") from None
     except OSError as exc:
         raise DumpFileError(f"Cannot read {path}: {exc.strerror}.") from None
+    if not text.strip():
+        raise DumpFileError(f"{path} is empty (only white space).")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -175,4 +243,4 @@ def load(path: str | Path) -> Snapshot:
                             f"{exc.msg}).") from None
     except RecursionError:
         raise DumpFileError(f"{path} is nested too deeply to be a hangscope dump.") from None
-    return from_dict(data)
+    return from_dict(data, clean=_MAYBE_UNPRINTABLE_JSON.search(text) is not None)

@@ -130,21 +130,30 @@ def parse_dump(pid: int, text: str, native: bool, seconds: float = 0.0) -> DumpR
     if not isinstance(data, list):
         return DumpResult(pid, native=native, error="py-spy printed unexpected JSON",
                           error_kind="failed", seconds=seconds)
-    threads = []
-    for raw in data:
-        if not isinstance(raw, dict):
-            continue
-        tid = raw.get("os_thread_id") or raw.get("thread_id") or 0
-        threads.append(
-            PyThread(
-                tid=int(tid),  # type: ignore[call-overload]
-                name=raw.get("thread_name"),  # type: ignore[arg-type]
-                active=raw.get("active"),  # type: ignore[arg-type]
-                owns_gil=raw.get("owns_gil"),  # type: ignore[arg-type]
-                frames=_frames(raw.get("frames") or []),  # type: ignore[arg-type]
-            )
-        )
+    try:
+        threads = [_thread(raw) for raw in data if isinstance(raw, dict)]
+    except ValueError as exc:  # another py-spy's JSON: this rank's error, not a crash
+        return DumpResult(pid, native=native, error=f"py-spy printed unexpected JSON ({exc})",
+                          error_kind="failed", seconds=seconds)
     return DumpResult(pid, tuple(threads), native=native, seconds=seconds)
+
+
+def _flag(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _thread(raw: dict[str, object]) -> PyThread:
+    """One thread of py-spy's JSON. Raises ValueError for a shape this parser does not know."""
+    tid = raw.get("os_thread_id") or raw.get("thread_id") or 0
+    if isinstance(tid, bool) or not isinstance(tid, int):
+        raise ValueError(f"thread id {str(tid)[:40]!r} is not a number")
+    frames = raw.get("frames") or []
+    if not isinstance(frames, list) or not all(isinstance(f, dict) for f in frames):
+        raise ValueError(f"the frames of thread {tid} are not a list of objects")
+    name = raw.get("thread_name")
+    return PyThread(tid=tid, name=name if isinstance(name, str) else None,
+                    active=_flag(raw.get("active")), owns_gil=_flag(raw.get("owns_gil")),
+                    frames=_frames(frames))
 
 
 def dump(pid: int, native: bool = True, timeout: float = 10.0, nonblocking: bool = False,
@@ -177,6 +186,9 @@ def dump(pid: int, native: bool = True, timeout: float = 10.0, nonblocking: bool
     stderr = (proc.stderr or proc.stdout or "").strip()
     kind = _classify_failure(stderr, proc.returncode)
     last_line = _error_line(stderr) or f"exit status {proc.returncode}"
+    if kind == "permission":  # py-spy's own advice ("sudo env PATH=$PATH !!") misleads here
+        last_line = ("permission denied: tracing this process needs root or CAP_SYS_PTRACE "
+                     "(Docker: --cap-add SYS_PTRACE)")
     if native and kind in ("failed", "timeout"):
         fallback = dump(pid, native=False, timeout=timeout, nonblocking=nonblocking, pyspy=binary)
         if fallback.ok:

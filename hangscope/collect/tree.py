@@ -79,7 +79,34 @@ def check_target(pid: int) -> psutil.Process:
         raise PermissionDenied(f"Not allowed to inspect PID {pid}.") from exc
     except (OverflowError, ValueError) as exc:
         raise UsageError(f"{pid} is not a valid process ID.") from exc
+    if _is_kernel_thread(pid):
+        raise UsageError(f"PID {pid} is a kernel thread ({_name(proc)}), not part of a job: "
+                         "give the PID of the launcher or of a rank (`pgrep -af python`).")
+    if pid == 1 and not looks_like_python(read_cmdline(1)):
+        # The whole machine descends from init: hangscope would trace every Python process
+        # on it. A container whose PID 1 is the Python launcher is still accepted.
+        raise UsageError(f"PID 1 is the init process ({_name(proc)}), not a job: give the PID "
+                         "of the launcher or of a rank (`pgrep -af python`).")
     return proc
+
+
+_PF_KTHREAD = 0x00200000  # include/linux/sched.h
+
+
+def _name(proc: psutil.Process) -> str:
+    try:
+        return proc.name()
+    except psutil.Error:
+        return "?"
+
+
+def _is_kernel_thread(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[-1].split()
+        return bool(int(fields[6]) & _PF_KTHREAD)
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def find_root(pid: int) -> int:
