@@ -282,6 +282,21 @@ def bench(ranks: int, scenario: str, repeats: int, classified: bool = False,
     }
 
 
+def scale_table(rows: list[dict[str, object]]) -> str:
+    """Markdown rows of ``bench`` results (CPU seconds on one core)."""
+    lines = ["| ranks | input | classify s | group+verdict s | call tree s | "
+             "diagnose total s |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        kind = "classified (merge)" if row.get("classified") else "raw (sampler)"
+        if "error" in row:
+            lines.append(f"| {row['ranks']} | {kind} | failed: {row['error']} | | | |")
+            continue
+        lines.append(f"| {row['ranks']:,} | {kind} | {row['classify']:.3f} | "
+                     f"{row['group+verdict']:.3f} | {row['call tree']:.3f} | "
+                     f"{row['diagnose']:.3f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="the analysis on synthetic jobs of many ranks")
     parser.add_argument("--ranks", type=int, nargs="+", default=[8192, 131072])

@@ -13,7 +13,7 @@ import platform
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -54,7 +54,9 @@ class SampleOptions:
     timeout: float = 10.0
     nonblocking: bool = False
     redact: bool = True
-    workers: int | None = None  # parallel py-spy runs; default: 2 x cores, at most 32
+    # Parallel py-spy runs. Default: native dumps one per core (each is CPU-bound, and more
+    # at once only lengthens every target's pause), Python-only reads two per core, at most 32.
+    workers: int | None = None
 
 
 @dataclass
@@ -64,14 +66,78 @@ class _Round:
     dump: pyspy.DumpResult | None
     proc: procfs.ProcInfo
     reused: bool = False  # the PID now belongs to a process that started after discovery
+    # The scheduler counters at a moment the stacks of ``dump`` were exact, if one is known.
+    anchor: _Marks | None = None
+
+
+@dataclass(frozen=True)
+class _Marks:
+    """A process's threads at a moment its Python stacks were known exactly.
+
+    ``tids``: every thread then. ``python``: (state, wchan, (ns on CPU, times scheduled)) of
+    each Python thread, all asleep. Equal again later means none of them has run since, so the
+    stacks are still the same: no py-spy, no pause.
+    """
+
+    tids: frozenset[int]
+    python: dict[int, tuple[str | None, str | None, tuple[int, int] | None]]
+
+    @staticmethod
+    def between(before: Sequence[procfs.TaskInfo], after: Sequence[procfs.TaskInfo],
+                python: Collection[int]) -> _Marks | None:
+        """Marks when no Python thread ran between the two reads (a read in between is
+        exact, though it did not pause the process); None when one did or it cannot tell."""
+        tids = frozenset(t.tid for t in after)
+        if frozenset(t.tid for t in before) != tids or not set(python) <= tids:
+            return None
+        was = {t.tid: (t.state, t.wchan, t.sched) for t in before if t.tid in python}
+        now = {t.tid: (t.state, t.wchan, t.sched) for t in after if t.tid in python}
+        if was != now or not all(v[0] in _ASLEEP and v[2] is not None for v in now.values()):
+            return None
+        return _Marks(tids, now)
+
+    def still(self, tasks: Sequence[procfs.TaskInfo]) -> bool:
+        """Whether none of the Python threads has run since the marks were taken."""
+        if frozenset(t.tid for t in tasks) != self.tids:
+            return False
+        return {t.tid: (t.state, t.wchan, t.sched) for t in tasks
+                if t.tid in self.python} == self.python
+
+
+_ASLEEP = frozenset("SD")  # a thread in these states is not on a CPU
+
+
+@dataclass
+class _Known:
+    """What the last sample of a process learnt, for the next one (a live view's tick)."""
+
+    create_time: float | None
+    dump: pyspy.DumpResult  # native when native stacks were asked for
+    keys: dict[int, tuple[tuple[str, str | None, int | None], ...]]  # Python stack by tid
+    states: dict[int, tuple[str | None, str | None]]  # (state, wchan) by tid, at the dump
+    marks: _Marks | None  # when the stacks were last known exact; None: not since the dump
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _workers(options: SampleOptions, n: int) -> int:
     if options.workers:
         return max(1, options.workers)
-    # py-spy spends most of a dump waiting on the target's memory reads, so a little more
-    # than one per core keeps both busy.
-    return max(1, min(n, 2 * (os.cpu_count() or 1), 32))
+    # A Python-only py-spy run is short and partly waits (exec, /proc/PID/maps), so two per
+    # core keep the cores busy; native runs are held to one per core by _native_slots.
+    return max(1, min(n, 2 * _cores(), 32))
+
+
+def _native_slots(options: SampleOptions) -> int:
+    """Native dumps at once: each keeps a core busy reading symbols (libtorch: ~0.5 s), and
+    the target stays paused while py-spy unwinds, so a dump that waits for a core pauses its
+    target longer for nothing."""
+    return max(1, options.workers or _cores())
 
 
 def _stack_key(thread: pyspy.PyThread) -> tuple[tuple[str, str | None, int | None], ...]:
@@ -119,8 +185,12 @@ class Sampler:
         # Start times tell a live process from a later one that got its PID (long `attach`).
         self._target_started = _start_time(pid)
         self._launcher_started: float | None = None
-        # Cache: pid -> (create_time, python stack keys by tid, native dump).
-        self._native_cache: dict[int, tuple[float | None, dict[int, tuple], pyspy.DumpResult]] = {}
+        # What the last sample of each process learnt (see _sample): its stacks, and when
+        # they were last known exact.
+        self._known: dict[int, _Known] = {}
+        self._native_gate = threading.BoundedSemaphore(_native_slots(self.options))
+        self._discovered: dict[int, tree.Found] = {}
+        self._fixed: tree.Fixed = {}  # exe and environ of the job's processes, read once
         self._launcher: int | None = None
         # A stuck NVML read: its done-event and the reason reported while it stays stuck.
         self._nvml_stuck: tuple[threading.Event, str] | None = None
@@ -142,7 +212,8 @@ class Sampler:
                 raise ProcessNotFound(f"PID {self.target} has exited.") from None
             self._launcher = root
             self._launcher_started = _start_time(root)
-        found = tree.walk(root)
+        found = tree.walk(root, fixed=self._fixed)
+        self._discovered = {info.pid: info for info in found}
         procs = []
         for info in found:
             role, rank = role_and_rank(info.cmdline, info.environ, info.pid == root,
@@ -169,30 +240,37 @@ class Sampler:
         return job, procs
 
     # -- sampling --------------------------------------------------------------------
-    def _dump(self, proc: Process, native: bool) -> pyspy.DumpResult | None:
+    def _dump(self, proc: Process, native: bool,
+              nonblocking: bool | None = None) -> pyspy.DumpResult | None:
         if proc.python is False:
             return None
         skip = _not_sampleable(proc.pid)
         if skip is not None:  # py-spy would attach to a stopped process or a corpse
             return pyspy.DumpResult(proc.pid, error=skip[1], error_kind=skip[0])
-        return pyspy.dump(proc.pid, native=native and not self.options.nonblocking,
-                          timeout=self.options.timeout, nonblocking=self.options.nonblocking,
+        if nonblocking is None:
+            nonblocking = self.options.nonblocking
+        return pyspy.dump(proc.pid, native=native and not nonblocking,
+                          timeout=self.options.timeout, nonblocking=nonblocking,
                           pyspy=self._pyspy)
 
     def _round(self, pool: ThreadPoolExecutor, procs: Sequence[Process], native: bool,
-               reuse: dict[int, pyspy.DumpResult], fds: bool = False) -> dict[int, _Round]:
+               fds: bool = False) -> dict[int, _Round]:
         def one(proc: Process) -> tuple[int, _Round]:
             # A PID checked before py-spy runs (never trace a stranger) and after (the rank
             # may have exited and its PID been handed out while py-spy ran).
             if _replaced(proc):
+                self._known.pop(proc.pid, None)
                 return proc.pid, _Round(None, procfs.ProcInfo(proc.pid, exists=False), True)
-            dump = reuse.get(proc.pid) or self._dump(proc, native)
-            info = procfs.read_process(proc.pid, with_fds=native or fds)
+            sample = self._sample(proc, native, fds)
             if _replaced(proc):
+                self._known.pop(proc.pid, None)
                 return proc.pid, _Round(None, procfs.ProcInfo(proc.pid, exists=False), True)
-            return proc.pid, _Round(dump, info)
+            self._learn(proc, sample)
+            return proc.pid, sample
 
-        return dict(pool.map(one, procs))
+        # Slowest first (a torch rank's native dump before the launcher's), so the last
+        # core is not left with one long dump while the others idle.
+        return dict(pool.map(one, sorted(procs, key=self._cost, reverse=True)))
 
     def snapshot(self) -> Snapshot:
         """Discover, sample over the window, analyze: one complete Snapshot."""
@@ -201,36 +279,42 @@ class Sampler:
         opts = self.options
         samples = max(1, opts.samples)
         interval = opts.window / (samples - 1) if samples > 1 else 0.0
-        cpu_before = {p.pid: _cpu_times(p.pid) for p in procs}
-        listening = procfs.read_listening()
+        # CPU time from the /proc/PID/stat that discovery read, and from the last round's.
+        cpu_before = {p.pid: _seconds(self._discovered[p.pid].cpu_ticks)
+                      if p.pid in self._discovered else None for p in procs}
+        self._known = {p.pid: k for p in procs if (k := self._known.get(p.pid)) is not None}
         gpu_readings = [self._read_gpus()]
         rounds: list[dict[int, _Round]] = []
         with ThreadPoolExecutor(max_workers=_workers(opts, len(procs))) as pool:
+            # Facts of the whole host, read while the processes are sampled (the kernel takes
+            # ~10 ms to list /proc/net/tcp*, however few sockets there are).
+            listening_read = pool.submit(procfs.read_listening)
+            kernel_read = pool.submit(
+                kmsg.read_kernel_messages, [p.pid for p in procs],
+                min((p.create_time for p in procs if p.create_time), default=None))
+            _warm_analysis(pool)
             t0 = self.clock()
-            first_python = self._python_only_if_unchanged(pool, procs)
-            rounds.append(self._round(pool, procs, opts.native, first_python, fds=True))
+            rounds.append(self._round(pool, procs, opts.native, fds=True))
             for i in range(1, samples):
                 delay = t0 + i * interval - self.clock()
                 if delay > 0:
                     time.sleep(delay)  # the sampling interval itself, not a readiness wait
-                rounds.append(self._round(pool, procs, False, {}))
+                rounds.append(self._round(pool, procs, False))
                 gpu_readings.append(self._read_gpus())
             window = self.clock() - t0
-        cpu_after = {p.pid: _cpu_times(p.pid) for p in procs}
+        cpu_after = {pid: _seconds(r.proc.cpu_ticks) for pid, r in rounds[-1].items()}
+        listening = listening_read.result()
         reading = nvml.merge_readings(gpu_readings)
         merged = [self._merge(p, rounds, cpu_before, cpu_after, window, listening, reading)
                   for p in procs]
         merged = logs.attach_tails(merged, redact=opts.redact)
-        self._remember_native(merged, rounds)
         snap = Snapshot(
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             hangscope=__version__,
             hosts=(replace(
                 _host(reading),
                 listening_ports=tuple(sorted({s.port for s in listening.values() if s.port})),
-                kernel_messages=kmsg.read_kernel_messages(
-                    [p.pid for p in merged],
-                    min((p.create_time for p in merged if p.create_time), default=None))),),
+                kernel_messages=kernel_read.result()),),
             job=job,
             processes=tuple(merged),
             samples=samples,
@@ -268,37 +352,93 @@ class Sampler:
         return result[0] if result else nvml.GpuReading(error="NVML read failed")
 
     # -- refresh economy --------------------------------------------------------------
-    def _python_only_if_unchanged(self, pool: ThreadPoolExecutor,
-                                  procs: Sequence[Process]) -> dict[int, pyspy.DumpResult]:
-        """Reuse a process's native stacks when a cheap Python-only dump shows no change."""
-        if not self.options.native or not self._native_cache:
-            return {}
-        cached = [p for p in procs if p.pid in self._native_cache]
+    def _sample(self, proc: Process, native: bool, fds: bool) -> _Round:
+        """One process's stacks and /proc facts for one round, paying as little as it can.
 
-        def check(proc: Process) -> tuple[int, pyspy.DumpResult | None]:
-            create, keys, native = self._native_cache[proc.pid]
-            if create != proc.create_time:
-                return proc.pid, None
-            fresh = self._dump(proc, native=False)
+        1. None of its Python threads has run since a moment its stacks were known exactly
+           (same scheduler counters, still asleep): those stacks, and py-spy is not run.
+        2. Its stacks are known, or only Python stacks are wanted: a Python-only read that
+           does not pause it (``--nonblocking``), exact when no Python thread ran during the
+           read (counters before = after), else taken again with py-spy's own short pause.
+           Same Python stacks, thread states and wchans as the known native dump: that dump.
+        3. Otherwise (a cold start, or the stacks moved): ``py-spy dump --native``, at most
+           one per core at a time.
+        """
+        pid = proc.pid
+        with_fds = native or fds
+        if proc.python is False:
+            return _Round(None, procfs.read_process(pid, with_fds=with_fds))
+        want_native = native and not self.options.nonblocking
+        known = self._known.get(pid)
+        if known is not None and (known.create_time != proc.create_time
+                                  or (want_native and not known.dump.native)):
+            known = None
+        before = None
+        if known is not None and known.marks is not None:
+            before = procfs.read_tasks(pid)
+            if known.marks.still(before):
+                return _Round(known.dump, procfs.read_process(pid, with_fds, before),
+                              anchor=known.marks)
+        if known is not None or not want_native:
+            fresh, after, marks = self._python_read(proc, before, known)
+            if fresh is not None and fresh.ok and known is not None and _same_stacks(
+                    fresh, after, known):
+                return _Round(known.dump, procfs.read_process(pid, with_fds, after),
+                              anchor=marks)
+            if not want_native or fresh is None or not fresh.ok:
+                return _Round(fresh, procfs.read_process(pid, with_fds, after), anchor=marks)
+        with self._native_gate:
+            dump = self._dump(proc, want_native)
+        return _Round(dump, procfs.read_process(pid, with_fds=with_fds))
+
+    def _python_read(self, proc: Process, before: tuple[procfs.TaskInfo, ...] | None,
+                     known: _Known | None
+                     ) -> tuple[pyspy.DumpResult | None, tuple[procfs.TaskInfo, ...],
+                                _Marks | None]:
+        """Python stacks without pausing the process when that is exact; (dump, threads
+        after it, marks if exact)."""
+        pid = proc.pid
+        if before is None:
+            before = procfs.read_tasks(pid)
+        python = set(known.keys) if known is not None else {t.tid for t in before}
+        quiet = all(t.state in _ASLEEP and t.sched is not None
+                    for t in before if t.tid in python)
+        if quiet or self.options.nonblocking:
+            fresh = self._dump(proc, native=False, nonblocking=True)
+            after = procfs.read_tasks(pid)
             if fresh is None or not fresh.ok:
-                return proc.pid, None
-            if {t.tid: _stack_key(t) for t in fresh.threads} != keys:
-                return proc.pid, None
-            return proc.pid, native
+                return fresh, after, None
+            marks = _Marks.between(before, after, {t.tid for t in fresh.threads})
+            if marks is not None or self.options.nonblocking:
+                return fresh, after, marks
+        # A Python thread ran: the unpaused read may be torn, so pause (py-spy's own pause).
+        fresh = self._dump(proc, native=False, nonblocking=False)
+        return fresh, procfs.read_tasks(pid), None
 
-        reuse = {pid: dump for pid, dump in pool.map(check, cached) if dump is not None}
-        return reuse
+    def _learn(self, proc: Process, sample: _Round) -> None:
+        """Remember what a round saw of one process, for the next round or refresh."""
+        dump = sample.dump
+        if dump is None or not dump.ok:
+            self._known.pop(proc.pid, None)
+            return
+        known = self._known.get(proc.pid)
+        if known is not None and known.dump is dump:
+            known.marks = sample.anchor
+            return
+        keys = {t.tid: _stack_key(t) for t in dump.threads}
+        self._known[proc.pid] = _Known(
+            create_time=proc.create_time, dump=dump, keys=keys,
+            states={t.tid: (t.state, t.wchan) for t in sample.proc.tasks if t.tid in keys},
+            marks=sample.anchor)
 
-    def _remember_native(self, procs: Sequence[Process], rounds: list[dict[int, _Round]]) -> None:
-        self._native_cache.clear()
-        for proc in procs:
-            first = rounds[0].get(proc.pid)
-            if first and first.dump and first.dump.ok and first.dump.native:
-                keys = {t.tid: _stack_key(t) for t in first.dump.threads}
-                last = rounds[-1].get(proc.pid)
-                if last and last.dump and last.dump.ok and (
-                        {t.tid: _stack_key(t) for t in last.dump.threads} == keys):
-                    self._native_cache[proc.pid] = (proc.create_time, keys, first.dump)
+    def _cost(self, proc: Process) -> float:
+        """What sampling ``proc`` is expected to cost, to start the slowest first."""
+        known = self._known.get(proc.pid)
+        if known is not None and known.dump.native:
+            return known.dump.seconds
+        found = self._discovered.get(proc.pid)
+        # Native dumps cost by the size of what is mapped (libtorch: ~0.5 s per rank).
+        return (found.vsize or 0) / 2**40 if found is not None and proc.python else 0.0
 
     # -- merging ----------------------------------------------------------------------
     def _merge(self, proc: Process, rounds: list[dict[int, _Round]],
@@ -388,6 +528,39 @@ class Sampler:
         )
 
 
+_analysis_warm = False
+
+
+def _warm_analysis(pool: ThreadPoolExecutor) -> None:
+    """Import the analysis (~50 ms of imports and regexes) while the first dumps run."""
+    global _analysis_warm
+    if not _analysis_warm:
+        _analysis_warm = True
+        pool.submit(_import_analysis)
+
+
+def _import_analysis() -> None:
+    import hangscope.analyze.classify
+    import hangscope.analyze.findings
+    import hangscope.analyze.group
+    import hangscope.analyze.verdict  # noqa: F401
+
+
+def _same_stacks(fresh: pyspy.DumpResult, tasks: Sequence[procfs.TaskInfo],
+                 known: _Known) -> bool:
+    """Same Python stacks, thread states and wchans as the known dump: keep its native stacks."""
+    if {t.tid: _stack_key(t) for t in fresh.threads} != known.keys:
+        return False
+    return {t.tid: (t.state, t.wchan) for t in tasks if t.tid in known.keys} == known.states
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _seconds(ticks: int | None) -> float | None:
+    return None if ticks is None else ticks / _CLOCK_TICKS
+
+
 def _is_python(info: tree.Found) -> bool | None:
     from hangscope.analyze.roles import looks_like_python
 
@@ -401,11 +574,30 @@ def _is_python(info: tree.Found) -> bool | None:
     return False
 
 
-def _start_time(pid: int) -> float | None:
+_boot: tuple[float, float] = (-1.0, 0.0)  # (monotonic time read, psutil.boot_time())
+
+
+def _stat(pid: int) -> tuple[str, float] | None:
+    """(state letter, psutil's create_time()) from one read of /proc/PID/stat; None: gone.
+
+    These checks run for every process before and after every py-spy run: a psutil.Process
+    costs ten times this read."""
+    global _boot
     try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            rest = fh.read().rsplit(b")", 1)[-1].split()
+        state, start = rest[0].decode(), int(rest[19])
+    except (OSError, IndexError, ValueError):
         return None
+    now = time.monotonic()
+    if now - _boot[0] > 1.0:  # boot time moves only when the wall clock is stepped
+        _boot = (now, psutil.boot_time())
+    return state, float(start) / _CLOCK_TICKS + _boot[1]
+
+
+def _start_time(pid: int) -> float | None:
+    found = _stat(pid)
+    return None if found is None else found[1]
 
 
 def _same_start(pid: int, started: float | None) -> bool:
@@ -424,28 +616,20 @@ def _replaced(proc: Process) -> bool:
 
 def _not_sampleable(pid: int) -> tuple[str, str] | None:
     """(kind, reason) for a process py-spy must not touch: stopped, traced, or a zombie."""
-    try:
-        status = psutil.Process(pid).status()
-    except psutil.Error:
+    found = _stat(pid)
+    if found is None:
         return None  # py-spy reports what is wrong
-    if status == psutil.STATUS_STOPPED:
+    status = found[0]  # psutil.status()'s letter: T stopped, t tracing stop, Z zombie, X dead
+    if status == "T":
         return "stopped", (f"stopped (state T: SIGSTOP, Ctrl-Z or a debugger): not sampled, and "
                            f"left stopped; `kill -CONT {pid}` resumes it")
-    if status == psutil.STATUS_TRACING_STOP:
+    if status == "t":
         return "stopped", ("held by a debugger or another tracer (state t): not sampled, "
                            "and left as it is")
-    if status in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+    if status in ("Z", "X", "x"):
         return "gone", ("a zombie: it has exited and its parent has not reaped it; "
                         "no stacks to sample")
     return None
-
-
-def _cpu_times(pid: int) -> float | None:
-    try:
-        times = psutil.Process(pid).cpu_times()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return None
-    return times.user + times.system
 
 
 def _host(reading: nvml.GpuReading) -> Host:

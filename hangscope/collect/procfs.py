@@ -41,6 +41,9 @@ class TaskInfo:
     wchan: str | None
     utime: int = 0  # clock ticks: a moving count means the thread runs
     stime: int = 0
+    # ``schedstat``: (ns on CPU, times scheduled in). Unchanged between two reads of a thread
+    # that sleeps in both: it did not run in between, so its stack is the same (None: unknown).
+    sched: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class ProcInfo:
     log_files: tuple[str, ...] = ()
     socket_inodes: frozenset[int] = frozenset()
     kernel_stack: tuple[str, ...] = ()
+    cpu_ticks: int | None = None  # utime + stime of the whole process, clock ticks
 
 
 def _read(path: Path) -> str | None:
@@ -116,22 +120,39 @@ def _parse_stat(text: str) -> tuple[str | None, int, int, int | None]:
     return rest[0], int(rest[11]), int(rest[12]), int(rest[7])
 
 
+def _cat(path: str) -> str | None:
+    """``_read`` without pathlib: these reads run for every thread of every rank, each tick."""
+    try:
+        with open(path, errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _sched(text: str | None) -> tuple[int, int] | None:
+    parts = (text or "").split()
+    if len(parts) < 3 or not parts[0].isdigit() or not parts[2].isdigit():
+        return None
+    return int(parts[0]), int(parts[2])
+
+
 def read_tasks(pid: int) -> tuple[TaskInfo, ...]:
-    """Every thread's state and wchan: ``cat /proc/PID/task/*/{stat,wchan}``."""
-    base = PROC / str(pid) / "task"
+    """Every thread's state, wchan and scheduling counters: ``/proc/PID/task/*/{stat,wchan}``."""
+    base = f"{PROC}/{pid}/task"
     try:
         tids = sorted(int(t) for t in os.listdir(base) if t.isdigit())
     except OSError:
         return ()
     tasks = []
     for tid in tids:
-        tdir = base / str(tid)
-        stat_text = _read(tdir / "stat")
+        tdir = f"{base}/{tid}"
+        stat_text = _cat(f"{tdir}/stat")
         if stat_text is None:
             continue  # the thread ended between listing and reading
         state, utime, stime, _ = _parse_stat(stat_text)
-        wchan = _read(tdir / "wchan")
-        comm = _read(tdir / "comm")
+        wchan = _cat(f"{tdir}/wchan")
+        # comm is the "(...)" of stat (what /proc/TID/comm holds): one read less per thread.
+        comm = stat_text[stat_text.find("(") + 1:stat_text.rfind(")")]
         tasks.append(
             TaskInfo(
                 tid=tid,
@@ -140,9 +161,49 @@ def read_tasks(pid: int) -> tuple[TaskInfo, ...]:
                 wchan=wchan.strip() if wchan and wchan.strip() not in ("", "0") else None,
                 utime=utime,
                 stime=stime,
+                sched=_sched(_cat(f"{tdir}/schedstat")),
             )
         )
     return tuple(tasks)
+
+
+@dataclass(frozen=True)
+class StatLine:
+    """The fields of ``/proc/PID/stat`` that discovery needs."""
+
+    pid: int
+    ppid: int
+    state: str
+    start_ticks: int  # since boot
+    cpu_ticks: int  # utime + stime
+    vsize: int
+
+
+def scan() -> dict[int, StatLine]:
+    """``ps -eo pid,ppid,stat,lstart``: one pass over ``/proc/*/stat`` for the whole machine.
+
+    Discovery reads parent links from this one pass instead of walking /proc once per process.
+    """
+    out: dict[int, StatLine] = {}
+    try:
+        names = os.listdir(PROC)
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        text = _cat(f"{PROC}/{name}/stat")
+        if text is None:
+            continue
+        rest = text.rsplit(")", 1)[-1].split()
+        if len(rest) < 21:
+            continue
+        try:
+            out[int(name)] = StatLine(int(name), int(rest[1]), rest[0], int(rest[19]),
+                                      int(rest[11]) + int(rest[12]), int(rest[20]))
+        except ValueError:
+            continue
+    return out
 
 
 def _fd_kind(target: str) -> str:
@@ -215,13 +276,18 @@ def _kb(value: str | None) -> int | None:
         return None
 
 
-def read_process(pid: int, with_fds: bool = True) -> ProcInfo:
-    """Read one process's /proc facts in one pass; a vanished process gives exists=False."""
+def read_process(pid: int, with_fds: bool = True,
+                 tasks: tuple[TaskInfo, ...] | None = None) -> ProcInfo:
+    """Read one process's /proc facts in one pass; a vanished process gives exists=False.
+
+    ``tasks``: its threads as ``read_tasks`` just read them (not read twice).
+    """
     status = read_status(pid)
     if status is None:
         return ProcInfo(pid=pid, exists=(PROC / str(pid)).exists())
-    stat_text = _read(PROC / str(pid) / "stat")
-    majflt = _parse_stat(stat_text)[3] if stat_text else None
+    stat_text = _cat(f"{PROC}/{pid}/stat")
+    parsed = _parse_stat(stat_text) if stat_text else None
+    majflt = parsed[3] if parsed else None
     state = status.get("State", "?")[:1] or None
     if with_fds:
         num_fds, kinds, targets, logs, inodes, denied = read_fds(pid)
@@ -238,7 +304,7 @@ def read_process(pid: int, with_fds: bool = True) -> ProcInfo:
         vms=_kb(status.get("VmSize")),
         swap=_kb(status.get("VmSwap")),
         major_faults=majflt,
-        tasks=read_tasks(pid),
+        tasks=read_tasks(pid) if tasks is None else tasks,
         fds=kinds,
         num_fds=num_fds,
         fd_targets=targets,
@@ -247,6 +313,7 @@ def read_process(pid: int, with_fds: bool = True) -> ProcInfo:
         kernel_stack=tuple(
             line.split("] ", 1)[-1] for line in (kstack or "").splitlines() if line.strip()
         ),
+        cpu_ticks=parsed[1] + parsed[2] if parsed else None,
     )
 
 

@@ -8,11 +8,13 @@ process titles, the environment, the launcher's flags and, last, spawn order
 from __future__ import annotations
 
 import os
+from collections import deque
 from dataclasses import dataclass, field
 
 import psutil
 
 from hangscope.analyze.roles import looks_like_python, looks_like_worker
+from hangscope.collect import procfs
 from hangscope.collect.procfs import read_cmdline, read_environ
 from hangscope.errors import PermissionDenied, ProcessNotFound, UsageError
 
@@ -30,32 +32,57 @@ class Found:
     status: str | None
     children: tuple[int, ...] = ()
     exit_codes: dict[int, int] = field(default_factory=dict)
+    cpu_ticks: int | None = None  # utime + stime when discovered
+    vsize: int | None = None  # bytes of address space: a torch rank's native dump costs more
 
 
-def _info(proc: psutil.Process) -> Found | None:
+# psutil's status names for the state letter of /proc/PID/stat.
+_STATUS = {"R": psutil.STATUS_RUNNING, "S": psutil.STATUS_SLEEPING,
+           "D": psutil.STATUS_DISK_SLEEP, "T": psutil.STATUS_STOPPED,
+           "t": psutil.STATUS_TRACING_STOP, "Z": psutil.STATUS_ZOMBIE, "X": psutil.STATUS_DEAD,
+           "x": psutil.STATUS_DEAD, "K": "wake-kill", "W": psutil.STATUS_WAKING,
+           "I": psutil.STATUS_IDLE, "P": psutil.STATUS_PARKED}
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _exe(pid: int, state: str) -> str | None:
+    """``readlink /proc/PID/exe`` as psutil reads it; None where psutil would raise."""
     try:
-        with proc.oneshot():
-            ppid = proc.ppid()
-            create = proc.create_time()
-            status = proc.status()
-            try:
-                exe = proc.exe()
-            except (psutil.AccessDenied, psutil.ZombieProcess, OSError):
-                exe = None
-            kids = tuple(c.pid for c in proc.children())
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        exe = os.readlink(f"/proc/{pid}/exe").split("\x00")[0]
+    except FileNotFoundError:
+        return None if state in ("Z", "X", "x") else ""  # a zombie, or a kernel thread
+    except OSError:
         return None
-    except psutil.AccessDenied:
-        return Found(proc.pid, None, read_cmdline(proc.pid), None, None, None, None)
+    if exe.endswith(" (deleted)") and not os.path.exists(exe):
+        exe = exe[: -len(" (deleted)")]
+    return exe
+
+
+#: (pid, start ticks) -> (exe, environ): neither changes while a process lives (environ is
+#: the one it was exec'd with), so a refresh does not read them again.
+Fixed = dict[tuple[int, int], tuple[str | None, dict[str, str] | None]]
+
+
+def _info(line: procfs.StatLine, children: tuple[int, ...], boot: float,
+          fixed: Fixed | None = None) -> Found:
+    key = (line.pid, line.start_ticks)
+    if fixed is not None and key in fixed and line.state not in ("Z", "X", "x"):
+        exe, environ = fixed[key]
+    else:
+        exe, environ = _exe(line.pid, line.state), read_environ(line.pid)
+        if fixed is not None:
+            fixed[key] = (exe, environ)
     return Found(
-        pid=proc.pid,
-        ppid=ppid,
-        cmdline=read_cmdline(proc.pid),
+        pid=line.pid,
+        ppid=line.ppid,
+        cmdline=read_cmdline(line.pid),  # a title can change (setproctitle)
         exe=exe,
-        create_time=create,
-        environ=read_environ(proc.pid),
-        status=status,
-        children=kids,
+        create_time=float(line.start_ticks) / _CLOCK_TICKS + boot,  # psutil's create_time()
+        environ=environ,
+        status=_STATUS.get(line.state, line.state),
+        children=children,
+        cpu_ticks=line.cpu_ticks,
+        vsize=line.vsize,
     )
 
 
@@ -135,27 +162,35 @@ def find_root(pid: int) -> int:
         current = parent
 
 
-def walk(root: int, limit: int = 4096) -> list[Found]:
-    """The root and all its descendants, in tree order (parents before children)."""
-    try:
-        top = psutil.Process(root)
-    except psutil.NoSuchProcess as exc:
-        raise ProcessNotFound(f"No process with PID {root} exists.") from exc
+def walk(root: int, limit: int = 4096, fixed: Fixed | None = None) -> list[Found]:
+    """The root and all its descendants, in tree order (parents before children).
+
+    One pass over ``/proc/*/stat`` gives every parent link (psutil's ``children()`` would make
+    that pass once per process: 65 passes for a 64-rank job). ``fixed``: a cache the caller
+    keeps between walks (see ``Fixed``); entries of processes no longer found are dropped.
+    """
+    table = procfs.scan()
+    if root not in table:
+        raise ProcessNotFound(f"No process with PID {root} exists.")
+    kids: dict[int, list[int]] = {}
+    for line in table.values():
+        kids.setdefault(line.ppid, []).append(line.pid)
+    boot = psutil.boot_time()
     out: list[Found] = []
-    queue = [top]
+    queue = deque([root])
     seen: set[int] = set()
     while queue and len(out) < limit:
-        proc = queue.pop(0)
-        if proc.pid in seen:
+        pid = queue.popleft()
+        if pid in seen:
             continue
-        seen.add(proc.pid)
-        info = _info(proc)
-        if info is None:
-            continue
-        out.append(info)
-        for kid in info.children:
-            try:
-                queue.append(psutil.Process(kid))
-            except psutil.NoSuchProcess:
-                continue
+        seen.add(pid)
+        line = table[pid]
+        # A child older than its parent holds a recycled PID (psutil's children() rule).
+        children = tuple(k for k in kids.get(pid, ()) if table[k].start_ticks >= line.start_ticks)
+        out.append(_info(line, children, boot, fixed))
+        queue.extend(children)
+    if fixed is not None:
+        alive = {(f.pid, table[f.pid].start_ticks) for f in out}
+        for key in [k for k in fixed if k not in alive]:
+            del fixed[key]
     return out
