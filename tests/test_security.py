@@ -255,9 +255,6 @@ def test_private_key_cut_off_by_the_tail_window_is_masked() -> None:
     assert not any(line in redact_text(escaped) for line in PEM_BODY)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hangscope/collect/logs.py redacts the log tail line by line, so a private key's body "
-    "lines (no marker on them) are kept; fix: redact_text() the whole tail before splitting"))
 def test_private_key_printed_to_the_log_is_masked(tmp_path: Path,
                                                  hangscope_cli: Any) -> None:
     with running_job(tmp_path / "pem", ranks=1, mode="idle",
@@ -290,4 +287,4 @@ def test_redaction_stays_fast_on_pathological_text(name: str) -> None:
 
     started = time.perf_counter()
     redact_text(PATHOLOGICAL[name])
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 5.0  # generous: a quadratic rule took 17 s

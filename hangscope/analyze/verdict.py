@@ -164,6 +164,10 @@ def _lock_threads(proc: Process) -> list[Thread]:
         names = {f.name.rsplit(".", 1)[-1] for f in thread.frames[:6] if not f.native}
         if names & {"join", "_wait_for_tstate_lock"}:
             continue
+        leaf = next((f for f in thread.frames if not f.native), None)
+        if leaf is not None and leaf.file and leaf.file.endswith(("threading.py", "queue.py")) \
+                and leaf.name.rsplit(".", 1)[-1] in ("wait", "get", "wait_for"):
+            continue  # waiting to be notified (Event, Condition, Queue): idle, not a lock cycle
         out.append(thread)
     return out
 
@@ -256,7 +260,9 @@ def _decide(processes: Sequence[Process], job: Job,
         locked = _lock_threads(proc)
         if len(locked) >= 2 and _stuck(proc, samples) and all(
                 t.stuck or samples <= 1 for t in locked):
-            names = ", ".join(f"{t.name or t.tid} at {t.site or '?'}" for t in locked)
+            names = ", ".join(f"{t.name or t.tid} at {t.site or '?'}" for t in locked[:6])
+            if len(locked) > 6:
+                names += f", and {len(locked) - 6} more"
             summary = (f"Local deadlock in PID {proc.pid}: {len(locked)} threads wait on locks "
                        f"that the others hold ({names}). A lock-order inversion: make every "
                        "thread take the locks in the same order.")

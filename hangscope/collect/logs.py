@@ -80,12 +80,14 @@ def read_tail(path: str, redact: bool = True) -> LogTail | None:
     finally:
         os.close(fd)
     text = raw.decode("utf-8", errors="replace").replace("\x00", "")
+    scrub: Callable[[str], str] = redact_text if redact else (lambda s: s)
+    # Redact the window as a whole: a secret can span lines (a PEM private key's body).
+    text = scrub(text)
     lines = text.split("\n")
     if start > 0 and lines:
         lines = lines[1:]  # the first line was cut by the 64 KiB window
     cleaned = [_clean(line) for line in lines]
     cleaned = [line for line in cleaned if line.strip()]
-    scrub: Callable[[str], str] = redact_text if redact else (lambda s: s)
     tail = tuple(scrub(line) for line in cleaned[-TAIL_LINES:])
     errors = tuple(scrub(line) for line in cleaned if ERROR_PATTERN.search(line))[-ERROR_LINES:]
     return LogTail(path=path, tail=tail, errors=errors, modified=st.st_mtime, size=st.st_size)

@@ -49,6 +49,9 @@ def run(args: argparse.Namespace) -> int:
     if args.name not in DEMOS:
         raise UsageError(f"No demo named {args.name!r}: choose from {', '.join(DEMOS)}.")
     options = options_from(args)
+    from hangscope.cli import warn_no_redact
+
+    warn_no_redact(options.redact)
     print(f"hangscope: starting demo {args.name!r} and waiting until it hangs...", file=sys.stderr)
     with running_demo(args.name) as job:
         print(f"hangscope: demo is hung (PID {job.pid}); diagnosing: hangscope dump {job.pid}",
