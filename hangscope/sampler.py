@@ -74,13 +74,13 @@ class _Round:
 class _Marks:
     """A process's threads at a moment its Python stacks were known exactly.
 
-    ``tids``: every thread then. ``python``: (state, wchan, (ns on CPU, times scheduled)) of
-    each Python thread, all asleep. Equal again later means none of them has run since, so the
+    ``tids``: every thread then. ``python``: (state, (ns on CPU, times scheduled)) of each
+    Python thread, all asleep. Equal again later means none of them has run since, so the
     stacks are still the same: no py-spy, no pause.
     """
 
     tids: frozenset[int]
-    python: dict[int, tuple[str | None, str | None, tuple[int, int] | None]]
+    python: dict[int, tuple[str | None, tuple[int, int] | None]]
 
     @staticmethod
     def between(before: Sequence[procfs.TaskInfo], after: Sequence[procfs.TaskInfo],
@@ -90,9 +90,9 @@ class _Marks:
         tids = frozenset(t.tid for t in after)
         if frozenset(t.tid for t in before) != tids or not set(python) <= tids:
             return None
-        was = {t.tid: (t.state, t.wchan, t.sched) for t in before if t.tid in python}
-        now = {t.tid: (t.state, t.wchan, t.sched) for t in after if t.tid in python}
-        if was != now or not all(v[0] in _ASLEEP and v[2] is not None for v in now.values()):
+        was = {t.tid: (t.state, t.sched) for t in before if t.tid in python}
+        now = {t.tid: (t.state, t.sched) for t in after if t.tid in python}
+        if was != now or not all(v[0] in _ASLEEP and v[1] is not None for v in now.values()):
             return None
         return _Marks(tids, now)
 
@@ -100,7 +100,7 @@ class _Marks:
         """Whether none of the Python threads has run since the marks were taken."""
         if frozenset(t.tid for t in tasks) != self.tids:
             return False
-        return {t.tid: (t.state, t.wchan, t.sched) for t in tasks
+        return {t.tid: (t.state, t.sched) for t in tasks
                 if t.tid in self.python} == self.python
 
 
@@ -116,6 +116,7 @@ class _Known:
     keys: dict[int, tuple[tuple[str, str | None, int | None], ...]]  # Python stack by tid
     states: dict[int, tuple[str | None, str | None]]  # (state, wchan) by tid, at the dump
     marks: _Marks | None  # when the stacks were last known exact; None: not since the dump
+    info: procfs.ProcInfo | None = None  # the /proc facts of the last round
 
 
 def _cores() -> int:
@@ -287,12 +288,15 @@ class Sampler:
         rounds: list[dict[int, _Round]] = []
         with ThreadPoolExecutor(max_workers=_workers(opts, len(procs))) as pool:
             # Facts of the whole host, read while the processes are sampled (the kernel takes
-            # ~10 ms to list /proc/net/tcp*, however few sockets there are).
-            listening_read = pool.submit(procfs.read_listening)
-            kernel_read = pool.submit(
+            # ~10 ms to list /proc/net/tcp*, however few sockets there are), on a thread of
+            # their own so that no py-spy run waits for them.
+            host_reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hangscope-host")
+            listening_read = host_reads.submit(procfs.read_listening)
+            kernel_read = host_reads.submit(
                 kmsg.read_kernel_messages, [p.pid for p in procs],
                 min((p.create_time for p in procs if p.create_time), default=None))
-            _warm_analysis(pool)
+            _warm_analysis(host_reads)
+            host_reads.shutdown(wait=False)
             t0 = self.clock()
             rounds.append(self._round(pool, procs, opts.native, fds=True))
             for i in range(1, samples):
@@ -377,16 +381,16 @@ class Sampler:
         if known is not None and known.marks is not None:
             before = procfs.read_tasks(pid)
             if known.marks.still(before):
-                return _Round(known.dump, procfs.read_process(pid, with_fds, before),
+                return _Round(known.dump, self._facts(pid, with_fds, before, known),
                               anchor=known.marks)
         if known is not None or not want_native:
             fresh, after, marks = self._python_read(proc, before, known)
             if fresh is not None and fresh.ok and known is not None and _same_stacks(
                     fresh, after, known):
-                return _Round(known.dump, procfs.read_process(pid, with_fds, after),
+                return _Round(known.dump, self._facts(pid, with_fds, after, known),
                               anchor=marks)
             if not want_native or fresh is None or not fresh.ok:
-                return _Round(fresh, procfs.read_process(pid, with_fds, after), anchor=marks)
+                return _Round(fresh, self._facts(pid, with_fds, after, known), anchor=marks)
         with self._native_gate:
             dump = self._dump(proc, want_native)
         return _Round(dump, procfs.read_process(pid, with_fds=with_fds))
@@ -399,7 +403,7 @@ class Sampler:
         after it, marks if exact)."""
         pid = proc.pid
         if before is None:
-            before = procfs.read_tasks(pid)
+            before = procfs.read_tasks(pid, wchan=False)  # counters: did a thread run?
         python = set(known.keys) if known is not None else {t.tid for t in before}
         quiet = all(t.state in _ASLEEP and t.sched is not None
                     for t in before if t.tid in python)
@@ -424,12 +428,27 @@ class Sampler:
         known = self._known.get(proc.pid)
         if known is not None and known.dump is dump:
             known.marks = sample.anchor
+            known.info = sample.proc
             return
         keys = {t.tid: _stack_key(t) for t in dump.threads}
         self._known[proc.pid] = _Known(
             create_time=proc.create_time, dump=dump, keys=keys,
             states={t.tid: (t.state, t.wchan) for t in sample.proc.tasks if t.tid in keys},
-            marks=sample.anchor)
+            marks=sample.anchor, info=sample.proc)
+
+    @staticmethod
+    def _facts(pid: int, with_fds: bool, tasks: tuple[procfs.TaskInfo, ...],
+               known: _Known | None) -> procfs.ProcInfo:
+        """``read_process``, keeping the last round's open files when no thread of the process
+        has run since (only its own threads change its fd table): a rank holds ~100 fds."""
+        prev = known.info if known is not None else None
+        if not with_fds or prev is None or prev.num_fds is None or not _all_still(prev.tasks,
+                                                                                   tasks):
+            return procfs.read_process(pid, with_fds, tasks)
+        return replace(procfs.read_process(pid, False, tasks), fds=prev.fds,
+                       num_fds=prev.num_fds, fd_targets=prev.fd_targets,
+                       log_files=prev.log_files, socket_inodes=prev.socket_inodes,
+                       permission_denied=prev.permission_denied)
 
     def _cost(self, proc: Process) -> float:
         """What sampling ``proc`` is expected to cost, to start the slowest first."""
@@ -544,6 +563,15 @@ def _import_analysis() -> None:
     import hangscope.analyze.findings
     import hangscope.analyze.group
     import hangscope.analyze.verdict  # noqa: F401
+
+
+def _all_still(was: Sequence[procfs.TaskInfo], now: Sequence[procfs.TaskInfo]) -> bool:
+    """Whether no thread at all ran between two reads (every one asleep, same counters)."""
+    if len(was) != len(now):
+        return False
+    return all(a.tid == b.tid and a.state == b.state and a.state in _ASLEEP
+               and a.sched is not None and a.sched == b.sched for a, b in zip(was, now,
+                                                                              strict=True))
 
 
 def _same_stacks(fresh: pyspy.DumpResult, tasks: Sequence[procfs.TaskInfo],

@@ -204,7 +204,7 @@ def test_marks_still_until_a_python_thread_runs_or_the_threads_change() -> None:
     assert marks is not None
     assert marks.still([task(1), task(2, "R", (7, 7))])  # the native thread may work
     assert not marks.still([task(1, sched=(100, 6)), task(2, "R")])  # woke up, slept again
-    assert not marks.still([task(1, wchan="hrtimer_nanosleep"), task(2, "R")])
+    assert not marks.still([task(1, state="R"), task(2, "R")])  # on a CPU right now
     assert not marks.still([task(1), task(2, "R"), task(4)])  # a new thread
 
 
@@ -230,6 +230,34 @@ def test_a_real_sleeping_thread_keeps_its_marks_and_a_ticking_one_does_not() -> 
         assert busy[0].sched != of(ticker.native_id)[0].sched
     finally:
         stop.set()
+
+
+def test_listening_sockets_through_netlink_are_those_of_proc_net() -> None:
+    import socket
+    import tempfile
+
+    made = []
+    try:
+        for family, address in ((socket.AF_INET, ("127.0.0.1", 0)),
+                                (socket.AF_INET6, ("::1", 0)),
+                                (socket.AF_UNIX, tempfile.mktemp(prefix="hangscope-")),
+                                (socket.AF_UNIX, "\0hangscope-abstract-test"),
+                                (socket.AF_UNIX, "")):
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            made.append(sock)
+            sock.bind(address)
+            sock.listen()
+        for _ in range(5):  # other processes on the machine may open or close listeners
+            netlink = procfs._listening_netlink()
+            if netlink is None:
+                pytest.skip("no sock_diag netlink here: /proc/net is read instead")
+            if netlink == procfs.read_listening(procfs.PROC / "net"):
+                break
+        assert netlink == procfs.read_listening(procfs.PROC / "net")
+        assert {os.fstat(s.fileno()).st_ino for s in made} <= set(netlink)
+    finally:
+        for sock in made:
+            sock.close()
 
 
 # -- discovery -----------------------------------------------------------------------------
