@@ -289,7 +289,7 @@ def _stage(label: str) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", nargs="+", choices=list(JOBS), default=list(JOBS))
+    parser.add_argument("--jobs", nargs="*", choices=list(JOBS), default=list(JOBS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--default-runs", type=int, default=1,
                         help="runs of the default 3-sample, 2 s dump per job (0: skip)")

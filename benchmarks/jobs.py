@@ -7,6 +7,7 @@ descendant it saw. Both job kinds here go through it, so nothing a benchmark sta
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ BARRIER_JOB = Path(__file__).resolve().parent / "barrier_job.py"
 
 
 def _register(spec: DemoSpec) -> str:
-    demojobs.DEMOS.setdefault(spec.name, spec)
+    demojobs.DEMOS[spec.name] = spec
     return spec.name
 
 
@@ -46,7 +47,7 @@ def barrier_job(ranks: int, torch: bool = False, probe_dir: Path | None = None,
         extra += ["--probe-dir", str(probe_dir)]
     if move_on_usr1:
         extra.append("--move-on-usr1")
-    key = "-".join(a.lstrip("-") for a in extra)
+    key = f"{ranks}-" + hashlib.sha1(" ".join(extra).encode()).hexdigest()[:12]
 
     def build(ready_file: Path) -> list[str]:
         return [sys.executable, str(BARRIER_JOB), *extra, "--ready-file", str(ready_file)]
