@@ -1,0 +1,25 @@
+"""docs/json-schema.md names every field the JSON carries: the contract stays written down."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from hangscope import model
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "json-schema.md"
+
+
+def test_every_model_field_is_documented() -> None:
+    text = DOC.read_text()
+    missing = []
+    for cls in (model.Snapshot, model.Host, model.Gpu, model.Job, model.Process, model.Thread,
+                model.Frame, model.RankInfo, model.Socket, model.GpuProcessUse, model.Group,
+                model.TreeNode, model.Verdict, model.Finding):
+        missing += [f"{cls.__name__}.{f.name}" for f in dataclasses.fields(cls)
+                    if f'"{f.name}"' not in text]
+    assert missing == [], f"add these fields to docs/json-schema.md: {missing}"
+
+
+def test_documented_schema_version_is_the_one_written() -> None:
+    assert f'"schema": "{model.SCHEMA}"' in DOC.read_text()
