@@ -529,7 +529,8 @@ def test_unprivileged_user_gets_exit_4_and_the_ptrace_remedy(
     handle = job(ranks=2, mode="idle")
     env = _cli_env({"HOME": "/", "USER": TEST_USER})
     env.pop("HANGSCOPE_PYSPY", None)
-    probe = [sys.executable, "-c", "import hangscope.cli"]
+    # Everything a dump imports (the venv may sit in a directory that user cannot read).
+    probe = [sys.executable, "-c", "import hangscope.sampler, hangscope.render.output"]
     read_cap = as_user(unprivileged_user, probe, env).returncode != 0
     if read_cap and as_user(unprivileged_user, probe, env, read_cap=True).returncode != 0:
         pytest.skip(f"{TEST_USER} cannot run {sys.executable}")
