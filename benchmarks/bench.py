@@ -15,6 +15,8 @@ Columns, per job (medians of ``--repeats`` runs, the runs interleaved so drift h
 - ``floor``: the parallel py-spy floor, max(slowest single dump, sum of the dumps / cores);
   ``cold/floor, all procs`` divides by the same floor over every Python process of the job
   (the launcher too, which hangscope samples and the users' loop does not);
+- ``py-spy -P cores``: those same native dumps run ``cores`` at a time by a bare thread pool
+  (``xargs -P``), measured: what parallel py-spy achieves on this machine, without hangscope;
 - ``cold``: a new ``Sampler(samples=1, window=0).snapshot()``: discovery, one round of native
   and Python stacks and /proc facts for every process of the job (launcher included), analysis;
 - ``refresh``: the same Sampler's second ``snapshot()`` on the unchanged job (a TUI tick);
@@ -117,6 +119,16 @@ def floor_of(each: list[float]) -> float:
     return max(max(each), sum(each) / CORES)
 
 
+def parallel_loop(pids: list[int]) -> float:
+    """``xargs -P CORES``: the same native dumps, CORES at a time, slowest first, no hangscope."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=CORES) as pool:
+        list(pool.map(py_spy_once, pids))
+    return time.monotonic() - t0
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.monotonic()
     out = fn()
@@ -146,6 +158,7 @@ def measure_job(name: str, repeats: int, default_runs: int) -> dict[str, Any]:
             if not others:
                 others = [p.pid for p in snap.processes if p.python and p.pid not in pids]
                 row["floor_all"] = floor_of(each + [py_spy_once(pid) for pid in others])
+            row["parallel"] = parallel_loop(pids + others)
             kinds.add(str(snap.verdict.kind))
             row["processes"] = len(snap.processes)
             row["native_sampled"] = sum(p.native_sampled for p in snap.processes)
@@ -165,6 +178,7 @@ def measure_job(name: str, repeats: int, default_runs: int) -> dict[str, Any]:
     out = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     out["cold_over_floor"] = statistics.median(r["cold"] / r["floor"] for r in rows)
     out["cold_over_floor_all"] = statistics.median(r["cold"] / r["floor_all"] for r in rows)
+    out["cold_over_parallel"] = statistics.median(r["cold"] / r["parallel"] for r in rows)
     out["refresh_over_cold"] = statistics.median(r["refresh"] / r["cold"] for r in rows)
     out["refresh3_over_cold"] = statistics.median(r["refresh3"] / r["cold"] for r in rows)
     out["default"] = statistics.median(defaults) if defaults else None
@@ -265,14 +279,16 @@ def _ms(value: float | None) -> str:
 
 def table(results: dict[str, dict[str, Any]]) -> str:
     head = ("| job | ranks (procs) | serial loop ms | floor ms | cold ms | cold/floor | "
-            "cold/floor, all procs | refresh ms | refresh/cold | refresh 3 ms | py-only ms | "
+            "cold/floor, all procs | py-spy -P cores ms | cold/that | refresh ms | "
+            "refresh/cold | refresh 3 ms | py-only ms | "
             "live ms | live refresh ms | default 3x2s ms | peak RSS MiB | verdict |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, r in results.items():
         lines.append(
             f"| {name} | {r['ranks']} ({r['processes']:.0f}) | {_ms(r['serial'])} | "
             f"{_ms(r['floor'])} | {_ms(r['cold'])} | {r['cold_over_floor']:.2f} | "
-            f"{r['cold_over_floor_all']:.2f} | "
+            f"{r['cold_over_floor_all']:.2f} | {_ms(r['parallel'])} | "
+            f"{r['cold_over_parallel']:.2f} | "
             f"{_ms(r['refresh'])} | {r['refresh_over_cold']:.3f} | {_ms(r['refresh3'])} | "
             f"{_ms(r['py_only'])} | {_ms(r['live'])} | {_ms(r['live_refresh'])} | "
             f"{_ms(r['default'])} | {r['rss_mib'] if r['rss_mib'] is not None else '-'} | "
