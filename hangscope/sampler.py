@@ -68,6 +68,9 @@ class _Round:
     reused: bool = False  # the PID now belongs to a process that started after discovery
     # The scheduler counters at a moment the stacks of ``dump`` were exact, if one is known.
     anchor: _Marks | None = None
+    # The threads just before a blocking dump stopped them (the read after it sees them
+    # resuming from the stop): their states and wchans are the ones the dump's stacks had.
+    at_dump: tuple[procfs.TaskInfo, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -392,8 +395,9 @@ class Sampler:
             if not want_native or fresh is None or not fresh.ok:
                 return _Round(fresh, self._facts(pid, with_fds, after, known), anchor=marks)
         with self._native_gate:
+            at_dump = procfs.read_tasks(pid)
             dump = self._dump(proc, want_native)
-        return _Round(dump, procfs.read_process(pid, with_fds=with_fds))
+        return _Round(dump, procfs.read_process(pid, with_fds=with_fds), at_dump=at_dump)
 
     def _python_read(self, proc: Process, before: tuple[procfs.TaskInfo, ...] | None,
                      known: _Known | None
@@ -431,9 +435,10 @@ class Sampler:
             known.info = sample.proc
             return
         keys = {t.tid: _stack_key(t) for t in dump.threads}
+        tasks = sample.at_dump if sample.at_dump is not None else sample.proc.tasks
         self._known[proc.pid] = _Known(
             create_time=proc.create_time, dump=dump, keys=keys,
-            states={t.tid: (t.state, t.wchan) for t in sample.proc.tasks if t.tid in keys},
+            states={t.tid: (t.state, t.wchan) for t in tasks if t.tid in keys},
             marks=sample.anchor, info=sample.proc)
 
     @staticmethod
