@@ -321,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-pause", action="store_true", help="skip the pause probe")
     parser.add_argument("--no-scale", action="store_true", help="skip the synthetic analysis")
     parser.add_argument("--scale-ranks", type=int, nargs="+", default=[8192, 131072])
+    parser.add_argument("--scale-raw-max", type=int, default=8192,
+                        help="unclassified input (the sampler's) only up to this many ranks: "
+                        "a sampler reads one node; bigger jobs arrive merged, classified")
     parser.add_argument("--json", metavar="FILE", help="also write every number here")
     args = parser.parse_args(argv)
 
@@ -346,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         with _stage("scale"):
             for ranks in args.scale_ranks:
                 for classified in (True, False):
-                    scale.append(_scale_child(ranks, classified))
+                    if classified or ranks <= args.scale_raw_max:
+                        scale.append(_scale_child(ranks, classified))
         print()
         print(synthetic.scale_table(scale))
     print(f"\n(total {time.monotonic() - started:.0f} s; load average now "
