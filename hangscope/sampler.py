@@ -387,13 +387,14 @@ class Sampler:
                 return _Round(known.dump, self._facts(pid, with_fds, before, known),
                               anchor=known.marks)
         if known is not None or not want_native:
-            fresh, after, marks = self._python_read(proc, before, known)
+            fresh, after, marks, at_dump = self._python_read(proc, before, known)
             if fresh is not None and fresh.ok and known is not None and _same_stacks(
-                    fresh, after, known):
+                    fresh, at_dump, known):
                 return _Round(known.dump, self._facts(pid, with_fds, after, known),
                               anchor=marks)
             if not want_native or fresh is None or not fresh.ok:
-                return _Round(fresh, self._facts(pid, with_fds, after, known), anchor=marks)
+                return _Round(fresh, self._facts(pid, with_fds, after, known), anchor=marks,
+                              at_dump=at_dump)
         with self._native_gate:
             at_dump = procfs.read_tasks(pid)
             dump = self._dump(proc, want_native)
@@ -402,9 +403,9 @@ class Sampler:
     def _python_read(self, proc: Process, before: tuple[procfs.TaskInfo, ...] | None,
                      known: _Known | None
                      ) -> tuple[pyspy.DumpResult | None, tuple[procfs.TaskInfo, ...],
-                                _Marks | None]:
-        """Python stacks without pausing the process when that is exact; (dump, threads
-        after it, marks if exact)."""
+                                _Marks | None, tuple[procfs.TaskInfo, ...]]:
+        """Python stacks without pausing the process when that is exact: (dump, threads after
+        it, marks if exact, threads as they were when the stacks were read)."""
         pid = proc.pid
         if before is None:
             before = procfs.read_tasks(pid, wchan=False)  # counters: did a thread run?
@@ -415,13 +416,15 @@ class Sampler:
             fresh = self._dump(proc, native=False, nonblocking=True)
             after = procfs.read_tasks(pid)
             if fresh is None or not fresh.ok:
-                return fresh, after, None
+                return fresh, after, None, after
             marks = _Marks.between(before, after, {t.tid for t in fresh.threads})
             if marks is not None or self.options.nonblocking:
-                return fresh, after, marks
+                return fresh, after, marks, after
         # A Python thread ran: the unpaused read may be torn, so pause (py-spy's own pause).
+        # Thread states are read before it: after it, the threads are resuming from the stop.
+        at_dump = procfs.read_tasks(pid)
         fresh = self._dump(proc, native=False, nonblocking=False)
-        return fresh, procfs.read_tasks(pid), None
+        return fresh, procfs.read_tasks(pid), None, at_dump
 
     def _learn(self, proc: Process, sample: _Round) -> None:
         """Remember what a round saw of one process, for the next round or refresh."""
