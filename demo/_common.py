@@ -195,3 +195,24 @@ def launch_ranks(worker_cmd: Sequence[str], nproc: int) -> int:
                 proc.kill()
         for proc in procs:
             proc.wait()
+
+
+def gloo_demo_main(argv: Sequence[str] | None, prog: str, description: str,
+                   rank_main: Callable[[], int], module_name: str | None, file: str) -> int:
+    """The launcher/worker entry point shared by the torchrun-style gloo demos.
+
+    Without ``--rank-worker`` it spawns ``--nproc-per-node`` copies of itself with the
+    torchrun environment (``launch_ranks``); with it, it runs one rank.
+    """
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument(
+        "--rank-worker", action="store_true", help="run one rank (env: RANK, WORLD_SIZE, ...)"
+    )
+    parser.add_argument("--nproc-per-node", type=int, default=4, help="ranks to spawn (4)")
+    add_ready_argument(parser)
+    args = parser.parse_args(argv)
+    export_ready_file(args.ready_file)
+    if args.rank_worker:
+        return rank_main()
+    worker = self_command(module_name, file)
+    return launch_ranks([*worker, "--rank-worker"], args.nproc_per_node)

@@ -28,7 +28,6 @@ The launcher waits on its children with ``Popen.wait`` forever. With
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Sequence
 from datetime import timedelta
@@ -103,22 +102,14 @@ def rank_main() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    return _common.gloo_demo_main(
+        argv,
         prog="python -m hangscope.demo.mismatch",
         description="gloo job that hangs: rank N-1 calls all_gather, the others all_reduce",
+        rank_main=rank_main,
+        module_name=__spec__.name if __spec__ else None,
+        file=__file__,
     )
-    parser.add_argument(
-        "--rank-worker", action="store_true", help="run one rank (env: RANK, WORLD_SIZE, ...)"
-    )
-    parser.add_argument("--nproc-per-node", type=int, default=4, help="ranks to spawn (4)")
-    _common.add_ready_argument(parser)
-    args = parser.parse_args(argv)
-    _common.export_ready_file(args.ready_file)
-    if args.rank_worker:
-        return rank_main()
-    worker = _common.self_command(__spec__.name if __spec__ else None, __file__)
-    return _common.launch_ranks([*worker, "--rank-worker"], args.nproc_per_node)
-
 
 if __name__ == "__main__":
     _common.run_main(main)
