@@ -547,7 +547,9 @@ class Sampler:
             major_faults=info.major_faults, num_threads=info.threads, num_fds=first.proc.num_fds,
             fds=first.proc.fds, log_files=first.proc.log_files, listening=socks,
             threads=tuple(threads), native_sampled=bool(base and base.native),
-            gpus=nvml.gpus_of_process(proc.pid, proc.environ, reading),
+            gpus=nvml.gpus_of_process(
+                proc.pid, proc.environ, reading,
+                first.proc.fd_targets if first.proc.num_fds is not None else None),
             kernel_stack=info.kernel_stack, errors=tuple(errors),
             major_faults_window=faults,
             exit_code=exitcode.read_exit_code(proc.pid) if state in ("Z", "X") else None,

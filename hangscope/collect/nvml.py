@@ -509,7 +509,8 @@ def _env_gpu_index(value: str | None, gpus: Sequence[Gpu]) -> int | None:
 
 
 def gpus_of_process(
-    pid: int, environ: Mapping[str, str], reading: GpuReading
+    pid: int, environ: Mapping[str, str], reading: GpuReading,
+    fd_targets: Sequence[str] | None = None,
 ) -> tuple[GpuProcessUse, ...]:
     """The GPUs a process uses, from the best source available.
 
@@ -517,12 +518,14 @@ def gpus_of_process(
     2. ``/dev/nvidiaN`` among ``/proc/PID/fd`` link targets (``source="fd"``), for containers
        where NVML shows no PIDs; minor numbers map to NVML indices through ``reading.minors``;
     3. CUDA_VISIBLE_DEVICES from ``environ`` naming exactly one device (``source="env"``).
-    Returns ``()`` when none says; never raises.
+    Returns ``()`` when none says; never raises. ``fd_targets``: the links the caller already
+    read (the sampler has them), so ``/proc/PID/fd`` is not listed twice.
     """
     held = reading.per_pid.get(pid)
     if held:
         return held
-    from_fds = _uses_from_fd_targets(_fd_targets(pid), reading)
+    targets = _fd_targets(pid) if fd_targets is None else fd_targets
+    from_fds = _uses_from_fd_targets(targets, reading)
     if from_fds:
         return from_fds
     index = _env_gpu_index(environ.get("CUDA_VISIBLE_DEVICES"), reading.gpus)
