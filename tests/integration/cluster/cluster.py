@@ -20,6 +20,7 @@ By hand::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
@@ -238,10 +239,8 @@ def main() -> int:
         for rank in sorted(ranks):
             print(f"rank {rank}: {ranks[rank]}")
         print(f"enter a node: {' '.join(cluster.nsenter(cluster.names[0]))} bash")
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             signal.pause()
-        except KeyboardInterrupt:
-            pass
     return 0
 
 
