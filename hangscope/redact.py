@@ -131,8 +131,14 @@ KNOWN_SECRET_NAMES = frozenset({
     "KAGGLE_KEY", "SENTRY_DSN", "VAULT_TOKEN", "COHERE_API_KEY", "MISTRAL_API_KEY",
 })
 
-#: Not secrets although they contain PWD: the shell's current and previous directory.
+#: The shell's current and previous directory: ``PWD=/home/x`` is no secret, but ODBC's
+#: ``Pwd=`` and ``--pwd`` are, so only these exact names *with a path value* are kept.
 _SHELL_DIRS = frozenset({"PWD", "OLDPWD"})
+
+
+def _is_shell_dir(name: str, value: str) -> bool:
+    """``PWD=/home/x``: the shell's directory, kept; ``Pwd=abc`` (ODBC) is a password."""
+    return name in _SHELL_DIRS and value.startswith(("/", "~"))
 
 #: Every sensitive name contains one of these (lower case): a text without any of them has
 #: no sensitive KEY=VALUE or --flag, and those two rules are skipped.
@@ -151,7 +157,7 @@ _SECRET_LAST_WORDS = frozenset({"KEY", "PASS", "PW", "DSN", "SIG"})
 
 _SENSITIVE_PART = re.compile(
     r"TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY"
-    r"|SESSION_?KEY|CREDENTIAL|CREDS|AUTH|SIGNATURE|COOKIE|BEARER"
+    r"|SESSION_?KEY|CREDENTIAL|CREDS|AUTH|SIGNATURE|COOKIE|BEARER|KEY_DATA"  # kube client-key-data
 )
 
 # Words that count LLM tokens: "MAX_NUM_BATCHED_TOKENS" is a number, not a credential.
@@ -161,6 +167,12 @@ _COUNT_WORDS = (
     "|SKIP|BAD|RETURN|CHUNK|CHUNKED|MASKED|IMAGE|VISION|AUDIO|VIDEO|MM|RESERVED|PADDED|PAD"
     "|PENDING|RUNNING|ALLOWED|IGNORE|IGNORED|EXPECTED|COMPUTED|PROCESSED|REASONING|THINKING"
     "|VALID|TARGET|COLLECT|SEEN|FULL|LONG|SHORT"
+)
+# Words between a count word and TOKENS that make them credentials again:
+# VALID_API_TOKENS, EXTRA_AUTH_TOKENS, ALLOWED_ACCESS_TOKENS, MAX_BOT_TOKENS.
+_CREDENTIAL_WORDS = (
+    "API|AUTH[A-Z0-9]*|OAUTH[A-Z0-9]*|ACCESS|SECRET|SESSION|BEARER|REFRESH|BOT|PERSONAL"
+    "|CLIENT|USER|SERVICE|DEPLOY|APP|ID|JWT|HF|GH|GITHUB|GITLAB|SLACK|CI|REGISTRY|ADMIN"
 )
 # Words naming one special token of a vocabulary: "eos_token_id", "time_to_first_token".
 _SPECIAL_TOKEN_WORDS = (
@@ -181,7 +193,7 @@ _PUBLIC_KEY_WORDS = (
 _BENIGN_PART = re.compile(
     r"TOKENI[SZ]"                                             # tokenizer, detokenize
     r"|AUTHOR(?!I[SZ])"                                       # author, authority; not authorize
-    rf"|(?<=_)(?:{_COUNT_WORDS})(?:_[A-Z0-9]+)*?_TOKENS(?=_)"  # max_num_batched_tokens
+    rf"|(?<=_)(?:{_COUNT_WORDS})(?:_(?!(?:{_CREDENTIAL_WORDS})_)[A-Z0-9]+)*?_TOKENS(?=_)"
     rf"|(?<=_)(?:{_SPECIAL_TOKEN_WORDS})_TOKENS?(?=_)"        # eos_token, first_token
     rf"|(?<=_)TOKENS?_(?:{_TOKEN_ATTR_WORDS})(?=_)"           # token_type_ids, tokens_per_s
     rf"|(?<=_)(?:{_PUBLIC_KEY_WORDS})_KEY(?=_)"               # public_key, cache_key
@@ -215,8 +227,6 @@ def is_sensitive_key(name: str) -> bool:
         return False
     if norm in KNOWN_SECRET_NAMES:
         return True
-    if norm in _SHELL_DIRS:
-        return False
     words = norm.split("_")
     if len(words) > 1 and words[0] in _SWITCH_WORDS:
         return False
@@ -274,6 +284,86 @@ _URL_CREDENTIALS = re.compile(
     r"([^\s/?#\"'<>]{1,4096})@"
 )
 
+# scheme://USER@host where the user part alone is the credential: a token cloned with
+# (https://<token>@github.com/...), a Sentry DSN's public key. Plain names (git@, postgres@,
+# x-access-token:) are kept: only a user part that looks like a token is masked.
+_URL_USER = re.compile(
+    r"((?<![A-Za-z0-9+.*-])[A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:\"'<>]{12,256})"
+    r"(?=@|:[^\s/?#\"'<>]*@)"
+)
+
+
+def _token_like(word: str) -> bool:
+    """A word that looks like a generated credential rather than a name."""
+    if len(word) >= 20:
+        return True
+    return any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
+
+
+def _mask_url_user(m: re.Match[str]) -> str:
+    return f"{m.group(1)}{MASK}" if _token_like(m.group(2)) else m.group(0)
+
+
+# -u / --user USER:PASSWORD (curl, wget, httpie, docker's UID:GID is kept).
+_USER_PASS_FLAGS = frozenset({"-u", "-U", "--user", "--proxy-user", "--http-user"})
+_USER_PASS = re.compile(
+    r"(?<![\w.\-/*])(?P<flag>-u|-U|--user|--proxy-user|--http-user)"
+    r"(?P<sep>=|[ \t]+|(?=[^\s\-]))(?P<q>[\"']?)(?P<user>[^\s:\"']*):(?P<pw>[^\s\"']+)"
+)
+
+
+def _mask_user_pass_value(value: str) -> str:
+    """``admin:pw`` -> ``admin:***``; ``1000:1000`` (a UID:GID) and ``a:***`` stay."""
+    user, sep, pw = value.partition(":")
+    if not sep or not pw or pw == MASK or (user.isdigit() and pw.isdigit()):
+        return value
+    return f"{user}:{MASK}"
+
+
+def _mask_user_pass(m: re.Match[str]) -> str:
+    value = _mask_user_pass_value(f"{m.group('user')}:{m.group('pw')}")
+    return f"{m.group('flag')}{m.group('sep')}{m.group('q')}{value}"
+
+
+# Short flags that carry a password for one program only: sshpass -p PW, redis-cli -a PW,
+# mysql -pPW (a lone "-p" makes mysql prompt; the word after it is the database).
+_PASSWORD_PROGRAMS = re.compile(
+    r"(?<![\w.\-*])(?P<prog>sshpass|redis-cli|mysql[a-z]*|mariadb[a-z-]*)(?=[\s\"'])"
+    r"(?P<rest>[^\n;|&]*)"
+)
+_PROGRAM_PASSWORD_FLAG = {
+    "sshpass": re.compile(r"(?<=\s)(-p)([ \t]*)(?!\*\*\*)([^\s\"']+)"),
+    "redis-cli": re.compile(r"(?<=\s)(-a)([ \t]+)(?!\*\*\*)([^\s\"']+)"),
+    "mysql": re.compile(r"(?<=\s)(-p)()(?!\*\*\*)([^\s\"']+)"),
+}
+
+
+def _program_kind(name: str) -> str | None:
+    base = name.rsplit("/", 1)[-1]
+    if base in ("sshpass", "redis-cli"):
+        return base
+    if base.startswith(("mysql", "mariadb")):
+        return "mysql"
+    return None
+
+
+def _mask_program_passwords(m: re.Match[str]) -> str:
+    kind = _program_kind(m.group("prog"))
+    if kind is None:
+        return m.group(0)
+    rest = _PROGRAM_PASSWORD_FLAG[kind].sub(rf"\1\2{MASK}", m.group("rest"), count=1)
+    return m.group("prog") + rest
+
+
+# .netrc: "machine api.github.com login alice password PW"
+_NETRC_LINE = re.compile(r"^[^\n]*\bmachine[ \t]+\S+[^\n]*$", re.MULTILINE)
+_NETRC_PASSWORD = re.compile(r"(?<![\w-])((?:password|passwd)[ \t]+)(?!\*\*\*(?!\S))\S+")
+
+
+def _mask_netrc_line(m: re.Match[str]) -> str:
+    return _NETRC_PASSWORD.sub(rf"\1{MASK}", m.group(0))
+
+
 _COOKIE_HEADER = re.compile(
     r"(?<![\w*-])((?:set-)?cookie[ \t]*:[ \t]*)(?![\"'\s])([^\r\n\"']*[^\s\"'])",
     re.IGNORECASE,
@@ -300,7 +390,8 @@ _KV_VALUE = re.compile(
     rf"|(?:(?P<scheme>(?i:{_SCHEMES}))(?P<ws>[ \t]+))?"
     # a word; one that ends in "=" or ":", or is followed by one, is itself the name of the
     # value after it (KEY=HF_TOKEN='x', KEY=HF_TOKEN = x), so that value goes with it
-    rf"(?P<uval>(?![\[{{(]){_WORD}"
+    # HF_TOKENS=a,b: a comma list goes with it, up to a chunk that is another KEY=VALUE
+    rf"(?P<uval>(?![\[{{(]){_WORD}(?:,(?=[^\s,;)\]}}\"'<>=:]+(?![^\s,;)\]}}\"'<>])){_WORD})*"
     rf"(?:(?:(?<=[=:])|[ \t]*(?:=(?!=)|:(?!:)))[ \t]*(?:{_QUOTED}|[\"'][^\n]*|{_WORD}))?)"
 )
 _SCHEME_PREFIX = re.compile(rf"((?i:{_SCHEMES})[ \t]+)(.*)", re.DOTALL)
@@ -313,11 +404,14 @@ _FLAG = re.compile(r"(?<![\w.\-/*])(?P<q>[\"']?)(?P<flag>--?[A-Za-z][\w.\-]*)")
 _FLAG_VALUE_EQ = re.compile(
     rf"=(?P<v>(?P<qv>{_QUOTED})|(?P<oq>[\"'])[^\n]*|[^\s\"']+)"
 )
+# A value may start with "-" (``--api-key -abc123...``) when it is not shaped like an option:
+# not "--x", not a short cluster of up to 4 letters ("-v", "-vvv"); "-1" is a number.
+_NOT_AN_OPTION = r"(?!--)(?!-(?!\d)[^\s\"',\]]{0,4}(?![^\s\"',\]]))"
 _FLAG_VALUE_SPACE = re.compile(
-    rf"[ \t]+(?P<v>(?P<qv>{_QUOTED})|(?P<oq>[\"'])[^\n]*|(?!-(?!\d))[^\s\"']+)"
+    rf"[ \t]+(?P<v>(?P<qv>{_QUOTED})|(?P<oq>[\"'])[^\n]*|{_NOT_AN_OPTION}[^\s\"']+)"
 )
 _FLAG_VALUE_LIST = re.compile(
-    r"(?P<q>[\"'])[ \t]*,[ \t]*[\"'](?P<v>(?!-(?!\d))[^\"'\n]+)"
+    rf"(?P<q>[\"'])[ \t]*,[ \t]*[\"'](?P<v>{_NOT_AN_OPTION}[^\"'\n]+)"
 )
 
 _BEARER = re.compile(
@@ -335,7 +429,12 @@ _SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
     (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{30,}"),
      r"\1***"),
     (("github_pat_",), re.compile(r"\b(github_pat_)[A-Za-z0-9_]{22,}"), r"\1***"),
-    (("glpat-",), re.compile(r"\b(glpat-)[A-Za-z0-9_-]{20,}"), r"\1***"),
+    (("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "gloas-", "glsoat-"),
+     re.compile(r"\b(gl(?:pat|dt|rt|ptt|cbt|oas|soat)-)[A-Za-z0-9_-]{20,}"), r"\1***"),
+    (("sk_", "rk_"), re.compile(r"\b([sr]k_(?:live|test)_)[A-Za-z0-9]{16,}"), r"\1***"),
+    (("whsec_",), re.compile(r"\b(whsec_)[A-Za-z0-9+/=]{20,}"), r"\1***"),
+    (("npm_",), re.compile(r"\b(npm_)[A-Za-z0-9]{36}\b"), r"\1***"),
+    (("xapp-",), re.compile(r"\b(xapp-)[0-9]-[A-Za-z0-9-]{10,}"), r"\1***"),
     (("nvapi-",), re.compile(r"\b(nvapi-)[A-Za-z0-9_-]{20,}"), r"\1***"),
     (("pypi-",), re.compile(r"\b(pypi-)[A-Za-z0-9_-]{50,}"), r"\1***"),
     (("AKIA", "ASIA", "ABIA", "ACCA"), re.compile(r"\b(AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
@@ -394,6 +493,99 @@ def _is_label(text: str, m: re.Match[str]) -> bool:
     return text[m.start() - 1:m.start()] == "#" or _SOURCE_FILE.search(m.group("key")) is not None
 
 
+# A sensitive key that ends its line (``api_key:``, ``token: |``) has its value on the lines
+# indented below it (YAML); every such line's value is masked.
+_YAML_BLOCK_STARTS = frozenset({"", "|", ">", "|-", ">-", "|+", ">+"})
+_YAML_CHILD = re.compile(
+    r"(?P<lead>[ \t]*(?:-[ \t]+)?)"
+    r"(?:(?P<key>[\"']?[\w.\-/ ]*[\w\"'][ \t]*:)(?=[ \t]|\Z)[ \t]*)?(?P<val>.*)"
+)
+_NESTED_LIMIT = 16384
+
+
+def _line_indent(text: str, at: int) -> int:
+    start = text.rfind("\n", 0, at) + 1
+    line = text[start:at]
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _mask_yaml_line(line: str) -> str:
+    m = _YAML_CHILD.fullmatch(line)
+    if m is None:  # pragma: no cover - the pattern matches every line without "\n"
+        return MASK
+    val = m.group("val").rstrip()
+    if not val or val == MASK or val.startswith("#") or val in _LITERALS:
+        return line
+    key = f"{m.group('key')} " if m.group("key") else ""
+    if val[0] in "\"'" and len(val) > 1 and val[-1] == val[0]:
+        return f"{m.group('lead')}{key}{val[0]}{MASK}{val[0]}"
+    return f"{m.group('lead')}{key}{MASK}"
+
+
+def _mask_yaml_block(text: str, indent: int, start: int) -> tuple[int, str]:
+    """(end, masked text) of the lines from ``start`` indented deeper than ``indent``."""
+    out: list[str] = []
+    pos = start
+    while pos < len(text):
+        eol = text.find("\n", pos)
+        end = len(text) if eol < 0 else eol
+        line = text[pos:end]
+        if line.strip() and len(line) - len(line.lstrip(" \t")) <= indent:
+            break
+        out.append(_mask_yaml_line(line) if line.strip() else line)
+        if eol < 0:
+            pos = end
+            break
+        out.append("\n")
+        pos = eol + 1
+    return pos, "".join(out)
+
+
+def _brace_end(text: str, start: int) -> int:
+    """The index after the ``}`` that closes the ``{`` at ``start`` (or the line's end)."""
+    depth = 0
+    quote = ""
+    limit = min(len(text), start + _NESTED_LIMIT)
+    i = start
+    while i < limit:
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    eol = text.find("\n", start)
+    return len(text) if eol < 0 else eol
+
+
+_NESTED_SCALAR = re.compile(
+    rf"(?P<q>{_QUOTED})(?P<key>[ \t]*:)?|(?<=:)(?P<ws>[ \t]*)(?P<bare>[^\s,{{}}\[\]\"':]+)"
+)
+
+
+def _mask_nested_scalar(m: re.Match[str]) -> str:
+    if m.group("q") is not None:
+        if m.group("key"):  # a key of the nested object: kept
+            return m.group(0)
+        return _mask_quoted(m.group("q"), False)
+    bare = m.group("bare")
+    return m.group(0) if bare in _LITERALS or bare == MASK else f"{m.group('ws')}{MASK}"
+
+
+def _mask_nested(block: str) -> str:
+    """Every value inside a ``{...}`` under a sensitive key; the nested keys are kept."""
+    return _NESTED_SCALAR.sub(_mask_nested_scalar, block)
+
+
 def _redact_kv(text: str) -> str:
     parts: list[str] = []
     last = pos = 0
@@ -404,8 +596,22 @@ def _redact_kv(text: str) -> str:
         pos = m.end("key")
         if not is_sensitive_key(m.group("key")) or _is_label(text, m):
             continue
+        if text.startswith("{", m.end()):  # {"token": {"value": "..."}}: all of it
+            end = _brace_end(text, m.end())
+            parts += (text[last:m.end()], _mask_nested(text[m.end():end]))
+            last = pos = end
+            continue
+        eol = text.find("\n", m.end())
+        if (eol >= 0 and ":" in text[m.end("key"):m.end()]
+                and text[m.end():eol].strip() in _YAML_BLOCK_STARTS):
+            # api_key:\n    VALUE -- the value is on the lines indented below the key
+            end, block = _mask_yaml_block(text, _line_indent(text, m.start()), eol + 1)
+            parts += (text[last:eol + 1], block)
+            last = pos = end
+            continue
         v = _KV_VALUE.match(text, m.end())
-        if v is None:
+        if v is None or (m.group("key") in _SHELL_DIRS and _is_shell_dir(
+                m.group("key"), v.group(0))):
             continue
         parts.append(text[last:v.start()])
         parts.append(_masked_kv_value(m.group("key"), v))
@@ -462,7 +668,14 @@ def _redact_text(text: str) -> str:
         text = _mask_cut_pem_bodies(text)
     if "://" in text:
         text = _URL_CREDENTIALS.sub(rf"\1{MASK}@", text)
+        text = _URL_USER.sub(_mask_url_user, text)
     lower = text.lower()
+    if "-u" in text or "-U" in text:
+        text = _USER_PASS.sub(_mask_user_pass, text)
+    if "sshpass" in lower or "redis-cli" in lower or "mysql" in lower or "mariadb" in lower:
+        text = _PASSWORD_PROGRAMS.sub(_mask_program_passwords, text)
+    if "machine" in lower and "pass" in lower:
+        text = _NETRC_LINE.sub(_mask_netrc_line, text)
     if "cookie" in lower:
         text = _COOKIE_HEADER.sub(rf"\1{MASK}", text)
     if any(hint in lower for hint in _NAME_HINTS):
@@ -509,7 +722,7 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     for key, value in env.items():
         if not isinstance(value, str):
             out[key] = value
-        elif value and is_sensitive_key(key):
+        elif value and is_sensitive_key(key) and not _is_shell_dir(key, value):
             out[key] = MASK
         else:
             out[key] = redact_text(value)
@@ -518,7 +731,12 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
 
 _ARGV_FLAG = re.compile(r"(--?[A-Za-z][\w.\-]*)(?:=(.*))?", re.DOTALL)
 _ARGV_ASSIGN = re.compile(r"([A-Za-z_][\w.\-]*)=(.*)", re.DOTALL)
-_OPTION_LIKE = re.compile(r"-(?!\d)")
+_OPTION_LIKE = re.compile(r"--|-(?!\d)[^\s]{0,4}\Z")
+
+
+# sshpass -p PW, redis-cli -a PW (separate); sshpass -pPW, mysql -pPW (attached).
+_PROGRAM_PASSWORD_ARGS = frozenset({("sshpass", "-p"), ("redis-cli", "-a")})
+_PROGRAM_ATTACHED = {"sshpass": "-p", "mysql": "-p"}
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
@@ -529,13 +747,29 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
     ``--max-num-batched-tokens`` are left alone.
     """
     out: list[str] = []
-    mask_next = False
+    mask_next = user_pass_next = False
+    program: str | None = None
     for arg in argv:
         if mask_next:
             mask_next = False
             if arg and not _OPTION_LIKE.match(arg):
                 out.append(MASK)
                 continue
+        if user_pass_next:  # curl -u admin:PW
+            user_pass_next = False
+            if not _OPTION_LIKE.match(arg):
+                out.append(redact_text(_mask_user_pass_value(arg)))
+                continue
+        program = _program_kind(arg) or program
+        if arg in _USER_PASS_FLAGS:
+            user_pass_next = True
+        if program is not None and (program, arg) in _PROGRAM_PASSWORD_ARGS:
+            out.append(arg)
+            mask_next = True
+            continue
+        if program is not None and _PROGRAM_ATTACHED.get(program, "\0") == arg[:2] and len(arg) > 2:
+            out.append(arg[:2] + MASK)
+            continue
         m = _ARGV_FLAG.fullmatch(arg)
         if m and is_sensitive_key(m.group(1)):
             if m.group(2) is None:
@@ -545,7 +779,8 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
                 out.append(f"{m.group(1)}={MASK}" if m.group(2) else arg)
             continue
         m = _ARGV_ASSIGN.fullmatch(arg)
-        if m and m.group(2) and is_sensitive_key(m.group(1)):
+        if (m and m.group(2) and is_sensitive_key(m.group(1))
+                and not _is_shell_dir(m.group(1), m.group(2))):
             out.append(f"{m.group(1)}={MASK}")
             continue
         out.append(redact_text(arg))
@@ -581,7 +816,9 @@ def redact_obj(obj: Any) -> Any:
         out: dict[Any, Any] = {}
         for key, value in obj.items():
             if isinstance(key, str):
-                new_value = _mask_all(value) if is_sensitive_key(key) else redact_obj(value)
+                secret = is_sensitive_key(key) and not (
+                    isinstance(value, str) and _is_shell_dir(key, value))
+                new_value = _mask_all(value) if secret else redact_obj(value)
                 out[redact_text(key)] = new_value
             else:
                 out[key] = redact_obj(value)

@@ -99,8 +99,6 @@ def test_GIVEN_a_secret_name_WHEN_checked_THEN_it_is_sensitive(name: str) -> Non
 
 
 @pytest.mark.parametrize("name", [
-    # the shell's directories
-    "PWD", "OLDPWD", "pwd",
     # author is no auth
     "AUTHOR", "AUTHORS", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "XAUTHORITY",
     # tokenizers and token counts of LLM servers
