@@ -25,6 +25,9 @@ from hangscope.model import Category, Frame, Process, Thread
 
 # Kernel wait channels, for threads py-spy cannot see or whose Python stack ends in a builtin.
 _WCHAN_RULES: tuple[tuple[re.Pattern[str], Category], ...] = (
+    # Blocked in flock(2) / fcntl(F_SETLKW): a file lock (the holder is in /proc/locks).
+    (re.compile(r"locks_lock_inode_wait|flock_lock_inode_wait|posix_lock_inode_wait|"
+                r"locks_lock_file_wait|fcntl_setlk|__do_sys_flock"), Category.LOCK),
     (re.compile(r"futex"), Category.LOCK),
     (re.compile(r"nanosleep|hrtimer|msleep"), Category.SLEEP),
     (re.compile(r"epoll|poll_schedule|do_select|do_sys_poll|pipe_read|pipe_write|unix_stream|"
@@ -32,6 +35,8 @@ _WCHAN_RULES: tuple[tuple[re.Pattern[str], Category], ...] = (
      Category.IPC_WAIT),
     (re.compile(r"folio|page|nfs|rpc_wait|blk|io_schedule|jbd2|xfs|ext4"), Category.IO),
 )
+
+FILE_LOCK = next(sig for sig in SIGNATURES if sig.id == "jit_lock")
 
 _STATE_CATEGORY = {"T": Category.STOPPED, "t": Category.STOPPED, "Z": Category.ZOMBIE,
                    "X": Category.DEAD}
@@ -59,7 +64,7 @@ def _leaf(frames: Sequence[Frame]) -> Sequence[Frame]:
     return frames
 
 
-def _match(sig: Signature, frames: Sequence[Frame]) -> Frame | None:
+def match_frame(sig: Signature, frames: Sequence[Frame]) -> Frame | None:
     scope = frames if sig.scope == ANYWHERE else _leaf(frames)
     for frame in scope:
         if frame.native:
@@ -138,11 +143,14 @@ def _classification(thread: Thread) -> dict[str, Any]:
     frames = thread.frames
     context = _context(frames)
     for sig in SIGNATURES:
-        matched = _match(sig, frames)
+        matched = match_frame(sig, frames)
         if matched is None:
             continue
         category = sig.category
         hint = sig.hint
+        if category is Category.JIT_COMPILE and match_frame(FILE_LOCK, frames) is not None:
+            hint = ("Compiling, and waiting for the JIT cache's file lock: another process "
+                    "builds the same kernel (/proc/locks names it).")
         # A thread that is still inside the Python code of a wait primitive but runs on CPU
         # is a spin-wait (libcuda, vLLM shm, sched_yield): a wait, so keep the category.
         return dict(category=category, op=_op(sig, matched, frames),

@@ -84,7 +84,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "collective", Category.COLLECTIVE,
         _re(r"^(?:\S+\.)?(?:all_reduce|all_gather|all_gather_into_tensor|all_gather_object|"
             r"reduce_scatter|reduce_scatter_tensor|broadcast|broadcast_object_list|barrier|"
-            r"monitored_barrier|send|recv|isend|irecv|all_to_all|all_to_all_single|gather|"
+            r"monitored_barrier|send|recv|isend|irecv|batch_isend_irecv|all_to_all|all_to_all_single|gather|"
             r"gather_object|scatter|scatter_object_list|reduce) " + _C10D + "|"
             r"^(?:\S+\.)?nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|"
             r"GroupEnd)\b"),
@@ -109,8 +109,9 @@ SIGNATURES: tuple[Signature, ...] = (
         op="custom_all_reduce"),
     Signature(
         "cuda_sync", Category.CUDA_SYNC,
-        _re(r"^(?:\S+\.)?synchronize \((?:[^)]*/)?torch/cuda/(?:__init__|streams)\.py\)|"
-            r"^(?:\S+\.)?(?:item|tolist|cpu) \(|_local_scalar_dense"),
+        # Library frames only: a user function named item/tolist/cpu is not a sync (the real
+        # Tensor.item is a C method; its native frame is _local_scalar_dense, matched below).
+        _re(r"^(?:\S+\.)?synchronize \((?:[^)]*/)?torch/cuda/(?:__init__|streams)\.py\)"),
         _re(r"cu(?:Stream|Ctx|Event)Synchronize|cuda(?:Stream|Device|Event)Synchronize|"
             r"_local_scalar_dense|cudaMemcpy(?:Async)?\b|cuMemcpy\w*"),
         ANYWHERE,
@@ -123,9 +124,13 @@ SIGNATURES: tuple[Signature, ...] = (
         "A kernel launch is blocked: the launch queue is full behind a kernel that does not "
         "finish (treat it like a sync)."),
     Signature(
+        # filelock (any version: 3.x _api.py, 4.x _core/) polls with LOCK_NB and sleeps, so no
+        # kernel wait shows; a blocking flock/fcntl lock shows as the libc call (and its wchan).
         "jit_lock", Category.LOCK,
-        _re(r"\((?:[^)]*/)?filelock/_api\.py\)"), None, ANYWHERE,
-        "Waiting on a file lock: a stale lock (a killed run) or a lock on NFS keeps it held."),
+        _re(r"\((?:[^)]*/)?filelock/[^)]*\)"),
+        _re(r"^(?:__)?flock$|^fcntl_(?:flock|lockf)|^(?:__libc_)?fcntl(?:64)?$"), ANYWHERE,
+        "Waiting for a file lock held by another process (/proc/locks names it): a long "
+        "build in the holder, a stale lock (a killed run) or a lock on NFS keeps it held."),
     Signature(
         "ipc", Category.IPC_WAIT,
         _re(r"\((?:[^)]*/)?(?:zmq/sugar/(?:socket|poll)\.py|multiprocessing/(?:connection|queues|"
@@ -155,15 +160,36 @@ SIGNATURES: tuple[Signature, ...] = (
         LEAF, "Sleeping: a polling loop or a back-off; look at what it polls for."),
 )
 
+# The engines' own capture code, keyed on the engine's package path (supporting evidence:
+# sglang #1751, vllm #30044). A copy of these names outside the package does not count.
+ENGINE_CAPTURE = (
+    r"\((?:[^)]*/)?sglang/srt/model_executor/cuda_graph_runner\.py\)|"
+    r"^(?:\S+\.)?(?:capture_model|_capture_cudagraphs|_warmup_and_capture) "
+    r"\((?:[^)]*/)?vllm/[^)]*\)|\((?:[^)]*/)?vllm/compilation/cuda_graph\.py\)|"
+    r"^(?:\S+\.)?graph_capture \((?:[^)]*/)?vllm/distributed/parallel_state\.py\)"
+)
+
+# Point-to-point ops: the classifier keeps them in Category.COLLECTIVE (op send / recv /
+# batch_isend_irecv); is_p2p tells them apart, since a send completes with one peer only.
+P2P_OPS = frozenset({"send", "recv", "batch_isend_irecv"})
+
+
+def is_p2p(op: str | None) -> bool:
+    """Whether a collective op is point-to-point (one peer) rather than group-wide."""
+    return op in P2P_OPS
+
+
 # Context labels: an outer label over whatever category the leaf gives.
 CONTEXTS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
+        # Library frames only: torch's capture API (torch/cuda/graphs.py, at::cuda::CUDAGraph),
+        # the driver's capture entry points, and the engines' capture code *in the engine's own
+        # package*. A user function named capture_graph is not capture (the with-block of
+        # torch.cuda.graph leaves no torch frame on the stack once __enter__ returned).
         "cuda_graph_capture",
-        _re(r"capture_one_batch_size|cuda_graph_runner\.py|_capture_cudagraphs|"
-            r"_warmup_and_capture|capture_model|CudaGraphRunner\.capture|"
-            r"torch/cuda/graphs\.py|\bcapture_graph\b|graph_capture|"
+        _re(r"\((?:[^)]*/)?torch/cuda/graphs\.py\)|CUDAGraph::capture_(?:begin|end)|"
             r"cu(?:da)?StreamBeginCapture|cu(?:da)?StreamEndCapture|cu(?:da)?GraphInstantiate|"
-            r"CUDAGraph::capture_(?:begin|end)"),
+            + ENGINE_CAPTURE),
         "inside CUDA graph capture",
     ),
     (
@@ -212,6 +238,7 @@ OP_ALIASES = {
     "barrier": "barrier", "monitored_barrier": "barrier",
     "send": "send", "isend": "send", "ncclsend": "send",
     "recv": "recv", "irecv": "recv", "ncclrecv": "recv",
+    "batch_isend_irecv": "batch_isend_irecv",
     "all_to_all": "all_to_all", "all_to_all_single": "all_to_all", "alltoall": "all_to_all",
     "alltoall_base": "all_to_all", "ncclalltoall": "all_to_all",
     "gather": "gather", "gather_object": "gather", "scatter": "scatter",

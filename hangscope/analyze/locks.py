@@ -1,0 +1,121 @@
+"""Who waits for which lock, and who holds it: file locks across processes, Python locks inside one.
+
+Pure functions over the model and the /proc/locks records (collect/locks.py); no I/O.
+
+A file-lock waiter is found two ways. A process blocked in flock(2)/fcntl(F_SETLKW) is a
+``->`` line of /proc/locks under the lock it waits for, which names the holder's PID. The
+``filelock`` package (the JIT-cache pattern of FlashInfer, Triton, DeepGEMM, torch extensions)
+never blocks in the kernel: it polls with LOCK_NB and sleeps, so /proc/locks shows only the
+holder; the waiter is known by its ``filelock`` frames, and its file by the path py-spy's
+``--locals`` reads (``lock_filename``) or, without it, by the one file lock the job holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hangscope.collect.locks import FileLockRecord
+from hangscope.model import Category, Process, Thread
+from hangscope.words import who, who_many
+
+
+@dataclass(frozen=True)
+class LockWait:
+    """Processes waiting for one file lock, and the process that holds it."""
+
+    waiters: tuple[int, ...]  # PIDs, in rank order
+    holder: int | None  # PID; None when /proc/locks shows no holder (a stale lock file)
+    path: str | None  # the locked file; None when no process of the chain has it open
+    kind: str  # FLOCK | POSIX | OFDLCK (from /proc/locks), or "filelock" (a polling waiter)
+    polling: bool = False  # the waiters poll (filelock) rather than block in the kernel
+
+
+def _polls_filelock(proc: Process) -> bool:
+    thread = proc.working_thread
+    return thread is not None and any(not f.native and f.file and "/filelock/" in f.file
+                                      for f in thread.frames)
+
+
+def file_lock_waits(processes: Sequence[Process], records: Sequence[FileLockRecord],
+                    lock_files: Mapping[int, str] | None = None) -> tuple[LockWait, ...]:
+    """Map each process that waits for a file lock to the lock's holder and file.
+
+    ``lock_files``: PID -> the path a polling waiter tries to lock (py-spy ``--locals``).
+    """
+    by_pid = {p.pid: p for p in processes}
+    holders: dict[int, FileLockRecord] = {}  # lock index -> the record that holds it
+    for rec in records:
+        if not rec.blocked and rec.index not in holders:
+            holders[rec.index] = rec
+    groups: dict[tuple[int | None, str | None, str, bool], list[int]] = {}
+    blocked = set()
+    for rec in records:
+        if rec.blocked and rec.pid in by_pid:
+            held = holders.get(rec.index)
+            key = (held.pid if held else None, rec.path or (held.path if held else None),
+                   rec.kind, False)
+            groups.setdefault(key, []).append(rec.pid)
+            blocked.add(rec.pid)
+    held_by_job = [r for r in holders.values() if r.pid in by_pid]
+    for proc in processes:
+        if proc.pid in blocked or not _polls_filelock(proc):
+            continue
+        path = (lock_files or {}).get(proc.pid)
+        others = [r for r in held_by_job if r.pid != proc.pid]
+        match = [r for r in others if path and r.path == path] or (
+            others if len({r.file_key for r in others}) == 1 else [])
+        held = match[0] if match else None
+        key = (held.pid if held else None, path or (held.path if held else None),
+               "filelock", True)
+        groups.setdefault(key, []).append(proc.pid)
+    order = {p.pid: i for i, p in enumerate(sorted(
+        processes, key=lambda p: (p.rank.key if p.rank and p.rank.key is not None else 1 << 30,
+                                  p.pid)))}
+    return tuple(LockWait(tuple(sorted(pids, key=order.__getitem__)), holder, path, kind, polling)
+                 for (holder, path, kind, polling), pids in groups.items())
+
+
+def _short_path(path: str) -> str:
+    parts = path.rsplit("/", 2)
+    return path if len(parts) < 3 else f".../{parts[1]}/{parts[2]}"
+
+
+def describe_lock_wait(wait: LockWait, processes: Sequence[Process]) -> str:
+    """``ranks 1-2 wait for the file lock on .../x/.lock held by rank 0 (PID 9), which is in
+    sleep at build_kernel (job.py:49)``."""
+    by_pid = {p.pid: p for p in processes}
+    waiters = [by_pid[pid] for pid in wait.waiters if pid in by_pid]
+    verb = "waits" if len(waiters) == 1 else "wait"
+    what = f"the file lock on {_short_path(wait.path)}" if wait.path else "a file lock"
+    text = f"{who_many(waiters)} {verb} for {what}"
+    if wait.holder is None:
+        return text + ", which no process holds now (a stale lock file, or one on NFS)"
+    holder = by_pid.get(wait.holder)
+    if holder is None:
+        return text + f" held by PID {wait.holder}, outside this job"
+    text += f" held by {who(holder)}"
+    thread = holder.working_thread
+    if thread is not None and thread.category is not None:
+        text += f", which is in {thread.category}"
+        if thread.site:
+            text += f" at {thread.site}"
+    return text
+
+
+# -- in-process Python locks -------------------------------------------------------------
+
+_WAITS = frozenset({Category.LOCK, Category.GIL_WAIT})
+
+
+def python_lock_holder(proc: Process) -> Thread | None:
+    """The thread that most likely holds the lock the others wait for, when evidence allows.
+
+    Evidence: every other non-helper Python thread of the process waits on a lock, and exactly
+    one does not (it runs, sleeps, or waits elsewhere while holding it). None when it is not
+    one thread (no waiter, or two candidates).
+    """
+    threads = [t for t in proc.threads if t.python and not t.helper and t.frames]
+    waiting = [t for t in threads if t.category in _WAITS]
+    rest = [t for t in threads if t.category not in _WAITS]
+    return rest[0] if waiting and len(rest) == 1 else None

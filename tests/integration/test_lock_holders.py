@@ -1,0 +1,51 @@
+"""Ranks blocked on a file lock name the holder and the file (issue 11, item 2).
+
+GIVEN a real 3-rank job whose rank 0 holds the lock on WORKDIR/.lock (the JIT-cache pattern)
+while ranks 1-2 wait for it, WHEN hangscope dumps it and /proc/locks is read, THEN ranks 1-2
+are in a lock and the conclusion names rank 0, its PID, the file and where rank 0 is.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
+
+from verdict_support import dump_json, verdict_job
+
+from hangscope.analyze.locks import describe_lock_wait, file_lock_waits
+from hangscope.collect.locks import read_file_locks
+from hangscope.serialize import from_dict
+
+
+@pytest.mark.parametrize("mode", ["filelock", "flock"])
+def test_given_ranks_waiting_for_a_file_lock_then_holder_and_file_named(
+        mode: str, tmp_path: Path) -> None:
+    with verdict_job(mode, tmp_path, ["holder", "waiter1", "waiter2"]) as job:
+        snap = from_dict(json.loads(dump_json(job.launcher)))
+        records = read_file_locks(p.pid for p in snap.processes)
+    ranks = {p.rank.global_rank: p for p in snap.ranks if p.rank is not None}
+    for waiter in (1, 2):
+        thread = ranks[waiter].working_thread
+        assert thread is not None and thread.category.value == "lock", thread
+    waits = file_lock_waits(snap.processes, records)
+    assert len(waits) == 1
+    wait = waits[0]
+    holder = job.pids["holder"]
+    assert wait.holder == holder
+    assert wait.waiters == (job.pids["waiter1"], job.pids["waiter2"])
+    assert wait.path == str(job.workdir / ".lock")
+    assert wait.polling is (mode == "filelock")
+    text = describe_lock_wait(wait, snap.processes)
+    assert text == (f"ranks 1-2 wait for the file lock on .../{job.workdir.name}/.lock held by "
+                    f"rank 0 (PID {holder}), which is in sleep at build_kernel "
+                    f"(verdict_jobs.py:{_line('time.sleep(seconds)')})")
+
+
+def _line(text: str) -> int:
+    source = (Path(__file__).resolve().parent.parent / "targets" / "verdict_jobs.py").read_text()
+    return next(i for i, line in enumerate(source.splitlines(), 1) if text in line)

@@ -1,0 +1,173 @@
+"""Real jobs for the verdict tests (issue 11): file locks, a reaped rank, p2p, titles, compile.
+
+    python verdict_jobs.py MODE READY_FILE WORKDIR
+
+The launcher starts the ranks as child processes with torchrun's environment (RANK,
+LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT) and reaps them, like torchrun's agent. Each process
+appends ``"<pid> <tag>"`` to READY_FILE right before it enters the call it stays in, so a test
+knows the job is where it should be without sleeping. Modes:
+
+- ``filelock``  rank 0 holds a ``filelock.FileLock`` on WORKDIR/.lock (the JIT-cache pattern)
+                and sleeps in ``build_kernel``; ranks 1-2 block acquiring it (filelock polls).
+- ``flock``     the same with blocking ``fcntl.flock`` (waiters show in /proc/locks as "->").
+- ``missing``   a WORLD_SIZE=4 gloo job: rank 3 exits (code 3) and is reaped; 0-2 all_reduce.
+- ``p2p_cycle`` 3 gloo ranks that each recv from the previous rank before sending: a cycle.
+- ``p2p_ok``    a healthy 3-stage pipeline of matched send/recv, steps of 50 ms.
+- ``dp_tp``     4 processes titled ``sglang::scheduler_DP<d>_TP<t>`` (setproctitle), waiting.
+- ``compile``   one process running torch.compile on CPU (Inductor builds C++), fresh cache.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+WORLD = {"filelock": 3, "flock": 3, "missing": 4, "p2p_cycle": 3, "p2p_ok": 3, "dp_tp": 4,
+         "compile": 1}
+
+
+def ready(path: str, tag: str) -> None:
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()} {tag}\n")
+
+
+def wait_for_line(path: str, tag: str, timeout: float = 60.0) -> None:
+    """Block until another process wrote ``tag`` to the ready file (its handshake)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(line.split()[1:] == [tag] for line in Path(path).read_text().splitlines()):
+            return
+        time.sleep(0.02)
+    raise SystemExit(f"timed out waiting for {tag}")
+
+
+def build_kernel(seconds: float) -> None:
+    time.sleep(seconds)  # the lock holder's long "compile"
+
+
+def lock_rank(mode: str, rank: int, ready_file: str, workdir: str) -> None:
+    path = os.path.join(workdir, ".lock")
+    if mode == "filelock":
+        import filelock
+
+        lock = filelock.FileLock(path)
+        if rank == 0:
+            lock.acquire()
+            ready(ready_file, "holder")
+            build_kernel(3600)
+        wait_for_line(ready_file, "holder")
+        ready(ready_file, f"waiter{rank}")
+        lock.acquire()
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    if rank == 0:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        ready(ready_file, "holder")
+        build_kernel(3600)
+    wait_for_line(ready_file, "holder")
+    ready(ready_file, f"waiter{rank}")
+    fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(hours=1))
+    t = torch.ones(4)
+    if mode == "missing":
+        if rank == 3:
+            dist.barrier()  # everyone joined; then this rank leaves
+            ready(ready_file, "leaving3")
+            os._exit(3)
+        dist.barrier()
+        ready(ready_file, f"rank{rank}")
+        dist.all_reduce(t)
+        return
+    prev, nxt = (rank - 1) % world, (rank + 1) % world
+    if mode == "p2p_cycle":
+        ready(ready_file, f"rank{rank}")
+        dist.recv(t, src=prev)  # every stage receives first: nobody sends
+        dist.send(t, dst=nxt)
+        return
+    ready(ready_file, f"rank{rank}")
+    while True:  # p2p_ok: stage 0 feeds 1 feeds 2; each step is a matched pair
+        if rank > 0:
+            dist.recv(t, src=rank - 1)
+        time.sleep(0.05)
+        if rank < world - 1:
+            dist.send(t, dst=rank + 1)
+
+
+def titled_rank(rank: int, ready_file: str) -> None:
+    import setproctitle
+
+    dp, tp = divmod(rank, 2)
+    setproctitle.setproctitle(f"sglang::scheduler_DP{dp}_TP{tp}")
+    event = threading.Event()
+    ready(ready_file, f"rank{rank}")
+    event.wait()
+
+
+def compile_rank(ready_file: str) -> None:
+    import torch
+
+    layers = [torch.nn.Linear(64, 64) if i % 2 == 0 else torch.nn.GELU() for i in range(160)]
+    model = torch.compile(torch.nn.Sequential(*layers))
+    ready(ready_file, "compiling")
+    model(torch.randn(8, 64))
+    ready(ready_file, "compiled")
+    threading.Event().wait()
+
+
+def rank_main(mode: str, ready_file: str, workdir: str) -> None:
+    rank = int(os.environ["RANK"])
+    if mode in ("filelock", "flock"):
+        lock_rank(mode, rank, ready_file, workdir)
+    elif mode == "dp_tp":
+        titled_rank(rank, ready_file)
+    elif mode == "compile":
+        compile_rank(ready_file)
+    else:
+        gloo_rank(mode, rank, int(os.environ["WORLD_SIZE"]), ready_file)
+    threading.Event().wait()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(mode: str, ready_file: str, workdir: str) -> None:
+    """Start the ranks as torchrun would (env), reap each that exits, wait for the rest."""
+    world = WORLD[mode]
+    env = dict(os.environ, WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(free_port()), LOCAL_WORLD_SIZE=str(world))
+    if mode == "compile":
+        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(workdir, "inductor")
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "2"
+    children = []
+    for rank in range(world):
+        child_env = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
+        children.append(subprocess.Popen(
+            [sys.executable, __file__, "--rank", mode, ready_file, workdir], env=child_env))
+    ready(ready_file, "launcher")
+    for child in children:
+        child.wait()  # reaps: a rank that exits leaves no zombie behind
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--rank":
+        rank_main(*sys.argv[2:5])
+    else:
+        launch(*sys.argv[1:4])
