@@ -15,9 +15,11 @@ Errors are told apart by pynvml's error value (``NVMLError.value``), never by me
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -532,3 +534,122 @@ def gpus_of_process(
     if index is not None:
         return (GpuProcessUse(gpu_index=index, source="env"),)
     return ()
+
+
+# --- GPM: what the SMs do over a window (Hopper and later) ----------------------------------
+#
+# ``utilization.gpu`` says a kernel was resident, not that it did anything: a kernel spinning on a
+# flag reads 100%. GPM counts what the SMs did between two samples, so a spin (graphics busy,
+# SMs, memory and math pipes idle) is told from work. ``nvidia-smi dmon --gpm-metrics 1,2,3,10,12``.
+
+#: (pynvml constant, our name). Names resolved with getattr: pynvml renumbered these across
+#: versions, so a number is never written here.
+GPM_METRICS: tuple[tuple[str, str], ...] = (
+    ("NVML_GPM_METRIC_GRAPHICS_UTIL", "graphics"),
+    ("NVML_GPM_METRIC_SM_UTIL", "sm"),
+    ("NVML_GPM_METRIC_SM_OCCUPANCY", "sm_occupancy"),
+    ("NVML_GPM_METRIC_DRAM_BW_UTIL", "dram"),
+    ("NVML_GPM_METRIC_ANY_TENSOR_UTIL", "tensor"),
+    ("NVML_GPM_METRIC_FP32_UTIL", "fp32"),
+    ("NVML_GPM_METRIC_FP16_UTIL", "fp16"),
+    ("NVML_GPM_METRIC_FP64_UTIL", "fp64"),
+    ("NVML_GPM_METRIC_INTEGER_UTIL", "integer"),
+    ("NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC", "nvlink_rx_mib_s"),
+    ("NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC", "nvlink_tx_mib_s"),
+    ("NVML_GPM_METRIC_PCIE_TX_PER_SEC", "pcie_tx_mib_s"),
+    ("NVML_GPM_METRIC_PCIE_RX_PER_SEC", "pcie_rx_mib_s"),
+)
+GPM_UNSUPPORTED = "GPM is not supported on this GPU (it needs Hopper or newer)"
+
+
+@dataclass(frozen=True)
+class GpmReading:
+    """GPM metrics of one GPU between two samples: percentages, and MiB/s for links."""
+
+    index: int
+    seconds: float = 0.0
+    metrics: dict[str, float] = field(default_factory=dict)  # only those the GPU answered
+    error: str | None = None  # why there are none: no driver, GPM unsupported, GPU lost
+
+
+class GpmWindow:
+    """Two GPM samples per GPU around a window: :meth:`start`, then :meth:`stop`. Never raises.
+
+    ``nvidia-smi dmon --gpm-metrics ...`` over the window, read without pausing anything.
+    """
+
+    def __init__(self, indices: Iterable[int] | None = None) -> None:
+        self._indices = None if indices is None else sorted(set(indices))
+        self._open: dict[int, tuple[Any, Any, float]] = {}  # index -> (handle, sample, t0)
+        self._failed: dict[int, str] = {}
+        self.error: str | None = None  # NVML as a whole unusable
+
+    def start(self) -> None:
+        """Take the first sample of every GPU that supports GPM."""
+        try:
+            _ensure_init()
+            count = int(_nvml_call("nvmlDeviceGetCount", required=True) or 0)
+        except _Unusable as exc:
+            self.error = exc.reason
+            return
+        for index in self._indices if self._indices is not None else range(count):
+            try:
+                handle = _nvml_call("nvmlDeviceGetHandleByIndex", index)
+                support = _nvml_call("nvmlGpmQueryDeviceSupport", handle) if handle else None
+                if handle is None or not getattr(support, "isSupportedDevice", 0):
+                    self._failed[index] = GPM_UNSUPPORTED
+                    continue
+                sample = _nvml_call("nvmlGpmSampleAlloc")
+                if sample is None or _nvml_call("nvmlGpmSampleGet", handle, sample) is None:
+                    self._failed[index] = "GPM sample could not be read"
+                    continue
+                self._open[index] = (handle, sample, time.monotonic())
+            except (_DeviceGone, _Unusable) as exc:
+                self._failed[index] = exc.reason
+
+    def stop(self) -> tuple[GpmReading, ...]:
+        """Take the second sample and compute the metrics; frees every GPM sample."""
+        readings = [GpmReading(index=i, error=reason) for i, reason in self._failed.items()]
+        for index, (handle, first, t0) in self._open.items():
+            second = None
+            try:
+                second = _nvml_call("nvmlGpmSampleAlloc")
+                if second is None or _nvml_call("nvmlGpmSampleGet", handle, second) is None:
+                    readings.append(GpmReading(index=index, error="GPM sample could not be read"))
+                    continue
+                seconds = time.monotonic() - t0
+                readings.append(GpmReading(index, seconds, _gpm_metrics(first, second)))
+            except (_DeviceGone, _Unusable) as exc:
+                readings.append(GpmReading(index=index, error=exc.reason))
+            finally:
+                for sample in (first, second):
+                    if sample is not None:
+                        _free_sample(sample)
+        self._open.clear()
+        return tuple(sorted(readings, key=lambda r: r.index))
+
+
+def _free_sample(sample: Any) -> None:
+    with contextlib.suppress(_DeviceGone, _Unusable):  # the driver went away: nothing to free
+        _nvml_call("nvmlGpmSampleFree", sample)
+
+
+def _gpm_metrics(first: Any, second: Any) -> dict[str, float]:
+    """``nvmlGpmMetricsGet`` for :data:`GPM_METRICS`; a metric the GPU refuses is left out."""
+    wanted = [(getattr(pynvml, const, None), name) for const, name in GPM_METRICS]
+    wanted = [(mid, name) for mid, name in wanted if isinstance(mid, int)]
+    request = pynvml.c_nvmlGpmMetricsGet_t()
+    request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+    request.numMetrics = len(wanted)
+    request.sample1 = first
+    request.sample2 = second
+    for slot, (mid, _name) in enumerate(wanted):
+        request.metrics[slot].metricId = mid
+    if _nvml_call("nvmlGpmMetricsGet", request) is None:
+        return {}
+    found: dict[str, float] = {}
+    for slot, (_mid, name) in enumerate(wanted):
+        metric = request.metrics[slot]
+        if int(metric.nvmlReturn) == 0:  # NVML_SUCCESS; others: this metric is unsupported
+            found[name] = round(float(metric.value), 3)
+    return found

@@ -1,0 +1,370 @@
+"""Progress evidence over a sampling window, read without pausing any target.
+
+A watcher started at the beginning of the window and stopped at its end collects three kinds of
+evidence that a spin-wait or a sleep loop cannot fake between them:
+
+* dense Python-only sampling: ``py-spy record --nonblocking --idle --threads --rate 100
+  --format raw --pid N`` (one per process), stopped with SIGINT so that it writes what it saw;
+  per thread: the distinct Python stacks and how many samples each got;
+* per-thread kernel counters read at start and stop: ``/proc/PID/task/TID/schedstat`` (ns on
+  CPU, times scheduled), ``/proc/PID/task/TID/status`` (voluntary and involuntary context
+  switches) and ``/proc/PID/task/TID/stat`` (utime + stime), plus ``/proc/PID/io`` (read and
+  write syscalls and bytes: gloo's socket traffic shows there);
+* GPM metrics of the GPUs (``nvidia-smi dmon --gpm-metrics``), see :class:`GpmWindow`.
+
+Every failure is a value (``error`` fields), never an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hangscope.collect import procfs
+from hangscope.collect.nvml import GpmReading, GpmWindow
+from hangscope.collect.pyspy import _classify_failure, _error_line, find_pyspy
+from hangscope.errors import ToolMissing
+
+#: Samples per second of the dense Python-only sampling.
+RATE = 100
+#: How long py-spy may take to write its file after SIGINT before it is killed.
+STOP_GRACE_S = 3.0
+
+
+@dataclass(frozen=True)
+class Counters:
+    """One thread's kernel counters at one instant."""
+
+    cpu_ns: int | None  # schedstat field 1: ns on CPU
+    runs: int | None  # schedstat field 3: times scheduled in
+    voluntary: int | None  # voluntary_ctxt_switches: it blocked and was woken
+    involuntary: int | None  # nonvoluntary_ctxt_switches: preempted while runnable
+    ticks: int  # utime + stime, clock ticks
+
+
+@dataclass(frozen=True)
+class CounterDelta:
+    """How one thread's counters moved over the window (None: unknown at one end)."""
+
+    cpu_ns: int | None = None
+    runs: int | None = None
+    voluntary: int | None = None
+    involuntary: int | None = None
+    ticks: int = 0
+    state: str | None = None  # the thread's state at the end (R, S, D, ...)
+
+
+@dataclass(frozen=True)
+class IoDelta:
+    """``/proc/PID/io`` over the window: syscalls and bytes (sockets and pipes count too)."""
+
+    syscr: int = 0
+    syscw: int = 0
+    rchar: int = 0
+    wchar: int = 0
+
+
+@dataclass(frozen=True)
+class StackCount:
+    """One distinct Python stack (outermost first, ``"func (file:line)"``) and its samples."""
+
+    frames: tuple[str, ...]
+    count: int
+
+
+@dataclass(frozen=True)
+class ThreadProgress:
+    """One thread over the window: its stacks (most sampled first) and its counters."""
+
+    tid: int
+    name: str | None = None
+    samples: int = 0
+    stacks: tuple[StackCount, ...] = ()
+    counters: CounterDelta | None = None
+
+
+@dataclass(frozen=True)
+class ProcessProgress:
+    """One process over the window."""
+
+    pid: int
+    threads: tuple[ThreadProgress, ...] = ()
+    io: IoDelta | None = None
+    sampled: bool = False  # py-spy gave samples
+    error: str | None = None  # why py-spy gave none (permission, not Python, gone, ...)
+    error_kind: str | None = None
+    gone: bool = False  # the process exited during the window
+
+
+@dataclass(frozen=True)
+class ProgressEvidence:
+    """What a :class:`ProgressWatcher` saw between start and stop."""
+
+    seconds: float
+    rate: int
+    processes: tuple[ProcessProgress, ...] = ()
+    gpus: tuple[GpmReading, ...] = ()
+    gpu_error: str | None = None  # NVML unusable as a whole (no driver, ...)
+    sampler_cpu_s: float = 0.0  # CPU the py-spy recorders used (user + system)
+    error: str | None = None  # the watcher could not sample at all (py-spy missing)
+
+    def process(self, pid: int) -> ProcessProgress | None:
+        return next((p for p in self.processes if p.pid == pid), None)
+
+
+# --- kernel counters ----------------------------------------------------------------------
+
+_SWITCHES = re.compile(rb"^(voluntary|nonvoluntary)_ctxt_switches:\s*(\d+)", re.M)
+
+
+def _switches(pid: int, tid: int) -> tuple[int | None, int | None]:
+    """``grep ctxt_switches /proc/PID/task/TID/status``."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status", "rb") as fh:
+            text = fh.read()
+    except OSError:
+        return None, None
+    found = {kind: int(value) for kind, value in _SWITCHES.findall(text)}
+    return found.get(b"voluntary"), found.get(b"nonvoluntary")
+
+
+def read_counters(pid: int) -> dict[int, tuple[Counters, str | None, str | None]]:
+    """Every thread's counters, name and state: ``/proc/PID/task/*/{schedstat,status,stat}``."""
+    found: dict[int, tuple[Counters, str | None, str | None]] = {}
+    for task in procfs.read_tasks(pid, wchan=False):
+        voluntary, involuntary = _switches(pid, task.tid)
+        cpu_ns, runs = task.sched if task.sched is not None else (None, None)
+        counters = Counters(cpu_ns, runs, voluntary, involuntary, task.utime + task.stime)
+        found[task.tid] = (counters, task.comm, task.state)
+    return found
+
+
+def read_io(pid: int) -> dict[str, int] | None:
+    """``cat /proc/PID/io`` (syscr, syscw, rchar, wchar); None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/io", "rb") as fh:
+            text = fh.read().decode()
+    except OSError:
+        return None
+    values = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if value.strip().isdigit():
+            values[key.strip()] = int(value)
+    return values
+
+
+def _minus(after: int | None, before: int | None) -> int | None:
+    return None if after is None or before is None else max(0, after - before)
+
+
+def _delta(before: Counters, after: Counters, state: str | None) -> CounterDelta:
+    return CounterDelta(
+        cpu_ns=_minus(after.cpu_ns, before.cpu_ns),
+        runs=_minus(after.runs, before.runs),
+        voluntary=_minus(after.voluntary, before.voluntary),
+        involuntary=_minus(after.involuntary, before.involuntary),
+        ticks=max(0, after.ticks - before.ticks),
+        state=state,
+    )
+
+
+def _io_delta(before: dict[str, int] | None, after: dict[str, int] | None) -> IoDelta | None:
+    if before is None or after is None:
+        return None
+    return IoDelta(**{k: max(0, after.get(k, 0) - before.get(k, 0))
+                      for k in ("syscr", "syscw", "rchar", "wchar")})
+
+
+# --- py-spy record, raw format ------------------------------------------------------------
+
+# ``process 123:"cmdline";`` (with --subprocesses) and ``thread (456): Name;`` prefixes.
+_PROCESS = re.compile(r'process (\d+):".*?";(?=process \d+:|thread \()')
+_THREAD = re.compile(r"thread \((\d+|0x[0-9a-fA-F]+)\)(?:: ([^;]*))?;?")
+
+
+def parse_raw(text: str) -> dict[int, dict[int, tuple[str | None, dict[tuple[str, ...], int]]]]:
+    """py-spy's raw (collapsed) output -> {pid: {tid: (thread name, {stack: samples})}}.
+
+    One line per distinct stack: ``[process P:"cmd";]...thread (TID): name;f1;f2;... COUNT``,
+    frames outermost first. Without ``process`` prefixes the pid key is 0 (one target).
+    """
+    found: dict[int, dict[int, tuple[str | None, dict[tuple[str, ...], int]]]] = {}
+    for line in text.splitlines():
+        body, _, count_text = line.rpartition(" ")
+        if not count_text.isdigit():
+            continue
+        pid = 0
+        pos = 0
+        while match := _PROCESS.match(body, pos):  # nested for --subprocesses: keep the last
+            pid, pos = int(match.group(1)), match.end()
+        thread = _THREAD.match(body, pos)
+        if thread is None:
+            continue
+        tid_text = thread.group(1)
+        tid = int(tid_text, 16) if tid_text.startswith("0x") else int(tid_text)
+        rest = body[thread.end():]
+        frames = tuple(f for f in rest.split(";") if f) if rest else ()
+        _, stacks = found.setdefault(pid, {}).setdefault(tid, (thread.group(2), {}))
+        stacks[frames] = stacks.get(frames, 0) + int(count_text)
+    return found
+
+
+@dataclass
+class _Recorder:
+    pid: int
+    proc: subprocess.Popen[bytes] | None
+    out: str
+    error: str | None = None
+    error_kind: str | None = None
+
+
+def _start_recorder(pyspy: str, pid: int, rate: int, folder: str) -> _Recorder:
+    """``py-spy record --nonblocking --idle --threads --rate R --format raw -p PID -o OUT``."""
+    out = os.path.join(folder, f"{pid}.txt")
+    cmd = [pyspy, "record", "--nonblocking", "--idle", "--threads", "--rate", str(rate),
+           "--format", "raw", "--pid", str(pid), "--output", out]
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        return _Recorder(pid, None, out, f"py-spy could not start: {exc}", "failed")
+    return _Recorder(pid, proc, out)
+
+
+def _stop_recorder(rec: _Recorder, deadline: float) -> None:
+    """SIGINT (py-spy writes its file on it), then wait; killed past the deadline."""
+    proc = rec.proc
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        _, stderr = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        rec.error, rec.error_kind = "py-spy did not stop in time; its samples are lost", "timeout"
+        return
+    text = stderr.decode(errors="replace")
+    if not os.path.exists(rec.out):
+        rec.error = _error_line(text) or f"py-spy record exited with {proc.returncode}"
+        rec.error_kind = _classify_failure(text, proc.returncode or 0)
+
+
+def _cpu_of_children() -> float:
+    usage = os.times()
+    return usage.children_user + usage.children_system
+
+
+class ProgressWatcher:
+    """Watch processes over a window without pausing them: ``start()``, then ``stop()``.
+
+    ``ProgressWatcher(pids).start()`` at the beginning of the sampling window;
+    ``stop()`` at its end returns a frozen :class:`ProgressEvidence`. Never raises; always
+    stops what it started (also when used as a context manager and the caller fails).
+    """
+
+    def __init__(self, pids: Iterable[int], *, rate: int = RATE, gpus: bool = True,
+                 gpu_indices: Iterable[int] | None = None, pyspy: str | None = None) -> None:
+        self.pids = tuple(dict.fromkeys(pids))
+        self.rate = rate
+        self._pyspy = pyspy
+        self._gpm = GpmWindow(gpu_indices) if gpus else None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self._recorders: list[_Recorder] = []
+        self._before: dict[int, dict[int, tuple[Counters, str | None, str | None]]] = {}
+        self._io_before: dict[int, dict[str, int] | None] = {}
+        self._t0 = 0.0
+        self._cpu0 = 0.0
+        self._error: str | None = None
+
+    def __enter__(self) -> ProgressWatcher:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._folder is not None:
+            self.stop()
+
+    def start(self) -> None:
+        """Start the recorders, read the counters and the first GPM sample."""
+        self._folder = tempfile.TemporaryDirectory(prefix="hangscope-progress-")
+        self._cpu0 = _cpu_of_children()
+        try:
+            pyspy = self._pyspy or find_pyspy()
+        except ToolMissing as exc:
+            self._error = str(exc)
+        else:
+            self._recorders = [_start_recorder(pyspy, pid, self.rate, self._folder.name)
+                               for pid in self.pids]
+        if self._gpm is not None:
+            self._gpm.start()
+        self._t0 = time.monotonic()
+        for pid in self.pids:
+            self._before[pid] = read_counters(pid)
+            self._io_before[pid] = read_io(pid)
+
+    def stop(self) -> ProgressEvidence:
+        """End the window: counters and GPM first (the window's true end), then py-spy's files."""
+        if self._folder is None:
+            return ProgressEvidence(0.0, self.rate, error="the watcher was never started")
+        seconds = time.monotonic() - self._t0
+        after = {pid: read_counters(pid) for pid in self.pids}
+        io_after = {pid: read_io(pid) for pid in self.pids}
+        gpus = self._gpm.stop() if self._gpm is not None else ()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for rec in self._recorders:  # signal all first, then wait: they stop in parallel
+            if rec.proc is not None and rec.proc.poll() is None:
+                rec.proc.send_signal(signal.SIGINT)
+        for rec in self._recorders:
+            _stop_recorder(rec, deadline)
+        processes = tuple(self._process(pid, after[pid], io_after[pid]) for pid in self.pids)
+        cpu = _cpu_of_children() - self._cpu0
+        with contextlib.suppress(OSError):
+            self._folder.cleanup()
+        self._folder = None
+        return ProgressEvidence(
+            seconds=round(seconds, 4), rate=self.rate, processes=processes, gpus=gpus,
+            gpu_error=self._gpm.error if self._gpm is not None else None,
+            sampler_cpu_s=round(cpu, 4), error=self._error,
+        )
+
+    def _process(self, pid: int, after: dict[int, tuple[Counters, str | None, str | None]],
+                 io_after: dict[str, int] | None) -> ProcessProgress:
+        rec = next((r for r in self._recorders if r.pid == pid), None)
+        raw: dict[int, tuple[str | None, dict[tuple[str, ...], int]]] = {}
+        if rec is not None and rec.error is None:
+            try:
+                with open(rec.out, errors="replace") as fh:
+                    parsed = parse_raw(fh.read())
+                raw = parsed.get(0) or parsed.get(pid) or {}
+            except OSError:
+                rec.error, rec.error_kind = "py-spy wrote no samples", "failed"
+        before = self._before.get(pid, {})
+        threads = []
+        for tid in sorted(set(raw) | set(after)):
+            name, stacks = raw.get(tid, (None, {}))
+            delta = None
+            if tid in before and tid in after:
+                counters, comm, state = after[tid]
+                delta = _delta(before[tid][0], counters, state)
+                name = name or comm
+            ordered = tuple(StackCount(frames, n) for frames, n in
+                            sorted(stacks.items(), key=lambda item: -item[1]))
+            threads.append(ThreadProgress(tid=tid, name=name, samples=sum(stacks.values()),
+                                          stacks=ordered, counters=delta))
+        gone = not after and not os.path.exists(f"/proc/{pid}")
+        return ProcessProgress(
+            pid=pid, threads=tuple(threads), io=_io_delta(self._io_before.get(pid), io_after),
+            sampled=bool(raw), error=(rec.error if rec else self._error),
+            error_kind=(rec.error_kind if rec else "missing"), gone=gone,
+        )
+
