@@ -6,6 +6,7 @@ a live process: a vanished PID is a state, not an exception. ``None`` means unkn
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -115,6 +116,16 @@ class Frame:
         return f"{where}:{self.line}" if self.line else where
 
 
+StackKey = tuple[tuple[str, str | None, int | None], ...]
+
+#: /proc state letters (and the sampler's "gone") that say a process will not run again.
+GONE_STATES = frozenset({"gone", "X"})
+EXITED_STATES = frozenset({"gone", "X", "Z"})
+STOPPED_STATES = frozenset({"T", "t"})
+#: Categories of a process that is not running at all: exited, a zombie, or stopped.
+NOT_RUNNING = frozenset({Category.DEAD, Category.ZOMBIE, Category.STOPPED})
+
+
 @dataclass(frozen=True)
 class Thread:
     """One OS thread, with its stack (innermost frame first) and its classification."""
@@ -140,6 +151,11 @@ class Thread:
     def stuck(self) -> bool:
         """The stack stayed the same in every sample of the window (needs two or more)."""
         return self.samples > 1 and self.unchanged_samples >= self.samples
+
+    @property
+    def stack_key(self) -> StackKey:
+        """The Python frames that identify a stack (native addresses differ between samples)."""
+        return tuple((f.name, f.file, f.line) for f in self.frames if not f.native)
 
 
 @dataclass(frozen=True)
@@ -259,6 +275,41 @@ class Process:
         return None
 
     @property
+    def is_gone(self) -> bool:
+        """The process no longer exists (it exited and was reaped, or vanished mid-sample)."""
+        return self.state in GONE_STATES
+
+    @property
+    def is_exited(self) -> bool:
+        """Gone, or a zombie waiting to be reaped: either way it will not run again."""
+        return self.state in EXITED_STATES
+
+    @property
+    def is_zombie(self) -> bool:
+        """/proc showed it exited: Z (not reaped yet) or X (being reaped)."""
+        return self.state in ("Z", "X")
+
+    @property
+    def vanished(self) -> bool:
+        """It disappeared between two of hangscope's own reads (the sampler's ``gone``)."""
+        return self.state == "gone"
+
+    @property
+    def is_stopped(self) -> bool:
+        """Stopped by a signal or a tracer (state T or t)."""
+        return self.state in STOPPED_STATES
+
+    @property
+    def category(self) -> Category:
+        """Where the process is: its state when exited or stopped, else its working thread's."""
+        return category_of(self, self.working_thread)
+
+    @property
+    def is_rank_numbered(self) -> bool:
+        """The process has a rank number (else reports name it by PID)."""
+        return self.rank is not None and self.rank.key is not None
+
+    @property
     def name(self) -> str:
         """A short name for tables: rank label, else role."""
         if self.rank is not None and self.role in (Role.RANK, Role.ENGINE_CORE):
@@ -357,6 +408,21 @@ class Snapshot:
         return None
 
     @property
+    def subjects(self) -> tuple[Process, ...]:
+        """The processes the verdict is about (see :func:`subjects_of`)."""
+        return subjects_of(self.processes)
+
+    @property
+    def gpus(self) -> dict[int, Gpu]:
+        """Every GPU NVML read, by index, over all hosts."""
+        return {g.index: g for host in self.hosts for g in host.gpus}
+
+    @property
+    def all_exited(self) -> bool:
+        """No process of the job is left alive."""
+        return all(p.is_exited for p in self.processes)
+
+    @property
     def ranks(self) -> tuple[Process, ...]:
         """Processes that are ranks (or the lone target when nothing else is)."""
         ranked = tuple(p for p in self.processes if p.role in (Role.RANK,))
@@ -364,6 +430,60 @@ class Snapshot:
             return tuple(sorted(ranked, key=_rank_sort_key))
         engines = tuple(p for p in self.processes if p.role is Role.ENGINE_CORE)
         return engines
+
+
+def category_of(proc: Process, working: Thread | None) -> Category:
+    """:attr:`Process.category` when the caller already holds the working thread.
+
+    (The scan for the working thread then runs once per process, not once per question,
+    over 131,072 ranks.)
+    """
+    state = proc.state
+    if state in GONE_STATES:
+        return Category.DEAD
+    if state == "Z":
+        return Category.ZOMBIE
+    if state in STOPPED_STATES:
+        return Category.STOPPED
+    if working is None or working.category is None:
+        return Category.UNKNOWN
+    return working.category
+
+
+def subjects_of(processes: Sequence[Process]) -> tuple[Process, ...]:
+    """What a diagnosis is about: ranks, else engine cores, else every Python process."""
+    ranks = tuple(p for p in processes if p.role is Role.RANK)
+    if ranks:
+        return ranks
+    engines = tuple(p for p in processes if p.role is Role.ENGINE_CORE)
+    if engines:
+        return engines
+    workers = tuple(p for p in processes if p.role is not Role.LAUNCHER and p.threads)
+    if workers:
+        return workers
+    return tuple(p for p in processes if p.threads) or tuple(processes)
+
+
+Signature = tuple[str, Category, str | None, str | None, str | None]
+
+
+def signature_of(proc: Process) -> Signature:
+    """(signature text, category, op, site, context) of a process's working thread."""
+    working = proc.working_thread
+    category = category_of(proc, working)
+    op = working.op if working else None
+    site = working.site if working else None
+    context = working.context if working else None
+    if category in NOT_RUNNING:
+        op = site = context = None
+    parts = [str(category)]
+    if op:
+        parts.append(op)
+    if site:
+        parts.append(f"at {site}")
+    if context:
+        parts.append(f"[{context}]")
+    return " ".join(parts), category, op, site, context
 
 
 def _rank_sort_key(proc: Process) -> tuple[int, int]:

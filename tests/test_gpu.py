@@ -20,7 +20,6 @@ from hangscope.analyze import analyze
 from hangscope.analyze.classify import classify_thread
 from hangscope.analyze.gpu import (
     compiler_children,
-    format_bytes,
     gpu_evidence,
     gpu_findings,
     wait_point,
@@ -38,6 +37,7 @@ from hangscope.model import (
     Thread,
     VerdictKind,
 )
+from hangscope.words import size
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 REPO = Path(__file__).resolve().parent.parent
@@ -202,9 +202,10 @@ def test_given_cuda_process_futex_threads_and_one_sample_then_no_local_deadlock(
 
 
 def test_format_bytes() -> None:
-    assert format_bytes(None) == "?"
-    assert format_bytes(612 * MIB) == "612 MiB"
-    assert format_bytes(H200_TOTAL) == "140.4 GiB"
+    assert size(None, iec=True) == "?"
+    assert size(612 * MIB, iec=True) == "612 MiB"
+    assert size(H200_TOTAL, iec=True) == "140.4 GiB"
+    assert size(H200_TOTAL) == "140.4G"
 
 
 def test_gpu_evidence_without_subjects_is_empty() -> None:

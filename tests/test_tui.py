@@ -28,11 +28,12 @@ from hangscope.tui.app import HangscopeApp, make_app, report_paths
 from hangscope.tui.calltree import CallTree
 from hangscope.tui.diffview import diff_stacks
 from hangscope.tui.header import LiveState
-from hangscope.tui.history import History, format_duration, job_is_gone
+from hangscope.tui.history import History
 from hangscope.tui.ranks import RankTable, fit_site, row_cells, table_columns
 from hangscope.tui.replay import ReplaySampler
 from hangscope.tui.screens import KEYS, DiffPickScreen, FilterScreen, HelpScreen
 from hangscope.tui.stackview import StackPane
+from hangscope.words import duration_cell
 
 FIXTURES = Path(__file__).parent / "fixtures" / "snapshots"
 SIZE = (80, 24)
@@ -440,7 +441,7 @@ def test_history_resets_when_the_stack_changes() -> None:
     history.update(other, 300.0)
     assert history.stuck_for[7709] is None  # moved within the window
     assert history.stuck_for[7706] == pytest.approx(200 + snap.window_s)
-    assert [format_duration(s) for s in (None, 0, 59.9, 61, 3599, 3600 * 2 + 301)] == [
+    assert [duration_cell(s) for s in (None, 0, 59.9, 61, 3599, 3600 * 2 + 301)] == [
         "moving", "0s", "59s", "1m01s", "59m59s", "2h05m"]
 
 
@@ -648,6 +649,6 @@ def test_a_dead_rank_keeps_its_name_and_a_dead_job_is_gone() -> None:
     assert (rank3.name, rank3.state) == ("rank 3", "Z")
     assert rank3.working_thread is not None  # the last stack seen
     assert 7709 not in history.stuck_for
-    assert not job_is_gone(shown)
+    assert not shown.all_exited
     all_dead = replace(snap, processes=tuple(replace(p, state="Z") for p in snap.processes))
-    assert job_is_gone(all_dead)
+    assert all_dead.all_exited

@@ -12,15 +12,15 @@ from hangscope.model import Snapshot
 
 def analyze(snapshot: Snapshot) -> Snapshot:
     """Classify every process, group the ranks, build the call tree, decide the verdict."""
+    # Imported here: ``import hangscope.analyze`` stays cheap for the CLI's fast paths.
     from hangscope.analyze.classify import classify_process
     from hangscope.analyze.findings import find_all
     from hangscope.analyze.group import merged_call_tree
-    from hangscope.analyze.verdict import diagnose, subjects_of, with_gpu_evidence
+    from hangscope.analyze.verdict import diagnose, with_gpu_evidence
 
     processes = tuple(classify_process(p) for p in snapshot.processes)
     verdict, groups = diagnose(processes, snapshot.job, snapshot.samples)
     verdict = with_gpu_evidence(verdict, processes, snapshot.hosts)
-    tree = merged_call_tree(subjects_of(processes))
-    snap = replace(snapshot, processes=processes, groups=groups, call_tree=tree,
-                   verdict=verdict)
+    snap = replace(snapshot, processes=processes, groups=groups, verdict=verdict)
+    snap = replace(snap, call_tree=merged_call_tree(snap.subjects))
     return replace(snap, findings=find_all(snap))

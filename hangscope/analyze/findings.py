@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
 
-from hangscope.analyze.group import compact_ranks
 from hangscope.model import (
     Finding,
     Host,
@@ -24,6 +23,7 @@ from hangscope.model import (
     VerdictKind,
     rank_id,
 )
+from hangscope.words import compact_ranks, duration, program, size, who, who_many
 
 Check = Callable[[Snapshot], Iterable[Finding]]
 
@@ -56,68 +56,6 @@ def _created(snap: Snapshot) -> float | None:
         return datetime.fromisoformat(snap.created).timestamp()
     except (TypeError, ValueError):
         return None
-
-
-def _age(seconds: float) -> str:
-    """``42 s``, ``3 min 12 s``, ``2 h 5 min``, ``3 d 4 h``."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60} min"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
-
-
-def _bytes(value: int | None) -> str:
-    if value is None:
-        return "?"
-    size = float(value)
-    for unit in ("B", "K", "M", "G", "T"):
-        if size < 1024 or unit == "T":
-            return f"{size:.0f}{unit}" if unit in ("B", "K", "M") else f"{size:.1f}{unit}"
-        size /= 1024
-    return f"{size:.1f}T"
-
-
-def _program(proc: Process) -> str:
-    head = proc.cmdline[0].rsplit("/", 1)[-1] if proc.cmdline else ""
-    return head or (proc.exe or "").rsplit("/", 1)[-1] or "?"
-
-
-def _who(proc: Process) -> str:
-    """``rank 3 (PID 123)``, ``the launcher (PID 100)``, ``ptxas (PID 130)``."""
-    if proc.role in (Role.RANK, Role.ENGINE_CORE) and proc.rank is not None and (
-            proc.rank.key is not None):
-        return f"rank {proc.rank.key} (PID {proc.pid})"
-    if proc.role is Role.COMPILER:
-        return f"{_program(proc)} (PID {proc.pid})"
-    if proc.role is Role.OTHER:
-        return f"PID {proc.pid}" + (f" ({_program(proc)})" if proc.cmdline else "")
-    return f"the {str(proc.role).replace('_', ' ')} (PID {proc.pid})"
-
-
-def _who_many(procs: Sequence[Process]) -> str:
-    """``rank 0 (PID 12)``; ``ranks 0-3 and the launcher (PID 10)``; ``5 processes``."""
-    if len(procs) == 1:
-        return _who(procs[0])
-    ranked = [p for p in procs if p.role in (Role.RANK, Role.ENGINE_CORE) and p.rank is not None
-              and p.rank.key is not None]
-    ranked_pids = {p.pid for p in ranked}
-    others = [p for p in procs if p.pid not in ranked_pids]
-    parts = []
-    if ranked:
-        numbers = compact_ranks(rank_id(p) for p in ranked)
-        if len(ranked) == 1:
-            parts.append(_who(ranked[0]))
-        else:  # a scattered set of thousands of ranks is a count, not a list
-            parts.append(f"ranks {numbers}" if len(numbers) <= 40 else f"{len(ranked)} ranks")
-    if len(others) <= 2:
-        parts.extend(_who(p) for p in others)
-    else:
-        parts.append(f"{len(others)} other processes")
-    return " and ".join(parts) if len(parts) <= 2 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _by_pid(snap: Snapshot) -> dict[int, Process]:
@@ -204,7 +142,7 @@ def check_listening(snap: Snapshot) -> Iterable[Finding]:
         owners = [p for p, s in tcp if s.port == port]
         if owners:
             yield Finding("listen.ok", Severity.INFO,
-                          f"Port {port} (--port) is open, held by {_who(owners[0])}.",
+                          f"Port {port} (--port) is open, held by {who(owners[0])}.",
                           {"port": port, "pids": sorted({p.pid for p in owners}),
                            "listening": listed})
             return
@@ -239,26 +177,26 @@ def check_listening(snap: Snapshot) -> Iterable[Finding]:
 def check_process_states(snap: Snapshot) -> Iterable[Finding]:
     """Zombies, processes that exited while sampled, stopped and uninterruptible ones."""
     for proc in snap.processes:
-        who = _who(proc)
-        if proc.state in ("Z", "X"):
+        name = who(proc)
+        if proc.is_zombie:
             parent = snap.process(proc.ppid) if proc.ppid is not None else None
             how = _exit_text(proc.exit_code) if proc.exit_code is not None else "has exited"
             if proc.role is Role.OTHER and parent is not None:
-                who = f"PID {proc.pid}, a child of {_who(parent)},"
-            reaper = _who(parent) if parent is not None else f"PID {proc.ppid}"
+                name = f"PID {proc.pid}, a child of {who(parent)},"
+            reaper = who(parent) if parent is not None else f"PID {proc.ppid}"
             yield Finding("proc.zombie", Severity.CRITICAL,
-                          f"{who} {how} and is a zombie (<defunct>): {reaper} has not reaped "
+                          f"{name} {how} and is a zombie (<defunct>): {reaper} has not reaped "
                           "it, so whatever waits for it (a collective, a pipe) waits forever.",
                           {"pid": proc.pid, "ppid": proc.ppid, "exit_code": proc.exit_code})
-        elif proc.state == "gone":
+        elif proc.vanished:
             yield Finding("proc.exited", Severity.CRITICAL,
-                          f"{who} exited while hangscope was sampling it.",
+                          f"{name} exited while hangscope was sampling it.",
                           {"pid": proc.pid, "ppid": proc.ppid})
-        elif proc.state in ("T", "t"):
+        elif proc.is_stopped:
             how = ("held stopped by a debugger or tracer (state t)" if proc.state == "t"
                    else "stopped (state T: SIGSTOP, Ctrl-Z or a debugger)")
             yield Finding("proc.stopped", Severity.CRITICAL,
-                          f"{who} is {how}: it runs no code, and every rank that waits for it "
+                          f"{name} is {how}: it runs no code, and every rank that waits for it "
                           f"waits forever. `kill -CONT {proc.pid}` resumes it; hangscope "
                           "leaves it as it is.", {"pid": proc.pid, "state": proc.state})
         else:
@@ -273,7 +211,7 @@ def check_process_states(snap: Snapshot) -> Iterable[Finding]:
             # /proc/PID/stack is the main thread's: it only explains a main thread in D.
             kstack = list(proc.kernel_stack) if proc.state == "D" else []
             yield Finding("proc.uninterruptible", Severity.WARNING,
-                          f"{who} {count} in uninterruptible sleep (state D){place}: the "
+                          f"{name} {count} in uninterruptible sleep (state D){place}: the "
                           "kernel waits on storage, a driver or the GPU, and no signal reaches "
                           "the process until that returns.",
                           {"pid": proc.pid, "tids": [t.tid for t in stuck],
@@ -285,7 +223,7 @@ def check_process_states(snap: Snapshot) -> Iterable[Finding]:
 def _host_procs(snap: Snapshot, host: Host) -> list[Process]:
     many = len(snap.hosts) > 1
     return [p for p in snap.processes
-            if p.state not in ("Z", "X", "gone") and (not many or p.host in (None, host.name))]
+            if not p.is_exited and (not many or p.host in (None, host.name))]
 
 
 def check_memory(snap: Snapshot) -> Iterable[Finding]:
@@ -308,39 +246,39 @@ def check_memory(snap: Snapshot) -> Iterable[Finding]:
                                     "processes": per}
         share = ""
         if ram:
-            share = f" ({100 * rss / ram:.0f}% of the {_bytes(ram)} of RAM"
+            share = f" ({100 * rss / ram:.0f}% of the {size(ram)} of RAM"
             if cgroup is not None and cgroup < ram:
-                share += f", {100 * rss / cgroup:.0f}% of the {_bytes(cgroup)} cgroup limit"
+                share += f", {100 * rss / cgroup:.0f}% of the {size(cgroup)} cgroup limit"
             share += ")"
         if limit and rss >= MEM_WARN_FRACTION * limit:
             crit = rss >= MEM_CRIT_FRACTION * limit
             yield Finding("mem.pressure", Severity.CRITICAL if crit else Severity.WARNING,
-                          f"The job holds {_bytes(rss)} resident, {100 * rss / limit:.0f}% of "
-                          f"{limit_name} ({_bytes(limit)}): the kernel's OOM killer "
+                          f"The job holds {size(rss)} resident, {100 * rss / limit:.0f}% of "
+                          f"{limit_name} ({size(limit)}): the kernel's OOM killer "
                           f"{'is about to' if crit else 'may soon'} kill a rank.", facts)
         elif ram and host.mem_available is not None and host.mem_available < 0.05 * ram:
             yield Finding("mem.pressure", Severity.WARNING,
-                          f"The machine is nearly out of memory: {_bytes(host.mem_available)} "
-                          f"of {_bytes(ram)} available (the job itself holds {_bytes(rss)}).",
+                          f"The machine is nearly out of memory: {size(host.mem_available)} "
+                          f"of {size(ram)} available (the job itself holds {size(rss)}).",
                           facts)
         swapped = [p for p in procs if (p.swap or 0) > 0]
         swap = sum(p.swap or 0 for p in swapped)
         if swap >= SWAP_WARN_BYTES:
             top = max(swapped, key=lambda p: p.swap or 0)
             yield Finding("mem.swap", Severity.WARNING,
-                          f"{_bytes(swap)} of the job is swapped out ({_who(top)} alone has "
-                          f"{_bytes(top.swap)}): a rank that touches it crawls, and can look "
+                          f"{size(swap)} of the job is swapped out ({who(top)} alone has "
+                          f"{size(top.swap)}): a rank that touches it crawls, and can look "
                           "hung.", {"swap": swap, "pids": {p.pid: p.swap for p in swapped}})
         elif host.swap_used and host.swap_used >= SWAP_WARN_BYTES:
             yield Finding("mem.swap", Severity.INFO,
-                          f"The machine has {_bytes(host.swap_used)} in swap, none of it the "
+                          f"The machine has {size(host.swap_used)} in swap, none of it the "
                           "job's.", {"swap_used": host.swap_used})
         paging = [p for p in procs if (p.major_faults_window or 0) >= MAJOR_FAULTS_PAGING]
         if paging and snap.window_s > 0:
             paging.sort(key=lambda p: -(p.major_faults_window or 0))
             top = paging[0]
             yield Finding("mem.paging", Severity.WARNING,
-                          f"{_who(top)} took {top.major_faults_window:,} major page faults "
+                          f"{who(top)} took {top.major_faults_window:,} major page faults "
                           f"in the {snap.window_s:.1f} s window"
                           + (f" ({len(paging) - 1} more processes too)" if len(paging) > 1
                              else "")
@@ -349,18 +287,18 @@ def check_memory(snap: Snapshot) -> Iterable[Finding]:
                                                       for p in paging}})
         if ram and vms >= OVERCOMMIT_FACTOR * ram:
             top = max(procs, key=lambda p: p.vms or 0)
-            alone = (f"; {_who(top)} alone reserves {_bytes(top.vms)}"
+            alone = (f"; {who(top)} alone reserves {size(top.vms)}"
                      if (top.vms or 0) >= ram else "")
             yield Finding("mem.overcommit", Severity.INFO,
-                          f"The job has reserved {_bytes(vms)} of virtual memory, "
-                          f"{vms / ram:.1f}x the {_bytes(ram)} of RAM{alone}. That is address "
-                          f"space, not use: only {_bytes(rss)} is resident. CUDA and PyTorch "
+                          f"The job has reserved {size(vms)} of virtual memory, "
+                          f"{vms / ram:.1f}x the {size(ram)} of RAM{alone}. That is address "
+                          f"space, not use: only {size(rss)} is resident. CUDA and PyTorch "
                           "reserve large ranges, so this alone is not a problem.",
                           {**facts, "factor": round(vms / ram, 2)})
         yield Finding("mem.usage", Severity.INFO,
                       f"The job's {len(procs)} process{'es' if len(procs) != 1 else ''} hold "
-                      f"{_bytes(rss)} resident{share}; the largest is {_who(biggest)} with "
-                      f"{_bytes(biggest.rss)}.", facts)
+                      f"{size(rss)} resident{share}; the largest is {who(biggest)} with "
+                      f"{size(biggest.rss)}.", facts)
 
 
 # -- activity --------------------------------------------------------------------------
@@ -406,7 +344,7 @@ def check_compilers(snap: Snapshot) -> Iterable[Finding]:
         return now - proc.create_time if now is not None and proc.create_time else None
 
     compilers = [p for p in snap.processes if p.role is Role.COMPILER
-                 and p.state not in ("Z", "X", "gone")]
+                 and not p.is_exited]
     workers = [p for p in snap.processes if p.role is Role.COMPILE_WORKER
                and (p.cpu_percent or 0) >= 20.0]
     if not compilers and not workers:
@@ -415,18 +353,18 @@ def check_compilers(snap: Snapshot) -> Iterable[Finding]:
     for proc in sorted(compilers, key=lambda p: -(age(p) or 0))[:5]:
         owner = _rank_of(by_pid, proc)
         seconds = age(proc)
-        running = f" for {_age(seconds)}" if seconds is not None else ""
-        under = f" under {_who(owner)}" if owner is not None else ""
+        running = f" for {duration(seconds)}" if seconds is not None else ""
+        under = f" under {who(owner)}" if owner is not None else ""
         idle = proc.cpu_percent is not None and proc.cpu_percent < IDLE_CPU_PERCENT
         slow = seconds is not None and seconds >= COMPILER_SLOW_S
         yield Finding("compile.running", Severity.WARNING if slow else Severity.INFO,
-                      f"The compiler {_who(proc)} has been running{running}{under}: the rank "
+                      f"The compiler {who(proc)} has been running{running}{under}: the rank "
                       "waits for a "
                       "GPU kernel to compile"
                       + (", which is slow enough to look like a hang" if slow else "")
                       + (f" (the compiler itself used {proc.cpu_percent:.0f}% CPU in the "
                          "window: it may be stuck too)." if idle else "."),
-                      {"pid": proc.pid, "program": _program(proc), "age_s": seconds,
+                      {"pid": proc.pid, "program": program(proc), "age_s": seconds,
                        "rank_pid": owner.pid if owner else None,
                        "cpu_percent": proc.cpu_percent})
     if len(compilers) > 5:
@@ -443,8 +381,8 @@ def check_compilers(snap: Snapshot) -> Iterable[Finding]:
         cpus = ", ".join(f"{p.cpu_percent:.0f}%" for p in procs[:6])
         yield Finding("compile.workers", Severity.INFO,
                       f"{len(procs)} Inductor compile worker{'s are' if len(procs) > 1 else ' is'}"
-                      f" busy{' under ' + _who(owner) if owner else ''} (CPU {cpus})"
-                      + (f", the pool started {_age(oldest)} ago" if oldest else "")
+                      f" busy{' under ' + who(owner) if owner else ''} (CPU {cpus})"
+                      + (f", the pool started {duration(oldest)} ago" if oldest else "")
                       + ": torch.compile is compiling.",
                       {"pids": [p.pid for p in procs], "rank_pid": owner_pid})
 
@@ -467,11 +405,11 @@ def check_logs(snap: Snapshot) -> Iterable[Finding]:
         name = " and ".join(files)
         when = ""
         if now is not None and rep.log_modified is not None:
-            when = f", last written {_age(now - rep.log_modified)} before this dump"
+            when = f", last written {duration(now - rep.log_modified)} before this dump"
         facts: dict[str, object] = {"files": list(files), "pids": [p.pid for p in procs],
                                     "errors": list(rep.log_errors), "tail": list(rep.log_tail),
                                     "modified": rep.log_modified}
-        writer = _who_many(procs)
+        writer = who_many(procs)
         if rep.log_errors:
             count = len(rep.log_errors)
             yield Finding("log.errors", Severity.WARNING,
@@ -496,16 +434,14 @@ def check_ages(snap: Snapshot) -> Iterable[Finding]:
     started = [p for p in snap.processes if p.create_time]
     if now is not None and started:
         first = min(started, key=lambda p: p.create_time or 0)
-        what = ("its launcher" if first.role is Role.LAUNCHER else _who(first)).split(" (")[0]
+        what = ("its launcher" if first.role is Role.LAUNCHER else who(first)).split(" (")[0]
         yield Finding("age.job", Severity.INFO,
-                      f"The job started {_age(now - (first.create_time or now))} before this "
+                      f"The job started {duration(now - (first.create_time or now))} before this "
                       f"dump ({what}, PID {first.pid}).",
                       {"age_s": round(now - (first.create_time or now), 1), "pid": first.pid})
     if snap.samples < 2:
         return
-    from hangscope.analyze.verdict import subjects_of
-
-    sampled = [p for p in subjects_of(snap.processes)
+    sampled = [p for p in snap.subjects
                if p.working_thread is not None and p.working_thread.samples > 1]
     if not sampled:
         return
@@ -523,7 +459,7 @@ def check_ages(snap: Snapshot) -> Iterable[Finding]:
         moved_pids = {p.pid for p in moved}
         still = [p for p in sampled if p.pid not in moved_pids]
         yield Finding("age.stacks", Severity.INFO,
-                      f"{_who_many(moved)} changed stack during {window}; {_who_many(still)} "
+                      f"{who_many(moved)} changed stack during {window}; {who_many(still)} "
                       "did not.", facts)
 
 
@@ -569,7 +505,7 @@ def _kernel_line(line: str) -> tuple[str, str]:
 def _pid_words(snap: Snapshot, pid: int, comm: str) -> str:
     proc = snap.process(pid)
     if proc is not None:
-        return _who(proc)
+        return who(proc)
     return f"PID {pid} ({comm})"
 
 

@@ -23,7 +23,9 @@ from hangscope.model import (
     Severity,
     Snapshot,
     Thread,
+    category_of,
 )
+from hangscope.words import compact_ranks, short_who, size
 
 # A GPU this busy on average over the window is running a kernel the whole time.
 GPU_BUSY_MIN_PERCENT: Final = 90.0
@@ -190,7 +192,7 @@ def compiler_children(proc: Process, processes: Sequence[Process],
                 continue
             seen.add(child.pid)
             todo.append(child.pid)
-            if child.role is Role.COMPILER and child.state not in ("Z", "X", "gone"):
+            if child.role is Role.COMPILER and not child.is_exited:
                 found.append(child)
     return tuple(sorted(found, key=lambda p: p.pid))
 
@@ -198,8 +200,6 @@ def compiler_children(proc: Process, processes: Sequence[Process],
 def rank_gpus(subjects: Sequence[Process], processes: Sequence[Process],
               hosts: Sequence[Host]) -> list[RankGpu]:
     """Each subject (rank) on each GPU it holds, with what its GPU and host thread did."""
-    from hangscope.analyze.classify import process_category
-
     gpus = {g.index: g for host in hosts for g in host.gpus}
     if not gpus:
         return []  # no NVML reading: nothing to set beside the ranks (the note says why)
@@ -208,8 +208,8 @@ def rank_gpus(subjects: Sequence[Process], processes: Sequence[Process],
     for proc in subjects:
         if not proc.gpus:
             continue
-        category = process_category(proc)
         working = proc.working_thread
+        category = category_of(proc, working)
         compilers = compiler_children(proc, processes, by_parent)
         for use in proc.gpus:
             gpu = gpus.get(use.gpu_index)
@@ -228,21 +228,6 @@ def _samples(gpu: Gpu | None) -> tuple[float, ...]:
     if gpu.utilization_samples:
         return gpu.utilization_samples
     return (gpu.utilization,) if gpu.utilization is not None else ()
-
-
-def format_bytes(value: int | None) -> str:
-    """``612 MiB``, ``1.2 GiB``; ``?`` when unknown."""
-    if value is None:
-        return "?"
-    if value >= 1 << 30:
-        return f"{value / (1 << 30):.1f} GiB"
-    return f"{value / (1 << 20):.0f} MiB"
-
-
-def _who(proc: Process) -> str:
-    if proc.rank is not None and proc.rank.key is not None:
-        return f"rank {proc.rank.key}"
-    return f"PID {proc.pid}"
 
 
 def _util(rg: RankGpu) -> str:
@@ -272,7 +257,7 @@ def _spin_note(rg: RankGpu) -> str:
 
 def evidence_line(rg: RankGpu) -> str:
     """One sentence: the GPU, its utilisation and memory, and what it means for this rank."""
-    who = _who(rg.proc)
+    who = short_who(rg.proc)
     util = _util(rg)
     point = rg.wait_point or str(rg.category)
     cpu = rg.proc.cpu_percent
@@ -303,10 +288,10 @@ def evidence_line(rg: RankGpu) -> str:
     if gpu is not None and gpu.name:
         facts.append(gpu.name)
     if rg.used_memory is not None:
-        facts.append(f"{who} holds {format_bytes(rg.used_memory)}")
+        facts.append(f"{who} holds {size(rg.used_memory, iec=True)}")
     if gpu is not None and gpu.memory_total:
-        facts.append(f"memory {format_bytes(gpu.memory_used)} of "
-                     f"{format_bytes(gpu.memory_total)} used")
+        facts.append(f"memory {size(gpu.memory_used, iec=True)} of "
+                     f"{size(gpu.memory_total, iec=True)} used")
     if gpu is not None and gpu.health:
         facts.append("; ".join(gpu.health))
     return text + (f" [{', '.join(facts)}]" if facts else "")
@@ -316,7 +301,7 @@ def gpu_evidence(subjects: Sequence[Process], processes: Sequence[Process],
                  hosts: Sequence[Host]) -> list[str]:
     """The per-rank GPU lines for the verdict's evidence (GPUs NVML read; none without it)."""
     seen = [rg for rg in rank_gpus(subjects, processes, hosts) if rg.gpu is not None]
-    lines = [f"{_who(rg.proc)} (PID {rg.proc.pid}): {evidence_line(rg)}"
+    lines = [f"{short_who(rg.proc)} (PID {rg.proc.pid}): {evidence_line(rg)}"
              for rg in seen[:EVIDENCE_MAX_RANKS]]
     if len(seen) > EVIDENCE_MAX_RANKS:
         lines.append(f"... and {len(seen) - EVIDENCE_MAX_RANKS} more ranks on GPUs")
@@ -324,8 +309,6 @@ def gpu_evidence(subjects: Sequence[Process], processes: Sequence[Process],
 
 
 def _ranks_text(items: Sequence[RankGpu]) -> str:
-    from hangscope.analyze.group import compact_ranks
-
     procs = {rg.proc.pid: rg.proc for rg in items}
     ranked = [p for p in procs.values() if p.rank is not None and p.rank.key is not None]
     if len(ranked) == len(procs):
@@ -363,9 +346,7 @@ def _facts(items: Sequence[RankGpu]) -> dict[str, object]:
 
 def gpu_findings(snap: Snapshot) -> list[Finding]:
     """GPU utilisation set against each rank's host thread, one finding per kind of story."""
-    from hangscope.analyze.verdict import subjects_of
-
-    items = [rg for rg in rank_gpus(subjects_of(snap.processes), snap.processes, snap.hosts)
+    items = [rg for rg in rank_gpus(snap.subjects, snap.processes, snap.hosts)
              if rg.gpu is not None]
     findings: list[Finding] = []
     compiling = [rg for rg in items
@@ -389,7 +370,7 @@ def gpu_findings(snap: Snapshot) -> list[Finding]:
                        "a long kernel).")
         findings.append(Finding("gpu.spinning", Severity.WARNING, message, _facts(spinning)))
     if compiling:
-        message = ("; ".join(f"{_who(rg.proc)}: " + evidence_line(rg).split(" [", 1)[0]
+        message = ("; ".join(f"{short_who(rg.proc)}: " + evidence_line(rg).split(" [", 1)[0]
                              for rg in compiling[:4]) + ".")
         findings.append(Finding("gpu.compiling", Severity.INFO, message, _facts(compiling)))
     if upstream:

@@ -7,29 +7,9 @@ sibling branches.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
-from hangscope.analyze.classify import process_category
-from hangscope.model import Category, Group, Process, TreeNode, rank_id
-
-
-def signature_of(proc: Process) -> tuple[str, Category, str | None, str | None, str | None]:
-    """(signature text, category, op, site, context) of a process's working thread."""
-    working = proc.working_thread
-    category = process_category(proc, working)
-    op = working.op if working else None
-    site = working.site if working else None
-    context = working.context if working else None
-    if category in (Category.DEAD, Category.ZOMBIE, Category.STOPPED):
-        op = site = context = None
-    parts = [str(category)]
-    if op:
-        parts.append(op)
-    if site:
-        parts.append(f"at {site}")
-    if context:
-        parts.append(f"[{context}]")
-    return " ".join(parts), category, op, site, context
+from hangscope.model import Category, Group, Process, TreeNode, rank_id, signature_of
 
 
 def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
@@ -48,23 +28,6 @@ def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
                             ranks=ranks, pids=tuple(p.pid for p in members), context=context))
     groups.sort(key=lambda g: (-len(g.ranks), g.ranks))
     return tuple(groups)
-
-
-def compact_ranks(ranks: Iterable[int]) -> str:
-    """``[0,1,2,3,7]`` -> ``0-3,7``."""
-    values = sorted(set(ranks))
-    if not values:
-        return "-"
-    parts = []
-    start = prev = values[0]
-    for value in values[1:]:
-        if value == prev + 1:
-            prev = value
-            continue
-        parts.append(f"{start}-{prev}" if prev > start else str(start))
-        start = prev = value
-    parts.append(f"{start}-{prev}" if prev > start else str(start))
-    return ",".join(parts)
 
 
 def _frame_label(frame_name: str, location: str, native: bool) -> str:
@@ -99,7 +62,7 @@ def merged_call_tree(procs: Sequence[Process], native: bool = False) -> tuple[Tr
         working = proc.working_thread
         rid = rank_id(proc)
         if working is None:
-            label = f"<{process_category(proc)}>"
+            label = f"<{proc.category}>"
             entry = stacks.get(label)
             if entry is None:
                 entry = stacks[label] = (label, (label,), [])

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from hangscope.analyze.classify import process_category
-from hangscope.analyze.group import compact_ranks
 from hangscope.model import Role, Snapshot, Thread
 from hangscope.render.stack import display_lines
+from hangscope.words import rank_set
 
 _MARK = {"critical": "🔴", "warning": "🟡", "info": "🔵"}
 
@@ -79,11 +78,10 @@ def render_markdown(snap: Snapshot) -> str:
         suspects = set(snap.verdict.suspects) if snap.verdict else set()
         for group in snap.groups:
             odd = " ⬅ **suspect**" if any(p in suspects for p in group.pids) else ""
-            who = "ranks" if len(group.ranks) > 1 else "rank"
             site = f" at `{group.site}`" if group.site else ""
             op = f" `{group.op}`" if group.op else ""
             ctx = f" _{group.context}_" if group.context else ""
-            out.append(f"- **{who} {compact_ranks(group.ranks)}**: {group.category}{op}"
+            out.append(f"- **{rank_set(group.ranks, True)}**: {group.category}{op}"
                        f"{site}{ctx}{odd}")
             rep = by_pid.get(group.pids[0])
             working = rep.working_thread if rep else None
@@ -105,7 +103,7 @@ def render_markdown(snap: Snapshot) -> str:
         out.append("| " + " | ".join(_cell(x) for x in (
             proc.rank.label if proc.rank else "-", proc.pid, proc.role, proc.state or "?",
             f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "?",
-            process_category(proc), (working.op if working else None) or "-",
+            proc.category, (working.op if working else None) or "-",
             f"`{working.site}`" if working and working.site else "-")) + " |")
     errors = [(p, e) for p in snap.processes for e in p.errors]
     if errors:

@@ -11,12 +11,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from hangscope.analyze.classify import process_category
-from hangscope.analyze.group import compact_ranks
 from hangscope.model import (
     Category,
     Finding,
-    Group,
     Process,
     Role,
     Severity,
@@ -25,6 +22,7 @@ from hangscope.model import (
     rank_id,
 )
 from hangscope.render.stack import display_lines
+from hangscope.words import rank_set, size
 
 SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow",
                   Severity.INFO: "cyan"}
@@ -35,17 +33,6 @@ CATEGORY_STYLE = {
     Category.LOCK: "red", Category.GIL_WAIT: "red", Category.STOPPED: "bold red",
     Category.ZOMBIE: "bold red", Category.DEAD: "bold red", Category.IPC_WAIT: "cyan",
 }
-
-
-def human_bytes(value: int | None) -> str:
-    if value is None:
-        return "?"
-    size = float(value)
-    for unit in ("B", "K", "M", "G", "T"):
-        if size < 1024 or unit == "T":
-            return f"{size:.0f}{unit}" if unit in ("B", "K") else f"{size:.1f}{unit}"
-        size /= 1024
-    return f"{size:.1f}T"
 
 
 def header(snap: Snapshot) -> Text:
@@ -136,12 +123,6 @@ def stack_text(thread: Thread, native: bool = True, full_paths: bool = False,
     return text
 
 
-def _who(group: Group, is_rank: bool) -> str:
-    word = "rank" if is_rank else "PID"
-    plural = "s" if len(group.ranks) > 1 else ""
-    return f"{word}{plural} {compact_ranks(group.ranks)}"
-
-
 def groups_view(snap: Snapshot, native: bool = True, stack_limit: int = 25) -> RenderableType:
     """Each group: its rank set, signature, and a representative stack."""
     parts: list[RenderableType] = []
@@ -151,7 +132,7 @@ def groups_view(snap: Snapshot, native: bool = True, stack_limit: int = 25) -> R
     for group in snap.groups:
         title = Text()
         odd = any(pid in suspects for pid in group.pids)
-        title.append(f"{_who(group, is_rank):<14}", style="bold red" if odd else "bold")
+        title.append(f"{rank_set(group.ranks, is_rank):<14}", style="bold red" if odd else "bold")
         title.append(f" {group.category}", style=CATEGORY_STYLE.get(group.category, ""))
         if group.op:
             title.append(f" {group.op}", style="bold")
@@ -194,24 +175,16 @@ def suspect_threads_view(snap: Snapshot, native: bool = True) -> RenderableType 
     return RichGroup(*parts)
 
 
-def _short_bytes(value: int) -> str:
-    """GPU memory held, short for a table cell: ``612M``, ``71.5G``."""
-    if value >= 1 << 30:
-        return f"{value / (1 << 30):.1f}G"
-    return f"{value / (1 << 20):.0f}M"
-
-
-def _gpu_cell(proc: Process, snap: Snapshot) -> str:
-    if not proc.gpus:
-        return "-"
+def gpu_cell(proc: Process, snap: Snapshot, memory: bool = True, sep: str = " ") -> str:
+    """The GPUs a process holds for a table cell: ``0 97% 612M,1 0%`` (``-``: none)."""
+    gpus = snap.gpus
     cells = []
-    gpus = {g.index: g for h in snap.hosts for g in h.gpus}
     for use in proc.gpus:
         gpu = gpus.get(use.gpu_index)
-        util = f" {gpu.utilization:.0f}%" if gpu and gpu.utilization is not None else ""
-        mem = f" {_short_bytes(use.used_memory)}" if use.used_memory is not None else ""
+        util = f"{sep}{gpu.utilization:.0f}%" if gpu and gpu.utilization is not None else ""
+        mem = f" {size(use.used_memory)}" if memory and use.used_memory is not None else ""
         cells.append(f"{use.gpu_index}{util}{mem}")
-    return ",".join(cells)
+    return ",".join(cells) or "-"
 
 
 def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> Table:
@@ -225,13 +198,13 @@ def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> T
     procs = processes if processes is not None else snap.processes
     for proc in procs:
         working = proc.working_thread
-        category = process_category(proc)
+        category = proc.category
         rank = proc.rank.label if proc.rank is not None else "-"
         style = "bold red" if proc.pid in suspects else ""
         table.add_row(
             rank, str(proc.pid), str(proc.role), proc.state or "?",
             f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "?",
-            _gpu_cell(proc, snap),
+            gpu_cell(proc, snap),
             Text(str(category), style=CATEGORY_STYLE.get(category, "")),
             (working.op if working else None) or "-",
             (working.site if working else None) or (proc.errors[0] if proc.errors else "-"),
@@ -273,8 +246,8 @@ def report(snap: Snapshot, native: bool = True) -> RenderableType:
 
 
 __all__ = [
+    "gpu_cell",
     "header",
-    "human_bytes",
     "native_threads_note",
     "rank_id",
     "ranks_table",

@@ -25,7 +25,7 @@ from hangscope.errors import HangscopeError, ProcessNotFound
 from hangscope.model import Snapshot, VerdictKind
 from hangscope.render.output import render, write_private
 from hangscope.tui.header import JobHeader, LiveState
-from hangscope.tui.history import History, job_is_gone
+from hangscope.tui.history import History
 from hangscope.tui.mainscreen import MainScreen
 from hangscope.tui.replay import SnapshotSource
 
@@ -195,7 +195,7 @@ class HangscopeApp(App[int]):
         self.sampling = False
         self.error = None
         snap = message.snapshot
-        self.exited = job_is_gone(snap) or (
+        self.exited = snap.all_exited or (
             snap.verdict is not None and snap.verdict.kind is VerdictKind.NO_TARGET)
         if not self.exited or self.raw is None:
             # Once the job is gone, the last Snapshot that had it stays on screen.

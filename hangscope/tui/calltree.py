@@ -12,8 +12,8 @@ from textual.reactive import reactive
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode as WidgetNode
 
-from hangscope.analyze.group import compact_ranks
 from hangscope.model import Role, Snapshot, TreeNode, rank_id
+from hangscope.words import compact_ranks
 
 
 def fold_chain(node: TreeNode) -> tuple[list[TreeNode], tuple[TreeNode, ...]]:

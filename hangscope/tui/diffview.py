@@ -16,7 +16,7 @@ from textual.widgets import Static
 
 from hangscope.model import Frame, Snapshot
 from hangscope.render.stack import display_lines
-from hangscope.tui.verdict import who
+from hangscope.words import who
 
 _ADDRESS = re.compile(r"^0x[0-9a-f]+$")
 #: Common frames shown before the fork; the rest are summarised in one line.

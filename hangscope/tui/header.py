@@ -9,7 +9,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from hangscope.model import Role, Snapshot
-from hangscope.tui.history import format_duration, is_dead
+from hangscope.words import duration_cell
 
 
 class LiveState(str, Enum):
@@ -50,7 +50,7 @@ def header_text(snap: Snapshot | None, state: LiveState, age: float | None,
         if snap.hosts:
             text.append(f" · {snap.hosts[0].name}")
         ranks = [p for p in snap.processes if p.role is Role.RANK]
-        alive = [p for p in ranks if not is_dead(p)]
+        alive = [p for p in ranks if not p.is_exited]
         if ranks or job.expected_ranks:
             expected = job.expected_ranks
             short = expected is not None and len(alive) < expected
@@ -65,7 +65,7 @@ def header_text(snap: Snapshot | None, state: LiveState, age: float | None,
         if state is LiveState.OFFLINE:
             text.append(f" · dump of {snap.created[:16].replace('T', ' ')}")
         elif age is not None:
-            text.append(f" · sampled {format_duration(age)} ago")
+            text.append(f" · sampled {duration_cell(age)} ago")
     mark, style = _STATE_STYLE[state]
     text.append(" · ")
     text.append(f"{mark} {state}", style=style)

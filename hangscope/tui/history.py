@@ -9,33 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hangscope.model import Process, Role, Snapshot, Thread
-
-StackKey = tuple[tuple[str, str | None, int | None], ...]
+from hangscope.model import Process, Role, Snapshot, StackKey
 
 #: Roles that stay on screen, marked exited, after their process is gone.
 _REMEMBERED = (Role.RANK, Role.ENGINE_CORE, Role.LAUNCHER)
 EXITED_NOTE = "exited while hangscope was attached"
-
-
-def stack_key(thread: Thread) -> StackKey:
-    """The Python frames that identify a stack (native frames are reused between samples)."""
-    return tuple((f.name, f.file, f.line) for f in thread.frames if not f.native)
-
-
-def is_gone(proc: Process) -> bool:
-    """The process no longer exists."""
-    return proc.state in ("gone", "X")
-
-
-def is_dead(proc: Process) -> bool:
-    """Gone, or a zombie waiting to be reaped: either way it will not run again."""
-    return is_gone(proc) or proc.state == "Z"
-
-
-def job_is_gone(snap: Snapshot) -> bool:
-    """No process of the job is left alive."""
-    return all(is_dead(p) for p in snap.processes)
 
 
 class History:
@@ -53,9 +31,9 @@ class History:
         stuck_for: dict[int, float | None] = {}
         for proc in snap.processes:
             working = proc.working_thread
-            if working is None or is_dead(proc):
+            if working is None or proc.is_exited:
                 continue
-            key = stack_key(working)
+            key = working.stack_key
             slot = (proc.pid, working.tid)
             previous = self._since.get(slot)
             if previous is not None and previous[0] == key:
@@ -74,7 +52,7 @@ class History:
         processes = tuple(
             replace(self._last_seen[p.pid], state=p.state, cpu_percent=None,
                     errors=p.errors or (EXITED_NOTE,))
-            if is_dead(p) and p.role is Role.OTHER and p.pid in self._last_seen else p
+            if p.is_exited and p.role is Role.OTHER and p.pid in self._last_seen else p
             for p in snap.processes)
         if processes != snap.processes:
             snap = replace(snap, processes=processes)
@@ -86,22 +64,10 @@ class History:
         )
         for proc in snap.processes:
             if proc.role in _REMEMBERED:
-                self._last_seen[proc.pid] = proc if not is_dead(proc) else self._last_seen.get(
+                self._last_seen[proc.pid] = proc if not proc.is_exited else self._last_seen.get(
                     proc.pid, proc)
         for proc in departed:
             self._last_seen[proc.pid] = proc
         if not departed:
             return snap
         return replace(snap, processes=snap.processes + departed)
-
-
-def format_duration(seconds: float | None) -> str:
-    """``7s``, ``3m04s``, ``2h05m``; ``moving`` when the stack changed in the last window."""
-    if seconds is None:
-        return "moving"
-    total = int(seconds)
-    if total < 60:
-        return f"{total}s"
-    if total < 3600:
-        return f"{total // 60}m{total % 60:02d}s"
-    return f"{total // 3600}h{(total % 3600) // 60:02d}m"

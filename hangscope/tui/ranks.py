@@ -9,11 +9,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import DataTable
 
-from hangscope.analyze.classify import process_category
-from hangscope.analyze.group import signature_of
-from hangscope.model import Process, Role, Snapshot
-from hangscope.render.text import CATEGORY_STYLE
-from hangscope.tui.history import format_duration, is_dead, is_gone
+from hangscope.model import Process, Role, Snapshot, signature_of
+from hangscope.render.text import CATEGORY_STYLE, gpu_cell
+from hangscope.words import duration_cell
 
 _ROLE_SHORT = {Role.RESOURCE_TRACKER: "res.track", Role.COMPILE_WORKER: "compile",
                Role.ENGINE_CORE: "engine", Role.DETOKENIZER: "detok"}
@@ -63,37 +61,27 @@ def table_columns(snap: Snapshot) -> tuple[str, ...]:
             "stuck", "site")
 
 
-def _gpu_cell(proc: Process, snap: Snapshot) -> str:
-    gpus = {g.index: g for h in snap.hosts for g in h.gpus}
-    cells = []
-    for use in proc.gpus:
-        gpu = gpus.get(use.gpu_index)
-        util = f":{gpu.utilization:.0f}%" if gpu and gpu.utilization is not None else ""
-        cells.append(f"{use.gpu_index}{util}")
-    return ",".join(cells) or "-"
-
-
 def row_cells(proc: Process, snap: Snapshot, stuck_for: dict[int, float | None],
               columns: tuple[str, ...]) -> list[Text]:
     """The cells of one process's row, in ``columns`` order."""
     suspects = set(snap.verdict.suspects) if snap.verdict else set()
-    gone = is_dead(proc)
+    gone = proc.is_exited
     base = "bold red" if proc.pid in suspects else ("dim" if gone else "")
     working = proc.working_thread
-    category = process_category(proc)
+    category = proc.category
     if gone:
         stuck = "exited"
     elif proc.pid in stuck_for:
-        stuck = format_duration(stuck_for[proc.pid])
+        stuck = duration_cell(stuck_for[proc.pid])
     else:
         stuck = "-"
     values = {
         "rank": proc.rank.label if proc.rank is not None else "-",
         "role": _ROLE_SHORT.get(proc.role, str(proc.role)),
         "pid": str(proc.pid),
-        "st": "X" if is_gone(proc) else (proc.state or "?"),
+        "st": "X" if proc.is_gone else (proc.state or "?"),
         "cpu%": f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "-",
-        "gpu": _gpu_cell(proc, snap),
+        "gpu": gpu_cell(proc, snap, memory=False, sep=":"),
         "category": str(category),
         "op": (working.op if working and not gone else None) or "-",
         "stuck": stuck,

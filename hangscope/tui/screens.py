@@ -11,11 +11,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from hangscope.analyze.classify import process_category
-from hangscope.analyze.group import compact_ranks, signature_of
-from hangscope.model import Process, Snapshot
-from hangscope.tui.history import is_dead
+from hangscope.model import Process, Snapshot, signature_of
 from hangscope.tui.ranks import RankFilter
+from hangscope.words import rank_set
 
 #: Every key of the main screen, for ``?`` and docs/tui.md.
 KEYS: tuple[tuple[str, str], ...] = (
@@ -57,19 +55,14 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-def _who(ranks: tuple[int, ...], is_rank: bool) -> str:
-    word = "rank" if is_rank else "PID"
-    return f"{word}{'s' if len(ranks) > 1 else ''} {compact_ranks(ranks)}"
-
-
 def filter_choices(snap: Snapshot) -> list[RankFilter]:
     """The groups of the snapshot, then each category present, then "all"."""
     is_rank = any(p.rank is not None for p in snap.processes)
-    choices = [RankFilter(label=f"{_who(g.ranks, is_rank)}: {g.signature}", pids=frozenset(g.pids))
-               for g in snap.groups]
+    choices = [RankFilter(label=f"{rank_set(g.ranks, is_rank)}: {g.signature}",
+                          pids=frozenset(g.pids)) for g in snap.groups]
     seen: list[str] = []
     for proc in snap.processes:
-        category = str(process_category(proc))
+        category = str(proc.category)
         if category not in seen:
             seen.append(category)
     choices += [RankFilter(label=f"category {c}", text=c) for c in seen]
@@ -159,7 +152,7 @@ def _counterpart(snap: Snapshot, selected: Process, candidates: list[Process]) -
     ranked = sorted(range(len(candidates)), key=lambda i: (
         signature_of(candidates[i])[0] == mine,
         (candidates[i].pid in suspects) == (selected.pid in suspects),
-        is_dead(candidates[i]),
+        candidates[i].is_exited,
     ))
     return ranked[0] if ranked else 0
 

@@ -10,9 +10,9 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from hangscope.model import Process, Snapshot, Thread
-from hangscope.render.text import CATEGORY_STYLE, human_bytes, stack_text
-from hangscope.tui.history import EXITED_NOTE, is_dead
-from hangscope.tui.verdict import who
+from hangscope.render.text import CATEGORY_STYLE, stack_text
+from hangscope.tui.history import EXITED_NOTE
+from hangscope.words import size, who
 
 
 def fds_summary(proc: Process) -> str:
@@ -29,7 +29,7 @@ def facts_text(proc: Process, thread: Thread | None) -> Text:
     """Two lines: the process's /proc facts, then the picked thread's state and category."""
     text = Text()
     text.append(who(proc), style="bold")
-    if is_dead(proc):
+    if proc.is_exited:
         text.append(" EXITED", style="bold red")
     else:
         main = next((t for t in proc.threads if t.tid == proc.pid), None)
@@ -38,7 +38,7 @@ def facts_text(proc: Process, thread: Thread | None) -> Text:
             text.append(f" {main.wchan}")
     text.append(f" · {fds_summary(proc)}")
     if proc.rss is not None:
-        text.append(f" · rss {human_bytes(proc.rss)}")
+        text.append(f" · rss {size(proc.rss)}")
     if thread is not None:
         text.append("\n")
         working = thread.tid == proc.working_tid
@@ -61,7 +61,7 @@ def facts_text(proc: Process, thread: Thread | None) -> Text:
 def notes_text(proc: Process, thread: Thread | None) -> Text:
     """What to read after the stack: the signature's hint and what could not be read."""
     text = Text()
-    if is_dead(proc):
+    if proc.is_exited:
         text.append("The process exited; this is the last stack seen.\n", style="bold yellow")
     if thread is not None and thread.hint:
         text.append(f"{thread.hint}\n", style="italic")

@@ -6,17 +6,11 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from hangscope.model import Process, Role, Severity, Snapshot
+from hangscope.model import Severity, Snapshot
 from hangscope.render.text import SEVERITY_MARK, SEVERITY_STYLE
+from hangscope.words import who
 
 _CLASSES = ("-critical", "-warning", "-info", "-exited", "-none")
-
-
-def who(proc: Process) -> str:
-    """``rank 3 (PID 7709)``, ``launcher (PID 7698)``, or just ``PID 8020`` for a plain process."""
-    if proc.role is Role.OTHER:
-        return f"PID {proc.pid}"
-    return f"{proc.name} (PID {proc.pid})"
 
 
 def suspects_text(snap: Snapshot) -> str:

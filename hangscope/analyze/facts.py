@@ -1,0 +1,112 @@
+"""The facts record: everything the verdict rules read, derived once per snapshot.
+
+A rule (analyze/rules.py) is a function of one :class:`Facts`; it never re-derives what is
+here. To give the rules a new kind of evidence (collective positions from the Flight
+Recorder or NCCL RAS, point-to-point wait-for edges, lock holders, rank coordinates across
+nodes), add one field or one ``cached_property`` below and fill it in :func:`facts_of`:
+every rule then reads it as ``facts.<name>``, and unit tests build Facts from real snapshots
+the same way (tests/unit/test_verdict_rules.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from hangscope.analyze.group import group_ranks
+from hangscope.model import (
+    NOT_RUNNING,
+    Category,
+    Group,
+    Host,
+    Job,
+    Process,
+    Role,
+    Snapshot,
+    category_of,
+    subjects_of,
+)
+
+#: A rank in one of these categories waits for a peer or for its GPU.
+WAITING = frozenset({Category.COLLECTIVE, Category.COMM_INIT, Category.CUDA_SYNC,
+                     Category.CUDA_LAUNCH})
+#: A rank in one of these categories does work of its own (the straggler's side).
+BUSY = frozenset({Category.RUNNING, Category.JIT_COMPILE, Category.IO, Category.GIL_WAIT})
+#: A rank in one of these categories runs no code at all.
+GONE = NOT_RUNNING
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the verdict rules know about one job; plain fields plus lazily derived ones."""
+
+    processes: tuple[Process, ...]
+    job: Job
+    samples: int
+    subjects: tuple[Process, ...]  # what the verdict is about (model.subjects_of)
+    groups: tuple[Group, ...]  # subjects by signature, largest first
+    categories: dict[int, Category]  # subject PID -> its category
+    stuck: frozenset[int]  # subject PIDs whose working stack never moved in the window
+    hosts: tuple[Host, ...] = ()
+
+    @cached_property
+    def is_rank(self) -> bool:
+        """The subjects have rank numbers (else reports say ``PID``)."""
+        return any(p.rank is not None for p in self.subjects)
+
+    @cached_property
+    def moving(self) -> frozenset[int]:
+        """Subject PIDs whose stack was seen to change (sets, not scans: 131,072 ranks)."""
+        return frozenset(p.pid for p in self.subjects) - self.stuck
+
+    @cached_property
+    def waiting(self) -> tuple[Process, ...]:
+        """Subjects that wait for a peer or the GPU."""
+        return tuple(p for p in self.subjects if self.categories[p.pid] in WAITING)
+
+    @cached_property
+    def gone(self) -> tuple[Process, ...]:
+        """Subjects that exited, are zombies, or are stopped."""
+        return tuple(p for p in self.subjects if self.categories[p.pid] in GONE)
+
+    @cached_property
+    def ranks_found(self) -> int:
+        """How many subjects are ranks (against ``job.expected_ranks``)."""
+        return sum(1 for p in self.subjects if p.role is Role.RANK)
+
+    @cached_property
+    def launchers(self) -> tuple[Process, ...]:
+        return tuple(p for p in self.processes if p.role is Role.LAUNCHER)
+
+
+def is_stuck(proc: Process, samples: int) -> bool:
+    """The process did not move in the window (one sample: assumed stuck)."""
+    if samples <= 1:
+        return True
+    working = proc.working_thread
+    if category_of(proc, working) in GONE:
+        return True
+    if working is None:
+        return False
+    # Stuck unless a change was *seen*: a sample that failed (py-spy timed out under load)
+    # is no evidence that the stack moved.
+    return working.samples <= 1 or working.unchanged_samples >= working.samples
+
+
+def facts_of(processes: Sequence[Process], job: Job, samples: int,
+             hosts: Sequence[Host] = ()) -> Facts:
+    """Derive the facts record from classified processes."""
+    subjects = subjects_of(processes)
+    return Facts(
+        processes=tuple(processes), job=job, samples=samples, subjects=subjects,
+        groups=group_ranks(subjects),
+        categories={p.pid: p.category for p in subjects},
+        stuck=frozenset(p.pid for p in subjects if is_stuck(p, samples)),
+        hosts=tuple(hosts),
+    )
+
+
+def snapshot_facts(snap: Snapshot) -> Facts:
+    """The facts of an already classified snapshot (a saved dump, a test fixture)."""
+    return facts_of(snap.processes, snap.job, snap.samples, snap.hosts)

@@ -1,0 +1,227 @@
+"""The verdict rules: an ordered table over one facts record; the first rule that holds wins.
+
+Each rule is a small function ``(Facts) -> Verdict | None`` and one row of :data:`RULES`.
+The order is the diagnosis (docs/architecture.md, "Verdicts"): a more specific story beats a
+more general one. To add a rule: write the function here, add its row where it belongs, and
+add a GIVEN-a-real-snapshot test in tests/unit/test_verdict_rules.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
+from hangscope.model import Category, Process, Severity, Thread, Verdict, VerdictKind, rank_id
+from hangscope.words import describe, rank_set, verb
+
+RuleFunction = Callable[[Facts], "Verdict | None"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the verdict table."""
+
+    kind: VerdictKind
+    holds: RuleFunction
+    when: str  # one line for docs and ``--explain``: when the rule holds
+
+
+def evidence(facts: Facts) -> tuple[str, ...]:
+    """One line per subject: who, state, CPU, wait channel, whether its stack moved."""
+    lines = []
+    for proc in facts.subjects:
+        working = proc.working_thread
+        bits = [f"{rank_set([rank_id(proc)], proc.rank is not None)} (PID {proc.pid})",
+                f"state {proc.state or '?'}"]
+        if proc.cpu_percent is not None:
+            bits.append(f"CPU {proc.cpu_percent:.0f}%")
+        if working is not None:
+            if working.wchan:
+                bits.append(f"wchan {working.wchan}")
+            if working.samples > 1:
+                bits.append("stack unchanged in all "
+                            f"{working.samples} samples" if working.stuck else "stack moved")
+        lines.append(", ".join(bits))
+    return tuple(lines)
+
+
+def no_target(facts: Facts) -> Verdict | None:
+    if facts.subjects:
+        return None
+    return Verdict(VerdictKind.NO_TARGET, Severity.WARNING, "No process of the job could be read.")
+
+
+def mismatched_collectives(facts: Facts) -> Verdict | None:
+    """Stuck ranks wait in different collectives or call sites; the smaller side is suspect."""
+    coll_groups = [g for g in facts.groups if g.category is Category.COLLECTIVE
+                   and facts.moving.isdisjoint(g.pids)]
+    if len(coll_groups) <= 1:
+        return None
+    is_rank = facts.is_rank
+    ordered = sorted(coll_groups, key=lambda g: (-len(g.ranks), g.ranks))
+    largest = len(ordered[0].ranks)
+    tie = sum(1 for g in ordered if len(g.ranks) == largest) > 1
+    suspects_groups = ordered if tie else [g for g in ordered if len(g.ranks) < largest]
+    summary = "Mismatched collectives: " + "; ".join(describe(g, is_rank) for g in ordered)
+    if tie:
+        summary += ". The groups are the same size: no majority says which side is wrong."
+    else:
+        odd = [r for g in suspects_groups for r in g.ranks]
+        summary += f". The odd one out is {rank_set(odd, is_rank)}."
+    chosen = {id(g) for g in coll_groups}
+    others = [g for g in facts.groups if id(g) not in chosen]
+    lines = tuple(f"{g.signature}: {rank_set(g.ranks, is_rank)}" for g in ordered + others)
+    return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
+                   tuple(pid for g in suspects_groups for pid in g.pids), lines)
+
+
+def missing_rank(facts: Facts) -> Verdict | None:
+    """Fewer ranks than the launcher asked for, or a rank exited, is a zombie, or is stopped."""
+    job = facts.job
+    short = job.expected_ranks is not None and facts.ranks_found < job.expected_ranks
+    if not short and not facts.gone:
+        return None
+    is_rank = facts.is_rank
+    parts = []
+    if short:
+        parts.append(f"expected {job.expected_ranks} ranks ({job.expected_source}), "
+                     f"found {facts.ranks_found}")
+    for proc in facts.gone:
+        parts.append(f"{rank_set([rank_id(proc)], is_rank)} (PID {proc.pid}) "
+                     f"{verb(facts.categories[proc.pid])}")
+    rest = [g for g in facts.groups if g.category not in GONE]
+    if rest:
+        parts.append("; ".join(describe(g, is_rank) for g in rest))
+    suspects = tuple(p.pid for p in facts.gone) or tuple(p.pid for p in facts.launchers)
+    return Verdict(VerdictKind.MISSING_RANK, Severity.CRITICAL,
+                   "Missing rank: " + "; ".join(parts) + ".", suspects, evidence(facts))
+
+
+def straggler(facts: Facts) -> Verdict | None:
+    """Some ranks work (CPU, JIT, I/O) while the others wait for them in a collective."""
+    waiting, categories = facts.waiting, facts.categories
+    if not waiting or not all(p.pid in facts.stuck for p in waiting):
+        return None
+    most_wait = len(waiting) >= len(facts.subjects) / 2
+    busy = [p for p in facts.subjects if categories[p.pid] in BUSY or (
+        most_wait and categories[p.pid] not in WAITING and categories[p.pid] not in GONE)]
+    if not busy:
+        return None
+    busy_pids = {p.pid for p in busy}
+    busy_groups = [g for g in facts.groups if not busy_pids.isdisjoint(g.pids)]
+    chosen = {id(g) for g in busy_groups}
+    wait_groups = [g for g in facts.groups if id(g) not in chosen]
+    summary = ("Straggler: " + "; ".join(describe(g, facts.is_rank) for g in busy_groups)
+               + ", while " + "; ".join(describe(g, facts.is_rank) for g in wait_groups)
+               + " for it.")
+    return Verdict(VerdictKind.STRAGGLER, Severity.CRITICAL, summary,
+                   tuple(p.pid for p in busy), evidence(facts))
+
+
+def lock_threads(proc: Process) -> list[Thread]:
+    """Threads blocked acquiring a lock (not joining another thread or idling).
+
+    Only threads with a Python stack count: every CUDA/torch process has a dozen native-only
+    threads parked in futex_do_wait (the driver's and the intra-op pool's), which are no
+    evidence of a deadlock (the H200 captures in tests/fixtures/gpu/*.proc.txt).
+    """
+    out = []
+    for thread in proc.threads:
+        if thread.helper or not thread.python or thread.category is not Category.LOCK:
+            continue
+        names = {f.name.rsplit(".", 1)[-1] for f in thread.frames[:6] if not f.native}
+        if names & {"join", "_wait_for_tstate_lock"}:
+            continue
+        leaf = next((f for f in thread.frames if not f.native), None)
+        if leaf is not None and leaf.file and leaf.file.endswith(("threading.py", "queue.py")) \
+                and leaf.name.rsplit(".", 1)[-1] in ("wait", "get", "wait_for"):
+            continue  # waiting to be notified (Event, Condition, Queue): idle, not a lock cycle
+        out.append(thread)
+    return out
+
+
+def local_deadlock(facts: Facts) -> Verdict | None:
+    """Two or more threads of one process stuck acquiring locks."""
+    for proc in facts.subjects:
+        locked = lock_threads(proc)
+        if len(locked) < 2 or proc.pid not in facts.stuck or not all(
+                t.stuck or facts.samples <= 1 for t in locked):
+            continue
+        names = ", ".join(f"{t.name or t.tid} at {t.site or '?'}" for t in locked[:6])
+        if len(locked) > 6:
+            names += f", and {len(locked) - 6} more"
+        summary = (f"Local deadlock in PID {proc.pid}: {len(locked)} threads wait on locks "
+                   f"that the others hold ({names}). A lock-order inversion: make every "
+                   "thread take the locks in the same order.")
+        lines = tuple(f"thread {t.name or t.tid} (tid {t.tid}): {t.category} at {t.site}, "
+                      f"wchan {t.wchan or '?'}" for t in locked)
+        return Verdict(VerdictKind.LOCAL_DEADLOCK, Severity.CRITICAL, summary, (proc.pid,),
+                       lines)
+    return None
+
+
+_ADVICE = {
+    Category.COLLECTIVE: " Every rank arrived at the same collective, so the block is below "
+    "Python: look at the GPU (a spinning kernel), the network, or a rank on another node.",
+    Category.COMM_INIT: " A peer never joined the rendezvous: check the other nodes, "
+    "MASTER_ADDR/MASTER_PORT and the network.",
+    Category.IPC_WAIT: " They wait on another process: look at the one that should send (the "
+    "launcher, the engine, a dead worker).",
+    Category.CUDA_SYNC: " The GPU does not finish its work: look at GPU utilisation and at the "
+    "kernel queued before the sync.",
+}
+
+
+def all_waiting(facts: Facts) -> Verdict | None:
+    """Every rank shares one signature and is stuck there (with advice per category)."""
+    if len(facts.groups) != 1 or not facts.stuck:
+        return None
+    group = facts.groups[0]
+    summary = f"All waiting: {describe(group, facts.is_rank)}.{_ADVICE.get(group.category, '')}"
+    return Verdict(VerdictKind.ALL_WAITING, Severity.WARNING, summary, (), evidence(facts))
+
+
+def progressing(facts: Facts) -> Verdict | None:
+    """Stacks moved between samples: slow, not hung."""
+    moving = [p for p in facts.subjects if p.pid in facts.moving]
+    if not moving:
+        return None
+    summary = (f"Progressing: {rank_set([rank_id(p) for p in moving], facts.is_rank)} changed "
+               "stack between samples: slow rather than hung.")
+    if len(moving) < len(facts.subjects):
+        still = [rank_id(p) for p in facts.subjects if p.pid not in facts.moving]
+        summary += f" {rank_set(still, facts.is_rank)} did not move."
+    return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))
+
+
+def unknown(facts: Facts) -> Verdict:
+    """Nothing above holds: describe the groups."""
+    summary = "Blocked: " + "; ".join(describe(g, facts.is_rank) for g in facts.groups) + "."
+    return Verdict(VerdictKind.UNKNOWN, Severity.WARNING, summary, (), evidence(facts))
+
+
+#: The verdict table, tried in order; :func:`unknown` answers when no row holds.
+RULES: tuple[Rule, ...] = (
+    Rule(VerdictKind.NO_TARGET, no_target, "no process of the job could be read"),
+    Rule(VerdictKind.MISMATCHED_COLLECTIVES, mismatched_collectives,
+         "stuck ranks wait in different collective ops or call sites"),
+    Rule(VerdictKind.MISSING_RANK, missing_rank,
+         "fewer ranks than expected, or a rank exited, is a zombie or is stopped"),
+    Rule(VerdictKind.STRAGGLER, straggler,
+         "some ranks run (CPU, JIT, I/O) while the others wait in a collective"),
+    Rule(VerdictKind.LOCAL_DEADLOCK, local_deadlock,
+         "two or more threads of one process stuck acquiring locks"),
+    Rule(VerdictKind.ALL_WAITING, all_waiting, "every rank stuck on one signature"),
+    Rule(VerdictKind.PROGRESSING, progressing, "stacks moved between samples"),
+)
+
+
+def decide(facts: Facts, rules: tuple[Rule, ...] = RULES) -> Verdict:
+    """The verdict of the first rule that holds."""
+    for rule in rules:
+        verdict = rule.holds(facts)
+        if verdict is not None:
+            return verdict
+    return unknown(facts)
+

@@ -1,0 +1,169 @@
+"""How hangscope says things: sizes, durations, rank sets and "who" a process is.
+
+Every report, finding, verdict and TUI cell takes its words from here, so that one process is
+named the same way everywhere and a size reads the same in a finding and in a table cell.
+Pure functions over the model; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from hangscope.model import Category, Group, Process, Role, rank_id
+
+
+def compact_ranks(ranks: Iterable[int]) -> str:
+    """``[0,1,2,3,7]`` -> ``0-3,7``; ``-`` for none."""
+    values = sorted(set(ranks))
+    if not values:
+        return "-"
+    parts = []
+    start = prev = values[0]
+    for value in values[1:]:
+        if value == prev + 1:
+            prev = value
+            continue
+        parts.append(f"{start}-{prev}" if prev > start else str(start))
+        start = prev = value
+    parts.append(f"{start}-{prev}" if prev > start else str(start))
+    return ",".join(parts)
+
+
+def rank_set(ranks: Sequence[int], is_rank: bool) -> str:
+    """``rank 3``, ``ranks 0-2,7``; ``PID 12``, ``PIDs 12-14`` when the numbers are PIDs."""
+    word = "rank" if is_rank else "PID"
+    if len(ranks) == 1:  # one rank: no sort of a set (this runs once per rank in evidence)
+        return f"{word} {ranks[0]}"
+    return f"{word}s {compact_ranks(ranks)}"
+
+
+def program(proc: Process) -> str:
+    """The program's base name: ``ptxas``, ``python3``; ``?`` when unknown."""
+    head = proc.cmdline[0].rsplit("/", 1)[-1] if proc.cmdline else ""
+    return head or (proc.exe or "").rsplit("/", 1)[-1] or "?"
+
+
+def short_who(proc: Process) -> str:
+    """``rank 3``, else ``PID 123``: the name inside a sentence that already gives the PID."""
+    if proc.rank is not None and proc.rank.key is not None:
+        return f"rank {proc.rank.key}"
+    return f"PID {proc.pid}"
+
+
+def who(proc: Process) -> str:
+    """``rank 3 (PID 123)``, ``the launcher (PID 100)``, ``ptxas (PID 130)``, ``PID 9 (python)``."""
+    if proc.role in (Role.RANK, Role.ENGINE_CORE) and proc.is_rank_numbered:
+        return f"{short_who(proc)} (PID {proc.pid})"
+    if proc.role is Role.COMPILER:
+        return f"{program(proc)} (PID {proc.pid})"
+    if proc.role is Role.OTHER:
+        return f"PID {proc.pid}" + (f" ({program(proc)})" if proc.cmdline else "")
+    return f"the {str(proc.role).replace('_', ' ')} (PID {proc.pid})"
+
+
+def who_many(procs: Sequence[Process]) -> str:
+    """``rank 0 (PID 12)``; ``ranks 0-3 and the launcher (PID 10)``; ``5 processes``."""
+    if len(procs) == 1:
+        return who(procs[0])
+    ranked = [p for p in procs if p.role in (Role.RANK, Role.ENGINE_CORE) and p.is_rank_numbered]
+    ranked_pids = {p.pid for p in ranked}
+    others = [p for p in procs if p.pid not in ranked_pids]
+    parts = []
+    if ranked:
+        numbers = compact_ranks(rank_id(p) for p in ranked)
+        if len(ranked) == 1:
+            parts.append(who(ranked[0]))
+        else:  # a scattered set of thousands of ranks is a count, not a list
+            parts.append(f"ranks {numbers}" if len(numbers) <= 40 else f"{len(ranked)} ranks")
+    if len(others) <= 2:
+        parts.extend(who(p) for p in others)
+    else:
+        parts.append(f"{len(others)} other processes")
+    return " and ".join(parts) if len(parts) <= 2 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def size(value: int | None, iec: bool = False) -> str:
+    """Bytes for a reader: ``871M``, ``23.5G`` (``iec``: ``871 MiB``, ``23.5 GiB``); ``?``.
+
+    Whole numbers up to mebibytes, one decimal from gibibytes on: 871.3M is noise, 1.5G is not.
+    """
+    if value is None:
+        return "?"
+    amount = float(value)
+    for unit in ("B", "K", "M", "G", "T"):
+        if amount < 1024 or unit == "T":
+            number = f"{amount:.0f}" if unit in ("B", "K", "M") else f"{amount:.1f}"
+            if not iec:
+                return number + unit
+            return f"{number} {unit}" if unit == "B" else f"{number} {unit}iB"
+        amount /= 1024
+    raise AssertionError("unreachable: the loop returns at T")
+
+
+def duration(seconds: float) -> str:
+    """For sentences: ``42 s``, ``3 min 12 s``, ``2 h 5 min``, ``3 d 4 h``."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def duration_cell(seconds: float | None) -> str:
+    """For table cells: ``7s``, ``3m04s``, ``2h05m``; ``moving`` when the stack just changed."""
+    if seconds is None:
+        return "moving"
+    total = int(seconds)
+    if total < 60:
+        return f"{total}s"
+    if total < 3600:
+        return f"{total // 60}m{total % 60:02d}s"
+    return f"{total // 3600}h{(total % 3600) // 60:02d}m"
+
+
+# What a process whose working thread is in a category does: (one, many).
+_VERBS = {
+    Category.COLLECTIVE: ("waits in {op}", "wait in {op}"),
+    Category.COMM_INIT: ("waits in communicator init / rendezvous",
+                         "wait in communicator init / rendezvous"),
+    Category.CUDA_SYNC: ("waits for the GPU (CUDA sync)", "wait for the GPU (CUDA sync)"),
+    Category.CUDA_LAUNCH: ("is blocked launching a CUDA kernel",
+                           "are blocked launching a CUDA kernel"),
+    Category.JIT_COMPILE: ("compiles a kernel (JIT)", "compile a kernel (JIT)"),
+    Category.GIL_WAIT: ("waits for the GIL", "wait for the GIL"),
+    Category.LOCK: ("waits on a lock", "wait on a lock"),
+    Category.IPC_WAIT: ("waits on another process (IPC)", "wait on another process (IPC)"),
+    Category.SLEEP: ("sleeps", "sleep"),
+    Category.IO: ("waits on I/O", "wait on I/O"),
+    Category.RUNNING: ("runs on CPU", "run on CPU"),
+    Category.IDLE: ("is idle", "are idle"),
+    Category.STOPPED: ("is stopped (state T)", "are stopped (state T)"),
+    Category.ZOMBIE: ("has exited (zombie)", "have exited (zombies)"),
+    Category.DEAD: ("has exited", "have exited"),
+    Category.UNKNOWN: ("is somewhere unknown", "are somewhere unknown"),
+}
+
+
+def verb(category: Category, plural: bool = False, op: str | None = None) -> str:
+    """``waits in all_reduce``, ``are blocked launching a CUDA kernel``, ``has exited``."""
+    return _VERBS[category][1 if plural else 0].format(op=op or "a collective")
+
+
+def doing(group: Group, plural: bool | None = None) -> str:
+    """What a group does: ``wait in all_reduce at step (train.py:55), inside CUDA graph
+    capture``."""
+    many = len(group.ranks) > 1 if plural is None else plural
+    what = verb(group.category, many, group.op)
+    if group.site:
+        what += f" at {group.site}"
+    if group.context == "cuda_graph_capture":
+        what += ", inside CUDA graph capture"
+    return what
+
+
+def describe(group: Group, is_rank: bool) -> str:
+    """``ranks 0-2 wait in all_reduce at sync (train.py:55)``."""
+    return f"{rank_set(group.ranks, is_rank)} {doing(group)}"
