@@ -21,7 +21,7 @@ from hangscope.analyze.signatures import (
     Signature,
     op_from_name,
 )
-from hangscope.model import Category, Frame, Process, Thread
+from hangscope.model import Category, Frame, Process, Thread, category_of
 
 # Kernel wait channels, for threads py-spy cannot see or whose Python stack ends in a builtin.
 _WCHAN_RULES: tuple[tuple[re.Pattern[str], Category], ...] = (
@@ -298,7 +298,7 @@ def classify_process(proc: Process) -> Process:
     threads = tuple(map(classify_thread, proc.threads))
     if all(map(operator.is_, threads, proc.threads)):
         threads = proc.threads  # every thread came classified as it is (a merged dump)
-    if proc.state in ("Z", "X", "gone"):
+    if proc.is_exited:
         working_tid = None
     else:
         working = pick_working_thread(threads)
@@ -317,15 +317,6 @@ def process_category(proc: Process, working: Thread | object | None = _FIND) -> 
     ``working``: the process's working thread when the caller already has it (the scan for
     it then runs once per process, not once per question, over 131,072 ranks).
     """
-    state = proc.state
-    if state == "gone" or state == "X":
-        return Category.DEAD
-    if state == "Z":
-        return Category.ZOMBIE
-    if state == "T" or state == "t":
-        return Category.STOPPED
     if working is _FIND:
-        working = proc.working_thread
-    if not isinstance(working, Thread) or working.category is None:
-        return Category.UNKNOWN
-    return working.category
+        return proc.category
+    return category_of(proc, working if isinstance(working, Thread) else None)
