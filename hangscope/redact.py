@@ -356,7 +356,10 @@ def _mask_program_passwords(m: re.Match[str]) -> str:
 
 
 # .netrc: "machine api.github.com login alice password PW"
-_NETRC_LINE = re.compile(r"^[^\n]*\bmachine[ \t]+\S+[^\n]*$", re.MULTILINE)
+# (one line, or "password PW" on a line of its own below the machine line)
+_NETRC_LINE = re.compile(
+    r"^[^\n]*\bmachine[ \t]+\S+[^\n]*$|^[ \t]*(?:password|passwd)[ \t]+\S+[ \t]*$",
+    re.MULTILINE)
 _NETRC_PASSWORD = re.compile(r"(?<![\w-])((?:password|passwd)[ \t]+)(?!\*\*\*(?!\S))\S+")
 
 
