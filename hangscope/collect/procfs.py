@@ -20,17 +20,22 @@ from hangscope.model import Socket
 
 PROC = Path("/proc")
 
-# Environment variables that say something about a job's ranks, devices or launcher; the
-# rest of the environment is neither kept nor shown.
+# The environment variables that a finding, a verdict or a collector reads; the rest of the
+# environment (tokens, keys, knobs nothing reads) is neither kept nor shown. A name is added
+# here only together with the code that uses it.
 JOB_ENV_KEYS = (
+    # rank coordinates: torchrun/torchelastic, MPI, Slurm, PMI, Horovod, SGLang (analyze.roles)
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
     "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_RESTART_COUNT", "CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "NCCL_P2P_DISABLE",
-    "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "CUDA_LAUNCH_BLOCKING", "SGLANG_DP_RANK",
-    "VLLM_HOST_IP", "OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "TORCH_NCCL_BLOCKING_WAIT", "TORCH_DISTRIBUTED_DEBUG", "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-    "PMI_RANK", "PMI_SIZE", "CROSS_RANK", "LOCAL_SIZE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+    "SLURM_LOCALID", "SLURM_NODEID", "SLURM_JOB_ID", "SLURM_JOB_NODELIST", "PMI_RANK",
+    "PMI_SIZE", "CROSS_RANK", "LOCAL_SIZE", "SGLANG_DP_RANK",
+    # which GPU a rank drives (collect.nvml)
+    "CUDA_VISIBLE_DEVICES",
+    # NCCL RAS (collect.ras) and the Flight Recorder (collect.flightrec)
+    "NCCL_RAS_ADDR", "NCCL_RAS_ENABLE", "TORCH_FR_DUMP_TEMP_FILE",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE",
+    "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE",
 )
 
 
