@@ -2,13 +2,19 @@
 
 Samples every process of the job that PID belongs to over a short window, then prints the
 verdict, findings, the groups of ranks with a representative stack each, and a table of every
-process. ``--format md`` pastes into a GitHub issue; ``--format json`` is the versioned schema.
+process. With --nodes/--slurm-job/--pods it does the same on every node of a multi-node job
+(over ssh, srun --overlap or kubectl exec) and merges the answers; nodes that do not answer
+are named, and the verdict comes from the others. ``--format md`` pastes into a GitHub issue;
+``--format json`` is the versioned schema.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from hangscope.errors import UsageError
+from hangscope.remote.find import find_job_pid, parse_spec
+from hangscope.remote.multinode import add_arguments, dump_everywhere, wanted
 from hangscope.render.output import FORMATS, emit
 from hangscope.sampler import SampleOptions, Sampler
 
@@ -31,8 +37,6 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from(args: argparse.Namespace) -> SampleOptions:
-    from hangscope.errors import UsageError
-
     if args.samples < 1 or args.samples > 100:
         raise UsageError("--samples must be between 1 and 100.")
     if not 0 <= args.window <= 600:
@@ -48,19 +52,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("dump", help="diagnose a hung job once and print the report",
                             description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("pid", help="PID of the launcher or of any rank")
+    parser.add_argument("pid", nargs="?",
+                        help="PID of the launcher or of any rank (or --find on every node)")
     parser.add_argument("--format", "-f", choices=FORMATS, default="text")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (0600)")
     add_sampling_arguments(parser)
+    add_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from hangscope.cli import parse_pid, warn_no_redact
 
-    pid = parse_pid(args.pid)
+    pid = parse_pid(args.pid) if args.pid is not None else None
     options = options_from(args)
     warn_no_redact(options.redact)
-    snap = Sampler(pid, options).snapshot()
+    if wanted(args):
+        snap = dump_everywhere(args, pid, options)
+    else:
+        if pid is None:
+            if not args.find:
+                raise UsageError("Give the PID of the job's launcher or of any rank, or "
+                                 "--find SPEC.")
+            pid = find_job_pid(parse_spec(args.find))
+        snap = Sampler(pid, options).snapshot()
     emit(snap, args.format, args.output, native=options.native)
     return 0

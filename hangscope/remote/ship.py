@@ -1,0 +1,115 @@
+"""Ship hangscope to a node that lacks it: a zipapp plus the py-spy binary, as one tar stream.
+
+Like ``python -m zipapp`` + ``tar -c | ssh node 'tar -x -C $(mktemp -d)'``: the remote side
+(``REMOTE_SCRIPT``) unpacks into a private ``mktemp -d`` directory (0700), runs
+``python3 hangscope.pyz dump ...`` from there and removes the directory when it exits, also
+when the transport hangs up. Nothing is installed and nothing stays behind.
+
+psutil is the one binary dependency: its abi3 extension cannot load from inside a zip, so it
+travels beside the zipapp in ``lib/`` and serves any CPython >= 3.6 of the same architecture
+(the remote's own psutil wins when it has one).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import tarfile
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+
+#: Pure-Python packages the one-node dump imports (``textual`` is for the TUI only: left out).
+PURE_DEPS = ("rich", "markdown_it", "mdurl", "pygments", "pynvml")
+BINARY_DEPS = ("psutil",)
+#: The remote unpacks the stream only when hangscope is not installed there (exit 97 asks).
+NEEDS_BUNDLE = 97
+NO_PYTHON = 98
+
+_MAIN = """\
+import os, sys
+lib = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "lib")
+try:
+    import psutil  # noqa: F401  the remote's own, when it has one
+except ImportError:
+    sys.path.append(lib)
+from hangscope.cli import run
+sys.argv[0] = "hangscope"
+run()
+"""
+
+# $1: auto (use an installed hangscope, else exit 97) or ship (unpack stdin and run that);
+# $2: the Python to run the zipapp with; the rest: arguments of `hangscope dump`.
+REMOTE_SCRIPT = r"""
+mode=$1; py=$2; shift 2
+if [ "$mode" = auto ]; then
+  if command -v hangscope >/dev/null 2>&1; then exec hangscope dump "$@"; fi
+  echo "hangscope is not installed on $(hostname)" >&2; exit 97
+fi
+command -v "$py" >/dev/null 2>&1 || { echo "hangscope: error: no $py on $(hostname)" >&2; exit 98; }
+d=$(mktemp -d "${TMPDIR:-/tmp}/hangscope.XXXXXX") || exit 98
+trap 'rm -rf "$d"' EXIT
+trap 'exit 129' HUP INT TERM
+tar -x -C "$d" || exit 98
+HANGSCOPE_PYSPY="$d/py-spy" "$py" "$d/hangscope.pyz" dump "$@"
+"""
+
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _add_tree(zf: zipfile.ZipFile, root: Path, arcroot: str) -> None:
+    for path in sorted(root.rglob("*")):
+        if "__pycache__" in path.parts or not path.is_file() or path.suffix == ".pyc":
+            continue
+        zf.write(path, f"{arcroot}/{path.relative_to(root).as_posix()}")
+
+
+def build_zipapp() -> bytes:
+    """``hangscope.pyz``: hangscope and its pure-Python dependencies, compressed."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
+        zf.writestr("__main__.py", _MAIN)
+        for name in ("hangscope", *PURE_DEPS):
+            root = _package_dir(name)
+            if root is not None:
+                _add_tree(zf, root, name)
+            else:  # a single-file module (nvidia-ml-py installs pynvml.py)
+                spec = importlib.util.find_spec(name)
+                if spec is not None and spec.origin and spec.origin.endswith(".py"):
+                    zf.write(spec.origin, f"{name}.py")
+    return buf.getvalue()
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), mode
+    tar.addfile(info, io.BytesIO(data))
+
+
+@lru_cache(maxsize=1)
+def bundle() -> bytes:
+    """The tar stream sent on stdin: ``hangscope.pyz``, ``py-spy``, ``lib/psutil/...``.
+
+    Raises:
+        ToolMissing: no py-spy here to send.
+    """
+    from hangscope.collect.pyspy import find_pyspy
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        _add_bytes(tar, "hangscope.pyz", build_zipapp(), 0o600)
+        _add_bytes(tar, "py-spy", Path(find_pyspy()).read_bytes(), 0o700)
+        for name in BINARY_DEPS:
+            root = _package_dir(name)
+            if root is None:
+                continue
+            for path in sorted(root.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    rel = f"lib/{name}/{path.relative_to(root).as_posix()}"
+                    _add_bytes(tar, rel, path.read_bytes(), 0o600)
+    return buf.getvalue()
