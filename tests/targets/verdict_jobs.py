@@ -12,7 +12,7 @@ knows the job is where it should be without sleeping. Modes:
 - ``flock``     the same with blocking ``fcntl.flock`` (waiters show in /proc/locks as "->").
 - ``missing``   a WORLD_SIZE=4 gloo job: rank 3 exits (code 3) and is reaped; 0-2 all_reduce.
 - ``p2p_cycle`` 3 gloo ranks that each recv from the previous rank before sending: a cycle.
-- ``p2p_ok``    a healthy 3-stage pipeline of matched send/recv, steps of 50 ms.
+- ``p2p_ok``    a healthy 3-stage pipeline of matched send/recv of 16 MB each step.
 - ``dp_tp``     4 processes titled ``sglang::scheduler_DP<d>_TP<t>`` (setproctitle), waiting.
 - ``compile``   one process running torch.compile on CPU (Inductor builds C++), fresh cache.
 """
@@ -100,10 +100,11 @@ def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
         dist.send(t, dst=nxt)
         return
     ready(ready_file, f"rank{rank}")
+    t = torch.ones(1 << 22)  # 16 MB a step, so that a pair is often caught mid-transfer
     while True:  # p2p_ok: stage 0 feeds 1 feeds 2; each step is a matched pair
         if rank > 0:
             dist.recv(t, src=rank - 1)
-        time.sleep(0.05)
+        time.sleep(0.01)
         if rank < world - 1:
             dist.send(t, dst=rank + 1)
 

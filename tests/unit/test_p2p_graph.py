@@ -1,0 +1,87 @@
+"""The p2p wait-for graph on real captures (tests/fixtures/p2p, see its README).
+
+GIVEN py-spy --locals dumps of real gloo ranks WHEN the peers are read and the graph built
+THEN a receive cycle is a deadlock named with its ranks, and a healthy pipeline's matched
+send/recv pair is a pair, not a deadlock or a mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hangscope.analyze.classify import classify_thread
+from hangscope.analyze.p2p import (
+    P2PCall,
+    all_p2p,
+    describe_cycle,
+    describe_points_at,
+    p2p_call,
+    p2p_graph,
+)
+from hangscope.analyze.signatures import is_p2p
+from hangscope.collect.pyspy import parse_dump
+from hangscope.model import Category, Thread
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "p2p"
+
+
+def calls(case: str) -> dict[int, P2PCall]:
+    out = {}
+    for rank in range(3):
+        frames = json.loads((FIXTURES / f"{case}.rank{rank}.locals.json").read_text())[0]["frames"]
+        call = p2p_call(frames)
+        if call is not None:
+            out[rank] = call
+    return out
+
+
+def test_given_receive_cycle_when_graph_built_then_deadlock_with_its_ranks() -> None:
+    found = calls("cycle")
+    assert {r: (c.op, c.peer) for r, c in found.items()} == {
+        0: ("recv", 2), 1: ("recv", 0), 2: ("recv", 1)}
+    graph = p2p_graph(found, [0, 1, 2])
+    assert graph.deadlocked and graph.cycles == ((0, 2, 1),)
+    assert graph.matched == () and graph.points_at == ()
+    assert describe_cycle(graph.cycles[0], found) == (
+        "Point-to-point deadlock among ranks 0, 2, 1: rank 0 waits to receive from rank 2; "
+        "rank 2 waits to receive from rank 1; rank 1 waits to receive from rank 0 "
+        "(every rank receives first and none sends).")
+
+
+def test_given_healthy_pipeline_mid_transfer_then_matched_pair_not_deadlock() -> None:
+    found = calls("pipeline3")
+    assert {r: (c.op, c.peer) for r, c in found.items()} == {
+        0: ("send", 1), 1: ("recv", 0), 2: ("recv", 1)}
+    graph = p2p_graph(found, [0, 1, 2])
+    assert graph.matched == ((0, 1),)
+    assert not graph.deadlocked and graph.points_at == ()
+
+
+def test_given_send_inside_isend_then_peer_from_the_users_call() -> None:
+    # send() calls isend() with dst=None, group_dst=2: the outer frame names the global peer.
+    found = calls("pipeline6")
+    assert found[1] == P2PCall("send", 2, 2, 0, found[1].group)
+    assert found[2].op == "recv" and found[2].peer == 1
+    assert p2p_graph(found, [0, 1, 2]).matched == ((1, 2),)
+
+
+def test_given_rank_waiting_on_a_rank_elsewhere_then_it_points_at_that_rank() -> None:
+    # The real cycle's rank 1 (recv from 0) with rank 0 not in p2p (elsewhere).
+    found = {1: calls("cycle")[1]}
+    graph = p2p_graph(found, [0, 1, 2])
+    assert graph.points_at == (((1,), 0),) and not graph.deadlocked
+    assert describe_points_at((1,), 0, found, "in sleep at build (x.py:3)") == (
+        "rank 1 waits to receive from rank 0, which is in sleep at build (x.py:3).")
+    assert describe_points_at((1,), 0, found, None).endswith("not running (missing from the job).")
+
+
+def test_given_real_p2p_stacks_when_classified_then_collective_with_p2p_op() -> None:
+    for rank in range(3):
+        dump = parse_dump(1, (FIXTURES / f"cycle.rank{rank}.locals.json").read_text(), False)
+        main = dump.threads[0]
+        thread = classify_thread(Thread(tid=main.tid, name=main.name, frames=main.frames))
+        assert thread.category is Category.COLLECTIVE and thread.op == "recv"
+        assert is_p2p(thread.op)
+    assert all_p2p({0: "recv", 1: "send"}) and not all_p2p({0: "recv", 1: "all_reduce"})
+    assert not is_p2p("all_reduce")
