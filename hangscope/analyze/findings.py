@@ -296,7 +296,7 @@ def check_memory(snap: Snapshot) -> Iterable[Finding]:
                           "reserve large ranges, so this alone is not a problem.",
                           {**facts, "factor": round(vms / ram, 2)})
         yield Finding("mem.usage", Severity.INFO,
-                      f"The job's {len(procs)} process{'es' if len(procs) != 1 else ''} hold "
+                      f"The job's {len(procs)} process{'es hold' if len(procs) != 1 else ' holds'} "
                       f"{size(rss)} resident{share}; the largest is {who(biggest)} with "
                       f"{size(biggest.rss)}.", facts)
 
@@ -434,10 +434,12 @@ def check_ages(snap: Snapshot) -> Iterable[Finding]:
     started = [p for p in snap.processes if p.create_time]
     if now is not None and started:
         first = min(started, key=lambda p: p.create_time or 0)
+        # "its launcher, PID 10"; "rank 0, PID 12"; a plain process is named by its PID once.
         what = ("its launcher" if first.role is Role.LAUNCHER else who(first)).split(" (")[0]
+        named = what if what == f"PID {first.pid}" else f"{what}, PID {first.pid}"
         yield Finding("age.job", Severity.INFO,
                       f"The job started {duration(now - (first.create_time or now))} before this "
-                      f"dump ({what}, PID {first.pid}).",
+                      f"dump ({named}).",
                       {"age_s": round(now - (first.create_time or now), 1), "pid": first.pid})
     if snap.samples < 2:
         return
