@@ -293,6 +293,14 @@ _URL_USER = re.compile(
 )
 
 
+# USER:PASSWORD@host without a scheme (NCCL_RAS_ADDR, proxies, rsync/scp-style targets): the
+# host must look like one (a dotted name or address, localhost, [IPv6]).
+_BARE_CREDENTIALS = re.compile(
+    r"(?<![\w.*:/@-])([A-Za-z_][\w.-]{0,63}:)(?!\*\*\*@)([^\s@/:\"'<>]{1,256})@"
+    r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|localhost\b|\[[0-9A-Fa-f:]+\])"
+)
+
+
 def _token_like(word: str) -> bool:
     """A word that looks like a generated credential rather than a name."""
     if len(word) >= 20:
@@ -672,6 +680,8 @@ def _redact_text(text: str) -> str:
     if "://" in text:
         text = _URL_CREDENTIALS.sub(rf"\1{MASK}@", text)
         text = _URL_USER.sub(_mask_url_user, text)
+    if "@" in text:
+        text = _BARE_CREDENTIALS.sub(rf"\1{MASK}@", text)
     lower = text.lower()
     if "-u" in text or "-U" in text:
         text = _USER_PASS.sub(_mask_user_pass, text)

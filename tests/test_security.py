@@ -54,6 +54,15 @@ S = {
     "shell": _token(24),  # sh -c ... --api-key VALUE (a non-Python process)
     "env_url": _token(18),  # MASTER_ADDR=https://svc:VALUE@10.0.0.1
     "env_run_id": _token(36),  # TORCHELASTIC_RUN_ID=ghp_VALUE (a kept variable)
+    "env_fr": _token(24),  # TORCH_FR_DUMP_TEMP_FILE=/tmp/.../token=VALUE/ (a kept variable)
+    "env_ras": _token(20),  # NCCL_RAS_ADDR=ras:VALUE@127.0.0.1:9 (a kept variable)
+    "env_slurm": _token(30),  # SLURM_JOB_NODELIST=...,sk-proj-VALUE (a kept variable)
+    "env_cuda": _token(36),  # CUDA_VISIBLE_DEVICES=0,github_pat_VALUE (a kept variable)
+    "odbc": _token(18),  # --conn "Server=db;Uid=sa;Pwd=VALUE;" (issue 13)
+    "curl_u": _token(18),  # a child: curl -u deploy:VALUE (issue 13)
+    "yaml_next": _token(24),  # api_key:\n    VALUE in the log (issue 13)
+    "nested": _token(24),  # {"token": {"value": "VALUE"}} in the log (issue 13)
+    "git_url": _token(40, "0123456789abcdef"),  # https://VALUE@github.com in the log
     "log": _token(24),  # printed to the job's log: "password: VALUE"
     "wandb": _token(40, "0123456789abcdef"),  # WANDB_API_KEY
     "log_ini": _token(40),  # aws_secret_access_key = VALUE (a config dump in the log)
@@ -72,7 +81,14 @@ ENV = {
     "DATABASE_URL": f"postgres://app:{S['url_password']}@db:5432/prod",
     "MASTER_ADDR": f"https://svc:{S['env_url']}@10.0.0.1",
     "TORCHELASTIC_RUN_ID": "ghp_" + S["env_run_id"],
+    "TORCH_FR_DUMP_TEMP_FILE": f"/tmp/hangscope-test-fr/token={S['env_fr']}/rank_",
+    "NCCL_RAS_ADDR": f"ras:{S['env_ras']}@127.0.0.1:9",
+    "SLURM_JOB_NODELIST": f"gpu[01-02],sk-proj-{S['env_slurm']}",
+    "CUDA_VISIBLE_DEVICES": f"0,github_pat_{S['env_cuda']}",
 }
+# Planted in names hangscope does not collect at all: they must not even be named.
+UNCOLLECTED_NAMES = ("HF_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID",
+                     "WANDB_API_KEY", "DATABASE_URL")
 ARGV = [
     "--api-key", S["api_key_flag"],
     f"--hf-token={S['hf_token_flag']}",
@@ -84,12 +100,16 @@ ARGV = [
     "AKIA" + S["aws_id"],
     JWT,
     f"https://hooks.slack.com/services/T000/B000/{S['slack_hook']}",
+    "--conn", f"Driver={{ODBC Driver 18}};Server=db;Uid=sa;Pwd={S['odbc']};",
 ]
 LOG_LINE = (f"connecting: password: {S['log']} HF_TOKEN=hf_{S['hf']} "
             f"Authorization: Bearer {S['bearer']} postgres://app:{S['url_password']}@db/x\n"
             f"aws_secret_access_key = {S['log_ini']}\n"
             f'config: {{"api_key": "{S["log_json"]}", "tp": 8}}\n'
-            f"Args(model='m', api_key='{S['log_repr']}', tp_size=8)")
+            f"Args(model='m', api_key='{S['log_repr']}', tp_size=8)\n"
+            f"api_key:\n    {S['yaml_next']}\nport: 8000\n"
+            f'payload {{"token": {{"value": "{S["nested"]}"}}}}\n'
+            f"git fetch https://{S['git_url']}@github.com/org/repo.git")
 PEM_BODY = [_token(64, string.ascii_letters + string.digits + "+/") for _ in range(3)]
 PEM_BLOCK = "\n".join(["-----BEGIN RSA PRIVATE KEY-----", *PEM_BODY,
                        "-----END RSA PRIVATE KEY-----"])
@@ -98,7 +118,8 @@ PEM_BLOCK = "\n".join(["-----BEGIN RSA PRIVATE KEY-----", *PEM_BODY,
 COLLECTED = ("api_key_flag", "hf_token_flag", "url_password", "assign", "bearer",
              "password_flag", "github", "aws_id", "jwt_sig", "slack_hook", "title", "thread",
              "comm", "shell", "hf", "env_url", "env_run_id", "log", "log_ini", "log_json",
-             "log_repr")
+             "log_repr", "env_fr", "env_ras", "env_slurm", "env_cuda", "odbc", "yaml_next",
+             "nested", "git_url", "curl_u")
 
 
 _LAYOUT = re.compile(r"[\s\u2500-\u257f]+")  # white space and box drawing
@@ -117,10 +138,11 @@ def secret_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobHandle]:
             "--secret-thread-name", f"uploader token={S['thread']}",
             "--native-thread-name", f"pw={S['comm']}",
             "--foreign-secret", S["shell"],
+            "--foreign-curl-password", S["curl_u"],
             "--say", LOG_LINE,
             *ARGV]
     with running_job(workdir, ranks=2, mode="idle", args=args, env=ENV,
-                     expect=["shell"]) as handle:
+                     expect=["shell", "curl"]) as handle:
         yield handle
 
 
@@ -158,8 +180,10 @@ def test_dump_in_every_format_shows_no_secret(secret_job: JobHandle, hangscope_c
         assert doc["redacted"] is True
         # The names stay visible: a reader sees that a token was set and passed.
         rank = next(p for p in doc["processes"] if p["pid"] == secret_job.rank(1))
-        assert rank["environ"]["HF_TOKEN"] == "***"
         assert "--api-key" in rank["cmdline"]
+        for proc in doc["processes"]:  # only what hangscope reads is collected
+            assert not set(proc["environ"]) & set(UNCOLLECTED_NAMES), proc["environ"]
+        assert "TORCHELASTIC_RUN_ID" in rank["environ"]
 
 
 def test_saved_dump_shown_again_shows_no_secret(secret_job: JobHandle, hangscope_cli: Any,

@@ -24,6 +24,8 @@ Secrets (tests/test_security.py): ``--secret-thread-name NAME`` names a Python t
 ctypes) and names it with pthread_setname_np (15 bytes at most), ``--title TITLE`` sets a
 rank's process title (setproctitle), ``--say TEXT`` prints TEXT to stdout (the log) at start.
 ``--foreign-secret S`` starts ``sh -c 'sleep 600; :' hs-secret --api-key S`` (tag ``shell``).
+``--foreign-curl-password S`` starts ``sh -c 'sleep 600; :' curl -sf -u deploy:S URL``
+(tag ``curl``).
 Unknown arguments are accepted and ignored: they are the secrets in argv.
 """
 
@@ -168,6 +170,10 @@ def launcher_main(args: argparse.Namespace, extra: list[str]) -> None:
         shell = subprocess.Popen(["sh", "-c", "sleep 600; :", "hs-secret", "--api-key",
                                   args.foreign_secret])
         mark_ready(args.ready_file, "shell", shell.pid)
+    if args.foreign_curl_password:  # a child whose argv reads like curl -u USER:PASSWORD
+        curl = subprocess.Popen(["sh", "-c", "sleep 600; :", "curl", "-sf", "-u",
+                                 f"deploy:{args.foreign_curl_password}", "https://nexus.internal/x"])
+        mark_ready(args.ready_file, "curl", curl.pid)
     if args.zombie:
         pid = os.fork()
         if pid == 0:
@@ -201,6 +207,7 @@ def main() -> None:
     parser.add_argument("--secret-thread-name")
     parser.add_argument("--native-thread-name")
     parser.add_argument("--foreign-secret")
+    parser.add_argument("--foreign-curl-password")
     args, extra = parser.parse_known_args()
     if args.rank is None:
         launcher_main(args, extra)

@@ -119,3 +119,18 @@ def test_idempotent_on_every_new_rule() -> None:
                  f"api_key:\n  {SECRET}\n", f'{{"token": {{"v": "{SECRET}"}}}}', "mysql -pX1y2z3"):
         once = redact_text(text)
         assert redact_text(once) == once
+
+
+@pytest.mark.parametrize("text", [
+    f"NCCL_RAS_ADDR=ras:{SECRET}@127.0.0.1:28028",
+    f"proxy {SECRET[:4]}user:{SECRET}@proxy.corp.example:3128",
+    f"rsync -a ckpt/ backup:{SECRET}@localhost:/srv",
+])
+def test_user_password_at_host_without_a_scheme_is_masked(text: str) -> None:
+    assert SECRET not in redact_text(text).replace(f"{SECRET[:4]}user", "")
+
+
+def test_image_digests_and_emails_are_not_credentials() -> None:
+    for text in ("nvcr.io/nvidia/pytorch:24.01-py3@sha256:0a1b2c3d", "mail alice@example.com",
+                 "git@github.com:org/repo.git", "rank0 at 10.0.0.1:29500"):
+        assert redact_text(text) == text
