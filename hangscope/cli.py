@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run hangscope; return the exit code."""
+    args: argparse.Namespace | None = None
     try:
         parser = build_parser()
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
@@ -71,9 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HangscopeError as exc:
         partial = getattr(exc, "snapshot", None)
         if partial is not None:
-            from hangscope.render.output import emit
-
-            emit(partial, "text", None)
+            _emit_partial(partial, args)
         print(f"hangscope: error: {exc.message}", file=sys.stderr)
         if exc.help_text:
             print(f"hangscope: fix: {exc.help_text}", file=sys.stderr)
@@ -90,6 +89,20 @@ def main(argv: Sequence[str] | None = None) -> int:
               "hangscope; rerun with HANGSCOPE_DEBUG=1 for the traceback and report it.",
               file=sys.stderr)
         return 1
+
+
+def _emit_partial(partial: object, args: argparse.Namespace | None) -> None:
+    """The partial report of a failed dump, in the format and to the file that were asked for
+    (a per-node ``dump --format json -o node.json`` must still leave its file to merge)."""
+    from hangscope.render.output import emit
+
+    fmt = getattr(args, "format", None) or "text"
+    output = getattr(args, "output", None)
+    native = getattr(args, "native", True)
+    try:
+        emit(partial, fmt, output, native=native)  # type: ignore[arg-type]
+    except HangscopeError as exc:  # the file cannot be written: say so, keep the first error
+        print(f"hangscope: error: {exc.message}", file=sys.stderr)
 
 
 def run() -> None:

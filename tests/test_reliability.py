@@ -548,6 +548,47 @@ def test_unprivileged_user_gets_exit_4_and_the_ptrace_remedy(
     assert_all_running(handle)
 
 
+@pytest.mark.parametrize("fmt", ["json", "md"])
+def test_partial_report_on_permission_failure_honours_format_and_output(
+        job: Any, unprivileged_user: pwd.struct_passwd, fmt: str) -> None:
+    """GIVEN an ordinary user WHEN `dump --format json -o node.json` meets a root job THEN the
+    partial report is written to node.json in that format (the per-node merge needs it), exit 4."""
+    import tempfile
+
+    from conftest import _cli_env
+
+    handle = job(ranks=2, mode="idle")
+    env = _cli_env({"HOME": "/", "USER": TEST_USER})
+    env.pop("HANGSCOPE_PYSPY", None)
+    probe = [sys.executable, "-c", "import hangscope.sampler, hangscope.render.output"]
+    read_cap = as_user(unprivileged_user, probe, env).returncode != 0
+    if read_cap and as_user(unprivileged_user, probe, env, read_cap=True).returncode != 0:
+        pytest.skip(f"{TEST_USER} cannot run {sys.executable}")
+    outdir = Path(tempfile.mkdtemp(prefix="hs-partial-"))
+    try:
+        os.chown(outdir, unprivileged_user.pw_uid, unprivileged_user.pw_gid)
+        out = outdir / f"node.{fmt}"
+        result = as_user(unprivileged_user, [sys.executable, "-m", "hangscope", "dump",
+                                             str(handle.launcher), "--format", fmt, "-o",
+                                             str(out), *FAST], env, read_cap=read_cap)
+        no_traceback(result)
+        assert result.returncode == 4, (result.returncode, result.stderr)
+        assert f"Not allowed to read the stacks of PID {handle.launcher}" in result.stderr
+        assert f"wrote {fmt} report to {out}" in result.stderr
+        assert result.stdout == "", "the report went to stdout instead of the file"
+        text = out.read_text()
+        if fmt == "json":
+            doc = json.loads(text)
+            assert {p["pid"] for p in doc["processes"]} >= {handle.rank(0), handle.rank(1)}
+            errors = " ".join(e for p in doc["processes"] for e in p["errors"])
+            assert "needs root or CAP_SYS_PTRACE" in errors
+        else:
+            assert text.startswith("#") and str(handle.rank(0)) in text
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+    assert_all_running(handle)
+
+
 # -- no NVML, many threads, zombies, non-Python processes -------------------------------------
 
 FAKE_PYNVML = {
