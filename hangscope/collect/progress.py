@@ -25,7 +25,8 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from hangscope.collect import procfs
 from hangscope.collect.nvml import GpmReading, GpmWindow
@@ -368,3 +369,31 @@ class ProgressWatcher:
             error_kind=(rec.error_kind if rec else "missing"), gone=gone,
         )
 
+
+
+def evidence_to_dict(evidence: ProgressEvidence) -> dict[str, Any]:
+    """Plain JSON-ready data (recorded fixtures, the GPU script's results)."""
+    return asdict(evidence)
+
+
+def evidence_from_dict(data: dict[str, Any]) -> ProgressEvidence:
+    """The inverse of :func:`evidence_to_dict`."""
+    def thread(t: dict[str, Any]) -> ThreadProgress:
+        stacks = tuple(StackCount(tuple(s["frames"]), s["count"]) for s in t["stacks"])
+        counters = CounterDelta(**t["counters"]) if t.get("counters") else None
+        return ThreadProgress(t["tid"], t.get("name"), t["samples"], stacks, counters)
+
+    processes = tuple(
+        ProcessProgress(
+            pid=p["pid"], threads=tuple(thread(t) for t in p["threads"]),
+            io=IoDelta(**p["io"]) if p.get("io") else None, sampled=p["sampled"],
+            error=p.get("error"), error_kind=p.get("error_kind"), gone=p.get("gone", False),
+        )
+        for p in data["processes"]
+    )
+    gpus = tuple(GpmReading(**g) for g in data.get("gpus", ()))
+    return ProgressEvidence(
+        seconds=data["seconds"], rate=data["rate"], processes=processes, gpus=gpus,
+        gpu_error=data.get("gpu_error"), sampler_cpu_s=data.get("sampler_cpu_s", 0.0),
+        error=data.get("error"),
+    )

@@ -1,0 +1,205 @@
+"""Progressing, stuck or slow: a pure decision per rank from :mod:`hangscope.collect.progress`.
+
+Rules, first that holds wins; each names the evidence that decided, in a sentence:
+
+1. *python*: the working thread's Python stack moved (dense sampling saw it at two or more
+   places) -> progressing. A blocked rank shows one stack; a poll loop that never moves on shows
+   its wait line only (its check takes microseconds, below the sampling period).
+2. *gpu*: its GPU's SMs do work (SM activity with DRAM traffic, FP/tensor math or NVLink
+   traffic) -> progressing; the GPU is busy (graphics) while SMs, memory and math are idle -> a
+   spinning kernel: stuck. ``utilization.gpu`` cannot tell these apart; GPM can.
+3. *counters*: the working thread sleeps in one place:
+   - it woke up repeatedly and the process moved data (``/proc/PID/io`` writes: gloo's
+     sockets) -> its waits complete: progressing;
+   - it never woke (voluntary context switches ~0) and used ~no CPU -> stuck;
+   - it woke but moved nothing -> slow (a timed wait that polls, or steps too short to see).
+4. *counters*: the working thread ran on CPU in one place -> with an idle GPU, a spin-wait
+   (``cudaStreamSynchronize`` spins, ``sched_yield``): stuck; without a GPU to judge, slow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hangscope.collect.nvml import GpmReading
+from hangscope.collect.progress import ProcessProgress, ProgressEvidence, ThreadProgress
+
+PROGRESSING = "progressing"
+STUCK = "stuck"
+SLOW = "slow"  # unknown: neither progress nor a hang could be proven
+
+#: Samples outside the dominant stack needed to call a move (one stray sample is noise: a
+#: ``py-spy --nonblocking`` read can tear across a frame change).
+MIN_MOVED_SAMPLES = 2
+#: A thread awake less than this share of the window is "idle" (it waits).
+IDLE_CPU_SHARE = 0.2
+#: Wake-ups in the window above which a waiting thread is not "blocked forever".
+MIN_WAKES = 2
+#: GPM thresholds, percent. Measured on an H200: a spinning kernel reads graphics 100%, SM 0.8%,
+#: DRAM ~0; a bf16 matmul loop SM 96%, tensor/FP32 tens of percent.
+GPU_BUSY_GRAPHICS = 50.0
+GPU_SM_WORK = 5.0
+GPU_PIPE_WORK = 1.0  # DRAM bandwidth, FP32/FP16/FP64/tensor pipes
+GPU_LINK_WORK_MIB_S = 100.0  # NVLink rx+tx
+GPU_IDLE_GRAPHICS = 5.0
+
+
+@dataclass(frozen=True)
+class RankProgress:
+    """The decision for one process and the evidence that decided it."""
+
+    pid: int
+    decision: str  # progressing | stuck | slow
+    evidence: str  # python | gpu | counters | none
+    reason: str  # one sentence for the user
+    tid: int | None = None  # the thread judged
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """The job as a whole."""
+
+    decision: str
+    reason: str
+    ranks: tuple[RankProgress, ...] = ()
+
+
+def _pct(value: float) -> str:
+    return f"{value:.2g}%" if value < 10 else f"{value:.0f}%"
+
+
+def gpu_work(reading: GpmReading) -> tuple[str | None, str]:
+    """(progressing | stuck | None, sentence) from one GPU's GPM metrics."""
+    if reading.error or not reading.metrics:
+        return None, f"GPU {reading.index}: {reading.error or 'no GPM metrics'}"
+    m = reading.metrics
+    sm, graphics = m.get("sm", 0.0), m.get("graphics", 0.0)
+    pipes = {name: m[name] for name in ("dram", "tensor", "fp32", "fp16", "fp64") if name in m}
+    busiest = max(pipes.items(), key=lambda item: item[1], default=("dram", 0.0))
+    link = m.get("nvlink_rx_mib_s", 0.0) + m.get("nvlink_tx_mib_s", 0.0)
+    facts = f"SM activity {_pct(sm)}, graphics {_pct(graphics)}, {busiest[0]} {_pct(busiest[1])}"
+    if link:
+        facts += f", NVLink {link:.0f} MiB/s"
+    if sm >= GPU_SM_WORK and (busiest[1] >= GPU_PIPE_WORK or link >= GPU_LINK_WORK_MIB_S):
+        return PROGRESSING, f"GPU {reading.index}: {facts}: its kernels do work"
+    if graphics >= GPU_BUSY_GRAPHICS and busiest[1] < GPU_PIPE_WORK and link < GPU_LINK_WORK_MIB_S:
+        return STUCK, (f"GPU {reading.index} is busy but does no work ({facts}): "
+                       "a spinning kernel, not work")
+    if graphics < GPU_IDLE_GRAPHICS:
+        return None, f"GPU {reading.index} is idle ({facts})"
+    return None, f"GPU {reading.index}: {facts}"
+
+
+def _moved(thread: ThreadProgress) -> bool:
+    if len(thread.stacks) < 2:
+        return False
+    off_dominant = thread.samples - thread.stacks[0].count
+    return off_dominant >= MIN_MOVED_SAMPLES
+
+
+def _leaf(thread: ThreadProgress) -> str:
+    if not thread.stacks or not thread.stacks[0].frames:
+        return "one place"
+    return thread.stacks[0].frames[-1]
+
+
+def _working_thread(proc: ProcessProgress, tid: int | None) -> ThreadProgress | None:
+    by_tid = {t.tid: t for t in proc.threads}
+    return by_tid.get(tid if tid is not None else proc.pid) or next(
+        (t for t in proc.threads if t.samples), None)
+
+
+def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (),
+           tid: int | None = None) -> RankProgress:
+    """The decision for one process; ``tid``: its working thread (default: the main thread)."""
+    if proc.gone:
+        return RankProgress(proc.pid, SLOW, "none", "the process exited during the window")
+    thread = _working_thread(proc, tid)
+    if thread is None:
+        why = proc.error or "no thread could be read"
+        return RankProgress(proc.pid, SLOW, "none", f"no evidence: {why}")
+    judged = thread.tid
+    if _moved(thread):
+        return RankProgress(proc.pid, PROGRESSING, "python", (
+            f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
+            f"samples"), judged)
+    gpu_facts: list[str] = []
+    gpu_idle = bool(gpus)
+    for reading in gpus:
+        verdict, sentence = gpu_work(reading)
+        if verdict is not None:
+            return RankProgress(proc.pid, verdict, "gpu", sentence, judged)
+        gpu_facts.append(sentence)
+        gpu_idle = gpu_idle and "is idle" in sentence
+    return _from_counters(proc, thread, seconds, gpu_idle, gpu_facts)
+
+
+def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
+                   gpu_idle: bool, gpu_facts: list[str]) -> RankProgress:
+    c = thread.counters
+    where = (f"one stack in {thread.samples} samples ({_leaf(thread)})" if thread.samples
+             else "no Python samples")
+    if c is None or c.cpu_ns is None:
+        return RankProgress(proc.pid, SLOW, "none",
+                            f"{where}; its kernel counters could not be read", thread.tid)
+    cpu_s = c.cpu_ns / 1e9
+    wakes = c.voluntary if c.voluntary is not None else c.runs or 0
+    window = f"{seconds:.1f} s"
+    if cpu_s < IDLE_CPU_SHARE * seconds:
+        io = proc.io
+        moved = io is not None and (io.syscw + io.syscr) >= MIN_WAKES
+        if wakes >= MIN_WAKES and moved and io is not None:
+            return RankProgress(proc.pid, PROGRESSING, "counters", (
+                f"{where}, but its wait ended {wakes} times in {window} and the process made "
+                f"{io.syscr + io.syscw:,} reads/writes ({(io.rchar + io.wchar) / 1024:,.0f} KiB):"
+                " its waits complete and data moves"), thread.tid)
+        if wakes < MIN_WAKES:
+            return RankProgress(proc.pid, STUCK, "counters", (
+                f"blocked: {where}, {cpu_s * 1000:.0f} ms of CPU and {wakes} wake-ups in "
+                f"{window}"), thread.tid)
+        return RankProgress(proc.pid, SLOW, "counters", (
+            f"{where}; it woke {wakes} times in {window} but moved no data and never left "
+            "that line: a timed wait that polls, or steps too short to see"), thread.tid)
+    busy = (f"the thread ran {cpu_s:.1f} s of CPU and was scheduled {c.runs or 0:,} times in "
+            f"{window} in {where}")
+    if gpu_idle:
+        return RankProgress(proc.pid, STUCK, "counters",
+                            f"{busy} while its GPU is idle: a spin-wait, not work", thread.tid)
+    extra = f"; {'; '.join(gpu_facts)}" if gpu_facts else ""
+    return RankProgress(proc.pid, SLOW, "counters", f"{busy}: a spin or work{extra}",
+                        thread.tid)
+
+
+def decide_all(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] | None = None,
+               working: Mapping[int, int] | None = None) -> tuple[RankProgress, ...]:
+    """Every watched process. ``gpus_of``: pid -> GPU indices it uses; ``working``: pid -> tid."""
+    by_index = {g.index: g for g in evidence.gpus}
+    out = []
+    for proc in evidence.processes:
+        mine = [by_index[i] for i in (gpus_of or {}).get(proc.pid, ()) if i in by_index]
+        out.append(decide(proc, evidence.seconds, mine, (working or {}).get(proc.pid)))
+    return tuple(out)
+
+
+def _pids(ranks: Sequence[RankProgress]) -> str:
+    return ", ".join(str(r.pid) for r in ranks)
+
+
+def job_progress(ranks: Sequence[RankProgress]) -> JobProgress:
+    """Stuck when a rank is stuck; progressing when every rank is; else slow."""
+    ranks = tuple(ranks)
+    stuck = [r for r in ranks if r.decision == STUCK]
+    going = [r for r in ranks if r.decision == PROGRESSING]
+    if not ranks:
+        return JobProgress(SLOW, "no process was watched")
+    if stuck:
+        return JobProgress(STUCK, f"PIDs {_pids(stuck)} are stuck: {stuck[0].reason}", ranks)
+    if len(going) == len(ranks):
+        kinds = sorted({r.evidence for r in going})
+        return JobProgress(PROGRESSING, (
+            f"every process progresses (evidence: {', '.join(kinds)}); "
+            f"for example PID {going[0].pid}: {going[0].reason}"), ranks)
+    slow = [r for r in ranks if r.decision == SLOW]
+    return JobProgress(SLOW, f"PIDs {_pids(slow)} are neither proven stuck nor moving: "
+                       f"{slow[0].reason}", ranks)

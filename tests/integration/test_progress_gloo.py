@@ -1,0 +1,91 @@
+"""Progress watcher + decision on real gloo jobs (tests/targets/progress_gloo.py, 4 ranks on CPU).
+
+A job whose steps are almost all ``time.sleep`` or waiting for a peer must read as progressing
+in every one of 20 windows; hung jobs must read as stuck. Readiness: each rank appends a line
+to a ready file once in its steady state; the test polls that file with a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hangscope.analyze.progress import PROGRESSING, STUCK, decide_all, job_progress
+from hangscope.collect.progress import ProgressWatcher
+
+TARGET = Path(__file__).resolve().parent.parent / "targets" / "progress_gloo.py"
+NPROC = 4
+WINDOW_S = 2.0
+
+
+def _ranks_ready(ready: Path, deadline_s: float, launcher: subprocess.Popen[bytes]) -> list[int]:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if launcher.poll() is not None:
+            raise AssertionError(f"the job exited early with {launcher.returncode}")
+        lines = ready.read_text().splitlines() if ready.exists() else []
+        if len(lines) >= NPROC:
+            return sorted(int(line.split()[0]) for line in lines)
+        time.sleep(0.05)
+    raise AssertionError(f"the ranks were not ready within {deadline_s} s")
+
+
+@pytest.fixture
+def gloo_job(tmp_path: Path) -> Iterator[object]:
+    """Factory: start(mode) -> rank PIDs; the job's process group is killed at teardown."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(mode: str) -> list[int]:
+        ready = tmp_path / f"ready-{mode}"
+        launcher = subprocess.Popen(
+            [sys.executable, str(TARGET), mode, "--nproc", str(NPROC), "--ready-file", str(ready)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        started.append(launcher)
+        return _ranks_ready(ready, 90.0, launcher)
+
+    yield start
+    for launcher in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+
+
+def _window(pids: list[int]) -> tuple[str, list[str]]:
+    watcher = ProgressWatcher(pids, gpus=False)
+    watcher.start()
+    time.sleep(WINDOW_S)
+    evidence = watcher.stop()
+    assert evidence.error is None, evidence.error
+    ranks = decide_all(evidence)
+    return job_progress(ranks).decision, [f"{r.decision}/{r.evidence}: {r.reason}" for r in ranks]
+
+
+def test_sleepy_job_reads_progressing_in_20_of_20_windows(gloo_job) -> None:  # type: ignore[no-untyped-def]
+    # GIVEN a job whose rank 0 sleeps 300 ms per step while ranks 1-3 wait for it in all_reduce
+    pids = gloo_job("sleepy")
+    # WHEN it is watched for 20 default windows in a row
+    results = [_window(pids) for _ in range(20)]
+    # THEN every window says progressing
+    wrong = [detail for decision, detail in results if decision != PROGRESSING]
+    assert not wrong, f"{len(wrong)}/20 windows not progressing, first: {wrong[0]}"
+
+
+@pytest.mark.parametrize("mode", ["mismatch", "blocked"])
+def test_hung_job_reads_stuck(gloo_job, mode: str) -> None:  # type: ignore[no-untyped-def]
+    # GIVEN a job that is hung for good (mismatched collectives; a rank blocked on a lock)
+    pids = gloo_job(mode)
+    # WHEN watched twice
+    results = [_window(pids) for _ in range(2)]
+    # THEN it is stuck both times and the reason names the blocked wait
+    for decision, detail in results:
+        assert decision == STUCK, detail
+        assert any("0 wake-ups" in line for line in detail), detail

@@ -1,0 +1,109 @@
+"""The progress decision on evidence recorded from real gloo jobs (tests/fixtures/progress/).
+
+Recorded with ``ProgressWatcher`` over a 2 s window on tests/targets/progress_gloo.py (4 ranks,
+2-core VM, no GPU): ``sleepy`` and ``compute`` progress, ``mismatch``, ``blocked`` and ``poll``
+are hung.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hangscope.analyze.progress import (
+    PROGRESSING,
+    SLOW,
+    STUCK,
+    decide_all,
+    job_progress,
+)
+from hangscope.collect.progress import (
+    ProgressEvidence,
+    evidence_from_dict,
+    evidence_to_dict,
+    parse_raw,
+)
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "progress"
+
+
+def load(name: str) -> ProgressEvidence:
+    return evidence_from_dict(json.loads((FIXTURES / f"gloo_{name}.json").read_text()))
+
+
+def test_sleepy_job_progresses_although_every_rank_shows_one_stack() -> None:
+    # GIVEN rank 0 sleeping 300 ms per step and ranks 1-3 waiting for it in all_reduce
+    evidence = load("sleepy")
+    # WHEN deciding
+    ranks = decide_all(evidence)
+    job = job_progress(ranks)
+    # THEN every rank progresses, decided by its wake-ups and the data its process moved
+    assert job.decision == PROGRESSING
+    assert [r.decision for r in ranks] == [PROGRESSING] * 4
+    waiter = ranks[1]
+    assert waiter.evidence == "counters"
+    assert "all_reduce" in waiter.reason and "its waits complete and data moves" in waiter.reason
+
+
+def test_mismatched_collectives_are_stuck_with_zero_wakeups() -> None:
+    ranks = decide_all(load("mismatch"))
+    assert [r.decision for r in ranks] == [STUCK] * 4
+    assert "0 wake-ups in 2.0 s" in ranks[3].reason and "all_gather" in ranks[3].reason
+    assert job_progress(ranks).decision == STUCK
+
+
+def test_rank_blocked_on_a_lock_is_stuck() -> None:
+    ranks = decide_all(load("blocked"))
+    assert ranks[0].decision == STUCK and ranks[0].evidence == "counters"
+    assert "blocked: one stack" in ranks[0].reason
+    assert job_progress(ranks).decision == STUCK
+
+
+def test_poll_loop_is_not_called_progress() -> None:
+    # GIVEN rank 0 polling a flag every 50 ms forever (wakes a lot, moves no data)
+    ranks = decide_all(load("poll"))
+    # THEN rank 0 is "slow" (not proven), its peers are stuck, and so is the job
+    assert ranks[0].decision == SLOW
+    assert "woke" in ranks[0].reason and "moved no data" in ranks[0].reason
+    assert {r.decision for r in ranks[1:]} == {STUCK}
+    job = job_progress(ranks)
+    assert job.decision == STUCK and "are stuck" in job.reason
+
+
+def test_computing_ranks_progress_by_their_python_lines() -> None:
+    ranks = decide_all(load("compute"))
+    assert {r.evidence for r in ranks} == {"python"}
+    assert all(r.reason.startswith("Python line moved:") for r in ranks)
+
+
+def test_working_thread_without_samples_is_judged_by_its_counters() -> None:
+    # GIVEN the sleepy job, but judging a gloo helper thread that py-spy cannot see
+    evidence = load("sleepy")
+    proc = evidence.processes[1]
+    helper = next(t for t in proc.threads if t.name == "gloo_tcp_loop")
+    ranks = decide_all(evidence, working={proc.pid: helper.tid})
+    # THEN the decision says there were no Python samples and still uses the counters
+    assert ranks[1].tid == helper.tid and "no Python samples" in ranks[1].reason
+
+
+@pytest.mark.parametrize("name", ["sleepy", "mismatch", "blocked", "poll", "compute"])
+def test_evidence_round_trips_through_json(name: str) -> None:
+    evidence = load(name)
+    assert evidence_from_dict(json.loads(json.dumps(evidence_to_dict(evidence)))) == evidence
+
+
+def test_parse_raw_subprocesses_output() -> None:
+    # GIVEN a real ``py-spy record --subprocesses --threads --idle --format raw`` of the sleepy job
+    text = (FIXTURES / "record_subprocesses_sleepy.txt").read_text()
+    parsed = parse_raw(text)
+    # THEN each process is keyed by its own PID (not the launcher's) with its main thread
+    assert len(parsed) == 5
+    workers = {pid: threads for pid, threads in parsed.items() if len(threads) == 1}
+    for pid, threads in workers.items():
+        name, stacks = threads[pid]
+        assert name == "MainThread"
+        assert sum(stacks.values()) > 100
+    leaves = {next(iter(t[pid][1]))[-1] for pid, t in workers.items()}
+    assert "load_batch (progress_gloo.py:53)" in leaves
