@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import stat
 import sys
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
@@ -34,21 +37,55 @@ def render(snap: Snapshot, fmt: str, color: bool = False, width: int = 120,
     raise UsageError(f"Unknown format {fmt!r}: use one of {', '.join(FORMATS)}.")
 
 
+def _check_target(p: Path, path: str | Path) -> None:
+    """Refuse a name that is not an ordinary file of ours: writing through it could block
+    (a FIFO), hit a device, follow a link planted in a shared directory, or clobber a file
+    of another user."""
+    try:
+        st = p.lstat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"Cannot write {path}: {exc.strerror}.") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UsageError(f"Refusing to write {path}: it is a symbolic link; give the path of "
+                         "the file itself, or a new name.")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO"
+                if stat.S_ISFIFO(st.st_mode) else "a device or socket")
+        raise UsageError(f"Refusing to write {path}: it is not a regular file ({kind}); give "
+                         "a new file name, or leave out -o to print the report.")
+    if st.st_uid != os.geteuid():
+        raise UsageError(f"Refusing to overwrite {path}: it belongs to another user "
+                         f"(UID {st.st_uid}); give a new file name.")
+
+
 def write_private(path: str | Path, text: str) -> Path:
     """Write a report readable by its owner only (0600): it describes production processes.
 
+    The report goes to a new temp file beside ``path`` (``O_EXCL``, 0600), renamed over
+    ``path`` once whole: a reader never sees half a report, and nothing already at ``path``
+    (a hard link, a FIFO) is opened.
+
     Raises:
-        UsageError: the file cannot be written (directory missing, no permission).
+        UsageError: ``path`` is not a regular file of this user, or cannot be written.
     """
     p = Path(path)
+    _check_target(p, path)
+    tmp: str | None = None
     try:
-        # O_NOFOLLOW: a symlink planted in a shared directory cannot redirect the report.
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        os.fchmod(fd, 0o600)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        os.fchmod(fd, 0o600)  # mkstemp makes it 0600; whatever the umask, keep it so
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.replace(tmp, p)
+        tmp = None
     except OSError as exc:
-        raise UsageError(f"Cannot write {path}: {exc.strerror}.") from None
+        raise UsageError(f"Cannot write {path}: {exc.strerror or exc}.") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
     return p
 
 
