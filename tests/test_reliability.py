@@ -450,6 +450,24 @@ def test_hanging_pyspy_is_killed_at_timeout_and_the_other_ranks_report(
     assert_all_running(handle)
 
 
+def test_native_dump_that_times_out_is_retried_python_only(
+        job: Any, tmp_path: Path, hangscope_cli: Any, real_pyspy: str) -> None:
+    """GIVEN py-spy --native hangs on one rank (a wedged native unwind) WHEN --samples 1 THEN
+    that rank is retried Python-only and still has its Python stack; no py-spy is left."""
+    handle = job(ranks=2, mode="idle")
+    fake = write_fake_pyspy(tmp_path / "py-spy", real_pyspy)
+    victim = handle.rank(1)
+    doc, _ = dump_doc(hangscope_cli, handle.launcher, "--timeout", "1", "--samples", "1",
+                      env=fake_env(fake, "hang-native", victim, handle))
+    assert list(handle.control_dir.glob("hanging-*")), "the fake py-spy never hung"
+    retried = proc_of(doc, victim)
+    frames = [f["name"] for t in python_threads(retried) for f in t["frames"]]
+    assert "rank_main" in frames, (frames, retried["errors"])
+    assert python_threads(proc_of(doc, handle.rank(0)))
+    assert fake_processes(fake) == [], "the hanging py-spy was not killed"
+    assert_all_running(handle)
+
+
 @pytest.mark.parametrize(("mode", "words"), [("garbage", "py-spy printed invalid JSON"),
                                              ("badjson", "py-spy printed unexpected JSON")])
 def test_pyspy_printing_nonsense_on_one_rank_is_that_ranks_error(

@@ -175,8 +175,9 @@ def dump(pid: int, native: bool = True, timeout: float = 10.0, nonblocking: bool
         # kernel resumes the target when its tracer dies, so a target is never left stopped.
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return DumpResult(pid, native=native, error=f"py-spy did not answer within {timeout:g} s",
-                          error_kind="timeout", seconds=time.monotonic() - started)
+        failed = DumpResult(pid, native=native, error=f"py-spy did not answer within {timeout:g} s",
+                            error_kind="timeout", seconds=time.monotonic() - started)
+        return _python_only_retry(failed, timeout, nonblocking, binary) if native else failed
     except OSError as exc:
         return DumpResult(pid, native=native, error=f"could not run py-spy: {exc}",
                           error_kind="failed", seconds=time.monotonic() - started)
@@ -189,29 +190,24 @@ def dump(pid: int, native: bool = True, timeout: float = 10.0, nonblocking: bool
     if kind == "permission":  # py-spy's own advice ("sudo env PATH=$PATH !!") misleads here
         last_line = ("permission denied: tracing this process needs root or CAP_SYS_PTRACE "
                      "(Docker: --cap-add SYS_PTRACE)")
-    if native and kind in ("failed", "timeout"):
-        fallback = dump(pid, native=False, timeout=timeout, nonblocking=nonblocking, pyspy=binary)
-        if fallback.ok:
-            return DumpResult(pid, fallback.threads, native=False,
-                              error=None, seconds=seconds + fallback.seconds)
-    return DumpResult(pid, native=native, error=f"py-spy: {last_line}", error_kind=kind,
-                      seconds=seconds)
+    failed = DumpResult(pid, native=native, error=f"py-spy: {last_line}", error_kind=kind,
+                        seconds=seconds)
+    if native and kind == "failed":
+        return _python_only_retry(failed, timeout, nonblocking, binary)
+    return failed
 
 
-def dump_locals(pid: int, timeout: float = 10.0, pyspy: str | None = None) -> list[object] | None:
-    """``py-spy dump --locals --json --pid PID``: raw threads with each frame's locals, or None.
-
-    Asked only of ranks in a point-to-point op (analyze/p2p.py reads the peer from the c10d
-    frame); it cost the same as a plain dump on a CPU rank (<= 10 ms).
-    """
-    try:
-        proc = subprocess.run([pyspy or find_pyspy(), "dump", "--locals", "--json", "--pid",
-                               str(pid)], capture_output=True, text=True, timeout=timeout,
-                              check=False)
-        data = json.loads(proc.stdout) if proc.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, ToolMissing, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, list) else None
+def _python_only_retry(failed: DumpResult, timeout: float, nonblocking: bool,
+                       binary: str) -> DumpResult:
+    """A native dump that failed or timed out (a wedged unwind), tried again Python-only:
+    with ``--samples 1`` that is the rank's only chance of a stack. A retry that fails too
+    keeps the first failure, which names the real problem."""
+    fallback = dump(failed.pid, native=False, timeout=timeout, nonblocking=nonblocking,
+                    pyspy=binary)
+    if not fallback.ok:
+        return failed
+    return DumpResult(failed.pid, fallback.threads, native=False, error=None,
+                      seconds=failed.seconds + fallback.seconds)
 
 
 def version(pyspy: str | None = None) -> str | None:

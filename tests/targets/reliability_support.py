@@ -223,7 +223,7 @@ def wait_gone(p, reaped):
         time.sleep(0.005)
 
 if pid == victim and args and args[0] == "dump":
-    if mode == "hang":
+    if mode == "hang" or (mode == "hang-native" and "--native" in args):
         open(os.path.join(control, f"hanging-{{os.getpid()}}"), "w").close()
         time.sleep(3600)
     elif mode == "fail":
