@@ -30,6 +30,10 @@ from hangscope.model import Frame, Process
 DEFAULT_PREFIX = "/tmp/nccl_trace_rank_"
 PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 PIPE_VAR = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"
+# What this collector reads of a rank's environment (collect/procfs.py's allow-list must keep
+# them: it drops every other variable).
+ENV_KEYS = (*PREFIX_VARS, PIPE_VAR, "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE",
+            "TORCH_NCCL_DUMP_ON_TIMEOUT")
 MAX_BYTES = 64 << 20  # 2,000 entries with stacks are a few MiB; beyond this is not a dump
 DEADLINE_S = 3.0  # torch's monitor thread looks at the pipe about once a second
 _POLL_S = 0.05

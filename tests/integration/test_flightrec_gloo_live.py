@@ -1,0 +1,69 @@
+"""A real 2-rank gloo job hung in mismatched collectives: the Flight Recorder collector asks each
+rank for a dump through its pipe, reads torch's real dumps, and the analysis names the mismatch
+with both call sites."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support import TARGETS, poll
+
+from hangscope import evidence as ev
+from hangscope.analyze.collectives import analyze
+from hangscope.collect import flightrec, procfs, ras
+from hangscope.model import Process, RankInfo
+
+pytest.importorskip("torch")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_process(pid: int) -> Process:
+    env = procfs.read_environ(pid, keys=procfs.JOB_ENV_KEYS + flightrec.ENV_KEYS + ras.ENV_KEYS)
+    return Process(pid=pid, python=True, rank=RankInfo(global_rank=int(env["RANK"])),
+                   environ=env or {})
+
+
+def test_gloo_mismatch_named_from_triggered_dumps(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    env = dict(os.environ, MASTER_PORT=str(_free_port()),
+               TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "frpipe_"),
+               TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "nccl_trace_rank_"),
+               TORCH_FR_BUFFER_SIZE="100")
+    started = time.time() - 1
+    job = subprocess.Popen([sys.executable, str(TARGETS / "gloo_fr_mismatch.py"), str(ready)],
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           start_new_session=True)
+    try:
+        poll(lambda: all((ready / n).exists() for n in ("launcher", "rank0", "rank1")),
+             "both ranks to reach their hanging collective", timeout=120)
+        pids = [int(p) for p in (ready / "launcher").read_text().split()]
+        procs = [_rank_process(pid) for pid in pids]
+        live = {p.rank.global_rank: p.pid for p in procs}
+
+        def mismatch() -> ev.CollectiveEvidence | None:
+            reading = flightrec.read(procs, job_start=started, deadline_s=3.0)
+            found = analyze(ras.read(procs), reading, live)
+            return found if any(c.kind == ev.MISMATCH for c in found.conclusions) else None
+
+        found = poll(mismatch, "a dump pair showing the mismatch", timeout=60, interval=0.5)
+        (c,) = [c for c in found.conclusions if c.kind == ev.MISMATCH]
+        assert c.seq == 2 and set(c.ops) == {"all_reduce", "all_gather"}
+        assert {s.split(" ")[0] for s in c.sites} == {"rank_main"}
+        assert set(c.ranks) == {0, 1} and set(c.pids) == set(pids)
+        assert found.ras_status == ev.NO_NCCL  # a gloo job: nothing to ask RAS
+        assert job.poll() is None  # the job is still there, untouched
+    finally:
+        os.killpg(job.pid, 9)
+        job.wait(timeout=30)
