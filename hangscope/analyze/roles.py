@@ -69,7 +69,8 @@ def looks_like_worker(cmdline: Sequence[str], environ: Mapping[str, str],
 def _coords(rest: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, value in _COORD.findall(rest):
-        key = {"DP": "dp", "PP": "pp", "TP": "tp", "EP": "ep", "MOE_DP": "dp"}.get(name)
+        # MOE_DP is the MoE data-parallel rank inside a TP group, not the replica (DP).
+        key = {"DP": "dp", "PP": "pp", "TP": "tp", "EP": "ep"}.get(name)
         if key and key not in out:
             out[key] = int(value)
     return out
@@ -94,7 +95,8 @@ def role_and_rank(cmdline: Sequence[str], environ: Mapping[str, str] | None,
     if sched:
         c = _coords(sched.group("rest"))
         tp = c.get("tp", 0)
-        return Role.RANK, RankInfo(tp=tp, pp=c.get("pp"), dp=c.get("dp"), ep=c.get("ep"),
+        dp = c.get("dp", _int(env.get("SGLANG_DP_RANK")))
+        return Role.RANK, RankInfo(tp=tp, pp=c.get("pp"), dp=dp, ep=c.get("ep"),
                                    global_rank=_int(env.get("RANK")), source="title")
     if title.startswith("sglang::detokenizer"):
         return Role.DETOKENIZER, None
@@ -188,7 +190,8 @@ def expected_ranks(args: Mapping[str, str], rank_envs: Sequence[Mapping[str, str
             found = True
     # DP replicas are separate schedulers only when the launcher runs them in-process
     # (SGLang with --dp-size); vLLM's DP engines are counted per engine.
-    if "dp" in sizes and job_kind == "sglang":
+    # With --enable-dp-attention the DP ranks partition the TP ranks: no extra schedulers.
+    if "dp" in sizes and job_kind == "sglang" and "--enable-dp-attention" not in args:
         product *= sizes["dp"]
         found = True
     if found:

@@ -10,7 +10,8 @@ knows the job is where it should be without sleeping. Modes:
 - ``filelock``  rank 0 holds a ``filelock.FileLock`` on WORKDIR/.lock (the JIT-cache pattern)
                 and sleeps in ``build_kernel``; ranks 1-2 block acquiring it (filelock polls).
 - ``flock``     the same with blocking ``fcntl.flock`` (waiters show in /proc/locks as "->").
-- ``missing``   a WORLD_SIZE=4 gloo job: rank 3 exits (code 3) and is reaped; 0-2 all_reduce.
+- ``missing``   a WORLD_SIZE=4 gloo job: rank 3 exits (code 3) and is reaped; 0-2 wait to join.
+- ``missing_unreaped``  the same, but the launcher waits for rank 0 first: rank 3 is a zombie.
 - ``p2p_cycle`` 3 gloo ranks that each recv from the previous rank before sending: a cycle.
 - ``p2p_ok``    a healthy 3-stage pipeline of matched send/recv of 16 MB each step.
 - ``dp_tp``     4 processes titled ``sglang::scheduler_DP<d>_TP<t>`` (setproctitle), waiting.
@@ -28,8 +29,8 @@ import threading
 import time
 from pathlib import Path
 
-WORLD = {"filelock": 3, "flock": 3, "missing": 4, "p2p_cycle": 3, "p2p_ok": 3, "dp_tp": 4,
-         "compile": 1}
+WORLD = {"filelock": 3, "flock": 3, "missing": 4, "missing_unreaped": 4, "p2p_cycle": 3,
+         "p2p_ok": 3, "dp_tp": 4, "compile": 1}
 
 
 def ready(path: str, tag: str) -> None:
@@ -81,16 +82,17 @@ def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
     import torch
     import torch.distributed as dist
 
+    if mode.startswith("missing"):
+        # Rank 3 fails before it joins. (Once joined, a gloo peer's exit closes its sockets
+        # and the others fail at once instead of waiting; NCCL ranks would wait.)
+        if rank == 3:
+            ready(ready_file, "leaving3")
+            os._exit(3)
+        ready(ready_file, f"rank{rank}")
     dist.init_process_group("gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(hours=1))
     t = torch.ones(4)
-    if mode == "missing":
-        if rank == 3:
-            dist.barrier()  # everyone joined; then this rank leaves
-            ready(ready_file, "leaving3")
-            os._exit(3)
-        dist.barrier()
-        ready(ready_file, f"rank{rank}")
+    if mode.startswith("missing"):
         dist.all_reduce(t)
         return
     prev, nxt = (rank - 1) % world, (rank + 1) % world
@@ -163,8 +165,14 @@ def launch(mode: str, ready_file: str, workdir: str) -> None:
         children.append(subprocess.Popen(
             [sys.executable, __file__, "--rank", mode, ready_file, workdir], env=child_env))
     ready(ready_file, "launcher")
-    for child in children:
-        child.wait()  # reaps: a rank that exits leaves no zombie behind
+    if mode == "missing_unreaped":
+        for child in children:
+            child.wait()  # in rank order: rank 3's exit stays unreaped (a zombie) behind rank 0
+        return
+    pending = {child.pid for child in children}
+    while pending:  # reap whichever rank exits first, as torchrun's agent does
+        pid, _ = os.wait()
+        pending.discard(pid)
 
 
 if __name__ == "__main__":

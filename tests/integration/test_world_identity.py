@@ -1,0 +1,74 @@
+"""Missing ranks and rank identity on real jobs (issue 11, items 3 and 5).
+
+GIVEN a WORLD_SIZE=4 gloo job whose rank 3 exited and was reaped by its launcher while ranks
+0-2 wait for it in the rendezvous, WHEN hangscope dumps it, THEN the expected world says rank 3 is
+missing. GIVEN four processes titled as SGLang DP x TP schedulers (setproctitle), THEN each is
+named by its coordinates, and no two share a label or a key.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
+
+from verdict_support import dump_json, verdict_job
+
+from hangscope.analyze.identity import (
+    comparable_groups,
+    duplicate_labels,
+    rank_key,
+    rank_label,
+)
+from hangscope.analyze.world import describe_missing, missing_ranks
+from hangscope.serialize import from_dict
+
+
+def test_given_reaped_rank_then_expected_world_names_it_missing(tmp_path: Path) -> None:
+    with verdict_job("missing", tmp_path, ["leaving3", "rank0", "rank1", "rank2"],
+                     timeout=120) as job:
+        snap = from_dict(json.loads(dump_json(job.launcher)))
+    assert job.pids["leaving3"] not in {p.pid for p in snap.processes}  # reaped: no trace
+    for proc in snap.ranks:  # waiting for the rank that never joins
+        assert proc.working_thread is not None
+        assert proc.working_thread.category.value == "comm_init", proc.working_thread
+    missing = missing_ranks(snap.processes, snap.job)
+    assert missing is not None
+    assert missing.missing == ("3",) and missing.found == ("0-2",)
+    assert describe_missing(missing) == (
+        "expected 4 ranks (WORLD_SIZE=4), found 0-2: rank 3 is missing (no process is left "
+        "of it: it exited and was reaped, or never started)")
+
+
+def test_given_unreaped_rank_then_missing_with_its_exit_code(tmp_path: Path) -> None:
+    with verdict_job("missing_unreaped", tmp_path, ["leaving3", "rank0", "rank1", "rank2"],
+                     timeout=120) as job:
+        snap = from_dict(json.loads(dump_json(job.launcher)))
+    zombie = snap.process(job.pids["leaving3"])
+    assert zombie is not None and zombie.state == "Z"
+    missing = missing_ranks(snap.processes, snap.job)
+    assert missing is not None and missing.missing == ("3",)
+    assert missing.exited == ((zombie.pid, 3),)
+    assert describe_missing(missing).endswith(
+        f": rank 3 is missing (PID {zombie.pid} exited with code 3, not reaped yet)")
+
+
+def test_given_dp_tp_titled_schedulers_then_named_by_coordinates(tmp_path: Path) -> None:
+    with verdict_job("dp_tp", tmp_path, [f"rank{i}" for i in range(4)]) as job:
+        data = json.loads(dump_json(job.launcher))
+    snap = from_dict(data)
+    ranks = {p.pid: p for p in snap.ranks}
+    assert len(ranks) == 4
+    # The JSON carries each scheduler's coordinates, read from its title.
+    coords = {(p["rank"]["dp"], p["rank"]["tp"]) for p in data["processes"]
+              if p["role"] == "rank"}
+    assert coords == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    labels = {rank_label(ranks[job.pids[f"rank{i}"]]) for i in range(4)}
+    assert labels == {"DP0·TP0", "DP0·TP1", "DP1·TP0", "DP1·TP1"}
+    assert duplicate_labels(list(ranks.values())) == {}
+    assert len({rank_key(p) for p in ranks.values()}) == 4
+    groups = comparable_groups(list(ranks.values()))
+    assert sorted(sorted(rank_label(p) for p in g) for g in groups) == [
+        ["DP0·TP0", "DP0·TP1"], ["DP1·TP0", "DP1·TP1"]]
