@@ -32,8 +32,8 @@ PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 PIPE_VAR = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"
 # What this collector reads of a rank's environment (collect/procfs.py's allow-list must keep
 # them: it drops every other variable).
-ENV_KEYS = (*PREFIX_VARS, PIPE_VAR, "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE",
-            "TORCH_NCCL_DUMP_ON_TIMEOUT")
+BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+ENV_KEYS = (*PREFIX_VARS, PIPE_VAR, *BUFFER_VARS)
 MAX_BYTES = 64 << 20  # 2,000 entries with stacks are a few MiB; beyond this is not a dump
 DEADLINE_S = 3.0  # torch's monitor thread looks at the pipe about once a second
 _POLL_S = 0.05
@@ -327,6 +327,10 @@ def read(processes: Sequence[Process], job_start: float | None = None, trigger: 
                             f"({'; '.join(refused.values())}).", prefix=shown,
                             triggered=tuple(triggered), notes=tuple(notes), elapsed_s=elapsed)
     status = ev.TIMEOUT if triggered else ev.NONE_FOUND
+    off = next((f"{v}=0" for p in ranks for v in BUFFER_VARS if p.environ.get(v) == "0"), None)
+    if off:
+        return ev.FrReading(status, f"Flight Recorder: off in this job ({off}): no dump.",
+                            prefix=shown, notes=tuple(notes), elapsed_s=elapsed)
     return ev.FrReading(status, f"Flight Recorder: no dump of this job at {shown}*"
                         + ("" if triggered or any(p.environ.get(PIPE_VAR) for p in ranks) else
                            f" (start the job with {PIPE_VAR}=/tmp/frpipe_ to be able to ask "

@@ -30,7 +30,7 @@ from hangscope.model import Process, Socket
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 28028
 # What this collector reads of a rank's environment (kept by collect/procfs.py's allow-list).
-ENV_KEYS = ("NCCL_RAS_ADDR", "NCCL_RAS_ENABLE", "NCCL_DEBUG")
+ENV_KEYS = ("NCCL_RAS_ADDR", "NCCL_RAS_ENABLE")
 DEADLINE_S = 1.5  # a snapshot never waits longer than this on RAS
 MAX_ANSWER = 32 << 20  # a verbose JSON answer of a 10,000-rank job is a few MiB
 MIN_VERSION = (2, 24)

@@ -227,3 +227,16 @@ def test_fuzz_dump_shapes(value: object) -> None:
     except flightrec.DumpError:
         return
     flightrec.parse_dump(obj, 0, "x")
+
+
+def test_the_variables_the_collectors_read_survive_the_env_allow_list() -> None:
+    from hangscope.collect import procfs, ras
+
+    assert set(flightrec.ENV_KEYS + ras.ENV_KEYS) <= set(procfs.JOB_ENV_KEYS)
+
+
+def test_buffer_size_zero_says_the_recorder_is_off(tmp_path: Path) -> None:
+    proc = Process(pid=os.getpid(), rank=RankInfo(global_rank=0), environ={
+        "TORCH_FR_BUFFER_SIZE": "0", "TORCH_FR_DUMP_TEMP_FILE": str(tmp_path / "t_")})
+    reading = flightrec.read([proc], trigger=False)
+    assert reading.status == ev.NONE_FOUND and "TORCH_FR_BUFFER_SIZE=0" in reading.note
