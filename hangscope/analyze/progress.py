@@ -20,7 +20,7 @@ Rules, first that holds wins; each names the evidence that decided, in a sentenc
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hangscope.collect.nvml import GpmReading
 from hangscope.collect.progress import ProcessProgress, ProgressEvidence, ThreadProgress
@@ -43,6 +43,7 @@ GPU_SM_WORK = 5.0
 GPU_PIPE_WORK = 1.0  # DRAM bandwidth, FP32/FP16/FP64/tensor pipes
 GPU_LINK_WORK_MIB_S = 100.0  # NVLink rx+tx
 GPU_IDLE_GRAPHICS = 5.0
+_GPU_DECIDES = {"work": PROGRESSING, "spin": STUCK}
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class RankProgress:
     evidence: str  # python | gpu | counters | none
     reason: str  # one sentence for the user
     tid: int | None = None  # the thread judged
+    gpu: str | None = None  # what its GPUs do, whatever decided: "busy" says if work moves
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,10 @@ def _pct(value: float) -> str:
     return f"{value:.2g}%" if value < 10 else f"{value:.0f}%"
 
 
-def gpu_work(reading: GpmReading) -> tuple[str | None, str]:
-    """(progressing | stuck | None, sentence) from one GPU's GPM metrics."""
+def gpu_work(reading: GpmReading) -> tuple[str, str]:
+    """(work | spin | idle | busy | unknown, sentence) from one GPU's GPM metrics."""
     if reading.error or not reading.metrics:
-        return None, f"GPU {reading.index}: {reading.error or 'no GPM metrics'}"
+        return "unknown", f"GPU {reading.index}: {reading.error or 'no GPM metrics'}"
     m = reading.metrics
     sm, graphics = m.get("sm", 0.0), m.get("graphics", 0.0)
     pipes = {name: m[name] for name in ("dram", "tensor", "fp32", "fp16", "fp64") if name in m}
@@ -82,13 +84,13 @@ def gpu_work(reading: GpmReading) -> tuple[str | None, str]:
     if link:
         facts += f", NVLink {link:.0f} MiB/s"
     if sm >= GPU_SM_WORK and (busiest[1] >= GPU_PIPE_WORK or link >= GPU_LINK_WORK_MIB_S):
-        return PROGRESSING, f"GPU {reading.index}: {facts}: its kernels do work"
+        return "work", f"GPU {reading.index}: {facts}: its kernels do work"
     if graphics >= GPU_BUSY_GRAPHICS and busiest[1] < GPU_PIPE_WORK and link < GPU_LINK_WORK_MIB_S:
-        return STUCK, (f"GPU {reading.index} is busy but does no work ({facts}): "
-                       "a spinning kernel, not work")
+        return "spin", (f"GPU {reading.index} is busy but does no work ({facts}): "
+                        "a spinning kernel, not work")
     if graphics < GPU_IDLE_GRAPHICS:
-        return None, f"GPU {reading.index} is idle ({facts})"
-    return None, f"GPU {reading.index}: {facts}"
+        return "idle", f"GPU {reading.index} is idle ({facts})"
+    return "busy", f"GPU {reading.index}: {facts}"
 
 
 def _moved(thread: ThreadProgress) -> bool:
@@ -120,23 +122,21 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
         why = proc.error or "no thread could be read"
         return RankProgress(proc.pid, SLOW, "none", f"no evidence: {why}")
     judged = thread.tid
+    judged_gpus = [gpu_work(reading) for reading in gpus]
+    gpu_text = "; ".join(sentence for _, sentence in judged_gpus) or None
     if _moved(thread):
         return RankProgress(proc.pid, PROGRESSING, "python", (
             f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
-            f"samples"), judged)
-    gpu_facts: list[str] = []
-    gpu_idle = bool(gpus)
-    for reading in gpus:
-        verdict, sentence = gpu_work(reading)
-        if verdict is not None:
-            return RankProgress(proc.pid, verdict, "gpu", sentence, judged)
-        gpu_facts.append(sentence)
-        gpu_idle = gpu_idle and "is idle" in sentence
-    return _from_counters(proc, thread, seconds, gpu_idle, gpu_facts)
+            f"samples"), judged, gpu_text)
+    for state, sentence in judged_gpus:
+        if state in _GPU_DECIDES:
+            return RankProgress(proc.pid, _GPU_DECIDES[state], "gpu", sentence, judged, gpu_text)
+    gpu_idle = bool(gpus) and all(state == "idle" for state, _ in judged_gpus)
+    return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text), gpu=gpu_text)
 
 
 def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
-                   gpu_idle: bool, gpu_facts: list[str]) -> RankProgress:
+                   gpu_idle: bool, gpu_text: str | None) -> RankProgress:
     c = thread.counters
     where = (f"one stack in {thread.samples} samples ({_leaf(thread)})" if thread.samples
              else "no Python samples")
@@ -166,7 +166,7 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
     if gpu_idle:
         return RankProgress(proc.pid, STUCK, "counters",
                             f"{busy} while its GPU is idle: a spin-wait, not work", thread.tid)
-    extra = f"; {'; '.join(gpu_facts)}" if gpu_facts else ""
+    extra = f"; {gpu_text}" if gpu_text else ""
     return RankProgress(proc.pid, SLOW, "counters", f"{busy}: a spin or work{extra}",
                         thread.tid)
 

@@ -107,3 +107,41 @@ def test_parse_raw_subprocesses_output() -> None:
         assert sum(stacks.values()) > 100
     leaves = {next(iter(t[pid][1]))[-1] for pid, t in workers.items()}
     assert "load_batch (progress_gloo.py:53)" in leaves
+
+
+# GPM readings measured on the H200 of this project with nvidia-ml-py over 1 s (issue 11):
+# a kernel spinning forever, a bf16 matmul loop, a loop of tiny kernels with ``.item()``.
+H200_SPIN = {"graphics": 100.0, "sm": 0.8, "sm_occupancy": 0.01}
+H200_MATMUL = {"graphics": 100.0, "sm": 96.0, "fp32": 76.0}
+H200_TINY = {"graphics": 22.0, "sm": 0.05}
+
+
+@pytest.mark.parametrize(("metrics", "state", "words"), [
+    (H200_SPIN, "spin", "a spinning kernel, not work"),
+    (H200_MATMUL, "work", "its kernels do work"),
+    (H200_TINY, "busy", "SM activity 0.05%"),
+])
+def test_gpm_tells_a_spinning_kernel_from_work(metrics: dict[str, float], state: str,
+                                               words: str) -> None:
+    from hangscope.analyze.progress import gpu_work
+    from hangscope.collect.nvml import GpmReading
+
+    got, sentence = gpu_work(GpmReading(index=0, seconds=1.0, metrics=metrics))
+    assert got == state and words in sentence
+
+
+def test_a_spinning_gpu_makes_a_one_stack_rank_stuck_and_says_why() -> None:
+    # GIVEN a blocked rank's real evidence and its GPU read as the H200 spin above
+    from dataclasses import replace
+
+    from hangscope.analyze.progress import decide
+    from hangscope.collect.nvml import GpmReading
+
+    evidence = load("mismatch")
+    spin = GpmReading(index=0, seconds=2.0, metrics=H200_SPIN)
+    rank = decide(evidence.processes[0], evidence.seconds, [spin])
+    assert rank.decision == STUCK and rank.evidence == "gpu"
+    assert rank.gpu is not None and "busy but does no work" in rank.gpu
+    # and a computing rank keeps its Python evidence while its GPU is described
+    moving = decide(load("compute").processes[0], 2.0, [replace(spin, metrics=H200_MATMUL)])
+    assert moving.evidence == "python" and moving.gpu and "do work" in moving.gpu
