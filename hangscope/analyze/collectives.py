@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from hangscope import evidence as ev
 from hangscope.analyze.collectives_fr import from_fr
+from hangscope.model import Process, Role
 
 _STATUS_WORD = {ev.DISABLED: "RAS is off (NCCL_RAS_ENABLE=0)",
                 ev.TOO_OLD: "NCCL is older than 2.24 (no RAS)",
@@ -155,6 +156,18 @@ def _compare_counts(comm_id: str, positions: Sequence[ev.RankPosition]) -> list[
         pids=tuple(p.pid for p in suspects if p.pid), ops=tuple(side_ops), global_ranks=glob,
         sentence=f"Communicator {comm_id}: the ranks launched different collectives: "
                  f"{'; '.join(described)} (NCCL RAS op counts cross).")]
+
+
+def live_ranks(processes: Sequence[Process]) -> dict[int, int]:
+    """Global rank -> PID of every live rank process (helpers have no rank: never suspects)."""
+    out: dict[int, int] = {}
+    for proc in processes:
+        if proc.role not in (Role.RANK, Role.ENGINE_CORE) or proc.rank is None:
+            continue
+        if proc.state in ("gone", "Z", "X") or proc.rank.global_rank is None:
+            continue
+        out.setdefault(proc.rank.global_rank, proc.pid)
+    return out
 
 
 def analyze(ras: ev.RasReading | None, fr: ev.FrReading | None,

@@ -15,9 +15,9 @@ import pytest
 from support import TARGETS, poll
 
 from hangscope import evidence as ev
-from hangscope.analyze.collectives import analyze
-from hangscope.collect import flightrec, procfs, ras
-from hangscope.model import Process, RankInfo
+from hangscope.analyze.collectives import analyze, live_ranks
+from hangscope.collect import collectives, flightrec, procfs, ras
+from hangscope.model import Process, RankInfo, Role
 
 pytest.importorskip("torch")
 
@@ -30,7 +30,8 @@ def _free_port() -> int:
 
 def _rank_process(pid: int) -> Process:
     env = procfs.read_environ(pid, keys=procfs.JOB_ENV_KEYS + flightrec.ENV_KEYS + ras.ENV_KEYS)
-    return Process(pid=pid, python=True, rank=RankInfo(global_rank=int(env["RANK"])),
+    return Process(pid=pid, python=True, role=Role.RANK,
+                   rank=RankInfo(global_rank=int(env["RANK"])),
                    environ=env or {})
 
 
@@ -50,11 +51,12 @@ def test_gloo_mismatch_named_from_triggered_dumps(tmp_path: Path) -> None:
              "both ranks to reach their hanging collective", timeout=120)
         pids = [int(p) for p in (ready / "launcher").read_text().split()]
         procs = [_rank_process(pid) for pid in pids]
-        live = {p.rank.global_rank: p.pid for p in procs}
+        live = live_ranks(procs)
+        assert live == {0: pids[0], 1: pids[1]}
 
         def mismatch() -> ev.CollectiveEvidence | None:
-            reading = flightrec.read(procs, job_start=started, deadline_s=3.0)
-            found = analyze(ras.read(procs), reading, live)
+            ras_reading, fr_reading = collectives.collect(procs, job_start=started)
+            found = analyze(ras_reading, fr_reading, live)
             return found if any(c.kind == ev.MISMATCH for c in found.conclusions) else None
 
         found = poll(mismatch, "a dump pair showing the mismatch", timeout=60, interval=0.5)

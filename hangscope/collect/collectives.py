@@ -1,0 +1,27 @@
+"""One call per snapshot for the collective evidence: NCCL RAS and the Flight Recorder, in parallel.
+
+``ncclras -v -f json`` and ``echo 1 > $TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe`` at once,
+each bounded by its own deadline, so a snapshot waits for the slower of the two, never the sum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from hangscope import evidence as ev
+from hangscope.collect import flightrec, ras
+from hangscope.model import Process
+
+
+def collect(processes: Sequence[Process], host_ports: Iterable[int] = (),
+            job_start: float | None = None, trigger_fr: bool = True,
+            ras_deadline_s: float = ras.DEADLINE_S,
+            fr_deadline_s: float = flightrec.DEADLINE_S) -> tuple[ev.RasReading, ev.FrReading]:
+    """(RAS reading, Flight Recorder reading) for the job; ``trigger_fr`` writes dump files for
+    the job where its ranks have a debug-info pipe (off: only dumps already on disk are read)."""
+    ports = tuple(host_ports)
+    with ThreadPoolExecutor(2, thread_name_prefix="hangscope-collectives") as pool:
+        ras_job = pool.submit(ras.read, processes, ports, ras_deadline_s)
+        fr_job = pool.submit(flightrec.read, processes, job_start, trigger_fr, fr_deadline_s)
+        return ras_job.result(), fr_job.result()
