@@ -566,6 +566,24 @@ def test_unprivileged_user_gets_exit_4_and_the_ptrace_remedy(
     assert_all_running(handle)
 
 
+def test_kernel_log_an_ordinary_user_cannot_read_is_said(
+        unprivileged_user: pwd.struct_passwd) -> None:
+    """GIVEN kernel.dmesg_restrict=1 (or no CAP_SYSLOG) THEN the reader says the kernel log
+    was not checked instead of silently finding no OOM kill."""
+    from conftest import _cli_env
+
+    if Path("/proc/sys/kernel/dmesg_restrict").read_text().strip() != "1":
+        pytest.skip("kernel.dmesg_restrict is 0 here: an ordinary user may read the log")
+    env = _cli_env({"HOME": "/", "USER": TEST_USER})
+    env.pop("HANGSCOPE_KMSG", None)
+    code = "from hangscope.collect import kmsg; print(kmsg.read([1], None))"
+    result = as_user(unprivileged_user, [sys.executable, "-c", code], env)
+    if result.returncode != 0:
+        result = as_user(unprivileged_user, [sys.executable, "-c", code], env, read_cap=True)
+    no_traceback(result)
+    assert "kernel log not checked: /dev/kmsg: Operation not permitted" in result.stdout
+
+
 @pytest.mark.parametrize("fmt", ["json", "md"])
 def test_partial_report_on_permission_failure_honours_format_and_output(
         job: Any, unprivileged_user: pwd.struct_passwd, fmt: str) -> None:
