@@ -1,0 +1,264 @@
+"""Hung NCCL jobs for the collective evidence (issue 10): NCCL RAS and the Flight Recorder, live.
+
+Runs on the device machine (torch with CUDA; hangscope's own deps are optional here)::
+
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
+        PYTHONPATH=. python demo/gpu/nccl_jobs.py --out "$OUT" [--only single,behind] [--no-dump]
+
+Scenarios (each a real job: a launcher and one process per rank, ``RANK``/``WORLD_SIZE`` in
+their environment, ``init_process_group("nccl", device_id=...)``, one warm-up all_reduce):
+
+- one GPU: ``single`` (world size 1: a few all_reduces, then a spinning kernel and a sync);
+- two GPUs: ``behind`` (rank 1 never reaches the second all_reduce: it blocks in a
+  ``queue.get``), ``extra_op`` (rank 1 calls an extra all_gather first), ``wrong_op`` (rank 0
+  all_reduce where rank 1 calls all_gather), ``subgroup`` (the hang is in a ``new_group``).
+
+Each runs twice: ``plain`` (nothing set at launch: RAS alone) and ``fr`` (started with
+``TORCH_NCCL_DEBUG_INFO_PIPE_FILE`` and ``TORCH_FR_DUMP_TEMP_FILE``: hangscope asks each rank
+for a Flight Recorder dump). Two-GPU scenarios are recorded as ``blocked`` on one GPU.
+Per run: hangscope's collectors and analysis (timed), the raw RAS answer and FR dumps, and
+``hangscope dump --format json`` of the job (unless --no-dump). Everything goes to
+``OUT/nccl_jobs.json`` and ``OUT/captures/<scenario>-<variant>/``; every process started is
+killed at the end. Exit 0 when every scenario that ran gave the expected conclusion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT))
+
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                "NVSHMEM_DISABLE_NVLS": "1"}
+ONE_GPU = ("single",)
+TWO_GPU = ("behind", "extra_op", "wrong_op", "subgroup")
+# What the analysis must conclude (kind, suspect ranks) per scenario and variant.
+EXPECTED = {
+    ("behind", "plain"): ("behind", {1}), ("behind", "fr"): ("behind", {1}),
+    ("extra_op", "plain"): ("behind", {0}), ("extra_op", "fr"): ("mismatch", {0, 1}),
+    ("wrong_op", "plain"): ("mismatch", {0, 1}), ("wrong_op", "fr"): ("mismatch", {0, 1}),
+    ("subgroup", "plain"): ("behind", {1}), ("subgroup", "fr"): ("behind", {1}),
+}
+
+
+# --- the ranks (run in their own process) ----------------------------------------------------
+
+def _ready(folder: str, rank: int) -> None:
+    Path(folder, f"rank{rank}.tmp").write_text(str(os.getpid()))
+    os.replace(Path(folder, f"rank{rank}.tmp"), Path(folder, f"rank{rank}"))
+
+
+def _block_forever() -> None:
+    import queue
+
+    queue.Queue().get()  # a rank elsewhere in Python: never reaches the collective
+
+
+def rank_main(scenario: str, ready: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+    torch.cuda.set_device(device)
+    dist.init_process_group("nccl", device_id=device)
+    x = torch.ones(1 << 20, device=device)
+    dist.all_reduce(x)  # collective #1, every scenario
+    torch.cuda.synchronize()
+    if scenario == "single":
+        for _ in range(3):
+            dist.all_reduce(x)
+        torch.cuda.synchronize()
+        _ready(ready, rank)
+        torch.cuda._sleep(int(2e9 * 3600))  # a kernel that spins for an hour
+        torch.cuda.synchronize()
+        return
+    if scenario == "subgroup":
+        sub = dist.new_group([0, 1])
+        dist.all_reduce(x, group=sub)  # the sub-group's #1, both ranks
+        torch.cuda.synchronize()
+        _ready(ready, rank)
+        if rank == 0:
+            dist.all_reduce(x, group=sub)  # sub-group #2: rank 1 never comes
+            x.sum().item()
+        _block_forever()
+    _ready(ready, rank)
+    if scenario == "behind":
+        if rank == 0:
+            dist.all_reduce(x)
+            x.sum().item()
+        _block_forever()
+    elif scenario == "extra_op":
+        if rank == 1:
+            dist.all_gather([torch.empty_like(x) for _ in range(world)], x)
+        dist.all_reduce(x)
+        x.sum().item()
+        _block_forever()  # rank 0 stays alive: it is not a missing-rank case
+    elif scenario == "wrong_op":
+        if rank == 0:
+            dist.all_reduce(x)
+        else:
+            dist.all_gather([torch.empty_like(x) for _ in range(world)], x)
+        x.sum().item()
+        _block_forever()
+
+
+def launcher_main(scenario: str, ready: str, world: int) -> None:
+    env = dict(os.environ, WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=os.environ.get("MASTER_PORT", "29623"), **NO_MULTICAST)
+    ranks = [subprocess.Popen([sys.executable, __file__, "rank", scenario, ready],
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
+             for r in range(world)]
+    for proc in ranks:
+        proc.wait()
+
+
+# --- the orchestrator ------------------------------------------------------------------------
+
+def _processes(launcher: int, ranks: list[int]):
+    from hangscope.collect import procfs
+    from hangscope.model import Process, RankInfo, Role
+
+    table = procfs.read_listening()
+    out = []
+    for pid in [launcher, *ranks]:
+        env = procfs.read_environ(pid) or {}
+        inodes = procfs.read_fds(pid)[4]
+        rank = int(env["RANK"]) if "RANK" in env and pid != launcher else None
+        out.append(Process(
+            pid=pid, python=True, role=Role.RANK if rank is not None else Role.LAUNCHER,
+            rank=RankInfo(global_rank=rank) if rank is not None else None, environ=env,
+            listening=tuple(table[i] for i in sorted(inodes) if i in table)))
+    host_ports = sorted({s.port for s in table.values() if s.port})
+    return out, host_ports
+
+
+def _verdict_ok(scenario: str, variant: str, found) -> bool | None:
+    if scenario == "single":
+        return bool(found.communicators)
+    kind, ranks = EXPECTED[(scenario, variant)]
+    return any(c.kind == kind and ranks <= set(c.ranks) for c in found.conclusions)
+
+
+def run_one(scenario: str, variant: str, out: Path, dump: bool) -> dict:
+    from hangscope import evidence as ev
+    from hangscope.analyze.collectives import analyze, live_ranks
+    from hangscope.collect.collectives import collect
+
+    world = 1 if scenario == "single" else 2
+    cap = out / "captures" / f"{scenario}-{variant}"
+    ready = cap / "ready"
+    ready.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, **NO_MULTICAST)
+    if variant == "fr":
+        env.update(TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(cap / "frpipe_"),
+                   TORCH_FR_DUMP_TEMP_FILE=str(cap / "nccl_trace_rank_"))
+    started = time.time()
+    with open(cap / "job.log", "w") as log:
+        job = subprocess.Popen(
+            [sys.executable, __file__, "launch", scenario, str(ready), str(world)], env=env,
+            start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+    record: dict = {"scenario": scenario, "variant": variant, "world": world}
+    try:
+        deadline = time.monotonic() + 180
+        while not all((ready / f"rank{r}").exists() for r in range(world)):
+            if time.monotonic() > deadline or job.poll() is not None:
+                record["error"] = "the ranks did not reach their hang point (see job.log)"
+                return record
+            time.sleep(0.1)
+        ranks = [int((ready / f"rank{r}").read_text()) for r in range(world)]
+        procs, host_ports = _processes(job.pid, ranks)
+        attempts = []
+        found = None
+        deadline = time.monotonic() + 20  # NCCL's counts settle within a second or two
+        while time.monotonic() < deadline:
+            t0 = time.monotonic()
+            ras_r, fr_r = collect(procs, host_ports, job_start=started)
+            took = time.monotonic() - t0
+            found = analyze(ras_r, fr_r, live_ranks(procs))
+            attempts.append({"collect_s": round(took, 3), "ras_s": round(ras_r.elapsed_s, 3),
+                             "fr_s": round(fr_r.elapsed_s, 3), "ras": ras_r.status,
+                             "fr": fr_r.status})
+            if _verdict_ok(scenario, variant, found):
+                break
+            time.sleep(1)
+        if ras_r.raw:
+            suffix = "json" if ras_r.report and ras_r.report.format.startswith("json") else "txt"
+            (cap / f"ras.{suffix}").write_text(ras_r.raw)
+        for d in fr_r.dumps:
+            shutil.copy(d.path, cap / Path(d.path).name)
+        ok = _verdict_ok(scenario, variant, found)
+        if variant == "fr":  # the dumps must have come through the pipe too
+            ok = ok and fr_r.status == ev.READ and bool(fr_r.triggered)
+        record.update(ok=ok, attempts=attempts,
+                      ras_note=ras_r.note, fr_note=fr_r.note, fr_notes=list(fr_r.notes),
+                      conclusions=[ev.to_json(c) for c in found.conclusions],
+                      evidence=ev.to_json(found), pids={"launcher": job.pid, "ranks": ranks})
+        if dump:
+            t0 = time.monotonic()
+            res = subprocess.run([sys.executable, "-m", "hangscope", "dump", "--format", "json",
+                                  str(job.pid)], capture_output=True, text=True, timeout=120,
+                                 cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            (cap / "hangscope_dump.json").write_text(res.stdout)
+            record["dump"] = {"rc": res.returncode, "s": round(time.monotonic() - t0, 2),
+                              "stderr": res.stderr[-2000:]}
+            with contextlib.suppress(ValueError):
+                record["dump"]["verdict"] = json.loads(res.stdout).get("verdict")
+        return record
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the job may have died on its own
+            os.killpg(job.pid, signal.SIGKILL)
+        job.wait(timeout=30)
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "rank":
+        rank_main(sys.argv[2], sys.argv[3])
+        return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "launch":
+        launcher_main(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/nccl_jobs"))
+    parser.add_argument("--only", default="", help="comma-separated scenarios")
+    parser.add_argument("--variants", default="plain,fr")
+    parser.add_argument("--no-dump", action="store_true", help="skip hangscope dump")
+    args = parser.parse_args()
+    import torch
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    gpus = torch.cuda.device_count()
+    wanted = [s for s in (*ONE_GPU, *TWO_GPU) if not args.only or s in args.only.split(",")]
+    results = []
+    for scenario in wanted:
+        for variant in args.variants.split(","):
+            if scenario in TWO_GPU and gpus < 2:
+                results.append({"scenario": scenario, "variant": variant,
+                                "blocked": f"needs 2 GPUs, {gpus} visible"})
+                continue
+            rec = run_one(scenario, variant, out, not args.no_dump)
+            results.append(rec)
+            said = [(c["kind"], c["ranks"], c["ops"], c["source"])
+                    for c in rec.get("conclusions", [])]
+            print(f"{scenario:9} {variant:5} ok={rec.get('ok')} {said} {rec.get('error', '')}",
+                  flush=True)
+    nccl = ".".join(map(str, torch.cuda.nccl.version())) if gpus else None
+    (out / "nccl_jobs.json").write_text(json.dumps(
+        {"gpus": gpus, "torch": torch.__version__, "nccl": nccl, "results": results}, indent=2))
+    ran = [r for r in results if "blocked" not in r]
+    return 0 if ran and all(r.get("ok") for r in ran) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
