@@ -82,7 +82,7 @@ def bench_merge(count: int, repeat: int) -> None:
     print(f"  verdict: {merged.verdict.summary[:160] if merged.verdict else None}")
 
 
-def bench_live(nodes: int, nproc: int, repeat: int) -> None:
+def bench_live(nodes: int, nproc: int, repeat: int, extra_args: list[str]) -> None:
     sys.path.insert(0, str(REPO / "tests" / "integration" / "cluster"))
     from cluster import Cluster
 
@@ -97,11 +97,14 @@ def bench_live(nodes: int, nproc: int, repeat: int) -> None:
                                  (f"{nodes} nodes", ["--nodes", f"node[01-{nodes:02d}]"])):
                 start = time.perf_counter()
                 result = c.run_on("node01", hangscope, "dump", pid, "--format", "json",
-                                  *extra, env=env, timeout=300)
+                                  *extra_args, *extra, env=env, timeout=300)
                 runs[label].append(time.perf_counter() - start)
+                if not result.stdout.startswith("{"):
+                    raise SystemExit(f"{label}: exit {result.returncode}: {result.stderr}")
                 summary = json.loads(result.stdout)["verdict"]["summary"][:100]
         one, many = (statistics.median(v) for v in runs.values())
-        print(f"{nodes} nodes x {nproc} ranks, all on this machine ({os.cpu_count()} cores)")
+        print(f"{nodes} nodes x {nproc} ranks, all on this machine ({os.cpu_count()} cores) "
+              f"{' '.join(extra_args)}")
         for label, values in runs.items():
             print(f"  {label:10s} median {statistics.median(values):.2f} s  "
                   f"({', '.join(f'{v:.2f}' for v in values)})")
@@ -120,11 +123,12 @@ def main() -> int:
     live.add_argument("--nodes", type=int, default=4)
     live.add_argument("--nproc", type=int, default=4)
     live.add_argument("--repeat", type=int, default=3)
+    live.add_argument("--no-native", action="store_true", help="pass --no-native to dump")
     args = parser.parse_args()
     if args.what == "merge":
         bench_merge(args.nodes, args.repeat)
     else:
-        bench_live(args.nodes, args.nproc, args.repeat)
+        bench_live(args.nodes, args.nproc, args.repeat, ["--no-native"] if args.no_native else [])
     return 0
 
 

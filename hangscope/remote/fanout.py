@@ -6,8 +6,10 @@ Transport, collecting per node a Snapshot or the sentence that says why there is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 
 from hangscope.errors import HangscopeError
 from hangscope.model import Snapshot
-from hangscope.remote.ship import NEEDS_BUNDLE, NO_PYTHON, REMOTE_SCRIPT, bundle
+from hangscope.remote.ship import HELLO_INSTALLED, HELLO_SEND, NO_PYTHON, REMOTE_SCRIPT, bundle
 from hangscope.remote.transport import Transport
 
 #: Concurrent transports at most: ssh/srun processes are cheap, but not thousands at once.
@@ -46,52 +48,82 @@ def _parse(stdout: str) -> Snapshot:
     return from_dict(json.loads(stdout))
 
 
-def _run_once(transport: Transport, node: str, mode: str, python: str,
-              dump_args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[bytes]:
-    command = ["sh", "-c", REMOTE_SCRIPT, "hangscope-remote", mode, python, *dump_args]
-    return subprocess.run(transport.argv(node, command), capture_output=True, timeout=timeout,
-                          input=bundle() if mode == "ship" else b"", check=False)
+@dataclass
+class _Exchange:
+    rc: int
+    stdout: str
+    stderr: str
+    shipped: bool
+    timed_out: bool
+
+
+def _converse(argv: list[str], timeout: float) -> _Exchange:
+    """Run the transport; send the bundle only if the remote's first line asks for it."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    fired = threading.Event()
+
+    def kill() -> None:
+        fired.set()
+        proc.kill()
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    shipped = False
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        first = proc.stdout.readline()
+        if first.strip() == HELLO_SEND.encode():
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(bundle())
+                shipped = True
+        elif first.strip() == HELLO_INSTALLED.encode():
+            first = b""
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
+        proc.stdin = None  # communicate() must not flush a closed pipe
+        out, err = proc.communicate()
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if first.strip() == HELLO_SEND.encode():
+        first = b""
+    return _Exchange(proc.returncode, (first + out).decode(errors="replace"),
+                     err.decode(errors="replace"), shipped, fired.is_set())
 
 
 def dump_node(transport: Transport, node: str, dump_args: Sequence[str], timeout: float,
               ship: str = "auto", python: str = "python3") -> NodeAnswer:
     """Run ``hangscope dump ARGS --format json`` on ``node``; ship hangscope when it lacks it."""
     start = time.monotonic()
-    shipped = False
+    command = ["sh", "-c", REMOTE_SCRIPT, "hangscope-remote", ship, python, *dump_args]
+    try:
+        ex = _converse(transport.argv(node, command), timeout)
+    except HangscopeError as exc:  # nothing to ship (no py-spy here)
+        return NodeAnswer(node, None, exc.message, round(time.monotonic() - start, 2))
+    except OSError as exc:
+        return NodeAnswer(node, None, f"could not run {transport.argv(node, [])[0]}: "
+                          f"{exc.strerror}", round(time.monotonic() - start, 2))
 
     def answer(snapshot: Snapshot | None, error: str | None) -> NodeAnswer:
-        return NodeAnswer(node, snapshot, error, round(time.monotonic() - start, 2), shipped)
+        return NodeAnswer(node, snapshot, error, round(time.monotonic() - start, 2), ex.shipped)
 
-    mode = "ship" if ship == "always" else "auto"
-    try:
-        result = _run_once(transport, node, mode, python, dump_args, timeout)
-        if result.returncode == NEEDS_BUNDLE and mode == "auto":
-            if ship == "never":
-                return answer(None, "hangscope is not installed there (and --ship never)")
-            shipped = True
-            left = max(1.0, timeout - (time.monotonic() - start))
-            result = _run_once(transport, node, "ship", python, dump_args, left)
-    except subprocess.TimeoutExpired:
-        # subprocess.run killed the transport; ssh's hang-up makes the remote remove its
-        # temporary directory (its EXIT trap) and py-spy's ptrace detach resumes the ranks.
+    if ex.timed_out:
+        # The transport was killed; ssh's hang-up makes the remote remove its temporary
+        # directory (its EXIT trap), and py-spy's ptrace detach resumes the ranks.
         return answer(None, f"{transport.name} timed out after {timeout:g} s")
-    except HangscopeError as exc:  # nothing to ship (no py-spy here)
-        return answer(None, exc.message)
-    except OSError as exc:
-        return answer(None, f"could not run {transport.argv(node, [])[0]}: {exc.strerror}")
-    stdout = result.stdout.decode(errors="replace")
-    stderr = result.stderr.decode(errors="replace")
-    if stdout.lstrip().startswith("{"):
+    if ex.stdout.lstrip().startswith("{"):
         try:
-            return answer(_parse(stdout), None)
+            return answer(_parse(ex.stdout), None)
         except (ValueError, HangscopeError) as exc:
             return answer(None, f"sent an unreadable dump ({exc})")
-    if transport.unreachable_rc is not None and result.returncode == transport.unreachable_rc:
-        return answer(None, transport.what_failed(result.returncode, stderr))
-    if result.returncode == NO_PYTHON:
-        return answer(None, _hangscope_error(stderr) or "could not unpack hangscope there")
-    return answer(None, _hangscope_error(stderr)
-                  or transport.what_failed(result.returncode, stderr))
+    if transport.unreachable_rc is not None and ex.rc == transport.unreachable_rc:
+        return answer(None, transport.what_failed(ex.rc, ex.stderr))
+    if ex.rc == NO_PYTHON:
+        return answer(None, _hangscope_error(ex.stderr) or "could not unpack hangscope there")
+    return answer(None, _hangscope_error(ex.stderr) or transport.what_failed(ex.rc, ex.stderr))
 
 
 def dump_nodes(transport: Transport, nodes: Sequence[str], dump_args: Sequence[str],

@@ -22,8 +22,6 @@ from pathlib import Path
 #: Pure-Python packages the one-node dump imports (``textual`` is for the TUI only: left out).
 PURE_DEPS = ("rich", "markdown_it", "mdurl", "pygments", "pynvml")
 BINARY_DEPS = ("psutil",)
-#: The remote unpacks the stream only when hangscope is not installed there (exit 97 asks).
-NEEDS_BUNDLE = 97
 NO_PYTHON = 98
 
 _MAIN = """\
@@ -38,20 +36,28 @@ sys.argv[0] = "hangscope"
 run()
 """
 
-# $1: auto (use an installed hangscope, else exit 97) or ship (unpack stdin and run that);
-# $2: the Python to run the zipapp with; the rest: arguments of `hangscope dump`.
+# One connection: the remote says on its first stdout line whether it needs the bundle
+# ("HANGSCOPE:send"), and only then does the client write the tar stream to its stdin.
+# $1: auto | always | never (--ship); $2: the Python for the zipapp; the rest: `dump` args.
+HELLO_INSTALLED = "HANGSCOPE:installed"
+HELLO_SEND = "HANGSCOPE:send"
 REMOTE_SCRIPT = r"""
 mode=$1; py=$2; shift 2
-if [ "$mode" = auto ]; then
-  if command -v hangscope >/dev/null 2>&1; then exec hangscope dump "$@"; fi
-  echo "hangscope is not installed on $(hostname)" >&2; exit 97
+if [ "$mode" != always ] && command -v hangscope >/dev/null 2>&1; then
+  echo HANGSCOPE:installed; exec hangscope dump "$@" </dev/null
 fi
-command -v "$py" >/dev/null 2>&1 || { echo "hangscope: error: no $py on $(hostname)" >&2; exit 98; }
+if [ "$mode" = never ]; then
+  echo "hangscope: error: hangscope is not installed on $(hostname) (and --ship never)" >&2
+  exit 97
+fi
+command -v "$py" >/dev/null 2>&1 || {
+  echo "hangscope: error: no $py on $(hostname) to run hangscope with" >&2; exit 98; }
 d=$(mktemp -d "${TMPDIR:-/tmp}/hangscope.XXXXXX") || exit 98
 trap 'rm -rf "$d"' EXIT
-trap 'exit 129' HUP INT TERM
+trap 'exit 129' HUP INT TERM PIPE
+echo HANGSCOPE:send
 tar -x -C "$d" || exit 98
-HANGSCOPE_PYSPY="$d/py-spy" "$py" "$d/hangscope.pyz" dump "$@"
+HANGSCOPE_PYSPY="$d/py-spy" "$py" "$d/hangscope.pyz" dump "$@" </dev/null
 """
 
 
