@@ -14,6 +14,11 @@ Exit codes (documented in README.md):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # errors.py is imported before anything else: no runtime import of the model
+    from hangscope.model import Snapshot
+
 PTRACE_HELP = (
     "Run hangscope as root (sudo hangscope ...), or give it CAP_SYS_PTRACE "
     "(sudo setcap cap_sys_ptrace+ep $(which py-spy)); where kernel.yama.ptrace_scope > 0, "
@@ -49,8 +54,15 @@ class ProcessNotFound(HangscopeError):
 
 
 class PermissionDenied(HangscopeError):
+    """Not allowed to trace the job; ``snapshot``: the partial report, when one was taken."""
+
     exit_code = 4
     help_text = PTRACE_HELP
+
+    def __init__(self, message: str, help_text: str | None = None,
+                 snapshot: Snapshot | None = None) -> None:
+        super().__init__(message, help_text)
+        self.snapshot = snapshot
 
 
 class ToolMissing(HangscopeError):

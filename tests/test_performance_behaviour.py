@@ -34,7 +34,8 @@ sys.path.insert(0, str(BENCHMARKS))
 
 from hangscope.collect import procfs, pyspy, tree  # noqa: E402
 from hangscope.model import Process, Snapshot  # noqa: E402
-from hangscope.sampler import SampleOptions, Sampler, _Marks, _native_slots  # noqa: E402
+from hangscope.rounds import Marks  # noqa: E402
+from hangscope.sampler import SampleOptions, Sampler, _native_slots  # noqa: E402
 
 QUICK = SampleOptions(samples=1, window=0.0)
 
@@ -191,16 +192,16 @@ def task(tid: int, state: str = "S", sched: tuple[int, int] | None = (100, 5),
 
 def test_marks_only_when_no_python_thread_ran_between_the_reads() -> None:
     before = [task(1), task(2), task(3, state="R", sched=(5, 1))]  # 3: a busy native thread
-    assert _Marks.between(before, [task(1), task(2), task(3, "R", (9, 2))], {1, 2}) is not None
-    assert _Marks.between(before, [task(1, sched=(101, 6)), task(2), task(3)], {1, 2}) is None
-    assert _Marks.between(before, [task(1), task(2), task(3)], {1, 3}) is None  # 3 ran
-    assert _Marks.between(before, [task(1), task(2)], {1, 2}) is None  # a thread ended
-    assert _Marks.between([task(1, sched=None)], [task(1, sched=None)], {1}) is None  # unknown
-    assert _Marks.between([task(1, "R")], [task(1, "R")], {1}) is None  # on a CPU: may move
+    assert Marks.between(before, [task(1), task(2), task(3, "R", (9, 2))], {1, 2}) is not None
+    assert Marks.between(before, [task(1, sched=(101, 6)), task(2), task(3)], {1, 2}) is None
+    assert Marks.between(before, [task(1), task(2), task(3)], {1, 3}) is None  # 3 ran
+    assert Marks.between(before, [task(1), task(2)], {1, 2}) is None  # a thread ended
+    assert Marks.between([task(1, sched=None)], [task(1, sched=None)], {1}) is None  # unknown
+    assert Marks.between([task(1, "R")], [task(1, "R")], {1}) is None  # on a CPU: may move
 
 
 def test_marks_still_until_a_python_thread_runs_or_the_threads_change() -> None:
-    marks = _Marks.between([task(1), task(2, "R")], [task(1), task(2, "R")], {1})
+    marks = Marks.between([task(1), task(2, "R")], [task(1), task(2, "R")], {1})
     assert marks is not None
     assert marks.still([task(1), task(2, "R", (7, 7))])  # the native thread may work
     assert not marks.still([task(1, sched=(100, 6)), task(2, "R")])  # woke up, slept again

@@ -6,7 +6,7 @@ status; reading it needs the same privilege as ptrace. Unknown is ``None``.
 
 from __future__ import annotations
 
-from pathlib import Path
+from hangscope.collect import procfs
 
 
 def decode_wait_status(status: int) -> int:
@@ -19,15 +19,8 @@ def decode_wait_status(status: int) -> int:
 
 def read_exit_code(pid: int) -> int | None:
     """The exit code of zombie ``pid`` (negative: killed by that signal); None if unreadable."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text(errors="replace")
-    except OSError:
+    found = procfs.read_stat(pid)
+    # exit_status is field 52, which kernels before 3.5 lack; only an exited task has one.
+    if found is None or found.exit_status is None or found.state not in ("Z", "X"):
         return None
-    fields = text.rsplit(")", 1)[-1].split()
-    # fields[0] is field 3 (state); exit_code is field 52. Older kernels (< 3.5) lack it.
-    if len(fields) < 50 or fields[0] not in ("Z", "X"):
-        return None
-    try:
-        return decode_wait_status(int(fields[49]))
-    except ValueError:
-        return None
+    return decode_wait_status(found.exit_status)

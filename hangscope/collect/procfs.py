@@ -11,10 +11,13 @@ import os
 import socket
 import stat as stat_mod
 import struct
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from hangscope.model import Socket
 
@@ -122,12 +125,78 @@ def read_environ(pid: int, keys: tuple[str, ...] = JOB_ENV_KEYS) -> dict[str, st
     return env
 
 
-def _parse_stat(text: str) -> tuple[str | None, int, int, int | None]:
-    """state, utime, stime, majflt from /proc/.../stat; comm may hold spaces and parens."""
-    rest = text.rsplit(")", 1)[-1].split()
-    if len(rest) < 13:
-        return None, 0, 0, None
-    return rest[0], int(rest[11]), int(rest[12]), int(rest[7])
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """The fields of ``/proc/PID/stat`` (proc(5)) that hangscope reads, by name.
+
+    The one parser of that line: comm may hold spaces and parentheses, so fields are counted
+    from the last ``)``.
+    """
+
+    pid: int
+    comm: str
+    state: str  # field 3: R S D T t Z X ...
+    ppid: int  # field 4
+    majflt: int  # field 12
+    utime: int  # field 14, clock ticks
+    stime: int  # field 15
+    start_ticks: int  # field 22: clock ticks after boot
+    vsize: int  # field 23, bytes
+    exit_status: int | None  # field 52: the raw wait status of an exited task (Linux >= 3.5)
+
+    @property
+    def cpu_ticks(self) -> int:
+        return self.utime + self.stime
+
+    def create_time(self, boot: float) -> float:
+        """Start time in seconds since the epoch, as psutil's ``create_time()`` says it."""
+        return float(self.start_ticks) / CLOCK_TICKS + boot
+
+
+def parse_stat(pid: int, text: str) -> Stat | None:
+    """One ``/proc/PID/stat`` (or ``/proc/PID/task/TID/stat``) line; None when malformed."""
+    head, _, tail = text.rpartition(")")
+    rest = tail.split()
+    if len(rest) < 21:
+        return None
+    try:
+        return Stat(pid=pid, comm=head[head.find("(") + 1:].strip(), state=rest[0],
+                    ppid=int(rest[1]), majflt=int(rest[7]), utime=int(rest[11]),
+                    stime=int(rest[12]), start_ticks=int(rest[19]), vsize=int(rest[20]),
+                    exit_status=int(rest[49]) if len(rest) > 49 else None)
+    except ValueError:
+        return None
+
+
+def read_stat(pid: int) -> Stat | None:
+    """``/proc/PID/stat``; None when the process is gone or the line unreadable."""
+    text = _cat(f"{PROC}/{pid}/stat")
+    return parse_stat(pid, text) if text is not None else None
+
+
+_boot: tuple[float, float] = (-1.0, 0.0)  # (monotonic time read, psutil.boot_time())
+
+
+def boot_time() -> float:
+    """``psutil.boot_time()``, read again at most once a second (it moves only when the wall
+    clock is stepped)."""
+    global _boot
+    now = time.monotonic()
+    if now - _boot[0] > 1.0:
+        _boot = (now, psutil.boot_time())
+    return _boot[1]
+
+
+def start_time(pid: int) -> float | None:
+    """When ``pid`` started (psutil's ``create_time()``), from one read of its stat line.
+
+    Run for every process before and after every py-spy run: a psutil.Process costs ten
+    times this read. None: gone."""
+    found = read_stat(pid)
+    return None if found is None else found.create_time(boot_time())
 
 
 def _cat(path: str) -> str | None:
@@ -162,42 +231,29 @@ def read_tasks(pid: int, wchan: bool = True) -> tuple[TaskInfo, ...]:
         stat_text = _cat(f"{tdir}/stat")
         if stat_text is None:
             continue  # the thread ended between listing and reading
-        state, utime, stime, _ = _parse_stat(stat_text)
+        parsed = parse_stat(tid, stat_text)
         channel = _cat(f"{tdir}/wchan") if wchan else None
         # comm is the "(...)" of stat (what /proc/TID/comm holds): one read less per thread.
-        comm = stat_text[stat_text.find("(") + 1:stat_text.rfind(")")]
         tasks.append(
             TaskInfo(
                 tid=tid,
-                comm=comm.strip() if comm else None,
-                state=state,
+                comm=(parsed.comm or None) if parsed else None,
+                state=parsed.state if parsed else None,
                 wchan=channel.strip() if channel and channel.strip() not in ("", "0") else None,
-                utime=utime,
-                stime=stime,
+                utime=parsed.utime if parsed else 0,
+                stime=parsed.stime if parsed else 0,
                 sched=_sched(_cat(f"{tdir}/schedstat")),
             )
         )
     return tuple(tasks)
 
 
-@dataclass(frozen=True)
-class StatLine:
-    """The fields of ``/proc/PID/stat`` that discovery needs."""
-
-    pid: int
-    ppid: int
-    state: str
-    start_ticks: int  # since boot
-    cpu_ticks: int  # utime + stime
-    vsize: int
-
-
-def scan() -> dict[int, StatLine]:
+def scan() -> dict[int, Stat]:
     """``ps -eo pid,ppid,stat,lstart``: one pass over ``/proc/*/stat`` for the whole machine.
 
     Discovery reads parent links from this one pass instead of walking /proc once per process.
     """
-    out: dict[int, StatLine] = {}
+    out: dict[int, Stat] = {}
     try:
         names = os.listdir(PROC)
     except OSError:
@@ -205,17 +261,9 @@ def scan() -> dict[int, StatLine]:
     for name in names:
         if not name.isdigit():
             continue
-        text = _cat(f"{PROC}/{name}/stat")
-        if text is None:
-            continue
-        rest = text.rsplit(")", 1)[-1].split()
-        if len(rest) < 21:
-            continue
-        try:
-            out[int(name)] = StatLine(int(name), int(rest[1]), rest[0], int(rest[19]),
-                                      int(rest[11]) + int(rest[12]), int(rest[20]))
-        except ValueError:
-            continue
+        found = read_stat(int(name))
+        if found is not None:
+            out[found.pid] = found
     return out
 
 
@@ -298,9 +346,7 @@ def read_process(pid: int, with_fds: bool = True,
     status = read_status(pid)
     if status is None:
         return ProcInfo(pid=pid, exists=(PROC / str(pid)).exists())
-    stat_text = _cat(f"{PROC}/{pid}/stat")
-    parsed = _parse_stat(stat_text) if stat_text else None
-    majflt = parsed[3] if parsed else None
+    parsed = read_stat(pid)
     state = status.get("State", "?")[:1] or None
     if with_fds:
         num_fds, kinds, targets, logs, inodes, denied = read_fds(pid)
@@ -316,7 +362,7 @@ def read_process(pid: int, with_fds: bool = True,
         rss=_kb(status.get("VmRSS")),
         vms=_kb(status.get("VmSize")),
         swap=_kb(status.get("VmSwap")),
-        major_faults=majflt,
+        major_faults=parsed.majflt if parsed else None,
         tasks=read_tasks(pid) if tasks is None else tasks,
         fds=kinds,
         num_fds=num_fds,
@@ -326,7 +372,7 @@ def read_process(pid: int, with_fds: bool = True,
         kernel_stack=tuple(
             line.split("] ", 1)[-1] for line in (kstack or "").splitlines() if line.strip()
         ),
-        cpu_ticks=parsed[1] + parsed[2] if parsed else None,
+        cpu_ticks=parsed.cpu_ticks if parsed else None,
     )
 
 

@@ -42,7 +42,6 @@ _STATUS = {"R": psutil.STATUS_RUNNING, "S": psutil.STATUS_SLEEPING,
            "t": psutil.STATUS_TRACING_STOP, "Z": psutil.STATUS_ZOMBIE, "X": psutil.STATUS_DEAD,
            "x": psutil.STATUS_DEAD, "K": "wake-kill", "W": psutil.STATUS_WAKING,
            "I": psutil.STATUS_IDLE, "P": psutil.STATUS_PARKED}
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _exe(pid: int, state: str) -> str | None:
@@ -63,7 +62,7 @@ def _exe(pid: int, state: str) -> str | None:
 Fixed = dict[tuple[int, int], tuple[str | None, dict[str, str] | None]]
 
 
-def _info(line: procfs.StatLine, children: tuple[int, ...], boot: float,
+def _info(line: procfs.Stat, children: tuple[int, ...], boot: float,
           fixed: Fixed | None = None) -> Found:
     key = (line.pid, line.start_ticks)
     if fixed is not None and key in fixed and line.state not in ("Z", "X", "x"):
@@ -77,7 +76,7 @@ def _info(line: procfs.StatLine, children: tuple[int, ...], boot: float,
         ppid=line.ppid,
         cmdline=read_cmdline(line.pid),  # a title can change (setproctitle)
         exe=exe,
-        create_time=float(line.start_ticks) / _CLOCK_TICKS + boot,  # psutil's create_time()
+        create_time=line.create_time(boot),  # psutil's create_time()
         environ=environ,
         status=_STATUS.get(line.state, line.state),
         children=children,
@@ -175,7 +174,7 @@ def walk(root: int, limit: int = 4096, fixed: Fixed | None = None) -> list[Found
     kids: dict[int, list[int]] = {}
     for line in table.values():
         kids.setdefault(line.ppid, []).append(line.pid)
-    boot = psutil.boot_time()
+    boot = procfs.boot_time()
     out: list[Found] = []
     queue = deque([root])
     seen: set[int] = set()

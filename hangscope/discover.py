@@ -1,0 +1,163 @@
+"""Discovery: from any PID of a job to the job, its processes, their roles and rank coordinates.
+
+``hangscope dump PID`` starts here: climb from PID to the launcher, walk its descendants
+(collect/tree.py), name each process's role and rank (analyze/roles.py: titles, environment,
+launcher flags), number unnamed multiprocessing siblings by spawn order, and read the world
+size the launcher asked for. It also owns the PID-reuse checks: a PID seen at discovery must
+still name the same process (same start time) before anything traces it.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import replace
+
+import psutil
+
+from hangscope.analyze.roles import (
+    expected_ranks,
+    job_kind,
+    launcher_args,
+    looks_like_python,
+    role_and_rank,
+    title_of,
+)
+from hangscope.collect import procfs, tree
+from hangscope.errors import ProcessNotFound
+from hangscope.model import Job, Process, RankInfo, Role
+from hangscope.redact import redact_argv, redact_env
+
+#: Two start times closer than this are one process (psutil's create_time() rounding).
+SAME_START_S = 0.01
+
+
+def same_start(pid: int, started: float | None) -> bool:
+    """Whether ``pid`` is alive and is still the process that started at ``started``."""
+    now = procfs.start_time(pid)
+    return now is not None and (started is None or abs(now - started) <= SAME_START_S)
+
+
+def replaced(proc: Process) -> bool:
+    """Whether ``proc``'s PID now names another process: its start time is not the one seen."""
+    if proc.create_time is None:
+        return False
+    started = procfs.start_time(proc.pid)  # None: gone or unreadable, reported elsewhere
+    return started is not None and abs(started - proc.create_time) > SAME_START_S
+
+
+def not_sampleable(pid: int) -> tuple[str, str] | None:
+    """(kind, reason) for a process py-spy must not touch: stopped, traced, or a zombie."""
+    found = procfs.read_stat(pid)
+    if found is None:
+        return None  # py-spy reports what is wrong
+    status = found.state  # T stopped, t tracing stop, Z zombie, X dead
+    if status == "T":
+        return "stopped", (f"stopped (state T: SIGSTOP, Ctrl-Z or a debugger): not sampled, and "
+                           f"left stopped; `kill -CONT {pid}` resumes it")
+    if status == "t":
+        return "stopped", ("held by a debugger or another tracer (state t): not sampled, "
+                           "and left as it is")
+    if status in ("Z", "X", "x"):
+        return "gone", ("a zombie: it has exited and its parent has not reaped it; "
+                        "no stacks to sample")
+    return None
+
+
+def is_python(info: tree.Found) -> bool | None:
+    """Whether a discovered process runs Python (None: cannot tell, e.g. no privilege)."""
+    if looks_like_python(info.cmdline):
+        return True
+    exe = (info.exe or "").rsplit("/", 1)[-1]
+    if exe.startswith("python"):
+        return True
+    if info.exe is None and not info.cmdline:
+        return None
+    return False
+
+
+def assign_spawn_order(procs: list[Process]) -> list[Process]:
+    """Number unnamed multiprocessing children of one parent by start time, when 2+ exist."""
+    by_pid = {p.pid: p for p in procs}
+    by_parent: dict[int | None, list[Process]] = {}
+    for proc in procs:
+        if proc.role is Role.OTHER and proc.rank is None and proc.python and (
+                "multiprocessing" in (proc.title or "") or _forked_copy(proc, by_pid)):
+            by_parent.setdefault(proc.ppid, []).append(proc)
+    renumbered: dict[int, Process] = {}
+    for siblings in by_parent.values():
+        if len(siblings) < 2:
+            continue
+        siblings.sort(key=lambda p: (p.create_time or 0.0, p.pid))
+        for i, proc in enumerate(siblings):
+            renumbered[proc.pid] = replace(proc, role=Role.RANK,
+                                           rank=RankInfo(global_rank=i, source="spawn-order"))
+    return [renumbered.get(p.pid, p) for p in procs]
+
+
+def _forked_copy(proc: Process, by_pid: dict[int, Process]) -> bool:
+    parent = by_pid.get(proc.ppid) if proc.ppid is not None else None
+    return parent is not None and bool(proc.cmdline) and parent.cmdline == proc.cmdline
+
+
+class Discovery:
+    """The job of one target PID, found again on every call (a live view refreshes it).
+
+    Remembers the launcher (and its start time) between calls, and the exe and environment of
+    each process (they do not change while it lives).
+    """
+
+    def __init__(self, target: int, redact: bool = True) -> None:
+        self.target = target
+        self.redact = redact
+        self.target_started = procfs.start_time(target)
+        self.launcher: int | None = None
+        self.launcher_started: float | None = None
+        self.found: dict[int, tree.Found] = {}  # the last walk, by PID
+        self._fixed: tree.Fixed = {}
+
+    def _root(self) -> int:
+        root = self.launcher
+        if root is not None and same_start(root, self.launcher_started):
+            return root
+        if not same_start(self.target, self.target_started):
+            reused = procfs.start_time(self.target) is not None
+            raise ProcessNotFound(
+                f"PID {self.target} has exited" + (" and its PID now belongs to another "
+                                                   "process" if reused else "") + ".")
+        try:
+            root = tree.find_root(self.target)
+        except psutil.NoSuchProcess:
+            raise ProcessNotFound(f"PID {self.target} has exited.") from None
+        self.launcher = root
+        self.launcher_started = procfs.start_time(root)
+        return root
+
+    def discover(self) -> tuple[Job, list[Process]]:
+        """Find the job's processes and name their roles and ranks."""
+        root = self._root()
+        found = tree.walk(root, fixed=self._fixed)
+        self.found = {info.pid: info for info in found}
+        host = socket.gethostname()
+        procs = []
+        for info in found:
+            role, rank = role_and_rank(info.cmdline, info.environ, info.pid == root,
+                                       bool(info.children))
+            env = info.environ or {}
+            cmdline = tuple(redact_argv(list(info.cmdline))) if self.redact else info.cmdline
+            procs.append(Process(
+                pid=info.pid, ppid=info.ppid, host=host, role=role, rank=rank,
+                title=title_of(cmdline), cmdline=cmdline, exe=info.exe,
+                create_time=info.create_time, state=None, children=info.children,
+                environ=redact_env(env) if self.redact else dict(env),
+                python=is_python(info),
+            ))
+        procs = assign_spawn_order(procs)
+        root_proc = next((p for p in procs if p.pid == root), None)
+        args = launcher_args(root_proc.cmdline if root_proc else ())
+        kind = job_kind([p.cmdline for p in procs])
+        expected, source = expected_ranks(args, [p.environ for p in procs if p.role is Role.RANK],
+                                          kind)
+        job = Job(launcher=root if root_proc and root_proc.role is Role.LAUNCHER else None,
+                  target=self.target, kind=kind, expected_ranks=expected,
+                  expected_source=source, args=args)
+        return job, procs

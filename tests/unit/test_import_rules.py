@@ -1,0 +1,136 @@
+"""The layering holds: which package may import which, read from the source with ast.
+
+- model.py imports nothing of hangscope; analyze/, render/, tui/ never import collect/, the
+  sampler, discovery or the round merge (they work on Snapshots, never on a live process);
+- render/ and tui/ never import analyze/ (facts they show live on the model, words in words.py);
+- no import cycle between hangscope's modules, counting imports inside functions too.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from support import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "hangscope"
+LIVE = ("hangscope.collect", "hangscope.sampler", "hangscope.discover", "hangscope.rounds",
+        "hangscope.remote", "hangscope.commands", "hangscope.cli")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> Iterator[tuple[str, int, bool]]:
+    """(imported module, line, at module level) for every hangscope import in ``path``."""
+    tree = ast.parse(path.read_text(), str(path))
+    top = {id(node) for node in tree.body}
+    guarded = {id(n) for node in tree.body if isinstance(node, ast.If)
+               and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rsplit(
+        ".", 1)[0]
+    for node in ast.walk(tree):
+        if id(node) in guarded:
+            continue  # typing only: never runs
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        for name in names:
+            if name == "hangscope" or name.startswith("hangscope."):
+                yield name, node.lineno, id(node) in top
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def resolve(name: str, known: dict[str, Path]) -> str | None:
+    """The module an import name refers to (``from pkg import mod`` names a module too)."""
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def violations(importer_prefixes: tuple[str, ...], banned: tuple[str, ...]) -> list[str]:
+    found = []
+    for mod, path in modules().items():
+        if not mod.startswith(importer_prefixes):
+            continue
+        for name, line, _ in imports(path):
+            if name.startswith(banned):
+                found.append(f"{path.relative_to(REPO_ROOT)}:{line} imports {name}")
+    return sorted(set(found))
+
+
+def test_model_imports_nothing_of_hangscope() -> None:
+    assert violations(("hangscope.model",), ("hangscope",)) == []
+
+
+#: Analyses that still import a record *type* from a collector (being written now, issue 11
+#: and 13): the types belong in hangscope/evidence.py or model.py. This list may only shrink.
+PENDING = {
+    ("hangscope.analyze.locks", "hangscope.collect.locks"),
+    ("hangscope.analyze.progress", "hangscope.collect.nvml"),
+    ("hangscope.analyze.progress", "hangscope.collect.progress"),
+}
+
+
+def test_analysis_rendering_and_tui_never_touch_a_live_process() -> None:
+    known = modules()
+    found = set()
+    for line in violations(("hangscope.analyze", "hangscope.render", "hangscope.tui",
+                            "hangscope.model", "hangscope.words"), LIVE):
+        path, _, name = line.partition(" imports ")
+        found.add((module_name(REPO_ROOT / path.split(":")[0]), resolve(name, known) or name))
+    assert found - PENDING == set(), "new imports of live code from pure code"
+    assert PENDING - found == set(), "fixed: take these out of PENDING"
+
+
+def test_render_and_tui_take_facts_from_the_model_not_from_analyze() -> None:
+    assert violations(("hangscope.render", "hangscope.tui"), ("hangscope.analyze",)) == []
+
+
+def test_no_import_cycle() -> None:
+    known = modules()
+    graph: dict[str, set[str]] = {mod: set() for mod in known}
+    for mod, path in known.items():
+        for name, _, _ in imports(path):
+            target = resolve(name, known)
+            # A package's __init__ is imported on the way to its modules: not an edge of its own.
+            if target is not None and target != mod and not mod.startswith(target + "."):
+                graph[mod].add(target)
+    cycles = []
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(mod: str) -> None:
+        state[mod] = 1
+        stack.append(mod)
+        for nxt in sorted(graph[mod]):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*stack[stack.index(nxt):], nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[mod] = 2
+
+    for mod in sorted(graph):
+        if mod not in state:
+            visit(mod)
+    assert cycles == []
+
+
+def test_the_checker_sees_real_imports() -> None:
+    """The rules above can fail: the sampler does import the collectors and the analysis."""
+    names = {name for name, _, _ in imports(PACKAGE / "sampler.py")}
+    assert "hangscope.collect.procfs" in names or "hangscope.collect" in names
+    assert violations(("hangscope.sampler",), ("hangscope.analyze",)) != []
