@@ -43,6 +43,9 @@ GPU_SM_WORK = 5.0
 GPU_PIPE_WORK = 1.0  # DRAM bandwidth, FP32/FP16/FP64/tensor pipes
 GPU_LINK_WORK_MIB_S = 100.0  # NVLink rx+tx
 GPU_IDLE_GRAPHICS = 5.0
+#: Voluntary context switches one blocking ``py-spy dump`` causes in each thread of its target
+#: (ptrace attach + detach; measured: exactly 2, native or not, no I/O).
+WAKES_PER_PAUSE = 2
 _GPU_DECIDES = {"work": PROGRESSING, "spin": STUCK}
 
 
@@ -144,8 +147,11 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
         return RankProgress(proc.pid, SLOW, "none",
                             f"{where}; its kernel counters could not be read", thread.tid)
     cpu_s = c.cpu_ns / 1e9
-    wakes = c.voluntary if c.voluntary is not None else c.runs or 0
+    raw_wakes = c.voluntary if c.voluntary is not None else c.runs or 0
+    wakes = max(0, raw_wakes - WAKES_PER_PAUSE * proc.pauses)
     window = f"{seconds:.1f} s"
+    if proc.pauses:
+        window += f" (not counting {raw_wakes - wakes} from py-spy's {proc.pauses} pauses)"
     if cpu_s < IDLE_CPU_SHARE * seconds:
         io = proc.io
         moved = io is not None and (io.syscw + io.syscr) >= MIN_WAKES

@@ -23,6 +23,7 @@ import re
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -102,6 +103,9 @@ class ProcessProgress:
     error: str | None = None  # why py-spy gave none (permission, not Python, gone, ...)
     error_kind: str | None = None
     gone: bool = False  # the process exited during the window
+    # blocking py-spy reads (ptrace stops) the caller took during the window, via note_pause:
+    # each wakes every thread of the target twice (measured), which is not the target's doing
+    pauses: int = 0
 
 
 @dataclass(frozen=True)
@@ -286,6 +290,13 @@ class ProgressWatcher:
         self._t0 = 0.0
         self._cpu0 = 0.0
         self._error: str | None = None
+        self._pauses: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def note_pause(self, pid: int, count: int = 1) -> None:
+        """Tell the watcher that a blocking py-spy read stopped ``pid`` during the window."""
+        with self._lock:
+            self._pauses[pid] = self._pauses.get(pid, 0) + count
 
     def __enter__(self) -> ProgressWatcher:
         self.start()
@@ -367,6 +378,7 @@ class ProgressWatcher:
             pid=pid, threads=tuple(threads), io=_io_delta(self._io_before.get(pid), io_after),
             sampled=bool(raw), error=(rec.error if rec else self._error),
             error_kind=(rec.error_kind if rec else "missing"), gone=gone,
+            pauses=self._pauses.get(pid, 0),
         )
 
 
@@ -388,6 +400,7 @@ def evidence_from_dict(data: dict[str, Any]) -> ProgressEvidence:
             pid=p["pid"], threads=tuple(thread(t) for t in p["threads"]),
             io=IoDelta(**p["io"]) if p.get("io") else None, sampled=p["sampled"],
             error=p.get("error"), error_kind=p.get("error_kind"), gone=p.get("gone", False),
+            pauses=p.get("pauses", 0),
         )
         for p in data["processes"]
     )

@@ -89,3 +89,31 @@ def test_hung_job_reads_stuck(gloo_job, mode: str) -> None:  # type: ignore[no-u
     for decision, detail in results:
         assert decision == STUCK, detail
         assert any("0 wake-ups" in line for line in detail), detail
+
+
+def _window_with_blocking_dumps(pids: list[int]) -> tuple[str, list[str]]:
+    """A window during which every rank is also read by 2 blocking ``py-spy dump`` runs."""
+    from hangscope.collect.pyspy import find_pyspy
+
+    pyspy = find_pyspy()
+    watcher = ProgressWatcher(pids, gpus=False)
+    watcher.start()
+    for _ in range(2):
+        time.sleep(WINDOW_S / 2)
+        for pid in pids:  # ptrace-stops the rank: 2 wake-ups of each of its threads
+            subprocess.run([pyspy, "dump", "--pid", str(pid)], capture_output=True, timeout=30,
+                           check=False)
+            watcher.note_pause(pid)
+    evidence = watcher.stop()
+    ranks = decide_all(evidence)
+    return job_progress(ranks).decision, [f"{r.decision}/{r.evidence}: {r.reason}" for r in ranks]
+
+
+@pytest.mark.parametrize(("mode", "want"), [("mismatch", STUCK), ("sleepy", PROGRESSING)])
+def test_noted_blocking_dumps_do_not_count_as_wakeups(gloo_job, mode: str, want: str) -> None:  # type: ignore[no-untyped-def]
+    # GIVEN a hung or a healthy job, read by blocking py-spy dumps during the window (noted)
+    pids = gloo_job(mode)
+    # WHEN watched
+    decision, detail = _window_with_blocking_dumps(pids)
+    # THEN py-spy's own wake-ups are discounted: hung stays stuck, healthy stays progressing
+    assert decision == want, detail
