@@ -7,7 +7,8 @@ each bounded by its own deadline, so a snapshot waits for the slower of the two,
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from hangscope import evidence as ev
 from hangscope.collect import flightrec, ras
@@ -24,4 +25,16 @@ def collect(processes: Sequence[Process], host_ports: Iterable[int] = (),
     with ThreadPoolExecutor(2, thread_name_prefix="hangscope-collectives") as pool:
         ras_job = pool.submit(ras.read, processes, ports, ras_deadline_s)
         fr_job = pool.submit(flightrec.read, processes, job_start, trigger_fr, fr_deadline_s)
-        return ras_job.result(), fr_job.result()
+        return _or_note(ras_job, "NCCL RAS"), _or_note(fr_job, "Flight Recorder")
+
+
+def _or_note(job: Future, what: str) -> Any:
+    """The reading; a bug in a collector becomes a note, not a traceback in the report."""
+    try:
+        return job.result()
+    except Exception as exc:  # the rest of the snapshot must still come out
+        note = (f"{what}: not read (internal error {type(exc).__name__}: {exc}; please report "
+                "it).")
+        if what == "NCCL RAS":
+            return ev.RasReading(ev.GARBAGE, note)
+        return ev.FrReading(ev.REFUSED_FILE, note)

@@ -146,10 +146,13 @@ def parse_json(text: str) -> RasReport:
     )
 
 
+_MAX_LINE = 4096
 _VERSION = re.compile(r"^NCCL version (\S+)")
 _TABLE_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s*$")
 _BLOCK = re.compile(r"^#(\d+)-(\d+) \(([0-9a-fA-F]+)\) (\w+)\s*$")
-_WHO = (r"(?: -- (?:GPU (\d+)\S*(?: \([^)]*\))? managed by process (-?\d+) on node (\S+)"
+# "GPU 3" or "GPU 3 (NVML 5)" (rasGpuToString); no pattern here lets two repeats compete for
+# the same characters, so a hostile line costs linear time.
+_WHO = (r"(?: -- (?:GPU (-?\d+)(?: \(NVML -?\d+\))? managed by process (-?\d+) on node (\S+)"
         r"|\[process information not found\]))?")
 _RANK_AT = re.compile(r"^\s+Rank (\d+) has launched up to operation (\d+)" + _WHO + r"\s*$")
 _RANK_NONE = re.compile(r"^\s+Rank (\d+) has not launched any operations" + _WHO + r"\s*$")
@@ -196,6 +199,8 @@ def parse_text(text: str) -> RasReport:
     section = ""
     timeouts = 0
     for line in lines[1:]:
+        if len(line) > _MAX_LINE:  # NCCL's lines fit 1 KiB; a longer one is not NCCL's
+            continue
         stripped = line.strip()
         if stripped in ("Errors", "Warnings") or stripped.startswith("Communicators"):
             section, block, op = stripped.split()[0].rstrip("."), None, None

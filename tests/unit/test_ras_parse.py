@@ -127,3 +127,18 @@ def test_fuzz_json_shapes(value: object) -> None:
 def test_deeply_nested_json_is_a_format_error() -> None:
     with pytest.raises(RasFormatError):
         parse("{" + '"a":[' * 100000 + "]" * 100000 + "}")
+
+
+def test_hostile_long_lines_parse_in_linear_time() -> None:
+    """A listener sending megabytes of near-matching lines must not make the regexes crawl."""
+    import time
+
+    base = _read("behind.txt")
+    hostile = (base + "#0-0 (44cd76c5ebeff4b7) MISMATCH\n  Rank 1 -- GPU " + "1" * 2_000_000
+               + "\n" + ("  Rank 1 -- GPU " + "1" * 4000 + "\n") * 2000)
+    spaces = '{"a": 1' + " " * 2_000_000 + "\n" * 3 + '"b": 2}'
+    start = time.monotonic()
+    parse(hostile)
+    with contextlib.suppress(RasFormatError):
+        parse(spaces)
+    assert time.monotonic() - start < 5
