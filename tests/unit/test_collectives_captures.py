@@ -154,3 +154,17 @@ def test_pickle_fixtures_hold_plain_data_only() -> None:
     for path in (NCCL / "flight_recorder").rglob("nccl_trace_rank_*"):
         assert isinstance(flightrec.load_bytes(path.read_bytes()), dict)
         assert pickle.loads(path.read_bytes()) == flightrec.load_bytes(path.read_bytes())
+
+
+def test_text_majority_is_named_from_the_communicator_size() -> None:
+    """A 4-rank version of the behind capture as NCCL prints it in text: the outlier rank 0 by
+    name, the other three only counted. The analysis names ranks 1-3 as behind."""
+    text = (NCCL / "ras" / "behind.txt").read_text()
+    text = text.replace("    0         1         1         2         2         2   RUNNING",
+                        "    0         1         1         4         4         4   RUNNING")
+    text = text.replace(
+        "  Rank 1 has launched up to operation 1 -- GPU 1 managed by process 623 on node "
+        "192.0.2.2\n", "  3 ranks have launched up to operation 1\n")
+    found = analyze(ev.RasReading(ev.READ, "r", report=parse(text)), None, None)
+    (c,) = found.conclusions
+    assert (c.kind, set(c.ranks), c.global_ranks) == (ev.BEHIND, {1, 2, 3}, False)
