@@ -228,6 +228,12 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "launch":
         launcher_main(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return 0
+    try:  # hangscope's collectors read sockets through collect/procfs.py, which needs psutil
+        import psutil  # noqa: F401
+    except ImportError:
+        print("psutil is missing: pip install psutil (hangscope's dependency), then rerun.",
+              file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/nccl_jobs"))
     parser.add_argument("--only", default="", help="comma-separated scenarios")
