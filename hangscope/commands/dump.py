@@ -54,7 +54,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pid", nargs="?",
                         help="PID of the launcher or of any rank (or --find on every node)")
-    parser.add_argument("--format", "-f", choices=FORMATS, default="text")
+    parser.add_argument("--format", "-f", choices=(*FORMATS, "svg"), default="text",
+                        help="svg (multi-node or --find): the merged call tree as a picture")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (0600)")
     add_sampling_arguments(parser)
     add_arguments(parser)
@@ -76,5 +77,10 @@ def run(args: argparse.Namespace) -> int:
                                  "--find SPEC.")
             pid = find_job_pid(parse_spec(args.find))
         snap = Sampler(pid, options).snapshot()
+    if wanted(args) or args.format == "svg":
+        from hangscope.commands.merge import emit_merged
+
+        emit_merged(snap, args.format, args.output, native=options.native)
+        return 0
     emit(snap, args.format, args.output, native=options.native)
     return 0

@@ -144,16 +144,41 @@ def merge(snapshots: list[Snapshot], nodes: Sequence[str | None] | None = None,
     return node_verdict(analyze(merged), unanswered)
 
 
+#: Formats of a multi-node report: the one-node ones plus the call-tree picture.
+MULTI_FORMATS = (*FORMATS, "svg")
+
+
+def emit_merged(snap: Snapshot, fmt: str, output: str | None, native: bool = True) -> None:
+    """Print or write a merged report; Markdown gains the Mermaid call tree, ``svg`` is the
+    picture alone."""
+    import sys
+
+    from hangscope.render.graph import markdown_section, svg
+    from hangscope.render.output import render, write_private
+
+    if fmt not in ("svg", "md"):
+        emit(snap, fmt, output, native=native)
+        return
+    text = svg(snap) if fmt == "svg" else render(snap, "md") + markdown_section(snap)
+    if output and output != "-":
+        write_private(output, text)
+        print(f"hangscope: wrote {fmt} report to {output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("merge", help="diagnose per-node JSON dumps as one job",
                             description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", help="dumps written with --format json")
-    parser.add_argument("--format", "-f", choices=FORMATS, default="text")
+    parser.add_argument("--format", "-f", choices=MULTI_FORMATS, default="text",
+                        help="svg: the merged call tree as a picture")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (0600)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    emit(merge([load(path) for path in args.files]), args.format, args.output)
+    emit_merged(merge([load(path) for path in args.files]), args.format, args.output)
     return 0

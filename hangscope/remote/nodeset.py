@@ -79,14 +79,21 @@ def fold(names: list[str]) -> str:
     """The inverse of expand for display: ``node01 node02 node03 node05`` -> ``node[01-03,05]``."""
     groups: dict[tuple[str, str, int], list[int]] = {}
     plain: list[str] = []
+    parsed = []
+    padded: set[tuple[str, str, int]] = set()
     for name in dict.fromkeys(names):
         match = re.fullmatch(r"(.*?)(\d+)(\D*)", name)
         if not match:
             plain.append(name)
             continue
-        digits = match.group(2)
-        width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
-        groups.setdefault((match.group(1), match.group(3), width), []).append(int(digits))
+        prefix, digits, suffix = match.groups()
+        if digits.startswith("0") and len(digits) > 1:
+            padded.add((prefix, suffix, len(digits)))
+        parsed.append((prefix, digits, suffix))
+    for prefix, digits, suffix in parsed:
+        # node0999 and node1000 are one zero-padded range of width 4.
+        width = len(digits) if (prefix, suffix, len(digits)) in padded else 0
+        groups.setdefault((prefix, suffix, width), []).append(int(digits))
     out = []
     for (prefix, suffix, width), numbers in groups.items():
         numbers.sort()

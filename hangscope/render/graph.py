@@ -133,6 +133,12 @@ def mermaid(snap: Snapshot) -> str:
     return "\n".join(lines) + "\n"
 
 
+def markdown_section(snap: Snapshot) -> str:
+    """The call tree as a Markdown section with a Mermaid block (GitHub draws it)."""
+    return ("\n### Call tree (ranks per frame; odd branches in red)\n\n```mermaid\n"
+            + mermaid(snap) + "```\n")
+
+
 # -- SVG --------------------------------------------------------------------------------------
 
 _CHAR_W, _LINE_H, _PAD, _GAP_X, _GAP_Y, _MAX_CHARS = 7.2, 16, 8, 18, 36, 56

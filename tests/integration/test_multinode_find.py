@@ -1,0 +1,70 @@
+"""`hangscope dump --find SPEC` (what every node runs): a real process found by its
+environment or its command line, the spec derived from a rank for the other nodes, and the
+errors a user sees."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from hangscope.errors import ProcessNotFound, UsageError
+from hangscope.remote.find import find_job_pid, find_pids, parse_spec, spec_for
+
+
+@pytest.fixture
+def marked_process(tmp_path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """A real process whose environment carries a unique TORCHELASTIC_RUN_ID; ready by FIFO."""
+    run_id = f"hs-find-{secrets.token_hex(4)}"
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    code = ("import sys, time\nopen(sys.argv[1], 'w').write('ready')\n"
+            "while True: time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(fifo)],
+                            env={**os.environ, "TORCHELASTIC_RUN_ID": run_id})
+    try:
+        with open(fifo) as fh:  # blocks until the child has started and opened it
+            assert fh.read() == "ready"
+        yield proc, run_id
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_find_by_environment(marked_process) -> None:
+    proc, run_id = marked_process
+    assert find_pids(parse_spec(f"env:TORCHELASTIC_RUN_ID={run_id}")) == [proc.pid]
+    assert find_job_pid(parse_spec(f"TORCHELASTIC_RUN_ID={run_id}")) == proc.pid
+
+
+def test_the_spec_for_other_nodes_comes_from_the_rank(marked_process) -> None:
+    proc, run_id = marked_process
+    spec = spec_for(proc.pid)
+    assert spec is not None and str(spec) == f"env:TORCHELASTIC_RUN_ID={run_id}"
+
+
+def test_find_by_command_line(marked_process) -> None:
+    proc, _ = marked_process
+    assert proc.pid in find_pids(parse_spec("name:while True: time\\.sleep"))
+
+
+def test_nothing_matches_is_a_message() -> None:
+    with pytest.raises(ProcessNotFound, match="No process on this node matches"):
+        find_job_pid(parse_spec(f"env:TORCHELASTIC_RUN_ID=none-{secrets.token_hex(4)}"))
+
+
+@pytest.mark.parametrize("text", ["nothing", "env:1BAD=x", "name:(["])
+def test_bad_specs_say_how_to_write_one(text: str) -> None:
+    with pytest.raises(UsageError, match="--find"):
+        parse_spec(text)
+
+
+def test_cli_without_pid_or_find_says_what_to_give() -> None:
+    result = subprocess.run([sys.executable, "-m", "hangscope", "dump"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2
+    assert "Give the PID of the job's launcher or of any rank, or --find SPEC." in result.stderr
