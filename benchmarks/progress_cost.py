@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hangscope.collect.progress import ProgressWatcher  # noqa: E402
+from hangscope.collect.progress import watch  # noqa: E402
 from hangscope.collect.pyspy import find_pyspy  # noqa: E402
 
 TARGET = ROOT / "tests" / "targets" / "progress_gloo.py"
@@ -64,16 +64,9 @@ def dumps(pyspy: str, pids: list[int], window: float) -> dict[str, float]:
 
 
 def watcher(pids: list[int], window: float) -> dict[str, float]:
-    t0 = time.monotonic()
-    w = ProgressWatcher(pids, gpus=False)
-    w.start()
-    started = time.monotonic()
-    time.sleep(window)
-    stop0 = time.monotonic()
-    evidence = w.stop()
-    end = time.monotonic()
-    return {"cpu_s": evidence.sampler_cpu_s, "extra_wall_s": (started - t0) + (end - stop0),
-            "pause_s": 0.0, "start_s": started - t0, "stop_s": end - stop0}
+    timed = watch(pids, window, gpus=False)
+    return {"cpu_s": timed.evidence.sampler_cpu_s, "extra_wall_s": timed.start_s + timed.stop_s,
+            "pause_s": 0.0, "start_s": timed.start_s, "stop_s": timed.stop_s}
 
 
 def record_subprocesses(pyspy: str, launcher: int, window: float) -> dict[str, float]:

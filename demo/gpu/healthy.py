@@ -150,7 +150,7 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 def run_workload(name: str, runs: int, window: float, folder: Path) -> dict[str, object]:
     from hangscope.analyze.progress import decide
     from hangscope.collect import nvml
-    from hangscope.collect.progress import ProgressWatcher, evidence_to_dict
+    from hangscope.collect.progress import evidence_to_dict, watch
 
     ready = folder / f"ready-{name}"
     log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 (closed below)
@@ -170,21 +170,15 @@ def run_workload(name: str, runs: int, window: float, folder: Path) -> dict[str,
         indices = [u.gpu_index for u in uses] or [g.index for g in reading.gpus]
         result["gpus"] = indices
         for _ in range(runs):
-            watcher = ProgressWatcher([pid], gpu_indices=indices)
-            start = time.monotonic()
-            watcher.start()
-            started = time.monotonic()
-            time.sleep(window)
-            stopping = time.monotonic()
-            evidence = watcher.stop()
-            done = time.monotonic()
+            timed = watch([pid], window, gpu_indices=indices)
+            evidence = timed.evidence
             classic = nvml.read_gpus()
             decision = decide(evidence.processes[0], evidence.seconds, evidence.gpus)
             result["runs"].append({  # type: ignore[union-attr]
                 "decision": decision.decision, "evidence": decision.evidence,
-                "reason": decision.reason, "start_s": round(started - start, 3),
-                "stop_s": round(done - stopping, 3), "window_s": evidence.seconds,
-                "sampler_cpu_s": evidence.sampler_cpu_s,
+                "reason": decision.reason, "gpu": decision.gpu,
+                "start_s": round(timed.start_s, 3), "stop_s": round(timed.stop_s, 3),
+                "window_s": evidence.seconds, "sampler_cpu_s": evidence.sampler_cpu_s,
                 "gpm": [{"index": g.index, "error": g.error, **g.metrics} for g in evidence.gpus],
                 "gpu_error": evidence.gpu_error,
                 "utilization_gpu": [g.utilization for g in classic.gpus],

@@ -383,6 +383,27 @@ class ProgressWatcher:
 
 
 
+
+@dataclass(frozen=True)
+class Timed:
+    """A watched window and what starting and stopping the watcher cost (wall seconds)."""
+
+    evidence: ProgressEvidence
+    start_s: float
+    stop_s: float
+
+
+def watch(pids: Iterable[int], seconds: float, **options: Any) -> Timed:
+    """Watch ``pids`` for ``seconds`` (blocking); ``options`` go to :class:`ProgressWatcher`."""
+    t0 = time.monotonic()
+    watcher = ProgressWatcher(pids, **options)
+    watcher.start()
+    started = time.monotonic()
+    time.sleep(seconds)
+    stopping = time.monotonic()
+    evidence = watcher.stop()
+    return Timed(evidence, started - t0, time.monotonic() - stopping)
+
 def evidence_to_dict(evidence: ProgressEvidence) -> dict[str, Any]:
     """Plain JSON-ready data (recorded fixtures, the GPU script's results)."""
     return asdict(evidence)
