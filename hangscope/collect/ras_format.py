@@ -163,6 +163,7 @@ _MAJORITY_NONE = re.compile(r"^\s+(\d+) ranks have not launched any operations\s
 _MAJORITY_STATUS = re.compile(r"^\s+(\d+) ranks have status (\w+)\s*$")
 _OP_HEADER = re.compile(r"^\s+Communicator ranks have different (\w+) operation counts\s*$")
 _MISSING_HEADER = re.compile(r"^\s+Missing communicator data from \d+ ranks?\s*$")
+_MISSING_LIST = re.compile(r"^\s+The missing ranks?: ([\d, ]{1,1024})$")  # NCCL 2.24-2.25
 _TIMEOUTS = re.compile(r"^\s+Encountered (\d+) communication timeouts?")
 
 
@@ -223,6 +224,9 @@ def parse_text(text: str) -> RasReport:
             op, value = m.group(1), None
         elif _MISSING_HEADER.match(line) or "have different status" in line:
             op, value = "missing" if "Missing" in line else None, None
+        elif (m := _MISSING_LIST.match(line)):
+            for rank in (int(x) for x in re.findall(r"\d+", m.group(1))):
+                block.missing.setdefault(rank, RasMissing(rank=rank, unresponsive=True))
         elif (m := _MAJORITY_AT.match(line)) or (m := _MAJORITY_NONE.match(line)):
             value = int(m.group(2)) if m.re is _MAJORITY_AT else 0
             if op not in (None, "missing"):

@@ -142,3 +142,17 @@ def test_hostile_long_lines_parse_in_linear_time() -> None:
     with contextlib.suppress(RasFormatError):
         parse(spaces)
     assert time.monotonic() - start < 5
+
+
+def test_nccl_2_24_text_forms() -> None:
+    """NCCL 2.24-2.25 print the missing ranks as a list and one total operation count
+    (src/ras/client_support.cc at v2.24.3-1); the real captures rewritten to those forms."""
+    missing = _read("extra_op.txt").replace(
+        "  Rank 0 -- GPU 0 managed by process 756 on node 192.0.2.2\n",
+        "  The missing rank: 0\n")
+    (comm,) = parse_text(missing).communicators
+    assert [(m.rank, m.pid) for m in comm.missing] == [(0, None)]
+    counts = _read("behind.txt").replace("different AllReduce operation counts",
+                                         "different collective operation counts")
+    (comm,) = parse_text(counts).communicators
+    assert {r.rank: r.counts for r in comm.ranks} == {0: {"collective": 2}, 1: {"collective": 1}}
