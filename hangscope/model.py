@@ -49,6 +49,8 @@ class Role(str, Enum):
     COMPILE_WORKER = "compile_worker"
     COMPILER = "compiler"
     RESOURCE_TRACKER = "resource_tracker"
+    DATA_WORKER = "data_worker"  # a torch DataLoader worker (comm pt_data_worker): a helper
+    MAIN = "main"  # the one process that does the work of a job without ranks
     OTHER = "other"
 
     def __str__(self) -> str:
@@ -452,7 +454,7 @@ def category_of(proc: Process, working: Thread | None) -> Category:
 
 def subjects_of(processes: Sequence[Process]) -> tuple[Process, ...]:
     """What a diagnosis is about: ranks, else engine cores, else every Python process."""
-    ranks = tuple(p for p in processes if p.role is Role.RANK)
+    ranks = tuple(p for p in processes if p.role is Role.RANK or p.role is Role.MAIN)
     if ranks:
         return ranks
     engines = tuple(p for p in processes if p.role is Role.ENGINE_CORE)

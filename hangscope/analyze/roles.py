@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
-from hangscope.model import RankInfo, Role
+from hangscope.model import Process, RankInfo, Role
 
 _SGLANG_SCHED = re.compile(r"^sglang::scheduler(?P<rest>\S*)")
 _VLLM_TITLE = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+)::(?P<name>Worker|EngineCore|APIServer)"
@@ -227,3 +228,53 @@ def job_kind(cmdlines: Sequence[Sequence[str]]) -> str:
     if "python" in text:
         return "python"
     return "unknown"
+
+
+# -- helpers and the main process --------------------------------------------------------
+
+#: Processes that serve the job's work and are never where it is stuck: grouped, not suspects.
+HELPER_ROLES = frozenset({Role.COMPILE_WORKER, Role.COMPILER, Role.RESOURCE_TRACKER,
+                          Role.TOKENIZER, Role.DETOKENIZER, Role.DATA_WORKER})
+
+_DATA_WORKER_FILE = "torch/utils/data/_utils/worker.py"
+
+
+def is_helper_role(role: Role) -> bool:
+    """Whether a role is a helper (compile worker, compiler, tracker, tokenizer, data worker)."""
+    return role in HELPER_ROLES
+
+
+def _data_worker(proc: Process, parent: Process | None, comm: str | None) -> bool:
+    """A DataLoader worker: its comm (torch names it pt_data_worker), its stack, or a forked
+    copy of a rank that carries the rank's own RANK (two processes must not be one rank)."""
+    if comm == "pt_data_worker":
+        return True
+    if any(not f.native and f.file and _DATA_WORKER_FILE in f.file
+           for t in proc.threads for f in t.frames):
+        return True
+    return (parent is not None and parent.role is Role.RANK and proc.role is Role.RANK
+            and bool(proc.cmdline) and proc.cmdline == parent.cmdline
+            and proc.rank == parent.rank)
+
+
+def refine_roles(procs: Sequence[Process], comms: Mapping[int, str] | None = None) -> list[Process]:
+    """Second pass over a job's roles, once every process is known (``ps -o pid,comm``).
+
+    DataLoader workers become helpers; a root that was called launcher only because it has
+    children, when every child is a helper (Inductor compile workers, g++/ptxas, the resource
+    tracker), is the process doing the work: main.
+    """
+    by_pid = {p.pid: p for p in procs}
+    out = {}
+    for proc in procs:
+        parent = by_pid.get(proc.ppid) if proc.ppid is not None else None
+        comm = (comms or {}).get(proc.pid)
+        if proc.role not in HELPER_ROLES and _data_worker(proc, parent, comm):
+            out[proc.pid] = replace(proc, role=Role.DATA_WORKER, rank=None)
+    for proc in procs:
+        if proc.role is not Role.LAUNCHER:
+            continue
+        kids = [out.get(pid, by_pid[pid]) for pid in proc.children if pid in by_pid]
+        if kids and all(k.role in HELPER_ROLES for k in kids):
+            out[proc.pid] = replace(proc, role=Role.MAIN)
+    return [out.get(p.pid, p) for p in procs]

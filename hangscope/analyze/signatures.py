@@ -216,7 +216,7 @@ HELPER_THREAD_FRAMES = _re(
 # Python files that are plumbing: the call site a user cares about is the first frame
 # outside these (the line of *their* code that called into the blocking library).
 PLUMBING_FILES = _re(
-    r"(?:^|/)(?:torch/(?:distributed|cuda|_ops|_tensor|nn/modules/module|utils|autograd)|"
+    r"(?:^|/)(?:torch/(?:distributed|cuda|_ops|_tensor|nn/modules/module|utils|autograd|fx)|"
     r"threading\.py|queue\.py|multiprocessing/|selectors\.py|socket\.py|subprocess\.py|"
     r"asyncio/|concurrent/|zmq/|filelock/|triton/|torch/_inductor/|torch/_dynamo/|"
     r"c10d_logger\.py|contextlib\.py|functools\.py|runpy\.py|"

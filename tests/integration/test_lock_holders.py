@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
 
 from verdict_support import dump_json, verdict_job
 
-from hangscope.analyze.locks import describe_lock_wait, file_lock_waits
+from hangscope.analyze.locks import describe_lock_wait, file_lock_waits, python_lock_holder
 from hangscope.collect.locks import read_file_locks
 from hangscope.serialize import from_dict
 
@@ -49,3 +49,14 @@ def test_given_ranks_waiting_for_a_file_lock_then_holder_and_file_named(
 def _line(text: str) -> int:
     source = (Path(__file__).resolve().parent.parent / "targets" / "verdict_jobs.py").read_text()
     return next(i for i, line in enumerate(source.splitlines(), 1) if text in line)
+
+
+def test_given_threads_waiting_on_a_python_lock_then_the_holder_thread_named(
+        tmp_path: Path) -> None:
+    with verdict_job("pylock", tmp_path, ["waiter1", "waiter2"]) as job:
+        snap = from_dict(json.loads(dump_json(job.launcher)))
+    (proc,) = snap.processes
+    by_name = {t.name: t for t in proc.threads}
+    assert by_name["waiter1"].category.value == "lock"
+    holder = python_lock_holder(proc)
+    assert holder is not None and holder.name == "holder", holder

@@ -15,7 +15,9 @@ knows the job is where it should be without sleeping. Modes:
 - ``p2p_cycle`` 3 gloo ranks that each recv from the previous rank before sending: a cycle.
 - ``p2p_ok``    a healthy 3-stage pipeline of matched send/recv of 16 MB each step.
 - ``dp_tp``     4 processes titled ``sglang::scheduler_DP<d>_TP<t>`` (setproctitle), waiting.
-- ``compile``   one process running torch.compile on CPU (Inductor builds C++), fresh cache.
+- ``pylock``    one process: thread "holder" holds a threading.Lock, two threads wait on it.
+- ``compile``   one process (no launcher) running torch.compile on CPU (Inductor builds C++
+                with 2 compile workers), fresh cache; ready "compiling" before, "compiled" after.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import time
 from pathlib import Path
 
 WORLD = {"filelock": 3, "flock": 3, "missing": 4, "missing_unreaped": 4, "p2p_cycle": 3,
-         "p2p_ok": 3, "dp_tp": 4, "compile": 1}
+         "p2p_ok": 3, "dp_tp": 4}
 
 
 def ready(path: str, tag: str) -> None:
@@ -126,6 +128,13 @@ def compile_rank(ready_file: str) -> None:
 
     layers = [torch.nn.Linear(64, 64) if i % 2 == 0 else torch.nn.GELU() for i in range(160)]
     model = torch.compile(torch.nn.Sequential(*layers))
+    # Start Inductor's compile-worker pool (compile_worker/__main__.py --parent=PID) as it
+    # does on a machine with Triton; on CPU it then compiles C++ with g++ in threads, so the
+    # workers sit idle: the shape of "32 idle compile workers" in issue 11.
+    from torch._inductor.async_compile import AsyncCompile
+
+    AsyncCompile.warm_pool()
+    AsyncCompile.wakeup()
     ready(ready_file, "compiling")
     model(torch.randn(8, 64))
     ready(ready_file, "compiled")
@@ -138,10 +147,30 @@ def rank_main(mode: str, ready_file: str, workdir: str) -> None:
         lock_rank(mode, rank, ready_file, workdir)
     elif mode == "dp_tp":
         titled_rank(rank, ready_file)
-    elif mode == "compile":
-        compile_rank(ready_file)
     else:
         gloo_rank(mode, rank, int(os.environ["WORLD_SIZE"]), ready_file)
+    threading.Event().wait()
+
+
+def python_lock(ready_file: str) -> None:
+    """One process: thread "holder" takes a threading.Lock and sleeps; two threads wait on it."""
+    lock = threading.Lock()
+    held = threading.Event()
+
+    def holder() -> None:
+        with lock:
+            held.set()
+            build_kernel(3600)
+
+    def waiter() -> None:
+        held.wait()
+        ready(ready_file, threading.current_thread().name)
+        with lock:
+            pass
+
+    threading.Thread(target=holder, name="holder", daemon=True).start()
+    for name in ("waiter1", "waiter2"):
+        threading.Thread(target=waiter, name=name, daemon=True).start()
     threading.Event().wait()
 
 
@@ -153,12 +182,15 @@ def free_port() -> int:
 
 def launch(mode: str, ready_file: str, workdir: str) -> None:
     """Start the ranks as torchrun would (env), reap each that exits, wait for the rest."""
+    if mode == "pylock":
+        python_lock(ready_file)
+    if mode == "compile":  # one process, the job's root: it compiles, its workers help
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(workdir, "inductor")
+        os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "2"
+        compile_rank(ready_file)
     world = WORLD[mode]
     env = dict(os.environ, WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                MASTER_PORT=str(free_port()), LOCAL_WORLD_SIZE=str(world))
-    if mode == "compile":
-        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(workdir, "inductor")
-        env["TORCHINDUCTOR_COMPILE_THREADS"] = "2"
     children = []
     for rank in range(world):
         child_env = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hangscope.collect.locks import parse_proc_locks
+from hangscope.analyze.locks import describe_lock_wait, file_lock_waits, python_lock_holder
+from hangscope.collect.locks import FileLockRecord, parse_proc_locks
+from hangscope.model import Category, Snapshot
+from hangscope.serialize import load
 
-CAPTURE = Path(__file__).parent.parent / "fixtures" / "locks" / "proc_locks.txt"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "locks"
+CAPTURE = FIXTURES / "proc_locks.txt"
 
 
 def test_given_real_proc_locks_when_parsed_then_every_kind_holder_and_waiter() -> None:
@@ -29,3 +33,44 @@ def test_given_real_proc_locks_when_parsed_then_every_kind_holder_and_waiter() -
 
 def test_given_garbage_lines_when_parsed_then_skipped() -> None:
     assert parse_proc_locks("not a lock line\n\n1: FLOCK\n") == ()
+
+
+def _snapshot_and_locks(mode: str) -> tuple[Snapshot, tuple[FileLockRecord, ...]]:
+    # A real 3-rank job (tests/targets/verdict_jobs.py MODE): its dump and /proc/locks then.
+    snap = load(FIXTURES / f"{mode}.dump.json")
+    return snap, parse_proc_locks((FIXTURES / f"{mode}.proc_locks.txt").read_text())
+
+
+def test_given_blocked_flock_waiters_then_mapped_to_the_holder() -> None:
+    snap, records = _snapshot_and_locks("flock")
+    ranks = {p.rank.global_rank: p.pid for p in snap.ranks if p.rank}
+    (wait,) = file_lock_waits(snap.processes, records)
+    assert (wait.holder, wait.waiters, wait.polling) == (ranks[0], (ranks[1], ranks[2]), False)
+    site = snap.ranks[0].working_thread.site  # type: ignore[union-attr]
+    assert site is not None and site.startswith("build_kernel (verdict_jobs.py:")
+    assert describe_lock_wait(wait, snap.processes) == (
+        f"ranks 1-2 wait for a file lock held by rank 0 (PID {ranks[0]}), which is in sleep "
+        f"at {site}")
+
+
+def test_given_polling_filelock_waiters_then_the_one_held_lock_is_theirs() -> None:
+    # filelock polls (LOCK_NB + sleep): /proc/locks shows only the holder, no "->" line.
+    snap, records = _snapshot_and_locks("filelock")
+    assert not any(r.blocked for r in records)
+    ranks = {p.rank.global_rank: p for p in snap.ranks if p.rank}
+    for waiter in (1, 2):
+        thread = ranks[waiter].working_thread
+        assert thread is not None and thread.category is Category.LOCK
+        assert any("filelock/" in (f.file or "") for f in thread.frames)
+    (wait,) = file_lock_waits(snap.processes, records)
+    assert wait.holder == ranks[0].pid and wait.polling
+    assert wait.waiters == (ranks[1].pid, ranks[2].pid)
+    # py-spy --locals gives the path a polling waiter wants (lock_filename).
+    (named,) = file_lock_waits(snap.processes, records, {ranks[1].pid: "/x/.lock",
+                                                        ranks[2].pid: "/x/.lock"})
+    assert named.path == "/x/.lock" and named.holder == ranks[0].pid
+
+
+def test_given_one_process_of_three_threads_then_the_one_not_waiting_holds() -> None:
+    snap, _ = _snapshot_and_locks("flock")
+    assert python_lock_holder(snap.ranks[0]) is None  # one thread: no waiter, no holder

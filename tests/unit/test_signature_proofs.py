@@ -25,7 +25,6 @@ from hangscope.serialize import load
 #: Rows with no real stack in the fixtures yet, and what recording one needs.
 UNPROVEN = {
     "gil": "a thread parked in take_gil while another holds the GIL in C, dumped --native",
-    "jit_lock": "a rank blocked in filelock/flock on a JIT cache another process holds",
     "io": "a rank inside torch.load/safetensors on slow storage",
 }
 

@@ -1,0 +1,60 @@
+"""torch.compile in progress on CPU: the compiling process is the main, its workers helpers.
+
+GIVEN one process compiling a 160-layer model with Inductor (C++ built with g++ on CPU, ~40 s
+here, a fresh TORCHINDUCTOR_CACHE_DIR) with Inductor's compile-worker pool started, WHEN
+hangscope dumps it, THEN the compiling process is "main" in jit_compile at the user's call, and
+the compile workers are helpers (issue 11 item 6: they were listed as the blocked processes and
+the compiler was called "launcher").
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
+
+from verdict_support import dump_json, verdict_job
+
+from hangscope.analyze.compiling import compile_activity, describe_compile
+from hangscope.analyze.roles import is_helper_role, refine_roles
+from hangscope.model import Category, Role, subjects_of
+from hangscope.serialize import from_dict
+
+
+def _pool_started(pid: int, timeout: float) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        workers = [c for c in psutil.Process(pid).children(recursive=True)
+                   if "compile_worker" in " ".join(c.cmdline()) and c.ppid() != pid]
+        if len(workers) >= 2:
+            return workers
+        time.sleep(0.05)
+    raise AssertionError("Inductor's compile workers did not start")
+
+
+def test_given_torch_compile_in_progress_then_main_compiles_and_workers_help(
+        tmp_path: Path) -> None:
+    with verdict_job("compile", tmp_path, ["compiling"], timeout=120) as job:
+        _pool_started(job.launcher, 60)
+        snap = from_dict(json.loads(dump_json(job.launcher)))
+        assert "compiled" not in job.ready_tags(), "the compile ended before the dump"
+    procs = refine_roles(snap.processes)
+    main = next(p for p in procs if p.pid == job.launcher)
+    assert main.role is Role.MAIN
+    thread = main.working_thread
+    assert thread is not None and thread.category is Category.JIT_COMPILE
+    assert thread.site is not None and thread.site.startswith("compile_rank (verdict_jobs.py:")
+    workers = [p for p in procs if p.role is Role.COMPILE_WORKER]
+    assert len(workers) >= 3  # the pool's sidecar and its 2 workers
+    assert all(is_helper_role(p.role) for p in procs if p.pid != main.pid)
+    assert subjects_of(procs) == (main,)
+    (activity,) = compile_activity(procs)
+    assert activity.pid == main.pid and activity.workers == 2
+    text = describe_compile(activity, procs, now=time.time())
+    assert text.startswith(f"the main (PID {main.pid}) compiles ("), text
+    assert "of 2 compile workers busy" in text
