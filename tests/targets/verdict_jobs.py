@@ -15,6 +15,8 @@ knows the job is where it should be without sleeping. Modes:
 - ``p2p_cycle`` 3 gloo ranks that each recv from the previous rank before sending: a cycle.
 - ``p2p_ok``    a healthy 3-stage pipeline of matched send/recv of 16 MB each step.
 - ``dp_tp``     4 processes titled ``sglang::scheduler_DP<d>_TP<t>`` (setproctitle), waiting.
+- ``user_names`` one process whose threads wait in user functions named item, tolist, cpu
+                and capture_graph (names of torch syncs and capture, but not torch's).
 - ``pylock``    one process: thread "holder" holds a threading.Lock, two threads wait on it.
 - ``compile``   one process (no launcher) running torch.compile on CPU (Inductor builds C++
                 with 2 compile workers), fresh cache; ready "compiling" before, "compiled" after.
@@ -174,6 +176,32 @@ def python_lock(ready_file: str) -> None:
     threading.Event().wait()
 
 
+def user_names(ready_file: str) -> None:
+    """One process whose own functions are named like torch's syncs and capture: item,
+    tolist, cpu, capture_graph; each thread waits on an Event inside one of them."""
+    never = threading.Event()
+
+    def item() -> None:
+        ready(ready_file, "item")
+        never.wait()
+
+    def tolist() -> None:
+        ready(ready_file, "tolist")
+        never.wait()
+
+    def cpu() -> None:
+        ready(ready_file, "cpu")
+        never.wait()
+
+    def capture_graph() -> None:
+        ready(ready_file, "capture_graph")
+        never.wait()
+
+    for fn in (item, tolist, cpu, capture_graph):
+        threading.Thread(target=fn, name=fn.__name__, daemon=True).start()
+    never.wait()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -184,6 +212,8 @@ def launch(mode: str, ready_file: str, workdir: str) -> None:
     """Start the ranks as torchrun would (env), reap each that exits, wait for the rest."""
     if mode == "pylock":
         python_lock(ready_file)
+    if mode == "user_names":
+        user_names(ready_file)
     if mode == "compile":  # one process, the job's root: it compiles, its workers help
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(workdir, "inductor")
         os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "2"
