@@ -171,11 +171,13 @@ def live_ranks(processes: Sequence[Process]) -> dict[int, int]:
 
 
 def analyze(ras: ev.RasReading | None, fr: ev.FrReading | None,
-            live: Mapping[int, int] | None = None,
-            host: str | None = None) -> ev.CollectiveEvidence:
+            live: Mapping[int, int] | None = None, host: str | None = None,
+            all_ranks_local: bool = True) -> ev.CollectiveEvidence:
     """All collective evidence of one node: communicators, conclusions (missing, mismatch,
     behind, in that order), notes. ``live``: global rank -> PID of each live rank process
-    (None: unknown, then no rank is called missing for want of a process)."""
+    (None: unknown, then no rank is called missing for want of a process).
+    ``all_ranks_local``: False for one node of a multi-node job (a group member with neither a
+    process nor a dump here is on another node, not missing)."""
     pid_rank = {pid: rank for rank, pid in (live or {}).items()}
     communicators: list[ev.Communicator] = []
     conclusions: list[ev.Conclusion] = []
@@ -190,7 +192,7 @@ def analyze(ras: ev.RasReading | None, fr: ev.FrReading | None,
         notes.append(fr.note)
         notes.extend(fr.notes)
         if fr.dumps:
-            c_fr, found_fr = from_fr(fr.dumps, live)
+            c_fr, found_fr = from_fr(fr.dumps, live, all_ranks_local)
             communicators.extend(c_fr)
             conclusions = _merge(conclusions, found_fr, communicators)
     order = {ev.MISSING: 0, ev.MISMATCH: 1, ev.BEHIND: 2}

@@ -136,9 +136,12 @@ def _conclusions(pg: _Pg, live: Mapping[int, int] | None,
     return out
 
 
-def from_fr(dumps: Sequence[ev.FrDump], live: Mapping[int, int] | None
-            ) -> tuple[list[ev.Communicator], list[ev.Conclusion]]:
-    """Process groups, each rank's position, and the conclusions the dumps support."""
+def from_fr(dumps: Sequence[ev.FrDump], live: Mapping[int, int] | None,
+            all_ranks_local: bool = True) -> tuple[list[ev.Communicator], list[ev.Conclusion]]:
+    """Process groups, each rank's position, and the conclusions the dumps support.
+
+    ``all_ranks_local``: every rank of the job runs on this node; when False, a member with
+    neither a process nor a dump here is on another node, not missing."""
     communicators: list[ev.Communicator] = []
     conclusions: list[ev.Conclusion] = []
     for name, pg in sorted(_groups(dumps).items()):
@@ -160,7 +163,7 @@ def from_fr(dumps: Sequence[ev.FrDump], live: Mapping[int, int] | None
         if live is not None:
             dumped = set(pg.entries) | set(pg.groups)
             for rank in members:
-                if rank in live:
+                if rank in live or (not all_ranks_local and rank not in dumped):
                     continue
                 reason = ("its process has exited; its dump is from before" if rank in dumped
                           else "no process and no dump")

@@ -168,3 +168,11 @@ def test_text_majority_is_named_from_the_communicator_size() -> None:
     found = analyze(ev.RasReading(ev.READ, "r", report=parse(text)), None, None)
     (c,) = found.conclusions
     assert (c.kind, set(c.ranks), c.global_ranks) == (ev.BEHIND, {1, 2, 3}, False)
+
+
+def test_multi_node_member_elsewhere_is_not_missing() -> None:
+    """One node of a multi-node job: a group member with no process and no dump here may run on
+    another node; it is not called missing (RAS, which sees every node, still would)."""
+    found = analyze(None, _fr("wrong_op"), LIVE["wrong_op"], all_ranks_local=False)
+    assert found.conclusions == ()
+    assert analyze(None, _fr("wrong_op"), LIVE["wrong_op"]).conclusions[0].kind == ev.MISSING
