@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -58,3 +59,21 @@ def test_given_torch_compile_in_progress_then_main_compiles_and_workers_help(
     text = describe_compile(activity, procs, now=time.time())
     assert text.startswith(f"the main (PID {main.pid}) compiles ("), text
     assert "of 2 compile workers busy" in text
+
+
+def test_given_dataloader_workers_then_helpers_not_ranks(tmp_path: Path) -> None:
+    # DataLoader workers are forked copies of the main process (same argv, same environment):
+    # discovery numbered them as ranks by spawn order. torch names them pt_data_worker.
+    with verdict_job("dataloader", tmp_path, ["worker0", "worker1"], timeout=120) as job:
+        snap = from_dict(json.loads(dump_json(job.launcher)))
+        workers = psutil.Process(job.launcher).children()
+        comms = {c.pid: c.name() for c in workers}
+    assert set(comms.values()) == {"pt_data_worker"}
+    for procs in (refine_roles(snap.processes), refine_roles(snap.processes, comms)):
+        roles = {p.pid: p.role for p in procs}
+        assert all(roles[pid] is Role.DATA_WORKER for pid in comms), roles
+        assert roles[job.launcher] is Role.MAIN
+        assert [p.pid for p in subjects_of(procs)] == [job.launcher]
+    # Before sampling (no stacks yet) the comm alone tells them apart.
+    bare = [replace(p, threads=()) for p in snap.processes]
+    assert {p.role for p in refine_roles(bare, comms) if p.pid in comms} == {Role.DATA_WORKER}

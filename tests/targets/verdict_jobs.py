@@ -17,6 +17,7 @@ knows the job is where it should be without sleeping. Modes:
 - ``dp_tp``     4 processes titled ``sglang::scheduler_DP<d>_TP<t>`` (setproctitle), waiting.
 - ``user_names`` one process whose threads wait in user functions named item, tolist, cpu
                 and capture_graph (names of torch syncs and capture, but not torch's).
+- ``dataloader`` one process whose 2 DataLoader workers wait forever inside __getitem__.
 - ``pylock``    one process: thread "holder" holds a threading.Lock, two threads wait on it.
 - ``compile``   one process (no launcher) running torch.compile on CPU (Inductor builds C++
                 with 2 compile workers), fresh cache; ready "compiling" before, "compiled" after.
@@ -202,6 +203,32 @@ def user_names(ready_file: str) -> None:
     never.wait()
 
 
+class _StuckDataset:
+    """A dataset whose items never come: each DataLoader worker waits inside __getitem__."""
+
+    def __init__(self, ready_file: str) -> None:
+        self.ready_file = ready_file
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, index: int) -> int:
+        ready(self.ready_file, f"worker{index % 2}")
+        threading.Event().wait()
+        return index
+
+
+def data_loader(ready_file: str) -> None:
+    """One process iterating a DataLoader with 2 workers (forked copies of it, comm
+    pt_data_worker) that never deliver: the main waits for them."""
+    import torch.utils.data
+
+    loader = torch.utils.data.DataLoader(_StuckDataset(ready_file), num_workers=2,
+                                         batch_size=None, prefetch_factor=1)
+    for _ in loader:
+        pass
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -214,6 +241,8 @@ def launch(mode: str, ready_file: str, workdir: str) -> None:
         python_lock(ready_file)
     if mode == "user_names":
         user_names(ready_file)
+    if mode == "dataloader":
+        data_loader(ready_file)
     if mode == "compile":  # one process, the job's root: it compiles, its workers help
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(workdir, "inductor")
         os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "2"
