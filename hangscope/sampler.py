@@ -54,6 +54,10 @@ class _Known:
     info: procfs.ProcInfo | None = None  # the /proc facts of the last round
 
 
+#: How long the one read of a process in state D may take (it is not stopped: memory reads).
+D_STATE_DEADLINE_S = 1.0
+
+
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0)) or 1
@@ -98,6 +102,8 @@ class Sampler:
         self._native_gate = threading.BoundedSemaphore(_native_slots(self.options))
         self._gpus = BoundedGpuReader(self.options.timeout)
         self._pyspy_version: str | None = None  # read once, with the first snapshot
+        # Processes found in state D this snapshot: read once (see _uninterruptible).
+        self._in_d: dict[int, pyspy.DumpResult] = {}
         self.last: Snapshot | None = None
 
     def discover(self) -> tuple[Job, list[Process]]:
@@ -118,11 +124,27 @@ class Sampler:
         skip = not_sampleable(proc.pid)
         if skip is not None:  # py-spy would attach to a stopped process or a corpse
             return pyspy.DumpResult(proc.pid, error=skip[1], error_kind=skip[0])
+        if (stat := procfs.read_stat(proc.pid)) is not None and stat.state == "D":
+            return self._uninterruptible(proc)
         if nonblocking is None:
             nonblocking = self.options.nonblocking
         return pyspy.dump(proc.pid, native=native and not nonblocking,
                           timeout=self.options.timeout, nonblocking=nonblocking,
                           pyspy=self._pyspy)
+
+    def _uninterruptible(self, proc: Process) -> pyspy.DumpResult:
+        """A process in state D: ptrace cannot stop it until it leaves the kernel, so a
+        stopping py-spy would wait out --timeout in every round. One short read that does not
+        stop it, reused for the rest of the snapshot; /proc gives its kernel stack and wchan."""
+        if proc.pid not in self._in_d:
+            read = pyspy.dump(proc.pid, native=False, nonblocking=True, pyspy=self._pyspy,
+                              timeout=min(self.options.timeout, D_STATE_DEADLINE_S))
+            if not read.ok:
+                read = replace(read, error=f"in uninterruptible sleep (state D), read once "
+                               f"without stopping it: {read.error}; its kernel stack and wait "
+                               "channel are from /proc")
+            self._in_d[proc.pid] = read
+        return self._in_d[proc.pid]
 
     def _round(self, pool: ThreadPoolExecutor, procs: Sequence[Process], native: bool,
                fds: bool = False) -> dict[int, Round]:
@@ -155,6 +177,7 @@ class Sampler:
         cpu_before = {p.pid: _seconds(found[p.pid].cpu_ticks) if p.pid in found else None
                       for p in procs}
         self._known = {p.pid: k for p in procs if (k := self._known.get(p.pid)) is not None}
+        self._in_d = {}
         gpu_readings = [self._gpus.read()]
         rounds: list[dict[int, Round]] = []
         with ThreadPoolExecutor(max_workers=_workers(opts, len(procs))) as pool:
@@ -163,8 +186,8 @@ class Sampler:
             # their own so that no py-spy run waits for them.
             host_reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hangscope-host")
             listening_read = host_reads.submit(procfs.read_listening)
-            kernel_read = host_reads.submit(
-                kmsg.read_kernel_messages, [p.pid for p in procs],
+            kernel_read = host_reads.submit(  # (lines, a note when the log is unreadable)
+                kmsg.read, [p.pid for p in procs],
                 min((p.create_time for p in procs if p.create_time), default=None))
             version_read = host_reads.submit(self._read_pyspy_version)
             _warm_analysis(host_reads)
@@ -193,14 +216,15 @@ class Sampler:
             hosts=(replace(
                 read_host(reading),
                 listening_ports=tuple(sorted({s.port for s in listening.values() if s.port})),
-                kernel_messages=kernel_read.result()),),
+                kernel_messages=kernel_read.result()[0]),),
             job=job,
             processes=tuple(merged),
             samples=samples,
             window_s=round(window, 3),
             duration_s=round(self.clock() - started, 3),
             redacted=opts.redact,
-            notes=tuple(n for n in (reading.error, version_read.result()) if n),
+            notes=tuple(n for n in (reading.error, kernel_read.result()[1],
+                                    version_read.result()) if n),
         )
         snap = analyze(scrub(snap))  # no control characters from the target reach a terminal
         if _refused(rounds, procs):

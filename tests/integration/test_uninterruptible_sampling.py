@@ -1,0 +1,67 @@
+"""A rank in uninterruptible sleep (state D) is sampled once, briefly, then reported from /proc.
+
+ptrace cannot stop a task in D until it leaves the kernel, so a py-spy that stops its target
+waits out the whole ``--timeout`` on it, in every round. The target is real: the parent of a
+``vfork`` whose child never execs (tests/targets/vfork_stuck.py) sits in D.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+TARGETS = Path(__file__).resolve().parents[1] / "targets"
+
+
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _wait(predicate: Any, what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def test_process_in_state_d_costs_one_short_read_not_a_timeout_per_round(
+        hangscope_cli: Any, tmp_path: Path) -> None:
+    ready = tmp_path / "vfork.ready"
+    proc = subprocess.Popen([sys.executable, str(TARGETS / "vfork_stuck.py"), "--ready-file",
+                             str(ready)], stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait(lambda: ready.exists() and ready.read_text().strip(), "the target's ready line")
+        _wait(lambda: _state(proc.pid) == "D", "state D")
+        started = time.monotonic()
+        result = hangscope_cli("dump", str(proc.pid), "--format", "json", "--samples", "3",
+                               "--window", "0.4", "--timeout", "4", timeout=120)
+        elapsed = time.monotonic() - started
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+        doc = json.loads(result.stdout)
+        stuck = next(p for p in doc["processes"] if p["pid"] == proc.pid)
+        assert stuck["state"] == "D"
+        # Three rounds of a py-spy that waits for the stop would cost 3 x 4 s (and more with a
+        # native retry); one short non-stopping read and /proc facts cost far less than one.
+        assert elapsed < 4, f"{elapsed:.1f} s: the D process cost a --timeout"
+        (finding,) = [f for f in doc["findings"] if f["id"] == "proc.uninterruptible"
+                      and f["evidence"]["pid"] == proc.pid]
+        assert "uninterruptible sleep (state D)" in finding["message"]
+        if os.geteuid() == 0:  # /proc/PID/stack needs root
+            assert any("vfork" in line for line in stuck["kernel_stack"]), stuck["kernel_stack"]
+        frames = [f["name"] for t in stuck["threads"] for f in t["frames"]]
+        assert "main" in frames, "the one short read did not get the Python stack"
+        assert _state(proc.pid) == "D", "hangscope changed the target's state"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
