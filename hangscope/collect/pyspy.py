@@ -210,6 +210,22 @@ def _python_only_retry(failed: DumpResult, timeout: float, nonblocking: bool,
                       seconds=failed.seconds + fallback.seconds)
 
 
+def dump_locals(pid: int, timeout: float = 10.0, pyspy: str | None = None) -> list[object] | None:
+    """``py-spy dump --locals --json --pid PID``: raw threads with each frame's locals, or None.
+
+    Asked only of ranks in a point-to-point op (analyze/p2p.py reads the peer from the c10d
+    frame); it cost the same as a plain dump on a CPU rank (<= 10 ms).
+    """
+    try:
+        proc = subprocess.run([pyspy or find_pyspy(), "dump", "--locals", "--json", "--pid",
+                               str(pid)], capture_output=True, text=True, timeout=timeout,
+                              check=False)
+        data = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ToolMissing, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, list) else None
+
+
 def version(pyspy: str | None = None) -> str | None:
     """``py-spy --version``: recorded in the snapshot's notes."""
     try:

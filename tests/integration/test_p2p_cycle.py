@@ -16,9 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
 
 from verdict_support import dump_json, verdict_job
 
-from hangscope.analyze.p2p import p2p_call_of_thread, p2p_graph
+from hangscope.analyze.p2p import P2PCall, describe_points_at, p2p_call_of_thread, p2p_graph
 from hangscope.analyze.signatures import is_p2p
 from hangscope.collect.pyspy import dump_locals
+from hangscope.model import Snapshot
 from hangscope.serialize import from_dict
 
 RANKS = ["rank0", "rank1", "rank2"]
@@ -27,19 +28,41 @@ RANKS = ["rank0", "rank1", "rank2"]
 def test_given_receive_cycle_then_p2p_deadlock_with_its_ranks(tmp_path: Path) -> None:
     with verdict_job("p2p_cycle", tmp_path, RANKS, timeout=120) as job:
         snap = from_dict(json.loads(dump_json(job.launcher)))
-        calls = {}
         for proc in snap.ranks:
             thread = proc.working_thread
             assert thread is not None and thread.category.value == "collective"
             assert thread.op == "recv" and is_p2p(thread.op), thread
-            threads = dump_locals(proc.pid)
-            assert threads is not None
-            call = p2p_call_of_thread(threads, thread.tid)
-            assert call is not None
-            calls[proc.rank.global_rank] = call
+        calls = _peers(snap)
     graph = p2p_graph(calls, sorted(calls))
     assert graph.cycles == ((0, 2, 1),)
     assert graph.matched == ()
+
+
+def _peers(snap: Snapshot) -> dict[int, P2PCall]:
+    calls = {}
+    for proc in snap.ranks:
+        thread = proc.working_thread
+        if thread is None or not is_p2p(thread.op):
+            continue
+        threads = dump_locals(proc.pid)
+        assert threads is not None
+        call = p2p_call_of_thread(threads, thread.tid)
+        assert call is not None
+        calls[proc.rank.global_rank] = call
+    return calls
+
+
+def test_given_stage_that_never_sends_then_receivers_point_at_it(tmp_path: Path) -> None:
+    with verdict_job("p2p_stalled", tmp_path, RANKS, timeout=120) as job:
+        snap = from_dict(json.loads(dump_json(job.launcher)))
+        calls = _peers(snap)
+    assert sorted(calls) == [1, 2]
+    graph = p2p_graph(calls, [0, 1, 2])
+    assert not graph.deadlocked and graph.points_at == (((1,), 0),)
+    rank0 = next(p for p in snap.ranks if p.rank.global_rank == 0)
+    where = f"in {rank0.working_thread.category} at {rank0.working_thread.site}"
+    assert describe_points_at((1,), 0, calls, where).startswith(
+        "rank 1 waits to receive from rank 0, which is in sleep at build_kernel (verdict_jobs.py:")
 
 
 def test_given_healthy_pipeline_then_not_a_mismatch(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ knows the job is where it should be without sleeping. Modes:
 - ``missing``   a WORLD_SIZE=4 gloo job: rank 3 exits (code 3) and is reaped; 0-2 wait to join.
 - ``missing_unreaped``  the same, but the launcher waits for rank 0 first: rank 3 is a zombie.
 - ``p2p_cycle`` 3 gloo ranks that each recv from the previous rank before sending: a cycle.
+- ``p2p_stalled`` rank 0 sleeps instead of sending; rank 1 receives from 0, rank 2 from 1.
 - ``p2p_ok``    a healthy 3-stage pipeline of matched send/recv of 16 MB each step.
 - ``dp_tp``     4 processes titled ``sglang::scheduler_DP<d>_TP<t>`` (setproctitle), waiting.
 - ``user_names`` one process whose threads wait in user functions named item, tolist, cpu
@@ -35,7 +36,7 @@ import time
 from pathlib import Path
 
 WORLD = {"filelock": 3, "flock": 3, "missing": 4, "missing_unreaped": 4, "p2p_cycle": 3,
-         "p2p_ok": 3, "dp_tp": 4}
+         "p2p_ok": 3, "p2p_stalled": 3, "dp_tp": 4}
 
 
 def ready(path: str, tag: str) -> None:
@@ -105,6 +106,12 @@ def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
         ready(ready_file, f"rank{rank}")
         dist.recv(t, src=prev)  # every stage receives first: nobody sends
         dist.send(t, dst=nxt)
+        return
+    if mode == "p2p_stalled":
+        ready(ready_file, f"rank{rank}")
+        if rank == 0:
+            build_kernel(3600)  # the first stage never sends
+        dist.recv(t, src=rank - 1)
         return
     ready(ready_file, f"rank{rank}")
     t = torch.ones(1 << 22)  # 16 MB a step, so that a pair is often caught mid-transfer
