@@ -11,7 +11,7 @@ Rules, first that holds wins; each names the evidence that decided, in a sentenc
 3. *counters*: the working thread sleeps in one place:
    - it woke up repeatedly and the process moved data (``/proc/PID/io`` writes: gloo's
      sockets) -> its waits complete: progressing;
-   - it never woke (voluntary context switches ~0) and used ~no CPU -> stuck;
+   - it never woke (0 voluntary context switches) and used ~no CPU -> stuck;
    - it woke but moved nothing -> slow (a timed wait that polls, or steps too short to see).
 4. *counters*: the working thread ran on CPU in one place -> with an idle GPU, a spin-wait
    (``cudaStreamSynchronize`` spins, ``sched_yield``): stuck; without a GPU to judge, slow.
@@ -34,7 +34,7 @@ SLOW = "slow"  # unknown: neither progress nor a hang could be proven
 MIN_MOVED_SAMPLES = 2
 #: A thread awake less than this share of the window is "idle" (it waits).
 IDLE_CPU_SHARE = 0.2
-#: Wake-ups in the window above which a waiting thread is not "blocked forever".
+#: Wake-ups in the window (with data moved) for a waiting thread's waits to "complete".
 MIN_WAKES = 2
 #: GPM thresholds, percent. Measured on an H200: a spinning kernel reads graphics 100%, SM 0.8%,
 #: DRAM ~0; a bf16 matmul loop SM 96%, tensor/FP32 tens of percent.
@@ -160,7 +160,7 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
                 f"{where}, but its wait ended {wakes} times in {window} and the process made "
                 f"{io.syscr + io.syscw:,} reads/writes ({(io.rchar + io.wchar) / 1024:,.0f} KiB):"
                 " its waits complete and data moves"), thread.tid)
-        if wakes < MIN_WAKES:
+        if wakes == 0:  # one wake-up is a step longer than the window as much as a hang
             return RankProgress(proc.pid, STUCK, "counters", (
                 f"blocked: {where}, {cpu_s * 1000:.0f} ms of CPU and {wakes} wake-ups in "
                 f"{window}"), thread.tid)

@@ -79,9 +79,10 @@ def test_sleepy_job_reads_progressing_in_20_of_20_windows(gloo_job) -> None:  # 
     assert not wrong, f"{len(wrong)}/20 windows not progressing, first: {wrong[0]}"
 
 
-@pytest.mark.parametrize("mode", ["mismatch", "blocked"])
+@pytest.mark.parametrize("mode", ["mismatch", "blocked", "poll"])
 def test_hung_job_reads_stuck(gloo_job, mode: str) -> None:  # type: ignore[no-untyped-def]
-    # GIVEN a job that is hung for good (mismatched collectives; a rank blocked on a lock)
+    # GIVEN a job that is hung for good (mismatched collectives; a rank blocked on a lock; a
+    # rank polling a flag nobody sets, which wakes 20 times a second)
     pids = gloo_job(mode)
     # WHEN watched twice
     results = [_window(pids) for _ in range(2)]
