@@ -20,6 +20,8 @@ Per run: hangscope's collectors and analysis (timed), the raw RAS answer and FR 
 ``hangscope dump --format json`` of the job (unless --no-dump). Everything goes to
 ``OUT/nccl_jobs.json`` and ``OUT/captures/<scenario>-<variant>/``; every process started is
 killed at the end. Exit 0 when every scenario that ran gave the expected conclusion.
+``--dry-run`` runs the same scenarios on CPU with gloo (the flow, the hang points and
+``hangscope dump``; no NCCL evidence, so it exits 1 by design).
 """
 
 from __future__ import annotations
@@ -69,24 +71,32 @@ def rank_main(scenario: str, ready: str) -> None:
     import torch.distributed as dist
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
-    torch.cuda.set_device(device)
-    dist.init_process_group("nccl", device_id=device)
+    gloo = os.environ.get("NCCL_JOBS_DRY_RUN") == "gloo"  # --dry-run: the flow on CPU
+    sync = (lambda: None) if gloo else torch.cuda.synchronize
+    if gloo:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
+    else:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
     x = torch.ones(1 << 20, device=device)
     dist.all_reduce(x)  # collective #1, every scenario
-    torch.cuda.synchronize()
+    sync()
     if scenario == "single":
         for _ in range(3):
             dist.all_reduce(x)
-        torch.cuda.synchronize()
+        sync()
         _ready(ready, rank)
+        if gloo:
+            _block_forever()
         torch.cuda._sleep(int(2e9 * 3600))  # a kernel that spins for an hour
         torch.cuda.synchronize()
         return
     if scenario == "subgroup":
         sub = dist.new_group([0, 1])
         dist.all_reduce(x, group=sub)  # the sub-group's #1, both ranks
-        torch.cuda.synchronize()
+        sync()
         _ready(ready, rank)
         if rank == 0:
             dist.all_reduce(x, group=sub)  # sub-group #2: rank 1 never comes
@@ -239,12 +249,17 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated scenarios")
     parser.add_argument("--variants", default="plain,fr")
     parser.add_argument("--no-dump", action="store_true", help="skip hangscope dump")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="run the scenarios' flow on CPU with gloo (no NCCL evidence)")
     args = parser.parse_args()
     import torch
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     gpus = torch.cuda.device_count()
+    if args.dry_run:
+        os.environ["NCCL_JOBS_DRY_RUN"] = "gloo"
+        gpus = 2
     wanted = [s for s in (*ONE_GPU, *TWO_GPU) if not args.only or s in args.only.split(",")]
     results = []
     for scenario in wanted:
@@ -259,7 +274,7 @@ def main() -> int:
                     for c in rec.get("conclusions", [])]
             print(f"{scenario:9} {variant:5} ok={rec.get('ok')} {said} {rec.get('error', '')}",
                   flush=True)
-    nccl = ".".join(map(str, torch.cuda.nccl.version())) if gpus else None
+    nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None
     (out / "nccl_jobs.json").write_text(json.dumps(
         {"gpus": gpus, "torch": torch.__version__, "nccl": nccl, "results": results}, indent=2))
     ran = [r for r in results if "blocked" not in r]
