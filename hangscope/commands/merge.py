@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from hangscope.analyze import analyze
 from hangscope.errors import UsageError
-from hangscope.model import Job, Process, Role, Snapshot, VerdictKind
+from hangscope.model import Category, Job, Process, Role, Snapshot, VerdictKind
 from hangscope.render.output import FORMATS, emit
 from hangscope.serialize import load
 from hangscope.words import compact_ranks
@@ -83,12 +83,14 @@ def node_verdict(snap: Snapshot, unanswered: Sequence[tuple[str, str]] = ()) -> 
                 where = f" at {group.site}" if group.site else ""
                 node_lines.append(f"{_what(group.op, group.category)}{where}: "
                                   f"{_by_node(group.ranks, host_of)}")
-    if verdict.kind == VerdictKind.MISMATCHED_COLLECTIVES and len(snap.groups) > 1:
-        # STAT's sentence: the odd group by node, then how many are in the dominant one.
-        ordered = sorted(snap.groups, key=lambda g: len(g.ranks))
-        odd, rest = ordered[0], ordered[1:]
+    if verdict.kind == VerdictKind.MISMATCHED_COLLECTIVES:
+        # STAT's sentence: the odd group by node, then how many are in the others (launchers
+        # and helpers waiting on their children are not part of the mismatch).
+        ordered = sorted((g for g in snap.groups if g.category == Category.COLLECTIVE),
+                         key=lambda g: len(g.ranks))
+        odd, rest = (ordered[0], ordered[1:]) if len(ordered) > 1 else (None, [])
         others = sum(len(g.ranks) for g in rest)
-        if all(r in host_of for r in odd.ranks):
+        if odd is not None and all(r in host_of for r in odd.ranks):
             many = len(odd.ranks) > 1
             lead = (f"{'Ranks' if many else 'Rank'} {compact_ranks(odd.ranks)} on "
                     f"{', '.join(dict.fromkeys(host_of[r] for r in odd.ranks))} "

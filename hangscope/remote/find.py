@@ -75,13 +75,24 @@ def find_pids(spec: Spec) -> list[int]:
     return sorted(found)
 
 
+def _is_python(pid: int) -> bool:
+    """A Python interpreter, not the shell or srun step around the job that shares its env."""
+    try:
+        exe = os.path.basename(os.readlink(f"{procfs.PROC}/{pid}/exe"))
+    except OSError:
+        exe = ""
+    argv0 = os.path.basename((procfs.read_cmdline(pid) or ("",))[0])
+    return exe.startswith("python") or argv0.startswith("python")
+
+
 def find_job_pid(spec: Spec) -> int:
-    """One process of the job on this node (discovery climbs from it to the launcher).
+    """One process of the job on this node, a Python one first (discovery climbs from it to
+    the launcher).
 
     Raises:
         ProcessNotFound: nothing on this node matches the spec.
     """
-    pids = find_pids(spec)
+    pids = sorted(find_pids(spec), key=lambda p: (not _is_python(p), p))
     if not pids:
         raise ProcessNotFound(f"No process on this node matches --find {spec}.",
                               "Check the spec against `tr '\\0' '\\n' < /proc/PID/environ` of "

@@ -63,11 +63,15 @@ mount --bind {base}/ssh /root/.ssh
 ip link set lo up
 /usr/sbin/sshd -f {base}/{name}/sshd_config -E {base}/{name}/sshd.log
 cd {base}/{name}
-GLOO_SOCKET_IFNAME=eth0 {python} -m torch.distributed.run --nnodes {nnodes} \\
-  --nproc-per-node {nproc} --rdzv-backend c10d --rdzv-endpoint {first}:{port} \\
-  --rdzv-id {run_id} --max-restarts 0 {worker} {base}/ready > torchrun.log 2>&1 &
+{job}
 wait
 """
+
+# The node's share of the job: torchrun's agent, which rendezvouses with the other nodes.
+_TORCHRUN = """\
+GLOO_SOCKET_IFNAME=eth0 {python} -m torch.distributed.run --nnodes {nnodes} \\
+  --nproc-per-node {nproc} --rdzv-backend c10d --rdzv-endpoint {first}:{port} \\
+  --rdzv-id {run_id} --max-restarts 0 {worker} {base}/ready > torchrun.log 2>&1 &"""
 
 
 def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -145,17 +149,25 @@ class Cluster:
         hosts = "127.0.0.1 localhost\n" + "".join(
             f"{a} {n}\n" for n, a in self.addresses.items())
         (base / "hosts").write_text(hosts)
-        first = self.names[0]
         for name in self.names:
             node = base / name
             node.mkdir()
             (node / "sshd_config").write_text(
                 _SSHD_CONFIG.format(address=self.addresses[name], base=base))
             (node / "init.sh").write_text(_INIT.format(
-                name=name, base=base, python=self.python, nnodes=self.nnodes, nproc=self.nproc,
-                first=first, port=RDZV_PORT, run_id=f"hscluster{self.tag}",
-                worker=HERE / "worker.py"))
+                name=name, base=base, job=self.node_job(name)))
         Path("/root/.ssh").mkdir(mode=0o700, exist_ok=True)  # the bind-mount target only
+
+    def torchrun_command(self) -> str:
+        """This node's torchrun agent, started in the background from the node's directory."""
+        return _TORCHRUN.format(
+            base=self.base, python=self.python, nnodes=self.nnodes, nproc=self.nproc,
+            first=self.names[0], port=RDZV_PORT, run_id=f"hscluster{self.tag}",
+            worker=HERE / "worker.py")
+
+    def node_job(self, name: str) -> str:
+        """What the node's init starts after sshd (a subclass starts Slurm daemons instead)."""
+        return self.torchrun_command()
 
     def _network(self) -> None:
         _run("ip", "netns", "add", self.switch)
