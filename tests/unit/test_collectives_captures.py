@@ -176,3 +176,15 @@ def test_multi_node_member_elsewhere_is_not_missing() -> None:
     found = analyze(None, _fr("wrong_op"), LIVE["wrong_op"], all_ranks_local=False)
     assert found.conclusions == ()
     assert analyze(None, _fr("wrong_op"), LIVE["wrong_op"]).conclusions[0].kind == ev.MISSING
+
+
+def test_live_ranks_helpers_never_and_a_lone_main_is_rank_zero() -> None:
+    from hangscope.analyze.collectives import live_ranks
+    from hangscope.model import Process, RankInfo, Role
+
+    procs = [Process(pid=10, role=Role.RANK, rank=RankInfo(global_rank=0)),
+             Process(pid=11, role=Role.RANK, rank=RankInfo(global_rank=1), state="Z"),
+             Process(pid=12, role=Role.RESOURCE_TRACKER), Process(pid=13, role=Role.LAUNCHER)]
+    assert live_ranks(procs) == {0: 10}
+    assert live_ranks([Process(pid=20, role=Role.MAIN),
+                       Process(pid=21, role=Role.COMPILE_WORKER)]) == {0: 20}
