@@ -164,9 +164,13 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
             return RankProgress(proc.pid, STUCK, "counters", (
                 f"blocked: {where}, {cpu_s * 1000:.0f} ms of CPU and {wakes} wake-ups in "
                 f"{window}"), thread.tid)
+        if not moved:
+            return RankProgress(proc.pid, SLOW, "counters", (
+                f"{where}; it woke {wakes} times in {window} but moved no data and never left "
+                "that line: a timed wait that polls, or steps too short to see"), thread.tid)
         return RankProgress(proc.pid, SLOW, "counters", (
-            f"{where}; it woke {wakes} times in {window} but moved no data and never left "
-            "that line: a timed wait that polls, or steps too short to see"), thread.tid)
+            f"{where}; it woke once in {window}: a step longer than the window, or a wait "
+            "that timed out once"), thread.tid)
     busy = (f"the thread ran {cpu_s:.1f} s of CPU and was scheduled {c.runs or 0:,} times in "
             f"{window} in {where}")
     if gpu_idle:
