@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hangscope import evidence as ev
-from hangscope.model import Frame, Process
+from hangscope.model import Frame, Process, Role
 
 DEFAULT_PREFIX = "/tmp/nccl_trace_rank_"
 PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
@@ -265,6 +265,10 @@ def read(processes: Sequence[Process], job_start: float | None = None, trigger: 
     start = time.time()
     live = [p for p in processes if p.state not in ("gone", "Z", "X")]
     ranks = [p for p in live if p.rank is not None and p.rank.global_rank is not None]
+    number = {p.pid: p.rank.global_rank for p in ranks}  # type: ignore[union-attr]
+    mains = [p for p in live if p.role is Role.MAIN]
+    if not ranks and len(mains) == 1:  # a job without ranks: a world of one, rank 0
+        ranks, number = mains, {mains[0].pid: 0}
     uid = _uid(live)
     anchor = ranks[0] if ranks else (live[0] if live else None)
     prefix_var = next(((p, p.environ[v]) for p in ranks or live for v in PREFIX_VARS
@@ -278,12 +282,12 @@ def read(processes: Sequence[Process], job_start: float | None = None, trigger: 
             pipe_prefix = proc.environ.get(PIPE_VAR)
             if not pipe_prefix:
                 continue
-            rank = proc.rank.global_rank  # type: ignore[union-attr]
+            rank = number[proc.pid]
             problem = poke(f"{_resolve(pipe_prefix, proc)}{rank}.pipe", uid)
             if problem:
                 notes.append(f"rank {rank}: {problem}")
             else:
-                triggered.append(rank)  # type: ignore[arg-type]
+                triggered.append(rank)
     not_before = job_start
     dumps: dict[int, ev.FrDump] = {}
     refused: dict[int, str] = {}

@@ -240,3 +240,19 @@ def test_buffer_size_zero_says_the_recorder_is_off(tmp_path: Path) -> None:
         "TORCH_FR_BUFFER_SIZE": "0", "TORCH_FR_DUMP_TEMP_FILE": str(tmp_path / "t_")})
     reading = flightrec.read([proc], trigger=False)
     assert reading.status == ev.NONE_FOUND and "TORCH_FR_BUFFER_SIZE=0" in reading.note
+
+
+def test_a_lone_main_process_is_asked_as_rank_zero(tmp_path: Path) -> None:
+    from hangscope.model import Role
+
+    pipe = tmp_path / "frpipe_0.pipe"
+    os.mkfifo(pipe)
+    fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        proc = Process(pid=os.getpid(), role=Role.MAIN, environ={
+            "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": str(tmp_path / "frpipe_"),
+            "TORCH_FR_DUMP_TEMP_FILE": str(tmp_path / "nccl_trace_rank_")})
+        reading = flightrec.read([proc], deadline_s=0.2)
+        assert reading.triggered == (0,) and os.read(fd, 16) == b"1\n"
+    finally:
+        os.close(fd)
