@@ -19,7 +19,7 @@ A rank exits (status 0) once ``<control-dir>/exit-<its pid>`` exists, which lets
 rank disappear at a precise moment. Every process exits when its parent is gone, so nothing
 outlives a test that was killed.
 
-Secrets (tests/test_security.py): ``--secret-thread-name NAME`` names a Python thread,
+Secrets (tests/integration/test_security.py): ``--secret-thread-name NAME`` names a Python thread,
 ``--native-thread-name NAME`` starts a thread with no Python state (pthread_create through
 ctypes) and names it with pthread_setname_np (15 bytes at most), ``--title TITLE`` sets a
 rank's process title (setproctitle), ``--say TEXT`` prints TEXT to stdout (the log) at start.

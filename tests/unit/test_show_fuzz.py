@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hangscope import cli
 from hangscope.model import SCHEMA
 
-FIXTURE = Path(__file__).parent / "fixtures" / "snapshots" / "mismatch.json"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "snapshots" / "mismatch.json"
 VALID_TEXT = FIXTURE.read_text()
 VALID = json.loads(VALID_TEXT)
 FORMATS = ("text", "md", "json")

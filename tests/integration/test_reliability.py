@@ -268,7 +268,7 @@ def test_reader_closing_the_pipe_early_is_not_an_error(tmp_path: Path) -> None:
     """`hangscope show big.json | head -1`: exit 0, nothing on stderr."""
     from conftest import _cli_env
 
-    doc = json.loads((Path(__file__).parent / "fixtures/snapshots/mismatch.json").read_text())
+    doc = json.loads((Path(__file__).parents[1] / "fixtures/snapshots/mismatch.json").read_text())
     doc["processes"] = doc["processes"] * 60
     path = tmp_path / "big.json"
     path.write_text(json.dumps(doc))
