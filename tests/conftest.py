@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +20,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if importlib.util.find_spec("hangscope") is None:
     sys.path.insert(0, str(REPO_ROOT))
 
+from support import cli_env as _cli_env  # noqa: E402,F401  # tests/test_reliability.py uses it
+
 if TYPE_CHECKING:
     from hangscope.demojobs import DemoJob
 
@@ -28,58 +29,49 @@ StartDemo = Callable[..., "DemoJob"]
 RunCli = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
+def _demo_factory(stack: ExitStack, workdir: Callable[[str], Path],
+                  shared: bool) -> StartDemo:
+    """``start(name, timeout=90.0) -> DemoJob``: each job killed when ``stack`` closes;
+    ``shared``: one job per demo name, handed to every caller."""
+    from hangscope.demojobs import running_demo
+
+    jobs: dict[str, DemoJob] = {}
+
+    def start(name: str, timeout: float = 90.0) -> DemoJob:
+        if shared and name in jobs:
+            return jobs[name]
+        # One workdir per start, so two jobs of one demo never share a ready file.
+        job = stack.enter_context(running_demo(name, workdir=workdir(name), timeout=timeout))
+        jobs[name] = job
+        return job
+
+    return start
+
+
 @pytest.fixture
 def demo_job(tmp_path: Path) -> Iterator[StartDemo]:
     """Factory: ``start(name, timeout=90.0) -> DemoJob``; everything is killed at teardown."""
-    from hangscope.demojobs import running_demo
-
+    counter = iter(range(1, 1 << 30))
     with ExitStack() as stack:
-        started = 0
-
-        def start(name: str, timeout: float = 90.0) -> DemoJob:
-            nonlocal started
-            started += 1
-            # One workdir per start, so two jobs of one demo never share a ready file.
-            workdir = tmp_path / f"demo-{started}-{name}"
-            return stack.enter_context(running_demo(name, workdir=workdir, timeout=timeout))
-
-        yield start
+        yield _demo_factory(stack, lambda name: tmp_path / f"demo-{next(counter)}-{name}",
+                            shared=False)
 
 
-def _cli_env(extra: dict[str, str] | None) -> dict[str, str]:
-    import hangscope
-
-    env = dict(os.environ)
-    # Make the child import the same hangscope as this test process, even
-    # when that is an uninstalled checkout.
-    package_parent = Path(hangscope.__file__).resolve().parent.parent
-    if package_parent == REPO_ROOT:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    env.update(extra or {})
-    return env
+@pytest.fixture(scope="module")
+def shared_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartDemo]:
+    """Like ``demo_job``, but each demo runs once for the whole module: for tests that only
+    read the job (dump it, list it), never change it."""
+    with ExitStack() as stack:
+        yield _demo_factory(stack, lambda name: tmp_path_factory.mktemp(f"demo-{name}"),
+                            shared=True)
 
 
 @pytest.fixture
 def hangscope_cli() -> RunCli:
     """``run(*args, timeout=60.0, env=None, input=None)``: ``python -m hangscope ARGS``."""
+    from support import run_cli
 
-    def run(
-        *args: str,
-        timeout: float = 60.0,
-        env: dict[str, str] | None = None,
-        input: str | None = None,
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "hangscope", *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=_cli_env(env),
-            input=input,
-            check=False,
-        )
-
-    return run
+    return run_cli
 
 
 def find_py_spy() -> str | None:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from hangscope.analyze import analyze
 from hangscope.model import Snapshot
@@ -26,6 +26,9 @@ FIXTURES = TESTS / "fixtures"
 SNAPSHOTS = FIXTURES / "snapshots"
 GPU_DUMPS = FIXTURES / "gpu" / "validation"
 TARGETS = TESTS / "targets"
+
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
 
 T = TypeVar("T")
 
@@ -42,6 +45,16 @@ def poll(condition: Callable[[], T | None], what: str, timeout: float = 20.0,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
+
+
+async def until(pilot: Pilot, condition: Callable[[], object], what: str,
+                timeout: float = 10.0) -> None:
+    """Let a Textual app run until ``condition()`` holds, or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await pilot.pause(0.02)
 
 
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -6,16 +6,16 @@ GIVEN a real py-spy capture WHEN it is classified THEN it gets its true category
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+import support
 
 from hangscope.analyze.classify import classify_thread, pick_working_thread
 from hangscope.analyze.signatures import op_from_name
 from hangscope.collect.pyspy import parse_dump
 from hangscope.model import Category, Frame, Thread
 
-FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
+FIXTURES = support.FIXTURES / "gpu"
 
 
 def load_thread(case: str, kind: str = "native", wchan: str | None = None,

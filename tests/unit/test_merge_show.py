@@ -10,10 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import support
+
 from hangscope.commands.merge import merge
 from hangscope.serialize import dumps, from_dict, load
 
-SNAPSHOTS = Path(__file__).parent / "fixtures" / "snapshots"
+SNAPSHOTS = support.SNAPSHOTS
 
 
 def split_by_rank(doc: dict[str, Any], keep: set[int], host: str) -> dict[str, Any]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
+
+from support import REPO_ROOT
 
 from hangscope import model
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "json-schema.md"
+DOC = REPO_ROOT / "docs" / "json-schema.md"
 
 
 def test_every_model_field_is_documented() -> None:

@@ -22,9 +22,13 @@ from typing import Any
 
 import psutil
 import pytest
+import support
+from support import poll
 
-TARGETS = Path(__file__).resolve().parent / "targets"
-REPO_ROOT = TARGETS.parent.parent
+from hangscope.collect import procfs
+
+TARGETS = support.TARGETS
+REPO_ROOT = support.REPO_ROOT
 DUMP_ARGS = ("--samples", "2", "--window", "0.5")
 READY_TIMEOUT_S = 20.0
 
@@ -45,27 +49,21 @@ class Target:
 
 def _wait_ready(path: Path, lines: int, proc: subprocess.Popen[bytes]) -> dict[str, int]:
     """Poll the ready file until it has ``lines`` lines; fail fast if the target died."""
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
+
+    def ready() -> dict[str, int] | None:
         if proc.poll() is not None:
             raise AssertionError(f"target exited early with code {proc.returncode}")
         text = path.read_text() if path.exists() else ""
         found = [line.split(None, 1) for line in text.splitlines() if line.strip()]
-        if len(found) >= lines:
-            return {what: int(pid) for pid, what in found}
-        time.sleep(0.02)
-    raise AssertionError(f"target not ready after {READY_TIMEOUT_S} s: {path}")
+        return {what: int(pid) for pid, what in found} if len(found) >= lines else None
+
+    return poll(ready, f"{lines} lines in {path}", READY_TIMEOUT_S, interval=0.02)
 
 
 def _wait_state(pid: int, state: str) -> None:
     """Poll /proc/PID/stat until the process is in ``state`` (T, D, ...)."""
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == state:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"PID {pid} never reached state {state}")
+    poll(lambda: (found := procfs.read_stat(pid)) is not None and found.state == state,
+         f"PID {pid} in state {state}", READY_TIMEOUT_S, interval=0.02)
 
 
 def _kill_tree(pid: int) -> None:
@@ -102,11 +100,8 @@ def free_port() -> int:
 
 def run_cli(*args: str, env: dict[str, str] | None = None,
             timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    full = dict(os.environ)
-    full["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), full.get("PYTHONPATH")) if p)
-    full.update(env or {})
-    result = subprocess.run([sys.executable, "-m", "hangscope", *args], capture_output=True,
-                            text=True, timeout=timeout, env=full, check=False)
+    """The CLI, which must succeed without a traceback."""
+    result = support.run_cli(*args, env=env, timeout=timeout)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     return result

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+import support
+from support import poll
 
 from hangscope.demojobs import (
     DEFAULT_DEMO,
@@ -27,7 +29,7 @@ from hangscope.demojobs import (
     running_demo,
 )
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = support.REPO_ROOT
 
 
 @dataclass
@@ -79,14 +81,11 @@ def wait_for_stack(
     The ready line is written just before the blocking call, so the very first
     dump may still catch the process a few bytecodes earlier.
     """
-    deadline = time.monotonic() + timeout
-    while True:
+    def found() -> ThreadStack | None:
         stack = dump(py_spy, pid).get(thread)
-        if stack is not None and all(stack.has(f) for f in functions):
-            return stack
-        if time.monotonic() > deadline:
-            raise AssertionError(f"pid {pid} thread {thread}: want {functions}, got {stack}")
-        time.sleep(0.1)
+        return stack if stack is not None and all(stack.has(f) for f in functions) else None
+
+    return poll(found, f"pid {pid} thread {thread} with {functions} on its stack", timeout, 0.1)
 
 
 def snapshot(job: DemoJob) -> list[psutil.Process]:

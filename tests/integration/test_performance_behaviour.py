@@ -28,8 +28,9 @@ from typing import Any
 
 import psutil
 import pytest
+import support
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCHMARKS = support.REPO_ROOT / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 from hangscope.collect import procfs, pyspy, tree  # noqa: E402

@@ -17,6 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import support
+from support import until
 from textual.pilot import Pilot
 from textual.widgets import OptionList, TabbedContent
 
@@ -35,7 +37,7 @@ from hangscope.tui.screens import KEYS, DiffPickScreen, FilterScreen, HelpScreen
 from hangscope.tui.stackview import StackPane
 from hangscope.words import duration_cell
 
-FIXTURES = Path(__file__).parent / "fixtures" / "snapshots"
+FIXTURES = support.SNAPSHOTS
 SIZE = (80, 24)
 
 
@@ -67,16 +69,6 @@ def screen_text(app: HangscopeApp) -> str:
     """What the terminal shows right now, as plain text, one line per row."""
     strips = app.screen._compositor.render_strips()
     return "\n".join(strip.text for strip in strips)
-
-
-async def until(pilot: Pilot, condition: Callable[[], object], what: str,
-                timeout: float = 10.0) -> None:
-    """Let the app run until ``condition()`` holds, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await pilot.pause(0.02)
 
 
 def live(snaps: list[Snapshot | BaseException], interval: float = 3600.0, delay: float = 0.0,
@@ -229,7 +221,7 @@ async def test_findings_tab() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await first_sample(pilot)
         await pilot.press("4")
-        await shows(pilot, "Every rank was idle on CPU", "All 4 expected ranks are running")
+        await shows(pilot, "Every rank was idle on CPU", "Expected 4 ranks (--nproc-per-node 4) and found all 4.")
 
 
 # -- diff --------------------------------------------------------------------------------------

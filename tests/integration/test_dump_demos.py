@@ -40,8 +40,8 @@ def working(proc: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_mismatch_demo_names_the_odd_rank_from_launcher_or_rank_pid(
-        demo_job: Any, hangscope_cli: Any) -> None:
-    job = demo_job("mismatch")
+        shared_demo: Any, hangscope_cli: Any) -> None:
+    job = shared_demo("mismatch")
     from_launcher = dump_json(hangscope_cli, job.pid)
     from_rank = dump_json(hangscope_cli, job.pid_of("rank1"))
     for doc in (from_launcher, from_rank):
@@ -65,9 +65,9 @@ def test_mismatch_demo_names_the_odd_rank_from_launcher_or_rank_pid(
         p["pid"] for p in from_rank["processes"]}
 
 
-def test_mismatch_demo_markdown_and_file_output(demo_job: Any, hangscope_cli: Any,
+def test_mismatch_demo_markdown_and_file_output(shared_demo: Any, hangscope_cli: Any,
                                                  tmp_path: Path) -> None:
-    job = demo_job("mismatch")
+    job = shared_demo("mismatch")
     out = tmp_path / "report.md"
     result = hangscope_cli("dump", str(job.pid), "--format", "md", "-o", str(out), *DUMP_ARGS,
                            timeout=90)
@@ -86,8 +86,8 @@ def test_mismatch_demo_markdown_and_file_output(demo_job: Any, hangscope_cli: An
 
 
 def test_sglang_demo_names_schedulers_detokenizer_and_waiting_launcher(
-        demo_job: Any, hangscope_cli: Any) -> None:
-    job = demo_job("sglang")
+        shared_demo: Any, hangscope_cli: Any) -> None:
+    job = shared_demo("sglang")
     doc = dump_json(hangscope_cli, job.pid)
     assert doc["job"]["kind"] == "sglang"
     assert doc["job"]["expected_ranks"] == 4
@@ -112,8 +112,8 @@ def test_sglang_demo_names_schedulers_detokenizer_and_waiting_launcher(
 
 
 def test_deadlock_demo_names_both_threads_and_acquire_sites(
-        demo_job: Any, hangscope_cli: Any) -> None:
-    job = demo_job("deadlock")
+        shared_demo: Any, hangscope_cli: Any) -> None:
+    job = shared_demo("deadlock")
     doc = dump_json(hangscope_cli, job.pid)
     verdict = doc["verdict"]
     assert verdict["kind"] == "local_deadlock"
@@ -127,8 +127,8 @@ def test_deadlock_demo_names_both_threads_and_acquire_sites(
 
 
 def test_straggler_demo_names_the_spinning_rank_and_its_function(
-        demo_job: Any, hangscope_cli: Any) -> None:
-    job = demo_job("straggler")
+        shared_demo: Any, hangscope_cli: Any) -> None:
+    job = shared_demo("straggler")
     doc = dump_json(hangscope_cli, job.pid)
     verdict = doc["verdict"]
     assert verdict["kind"] == "straggler"
@@ -137,8 +137,8 @@ def test_straggler_demo_names_the_spinning_rank_and_its_function(
     assert "ranks 0-2 wait in all_reduce" in verdict["summary"]
 
 
-def test_torchrun_job_ranks_come_from_the_environment(demo_job: Any, hangscope_cli: Any) -> None:
-    job = demo_job("torchrun")
+def test_torchrun_job_ranks_come_from_the_environment(shared_demo: Any, hangscope_cli: Any) -> None:
+    job = shared_demo("torchrun")
     doc = dump_json(hangscope_cli, job.pid_of("rank0"))
     assert doc["job"]["kind"] == "torchrun"
     ranks = by_rank(doc)

@@ -11,10 +11,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pynvml
 import pytest
+import support
 
 from hangscope.analyze.gpu import (
     ACTIVITY_KINDS,
@@ -44,22 +44,7 @@ from hangscope.collect.nvml import (
 )
 from hangscope.model import Gpu, GpuProcessUse
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "gpu"
-
-# The fd-target section of fixtures/gpu/capture.proc.txt (a real torch process on one H200),
-# used when the shared fixtures are not next to the checkout. Digits there read "N".
-CAPTURE_FD_SECTION = """\
-     23 /dev/nvidiaN
-      6 pipe:[N]
-      4 /dev/nvidia-uvm
-      4 anon_inode:[eventfd]
-      2 /srv/job/capture.log
-      2 /dev/nvidiactl
-      2 /dev/nvidia-caps/nvidia-capN
-      1 socket:[N]
-      1 N
-      1 /dev/null
-"""
+FIXTURES = support.FIXTURES / "gpu"  # the H200 captures (as in ../shared/fixtures/gpu)
 _FD_LINE = re.compile(r"^\s+(\d+) (\S.*)$")
 
 H200_UUIDS = (
@@ -71,8 +56,7 @@ H200_UUIDS = (
 def _fd_sections() -> dict[str, str]:
     """case -> the ``count target`` lines of each captured ``*.proc.txt``."""
     files = sorted(FIXTURES.glob("*.proc.txt"))
-    if not files:
-        return {"capture": CAPTURE_FD_SECTION}
+    assert files, f"no captures in {FIXTURES}"
     sections = {}
     for path in files:
         lines = [line for line in path.read_text().splitlines() if _FD_LINE.match(line)]
@@ -256,7 +240,7 @@ def test_control_uvm_caps_and_switch_files_are_not_gpus() -> None:
 
 def test_fd_mapping_prefers_the_gpu_holding_the_context() -> None:
     # the context's GPU holds many fds; a handful on the others come from enumeration
-    targets = _targets(CAPTURE_FD_SECTION, device=2)
+    targets = _targets(_fd_sections()["capture"], device=2)
     targets += [f"/dev/nvidia{minor}" for minor in range(8) if minor != 2]
     uses = _uses_from_fd_targets(targets, GpuReading(error=nvml.NO_DRIVER))
     assert uses == (GpuProcessUse(gpu_index=2, source="fd"),)
@@ -265,7 +249,7 @@ def test_fd_mapping_prefers_the_gpu_holding_the_context() -> None:
 def test_fd_mapping_goes_through_minor_numbers() -> None:
     # a container given physical GPU 3 sees /dev/nvidia3, which NVML there calls index 0
     reading = GpuReading(gpus=(_h200(0, 0.0, 0),), minors={3: 0})
-    uses = _uses_from_fd_targets(_targets(CAPTURE_FD_SECTION, device=3), reading)
+    uses = _uses_from_fd_targets(_targets(_fd_sections()["capture"], device=3), reading)
     assert uses == (GpuProcessUse(gpu_index=0, source="fd"),)
     assert _uses_from_fd_targets(["/dev/nvidia5"], reading) == ()
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import support
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 
@@ -199,7 +200,7 @@ def test_attach_other_demos(demo_job, py_spy: str, tmux_pane, tmp_path: Path, de
 
 
 def test_show_tui_opens_a_saved_dump(tmux_pane, tmp_path: Path) -> None:
-    dump = Path(__file__).parent / "fixtures" / "snapshots" / "deadlock.json"
+    dump = support.SNAPSHOTS / "deadlock.json"
     rc_file = tmp_path / "rc"
     command = shlex.join([sys.executable, "-m", "hangscope", "show", str(dump), "--tui"])
     pane = tmux_pane(f"{command}; echo $? > {shlex.quote(str(rc_file))}")

@@ -7,11 +7,11 @@ read the new SVGs in tests/__snapshots__/ before committing them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import pytest
+import support
+from support import until
 from textual.pilot import Pilot
 
 from hangscope.errors import ProcessNotFound
@@ -20,7 +20,7 @@ from hangscope.serialize import load
 from hangscope.tui.app import HangscopeApp, make_app
 from hangscope.tui.replay import ReplaySampler
 
-FIXTURES = Path(__file__).parent / "fixtures" / "snapshots"
+FIXTURES = support.SNAPSHOTS
 SMALL, LARGE = (80, 24), (160, 50)
 
 
@@ -40,10 +40,7 @@ def wait_for(condition: Callable[[HangscopeApp], bool]) -> Callable[[Pilot], obj
     async def run_before(pilot: Pilot) -> None:
         app = pilot.app
         assert isinstance(app, HangscopeApp)
-        deadline = time.monotonic() + 10
-        while not condition(app):
-            assert time.monotonic() < deadline, "the app never got there"
-            await pilot.pause(0.02)
+        await until(pilot, lambda: condition(app), "the app to get there")
         await pilot.pause()
 
     return run_before
