@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from hangscope.evidence import CollectiveEvidence
+
 SCHEMA = "hangscope.dump/1"
 
 
@@ -401,6 +403,8 @@ class Snapshot:
     findings: tuple[Finding, ...] = ()
     notes: tuple[str, ...] = ()  # said once for the whole job: "no NVIDIA driver", ...
     redacted: bool = True
+    # NCCL RAS / Flight Recorder evidence, one item per node read (``merge`` keeps each).
+    collectives: tuple[CollectiveEvidence, ...] = ()
     schema: str = SCHEMA
 
     def process(self, pid: int) -> Process | None:

@@ -6,7 +6,7 @@ import dataclasses
 
 from support import REPO_ROOT
 
-from hangscope import model
+from hangscope import evidence, model
 
 DOC = REPO_ROOT / "docs" / "json-schema.md"
 
@@ -16,7 +16,9 @@ def test_every_model_field_is_documented() -> None:
     missing = []
     for cls in (model.Snapshot, model.Host, model.Gpu, model.Job, model.Process, model.Thread,
                 model.Frame, model.RankInfo, model.Socket, model.GpuProcessUse, model.Group,
-                model.TreeNode, model.Verdict, model.Finding):
+                model.TreeNode, model.Verdict, model.Finding, evidence.CollectiveEvidence,
+                evidence.Communicator, evidence.RankPosition, evidence.MissingRank,
+                evidence.Disagreement, evidence.Side, evidence.Conclusion):
         missing += [f"{cls.__name__}.{f.name}" for f in dataclasses.fields(cls)
                     if f'"{f.name}"' not in text]
     assert missing == [], f"add these fields to docs/json-schema.md: {missing}"
