@@ -216,7 +216,8 @@ def stages(snap: Snapshot, scenario: str, findings: bool) -> dict[str, float]:
     from hangscope.analyze.classify import classify_process
     from hangscope.analyze.findings import find_all
     from hangscope.analyze.group import merged_call_tree
-    from hangscope.analyze.verdict import diagnose, subjects_of, with_gpu_evidence
+    from hangscope.analyze.verdict import diagnose, with_gpu_evidence
+    from hangscope.model import subjects_of
 
     clock = time.process_time
     times = {}
@@ -224,7 +225,7 @@ def stages(snap: Snapshot, scenario: str, findings: bool) -> dict[str, float]:
     processes = tuple(classify_process(p) for p in snap.processes)
     times["classify"] = clock() - t
     t = clock()
-    verdict, groups = diagnose(processes, snap.job, snap.samples)
+    verdict, groups = diagnose(replace(snap, processes=processes))
     verdict = with_gpu_evidence(verdict, processes, snap.hosts)
     times["group+verdict"] = clock() - t
     t = clock()

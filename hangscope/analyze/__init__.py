@@ -18,9 +18,9 @@ def analyze(snapshot: Snapshot) -> Snapshot:
     from hangscope.analyze.group import merged_call_tree
     from hangscope.analyze.verdict import diagnose, with_gpu_evidence
 
-    processes = tuple(classify_process(p) for p in snapshot.processes)
-    verdict, groups = diagnose(processes, snapshot.job, snapshot.samples)
-    verdict = with_gpu_evidence(verdict, processes, snapshot.hosts)
-    snap = replace(snapshot, processes=processes, groups=groups, verdict=verdict)
-    snap = replace(snap, call_tree=merged_call_tree(snap.subjects))
+    snap = replace(snapshot, processes=tuple(map(classify_process, snapshot.processes)))
+    verdict, groups = diagnose(snap)
+    verdict = with_gpu_evidence(verdict, snap.processes, snap.hosts)
+    snap = replace(snap, groups=groups, verdict=verdict,
+                   call_tree=merged_call_tree(snap.subjects))
     return replace(snap, findings=find_all(snap))

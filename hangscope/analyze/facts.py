@@ -3,14 +3,14 @@
 A rule (analyze/rules.py) is a function of one :class:`Facts`; it never re-derives what is
 here. To give the rules a new kind of evidence (collective positions from the Flight
 Recorder or NCCL RAS, point-to-point wait-for edges, lock holders, rank coordinates across
-nodes), add one field or one ``cached_property`` below and fill it in :func:`facts_of`:
-every rule then reads it as ``facts.<name>``, and unit tests build Facts from real snapshots
-the same way (tests/unit/test_verdict_rules.py).
+nodes), add one ``cached_property`` below that derives it from ``self.snapshot``:
+every rule then reads it as ``facts.<name>``. Evidence a collector stores on the Snapshot is
+already there as ``facts.snapshot.<field>``. Unit tests build Facts from real snapshots the same
+way (tests/unit/test_verdict_rules.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -19,13 +19,11 @@ from hangscope.model import (
     NOT_RUNNING,
     Category,
     Group,
-    Host,
     Job,
     Process,
     Role,
     Snapshot,
     category_of,
-    subjects_of,
 )
 
 #: A rank in one of these categories waits for a peer or for its GPU.
@@ -39,16 +37,30 @@ GONE = NOT_RUNNING
 
 @dataclass(frozen=True)
 class Facts:
-    """What the verdict rules know about one job; plain fields plus lazily derived ones."""
+    """What the verdict rules know about one job: the snapshot, plus what is derived from it.
 
-    processes: tuple[Process, ...]
-    job: Job
-    samples: int
+    Every field of the Snapshot (and any evidence a collector adds to it) is reachable as
+    ``facts.snapshot.<field>``; what several rules need derived from it is a field or a
+    ``cached_property`` here, computed once.
+    """
+
+    snapshot: Snapshot  # classified processes; no verdict yet
     subjects: tuple[Process, ...]  # what the verdict is about (model.subjects_of)
     groups: tuple[Group, ...]  # subjects by signature, largest first
     categories: dict[int, Category]  # subject PID -> its category
     stuck: frozenset[int]  # subject PIDs whose working stack never moved in the window
-    hosts: tuple[Host, ...] = ()
+
+    @property
+    def processes(self) -> tuple[Process, ...]:
+        return self.snapshot.processes
+
+    @property
+    def job(self) -> Job:
+        return self.snapshot.job
+
+    @property
+    def samples(self) -> int:
+        return self.snapshot.samples
 
     @cached_property
     def is_rank(self) -> bool:
@@ -94,19 +106,11 @@ def is_stuck(proc: Process, samples: int) -> bool:
     return working.samples <= 1 or working.unchanged_samples >= working.samples
 
 
-def facts_of(processes: Sequence[Process], job: Job, samples: int,
-             hosts: Sequence[Host] = ()) -> Facts:
-    """Derive the facts record from classified processes."""
-    subjects = subjects_of(processes)
+def facts_of(snap: Snapshot) -> Facts:
+    """Derive the facts record from a snapshot whose processes are classified."""
+    subjects = snap.subjects
     return Facts(
-        processes=tuple(processes), job=job, samples=samples, subjects=subjects,
-        groups=group_ranks(subjects),
+        snapshot=snap, subjects=subjects, groups=group_ranks(subjects),
         categories={p.pid: p.category for p in subjects},
-        stuck=frozenset(p.pid for p in subjects if is_stuck(p, samples)),
-        hosts=tuple(hosts),
+        stuck=frozenset(p.pid for p in subjects if is_stuck(p, snap.samples)),
     )
-
-
-def snapshot_facts(snap: Snapshot) -> Facts:
-    """The facts of an already classified snapshot (a saved dump, a test fixture)."""
-    return facts_of(snap.processes, snap.job, snap.samples, snap.hosts)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from hangscope.analyze.facts import facts_of
 from hangscope.analyze.gpu import gpu_evidence
 from hangscope.analyze.rules import decide
-from hangscope.model import Group, Host, Job, Process, Role, Verdict, subjects_of
+from hangscope.model import Group, Host, Process, Role, Snapshot, Verdict, subjects_of
 from hangscope.words import verb
 
 
@@ -44,12 +44,12 @@ def with_gpu_evidence(verdict: Verdict, processes: Sequence[Process],
     return replace(verdict, evidence=(*verdict.evidence, *lines))
 
 
-def diagnose(processes: Sequence[Process], job: Job,
-             samples: int) -> tuple[Verdict, tuple[Group, ...]]:
-    """The verdict for the job and the groups it rests on, with what the launcher does."""
-    facts = facts_of(processes, job, samples)
+def diagnose(snap: Snapshot) -> tuple[Verdict, tuple[Group, ...]]:
+    """The verdict for a snapshot whose processes are classified, the groups it rests on, and
+    what the launcher does."""
+    facts = facts_of(snap)
     verdict = decide(facts)
-    extra = _launcher_evidence(processes)
+    extra = _launcher_evidence(snap.processes)
     if extra:
         verdict = replace(verdict, evidence=(*verdict.evidence, *extra))
     return verdict, facts.groups

@@ -11,7 +11,7 @@ import pytest
 from support import reanalysed
 
 from hangscope.analyze import rules
-from hangscope.analyze.facts import Facts, facts_of, snapshot_facts
+from hangscope.analyze.facts import Facts, facts_of
 from hangscope.model import Job, Snapshot, VerdictKind
 
 
@@ -50,7 +50,7 @@ def test_given_real_snapshot_then_verdict_and_suspects(name: str, kind: VerdictK
 
 
 def facts(name: str) -> Facts:
-    return snapshot_facts(reanalysed(name))
+    return facts_of(reanalysed(name))
 
 
 def test_mismatch_rule_names_the_smaller_group_odd_one_out() -> None:
@@ -65,7 +65,7 @@ def test_mismatch_rule_names_the_smaller_group_odd_one_out() -> None:
 def test_tie_rule_says_no_majority_and_suspects_both_sides() -> None:
     """2 real gloo ranks, one in all_reduce and one in all_gather: no side is the odd one."""
     snap = reanalysed("tie")
-    verdict = rules.mismatched_collectives(snapshot_facts(snap))
+    verdict = rules.mismatched_collectives(facts_of(snap))
     assert verdict is not None
     assert "The groups are the same size: no majority says which side is wrong." in (
         verdict.summary)
@@ -129,7 +129,8 @@ def test_unknown_describes_every_group() -> None:
 
 
 def test_no_target_when_nothing_could_be_read() -> None:
-    verdict = rules.decide(facts_of((), Job(), 1))
+    empty = Snapshot(created="", hangscope="", hosts=(), job=Job(), processes=())
+    verdict = rules.decide(facts_of(empty))
     assert verdict.kind is VerdictKind.NO_TARGET
     assert rules.no_target(facts("mismatch")) is None
 
