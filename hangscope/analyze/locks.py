@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from hangscope.analyze.pylocals import as_str, frame_locals, thread_frames
 from hangscope.collect.locks import FileLockRecord
 from hangscope.model import Category, Process, Thread
 from hangscope.words import who, who_many
@@ -29,6 +30,7 @@ class LockWait:
     path: str | None  # the locked file; None when no process of the chain has it open
     kind: str  # FLOCK | POSIX | OFDLCK (from /proc/locks), or "filelock" (a polling waiter)
     polling: bool = False  # the waiters poll (filelock) rather than block in the kernel
+    candidates: tuple[int, ...] = ()  # polling waiters, file unknown: PIDs holding file locks
 
 
 def _polls_filelock(proc: Process) -> bool:
@@ -48,13 +50,14 @@ def file_lock_waits(processes: Sequence[Process], records: Sequence[FileLockReco
     for rec in records:
         if not rec.blocked and rec.index not in holders:
             holders[rec.index] = rec
-    groups: dict[tuple[int | None, str | None, str, bool], list[int]] = {}
+    Key = tuple[int | None, str | None, str, bool, tuple[int, ...]]
+    groups: dict[Key, list[int]] = {}
     blocked = set()
     for rec in records:
         if rec.blocked and rec.pid in by_pid:
             held = holders.get(rec.index)
             key = (held.pid if held else None, rec.path or (held.path if held else None),
-                   rec.kind, False)
+                   rec.kind, False, ())
             groups.setdefault(key, []).append(rec.pid)
             blocked.add(rec.pid)
     held_by_job = [r for r in holders.values() if r.pid in by_pid]
@@ -66,14 +69,32 @@ def file_lock_waits(processes: Sequence[Process], records: Sequence[FileLockReco
         match = [r for r in others if path and r.path == path] or (
             others if len({r.file_key for r in others}) == 1 else [])
         held = match[0] if match else None
+        # Without the waiter's path and with several locks held, name the holders, not one.
+        candidates = () if held else tuple(sorted({r.pid for r in others if r.pid}))
         key = (held.pid if held else None, path or (held.path if held else None),
-               "filelock", True)
+               "filelock", True, candidates)
         groups.setdefault(key, []).append(proc.pid)
     order = {p.pid: i for i, p in enumerate(sorted(
         processes, key=lambda p: (p.rank.key if p.rank and p.rank.key is not None else 1 << 30,
                                   p.pid)))}
-    return tuple(LockWait(tuple(sorted(pids, key=order.__getitem__)), holder, path, kind, polling)
-                 for (holder, path, kind, polling), pids in groups.items())
+    return tuple(LockWait(tuple(sorted(pids, key=order.__getitem__)), holder, path, kind, polling,
+                          candidates)
+                 for (holder, path, kind, polling, candidates), pids in groups.items())
+
+
+def filelock_path(threads: Sequence[object], tid: int | None) -> str | None:
+    """The file a polling ``filelock`` waiter wants, from ``py-spy dump --locals --json``:
+    ``lock_filename`` (filelock 3.x ``acquire``, 4.x ``_poll_until_acquired``) or
+    ``canonical_path`` of a frame in the filelock package."""
+    for frame in thread_frames(threads, tid):
+        if "/filelock/" not in str(frame.get("filename") or ""):
+            continue
+        values = frame_locals(frame)
+        for name in ("lock_filename", "canonical_path"):
+            path = as_str(values.get(name))
+            if path:
+                return path
+    return None
 
 
 def _short_path(path: str) -> str:
@@ -89,8 +110,12 @@ def describe_lock_wait(wait: LockWait, processes: Sequence[Process]) -> str:
     verb = "waits" if len(waiters) == 1 else "wait"
     what = f"the file lock on {_short_path(wait.path)}" if wait.path else "a file lock"
     text = f"{who_many(waiters)} {verb} for {what}"
+    if wait.holder is None and wait.candidates:
+        holders = [by_pid[pid] for pid in wait.candidates if pid in by_pid]
+        return text + f", held by one of {who_many(holders)} (py-spy --locals names the file)"
     if wait.holder is None:
-        return text + ", which no process holds now (a stale lock file, or one on NFS)"
+        return text + (", which no process of this job holds (another job's lock, a stale "
+                       "lock file, or a lock on NFS)")
     holder = by_pid.get(wait.holder)
     if holder is None:
         return text + f" held by PID {wait.holder}, outside this job"

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from hangscope.analyze.pylocals import as_int, frame_locals, thread_frames
 from hangscope.analyze.signatures import is_p2p, op_from_name
 
 
@@ -32,20 +33,6 @@ class P2PCall:
     group: str | None = None  # the group's repr; None is the default (world) group
 
 
-def _int(text: object) -> int | None:
-    try:
-        return int(str(text))
-    except ValueError:
-        return None
-
-
-def _locals(frame: Mapping[str, object]) -> dict[str, object]:
-    values = frame.get("locals")
-    if not isinstance(values, list):
-        return {}
-    return {str(v.get("name")): v.get("repr") for v in values if isinstance(v, Mapping)}
-
-
 def p2p_call(frames: Sequence[Mapping[str, object]]) -> P2PCall | None:
     """The p2p call of one thread from py-spy ``--locals`` JSON frames (innermost first).
 
@@ -57,30 +44,25 @@ def p2p_call(frames: Sequence[Mapping[str, object]]) -> P2PCall | None:
         op = op_from_name(str(frame.get("name") or ""))
         if op in ("send", "recv") and "torch/distributed/distributed_c10d.py" in str(
                 frame.get("filename") or ""):
-            calls.append((op, _locals(frame)))
+            calls.append((op, frame_locals(frame)))
     if not calls:
         return None
     op, outer = calls[-1]
     arg = "src" if op == "recv" else "dst"
 
     def first(name: str) -> int | None:
-        return next((v for _, loc in reversed(calls) if (v := _int(loc.get(name))) is not None),
+        return next((v for _, loc in reversed(calls) if (v := as_int(loc.get(name))) is not None),
                     None)
 
     group = outer.get("group")
     return P2PCall(op=op, peer=first(arg), group_peer=first(f"group_{arg}"),
-                   tag=_int(outer.get("tag")),
+                   tag=as_int(outer.get("tag")),
                    group=None if group in (None, "None") else str(group))
 
 
 def p2p_call_of_thread(threads: Sequence[object], tid: int | None) -> P2PCall | None:
     """The p2p call of thread ``tid`` (the working thread) in ``py-spy dump --locals --json``."""
-    for thread in threads:
-        if isinstance(thread, Mapping) and tid in (thread.get("os_thread_id"),
-                                                   thread.get("thread_id")):
-            frames = thread.get("frames")
-            return p2p_call(frames) if isinstance(frames, list) else None
-    return None
+    return p2p_call(thread_frames(threads, tid))
 
 
 @dataclass(frozen=True)

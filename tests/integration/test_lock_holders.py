@@ -17,8 +17,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
 
 from verdict_support import dump_json, verdict_job
 
-from hangscope.analyze.locks import describe_lock_wait, file_lock_waits, python_lock_holder
+from hangscope.analyze.locks import (
+    describe_lock_wait,
+    file_lock_waits,
+    filelock_path,
+    python_lock_holder,
+)
 from hangscope.collect.locks import read_file_locks
+from hangscope.collect.pyspy import dump_locals
 from hangscope.serialize import from_dict
 
 
@@ -28,6 +34,15 @@ def test_given_ranks_waiting_for_a_file_lock_then_holder_and_file_named(
     with verdict_job(mode, tmp_path, ["holder", "waiter1", "waiter2"]) as job:
         snap = from_dict(json.loads(dump_json(job.launcher)))
         records = read_file_locks(p.pid for p in snap.processes)
+        # A polling waiter's file from its locals (its main thread's id is its PID).
+        wanted = {pid: filelock_path(dump_locals(pid) or [], pid)
+                  for pid in (job.pids["waiter1"], job.pids["waiter2"])}
+    if mode == "filelock":
+        assert set(wanted.values()) == {str(job.workdir / ".lock")}
+        assert file_lock_waits(snap.processes, records, wanted) == file_lock_waits(
+            snap.processes, records)
+    else:
+        assert set(wanted.values()) == {None}  # fcntl.flock: no filelock frame
     ranks = {p.rank.global_rank: p for p in snap.ranks if p.rank is not None}
     for waiter in (1, 2):
         thread = ranks[waiter].working_thread

@@ -7,9 +7,15 @@ with two blocked waiters (the "->" lines; the second waiter is indented one more
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from hangscope.analyze.locks import describe_lock_wait, file_lock_waits, python_lock_holder
+from hangscope.analyze.locks import (
+    describe_lock_wait,
+    file_lock_waits,
+    filelock_path,
+    python_lock_holder,
+)
 from hangscope.collect.locks import FileLockRecord, parse_proc_locks
 from hangscope.model import Category, Snapshot
 from hangscope.serialize import load
@@ -74,3 +80,11 @@ def test_given_polling_filelock_waiters_then_the_one_held_lock_is_theirs() -> No
 def test_given_one_process_of_three_threads_then_the_one_not_waiting_holds() -> None:
     snap, _ = _snapshot_and_locks("flock")
     assert python_lock_holder(snap.ranks[0]) is None  # one thread: no waiter, no holder
+
+
+def test_given_real_locals_of_a_polling_waiter_then_its_lock_file() -> None:
+    # py-spy --locals of a real filelock 4.x waiter (verdict_jobs.py filelock, rank 1).
+    threads = json.loads((FIXTURES / "filelock.waiter.locals.json").read_text())
+    tid = threads[0]["os_thread_id"]
+    assert filelock_path(threads, tid) == "/tmp/tmp3gvn_7tz/job-filelock/.lock"
+    assert filelock_path(threads, tid + 1) is None
