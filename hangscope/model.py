@@ -125,6 +125,7 @@ StackKey = tuple[tuple[str, str | None, int | None], ...]
 #: /proc state letters (and the sampler's "gone") that say a process will not run again.
 GONE_STATES = frozenset({"gone", "X"})
 EXITED_STATES = frozenset({"gone", "X", "Z"})
+ZOMBIE_STATES = frozenset({"Z", "X"})  # exited, as /proc shows it: not reaped, being reaped
 STOPPED_STATES = frozenset({"T", "t"})
 #: Categories of a process that is not running at all: exited, a zombie, or stopped.
 NOT_RUNNING = frozenset({Category.DEAD, Category.ZOMBIE, Category.STOPPED})
@@ -291,7 +292,7 @@ class Process:
     @property
     def is_zombie(self) -> bool:
         """/proc showed it exited: Z (not reaped yet) or X (being reaped)."""
-        return self.state in ("Z", "X")
+        return self.state in ZOMBIE_STATES
 
     @property
     def vanished(self) -> bool:

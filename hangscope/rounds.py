@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 
 from hangscope.collect import nvml, procfs, pyspy
-from hangscope.model import Process, Socket, StackKey, Thread
+from hangscope.model import ZOMBIE_STATES, Process, Socket, StackKey, Thread
 from hangscope.redact import redact_text
 
 ASLEEP = frozenset("SD")  # a thread in these states is not on a CPU
@@ -169,6 +169,6 @@ def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Wind
         gpus=nvml.gpus_of_process(proc.pid, proc.environ, window.gpus, first.proc.fd_targets),
         kernel_stack=info.kernel_stack, errors=tuple(errors),
         major_faults_window=faults,
-        exit_code=window.exit_codes.get(proc.pid) if state in ("Z", "X") else None,
+        exit_code=window.exit_codes.get(proc.pid) if state in ZOMBIE_STATES else None,
         python=proc.python if base is None else True,
     )
