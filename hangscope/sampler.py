@@ -18,7 +18,8 @@ from datetime import datetime, timezone
 
 from hangscope import __version__
 from hangscope.analyze import analyze
-from hangscope.collect import exitcode, kmsg, logs, nvml, procfs, pyspy, tree
+from hangscope.analyze.collectives import node_evidence
+from hangscope.collect import collectives, exitcode, kmsg, logs, nvml, procfs, pyspy, tree
 from hangscope.collect.host import BoundedGpuReader, read_host
 from hangscope.discover import Discovery, not_sampleable, replaced
 from hangscope.errors import PermissionDenied
@@ -40,6 +41,9 @@ class SampleOptions:
     # Parallel py-spy runs. Default: native dumps one per core (each is CPU-bound, and more
     # at once only lengthens every target's pause), Python-only reads two per core, at most 32.
     workers: int | None = None
+    # Ask each rank for a Flight Recorder dump through its debug-info pipe (the first snapshot
+    # of a Sampler only; ``--no-fr-trigger`` turns it off): this makes the job write files.
+    fr_trigger: bool = True
 
 
 @dataclass
@@ -104,6 +108,7 @@ class Sampler:
         self._pyspy_version: str | None = None  # read once, with the first snapshot
         # Processes found in state D this snapshot: read once (see _uninterruptible).
         self._in_d: dict[int, pyspy.DumpResult] = {}
+        self._fr_asked = False  # a live view triggers the Flight Recorder once, not per tick
         self.last: Snapshot | None = None
 
     def discover(self) -> tuple[Job, list[Process]]:
@@ -194,6 +199,12 @@ class Sampler:
             host_reads.shutdown(wait=False)
             t0 = self.clock()
             rounds.append(self._round(pool, procs, opts.native, fds=True))
+            # NCCL RAS and the Flight Recorder, while the later rounds sample (own deadlines).
+            coll_read = collectives.start(
+                procs, {pid: r.proc for pid, r in rounds[0].items()}, listening_read.result(),
+                min((p.create_time for p in procs if p.create_time), default=None),
+                opts.fr_trigger and not self._fr_asked)
+            self._fr_asked = True
             for i in range(1, samples):
                 delay = t0 + i * interval - self.clock()
                 if delay > 0:
@@ -210,6 +221,8 @@ class Sampler:
                           if r.proc.exists and r.proc.state in ("Z", "X")})
         merged = [merge_rounds(p, rounds, read, opts.redact) for p in procs]
         merged = logs.attach_tails(merged, redact=opts.redact)
+        host_name = merged[0].host if merged else None
+        coll = node_evidence(*coll_read.result(), merged, host_name)
         snap = Snapshot(
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             hangscope=__version__,
@@ -224,7 +237,8 @@ class Sampler:
             duration_s=round(self.clock() - started, 3),
             redacted=opts.redact,
             notes=tuple(n for n in (reading.error, kernel_read.result()[1],
-                                    version_read.result()) if n),
+                                    version_read.result(), *coll.notes) if n),
+            collectives=(coll,),
         )
         snap = analyze(scrub(snap))  # no control characters from the target reach a terminal
         if _refused(rounds, procs):

@@ -174,6 +174,28 @@ def live_ranks(processes: Sequence[Process]) -> dict[int, int]:
     return out
 
 
+def all_ranks_local(processes: Sequence[Process]) -> bool:
+    """Whether every rank of the job runs on this node: no rank's environment says the world
+    is larger than its node (torchrun's WORLD_SIZE > LOCAL_WORLD_SIZE, a Slurm node list of
+    several nodes)."""
+    ranks = [p for p in processes if p.role in (Role.RANK, Role.ENGINE_CORE)]
+    for proc in ranks:
+        env = proc.environ
+        world, local = env.get("WORLD_SIZE", ""), env.get("LOCAL_WORLD_SIZE", "")
+        if world.isdigit() and local.isdigit() and int(world) > int(local):
+            return False
+        nodes = env.get("SLURM_JOB_NODELIST", "")
+        if "," in nodes or "[" in nodes:  # node[1-2], a,b: more than one node
+            return False
+    return True
+
+
+def node_evidence(ras: ev.RasReading | None, fr: ev.FrReading | None,
+                  processes: Sequence[Process], host: str | None) -> ev.CollectiveEvidence:
+    """:func:`analyze` for one node's snapshot: live ranks and locality from its processes."""
+    return analyze(ras, fr, live_ranks(processes), host, all_ranks_local(processes))
+
+
 def analyze(ras: ev.RasReading | None, fr: ev.FrReading | None,
             live: Mapping[int, int] | None = None, host: str | None = None,
             all_ranks_local: bool = True) -> ev.CollectiveEvidence:

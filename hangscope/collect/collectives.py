@@ -6,13 +6,14 @@ each bounded by its own deadline, so a snapshot waits for the slower of the two,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from hangscope import evidence as ev
-from hangscope.collect import flightrec, ras
-from hangscope.model import Process
+from hangscope.collect import flightrec, procfs, ras
+from hangscope.model import Process, Socket
 
 
 def collect(processes: Sequence[Process], host_ports: Iterable[int] = (),
@@ -38,3 +39,23 @@ def _or_note(job: Future, what: str) -> Any:
         if what == "NCCL RAS":
             return ev.RasReading(ev.GARBAGE, note)
         return ev.FrReading(ev.REFUSED_FILE, note)
+
+
+def start(processes: Sequence[Process], infos: Mapping[int, procfs.ProcInfo],
+          listening: dict[int, Socket], job_start: float | None,
+          trigger_fr: bool) -> Future[tuple[ev.RasReading, ev.FrReading]]:
+    """:func:`collect` on a thread of its own, from what the sampler's first round read (each
+    process's state and listening sockets), so that it runs while the later rounds sample."""
+    seen = []
+    for proc in processes:
+        info = infos.get(proc.pid)
+        if info is None:
+            seen.append(proc)
+            continue
+        socks = tuple(listening[i] for i in sorted(info.socket_inodes) if i in listening)
+        seen.append(replace(proc, state=info.state if info.exists else "gone", listening=socks))
+    pool = ThreadPoolExecutor(1, thread_name_prefix="hangscope-collectives-start")
+    job = pool.submit(collect, seen, {s.port for s in listening.values() if s.port},
+                      job_start, trigger_fr)
+    pool.shutdown(wait=False)  # the thread ends with the job; the sampler waits on the future
+    return job

@@ -34,6 +34,11 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
                         help="per-process py-spy timeout (default 10)")
     parser.add_argument("--no-redact", dest="redact", action="store_false",
                         help="DANGER: keep tokens, keys and passwords in the report")
+    parser.add_argument("--no-fr-trigger", dest="fr_trigger", action="store_false",
+                        help="do not ask the ranks for a Flight Recorder dump: by default, "
+                        "where a rank has TORCH_NCCL_DEBUG_INFO_PIPE_FILE set, hangscope writes "
+                        "to its pipe once, which makes the job write dump files "
+                        "(TORCH_FR_DUMP_TEMP_FILE<rank>); dumps already on disk are still read")
 
 
 def options_from(args: argparse.Namespace) -> SampleOptions:
@@ -45,7 +50,7 @@ def options_from(args: argparse.Namespace) -> SampleOptions:
         raise UsageError("--timeout must be between 0.1 and 600 seconds.")
     return SampleOptions(samples=args.samples, window=args.window, native=args.native,
                          timeout=args.timeout, nonblocking=args.nonblocking,
-                         redact=args.redact)
+                         redact=args.redact, fr_trigger=getattr(args, "fr_trigger", True))
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
