@@ -1,7 +1,9 @@
 """``hangscope attach PID``: a live TUI over the job, sampling in the background.
 
-Keys: space pause/resume, r sample now, n native frames, d diff two ranks, s save a report,
-/ filter, ? help, q quit. Run it in tmux over SSH; it works at 80x24 and honours NO_COLOR.
+With --nodes/--slurm-job/--pods every refresh samples every node in parallel and shows the
+merged job. Keys: space pause/resume, r sample now, n native frames, d diff two ranks,
+s save a report, / filter, ? help, q quit. Run it in tmux over SSH; it works at 80x24 and
+honours NO_COLOR.
 """
 
 from __future__ import annotations
@@ -11,16 +13,20 @@ import argparse
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from hangscope.commands.dump import add_sampling_arguments
+    from hangscope.remote.multinode import add_arguments
 
     parser = sub.add_parser("attach", help="open the live TUI on a job",
                             description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("pid", help="PID of the launcher or of any rank")
+    parser.add_argument("pid", nargs="?",
+                        help="PID of the launcher or of any rank (optional with --nodes "
+                        "and --find, --slurm-job or --pods)")
     parser.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
                         help="seconds between samples (default 2)")
     parser.add_argument("--save-dir", default=".", metavar="DIR",
                         help="where `s` saves reports (default: the current directory)")
     add_sampling_arguments(parser)
+    add_arguments(parser)
     parser.set_defaults(func=run, samples=2, window=1.0)
 
 
@@ -28,13 +34,24 @@ def run(args: argparse.Namespace) -> int:
     from hangscope.cli import parse_pid, warn_no_redact
     from hangscope.commands.dump import options_from
     from hangscope.errors import UsageError
+    from hangscope.remote.find import find_job_pid, parse_spec
+    from hangscope.remote.multinode import MultiNodeSampler, wanted
     from hangscope.sampler import Sampler
     from hangscope.tui.app import run_live
+    from hangscope.tui.replay import SnapshotSource
 
-    pid = parse_pid(args.pid)
+    pid = parse_pid(args.pid) if args.pid is not None else None
     if not 0.2 <= args.interval <= 3600:
         raise UsageError("--interval must be between 0.2 and 3600 seconds.")
     options = options_from(args)
     warn_no_redact(options.redact)
-    sampler = Sampler(pid, options)  # validates the PID before the screen opens
-    return run_live(sampler, interval=args.interval, save_dir=args.save_dir)
+    if wanted(args):
+        # Every node, every refresh: the TUI shows the merged job (processes keyed by host).
+        source: SnapshotSource = MultiNodeSampler(args, pid, options)
+    else:
+        if pid is None:
+            pid = find_job_pid(parse_spec(args.find)) if args.find else None
+        if pid is None:
+            raise UsageError("Give the PID of the job's launcher or of any rank, or --find.")
+        source = Sampler(pid, options)  # validates the PID before the screen opens
+    return run_live(source, interval=args.interval, save_dir=args.save_dir)

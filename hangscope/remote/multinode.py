@@ -148,3 +148,33 @@ def dump_everywhere(args: argparse.Namespace, pid: int | None, options: object) 
             f"(--find {spec}); slowest {max(a.seconds for a in got):.1f} s"
             + (f"; hangscope shipped to {', '.join(shipped)}" if shipped else ""))
     return replace(snap, notes=(*snap.notes, note))
+
+
+class MultiNodeSampler:
+    """What ``attach --nodes`` gives the TUI: each refresh dumps every node in parallel."""
+
+    def __init__(self, args: argparse.Namespace, pid: int | None, options: object) -> None:
+        _plan(args, pid)  # a bad node set or spec is a usage error before the screen opens
+        self.args, self.pid, self.options = args, pid, options
+        self.target = pid or 0
+
+    def snapshot(self) -> Snapshot:
+        """One merged Snapshot of every node that answered (see ``dump_everywhere``).
+
+        Raises:
+            HangscopeError: PIDs repeat across nodes; the TUI's tables still key rows by PID
+                alone and would show one node's process for another's.
+        """
+        snap = dump_everywhere(self.args, self.pid, self.options)
+        hosts: dict[int, set[str | None]] = {}
+        for proc in snap.processes:
+            hosts.setdefault(proc.pid, set()).add(proc.host)
+        repeated = sorted(pid for pid, where in hosts.items() if len(where) > 1)
+        if repeated:
+            shown = ", ".join(map(str, repeated[:5])) + (" ..." if len(repeated) > 5 else "")
+            raise HangscopeError(
+                f"PIDs {shown} repeat across nodes, and the live view still tells processes "
+                "apart by PID alone.",
+                "Use `hangscope dump --nodes ...` (the same options), which keys processes by "
+                "(host, PID), until attach learns that too.")
+        return snap
