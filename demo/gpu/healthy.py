@@ -150,7 +150,8 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 def run_workload(name: str, runs: int, window: float, folder: Path) -> dict[str, object]:
     from hangscope.analyze.progress import decide
     from hangscope.collect import nvml
-    from hangscope.collect.progress import evidence_to_dict, watch
+    from hangscope.collect.progress import watch
+    from hangscope.progress_evidence import evidence_to_dict
 
     ready = folder / f"ready-{name}"
     log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 (closed below)

@@ -1,4 +1,4 @@
-"""Progressing, stuck or slow: a pure decision per rank from :mod:`hangscope.collect.progress`.
+"""Progressing, stuck or slow: a pure decision per rank from :mod:`hangscope.progress_evidence`.
 
 Rules, first that holds wins; each names the evidence that decided, in a sentence:
 
@@ -11,7 +11,8 @@ Rules, first that holds wins; each names the evidence that decided, in a sentenc
 3. *counters*: the working thread sleeps in one place:
    - it woke up repeatedly and the process moved data (``/proc/PID/io`` writes: gloo's
      sockets) -> its waits complete: progressing;
-   - it never woke (0 voluntary context switches) and used ~no CPU -> stuck;
+   - it was never scheduled in the window (schedstat's count did not move) -> stuck;
+   - it only lost the CPU (involuntary switches, no wake-ups) -> slow: runnable, starved;
    - it woke but moved nothing -> slow (a timed wait that polls, or steps too short to see).
 4. *counters*: the working thread ran on CPU in one place -> with an idle GPU, a spin-wait
    (``cudaStreamSynchronize`` spins, ``sched_yield``): stuck; without a GPU to judge, slow.
@@ -22,8 +23,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from hangscope.collect.nvml import GpmReading
-from hangscope.collect.progress import ProcessProgress, ProgressEvidence, ThreadProgress
+from hangscope.progress_evidence import (
+    GpmReading,
+    ProcessProgress,
+    ProgressEvidence,
+    ThreadProgress,
+)
 
 PROGRESSING = "progressing"
 STUCK = "stuck"
@@ -148,7 +153,9 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
                             f"{where}; its kernel counters could not be read", thread.tid)
     cpu_s = c.cpu_ns / 1e9
     raw_wakes = c.voluntary if c.voluntary is not None else c.runs or 0
-    wakes = max(0, raw_wakes - WAKES_PER_PAUSE * proc.pauses)
+    noise = WAKES_PER_PAUSE * proc.pauses
+    wakes = max(0, raw_wakes - noise)
+    runs = max(0, (c.runs if c.runs is not None else raw_wakes) - noise)
     window = f"{seconds:.1f} s"
     if proc.pauses:
         window += f" (not counting {raw_wakes - wakes} from py-spy's {proc.pauses} pauses)"
@@ -160,10 +167,15 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
                 f"{where}, but its wait ended {wakes} times in {window} and the process made "
                 f"{io.syscr + io.syscw:,} reads/writes ({(io.rchar + io.wchar) / 1024:,.0f} KiB):"
                 " its waits complete and data moves"), thread.tid)
-        if wakes == 0:  # one wake-up is a step longer than the window as much as a hang
+        if runs == 0:  # never scheduled: asleep the whole window
             return RankProgress(proc.pid, STUCK, "counters", (
-                f"blocked: {where}, {cpu_s * 1000:.0f} ms of CPU and {wakes} wake-ups in "
+                f"blocked: {where}, {cpu_s * 1000:.0f} ms of CPU and 0 wake-ups in "
                 f"{window}"), thread.tid)
+        if wakes == 0:  # ran, but only ever lost the CPU to others: runnable, starved
+            return RankProgress(proc.pid, SLOW, "counters", (
+                f"{where}; it was runnable but got only {cpu_s * 1000:.0f} ms of CPU in {window} "
+                f"(preempted {c.involuntary or 0:,} times): the machine is overloaded"),
+                thread.tid)
         if not moved:
             return RankProgress(proc.pid, SLOW, "counters", (
                 f"{where}; it woke {wakes} times in {window} but moved no data and never left "

@@ -27,6 +27,7 @@ from statistics import fmean
 from typing import Any
 
 from hangscope.model import Gpu, GpuProcessUse
+from hangscope.progress_evidence import GpmReading
 
 try:
     import pynvml
@@ -560,16 +561,6 @@ GPM_METRICS: tuple[tuple[str, str], ...] = (
     ("NVML_GPM_METRIC_PCIE_RX_PER_SEC", "pcie_rx_mib_s"),
 )
 GPM_UNSUPPORTED = "GPM is not supported on this GPU (it needs Hopper or newer)"
-
-
-@dataclass(frozen=True)
-class GpmReading:
-    """GPM metrics of one GPU between two samples: percentages, and MiB/s for links."""
-
-    index: int
-    seconds: float = 0.0
-    metrics: dict[str, float] = field(default_factory=dict)  # only those the GPU answered
-    error: str | None = None  # why there are none: no driver, GPM unsupported, GPU lost
 
 
 class GpmWindow:

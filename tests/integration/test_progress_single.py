@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from hangscope.analyze.progress import IDLE_CPU_SHARE, SLOW, STUCK, decide
-from hangscope.collect.progress import ProcessProgress, watch
+from hangscope.collect.progress import watch
+from hangscope.progress_evidence import ProcessProgress
 
 TARGET = Path(__file__).resolve().parent.parent / "targets" / "progress_single.py"
 
@@ -50,10 +51,13 @@ def test_busy_in_one_c_call_without_gpu_is_slow_not_stuck(started, tmp_path: Pat
     rank = decide(proc, seconds)
     # THEN it is slow, and the sentence gives the CPU it burnt in that one line
     assert rank.decision == SLOW and rank.evidence == "counters", rank.reason
-    assert "a spin or work" in rank.reason and "match (re/__init__.py" in rank.reason
-    # (the VM is shared: the target gets what CPU it can, well above the idle share)
+    assert "match (re/__init__.py" in rank.reason
     counters = proc.threads[0].counters
-    assert counters and counters.cpu_ns and counters.cpu_ns > IDLE_CPU_SHARE * seconds * 1e9
+    assert counters and counters.cpu_ns and counters.runs
+    if counters.cpu_ns > IDLE_CPU_SHARE * seconds * 1e9:
+        assert "a spin or work" in rank.reason, rank.reason
+    else:  # a loaded machine (shared VM) starved it: said so, never "blocked"
+        assert "runnable but got only" in rank.reason and counters.voluntary == 0, rank.reason
 
 
 def test_non_python_process_is_judged_by_its_counters(started) -> None:  # type: ignore[no-untyped-def]

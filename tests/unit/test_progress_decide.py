@@ -19,11 +19,12 @@ from hangscope.analyze.progress import (
     decide_all,
     job_progress,
 )
-from hangscope.collect.progress import (
+from hangscope.collect.progress import parse_raw
+from hangscope.progress_evidence import (
+    GpmReading,
     ProgressEvidence,
     evidence_from_dict,
     evidence_to_dict,
-    parse_raw,
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "progress"
@@ -124,7 +125,6 @@ H200_TINY = {"graphics": 22.0, "sm": 0.05}
 def test_gpm_tells_a_spinning_kernel_from_work(metrics: dict[str, float], state: str,
                                                words: str) -> None:
     from hangscope.analyze.progress import gpu_work
-    from hangscope.collect.nvml import GpmReading
 
     got, sentence = gpu_work(GpmReading(index=0, seconds=1.0, metrics=metrics))
     assert got == state and words in sentence
@@ -135,7 +135,6 @@ def test_a_spinning_gpu_makes_a_one_stack_rank_stuck_and_says_why() -> None:
     from dataclasses import replace
 
     from hangscope.analyze.progress import decide
-    from hangscope.collect.nvml import GpmReading
 
     evidence = load("mismatch")
     spin = GpmReading(index=0, seconds=2.0, metrics=H200_SPIN)

@@ -1,0 +1,121 @@
+"""Progress evidence: what the watcher saw over a window (collect/progress.py writes it).
+
+Pure, frozen data, read by the decision (analyze/progress.py) and recorded as test fixtures.
+Like evidence.py, no ``from __future__ import annotations``: field types are real objects, so
+a generic reader can resolve them. Definitions in dependency order.
+"""
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GpmReading:
+    """GPM metrics of one GPU between two samples: percentages, and MiB/s for links."""
+
+    index: int
+    seconds: float = 0.0
+    metrics: dict[str, float] = field(default_factory=dict)  # only those the GPU answered
+    error: str | None = None  # why there are none: no driver, GPM unsupported, GPU lost
+
+
+@dataclass(frozen=True)
+class CounterDelta:
+    """How one thread's counters moved over the window (None: unknown at one end)."""
+
+    cpu_ns: int | None = None
+    runs: int | None = None
+    voluntary: int | None = None
+    involuntary: int | None = None
+    ticks: int = 0
+    state: str | None = None  # the thread's state at the end (R, S, D, ...)
+
+
+@dataclass(frozen=True)
+class IoDelta:
+    """``/proc/PID/io`` over the window: syscalls and bytes (sockets and pipes count too)."""
+
+    syscr: int = 0
+    syscw: int = 0
+    rchar: int = 0
+    wchar: int = 0
+
+
+@dataclass(frozen=True)
+class StackCount:
+    """One distinct Python stack (outermost first, ``"func (file:line)"``) and its samples."""
+
+    frames: tuple[str, ...]
+    count: int
+
+
+@dataclass(frozen=True)
+class ThreadProgress:
+    """One thread over the window: its stacks (most sampled first) and its counters."""
+
+    tid: int
+    name: str | None = None
+    samples: int = 0
+    stacks: tuple[StackCount, ...] = ()
+    counters: CounterDelta | None = None
+
+
+@dataclass(frozen=True)
+class ProcessProgress:
+    """One process over the window."""
+
+    pid: int
+    threads: tuple[ThreadProgress, ...] = ()
+    io: IoDelta | None = None
+    sampled: bool = False  # py-spy gave samples
+    error: str | None = None  # why py-spy gave none (permission, not Python, gone, ...)
+    error_kind: str | None = None
+    gone: bool = False  # the process exited during the window
+    # blocking py-spy reads (ptrace stops) the caller took during the window, via note_pause:
+    # each wakes every thread of the target twice (measured), which is not the target's doing
+    pauses: int = 0
+
+
+@dataclass(frozen=True)
+class ProgressEvidence:
+    """What a :class:`ProgressWatcher` saw between start and stop."""
+
+    seconds: float
+    rate: int
+    processes: tuple[ProcessProgress, ...] = ()
+    gpus: tuple[GpmReading, ...] = ()
+    gpu_error: str | None = None  # NVML unusable as a whole (no driver, ...)
+    sampler_cpu_s: float = 0.0  # CPU the py-spy recorders used (user + system)
+    error: str | None = None  # the watcher could not sample at all (py-spy missing)
+
+    def process(self, pid: int) -> ProcessProgress | None:
+        return next((p for p in self.processes if p.pid == pid), None)
+
+
+def evidence_to_dict(evidence: ProgressEvidence) -> dict[str, Any]:
+    """Plain JSON-ready data (recorded fixtures, the GPU script's results)."""
+    return asdict(evidence)
+
+
+def evidence_from_dict(data: dict[str, Any]) -> ProgressEvidence:
+    """The inverse of :func:`evidence_to_dict`."""
+    def thread(t: dict[str, Any]) -> ThreadProgress:
+        stacks = tuple(StackCount(tuple(s["frames"]), s["count"]) for s in t["stacks"])
+        counters = CounterDelta(**t["counters"]) if t.get("counters") else None
+        return ThreadProgress(t["tid"], t.get("name"), t["samples"], stacks, counters)
+
+    processes = tuple(
+        ProcessProgress(
+            pid=p["pid"], threads=tuple(thread(t) for t in p["threads"]),
+            io=IoDelta(**p["io"]) if p.get("io") else None, sampled=p["sampled"],
+            error=p.get("error"), error_kind=p.get("error_kind"), gone=p.get("gone", False),
+            pauses=p.get("pauses", 0),
+        )
+        for p in data["processes"]
+    )
+    gpus = tuple(GpmReading(**g) for g in data.get("gpus", ()))
+    return ProgressEvidence(
+        seconds=data["seconds"], rate=data["rate"], processes=processes, gpus=gpus,
+        gpu_error=data.get("gpu_error"), sampler_cpu_s=data.get("sampler_cpu_s", 0.0),
+        error=data.get("error"),
+    )
