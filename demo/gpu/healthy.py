@@ -14,7 +14,8 @@ loop, ``loss.item()`` each step), ``decode`` (a loop of tiny kernels with ``.ite
 Hung: ``spin`` (``torch.cuda._sleep`` for an hour, then ``torch.cuda.synchronize()``) and
 ``spin_flag`` (a Triton kernel on every SM spinning on a flag nobody sets; skipped without
 Triton). Results: ``OUT/progress_gpu.json`` (decisions, reasons, GPM metrics, classic
-``utilization.gpu``, timings) and a table on stdout. Exit 0 when every healthy workload reads
+``utilization.gpu``, timings), ``OUT/fixtures/gpu_NAME.json`` (the first run's evidence, for
+tests/fixtures/progress/) and a table on stdout. Exit 0 when every healthy workload reads
 progressing and every hung one stuck in every run.
 """
 
@@ -185,10 +186,24 @@ def run_workload(name: str, runs: int, window: float, folder: Path) -> dict[str,
                 "utilization_gpu": [g.utilization for g in classic.gpus],
                 "evidence_data": evidence_to_dict(evidence),
             })
+        _write_fixture(folder, name, result)
     finally:
         _kill(proc)
         log.close()
     return result
+
+
+def _write_fixture(folder: Path, name: str, result: dict[str, object]) -> None:
+    """The first run's evidence as a test fixture (tests/fixtures/progress/gpu_NAME.json)."""
+    runs = result.get("runs") or []
+    if not runs:
+        return
+    fixtures = folder / "fixtures"
+    fixtures.mkdir(exist_ok=True)
+    data = dict(runs[0]["evidence_data"])  # type: ignore[index]
+    data["expected"] = "progressing" if name in HEALTHY else "stuck"
+    data["workload"] = name
+    (fixtures / f"gpu_{name}.json").write_text(json.dumps(data, indent=1))
 
 
 def _passed(result: dict[str, object]) -> bool:
