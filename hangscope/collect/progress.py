@@ -317,8 +317,6 @@ class ProgressWatcher:
         )
 
 
-
-
 @dataclass(frozen=True)
 class Timed:
     """A watched window and what starting and stopping the watcher cost (wall seconds)."""
