@@ -12,6 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
+from hangscope.analyze.rules_collectives import (
+    collective_behind,
+    collective_mismatch,
+    collective_missing,
+)
 from hangscope.model import Category, Process, Severity, Thread, Verdict, VerdictKind, rank_id
 from hangscope.words import describe, rank_set, verb
 
@@ -204,10 +209,18 @@ def unknown(facts: Facts) -> Verdict:
 #: The verdict table, tried in order; :func:`unknown` answers when no row holds.
 RULES: tuple[Rule, ...] = (
     Rule(VerdictKind.NO_TARGET, no_target, "no process of the job could be read"),
+    # Collective evidence (NCCL RAS, Flight Recorder) before the stacks' rule of each kind:
+    # an NCCL host waits at its next sync or launch, not in the collective it is stuck on.
+    Rule(VerdictKind.MISMATCHED_COLLECTIVES, collective_mismatch,
+         "NCCL RAS or the Flight Recorder: ranks issued different collectives"),
     Rule(VerdictKind.MISMATCHED_COLLECTIVES, mismatched_collectives,
          "stuck ranks wait in different collective ops or call sites"),
+    Rule(VerdictKind.MISSING_RANK, collective_missing,
+         "NCCL RAS has no data from a rank, or a Flight Recorder group member has no process"),
     Rule(VerdictKind.MISSING_RANK, missing_rank,
          "fewer ranks than expected, or a rank exited, is a zombie or is stopped"),
+    Rule(VerdictKind.STRAGGLER, collective_behind,
+         "NCCL RAS or the Flight Recorder: a rank has not reached a collective the others did"),
     Rule(VerdictKind.STRAGGLER, straggler,
          "some ranks run (CPU, JIT, I/O) while the others wait in a collective"),
     Rule(VerdictKind.LOCAL_DEADLOCK, local_deadlock,

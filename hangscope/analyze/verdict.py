@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from hangscope.analyze import rules_collectives
 from hangscope.analyze.facts import facts_of
 from hangscope.analyze.gpu import gpu_evidence
-from hangscope.analyze.rules import decide
+from hangscope.analyze.rules import RULES, decide
 from hangscope.model import Group, Host, Process, Role, Snapshot, Verdict, subjects_of
 from hangscope.words import verb
 
@@ -49,6 +50,10 @@ def diagnose(snap: Snapshot) -> tuple[Verdict, tuple[Group, ...]]:
     what the launcher does."""
     facts = facts_of(snap)
     verdict = decide(facts)
+    if snap.collectives:  # say whether the host stacks and the collective evidence agree
+        stacks = decide(facts, tuple(r for r in RULES
+                                     if r.holds not in rules_collectives.FUNCTIONS))
+        verdict = rules_collectives.agreement(verdict, facts, stacks)
     extra = _launcher_evidence(snap.processes)
     if extra:
         verdict = replace(verdict, evidence=(*verdict.evidence, *extra))

@@ -137,9 +137,13 @@ def test_no_target_when_nothing_could_be_read() -> None:
 
 def test_the_table_runs_in_the_documented_order() -> None:
     assert [rule.kind for rule in rules.RULES] == [
-        VerdictKind.NO_TARGET, VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.MISSING_RANK,
-        VerdictKind.STRAGGLER, VerdictKind.LOCAL_DEADLOCK, VerdictKind.ALL_WAITING,
-        VerdictKind.PROGRESSING]
+        VerdictKind.NO_TARGET, VerdictKind.MISMATCHED_COLLECTIVES,
+        VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.MISSING_RANK, VerdictKind.MISSING_RANK,
+        VerdictKind.STRAGGLER, VerdictKind.STRAGGLER, VerdictKind.LOCAL_DEADLOCK,
+        VerdictKind.ALL_WAITING, VerdictKind.PROGRESSING]
+    # collective evidence (NCCL RAS, Flight Recorder) before the stacks' rule of each kind
+    assert [r.holds.__name__ for r in rules.RULES if r.holds.__name__.startswith("collective")] \
+        == ["collective_mismatch", "collective_missing", "collective_behind"]
 
 
 def test_first_rule_that_holds_wins() -> None:
