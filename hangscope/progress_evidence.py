@@ -92,6 +92,27 @@ class ProgressEvidence:
         return next((p for p in self.processes if p.pid == pid), None)
 
 
+@dataclass(frozen=True)
+class RankProgress:
+    """The decision for one process and the evidence that decided it."""
+
+    pid: int
+    decision: str  # progressing | stuck | slow
+    evidence: str  # python | gpu | counters | none
+    reason: str  # one sentence for the user
+    tid: int | None = None  # the thread judged
+    gpu: str | None = None  # what its GPUs do, whatever decided: "busy" says if work moves
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """The job as a whole."""
+
+    decision: str
+    reason: str
+    ranks: tuple[RankProgress, ...] = ()
+
+
 def evidence_to_dict(evidence: ProgressEvidence) -> dict[str, Any]:
     """Plain JSON-ready data (recorded fixtures, the GPU script's results)."""
     return asdict(evidence)

@@ -21,12 +21,14 @@ Rules, first that holds wins; each names the evidence that decided, in a sentenc
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from hangscope.progress_evidence import (
     GpmReading,
+    JobProgress,
     ProcessProgress,
     ProgressEvidence,
+    RankProgress,
     ThreadProgress,
 )
 
@@ -52,27 +54,6 @@ GPU_IDLE_GRAPHICS = 5.0
 #: (ptrace attach + detach; measured: exactly 2, native or not, no I/O).
 WAKES_PER_PAUSE = 2
 _GPU_DECIDES = {"work": PROGRESSING, "spin": STUCK}
-
-
-@dataclass(frozen=True)
-class RankProgress:
-    """The decision for one process and the evidence that decided it."""
-
-    pid: int
-    decision: str  # progressing | stuck | slow
-    evidence: str  # python | gpu | counters | none
-    reason: str  # one sentence for the user
-    tid: int | None = None  # the thread judged
-    gpu: str | None = None  # what its GPUs do, whatever decided: "busy" says if work moves
-
-
-@dataclass(frozen=True)
-class JobProgress:
-    """The job as a whole."""
-
-    decision: str
-    reason: str
-    ranks: tuple[RankProgress, ...] = ()
 
 
 def _pct(value: float) -> str:
