@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hangscope.model import Role, Snapshot, Thread
+from hangscope.render import collectives
 from hangscope.render.stack import display_lines
 from hangscope.words import rank_set
 
@@ -94,6 +95,7 @@ def render_markdown(snap: Snapshot) -> str:
                 out.append("")
                 out.append("</details>")
             out.append("")
+    out += collectives.markdown(snap)
     out.append("### Processes")
     out.append("")
     out.append("| rank | pid | role | state | cpu% | category | op | site |")

@@ -21,6 +21,7 @@ from hangscope.model import (
     Thread,
     rank_id,
 )
+from hangscope.render import collectives
 from hangscope.render.fold import fold_rows, pid_label, rank_label
 from hangscope.render.stack import display_lines
 from hangscope.words import rank_set, size
@@ -236,6 +237,9 @@ def report(snap: Snapshot, native: bool = True) -> RenderableType:
         parts += [Text("Threads of the deadlocked process", style="bold underline"), threads]
     elif snap.groups:
         parts += [Text("Where the ranks are", style="bold underline"), groups_view(snap, native)]
+    section = collectives.view(snap)
+    if section is not None:
+        parts += [Text("Collectives", style="bold underline"), section]
     parts += [Text("Processes", style="bold underline"), ranks_table(snap)]
     errors = [(p, e) for p in snap.processes for e in p.errors]
     if errors:
