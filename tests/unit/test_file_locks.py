@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hangscope.analyze.classify import classify_thread
 from hangscope.analyze.locks import (
     describe_lock_wait,
     file_lock_waits,
@@ -17,7 +18,8 @@ from hangscope.analyze.locks import (
     python_lock_holder,
 )
 from hangscope.collect.locks import FileLockRecord, parse_proc_locks
-from hangscope.model import Category, Snapshot
+from hangscope.collect.pyspy import parse_dump
+from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.serialize import load
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "locks"
@@ -88,3 +90,29 @@ def test_given_real_locals_of_a_polling_waiter_then_its_lock_file() -> None:
     tid = threads[0]["os_thread_id"]
     assert filelock_path(threads, tid) == "/tmp/tmp3gvn_7tz/job-filelock/.lock"
     assert filelock_path(threads, tid + 1) is None
+
+
+def _inductor_process(role: str, pid: int, wchan: str) -> Process:
+    dump = parse_dump(pid, (FIXTURES / f"inductor_{role}.native.json").read_text(), native=True)
+    main = dump.threads[0]
+    thread = classify_thread(Thread(tid=main.tid, name=main.name, active=main.active,
+                                    frames=main.frames, state="S", wchan=wchan))
+    return Process(pid=pid, ppid=1, cmdline=("python", "c.py", "r"), state="S",
+                   threads=(thread,), working_tid=thread.tid)
+
+
+def test_given_inductor_waiting_for_its_cache_lock_then_jit_compile_waiting_for_the_lock() -> None:
+    # Two real torch.compile processes sharing one Inductor cache (fixtures README).
+    holder = _inductor_process("holder", 18409, "anon_pipe_read")
+    waiter = _inductor_process("waiter", 18410, "hrtimer_nanosleep")
+    thread = waiter.working_thread
+    assert thread is not None and thread.category is Category.JIT_COMPILE
+    assert thread.hint is not None and "file lock" in thread.hint
+    assert holder.working_thread is not None
+    assert holder.working_thread.category is Category.JIT_COMPILE
+    records = parse_proc_locks((FIXTURES / "inductor.proc_locks.txt").read_text())
+    (wait,) = file_lock_waits([holder, waiter], records)
+    assert (wait.waiters, wait.holder, wait.polling) == ((18410,), 18409, True)
+    assert describe_lock_wait(wait, [holder, waiter]).startswith(
+        "PID 18410 (python) waits for a file lock held by PID 18409 (python), which is in "
+        "jit_compile at ")
