@@ -142,6 +142,7 @@ def merge(snapshots: list[Snapshot], nodes: Sequence[str | None] | None = None,
         window_s=min(s.window_s for s in snapshots),
         notes=tuple(dict.fromkeys(n for s in snapshots for n in s.notes)),
         redacted=all(s.redacted for s in snapshots),
+        collectives=tuple(c for s in snapshots for c in s.collectives),  # one per node
     )
     return node_verdict(analyze(merged), unanswered)
 

@@ -26,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("every node of a multi-node job")
     group.add_argument("--nodes", "--hosts", dest="nodes", metavar="NODESET",
                        help="dump these nodes too, over ssh: node[01-04], a,b, or `auto` "
-                       "(SLURM_JOB_NODELIST of the job's ranks)")
+                       "(SLURM_JOB_NODELIST of the job's ranks, else the hosts NCCL RAS "
+                       "names)")
     group.add_argument("--slurm-job", metavar="JOB",
                        help="dump every node of this Slurm job through srun --overlap")
     group.add_argument("--pods", metavar="PODSET",
@@ -79,7 +80,8 @@ def _slurm_nodes(job: str) -> list[str]:
     return expand(nodelist)
 
 
-def _plan(args: argparse.Namespace, pid: int | None) -> tuple[Transport, list[str], Spec]:
+def _plan(args: argparse.Namespace,
+          pid: int | None) -> tuple[Transport, list[str] | None, Spec]:
     spec = parse_spec(args.find) if args.find else (spec_for(pid) if pid else None)
     if args.slurm_job:
         nodes = expand(args.nodes) if args.nodes else _slurm_nodes(args.slurm_job)
@@ -96,13 +98,20 @@ def _plan(args: argparse.Namespace, pid: int | None) -> tuple[Transport, list[st
         if pid is None:
             raise UsageError("--nodes auto reads the job's environment: give a PID too.")
         nodelist, _source = nodes_from_environment(pid)
-        if nodelist is None:
-            raise UsageError("--nodes auto found no SLURM_JOB_NODELIST in the job's ranks.",
-                             "Name the nodes: --nodes node[01-04].")
-        nodes = expand(nodelist)
+        # None: ask NCCL RAS after the local dump (dump_everywhere), which reads it anyway.
+        nodes = expand(nodelist) if nodelist is not None else None
     else:
         nodes = expand(args.nodes)
     return Ssh(options=tuple(args.ssh_option)), nodes, spec
+
+
+def ras_hosts(snap: Snapshot) -> list[str]:
+    """The hosts that NCCL RAS (or Flight Recorder) names for the job's communicators."""
+    found = []
+    for evidence in snap.collectives:
+        for comm in evidence.communicators:
+            found.extend(item.host for item in (*comm.positions, *comm.missing) if item.host)
+    return list(dict.fromkeys(found))
 
 
 def _is_here(node: str) -> bool:
@@ -122,12 +131,23 @@ def dump_everywhere(args: argparse.Namespace, pid: int | None, options: object) 
     transport, nodes, spec = _plan(args, pid)
     if not 1 <= args.node_timeout <= 3600:
         raise UsageError("--node-timeout must be between 1 and 3600 seconds.")
+    here = socket.gethostname()
+    first: NodeAnswer | None = None
+    if nodes is None:  # --nodes auto without SLURM_JOB_NODELIST: the hosts RAS names
+        start = time.monotonic()
+        local_snap = Sampler(pid, options).snapshot()  # type: ignore[arg-type]
+        first = NodeAnswer(here, local_snap, None, time.monotonic() - start)
+        nodes = ras_hosts(local_snap)
+        if not nodes:
+            raise UsageError("--nodes auto: the job's ranks carry no SLURM_JOB_NODELIST and "
+                             "NCCL RAS named no host.", "Name the nodes: --nodes node[01-04].")
     local = None
     if pid is not None and not isinstance(transport, Kubectl):
         nodes = [n for n in nodes if not _is_here(n)]
-        here = socket.gethostname()
 
         def local() -> NodeAnswer:
+            if first is not None:
+                return first
             start = time.monotonic()
             try:
                 snap = Sampler(pid, options).snapshot()  # type: ignore[arg-type]
