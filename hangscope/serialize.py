@@ -372,7 +372,9 @@ def load(path: str | Path) -> Snapshot:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        where = "truncated" if exc.pos >= len(text.rstrip()) - 1 else "not valid JSON"
+        # A string that runs to the end of the text is reported where it starts.
+        cut = exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
+        where = "truncated" if cut else "not valid JSON"
         raise DumpFileError(f"{path} is {where} (line {exc.lineno}, column {exc.colno}: "
                             f"{exc.msg}).") from None
     except RecursionError:

@@ -61,12 +61,17 @@ def test_the_grown_dump_is_a_real_1000_process_diagnosis(big_dump: Path) -> None
 def test_show_of_1000_processes_is_fast_in_every_format(hangscope_cli: Any, big_dump: Path,
                                                         fmt: str) -> None:
     started = time.monotonic()
-    shown = hangscope_cli("show", str(big_dump), "-f", fmt, timeout=60)
+    hangscope_cli("show", str(FIXTURE), "-f", fmt, timeout=60)  # 5 processes: the start-up
+    baseline = time.monotonic() - started
+    started = time.monotonic()
+    shown = hangscope_cli("show", str(big_dump), "-f", fmt, timeout=120)
     elapsed = time.monotonic() - started
     assert shown.returncode == 0, shown.stderr
-    # Measured < 1 s for text on the 2-core VM (was 3-14 s); the bound leaves room for a
-    # loaded CI machine and still catches a return of per-row rich tables or re-analysis.
-    assert elapsed < 6, f"show -f {fmt} of 1,000 processes took {elapsed:.1f} s"
+    # Measured on the 2-core VM: text 0.45 s (2.6 s before), about 1.5x the 5-process show;
+    # before, 8x. The bound scales with a loaded machine's start-up time.
+    bound = max(6.0, 5 * baseline)
+    assert elapsed < bound, f"show -f {fmt} of 1,000 processes took {elapsed:.1f} s " \
+                            f"(5 processes: {baseline:.1f} s)"
     if fmt == "json":
         assert len(json.loads(shown.stdout)["processes"]) == RANKS + 1
 
