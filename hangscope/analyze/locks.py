@@ -34,9 +34,12 @@ class LockWait:
 
 
 def _polls_filelock(proc: Process) -> bool:
+    """Its working thread is inside filelock's acquire (3.x ``acquire``, 4.x
+    ``_poll_until_acquired``), not merely constructing or releasing a lock."""
     thread = proc.working_thread
-    return thread is not None and any(not f.native and f.file and "/filelock/" in f.file
-                                      for f in thread.frames)
+    return thread is not None and any(
+        not f.native and f.file and "/filelock/" in f.file and "acquire" in f.name
+        for f in thread.frames)
 
 
 def file_lock_waits(processes: Sequence[Process], records: Sequence[FileLockRecord],
