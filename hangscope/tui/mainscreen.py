@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from hangscope.model import Process, Snapshot
 from hangscope.tui.calltree import CallTree
+from hangscope.tui.collectives import CollectivesScreen
 from hangscope.tui.diffview import DiffView
 from hangscope.tui.findings import FindingsView
 from hangscope.tui.header import JobHeader, LiveState
@@ -43,6 +44,7 @@ class MainScreen(Screen[None]):
         Binding("n", "toggle_native", "Native"),
         Binding("p", "toggle_paths", "Paths", show=False),
         Binding("d", "diff", "Diff"),
+        Binding("c", "collectives", "Collectives", show=False),
         Binding("s", "app.save", "Save"),
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -202,6 +204,9 @@ class MainScreen(Screen[None]):
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())
+
+    def action_collectives(self) -> None:
+        self.app.push_screen(CollectivesScreen(self.snapshot))
 
 
 __all__ = ["MainScreen", "default_pid"]

@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable
 
 from hangscope.model import Process, Role, Snapshot, signature_of
+from hangscope.render import collectives
 from hangscope.render.text import CATEGORY_STYLE, gpu_cell
 from hangscope.words import duration_cell
 
@@ -57,8 +58,19 @@ def fit_site(site: str, width: int) -> str:
 def table_columns(snap: Snapshot) -> tuple[str, ...]:
     """The table's columns; ``gpu`` only when some process is known to use a GPU."""
     gpu = any(p.gpus for p in snap.processes)
+    coll = ("coll",) if positions(snap) else ()  # NCCL RAS / Flight Recorder evidence
     return ("rank", "role", "pid", "st", "cpu%", *(("gpu",) if gpu else ()), "category", "op",
-            "stuck", "site")
+            *coll, "stuck", "site")
+
+
+_POSITIONS: list[tuple[Snapshot, dict[int, str]]] = []
+
+
+def positions(snap: Snapshot) -> dict[int, str]:
+    """Each rank's collective position (render/collectives.py), computed once per snapshot."""
+    if not _POSITIONS or _POSITIONS[0][0] is not snap:
+        _POSITIONS[:] = [(snap, collectives.by_pid(snap))]
+    return _POSITIONS[0][1]
 
 
 def row_cells(proc: Process, snap: Snapshot, stuck_for: dict[int, float | None],
@@ -84,6 +96,7 @@ def row_cells(proc: Process, snap: Snapshot, stuck_for: dict[int, float | None],
         "gpu": gpu_cell(proc, snap, memory=False, sep=":"),
         "category": str(category),
         "op": (working.op if working and not gone else None) or "-",
+        "coll": positions(snap).get(proc.pid, "-"),
         "stuck": stuck,
         "site": (working.site if working else None) or (proc.errors[0] if proc.errors else "-"),
     }

@@ -22,6 +22,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("n", "show / hide native (C/C++) frames"),
     ("p", "full file paths / short ones"),
     ("d", "diff the selected rank's stack with another rank's"),
+    ("c", "collectives: each rank's position per NCCL communicator (RAS, Flight Recorder)"),
     ("s", "save a report: Markdown and JSON, like `hangscope dump`"),
     ("/", "filter the ranks by group, category, op or text"),
     ("escape", "clear the filter"),
