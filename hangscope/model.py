@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from hangscope.evidence import CollectiveEvidence
+from hangscope.progress_evidence import JobProgress
 
 SCHEMA = "hangscope.dump/1"
 
@@ -406,6 +407,9 @@ class Snapshot:
     redacted: bool = True
     # NCCL RAS / Flight Recorder evidence, one item per node read (``merge`` keeps each).
     collectives: tuple[CollectiveEvidence, ...] = ()
+    # Progressing / stuck / slow per watched process, measured over the window (None: not
+    # watched: --no-progress, an old dump, a merged multi-node job without it).
+    progress: JobProgress | None = None
     schema: str = SCHEMA
 
     def process(self, pid: int) -> Process | None:

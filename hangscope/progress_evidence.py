@@ -102,6 +102,7 @@ class RankProgress:
     reason: str  # one sentence for the user
     tid: int | None = None  # the thread judged
     gpu: str | None = None  # what its GPUs do, whatever decided: "busy" says if work moves
+    gpu_state: str | None = None  # work | spin | idle | busy | unknown (None: no GPM reading)
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ class JobProgress:
     decision: str
     reason: str
     ranks: tuple[RankProgress, ...] = ()
+    seconds: float = 0.0  # the window watched
+    note: str | None = None  # what could not be watched, and why (py-spy record failed, ...)
 
 
 def evidence_to_dict(evidence: ProgressEvidence) -> dict[str, Any]:

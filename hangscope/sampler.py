@@ -19,11 +19,14 @@ from datetime import datetime, timezone
 from hangscope import __version__
 from hangscope.analyze import analyze
 from hangscope.analyze.collectives import node_evidence
+from hangscope.analyze.progress import progress_of
 from hangscope.collect import collectives, exitcode, kmsg, logs, nvml, procfs, pyspy, tree
 from hangscope.collect.host import BoundedGpuReader, read_host
+from hangscope.collect.progress import ProgressWatcher
 from hangscope.discover import Discovery, not_sampleable, replaced
 from hangscope.errors import PermissionDenied
-from hangscope.model import Job, Process, Snapshot, StackKey
+from hangscope.model import Job, Process, Role, Snapshot, StackKey
+from hangscope.progress_evidence import JobProgress, ProgressEvidence
 from hangscope.rounds import ASLEEP, Marks, Round, Window, merge_rounds, stack_key
 from hangscope.serialize import scrub
 
@@ -44,6 +47,9 @@ class SampleOptions:
     # Ask each rank for a Flight Recorder dump through its debug-info pipe (the first snapshot
     # of a Sampler only; ``--no-fr-trigger`` turns it off): this makes the job write files.
     fr_trigger: bool = True
+    # Watch progress over the window (collect/progress.py): dense py-spy record, per-thread
+    # counters, GPM; ``--no-progress`` turns it off (stuck/moved from the stack samples alone).
+    progress: bool = True
 
 
 @dataclass
@@ -109,6 +115,7 @@ class Sampler:
         # Processes found in state D this snapshot: read once (see _uninterruptible).
         self._in_d: dict[int, pyspy.DumpResult] = {}
         self._fr_asked = False  # a live view triggers the Flight Recorder once, not per tick
+        self._watcher: ProgressWatcher | None = None  # this snapshot's, while it samples
         self.last: Snapshot | None = None
 
     def discover(self) -> tuple[Job, list[Process]]:
@@ -133,9 +140,12 @@ class Sampler:
             return self._uninterruptible(proc)
         if nonblocking is None:
             nonblocking = self.options.nonblocking
-        return pyspy.dump(proc.pid, native=native and not nonblocking,
+        dump = pyspy.dump(proc.pid, native=native and not nonblocking,
                           timeout=self.options.timeout, nonblocking=nonblocking,
                           pyspy=self._pyspy)
+        if not nonblocking and self._watcher is not None:
+            self._watcher.note_pause(proc.pid)  # its ptrace stop woke every thread: not progress
+        return dump
 
     def _uninterruptible(self, proc: Process) -> pyspy.DumpResult:
         """A process in state D: ptrace cannot stop it until it leaves the kernel, so a
@@ -172,6 +182,14 @@ class Sampler:
 
     def snapshot(self) -> Snapshot:
         """Discover, sample over the window, analyze: one complete Snapshot."""
+        try:
+            return self._snapshot()
+        finally:  # never leave a recorder running, whatever failed
+            if self._watcher is not None:
+                self._watcher.stop()
+                self._watcher = None
+
+    def _snapshot(self) -> Snapshot:
         started = self.clock()
         job, procs = self.discover()
         opts = self.options
@@ -197,6 +215,7 @@ class Sampler:
             version_read = host_reads.submit(self._read_pyspy_version)
             _warm_analysis(host_reads)
             host_reads.shutdown(wait=False)
+            self._watcher = self._start_watcher(procs)
             t0 = self.clock()
             rounds.append(self._round(pool, procs, opts.native, fds=True))
             # NCCL RAS and the Flight Recorder, while the later rounds sample (own deadlines).
@@ -212,6 +231,8 @@ class Sampler:
                 rounds.append(self._round(pool, procs, False))
                 gpu_readings.append(self._gpus.read())
             window = self.clock() - t0
+            watcher, self._watcher = self._watcher, None
+            evidence = watcher.stop() if watcher is not None else None
         cpu_after = {pid: _seconds(r.proc.cpu_ticks) for pid, r in rounds[-1].items()}
         listening = listening_read.result()
         reading = nvml.merge_readings(gpu_readings)
@@ -223,6 +244,7 @@ class Sampler:
         merged = logs.attach_tails(merged, redact=opts.redact)
         host_name = merged[0].host if merged else None
         coll = node_evidence(*coll_read.result(), merged, host_name)
+        progress = _progress(evidence, merged) if evidence is not None else None
         snap = Snapshot(
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             hangscope=__version__,
@@ -237,8 +259,10 @@ class Sampler:
             duration_s=round(self.clock() - started, 3),
             redacted=opts.redact,
             notes=tuple(n for n in (reading.error, kernel_read.result()[1],
-                                    version_read.result(), *coll.notes) if n),
+                                    version_read.result(), *coll.notes,
+                                    progress.note if progress else None) if n),
             collectives=(coll,),
+            progress=progress,
         )
         snap = analyze(scrub(snap))  # no control characters from the target reach a terminal
         if _refused(rounds, procs):
@@ -248,6 +272,23 @@ class Sampler:
                 snapshot=snap)
         self.last = snap
         return snap
+
+    def _start_watcher(self, procs: Sequence[Process]) -> ProgressWatcher | None:
+        """The progress watcher over the ranks (or main) that run Python, helpers left out.
+
+        A live view's later refreshes read counters and GPM only: py-spy record costs a
+        recorder per rank per tick (docs/performance.md).
+        """
+        if not self.options.progress:
+            return None
+        python = [p for p in procs if p.python is not False]
+        watched = ([p.pid for p in python if p.role in _WATCHED]
+                   or [p.pid for p in python if p.role is Role.OTHER])  # a lone script
+        if not watched:
+            return None
+        watcher = ProgressWatcher(watched, pyspy=self._pyspy, record=self.last is None)
+        watcher.start()
+        return watcher
 
     # -- refresh economy --------------------------------------------------------------
     def _sample(self, proc: Process, native: bool, fds: bool) -> Round:
@@ -357,6 +398,16 @@ class Sampler:
         found = self.discovery.found.get(proc.pid)
         # Native dumps cost by the size of what is mapped (libtorch: ~0.5 s per rank).
         return (found.vsize or 0) / 2**40 if found is not None and proc.python else 0.0
+
+#: The processes whose progress is watched: those that do the job's work.
+_WATCHED = frozenset({Role.RANK, Role.MAIN, Role.ENGINE_CORE})
+
+
+def _progress(evidence: ProgressEvidence, processes: Sequence[Process]) -> JobProgress:
+    """Decide each watched process from the evidence, with the GPUs it uses."""
+    gpus_of = {p.pid: [g.gpu_index for g in p.gpus] for p in processes}
+    return progress_of(evidence, gpus_of)
+
 
 _analysis_warm = False
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from hangscope.analyze.group import group_ranks
+from hangscope.analyze.progress import PROGRESSING, SLOW, STUCK
 from hangscope.model import (
     NOT_RUNNING,
     Category,
@@ -25,6 +26,7 @@ from hangscope.model import (
     Snapshot,
     category_of,
 )
+from hangscope.progress_evidence import RankProgress
 
 #: A rank in one of these categories waits for a peer or for its GPU.
 WAITING = frozenset({Category.COLLECTIVE, Category.COMM_INIT, Category.CUDA_SYNC,
@@ -73,6 +75,18 @@ class Facts:
         return frozenset(p.pid for p in self.subjects) - self.stuck
 
     @cached_property
+    def progress(self) -> dict[int, RankProgress]:
+        """Subject PID -> what the progress watcher measured (empty when it did not watch)."""
+        return measured(self.snapshot)
+
+    @cached_property
+    def slow(self) -> tuple[Process, ...]:
+        """Stuck-looking subjects whose measured evidence says slow: not proven hung."""
+        return tuple(p for p in self.subjects if p.pid in self.stuck
+                     and (m := self.progress.get(p.pid)) is not None and m.decision == SLOW
+                     and m.evidence != "none")
+
+    @cached_property
     def waiting(self) -> tuple[Process, ...]:
         """Subjects that wait for a peer or the GPU."""
         return tuple(p for p in self.subjects if self.categories[p.pid] in WAITING)
@@ -106,11 +120,28 @@ def is_stuck(proc: Process, samples: int) -> bool:
     return working.samples <= 1 or working.unchanged_samples >= working.samples
 
 
+def measured(snap: Snapshot) -> dict[int, RankProgress]:
+    """PID -> the progress decision the watcher measured for it (empty without one)."""
+    return {r.pid: r for r in snap.progress.ranks} if snap.progress is not None else {}
+
+
+def stuck_measured(proc: Process, samples: int, progress: RankProgress | None) -> bool:
+    """Stuck by the measured evidence where it decided; else by the stack samples."""
+    if progress is not None and category_of(proc, proc.working_thread) not in GONE:
+        if progress.decision == PROGRESSING:
+            return False
+        if progress.decision == STUCK:
+            return True
+    return is_stuck(proc, samples)  # slow, or no evidence: what the samples saw
+
+
 def facts_of(snap: Snapshot) -> Facts:
     """Derive the facts record from a snapshot whose processes are classified."""
     subjects = snap.subjects
+    progress = measured(snap)
     return Facts(
         snapshot=snap, subjects=subjects, groups=group_ranks(subjects),
         categories={p.pid: p.category for p in subjects},
-        stuck=frozenset(p.pid for p in subjects if is_stuck(p, snap.samples)),
+        stuck=frozenset(p.pid for p in subjects
+                        if stuck_measured(p, snap.samples, progress.get(p.pid))),
     )

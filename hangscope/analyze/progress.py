@@ -113,15 +113,30 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     judged = thread.tid
     judged_gpus = [gpu_work(reading) for reading in gpus]
     gpu_text = "; ".join(sentence for _, sentence in judged_gpus) or None
+    gpu_state = _gpu_state([state for state, _ in judged_gpus])
     if _moved(thread):
         return RankProgress(proc.pid, PROGRESSING, "python", (
             f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
-            f"samples"), judged, gpu_text)
+            f"samples"), judged, gpu_text, gpu_state)
     for state, sentence in judged_gpus:
         if state in _GPU_DECIDES:
-            return RankProgress(proc.pid, _GPU_DECIDES[state], "gpu", sentence, judged, gpu_text)
-    gpu_idle = bool(gpus) and all(state == "idle" for state, _ in judged_gpus)
-    return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text), gpu=gpu_text)
+            return RankProgress(proc.pid, _GPU_DECIDES[state], "gpu", sentence, judged, gpu_text,
+                                gpu_state)
+    gpu_idle = gpu_state == "idle"
+    return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text), gpu=gpu_text,
+                   gpu_state=gpu_state)
+
+
+def _gpu_state(states: Sequence[str]) -> str | None:
+    """One state for a rank's GPUs: work wins, then a spin; idle only when every one is."""
+    if not states:
+        return None
+    for state in ("work", "spin"):
+        if state in states:
+            return state
+    if all(state == "idle" for state in states):
+        return "idle"
+    return "busy" if "busy" in states else "unknown"
 
 
 def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
@@ -206,3 +221,35 @@ def job_progress(ranks: Sequence[RankProgress]) -> JobProgress:
     slow = [r for r in ranks if r.decision == SLOW]
     return JobProgress(SLOW, f"PIDs {_pids(slow)} are neither proven stuck nor moving: "
                        f"{slow[0].reason}", ranks)
+
+
+def _unsampled(evidence: ProgressEvidence) -> list[ProcessProgress]:
+    """Processes py-spy record could not sample (the process itself was there)."""
+    return [p for p in evidence.processes
+            if not p.gone and not p.sampled and (p.error or evidence.error)]
+
+
+def watch_note(evidence: ProgressEvidence) -> str | None:
+    """One sentence for the report when the dense sampling was not (fully) there."""
+    failed = _unsampled(evidence)
+    if not failed:
+        return None
+    why = evidence.error or failed[0].error
+    pids = ", ".join(str(p.pid) for p in failed[:8]) + (", ..." if len(failed) > 8 else "")
+    return (f"Progress not measured for PID {pids} (py-spy record: {why}): stuck or moving "
+            "comes from the stack samples there.")
+
+
+def progress_of(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] | None = None,
+                working: Mapping[int, int] | None = None) -> JobProgress:
+    """The job's decision, the window and what could not be watched: Snapshot.progress.
+
+    A process py-spy record could not sample gets no decision: the verdict falls back to its
+    stack samples (stuck unless a change was seen), as without the watcher.
+    """
+    failed = {p.pid for p in _unsampled(evidence)}
+    kept = replace(evidence, processes=tuple(p for p in evidence.processes
+                                             if p.pid not in failed))
+    ranks = decide_all(kept, gpus_of, working)
+    job = job_progress(ranks) if ranks else JobProgress(SLOW, "no process was watched")
+    return replace(job, seconds=evidence.seconds, note=watch_note(evidence))

@@ -17,7 +17,16 @@ from hangscope.analyze.rules_collectives import (
     collective_mismatch,
     collective_missing,
 )
-from hangscope.model import Category, Process, Severity, Thread, Verdict, VerdictKind, rank_id
+from hangscope.model import (
+    Category,
+    Group,
+    Process,
+    Severity,
+    Thread,
+    Verdict,
+    VerdictKind,
+    rank_id,
+)
 from hangscope.words import describe, rank_set, verb
 
 RuleFunction = Callable[[Facts], "Verdict | None"]
@@ -47,8 +56,40 @@ def evidence(facts: Facts) -> tuple[str, ...]:
             if working.samples > 1:
                 bits.append("stack unchanged in all "
                             f"{working.samples} samples" if working.stuck else "stack moved")
+        measured = facts.progress.get(proc.pid)
+        if measured is not None:  # which evidence decided, in its own words
+            bits.append(f"{measured.decision} ({_DECIDED_BY[measured.evidence]}): "
+                        f"{measured.reason}")
         lines.append(", ".join(bits))
     return tuple(lines)
+
+
+#: What decided a measured progress decision (analyze/progress.py), for the report.
+_DECIDED_BY = {"python": "Python lines, py-spy record", "gpu": "GPU work, GPM",
+               "counters": "kernel counters", "none": "no evidence"}
+#: Why a rank moved, short, by the evidence that decided it.
+_MOVED_BY = {"python": "its Python line moved", "gpu": "its GPU's kernels do work",
+             "counters": "its waits complete and data moves"}
+
+
+def _moved_words(facts: Facts, moving: list[Process]) -> str:
+    """``rank 0: its Python line moved; ranks 1-3: its waits complete ...`` (measured or not)."""
+    by_why: dict[str, list[int]] = {}
+    for proc in moving:
+        measured = facts.progress.get(proc.pid)
+        why = (_MOVED_BY.get(measured.evidence, "") if measured is not None
+               and measured.decision == "progressing" else "") or "changed stack between samples"
+        by_why.setdefault(why, []).append(rank_id(proc))
+    return "; ".join(f"{rank_set(ranks, facts.is_rank)}: {why}" for why, ranks in by_why.items())
+
+
+def _slow_words(facts: Facts) -> str:
+    """`` Slow, not proven hung: ...`` where the measured evidence could not decide."""
+    if not facts.slow:
+        return ""
+    first = facts.progress[facts.slow[0].pid]
+    return (f" Slow, not proven hung: {rank_set([rank_id(p) for p in facts.slow], facts.is_rank)}"
+            f" ({first.reason}).")
 
 
 def no_target(facts: Facts) -> Verdict | None:
@@ -178,12 +219,23 @@ _ADVICE = {
 }
 
 
+def _advice(facts: Facts, group: Group) -> str:
+    """The category's advice; a CUDA sync's only when its GPU spins or idles (or is unread)."""
+    advice = _ADVICE.get(group.category, "")
+    gpus = [m for pid in group.pids if (m := facts.progress.get(pid)) is not None and m.gpu]
+    if group.category is Category.CUDA_SYNC and gpus and not any(
+            m.gpu_state in ("spin", "idle") for m in gpus):
+        advice = ""  # the GPU works or is merely busy: "it does not finish" would be a guess
+    return advice + (f" {gpus[0].gpu}." if gpus else "")
+
+
 def all_waiting(facts: Facts) -> Verdict | None:
     """Every rank shares one signature and is stuck there (with advice per category)."""
     if len(facts.groups) != 1 or not facts.stuck:
         return None
     group = facts.groups[0]
-    summary = f"All waiting: {describe(group, facts.is_rank)}.{_ADVICE.get(group.category, '')}"
+    summary = (f"All waiting: {describe(group, facts.is_rank)}.{_advice(facts, group)}"
+               f"{_slow_words(facts)}")
     return Verdict(VerdictKind.ALL_WAITING, Severity.WARNING, summary, (), evidence(facts))
 
 
@@ -192,8 +244,12 @@ def progressing(facts: Facts) -> Verdict | None:
     moving = [p for p in facts.subjects if p.pid in facts.moving]
     if not moving:
         return None
-    summary = (f"Progressing: {rank_set([rank_id(p) for p in moving], facts.is_rank)} changed "
-               "stack between samples: slow rather than hung.")
+    if facts.progress and facts.snapshot.progress is not None:  # measured: say by what
+        summary = (f"Progressing over {facts.snapshot.progress.seconds:.1f} s: "
+                   f"{_moved_words(facts, moving)}. Slow at worst, not hung.")
+    else:
+        summary = (f"Progressing: {rank_set([rank_id(p) for p in moving], facts.is_rank)} "
+                   "changed stack between samples: slow rather than hung.")
     if len(moving) < len(facts.subjects):
         still = [rank_id(p) for p in facts.subjects if p.pid not in facts.moving]
         summary += f" {rank_set(still, facts.is_rank)} did not move."
@@ -202,7 +258,8 @@ def progressing(facts: Facts) -> Verdict | None:
 
 def unknown(facts: Facts) -> Verdict:
     """Nothing above holds: describe the groups."""
-    summary = "Blocked: " + "; ".join(describe(g, facts.is_rank) for g in facts.groups) + "."
+    summary = ("Blocked: " + "; ".join(describe(g, facts.is_rank) for g in facts.groups) + "."
+               + _slow_words(facts))
     return Verdict(VerdictKind.UNKNOWN, Severity.WARNING, summary, (), evidence(facts))
 
 

@@ -213,9 +213,11 @@ class ProgressWatcher:
     """
 
     def __init__(self, pids: Iterable[int], *, rate: int = RATE, gpus: bool = True,
-                 gpu_indices: Iterable[int] | None = None, pyspy: str | None = None) -> None:
+                 gpu_indices: Iterable[int] | None = None, pyspy: str | None = None,
+                 record: bool = True) -> None:
         self.pids = tuple(dict.fromkeys(pids))
         self.rate = rate
+        self.record = record  # False: counters and GPM only (a live view's cheap refresh)
         self._pyspy = pyspy
         self._gpm = GpmWindow(gpu_indices) if gpus else None
         self._folder: tempfile.TemporaryDirectory[str] | None = None
@@ -246,12 +248,12 @@ class ProgressWatcher:
         self._folder = tempfile.TemporaryDirectory(prefix="hangscope-progress-")
         self._cpu0 = _cpu_of_children()
         try:
-            pyspy = self._pyspy or find_pyspy()
+            pyspy = (self._pyspy or find_pyspy()) if self.record else ""
         except ToolMissing as exc:
             self._error = str(exc)
         else:
             self._recorders = [_start_recorder(pyspy, pid, self.rate, self._folder.name)
-                               for pid in self.pids]
+                               for pid in self.pids] if self.record else []
         if self._gpm is not None:
             self._gpm.start()
         self._t0 = time.monotonic()
@@ -312,7 +314,7 @@ class ProgressWatcher:
         return ProcessProgress(
             pid=pid, threads=tuple(threads), io=_io_delta(self._io_before.get(pid), io_after),
             sampled=bool(raw), error=(rec.error if rec else self._error),
-            error_kind=(rec.error_kind if rec else "missing"), gone=gone,
+            error_kind=(rec.error_kind if rec else "missing" if self._error else None), gone=gone,
             pauses=self._pauses.get(pid, 0),
         )
 

@@ -39,6 +39,10 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
                         "where a rank has TORCH_NCCL_DEBUG_INFO_PIPE_FILE set, hangscope writes "
                         "to its pipe once, which makes the job write dump files "
                         "(TORCH_FR_DUMP_TEMP_FILE<rank>); dumps already on disk are still read")
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="do not measure progress over the window (py-spy record at 100 Hz "
+                        "without pausing, kernel counters, GPU GPM): stuck or moving then "
+                        "comes from the stack samples alone")
 
 
 def options_from(args: argparse.Namespace) -> SampleOptions:
@@ -50,7 +54,8 @@ def options_from(args: argparse.Namespace) -> SampleOptions:
         raise UsageError("--timeout must be between 0.1 and 600 seconds.")
     return SampleOptions(samples=args.samples, window=args.window, native=args.native,
                          timeout=args.timeout, nonblocking=args.nonblocking,
-                         redact=args.redact, fr_trigger=getattr(args, "fr_trigger", True))
+                         redact=args.redact, fr_trigger=getattr(args, "fr_trigger", True),
+                         progress=getattr(args, "progress", True))
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
