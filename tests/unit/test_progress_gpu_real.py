@@ -101,7 +101,7 @@ def test_given_matmul_window_decided_by_the_gpu_then_the_job_says_so() -> None:
 # --- the verdict: a real rank stuck in cudaDeviceSynchronize on the H200 (tests/fixtures/gpu) ---
 
 def sync_rank(pid: int) -> Process:
-    """The real capture of a rank in torch.cuda.synchronize on the H200, as the sampler builds it."""
+    """The real capture of a rank in torch.cuda.synchronize on the H200, as sampled."""
     dump = parse_dump(pid, (FIXTURES / "gpu" / "sync.native.json").read_text(), native=True)
     assert dump.ok, dump.error
     threads = tuple(Thread(tid=pid if i == 0 else t.tid, name=t.name, frames=t.frames, state="R",
