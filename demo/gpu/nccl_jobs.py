@@ -53,6 +53,11 @@ EXPECTED = {
 }
 
 
+# The verdict `hangscope dump` must give for each conclusion kind (analyze/rules_collectives.py).
+VERDICT_OF = {"behind": "straggler", "mismatch": "mismatched_collectives",
+              "missing": "missing_rank"}
+
+
 # --- the ranks (run in their own process) ----------------------------------------------------
 
 def _ready(folder: str, rank: int) -> None:
@@ -223,7 +228,13 @@ def run_one(scenario: str, variant: str, out: Path, dump: bool) -> dict:
             record["dump"] = {"rc": res.returncode, "s": round(time.monotonic() - t0, 2),
                               "stderr": res.stderr[-2000:]}
             with contextlib.suppress(ValueError):
-                record["dump"]["verdict"] = json.loads(res.stdout).get("verdict")
+                record["dump"]["verdict"] = verdict = json.loads(res.stdout).get("verdict")
+                if scenario != "single":  # the CLI's verdict: the expected kind, ranks only
+                    want = VERDICT_OF[EXPECTED[(scenario, variant)][0]]
+                    record["dump"]["ok"] = dump_ok = (
+                        bool(verdict) and verdict["kind"] == want
+                        and set(verdict["suspects"]) <= set(ranks))
+                    record["ok"] = record["ok"] and dump_ok
         return record
     finally:
         with contextlib.suppress(ProcessLookupError):  # the job may have died on its own
