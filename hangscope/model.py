@@ -434,6 +434,11 @@ class Snapshot:
         return all(p.is_exited for p in self.processes)
 
     @property
+    def rank_processes(self) -> tuple[Process, ...]:
+        """The processes whose role is rank, in process order: what "ranks 3/4" counts."""
+        return tuple(p for p in self.processes if p.role is Role.RANK)
+
+    @property
     def ranks(self) -> tuple[Process, ...]:
         """Processes that are ranks (or the lone target when nothing else is)."""
         ranked = tuple(p for p in self.processes if p.role in (Role.RANK,))

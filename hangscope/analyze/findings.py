@@ -47,7 +47,7 @@ SHOWN_LINES = 6
 # -- words ---------------------------------------------------------------------------
 
 def _ranks(snap: Snapshot) -> list[Process]:
-    return [p for p in snap.processes if p.role is Role.RANK]
+    return list(snap.rank_processes)
 
 
 def _created(snap: Snapshot) -> float | None:

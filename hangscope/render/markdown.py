@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hangscope.model import Role, Snapshot, Thread
+from hangscope.model import Snapshot, Thread
 from hangscope.render import collectives
 from hangscope.render.stack import display_lines
 from hangscope.words import rank_set
@@ -28,7 +28,7 @@ def _stack_block(thread: Thread) -> str:
 
 def render_markdown(snap: Snapshot) -> str:
     job = snap.job
-    ranks = [p for p in snap.processes if p.role is Role.RANK]
+    ranks = snap.rank_processes
     out: list[str] = ["## hangscope report", ""]
     expected = f"/{job.expected_ranks}" if job.expected_ranks is not None else ""
     out.append(f"**Job**: {job.kind} · launcher PID {job.launcher or '-'} · ranks "

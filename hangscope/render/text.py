@@ -40,7 +40,7 @@ CATEGORY_STYLE = {
 def header(snap: Snapshot) -> Text:
     """One line: job kind, launcher, ranks found vs expected, sampling."""
     job = snap.job
-    ranks = [p for p in snap.processes if p.role is Role.RANK]
+    ranks = snap.rank_processes
     text = Text()
     text.append("hangscope ", style="bold")
     text.append(f"{job.kind} job", style="bold cyan")

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from hangscope.model import Role, Snapshot
+from hangscope.model import Snapshot
 from hangscope.words import duration_cell
 
 
@@ -49,7 +49,7 @@ def header_text(snap: Snapshot | None, state: LiveState, age: float | None,
             text.append(f" · PID {job.target}")
         if snap.hosts:
             text.append(f" · {snap.hosts[0].name}")
-        ranks = [p for p in snap.processes if p.role is Role.RANK]
+        ranks = snap.rank_processes
         alive = [p for p in ranks if not p.is_exited]
         if ranks or job.expected_ranks:
             expected = job.expected_ranks
