@@ -2,6 +2,7 @@
 
 The only module that reads /proc for per-process facts. Every read tolerates the process
 vanishing or a permission refusal: a missing fact is ``None``, never an exception.
+(Over 400 lines on purpose: every /proc parser in one place, so a field is read one way.)
 """
 
 from __future__ import annotations
