@@ -134,6 +134,11 @@ STOPPED_STATES = frozenset({"T", "t"})
 NOT_RUNNING = frozenset({Category.DEAD, Category.ZOMBIE, Category.STOPPED})
 
 
+def stack_key_of(frames: Sequence[Frame]) -> StackKey:
+    """The Python frames of a stack, innermost first: equal keys are the same Python stack."""
+    return tuple((f.name, f.file, f.line) for f in frames if not f.native)
+
+
 @dataclass(frozen=True)
 class Thread:
     """One OS thread, with its stack (innermost frame first) and its classification."""
@@ -163,7 +168,7 @@ class Thread:
     @property
     def stack_key(self) -> StackKey:
         """The Python frames that identify a stack (native addresses differ between samples)."""
-        return tuple((f.name, f.file, f.line) for f in self.frames if not f.native)
+        return stack_key_of(self.frames)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 
 from hangscope.collect import nvml, procfs, pyspy
-from hangscope.model import ZOMBIE_STATES, Process, Socket, StackKey, Thread
+from hangscope.model import ZOMBIE_STATES, Process, Socket, StackKey, Thread, stack_key_of
 from hangscope.redact import redact_text
 
 ASLEEP = frozenset("SD")  # a thread in these states is not on a CPU
@@ -19,7 +19,7 @@ ASLEEP = frozenset("SD")  # a thread in these states is not on a CPU
 
 def stack_key(thread: pyspy.PyThread) -> StackKey:
     """The Python frames that identify a sampled stack (as ``model.Thread.stack_key``)."""
-    return tuple((f.name, f.file, f.line) for f in thread.frames if not f.native)
+    return stack_key_of(thread.frames)
 
 
 @dataclass
