@@ -13,10 +13,14 @@ Healthy: ``matmul`` (bf16 8192² matmul loop), ``train`` (a small MLP's forward/
 loop, ``loss.item()`` each step), ``decode`` (a loop of tiny kernels with ``.item()`` per token).
 Hung: ``spin`` (``torch.cuda._sleep`` for an hour, then ``torch.cuda.synchronize()``) and
 ``spin_flag`` (a Triton kernel on every SM spinning on a flag nobody sets; skipped without
-Triton). Results: ``OUT/progress_gpu.json`` (decisions, reasons, GPM metrics, classic
-``utilization.gpu``, timings), ``OUT/fixtures/gpu_NAME.json`` (the first run's evidence, for
-tests/fixtures/progress/) and a table on stdout. Exit 0 when every healthy workload reads
-progressing and every hung one stuck in every run.
+Triton). Then, on the same running workload, the integrated CLI ``python -m hangscope dump
+PID --format json`` ``--cli-runs`` times (default 10): its verdict kind, summary and measured
+progress. Results: ``OUT/progress_gpu.json`` (decisions, reasons, GPM metrics, classic
+``utilization.gpu``, timings, the CLI's verdicts), ``OUT/fixtures/gpu_NAME.json`` (the first
+run's evidence, for tests/fixtures/progress/), ``OUT/cli/NAME.json`` (the first CLI dump of
+each) and a table on stdout. Exit 0 when every healthy workload reads progressing and every
+hung one stuck in every run, through the watcher and through the CLI. ``--budget`` (seconds)
+skips the CLI runs left once the script has run that long (said in the results).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import sys
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parent.parent.parent
 HEALTHY = ("matmul", "train", "decode")
 HUNG = ("spin", "spin_flag")
 SPIN_CYCLES = int(2e9 * 3600)  # ~1 h of GPU spinning at ~2 GHz
@@ -148,7 +153,36 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def run_workload(name: str, runs: int, window: float, folder: Path) -> dict[str, object]:
+def cli_dump(pid: int, folder: Path, name: str, keep: bool) -> dict[str, object]:
+    """``python -m hangscope dump PID --format json``: the verdict and the measured progress."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    t0 = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, "-m", "hangscope", "dump", str(pid), "--format",
+                               "json"], capture_output=True, text=True, timeout=120, env=env,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": "hangscope dump did not finish in 120 s"}
+    row: dict[str, object] = {"exit": done.returncode, "wall_s": round(time.monotonic() - t0, 2)}
+    try:
+        data = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        row["error"] = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return row
+    if keep:
+        (folder / "cli").mkdir(parents=True, exist_ok=True)
+        (folder / "cli" / f"{name}.json").write_text(done.stdout)
+    verdict, progress = data.get("verdict") or {}, data.get("progress") or {}
+    row.update(kind=verdict.get("kind"), summary=verdict.get("summary"),
+               progress=progress.get("decision"), notes=data.get("notes"),
+               ranks=[{k: r.get(k) for k in ("pid", "decision", "evidence", "gpu_state", "gpu")}
+                      for r in progress.get("ranks", [])])
+    return row
+
+
+def run_workload(name: str, runs: int, window: float, folder: Path, cli_runs: int = 0,
+                 deadline: float = float("inf")) -> dict[str, object]:
     from hangscope.analyze.progress import decide
     from hangscope.collect import nvml
     from hangscope.collect.progress import watch
@@ -187,6 +221,13 @@ def run_workload(name: str, runs: int, window: float, folder: Path) -> dict[str,
                 "evidence_data": evidence_to_dict(evidence),
             })
         _write_fixture(folder, name, result)
+        cli: list[dict[str, object]] = []
+        result["cli"] = cli
+        for k in range(cli_runs):
+            if time.monotonic() > deadline:
+                result["cli_skipped"] = f"{cli_runs - k} CLI runs skipped: --budget reached"
+                break
+            cli.append(cli_dump(pid, folder, name, keep=k == 0))
     finally:
         _kill(proc)
         log.close()
@@ -206,10 +247,19 @@ def _write_fixture(folder: Path, name: str, result: dict[str, object]) -> None:
     (fixtures / f"gpu_{name}.json").write_text(json.dumps(data, indent=1))
 
 
+def _cli_passed(row: dict[str, object], healthy: bool) -> bool:
+    """Healthy: the verdict is progressing. Hung: not progressing, and measured stuck."""
+    if healthy:
+        return row.get("kind") == "progressing"
+    return row.get("kind") not in (None, "progressing") and row.get("progress") == "stuck"
+
+
 def _passed(result: dict[str, object]) -> bool:
     want = "progressing" if result["healthy"] else "stuck"
     runs = result.get("runs") or []
-    return bool(runs) and all(r["decision"] == want for r in runs)  # type: ignore[index, union-attr]
+    cli = result.get("cli") or []
+    return (bool(runs) and all(r["decision"] == want for r in runs)  # type: ignore[index, union-attr]
+            and all(_cli_passed(row, bool(result["healthy"])) for row in cli))  # type: ignore[union-attr]
 
 
 def main(argv: list[str]) -> int:
@@ -223,6 +273,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--window", type=float, default=2.0)
     parser.add_argument("--quick", action="store_true", help="one run per workload")
     parser.add_argument("--only", help="comma-separated workloads")
+    parser.add_argument("--cli-runs", type=int, default=10,
+                        help="hangscope dump runs per workload (default 10; 0: none)")
+    parser.add_argument("--budget", type=float, default=float("inf"), metavar="SECONDS",
+                        help="skip the CLI runs left once the script has run this long")
     args = parser.parse_args(argv)
     if args.cmd == "worker":
         import ctypes
@@ -235,9 +289,10 @@ def main(argv: list[str]) -> int:
     runs = 1 if args.quick else args.runs
     names = args.only.split(",") if args.only else [*HEALTHY, *HUNG]
     results = []
+    deadline = time.monotonic() + args.budget
     for name in names:
         t0 = time.monotonic()
-        result = run_workload(name, runs, args.window, out)
+        result = run_workload(name, runs, args.window, out, args.cli_runs, deadline)
         result["seconds"] = round(time.monotonic() - t0, 1)
         results.append(result)
         (out / "progress_gpu.json").write_text(json.dumps(results, indent=1))
@@ -247,6 +302,13 @@ def main(argv: list[str]) -> int:
               f" progressing / {decisions.count('stuck')} stuck / {len(decisions)} runs"
               f"  {result.get('error') or first.get('reason', '')}", flush=True)
         print(f"{'':10} gpm {first.get('gpm')} util.gpu {first.get('utilization_gpu')}",
+              flush=True)
+        cli = result.get("cli") or []
+        kinds = [row.get("kind") for row in cli]  # type: ignore[union-attr]
+        good = sum(_cli_passed(row, bool(result["healthy"])) for row in cli)  # type: ignore[arg-type]
+        print(f"{'':10} cli {good}/{len(cli)} as expected, kinds {sorted(set(map(str, kinds)))}"
+              f" {result.get('cli_skipped') or ''}  "
+              f"{(cli[0].get('summary') or cli[0].get('error')) if cli else ''}",  # type: ignore[union-attr]
               flush=True)
     optional_missing = [r for r in results if r["workload"] == "spin_flag" and r.get("error")]
     required = [r for r in results if r not in optional_missing]

@@ -201,7 +201,8 @@ def decide_all(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] 
 
 
 def _pids(ranks: Sequence[RankProgress]) -> str:
-    return ", ".join(str(r.pid) for r in ranks)
+    """``PID 12``, ``PIDs 12, 14``."""
+    return ("PID " if len(ranks) == 1 else "PIDs ") + ", ".join(str(r.pid) for r in ranks)
 
 
 def job_progress(ranks: Sequence[RankProgress]) -> JobProgress:
@@ -212,14 +213,16 @@ def job_progress(ranks: Sequence[RankProgress]) -> JobProgress:
     if not ranks:
         return JobProgress(SLOW, "no process was watched")
     if stuck:
-        return JobProgress(STUCK, f"PIDs {_pids(stuck)} are stuck: {stuck[0].reason}", ranks)
+        are = "is" if len(stuck) == 1 else "are"
+        return JobProgress(STUCK, f"{_pids(stuck)} {are} stuck: {stuck[0].reason}", ranks)
     if len(going) == len(ranks):
         kinds = sorted({r.evidence for r in going})
         return JobProgress(PROGRESSING, (
             f"every process progresses (evidence: {', '.join(kinds)}); "
             f"for example PID {going[0].pid}: {going[0].reason}"), ranks)
     slow = [r for r in ranks if r.decision == SLOW]
-    return JobProgress(SLOW, f"PIDs {_pids(slow)} are neither proven stuck nor moving: "
+    are = "is" if len(slow) == 1 else "are"
+    return JobProgress(SLOW, f"{_pids(slow)} {are} neither proven stuck nor moving: "
                        f"{slow[0].reason}", ranks)
 
 
