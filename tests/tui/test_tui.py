@@ -221,7 +221,8 @@ async def test_findings_tab() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await first_sample(pilot)
         await pilot.press("4")
-        await shows(pilot, "Every rank was idle on CPU", "Expected 4 ranks (--nproc-per-node 4) and found all 4.")
+        await shows(pilot, "Every rank was idle on CPU",
+                    "Expected 4 ranks (--nproc-per-node 4) and found all 4.")
 
 
 # -- diff --------------------------------------------------------------------------------------
