@@ -58,6 +58,8 @@ def _remote_args(args: argparse.Namespace, spec: Spec) -> list[str]:
         out.append("--no-native")
     if args.nonblocking:
         out.append("--nonblocking")
+    if not getattr(args, "fr_trigger", True):
+        out.append("--no-fr-trigger")
     if not args.redact:
         out.append("--no-redact")
     return out
