@@ -83,11 +83,8 @@ def ranks_of(snap: Snapshot) -> list[Process]:
 
 def settle(pids: list[int]) -> None:
     """Wait until the ranks' threads sleep (a rank that just moved is still running)."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if all(t.state == "S" for pid in pids for t in procfs.read_tasks(pid)):
-            return
-        time.sleep(0.02)
+    support.poll(lambda: all(t.state == "S" for pid in pids for t in procfs.read_tasks(pid)),
+                 f"the threads of {pids} to sleep", 10, interval=0.02)
 
 
 # -- refresh correctness ------------------------------------------------------------------
@@ -109,12 +106,12 @@ def test_given_a_rank_that_moves_when_refreshed_then_its_new_stack_shows(
         assert snap.verdict is not None and snap.verdict.kind.value == "all_waiting"
 
     os.kill(mover, signal.SIGUSR1)  # the test moves the rank; hangscope never signals
-    deadline = time.monotonic() + 10
-    moved = sampler.snapshot()
-    while "moved_on" not in working_names(moved, mover) and time.monotonic() < deadline:
-        time.sleep(0.1)  # the signal handler runs when the rank next gets the GIL
-        moved = sampler.snapshot()
-    assert "moved_on" in working_names(moved, mover), working_names(moved, mover)
+    def refreshed() -> Snapshot | None:
+        snap = sampler.snapshot()
+        return snap if "moved_on" in working_names(snap, mover) else None
+
+    # The signal handler runs when the rank next gets the GIL: refresh until it shows.
+    moved = support.poll(refreshed, "the moved rank's new stack in a refresh", 10, 0.1)
     assert "moved_on" not in working_names(moved, still)
     proc = moved.process(mover)
     assert proc is not None and proc.native_sampled is native

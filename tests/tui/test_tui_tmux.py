@@ -105,12 +105,8 @@ def job_state(pid: int) -> dict[int, str]:
 
 
 def wait_file(path: Path, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    while not path.exists() or not path.read_text().strip():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} not written within {timeout:.0f} s")
-        time.sleep(0.05)
-    return path.read_text().strip()
+    return support.poll(lambda: path.exists() and path.read_text().strip(),
+                        f"{path} to be written", timeout)
 
 
 def test_attach_mismatch_every_key(demo_job, py_spy: str, tmux_pane, tmp_path: Path) -> None:
