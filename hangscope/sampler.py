@@ -243,7 +243,7 @@ class Sampler:
         merged = [merge_rounds(p, rounds, read, opts.redact) for p in procs]
         merged = logs.attach_tails(merged, redact=opts.redact)
         host_name = merged[0].host if merged else None
-        coll = node_evidence(*coll_read.result(), merged, host_name)
+        coll = node_evidence(*collectives.finish(coll_read), merged, host_name)
         progress = _progress(evidence, merged) if evidence is not None else None
         snap = Snapshot(
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),

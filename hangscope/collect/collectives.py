@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from typing import Any
 
@@ -59,3 +60,20 @@ def start(processes: Sequence[Process], infos: Mapping[int, procfs.ProcInfo],
                       job_start, trigger_fr)
     pool.shutdown(wait=False)  # the thread ends with the job; the sampler waits on the future
     return job
+
+
+#: The most a snapshot waits for :func:`start`'s answer: both deadlines run in parallel; the
+#: margin covers reading the files that arrived. Past it, a note (a collector bug, not a wait).
+WAIT_S = max(ras.DEADLINE_S, flightrec.DEADLINE_S) + 2.0
+
+
+def finish(job: Future[tuple[ev.RasReading, ev.FrReading]],
+           wait_s: float = WAIT_S) -> tuple[ev.RasReading, ev.FrReading]:
+    """The readings :func:`start` began; never waits past ``wait_s``, never raises."""
+    try:
+        return job.result(timeout=wait_s)
+    except FutureTimeout:
+        note = (f"not read: the collector did not finish within {wait_s:.1f} s (a bug: please "
+                "report it); the rest of the snapshot is complete.")
+        return (ev.RasReading(ev.TIMEOUT, f"NCCL RAS: {note}"),
+                ev.FrReading(ev.TIMEOUT, f"Flight Recorder: {note}"))
