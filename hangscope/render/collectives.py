@@ -131,6 +131,8 @@ def view(snap: Snapshot) -> RenderableType | None:
         parts.append(Text(""))
     for line in none:
         parts.append(Text(line, style="dim"))
+    if none:
+        parts.append(Text(""))
     return RichGroup(*parts)
 
 
