@@ -1,0 +1,105 @@
+"""Progress measured by the CLI on a real torchrun-style gloo job (tests/targets/progress_gloo.py).
+
+GIVEN 4 gloo ranks whose steps are almost all ``time.sleep`` (rank 0) or waiting for rank 0 in
+``all_reduce`` (ranks 1-3), every stack sample the same most of the time, WHEN ``hangscope
+dump PID --format json`` runs 20 times on the running job, THEN every one reads progressing and
+says which evidence decided. With ``--no-progress``, or when ``py-spy record`` fails, the dump
+still succeeds, says why progress was not measured, and decides from the stack samples.
+Readiness: each rank appends a line to a ready file once in its steady state (polled).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import TARGETS, poll, run_cli
+
+from hangscope.collect.pyspy import find_pyspy
+
+NPROC = 4
+RUNS = 20
+
+
+@pytest.fixture(scope="module")
+def sleepy_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """The launcher PID of a running sleepy job; its process group is killed at teardown."""
+    ready = tmp_path_factory.mktemp("progress-cli") / "ready"
+    launcher = subprocess.Popen(
+        [sys.executable, str(TARGETS / "progress_gloo.py"), "sleepy", "--nproc", str(NPROC),
+         "--ready-file", str(ready)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        poll(lambda: (ready.exists() and len(ready.read_text().splitlines()) >= NPROC)
+             or launcher.poll() is not None, "4 ranks in their steady state", timeout=90.0)
+        assert launcher.poll() is None, f"the job exited early with {launcher.returncode}"
+        yield launcher.pid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+
+
+def dump_json(pid: int, *extra: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    result = run_cli("dump", str(pid), "--format", "json", *extra, timeout=120.0, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return json.loads(result.stdout)
+
+
+def test_given_sleepy_torchrun_job_then_20_of_20_dumps_read_progressing(sleepy_job: int) -> None:
+    wrong = []
+    for _ in range(RUNS):
+        data = dump_json(sleepy_job)
+        verdict, progress = data["verdict"], data["progress"]
+        if verdict["kind"] != "progressing" or progress["decision"] != "progressing":
+            wrong.append((verdict["summary"], progress["reason"]))
+            continue
+        assert verdict["summary"].startswith("Progressing over ")
+        decided = {r["evidence"] for r in progress["ranks"]}
+        assert len(progress["ranks"]) == NPROC and decided <= {"python", "counters"}
+        assert "(Python lines, py-spy record)" in " ".join(verdict["evidence"]) or \
+            "(kernel counters)" in " ".join(verdict["evidence"])
+    assert wrong == [], f"{len(wrong)} of {RUNS} dumps did not read progressing: {wrong[:3]}"
+
+
+def test_given_sleepy_job_then_the_text_report_says_which_evidence_decided(
+        sleepy_job: int) -> None:
+    result = run_cli("dump", str(sleepy_job), timeout=120.0)
+    assert result.returncode == 0, result.stderr
+    assert "Progressing over" in result.stdout
+    assert "kernel counters" in result.stdout or "Python lines" in result.stdout
+
+
+def test_given_no_progress_flag_then_no_measurement_and_the_stack_samples_decide(
+        sleepy_job: int) -> None:
+    data = dump_json(sleepy_job, "--no-progress")
+    assert data["progress"] is None
+    assert not data["verdict"]["summary"].startswith("Progressing over")
+    assert not any("progress" in note.lower() for note in data["notes"])
+
+
+def test_given_py_spy_record_failing_then_a_note_and_the_stack_samples_decide(
+        sleepy_job: int, tmp_path: Path) -> None:
+    # A py-spy whose record subcommand fails as an old or broken one does; dump is the real one.
+    wrapper = tmp_path / "py-spy"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = record ]; then echo "Error: record is not supported here" >&2; exit 1; fi\n'
+        f'exec {find_pyspy()} "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    data = dump_json(sleepy_job, env={"HANGSCOPE_PYSPY": str(wrapper)})
+    assert data["progress"]["ranks"] == []
+    notes = [n for n in data["notes"] if n.startswith("Progress not measured for PID")]
+    assert len(notes) == 1, data["notes"]
+    assert "record is not supported here" in notes[0]
+    assert data["verdict"]["kind"] in ("all_waiting", "progressing", "straggler", "unknown")
+    assert not data["verdict"]["summary"].startswith("Progressing over")
