@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,6 +85,30 @@ def test_find_without_pid_goes_to_every_node(cluster: tuple[Cluster, dict]) -> N
     spec = "name:worker\\.py"
     dump = _dump(c, "--find", spec, "--nodes", "node[02-03]")
     assert _ranks_by_host(dump) == {h: r for h, r in _expected(ready).items() if h != "node01"}
+
+
+def test_a_node_past_its_deadline_is_reported_and_left_clean(
+        cluster: tuple[Cluster, dict]) -> None:
+    c, ready = cluster
+    # A 6 s window cannot finish within a 3 s deadline: node02's transport is killed while
+    # its shipped hangscope is sampling.
+    result = c.run_on("node01", HANGSCOPE, "dump", "--find", "name:worker\\.py", "--nodes",
+                      "node02", "--window", "6", "--node-timeout", "3", "--format", "json",
+                      timeout=120, env={"PATH": "/usr/sbin:/usr/bin:/bin", "HOME": "/root"})
+    assert result.returncode == 1
+    assert "No node answered: node02: ssh timed out after 3 s" in result.stderr
+    # The remote side notices the hang-up, removes its temporary directory, and leaves no
+    # rank stopped (py-spy detaches when it goes).
+    pids = [int(v["pid"]) for v in ready.values() if v["host"] == "node02"]
+    deadline = time.monotonic() + 30
+    while True:
+        left = c.run_on("node02", "sh", "-c", "ls -d /tmp/hangscope.* 2>/dev/null; "
+                        + "; ".join(f"cut -d' ' -f3 /proc/{p}/stat" for p in pids))
+        lines = left.stdout.split()
+        if not any(ln.startswith("/tmp/hangscope.") for ln in lines) and "T" not in lines:
+            break
+        assert time.monotonic() < deadline, left.stdout
+        time.sleep(0.2)
 
 
 def test_node_with_sshd_stopped_is_reported(cluster: tuple[Cluster, dict]) -> None:
