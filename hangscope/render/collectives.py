@@ -32,8 +32,8 @@ class CommTable:
 
 def position(p: ev.RankPosition) -> str:
     """Where a rank is: ``AllReduce 2`` (RAS counts) or ``#2 all_reduce started`` (FR)."""
-    if p.counts:
-        return ", ".join(f"{op} {n}" for op, n in sorted(p.counts.items()))
+    if p.counts:  # the ops this rank launched (RAS lists every op, mostly at 0)
+        return ", ".join(f"{op} {n}" for op, n in sorted(p.counts.items()) if n) or "none yet"
     if p.last_enqueued is None:
         return "-"
     text = f"#{p.last_enqueued} {p.last_op or '?'}"

@@ -49,6 +49,7 @@ def test_ras_missing_rank_and_counts_are_shown_from_the_capture() -> None:
     assert table.missing == ("rank 0, PID 756, GPU 0 on 192.0.2.2: no answer from its process "
                              "(exited or hung hard)",)
     assert "missing: rank 0, PID 756" in _text(snap)
+    assert [row[5] for row in table.rows] == ["AllGather 1, AllReduce 2"]  # zero counts left out
 
 
 def test_no_evidence_is_one_line_naming_what_to_set_at_launch() -> None:
