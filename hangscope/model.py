@@ -14,6 +14,7 @@ from enum import Enum
 
 from hangscope.evidence import CollectiveEvidence
 from hangscope.progress_evidence import JobProgress
+from hangscope.wait_evidence import WaitEvidence
 
 SCHEMA = "hangscope.dump/1"
 
@@ -83,6 +84,9 @@ class VerdictKind(str, Enum):
     MISMATCHED_COLLECTIVES = "mismatched_collectives"
     MISSING_RANK = "missing_rank"
     STRAGGLER = "straggler"
+    LOCK_WAIT = "lock_wait"
+    P2P_DEADLOCK = "p2p_deadlock"
+    COMPILING = "compiling"
     LOCAL_DEADLOCK = "local_deadlock"
     ALL_WAITING = "all_waiting"
     PROGRESSING = "progressing"
@@ -417,6 +421,8 @@ class Snapshot:
     # Progressing / stuck / slow per watched process, measured over the window (None: not
     # watched: --no-progress, an old dump, a merged multi-node job without it).
     progress: JobProgress | None = None
+    # /proc/locks of the job and py-spy --locals of its lock and p2p waiters (None: not read).
+    waits: WaitEvidence | None = None
     schema: str = SCHEMA
 
     def process(self, pid: int) -> Process | None:

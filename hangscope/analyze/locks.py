@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hangscope.analyze.pylocals import as_str, frame_locals, thread_frames
-from hangscope.collect.locks import FileLockRecord
 from hangscope.model import Category, Process, Thread
+from hangscope.wait_evidence import FileLockRecord
 from hangscope.words import who, who_many
 
 

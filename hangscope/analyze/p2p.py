@@ -20,17 +20,7 @@ from dataclasses import dataclass
 
 from hangscope.analyze.pylocals import as_int, frame_locals, thread_frames
 from hangscope.analyze.signatures import is_p2p, op_from_name
-
-
-@dataclass(frozen=True)
-class P2PCall:
-    """One rank's pending point-to-point op and its peer, as the c10d frame's locals give it."""
-
-    op: str  # send | recv
-    peer: int | None  # the peer's global rank (``src``/``dst``), None when not given
-    group_peer: int | None = None  # the peer's rank in ``group`` (``group_src``/``group_dst``)
-    tag: int | None = None
-    group: str | None = None  # the group's repr; None is the default (world) group
+from hangscope.wait_evidence import P2PCall
 
 
 def p2p_call(frames: Sequence[Mapping[str, object]]) -> P2PCall | None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from hangscope.wait_evidence import FileLockRecord
 
 # "12: -> FLOCK  ADVISORY  WRITE 4321 fe:00:2147657 0 EOF"
 _LINE = re.compile(
@@ -19,25 +21,6 @@ _LINE = re.compile(
     r"DELEG|ACCESS|UNKNOWN)\s+(?P<mode>ADVISORY|MANDATORY|\S+)\s+(?P<access>\S+)\s+"
     r"(?P<pid>-?\d+)\s+(?P<major>[0-9a-f]+):(?P<minor>[0-9a-f]+):(?P<inode>\d+)\s+"
     r"(?P<start>\S+)\s+(?P<end>\S+)")
-
-
-@dataclass(frozen=True)
-class FileLockRecord:
-    """One line of /proc/locks: a lock held, or (``blocked``) a process waiting for it."""
-
-    index: int  # the lock's number; a waiter's "->" line carries the number of its lock
-    kind: str  # FLOCK | POSIX | OFDLCK | LEASE
-    mandatory: bool
-    access: str  # READ | WRITE
-    pid: int | None  # None for OFD locks, which belong to an open file, not a process
-    device: tuple[int, int]  # (major, minor), as os.major/os.minor of st_dev
-    inode: int
-    blocked: bool = False
-    path: str | None = None  # from a process's fd links; None when nobody of the job has it open
-
-    @property
-    def file_key(self) -> tuple[int, int, int]:
-        return (*self.device, self.inode)
 
 
 def parse_proc_locks(text: str) -> tuple[FileLockRecord, ...]:
