@@ -64,6 +64,8 @@ class _Known:
     info: procfs.ProcInfo | None = None  # the /proc facts of the last round
 
 
+#: The shortest window worth watching for progress (a step of a healthy job is longer).
+MIN_WATCH_S = 0.5
 #: How long the one read of a process in state D may take (it is not stopped: memory reads).
 D_STATE_DEADLINE_S = 1.0
 
@@ -279,8 +281,9 @@ class Sampler:
         A live view's later refreshes read counters and GPM only: py-spy record costs a
         recorder per rank per tick (docs/performance.md).
         """
-        if not self.options.progress:
-            return None
+        opts = self.options
+        if not opts.progress or opts.samples < 2 or opts.window < MIN_WATCH_S:
+            return None  # no window to watch: a single round is over in milliseconds
         python = [p for p in procs if p.python is not False]
         watched = ([p.pid for p in python if p.role in _WATCHED]
                    or [p.pid for p in python if p.role is Role.OTHER])  # a lone script
