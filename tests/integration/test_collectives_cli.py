@@ -6,44 +6,21 @@ Collectives section; ``--no-fr-trigger`` writes nothing for the job."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support import TARGETS, poll, run_cli
+from fr_job import gloo_fr_job
+from support import poll, run_cli
 
 pytest.importorskip("torch")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_dump_names_mismatched_collectives_from_the_flight_recorder(tmp_path: Path) -> None:
-    ready = tmp_path / "ready"
-    ready.mkdir()
-    env = dict(os.environ, MASTER_PORT=str(_free_port()),
-               TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "frpipe_"),
-               TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "nccl_trace_rank_"),
-               TORCH_FR_BUFFER_SIZE="100")
-    job = subprocess.Popen([sys.executable, str(TARGETS / "gloo_fr_mismatch.py"), str(ready)],
-                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           start_new_session=True)
-    try:
-        poll(lambda: all((ready / n).exists() for n in ("launcher", "rank0", "rank1")),
-             "both ranks to reach their hanging collective", timeout=120)
-        poll(lambda: all((tmp_path / f"frpipe_{r}.pipe").exists() for r in (0, 1)),
-             "both ranks' debug-info pipes", timeout=60)
-        pids = [int(p) for p in (ready / "launcher").read_text().split()]
-
+    with gloo_fr_job(tmp_path) as job:
+        pid = str(job.launcher)
         # --no-fr-trigger: only dumps already on disk are read; none is asked for.
-        quiet = run_cli("dump", str(job.pid), "--format", "json", "--samples", "1",
-                        "--no-fr-trigger", timeout=120)
+        quiet = run_cli("dump", pid, "--format", "json", "--samples", "1", "--no-fr-trigger",
+                        timeout=120)
         assert quiet.returncode == 0, quiet.stderr
         assert not list(tmp_path.glob("nccl_trace_rank_*")), "--no-fr-trigger wrote dumps"
         (item,) = json.loads(quiet.stdout)["collectives"]
@@ -53,7 +30,7 @@ def test_dump_names_mismatched_collectives_from_the_flight_recorder(tmp_path: Pa
         # Each dump asks once; a rank busy elsewhere may answer after the collector's deadline,
         # and the next dump reads what it wrote.
         def dumped() -> dict | None:
-            out = run_cli("dump", str(job.pid), "--format", "json", timeout=120)
+            out = run_cli("dump", pid, "--format", "json", timeout=120)
             assert out.returncode == 0, out.stderr
             data = json.loads(out.stdout)
             return data if data["collectives"][0]["conclusions"] else None
@@ -62,7 +39,7 @@ def test_dump_names_mismatched_collectives_from_the_flight_recorder(tmp_path: Pa
                     interval=0.5)
         verdict = data["verdict"]
         assert verdict["kind"] == "mismatched_collectives"
-        assert sorted(verdict["suspects"]) == sorted(pids)
+        assert sorted(verdict["suspects"]) == sorted(job.ranks)
         (c,) = data["collectives"][0]["conclusions"]
         assert (c["kind"], c["seq"], sorted(c["ops"])) == ("mismatch", 2,
                                                            ["all_gather", "all_reduce"])
@@ -70,12 +47,9 @@ def test_dump_names_mismatched_collectives_from_the_flight_recorder(tmp_path: Pa
             assert site in c["sites"] and site in verdict["summary"]
         assert any("Flight Recorder: dumps of ranks 0, 1 read from" in n for n in data["notes"])
 
-        text = run_cli("dump", str(job.pid), "--samples", "1", timeout=120)
+        text = run_cli("dump", pid, "--samples", "1", timeout=120)
         assert text.returncode == 0, text.stderr
         assert "\nCollectives\n" in text.stdout
         assert "process group 0 (Flight Recorder) · 2 ranks" in text.stdout
         assert "first disagreement at #2 (op)" in text.stdout
-        assert job.poll() is None  # the job is still there, untouched
-    finally:
-        os.killpg(job.pid, 9)
-        job.wait(timeout=30)
+        assert job.process.poll() is None  # the job is still there, untouched

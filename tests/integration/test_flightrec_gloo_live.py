@@ -4,15 +4,12 @@ with both call sites."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from support import TARGETS, poll
+from fr_job import gloo_fr_job
+from support import poll
 
 from hangscope import evidence as ev
 from hangscope.analyze.collectives import analyze, live_ranks
@@ -20,12 +17,6 @@ from hangscope.collect import collectives, flightrec, procfs, ras
 from hangscope.model import Process, RankInfo, Role
 
 pytest.importorskip("torch")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rank_process(pid: int) -> Process:
@@ -36,20 +27,9 @@ def _rank_process(pid: int) -> Process:
 
 
 def test_gloo_mismatch_named_from_triggered_dumps(tmp_path: Path) -> None:
-    ready = tmp_path / "ready"
-    ready.mkdir()
-    env = dict(os.environ, MASTER_PORT=str(_free_port()),
-               TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "frpipe_"),
-               TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "nccl_trace_rank_"),
-               TORCH_FR_BUFFER_SIZE="100")
     started = time.time() - 1
-    job = subprocess.Popen([sys.executable, str(TARGETS / "gloo_fr_mismatch.py"), str(ready)],
-                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           start_new_session=True)
-    try:
-        poll(lambda: all((ready / n).exists() for n in ("launcher", "rank0", "rank1")),
-             "both ranks to reach their hanging collective", timeout=120)
-        pids = [int(p) for p in (ready / "launcher").read_text().split()]
+    with gloo_fr_job(tmp_path) as job:
+        pids = list(job.ranks)
         procs = [_rank_process(pid) for pid in pids]
         live = live_ranks(procs)
         assert live == {0: pids[0], 1: pids[1]}
@@ -65,7 +45,4 @@ def test_gloo_mismatch_named_from_triggered_dumps(tmp_path: Path) -> None:
         assert {s.split(" ")[0] for s in c.sites} == {"rank_main"}
         assert set(c.ranks) == {0, 1} and set(c.pids) == set(pids)
         assert found.ras_status == ev.NO_NCCL  # a gloo job: nothing to ask RAS
-        assert job.poll() is None  # the job is still there, untouched
-    finally:
-        os.killpg(job.pid, 9)
-        job.wait(timeout=30)
+        assert job.process.poll() is None  # the job is still there, untouched
