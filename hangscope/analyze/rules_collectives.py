@@ -22,6 +22,8 @@ HELPERS = frozenset({Role.LAUNCHER, Role.TOKENIZER, Role.DETOKENIZER, Role.CONTR
 
 _HEADING = {ev.MISMATCH: "Mismatched collectives", ev.MISSING: "Missing rank",
             ev.BEHIND: "Straggler"}
+_KIND = {ev.MISMATCH: VerdictKind.MISMATCHED_COLLECTIVES, ev.MISSING: VerdictKind.MISSING_RANK,
+         ev.BEHIND: VerdictKind.STRAGGLER}
 _SOURCE = {ev.SOURCE_RAS: "NCCL RAS", ev.SOURCE_FR: "the Flight Recorder",
            "ras+fr": "NCCL RAS and the Flight Recorder"}
 
@@ -67,10 +69,19 @@ def _host_lines(facts: Facts) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def _settled(facts: Facts, c: ev.Conclusion) -> bool:
+    """The ranks that wait (every live rank but the suspects; for a mismatch, every one) did
+    not move: in a job that progresses, NCCL's counts and the recorder's sequence ids are a
+    moment of an asynchronous pipeline (one rank a launch ahead), not a hang."""
+    named = set() if c.kind == ev.MISMATCH else set(suspects(facts, c))
+    return all(p.pid in facts.stuck for p in facts.subjects
+               if p.pid not in named and not p.is_exited)
+
+
 def _verdict(facts: Facts, kind: str, verdict_kind: VerdictKind) -> Verdict | None:
     found = conclusions(facts)
     chosen = next((c for c in found if c.kind == kind), None)
-    if chosen is None:
+    if chosen is None or not _settled(facts, chosen):
         return None
     heading = _HEADING[kind]
     sentence = chosen.sentence
@@ -116,7 +127,8 @@ def agreement(verdict: Verdict, facts: Facts, stack_verdict: Verdict) -> Verdict
     if verdict is stack_verdict or verdict.summary == stack_verdict.summary:
         # The stacks decided: name each collective conclusion that points elsewhere.
         lines = [f"the collective evidence disagrees: {c.sentence}" for c in found
-                 if set(suspects(facts, c)) != set(verdict.suspects)]
+                 if _KIND[c.kind] is not verdict.kind
+                 or set(suspects(facts, c)) != set(verdict.suspects)]
         return Verdict(verdict.kind, verdict.severity, verdict.summary, verdict.suspects,
                        (*lines, *verdict.evidence)) if lines else verdict
     same = (stack_verdict.kind == verdict.kind

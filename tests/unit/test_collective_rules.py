@@ -136,3 +136,14 @@ def test_stacks_decide_and_collective_evidence_that_disagrees_is_said() -> None:
     assert verdict.evidence[0].startswith(
         "the collective evidence disagrees: Communicator 0x44cd76c5ebeff4b7: communicator rank 1 "
         "has launched AllReduce up to #1")
+
+
+def test_counts_of_a_job_that_progresses_are_not_a_hang() -> None:
+    """A real progressing gloo job given RAS's 'behind' answer: its ranks moved, so NCCL's
+    counts would be a moment of an asynchronous pipeline; the stacks decide, and say so."""
+    snap = load(fixture_path("progressing"))
+    evidence = node_evidence(_ras("behind"), None, snap.processes, "vm")
+    verdict = analyze(replace(snap, collectives=(evidence,))).verdict
+    assert verdict is not None and verdict.kind is VerdictKind.PROGRESSING
+    assert verdict.evidence[0].startswith("the collective evidence disagrees: Communicator "
+                                          "0x44cd76c5ebeff4b7")
