@@ -23,6 +23,7 @@ from hangscope.analyze.progress import progress_of
 from hangscope.collect import collectives, exitcode, kmsg, logs, nvml, procfs, pyspy, tree
 from hangscope.collect.host import BoundedGpuReader, read_host
 from hangscope.collect.progress import ProgressWatcher
+from hangscope.collect.waits import read_waits
 from hangscope.discover import Discovery, not_sampleable, replaced
 from hangscope.errors import PermissionDenied
 from hangscope.model import Job, Process, Role, Snapshot, StackKey
@@ -244,6 +245,7 @@ class Sampler:
                           if r.proc.exists and r.proc.state in ("Z", "X")})
         merged = [merge_rounds(p, rounds, read, opts.redact) for p in procs]
         merged = logs.attach_tails(merged, redact=opts.redact)
+        waits = read_waits(merged, min(5.0, opts.timeout), self._pyspy, not opts.nonblocking)
         host_name = merged[0].host if merged else None
         coll = node_evidence(*collectives.finish(coll_read), merged, host_name)
         progress = _progress(evidence, merged) if evidence is not None else None
@@ -265,6 +267,7 @@ class Sampler:
                                     progress.note if progress else None) if n),
             collectives=(coll,),
             progress=progress,
+            waits=waits,
         )
         snap = analyze(scrub(snap))  # no control characters from the target reach a terminal
         if _refused(rounds, procs):

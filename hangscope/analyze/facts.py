@@ -14,8 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from hangscope.analyze.compiling import CompileActivity, compile_activity
 from hangscope.analyze.group import group_ranks
+from hangscope.analyze.locks import LockWait, file_lock_waits
 from hangscope.analyze.progress import PROGRESSING, SLOW, STUCK
+from hangscope.analyze.world import MissingRanks, missing_ranks
 from hangscope.model import (
     NOT_RUNNING,
     Category,
@@ -27,6 +30,7 @@ from hangscope.model import (
     category_of,
 )
 from hangscope.progress_evidence import RankProgress
+from hangscope.wait_evidence import P2PCall
 
 #: A rank in one of these categories waits for a peer or for its GPU.
 WAITING = frozenset({Category.COLLECTIVE, Category.COMM_INIT, Category.CUDA_SYNC,
@@ -104,6 +108,33 @@ class Facts:
     @cached_property
     def launchers(self) -> tuple[Process, ...]:
         return tuple(p for p in self.processes if p.role is Role.LAUNCHER)
+
+    @cached_property
+    def lock_waits(self) -> tuple[LockWait, ...]:
+        """File-lock waiters of the job, each with the lock's holder and file (/proc/locks)."""
+        waits = self.snapshot.waits
+        if waits is None:
+            return ()
+        return file_lock_waits(self.processes, waits.file_locks, waits.lock_files())
+
+    @cached_property
+    def p2p_calls(self) -> dict[int, P2PCall]:
+        """Global rank -> the send/recv it waits in and its peer (py-spy --locals)."""
+        waits = self.snapshot.waits
+        calls = {r.pid: r.p2p for r in waits.locals if r.p2p} if waits is not None else {}
+        return {p.rank.global_rank: calls[p.pid] for p in self.subjects
+                if p.pid in calls and p.rank is not None and p.rank.global_rank is not None}
+
+    @cached_property
+    def missing(self) -> MissingRanks | None:
+        """The expected world against the ranks found (analyze/world.py)."""
+        return missing_ranks(self.processes, self.job)
+
+    @cached_property
+    def compiles(self) -> tuple[CompileActivity, ...]:
+        """Subjects compiling (Dynamo/Inductor/Triton), with their helpers."""
+        pids = {p.pid for p in self.subjects}
+        return tuple(a for a in compile_activity(self.processes) if a.pid in pids)
 
 
 def is_stuck(proc: Process, samples: int) -> bool:

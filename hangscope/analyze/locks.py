@@ -33,7 +33,7 @@ class LockWait:
     candidates: tuple[int, ...] = ()  # polling waiters, file unknown: PIDs holding file locks
 
 
-def _polls_filelock(proc: Process) -> bool:
+def polls_filelock(proc: Process) -> bool:
     """Its working thread is inside filelock's acquire (3.x ``acquire``, 4.x
     ``_poll_until_acquired``), not merely constructing or releasing a lock."""
     thread = proc.working_thread
@@ -65,7 +65,7 @@ def file_lock_waits(processes: Sequence[Process], records: Sequence[FileLockReco
             blocked.add(rec.pid)
     held_by_job = [r for r in holders.values() if r.pid in by_pid]
     for proc in processes:
-        if proc.pid in blocked or not _polls_filelock(proc):
+        if proc.pid in blocked or not polls_filelock(proc):
             continue
         path = (lock_files or {}).get(proc.pid)
         others = [r for r in held_by_job if r.pid != proc.pid]

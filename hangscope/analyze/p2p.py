@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from hangscope.analyze.pylocals import as_int, frame_locals, thread_frames
 from hangscope.analyze.signatures import is_p2p, op_from_name
+from hangscope.model import Category, Process
 from hangscope.wait_evidence import P2PCall
 
 
@@ -48,6 +49,13 @@ def p2p_call(frames: Sequence[Mapping[str, object]]) -> P2PCall | None:
     return P2PCall(op=op, peer=first(arg), group_peer=first(f"group_{arg}"),
                    tag=as_int(outer.get("tag")),
                    group=None if group in (None, "None") else str(group))
+
+
+def in_p2p(proc: Process) -> bool:
+    """Its working thread waits in send or recv (batch_isend_irecv: peers not readable)."""
+    thread = proc.working_thread
+    return thread is not None and thread.category is Category.COLLECTIVE and thread.op in (
+        "send", "recv")
 
 
 def p2p_call_of_thread(threads: Sequence[object], tid: int | None) -> P2PCall | None:

@@ -9,14 +9,20 @@ add a GIVEN-a-real-snapshot test in tests/unit/test_verdict_rules.py.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
+from hangscope.analyze.group import group_ranks
+from hangscope.analyze.identity import comparable_groups
+from hangscope.analyze.roles import is_helper_role
 from hangscope.analyze.rules_collectives import (
     collective_behind,
     collective_mismatch,
     collective_missing,
 )
+from hangscope.analyze.rules_waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
+from hangscope.analyze.signatures import is_p2p
+from hangscope.analyze.world import describe_missing
 from hangscope.model import (
     Category,
     Group,
@@ -100,8 +106,20 @@ def no_target(facts: Facts) -> Verdict | None:
 
 def mismatched_collectives(facts: Facts) -> Verdict | None:
     """Stuck ranks wait in different collectives or call sites; the smaller side is suspect."""
-    coll_groups = [g for g in facts.groups if g.category is Category.COLLECTIVE
-                   and facts.moving.isdisjoint(g.pids)]
+    # Point-to-point waits are not group-wide: a send and a recv are a pair, never a mismatch
+    # (rules_waits.py reads their peers). Ranks compare only within one replica / PP stage.
+    coll = [p for p in facts.subjects if p.pid not in facts.moving and (
+        w := p.working_thread) is not None and facts.categories[p.pid] is Category.COLLECTIVE
+        and not is_p2p(w.op)]
+    for members in comparable_groups(coll):
+        verdict = _mismatch(facts, group_ranks(members))
+        if verdict is not None:
+            return verdict
+    return None
+
+
+def _mismatch(facts: Facts, coll_groups: tuple[Group, ...]) -> Verdict | None:
+    """The mismatch among the collective groups of one comparable set of ranks."""
     if len(coll_groups) <= 1:
         return None
     is_rank = facts.is_rank
@@ -115,8 +133,8 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
     else:
         odd = [r for g in suspects_groups for r in g.ranks]
         summary += f". The odd one out is {rank_set(odd, is_rank)}."
-    chosen = {id(g) for g in coll_groups}
-    others = [g for g in facts.groups if id(g) not in chosen]
+    chosen = {pid for g in coll_groups for pid in g.pids}
+    others = [g for g in facts.groups if chosen.isdisjoint(g.pids)]
     lines = tuple(f"{g.signature}: {rank_set(g.ranks, is_rank)}" for g in ordered + others)
     return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
                    tuple(pid for g in suspects_groups for pid in g.pids), lines)
@@ -124,18 +142,21 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
 
 def missing_rank(facts: Facts) -> Verdict | None:
     """Fewer ranks than the launcher asked for, or a rank exited, is a zombie, or is stopped."""
-    job = facts.job
+    job, missing = facts.job, facts.missing
     short = job.expected_ranks is not None and facts.ranks_found < job.expected_ranks
-    if not short and not facts.gone:
+    if not short and not facts.gone and missing is None:
         return None
     is_rank = facts.is_rank
     parts = []
-    if short:
+    if missing is not None:  # which ranks, by what source, and what is left of them
+        parts.append(describe_missing(missing))
+    elif short:
         parts.append(f"expected {job.expected_ranks} ranks ({job.expected_source}), "
                      f"found {facts.ranks_found}")
     for proc in facts.gone:
+        last = f" (its last log line: {proc.log_tail[-1]})" if proc.log_tail else ""
         parts.append(f"{rank_set([rank_id(proc)], is_rank)} (PID {proc.pid}) "
-                     f"{verb(facts.categories[proc.pid])}")
+                     f"{verb(facts.categories[proc.pid])}{last}")
     rest = [g for g in facts.groups if g.category not in GONE]
     if rest:
         parts.append("; ".join(describe(g, is_rank) for g in rest))
@@ -222,6 +243,9 @@ _ADVICE = {
 def _advice(facts: Facts, group: Group) -> str:
     """The category's advice; a CUDA sync's only when its GPU spins or idles (or is unread)."""
     advice = _ADVICE.get(group.category, "")
+    if is_p2p(group.op):  # one peer, not the whole group: "every rank arrived" would be wrong
+        advice = (" They wait in point-to-point ops: each for one peer that has not sent or "
+                  "received its side (py-spy dump --locals shows src/dst).")
     gpus = [m for pid in group.pids if (m := facts.progress.get(pid)) is not None and m.gpu]
     if group.category is Category.CUDA_SYNC and gpus and not any(
             m.gpu_state in ("spin", "idle") for m in gpus):
@@ -276,8 +300,16 @@ RULES: tuple[Rule, ...] = (
          "NCCL RAS has no data from a rank, or a Flight Recorder group member has no process"),
     Rule(VerdictKind.MISSING_RANK, missing_rank,
          "fewer ranks than expected, or a rank exited, is a zombie or is stopped"),
+    Rule(VerdictKind.P2P_DEADLOCK, p2p_deadlock,
+         "stuck ranks wait for each other in send/recv around a cycle (py-spy --locals)"),
     Rule(VerdictKind.STRAGGLER, collective_behind,
          "NCCL RAS or the Flight Recorder: a rank has not reached a collective the others did"),
+    Rule(VerdictKind.LOCK_WAIT, lock_wait,
+         "ranks wait for a file lock that another process holds (/proc/locks)"),
+    Rule(VerdictKind.COMPILING, compiling,
+         "main or a rank compiles (torch.compile, Triton) while the others wait, or alone"),
+    Rule(VerdictKind.STRAGGLER, p2p_points_at,
+         "stuck ranks wait in send/recv for a rank that is elsewhere (or missing)"),
     Rule(VerdictKind.STRAGGLER, straggler,
          "some ranks run (CPU, JIT, I/O) while the others wait in a collective"),
     Rule(VerdictKind.LOCAL_DEADLOCK, local_deadlock,
@@ -292,6 +324,14 @@ def decide(facts: Facts, rules: tuple[Rule, ...] = RULES) -> Verdict:
     for rule in rules:
         verdict = rule.holds(facts)
         if verdict is not None:
-            return verdict
+            return _no_helpers(facts, verdict)
     return unknown(facts)
+
+
+def _no_helpers(facts: Facts, verdict: Verdict) -> Verdict:
+    """Helpers (compile workers, data workers, the resource tracker) are never suspects."""
+    helpers = {p.pid for p in facts.processes if is_helper_role(p.role)}
+    if helpers.isdisjoint(verdict.suspects):
+        return verdict
+    return replace(verdict, suspects=tuple(p for p in verdict.suspects if p not in helpers))
 

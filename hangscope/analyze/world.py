@@ -120,6 +120,8 @@ def missing_ranks(processes: Sequence[Process], job: Job) -> MissingRanks | None
 def describe_missing(m: MissingRanks) -> str:
     """``expected 4 ranks (WORLD_SIZE=4), found 0-2: rank 3 is missing; ...``."""
     found = ", ".join(m.found) if m.found and m.found != ("-",) else "none"
+    if m.numbered and found.isdigit():  # "found 0" would read as a count
+        found = f"rank {found}"
     text = f"expected {m.expected} ranks ({m.source}), found {found}"
     if m.missing:
         many = m.count_missing > 1

@@ -23,7 +23,7 @@ def test_given_h200_job_whose_rank_1_never_started_then_rank_1_missing(case: str
     assert missing is not None
     assert (missing.expected, missing.found, missing.missing) == (2, ("0",), ("1",))
     assert describe_missing(missing) == (
-        "expected 2 ranks (WORLD_SIZE=2), found 0: rank 1 is missing (no process is left of "
+        "expected 2 ranks (WORLD_SIZE=2), found rank 0: rank 1 is missing (no process is left of "
         "it: it exited and was reaped, or never started)")
 
 

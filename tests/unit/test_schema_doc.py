@@ -6,7 +6,7 @@ import dataclasses
 
 from support import REPO_ROOT
 
-from hangscope import evidence, model, progress_evidence
+from hangscope import evidence, model, progress_evidence, wait_evidence
 
 DOC = REPO_ROOT / "docs" / "json-schema.md"
 
@@ -19,7 +19,9 @@ def test_every_model_field_is_documented() -> None:
                 model.TreeNode, model.Verdict, model.Finding, evidence.CollectiveEvidence,
                 evidence.Communicator, evidence.RankPosition, evidence.MissingRank,
                 evidence.Disagreement, evidence.Side, evidence.Conclusion,
-                progress_evidence.JobProgress, progress_evidence.RankProgress):
+                progress_evidence.JobProgress, progress_evidence.RankProgress,
+                wait_evidence.WaitEvidence, wait_evidence.FileLockRecord,
+                wait_evidence.LocalsRead, wait_evidence.P2PCall):
         missing += [f"{cls.__name__}.{f.name}" for f in dataclasses.fields(cls)
                     if f'"{f.name}"' not in text]
     assert missing == [], f"add these fields to docs/json-schema.md: {missing}"

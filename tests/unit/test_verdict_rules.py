@@ -38,7 +38,7 @@ def suspects(snap: Snapshot) -> list[str]:
     ("deadlock", VerdictKind.LOCAL_DEADLOCK, ["other"]),
     ("sync", VerdictKind.ALL_WAITING, []),
     ("custom_ar", VerdictKind.ALL_WAITING, []),
-    ("triton", VerdictKind.ALL_WAITING, []),
+    ("triton", VerdictKind.COMPILING, ["rank 0"]),
     ("progressing", VerdictKind.PROGRESSING, []),
     ("apart", VerdictKind.UNKNOWN, []),
 ])
@@ -82,7 +82,7 @@ def test_missing_rank_rule_says_expected_and_found() -> None:
     verdict = rules.missing_rank(facts("nccl_init"))
     assert verdict is not None
     assert verdict.summary.startswith("Missing rank: expected 2 ranks (")
-    assert "found 1" in verdict.summary
+    assert "found rank 0: rank 1 is missing (no process is left of it" in verdict.summary
     assert rules.missing_rank(facts("mismatch")) is None  # 4 of 4, none exited
 
 
@@ -139,7 +139,9 @@ def test_the_table_runs_in_the_documented_order() -> None:
     assert [rule.kind for rule in rules.RULES] == [
         VerdictKind.NO_TARGET, VerdictKind.MISMATCHED_COLLECTIVES,
         VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.MISSING_RANK, VerdictKind.MISSING_RANK,
-        VerdictKind.STRAGGLER, VerdictKind.STRAGGLER, VerdictKind.LOCAL_DEADLOCK,
+        VerdictKind.P2P_DEADLOCK, VerdictKind.STRAGGLER, VerdictKind.LOCK_WAIT,
+        VerdictKind.COMPILING, VerdictKind.STRAGGLER, VerdictKind.STRAGGLER,
+        VerdictKind.LOCAL_DEADLOCK,
         VerdictKind.ALL_WAITING, VerdictKind.PROGRESSING]
     # collective evidence (NCCL RAS, Flight Recorder) before the stacks' rule of each kind
     assert [r.holds.__name__ for r in rules.RULES if r.holds.__name__.startswith("collective")] \

@@ -1,0 +1,126 @@
+"""Verdict rules on wait-for evidence: file locks, point-to-point peers, a compile in progress.
+
+Each is a rule of analyze/rules.py's table (``(Facts) -> Verdict | None``); the evidence comes
+from ``Snapshot.waits`` (/proc/locks, py-spy ``--locals``) through the facts record.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hangscope.analyze.compiling import describe_compile
+from hangscope.analyze.facts import Facts
+from hangscope.analyze.locks import describe_lock_wait
+from hangscope.analyze.p2p import describe_cycle, describe_points_at, p2p_graph
+from hangscope.analyze.roles import is_helper_role
+from hangscope.model import Category, Process, Severity, Verdict, VerdictKind
+from hangscope.words import describe, who
+
+
+def _by_rank(facts: Facts) -> dict[int, Process]:
+    return {p.rank.global_rank: p for p in facts.subjects
+            if p.rank is not None and p.rank.global_rank is not None}
+
+
+def _where(proc: Process) -> str:
+    """``in sleep at build_kernel (job.py:49)``, ``exited``: where a process is."""
+    category = proc.category
+    thread = proc.working_thread
+    if category in (Category.DEAD, Category.ZOMBIE):
+        return "exited" + (f" with code {proc.exit_code}" if proc.exit_code is not None else "")
+    site = f" at {thread.site}" if thread is not None and thread.site else ""
+    return f"in {category}{site}"
+
+
+def _lines(facts: Facts, pids: tuple[int, ...]) -> tuple[str, ...]:
+    by_pid = {p.pid: p for p in facts.processes}
+    return tuple(f"{who(by_pid[pid])}: {_where(by_pid[pid])}" for pid in pids if pid in by_pid)
+
+
+def p2p_deadlock(facts: Facts) -> Verdict | None:
+    """Stuck ranks wait for each other in send/recv around a cycle (read from their locals)."""
+    calls = facts.p2p_calls
+    if len(calls) < 2:
+        return None
+    ranks = _by_rank(facts)
+    graph = p2p_graph(calls, sorted(ranks))
+    cycles = [c for c in graph.cycles if all(ranks[r].pid in facts.stuck for r in c)]
+    if not cycles:
+        return None
+    summary = " ".join(describe_cycle(c, calls) for c in cycles)
+    suspects = tuple(ranks[r].pid for c in cycles for r in c)
+    return Verdict(VerdictKind.P2P_DEADLOCK, Severity.CRITICAL, summary, suspects,
+                   _lines(facts, suspects))
+
+
+def p2p_points_at(facts: Facts) -> Verdict | None:
+    """Stuck ranks wait to send to or receive from a rank that is elsewhere (or not there)."""
+    calls = facts.p2p_calls
+    if not calls:
+        return None
+    ranks = _by_rank(facts)
+    graph = p2p_graph(calls, sorted(ranks))
+    for waiters, peer in graph.points_at:
+        if not all(ranks[r].pid in facts.stuck for r in waiters):
+            continue
+        target = ranks.get(peer)
+        where = _where(target) if target is not None else None
+        summary = "Point-to-point wait: " + describe_points_at(waiters, peer, calls, where)
+        if target is None:  # nobody is there to send: a missing rank
+            return Verdict(VerdictKind.MISSING_RANK, Severity.CRITICAL, summary,
+                           tuple(p.pid for p in facts.launchers),
+                           _lines(facts, tuple(ranks[r].pid for r in waiters)))
+        return Verdict(VerdictKind.STRAGGLER, Severity.CRITICAL, summary, (target.pid,),
+                       _lines(facts, (target.pid, *(ranks[r].pid for r in waiters))))
+    return None
+
+
+def lock_wait(facts: Facts) -> Verdict | None:
+    """Ranks wait for a file lock (flock, fcntl, a polling filelock) that another process holds."""
+    waits = [w for w in facts.lock_waits
+             if any(pid in facts.stuck for pid in w.waiters)]
+    if not waits:
+        return None
+    summary = "Lock wait: " + "; ".join(describe_lock_wait(w, facts.processes)
+                                        for w in waits) + "."
+    by_pid = {p.pid: p for p in facts.processes}
+    holders = tuple(dict.fromkeys(
+        pid for w in waits for pid in ((w.holder,) if w.holder else w.candidates)
+        if pid in by_pid and not is_helper_role(by_pid[pid].role)))
+    return Verdict(VerdictKind.LOCK_WAIT, Severity.CRITICAL, summary, holders,
+                   _lines(facts, (*holders, *(pid for w in waits for pid in w.waiters))))
+
+
+def _epoch(created: str) -> float | None:
+    try:
+        return datetime.fromisoformat(created).timestamp()
+    except ValueError:
+        return None
+
+
+#: While one process compiles, the others may wait for it, sleep, or be idle: not work.
+_NOT_WORK = frozenset({Category.RUNNING, Category.IO})
+
+
+def compiling(facts: Facts) -> Verdict | None:
+    """Main or a rank compiles (torch.compile, Triton) while the other subjects wait, or alone."""
+    active = facts.compiles
+    if not active:
+        return None
+    pids = {a.pid for a in active}
+    others = [g for g in facts.groups if pids.isdisjoint(g.pids)]
+    if any(g.category in _NOT_WORK for g in others):
+        return None  # another rank does work of its own: the straggler rule tells
+    now = _epoch(facts.snapshot.created)
+    summary = "Compiling: " + "; ".join(describe_compile(a, facts.processes, now)
+                                        for a in active)
+    if others:
+        summary += ", while " + "; ".join(describe(g, facts.is_rank) for g in others)
+    summary += (". A compile is work, not yet a hang: if it lasts much longer than it should, "
+                "look at the compiler it runs.")
+    suspects = tuple(a.pid for a in active)
+    return Verdict(VerdictKind.COMPILING, Severity.WARNING, summary, suspects,
+                   _lines(facts, suspects))
+
+
+FUNCTIONS = frozenset({p2p_deadlock, p2p_points_at, lock_wait, compiling})
