@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -105,6 +106,7 @@ def main() -> int:
         sampler_module.collectives.start = real_start
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)  # the pipes and the dumps the job wrote
     result = {mode: {**_stats(v), "fr_status": read.get(mode)} for mode, v in times.items()}
     base = result["none"]["median_s"]
     result["added_median_ms"] = {m: round(1000 * (result[m]["median_s"] - base), 1)
