@@ -35,7 +35,11 @@ PIPE_VAR = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"
 BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 ENV_KEYS = (*PREFIX_VARS, PIPE_VAR, *BUFFER_VARS)
 MAX_BYTES = 64 << 20  # 2,000 entries with stacks are a few MiB; beyond this is not a dump
-DEADLINE_S = 3.0  # torch's monitor thread looks at the pipe about once a second
+# torch's monitor thread looks at the pipe about once a second, then writes the dump with C++
+# stack traces ("Include stack trace: 1"), which it symbolises first: on the H200 (torch 2.11,
+# a one-rank NCCL job) no dump had landed 3 s after the trigger. The wait ends as soon as every
+# triggered rank's file is there, so a quick rank costs no more.
+DEADLINE_S = 8.0
 _POLL_S = 0.05
 
 
