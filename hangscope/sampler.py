@@ -292,7 +292,10 @@ class Sampler:
                    or [p.pid for p in python if p.role is Role.OTHER])  # a lone script
         if not watched:
             return None
-        watcher = ProgressWatcher(watched, pyspy=self._pyspy, record=self.last is None)
+        # the window may stretch by a --timeout per round; past that, the recorders stop alone
+        cap = opts.window + opts.samples * opts.timeout + 30
+        watcher = ProgressWatcher(watched, pyspy=self._pyspy, record=self.last is None,
+                                  max_seconds=cap)
         watcher.start()
         return watcher
 

@@ -18,6 +18,7 @@ Every failure is a value (``error`` fields), never an exception.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import signal
@@ -166,11 +167,14 @@ class _Recorder:
     error_kind: str | None = None
 
 
-def _start_recorder(pyspy: str, pid: int, rate: int, folder: str) -> _Recorder:
+def _start_recorder(pyspy: str, pid: int, rate: int, folder: str,
+                    duration: int | None = None) -> _Recorder:
     """``py-spy record --nonblocking --idle --threads --rate R --format raw -p PID -o OUT``."""
     out = os.path.join(folder, f"{pid}.txt")
     cmd = [pyspy, "record", "--nonblocking", "--idle", "--threads", "--rate", str(rate),
            "--format", "raw", "--pid", str(pid), "--output", out]
+    if duration is not None:  # a cap: a recorder never outlives a hangscope that was killed
+        cmd += ["--duration", str(duration)]
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 stdin=subprocess.DEVNULL)
@@ -214,10 +218,13 @@ class ProgressWatcher:
 
     def __init__(self, pids: Iterable[int], *, rate: int = RATE, gpus: bool = True,
                  gpu_indices: Iterable[int] | None = None, pyspy: str | None = None,
-                 record: bool = True) -> None:
+                 record: bool = True, max_seconds: float | None = None) -> None:
         self.pids = tuple(dict.fromkeys(pids))
         self.rate = rate
         self.record = record  # False: counters and GPM only (a live view's cheap refresh)
+        # py-spy record's --duration: were this process killed before stop(), its recorders
+        # would otherwise sample until their targets exit
+        self.max_seconds = max_seconds
         self._pyspy = pyspy
         self._gpm = GpmWindow(gpu_indices) if gpus else None
         self._folder: tempfile.TemporaryDirectory[str] | None = None
@@ -252,7 +259,8 @@ class ProgressWatcher:
         except ToolMissing as exc:
             self._error = str(exc)
         else:
-            self._recorders = [_start_recorder(pyspy, pid, self.rate, self._folder.name)
+            cap = None if self.max_seconds is None else max(1, math.ceil(self.max_seconds))
+            self._recorders = [_start_recorder(pyspy, pid, self.rate, self._folder.name, cap)
                                for pid in self.pids] if self.record else []
         if self._gpm is not None:
             self._gpm.start()
