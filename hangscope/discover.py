@@ -10,6 +10,7 @@ still name the same process (same start time) before anything traces it.
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable
 from dataclasses import replace
 
 import psutil
@@ -19,6 +20,7 @@ from hangscope.analyze.roles import (
     job_kind,
     launcher_args,
     looks_like_python,
+    refine_roles,
     role_and_rank,
     title_of,
 )
@@ -99,6 +101,18 @@ def _forked_copy(proc: Process, by_pid: dict[int, Process]) -> bool:
     return parent is not None and bool(proc.cmdline) and parent.cmdline == proc.cmdline
 
 
+def _comms(pids: Iterable[int]) -> dict[int, str]:
+    """``cat /proc/PID/comm`` of each (the thread-name torch gives its DataLoader workers)."""
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                out[pid] = f.read().strip()
+        except OSError:  # gone since the walk: it keeps its role
+            continue
+    return out
+
+
 class Discovery:
     """The job of one target PID, found again on every call (a live view refreshes it).
 
@@ -152,6 +166,9 @@ class Discovery:
                 python=is_python(info),
             ))
         procs = assign_spawn_order(procs)
+        # Data-loader workers (comm pt_data_worker) and a root whose children are all helpers
+        # (then it is main, not a launcher); only grandchildren of the root can be workers.
+        procs = refine_roles(procs, _comms(p.pid for p in procs if p.ppid not in (root, None)))
         root_proc = next((p for p in procs if p.pid == root), None)
         args = launcher_args(root_proc.cmdline if root_proc else ())
         kind = job_kind([p.cmdline for p in procs])

@@ -153,7 +153,10 @@ def missing_rank(facts: Facts) -> Verdict | None:
     elif short:
         parts.append(f"expected {job.expected_ranks} ranks ({job.expected_source}), "
                      f"found {facts.ranks_found}")
+    said = {pid for pid, _ in missing.exited} if missing is not None else set()
     for proc in facts.gone:
+        if proc.pid in said:
+            continue  # describe_missing named it with its exit code
         last = f" (its last log line: {proc.log_tail[-1]})" if proc.log_tail else ""
         parts.append(f"{rank_set([rank_id(proc)], is_rank)} (PID {proc.pid}) "
                      f"{verb(facts.categories[proc.pid])}{last}")

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
 
-from verdict_support import dump_json, verdict_job
+from verdict_support import dump_json, show_text, verdict_job
 
 from hangscope.analyze.locks import (
     describe_lock_wait,
@@ -32,7 +32,8 @@ from hangscope.serialize import from_dict
 def test_given_ranks_waiting_for_a_file_lock_then_holder_and_file_named(
         mode: str, tmp_path: Path) -> None:
     with verdict_job(mode, tmp_path, ["holder", "waiter1", "waiter2"]) as job:
-        snap = from_dict(json.loads(dump_json(job.launcher)))
+        data = dump_json(job.launcher)
+        snap = from_dict(json.loads(data))
         records = read_file_locks(p.pid for p in snap.processes)
         # A polling waiter's file from its locals (its main thread's id is its PID).
         wanted = {pid: filelock_path(dump_locals(pid) or [], pid)
@@ -59,6 +60,18 @@ def test_given_ranks_waiting_for_a_file_lock_then_holder_and_file_named(
     assert text == (f"ranks 1-2 wait for the file lock on .../{job.workdir.name}/.lock held by "
                     f"rank 0 (PID {holder}), which is in sleep at build_kernel "
                     f"(verdict_jobs.py:{_line('time.sleep(seconds)')})")
+    # What the user sees: the dump's own verdict, from the /proc/locks (and --locals) it read.
+    verdict = json.loads(data)["verdict"]
+    assert verdict["kind"] == "lock_wait", verdict
+    assert verdict["summary"] == f"Lock wait: {text}.", verdict
+    assert verdict["suspects"] == [holder]
+    waits = json.loads(data)["waits"]
+    assert any(r["pid"] == holder and not r["blocked"] for r in waits["file_locks"])
+    if mode == "filelock":  # the polling waiters' file, from their locals
+        assert {r["pid"]: r["lock_file"] for r in waits["locals"]} == {
+            job.pids[w]: str(job.workdir / ".lock") for w in ("waiter1", "waiter2")}
+    report = show_text(data, tmp_path)
+    assert "LOCK WAIT" in report and f"held by rank 0 (PID {holder})" in report, report
 
 
 def _line(text: str) -> int:

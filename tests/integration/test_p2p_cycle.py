@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
 
-from verdict_support import dump_json, verdict_job
+from verdict_support import dump_json, show_text, verdict_job
 
 from hangscope.analyze.p2p import P2PCall, describe_points_at, p2p_call_of_thread, p2p_graph
 from hangscope.analyze.signatures import is_p2p
@@ -27,7 +27,8 @@ RANKS = ["rank0", "rank1", "rank2"]
 
 def test_given_receive_cycle_then_p2p_deadlock_with_its_ranks(tmp_path: Path) -> None:
     with verdict_job("p2p_cycle", tmp_path, RANKS, timeout=120) as job:
-        snap = from_dict(json.loads(dump_json(job.launcher)))
+        data = dump_json(job.launcher)
+        snap = from_dict(json.loads(data))
         for proc in snap.ranks:
             thread = proc.working_thread
             assert thread is not None and thread.category.value == "collective"
@@ -36,6 +37,16 @@ def test_given_receive_cycle_then_p2p_deadlock_with_its_ranks(tmp_path: Path) ->
     graph = p2p_graph(calls, sorted(calls))
     assert graph.cycles == ((0, 2, 1),)
     assert graph.matched == ()
+    # What the user sees: the dump itself names the deadlock, from the peers it read.
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind.value == "p2p_deadlock", verdict
+    assert verdict.summary == (
+        "Point-to-point deadlock among ranks 0, 2, 1: rank 0 waits to receive from rank 2; "
+        "rank 2 waits to receive from rank 1; rank 1 waits to receive from rank 0 "
+        "(every rank receives first and none sends).")
+    assert sorted(verdict.suspects) == sorted(p.pid for p in snap.ranks)
+    report = show_text(data, tmp_path)
+    assert "P2P DEADLOCK" in report and "Every rank arrived" not in report, report
 
 
 def _peers(snap: Snapshot) -> dict[int, P2PCall]:
@@ -54,7 +65,8 @@ def _peers(snap: Snapshot) -> dict[int, P2PCall]:
 
 def test_given_stage_that_never_sends_then_receivers_point_at_it(tmp_path: Path) -> None:
     with verdict_job("p2p_stalled", tmp_path, RANKS, timeout=120) as job:
-        snap = from_dict(json.loads(dump_json(job.launcher)))
+        data = dump_json(job.launcher)
+        snap = from_dict(json.loads(data))
         calls = _peers(snap)
     assert sorted(calls) == [1, 2]
     graph = p2p_graph(calls, [0, 1, 2])
@@ -63,6 +75,13 @@ def test_given_stage_that_never_sends_then_receivers_point_at_it(tmp_path: Path)
     where = f"in {rank0.working_thread.category} at {rank0.working_thread.site}"
     assert describe_points_at((1,), 0, calls, where).startswith(
         "rank 1 waits to receive from rank 0, which is in sleep at build_kernel (verdict_jobs.py:")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind.value == "straggler", verdict
+    assert verdict.summary.startswith(
+        "Point-to-point wait: rank 1 waits to receive from rank 0, which is in sleep at "
+        "build_kernel (verdict_jobs.py:"), verdict.summary
+    assert verdict.suspects == (rank0.pid,)
+    assert "Every rank arrived" not in show_text(data, tmp_path)
 
 
 def test_given_healthy_pipeline_then_not_a_mismatch(tmp_path: Path) -> None:
