@@ -3,6 +3,7 @@
 Runs on a machine with an NVIDIA GPU and torch (the device machine; docs/gpu.md)::
 
     NCCL_NVLS_ENABLE=0 PYTHONPATH=. python demo/gpu/healthy.py --out "$OUT" [--quick] [--runs 10]
+        [--cli-runs 10] [--budget SECONDS]
 
 Each workload is a real process (``python demo/gpu/healthy.py worker NAME``) that appends
 ``"<pid> <name>"`` to a ready file once in its steady state; the script polls that file with a
