@@ -167,8 +167,8 @@ class Discovery:
             ))
         procs = assign_spawn_order(procs)
         # Data-loader workers (comm pt_data_worker) and a root whose children are all helpers
-        # (then it is main, not a launcher); only grandchildren of the root can be workers.
-        procs = refine_roles(procs, _comms(p.pid for p in procs if p.ppid not in (root, None)))
+        # (then it is main, not a launcher). One small read per process but the root.
+        procs = refine_roles(procs, _comms(p.pid for p in procs if p.pid != root))
         root_proc = next((p for p in procs if p.pid == root), None)
         args = launcher_args(root_proc.cmdline if root_proc else ())
         kind = job_kind([p.cmdline for p in procs])

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
 from hangscope.analyze.group import group_ranks
-from hangscope.analyze.identity import comparable_groups
+from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
 from hangscope.analyze.roles import is_helper_role
 from hangscope.analyze.rules_collectives import (
     collective_behind,
@@ -112,13 +112,15 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
         w := p.working_thread) is not None and facts.categories[p.pid] is Category.COLLECTIVE
         and not is_p2p(w.op)]
     for members in comparable_groups(coll):
-        verdict = _mismatch(facts, group_ranks(members))
+        # Name the replica / stage: rank 1 of DP0 and rank 1 of DP1 are two processes.
+        replica = coordinates_label(dict(replica_key(members[0])))
+        verdict = _mismatch(facts, group_ranks(members), f" (in {replica})" if replica else "")
         if verdict is not None:
             return verdict
     return None
 
 
-def _mismatch(facts: Facts, coll_groups: tuple[Group, ...]) -> Verdict | None:
+def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str) -> Verdict | None:
     """The mismatch among the collective groups of one comparable set of ranks."""
     if len(coll_groups) <= 1:
         return None
@@ -127,7 +129,8 @@ def _mismatch(facts: Facts, coll_groups: tuple[Group, ...]) -> Verdict | None:
     largest = len(ordered[0].ranks)
     tie = sum(1 for g in ordered if len(g.ranks) == largest) > 1
     suspects_groups = ordered if tie else [g for g in ordered if len(g.ranks) < largest]
-    summary = "Mismatched collectives: " + "; ".join(describe(g, is_rank) for g in ordered)
+    summary = f"Mismatched collectives{replica}: " + "; ".join(
+        describe(g, is_rank) for g in ordered)
     if tie:
         summary += ". The groups are the same size: no majority says which side is wrong."
     else:
@@ -163,7 +166,9 @@ def missing_rank(facts: Facts) -> Verdict | None:
     rest = [g for g in facts.groups if g.category not in GONE]
     if rest:
         parts.append("; ".join(describe(g, is_rank) for g in rest))
-    suspects = tuple(p.pid for p in facts.gone) or tuple(p.pid for p in facts.launchers)
+    # A zombie rank has no environment left to read: its role is "other", not a subject.
+    suspects = tuple(dict.fromkeys((*said, *(p.pid for p in facts.gone)))) or tuple(
+        p.pid for p in facts.launchers)
     return Verdict(VerdictKind.MISSING_RANK, Severity.CRITICAL,
                    "Missing rank: " + "; ".join(parts) + ".", suspects, evidence(facts))
 

@@ -19,7 +19,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
 
-from verdict_support import dump_json, verdict_job
+from verdict_support import dump_json, show_text, verdict_job
 
 from hangscope.analyze.compiling import compile_activity, describe_compile
 from hangscope.analyze.roles import is_helper_role, refine_roles
@@ -42,7 +42,8 @@ def test_given_torch_compile_in_progress_then_main_compiles_and_workers_help(
         tmp_path: Path) -> None:
     with verdict_job("compile", tmp_path, ["compiling"], timeout=120) as job:
         _pool_started(job.launcher, 60)
-        snap = from_dict(json.loads(dump_json(job.launcher)))
+        data = dump_json(job.launcher)
+        snap = from_dict(json.loads(data))
         assert "compiled" not in job.ready_tags(), "the compile ended before the dump"
     procs = refine_roles(snap.processes)
     main = next(p for p in procs if p.pid == job.launcher)
@@ -59,6 +60,18 @@ def test_given_torch_compile_in_progress_then_main_compiles_and_workers_help(
     text = describe_compile(activity, procs, now=time.time())
     assert text.startswith(f"the main (PID {main.pid}) compiles ("), text
     assert "of 2 compile workers busy" in text
+    # What the user sees: discovery itself calls it main, and the dump's verdict is compiling.
+    dumped = {p.pid: p.role for p in snap.processes}
+    assert dumped[main.pid] is Role.MAIN and all(
+        is_helper_role(r) for pid, r in dumped.items() if pid != main.pid), dumped
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind.value == "compiling", verdict
+    assert verdict.summary.startswith(f"Compiling: the main (PID {main.pid}) compiles ("), (
+        verdict.summary)
+    assert "of 2 compile workers busy" in verdict.summary
+    assert verdict.suspects == (main.pid,)
+    report = show_text(data, tmp_path)
+    assert "COMPILING" in report and "launcher" not in report.split("\n", 1)[0], report
 
 
 def test_given_dataloader_workers_then_helpers_not_ranks(tmp_path: Path) -> None:
@@ -68,6 +81,10 @@ def test_given_dataloader_workers_then_helpers_not_ranks(tmp_path: Path) -> None
         snap = from_dict(json.loads(dump_json(job.launcher)))
         workers = psutil.Process(job.launcher).children()
         comms = {c.pid: c.name() for c in workers}
+    # The dump itself: the workers are helpers, main is the one subject, never a worker suspect.
+    assert {p.pid for p in snap.processes if p.role is Role.DATA_WORKER} == {
+        w.pid for w in workers}
+    assert snap.verdict is not None and set(snap.verdict.suspects) <= {job.launcher}
     assert set(comms.values()) == {"pt_data_worker"}
     for procs in (refine_roles(snap.processes), refine_roles(snap.processes, comms)):
         roles = {p.pid: p.role for p in procs}

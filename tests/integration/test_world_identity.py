@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
 
-from verdict_support import dump_json, verdict_job
+from verdict_support import dump_json, show_text, verdict_job
 
 from hangscope.analyze.identity import (
     comparable_groups,
@@ -29,7 +29,8 @@ from hangscope.serialize import from_dict
 def test_given_reaped_rank_then_expected_world_names_it_missing(tmp_path: Path) -> None:
     with verdict_job("missing", tmp_path, ["leaving3", "rank0", "rank1", "rank2"],
                      timeout=120) as job:
-        snap = from_dict(json.loads(dump_json(job.launcher)))
+        data = dump_json(job.launcher)
+        snap = from_dict(json.loads(data))
     assert job.pids["leaving3"] not in {p.pid for p in snap.processes}  # reaped: no trace
     for proc in snap.ranks:  # waiting for the rank that never joins
         assert proc.working_thread is not None
@@ -40,12 +41,18 @@ def test_given_reaped_rank_then_expected_world_names_it_missing(tmp_path: Path) 
     assert describe_missing(missing) == (
         "expected 4 ranks (WORLD_SIZE=4), found 0-2: rank 3 is missing (no process is left "
         "of it: it exited and was reaped, or never started)")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind.value == "missing_rank", verdict
+    assert verdict.summary.startswith(f"Missing rank: {describe_missing(missing)}; ranks 0-2 "
+                                      "wait in communicator init"), verdict.summary
+    assert "rank 3 is missing" in show_text(data, tmp_path)
 
 
 def test_given_unreaped_rank_then_missing_with_its_exit_code(tmp_path: Path) -> None:
     with verdict_job("missing_unreaped", tmp_path, ["leaving3", "rank0", "rank1", "rank2"],
                      timeout=120) as job:
-        snap = from_dict(json.loads(dump_json(job.launcher)))
+        data = dump_json(job.launcher)
+        snap = from_dict(json.loads(data))
     zombie = snap.process(job.pids["leaving3"])
     assert zombie is not None and zombie.state == "Z"
     missing = missing_ranks(snap.processes, snap.job)
@@ -53,6 +60,13 @@ def test_given_unreaped_rank_then_missing_with_its_exit_code(tmp_path: Path) -> 
     assert missing.exited == ((zombie.pid, 3),)
     assert describe_missing(missing).endswith(
         f": rank 3 is missing (PID {zombie.pid} exited with code 3, not reaped yet)")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind.value == "missing_rank", verdict
+    assert f"rank 3 is missing (PID {zombie.pid} exited with code 3, not reaped yet)" in (
+        verdict.summary)
+    assert verdict.summary.count(f"PID {zombie.pid}") == 1, verdict.summary  # said once
+    assert verdict.suspects == (zombie.pid,)
+    assert "exited with code 3" in show_text(data, tmp_path)
 
 
 def test_given_dp_tp_titled_schedulers_then_named_by_coordinates(tmp_path: Path) -> None:
