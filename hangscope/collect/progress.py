@@ -18,9 +18,11 @@ Every failure is a value (``error`` fields), never an exception.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -167,13 +169,29 @@ class _Recorder:
     error_kind: str | None = None
 
 
+@functools.cache
+def _die_with_us() -> tuple[str, ...]:
+    """``setpriv --pdeathsig KILL --``: a recorder dies with the thread that started it (a
+    SIGKILLed hangscope must not leave recorders behind); () where setpriv cannot do it."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return ()
+    cmd = (setpriv, "--pdeathsig", "KILL", "--")
+    try:
+        ok = subprocess.run([*cmd, "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            timeout=5, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return cmd if ok else ()
+
+
 def _start_recorder(pyspy: str, pid: int, rate: int, folder: str,
                     duration: int | None = None) -> _Recorder:
     """``py-spy record --nonblocking --idle --threads --rate R --format raw -p PID -o OUT``."""
     out = os.path.join(folder, f"{pid}.txt")
-    cmd = [pyspy, "record", "--nonblocking", "--idle", "--threads", "--rate", str(rate),
-           "--format", "raw", "--pid", str(pid), "--output", out]
-    if duration is not None:  # a cap: a recorder never outlives a hangscope that was killed
+    cmd = [*_die_with_us(), pyspy, "record", "--nonblocking", "--idle", "--threads",
+           "--rate", str(rate), "--format", "raw", "--pid", str(pid), "--output", out]
+    if duration is not None:  # a cap, also where setpriv is missing
         cmd += ["--duration", str(duration)]
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
