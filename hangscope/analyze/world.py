@@ -107,6 +107,9 @@ def missing_ranks(processes: Sequence[Process], job: Job) -> MissingRanks | None
         gone = sorted(want - have)
         if not gone:
             return None
+        if axes == ["tp"]:  # a TP-only job: the TP ranks are the rank numbers users know
+            return MissingRanks(len(want), source, (compact_ranks(k[0][1] for k in have & want),),
+                                (compact_ranks(k[0][1] for k in gone),), len(gone), exited)
         return MissingRanks(len(want), source,
                             tuple(coordinates_label(dict(k)) for k in sorted(have & want)),
                             tuple(coordinates_label(dict(k)) for k in gone), len(gone), exited,

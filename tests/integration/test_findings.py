@@ -184,7 +184,8 @@ def test_fewer_workers_than_tp_size_is_named_once(broken_server: BrokenServer) -
     doc = broken_server.doc
     assert doc["job"]["expected_ranks"] == 4
     assert doc["verdict"]["kind"] == "missing_rank"
-    assert "expected 4 ranks (--tp-size 4), found 2" in doc["verdict"]["summary"]
+    assert "expected 4 ranks (--tp-size 4), found 0-1: ranks 2-3 are missing" in (
+        doc["verdict"]["summary"])
     # The verdict says it; a finding would only repeat it.
     assert "ranks.missing" not in findings_of(doc)
 
