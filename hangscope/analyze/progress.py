@@ -256,3 +256,19 @@ def progress_of(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]]
     ranks = decide_all(kept, gpus_of, working)
     job = job_progress(ranks) if ranks else JobProgress(SLOW, "no process was watched")
     return replace(job, seconds=evidence.seconds, note=watch_note(evidence))
+
+
+def merge_progress(parts: Sequence[JobProgress | None],
+                   pids: Sequence[int]) -> JobProgress | None:
+    """The nodes' decisions as one job's (``hangscope merge``); None where a node has none or
+    a decided PID is also a process of another node (decisions are keyed by PID: one node's
+    decision would judge the other's process)."""
+    if not parts or any(p is None for p in parts):
+        return None
+    known = [p for p in parts if p is not None]
+    ranks = tuple(r for p in known for r in p.ranks)
+    if any(pids.count(r.pid) > 1 for r in ranks):
+        return None
+    job = job_progress(ranks)
+    return replace(job, seconds=min(p.seconds for p in known),
+                   note=next((p.note for p in known if p.note), None))

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from hangscope.analyze import analyze
+from hangscope.analyze.progress import merge_progress
 from hangscope.errors import UsageError
 from hangscope.model import Category, Job, Process, Role, Snapshot, VerdictKind
 from hangscope.render.output import FORMATS, emit
@@ -143,6 +144,7 @@ def merge(snapshots: list[Snapshot], nodes: Sequence[str | None] | None = None,
         notes=tuple(dict.fromkeys(n for s in snapshots for n in s.notes)),
         redacted=all(s.redacted for s in snapshots),
         collectives=tuple(c for s in snapshots for c in s.collectives),  # one per node
+        progress=merge_progress([s.progress for s in snapshots], [p.pid for p in processes]),
     )
     return node_verdict(analyze(merged), unanswered)
 
