@@ -54,6 +54,9 @@ GPU_IDLE_GRAPHICS = 5.0
 #: (ptrace attach + detach; measured: exactly 2, native or not, no I/O).
 WAKES_PER_PAUSE = 2
 _GPU_DECIDES = {"work": PROGRESSING, "spin": STUCK}
+#: What decided a decision (``RankProgress.evidence``), in the report's words.
+DECIDED_BY = {"python": "Python lines, py-spy record", "gpu": "GPU work, GPM",
+              "counters": "kernel counters", "none": "no evidence"}
 
 
 def _pct(value: float) -> str:

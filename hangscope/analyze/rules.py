@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
 from hangscope.analyze.group import group_ranks
 from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
+from hangscope.analyze.progress import DECIDED_BY
 from hangscope.analyze.roles import is_helper_role
 from hangscope.analyze.rules_collectives import (
     collective_behind,
@@ -64,15 +65,12 @@ def evidence(facts: Facts) -> tuple[str, ...]:
                             f"{working.samples} samples" if working.stuck else "stack moved")
         measured = facts.progress.get(proc.pid)
         if measured is not None:  # which evidence decided, in its own words
-            bits.append(f"{measured.decision} ({_DECIDED_BY[measured.evidence]}): "
+            bits.append(f"{measured.decision} ({DECIDED_BY[measured.evidence]}): "
                         f"{measured.reason}")
         lines.append(", ".join(bits))
     return tuple(lines)
 
 
-#: What decided a measured progress decision (analyze/progress.py), for the report.
-_DECIDED_BY = {"python": "Python lines, py-spy record", "gpu": "GPU work, GPM",
-               "counters": "kernel counters", "none": "no evidence"}
 #: Why a rank moved, short, by the evidence that decided it.
 _MOVED_BY = {"python": "its Python line moved", "gpu": "its GPU's kernels do work",
              "counters": "its waits complete and data moves"}

@@ -14,6 +14,7 @@ from dataclasses import replace
 from hangscope.analyze import rules_collectives
 from hangscope.analyze.facts import facts_of
 from hangscope.analyze.gpu import gpu_evidence
+from hangscope.analyze.progress import DECIDED_BY
 from hangscope.analyze.rules import RULES, decide
 from hangscope.model import Group, Host, Process, Role, Snapshot, Verdict, subjects_of
 from hangscope.words import verb
@@ -55,6 +56,10 @@ def diagnose(snap: Snapshot) -> tuple[Verdict, tuple[Group, ...]]:
                                      if r.holds not in rules_collectives.FUNCTIONS))
         verdict = rules_collectives.agreement(verdict, facts, stacks)
     extra = _launcher_evidence(snap.processes)
+    if snap.progress is not None and snap.progress.ranks:  # whatever the rule, say what decided
+        kinds = "; ".join(sorted({DECIDED_BY[r.evidence] for r in snap.progress.ranks}))
+        extra.append(f"progress measured over {snap.progress.seconds:.1f} s without pausing: "
+                     f"{snap.progress.decision}, decided by {kinds}")
     if extra:
         verdict = replace(verdict, evidence=(*verdict.evidence, *extra))
     return verdict, facts.groups
