@@ -370,6 +370,9 @@ class Group:
     ranks: tuple[int, ...]
     pids: tuple[int, ...]
     context: str | None = None
+    # Rank labels ("DP1·TP1"), in ``ranks`` order, where ranks of different DP replicas or PP
+    # stages share a number; empty where the numbers alone name each rank.
+    labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

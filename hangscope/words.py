@@ -44,9 +44,14 @@ def program(proc: Process) -> str:
 
 
 def short_who(proc: Process) -> str:
-    """``rank 3``, else ``PID 123``: the name inside a sentence that already gives the PID."""
-    if proc.rank is not None and proc.rank.key is not None:
-        return f"rank {proc.rank.key}"
+    """``rank 3``, ``DP1·TP1``, else ``PID 123``: the name inside a sentence that already gives
+    the PID (with a DP or PP coordinate, "rank 1" would name one process of each replica)."""
+    info = proc.rank
+    if info is not None and (info.dp is not None or info.pp is not None):
+        return "·".join(f"{axis.upper()}{value}" for axis in ("dp", "pp", "tp", "ep")
+                        if (value := getattr(info, axis)) is not None)
+    if info is not None and info.key is not None:
+        return f"rank {info.key}"
     return f"PID {proc.pid}"
 
 
@@ -165,5 +170,15 @@ def doing(group: Group, plural: bool | None = None) -> str:
 
 
 def describe(group: Group, is_rank: bool) -> str:
-    """``ranks 0-2 wait in all_reduce at sync (train.py:55)``."""
-    return f"{rank_set(group.ranks, is_rank)} {doing(group)}"
+    """``ranks 0-2 wait in all_reduce at sync (train.py:55)``; ``DP0·TP1, DP1·TP1 wait ...``
+    where replicas share rank numbers (the group's labels)."""
+    return f"{group_names(group, is_rank)} {doing(group)}"
+
+
+def group_names(group: Group, is_rank: bool) -> str:
+    """The group's ranks: its labels where it has them (a long list as a count), else the set."""
+    if not group.labels:
+        return rank_set(group.ranks, is_rank)
+    if len(group.labels) > 6:
+        return f"{len(group.labels)} ranks ({group.labels[0]} ... {group.labels[-1]})"
+    return ", ".join(group.labels)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from hangscope.analyze.identity import AXES, coordinates, rank_label
 from hangscope.model import Category, Group, Process, TreeNode, rank_id, signature_of
 
 
 def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
     """Ranks that share a signature, largest group first (ties: lowest rank first)."""
+    labelled = _replicated(procs)
     buckets: dict[str, list[Process]] = {}
     meta: dict[str, tuple[Category, str | None, str | None, str | None]] = {}
     for proc in procs:
@@ -23,11 +25,29 @@ def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
     groups = []
     for text, members in buckets.items():
         category, op, site, context = meta[text]
-        ranks = tuple(sorted(rank_id(p) for p in members))
+        ordered = sorted(members, key=_coordinate_order if labelled else _number_order)
         groups.append(Group(signature=text, category=category, op=op, site=site,
-                            ranks=ranks, pids=tuple(p.pid for p in members), context=context))
+                            ranks=tuple(rank_id(p) for p in ordered),
+                            pids=tuple(p.pid for p in members), context=context,
+                            labels=tuple(rank_label(p) for p in ordered) if labelled else ()))
     groups.sort(key=lambda g: (-len(g.ranks), g.ranks))
     return tuple(groups)
+
+
+def _number_order(proc: Process) -> tuple[int, int]:
+    return rank_id(proc), proc.pid
+
+
+def _coordinate_order(proc: Process) -> tuple[object, ...]:
+    """DP0·TP0, DP0·TP1, DP1·TP0: outermost axis first, unknown coordinates last."""
+    coords = coordinates(proc)
+    return (*((coords.get(a) is None, coords.get(a) or 0) for a in AXES), proc.pid)
+
+
+def _replicated(procs: Sequence[Process]) -> bool:
+    """Some rank has a DP or PP coordinate: "rank 1" alone would name two processes."""
+    return any(p.rank is not None and (p.rank.dp is not None or p.rank.pp is not None)
+               for p in procs)
 
 
 def _frame_label(frame_name: str, location: str, native: bool) -> str:

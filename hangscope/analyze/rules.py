@@ -34,7 +34,7 @@ from hangscope.model import (
     VerdictKind,
     rank_id,
 )
-from hangscope.words import describe, rank_set, verb
+from hangscope.words import describe, rank_set, short_who, verb
 
 RuleFunction = Callable[[Facts], "Verdict | None"]
 
@@ -53,7 +53,7 @@ def evidence(facts: Facts) -> tuple[str, ...]:
     lines = []
     for proc in facts.subjects:
         working = proc.working_thread
-        bits = [f"{rank_set([rank_id(proc)], proc.rank is not None)} (PID {proc.pid})",
+        bits = [f"{short_who(proc)} (PID {proc.pid})",
                 f"state {proc.state or '?'}"]
         if proc.cpu_percent is not None:
             bits.append(f"CPU {proc.cpu_percent:.0f}%")

@@ -71,7 +71,8 @@ def test_given_unreaped_rank_then_missing_with_its_exit_code(tmp_path: Path) -> 
 
 def test_given_dp_tp_titled_schedulers_then_named_by_coordinates(tmp_path: Path) -> None:
     with verdict_job("dp_tp", tmp_path, [f"rank{i}" for i in range(4)]) as job:
-        data = json.loads(dump_json(job.launcher))
+        raw = dump_json(job.launcher)
+        data = json.loads(raw)
     snap = from_dict(data)
     ranks = {p.pid: p for p in snap.ranks}
     assert len(ranks) == 4
@@ -86,3 +87,13 @@ def test_given_dp_tp_titled_schedulers_then_named_by_coordinates(tmp_path: Path)
     groups = comparable_groups(list(ranks.values()))
     assert sorted(sorted(rank_label(p) for p in g) for g in groups) == [
         ["DP0·TP0", "DP0·TP1"], ["DP1·TP0", "DP1·TP1"]]
+    # What the user sees: groups and the verdict name each scheduler by its coordinates.
+    (group,) = data["groups"]
+    assert group["labels"] == ["DP0·TP0", "DP0·TP1", "DP1·TP0", "DP1·TP1"]
+    assert data["verdict"]["summary"].startswith(
+        "All waiting: DP0·TP0, DP0·TP1, DP1·TP0, DP1·TP1 wait "), (
+        data["verdict"]["summary"])
+    assert any(line.startswith(f"DP1·TP1 (PID {job.pids['rank3']})")
+               for line in data["verdict"]["evidence"]), data["verdict"]["evidence"]
+    report = show_text(raw, tmp_path)
+    assert "DP1·TP1" in report, report
