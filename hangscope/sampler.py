@@ -295,7 +295,7 @@ class Sampler:
         # the window may stretch by a --timeout per round; past that, the recorders stop alone
         cap = opts.window + opts.samples * opts.timeout + 30
         watcher = ProgressWatcher(watched, pyspy=self._pyspy, record=self.last is None,
-                                  max_seconds=cap)
+                                  max_seconds=cap, record_limit=_record_limit())
         watcher.start()
         return watcher
 
@@ -412,10 +412,22 @@ class Sampler:
 _WATCHED = frozenset({Role.RANK, Role.MAIN, Role.ENGINE_CORE})
 
 
+def _record_limit() -> int:
+    """How many ranks get a ``py-spy record`` (~3% of a core each); the rest, counters only."""
+    return max(8, 4 * _cores())
+
+
 def _progress(evidence: ProgressEvidence, processes: Sequence[Process]) -> JobProgress:
     """Decide each watched process from the evidence, with the GPUs it uses."""
     gpus_of = {p.pid: [g.gpu_index for g in p.gpus] for p in processes}
-    return progress_of(evidence, gpus_of)
+    progress = progress_of(evidence, gpus_of)
+    limit = _record_limit()
+    recorded = any(p.sampled for p in evidence.processes)  # not on a live view's later tick
+    if recorded and len(evidence.processes) > limit and progress.note is None:
+        progress = replace(progress, note=(
+            f"Python lines recorded for {limit} of {len(evidence.processes)} processes (one "
+            "recorder per core's worth); the others are judged by kernel counters and the GPU."))
+    return progress
 
 
 _analysis_warm = False

@@ -236,13 +236,17 @@ class ProgressWatcher:
 
     def __init__(self, pids: Iterable[int], *, rate: int = RATE, gpus: bool = True,
                  gpu_indices: Iterable[int] | None = None, pyspy: str | None = None,
-                 record: bool = True, max_seconds: float | None = None) -> None:
+                 record: bool = True, max_seconds: float | None = None,
+                 record_limit: int | None = None) -> None:
         self.pids = tuple(dict.fromkeys(pids))
         self.rate = rate
         self.record = record  # False: counters and GPM only (a live view's cheap refresh)
         # py-spy record's --duration: were this process killed before stop(), its recorders
         # would otherwise sample until their targets exit
         self.max_seconds = max_seconds
+        # at most this many recorders (the first PIDs): each costs ~3% of a core at 100 Hz,
+        # so 64 ranks on a small host would starve the job; the others get counters and GPM
+        self.record_limit = record_limit
         self._pyspy = pyspy
         self._gpm = GpmWindow(gpu_indices) if gpus else None
         self._folder: tempfile.TemporaryDirectory[str] | None = None
@@ -278,8 +282,9 @@ class ProgressWatcher:
             self._error = str(exc)
         else:
             cap = None if self.max_seconds is None else max(1, math.ceil(self.max_seconds))
+            recorded = self.pids[:self.record_limit] if self.record else ()
             self._recorders = [_start_recorder(pyspy, pid, self.rate, self._folder.name, cap)
-                               for pid in self.pids] if self.record else []
+                               for pid in recorded]
         if self._gpm is not None:
             self._gpm.start()
         self._t0 = time.monotonic()
