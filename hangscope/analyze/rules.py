@@ -34,7 +34,7 @@ from hangscope.model import (
     VerdictKind,
     rank_id,
 )
-from hangscope.words import describe, rank_set, short_who, verb
+from hangscope.words import describe, group_names, rank_set, short_who, verb
 
 RuleFunction = Callable[[Facts], "Verdict | None"]
 
@@ -133,10 +133,12 @@ def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str) -> Ver
         summary += ". The groups are the same size: no majority says which side is wrong."
     else:
         odd = [r for g in suspects_groups for r in g.ranks]
-        summary += f". The odd one out is {rank_set(odd, is_rank)}."
+        labels = [label for g in suspects_groups for label in g.labels]
+        summary += (f". The odd one out is "
+                    f"{', '.join(labels) if labels else rank_set(odd, is_rank)}.")
     chosen = {pid for g in coll_groups for pid in g.pids}
     others = [g for g in facts.groups if chosen.isdisjoint(g.pids)]
-    lines = tuple(f"{g.signature}: {rank_set(g.ranks, is_rank)}" for g in ordered + others)
+    lines = tuple(f"{g.signature}: {group_names(g, is_rank)}" for g in ordered + others)
     return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
                    tuple(pid for g in suspects_groups for pid in g.pids), lines)
 

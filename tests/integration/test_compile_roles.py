@@ -71,7 +71,7 @@ def test_given_torch_compile_in_progress_then_main_compiles_and_workers_help(
     assert "of 2 compile workers busy" in verdict.summary
     assert verdict.suspects == (main.pid,)
     report = show_text(data, tmp_path)
-    assert "COMPILING" in report and "launcher" not in report.split("\n", 1)[0], report
+    assert "COMPILING" in report and "launcher" not in report.split("VERDICT")[0], report
 
 
 def test_given_dataloader_workers_then_helpers_not_ranks(tmp_path: Path) -> None:

@@ -97,3 +97,18 @@ def test_given_dp_tp_titled_schedulers_then_named_by_coordinates(tmp_path: Path)
                for line in data["verdict"]["evidence"]), data["verdict"]["evidence"]
     report = show_text(raw, tmp_path)
     assert "DP1·TP1" in report, report
+
+
+def test_given_dp_replicas_with_a_mismatch_in_one_then_the_dump_names_it_by_label(
+        tmp_path: Path) -> None:
+    with verdict_job("dp_tp_mismatch", tmp_path, [f"rank{i}" for i in range(6)],
+                     timeout=120) as job:
+        raw = dump_json(job.launcher)
+    verdict = json.loads(raw)["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["summary"].startswith("Mismatched collectives (in DP1): DP1·TP0, DP1·TP1 "
+                                         "wait in all_reduce"), verdict["summary"]
+    assert verdict["summary"].endswith("The odd one out is DP1·TP2."), verdict["summary"]
+    assert verdict["suspects"] == [job.pids["rank5"]]
+    report = show_text(raw, tmp_path)
+    assert "The odd one out is DP1·TP2" in report, report

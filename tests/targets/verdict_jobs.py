@@ -16,6 +16,8 @@ knows the job is where it should be without sleeping. Modes:
 - ``p2p_stalled`` rank 0 sleeps instead of sending; rank 1 receives from 0, rank 2 from 1.
 - ``p2p_ok``    a healthy 3-stage pipeline of matched send/recv of 16 MB each step.
 - ``dp_tp``     4 processes titled ``sglang::scheduler_DP<d>_TP<t>`` (setproctitle), waiting.
+- ``dp_tp_mismatch`` 6 gloo ranks titled DP<d>_TP<t> (2 x 3): DP0 in a world all_reduce, DP1's
+                TP0-1 in all_reduce and TP2 in all_gather of their TP group.
 - ``user_names`` one process whose threads wait in user functions named item, tolist, cpu
                 and capture_graph (names of torch syncs and capture, but not torch's).
 - ``dataloader`` one process whose 2 DataLoader workers wait forever inside __getitem__.
@@ -36,7 +38,7 @@ import time
 from pathlib import Path
 
 WORLD = {"filelock": 3, "flock": 3, "missing": 4, "missing_unreaped": 4, "p2p_cycle": 3,
-         "p2p_ok": 3, "p2p_stalled": 3, "dp_tp": 4}
+         "p2p_ok": 3, "p2p_stalled": 3, "dp_tp": 4, "dp_tp_mismatch": 6}
 
 
 def ready(path: str, tag: str) -> None:
@@ -101,6 +103,9 @@ def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
     if mode.startswith("missing"):
         dist.all_reduce(t)
         return
+    if mode == "dp_tp_mismatch":
+        dp_tp_mismatch(rank, t, ready_file)
+        return
     prev, nxt = (rank - 1) % world, (rank + 1) % world
     if mode == "p2p_cycle":
         ready(ready_file, f"rank{rank}")
@@ -121,6 +126,25 @@ def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
         time.sleep(0.01)
         if rank < world - 1:
             dist.send(t, dst=rank + 1)
+
+
+def dp_tp_mismatch(rank: int, t: object, ready_file: str) -> None:
+    """DP2 x TP3 gloo ranks titled as SGLang schedulers: replica 0 waits in a world
+    all_reduce (replica 1 never joins it); in replica 1, TP0-1 all_reduce in their TP group
+    and TP2 all_gathers in it: the mismatch is in DP1 only, and its odd one out is DP1·TP2."""
+    import setproctitle
+    import torch.distributed as dist
+
+    dp, tp = divmod(rank, 3)
+    setproctitle.setproctitle(f"sglang::scheduler_DP{dp}_TP{tp}")
+    groups = [dist.new_group([0, 1, 2]), dist.new_group([3, 4, 5])]
+    ready(ready_file, f"rank{rank}")
+    if dp == 0:
+        dist.all_reduce(t)
+    elif tp < 2:
+        dist.all_reduce(t, group=groups[1])
+    else:
+        dist.all_gather([t.clone() for _ in range(3)], t, group=groups[1])
 
 
 def titled_rank(rank: int, ready_file: str) -> None:

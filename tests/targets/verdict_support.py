@@ -94,11 +94,13 @@ def dump_json(pid: int, *extra: str, timeout: float = 120.0) -> str:
 
 
 def show_text(data: str, where: Path) -> str:
-    """``python -m hangscope show FILE`` of a saved JSON dump: the text report a user reads."""
+    """``python -m hangscope show FILE`` of a saved JSON dump: the text report a user reads,
+    unwrapped (box edges dropped, whitespace collapsed) so that a sentence is one string."""
     path = where / "dump.json"
     path.write_text(data)
     env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
     done = subprocess.run([sys.executable, "-m", "hangscope", "show", str(path)],
                           capture_output=True, text=True, timeout=60, env=env, check=False)
     assert "Traceback" not in done.stderr, done.stderr
-    return done.stdout
+    assert done.returncode == 0, done.stderr
+    return " ".join(done.stdout.replace("│", " ").split())

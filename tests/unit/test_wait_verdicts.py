@@ -122,3 +122,19 @@ def test_given_a_helper_named_suspect_then_decide_drops_it() -> None:
     row = rules.Rule(VerdictKind.UNKNOWN, lambda f: replace(
         rules.unknown(f), suspects=(worker, facts.subjects[0].pid)), "test row")
     assert rules.decide(facts, (row,)).suspects == (facts.subjects[0].pid,)
+
+
+def test_given_dp_replicas_then_mismatch_only_within_one_replica_by_label() -> None:
+    # DP0's three ranks wait in a world all_reduce at another line: compared with DP1's ranks
+    # they would make TP2 "rank 2" of both replicas; only DP1 disagrees inside itself.
+    snap = dump("dp_tp_mismatch")
+    odd = next(p for p in snap.processes if p.title == "sglang::scheduler_DP1_TP2")
+    assert snap.verdict is not None
+    assert snap.verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES
+    assert snap.verdict.summary.startswith(
+        "Mismatched collectives (in DP1): DP1·TP0, DP1·TP1 wait in all_reduce at "
+        "dp_tp_mismatch (verdict_jobs.py:")
+    assert snap.verdict.summary.endswith("The odd one out is DP1·TP2.")
+    assert snap.verdict.suspects == (odd.pid,)
+    assert [g.labels for g in snap.groups] == [
+        ("DP0·TP0", "DP0·TP1", "DP0·TP2"), ("DP1·TP0", "DP1·TP1"), ("DP1·TP2",)]
