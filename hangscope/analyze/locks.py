@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from hangscope.analyze.pylocals import as_str, frame_locals, thread_frames
 from hangscope.model import Category, Process, Thread
 from hangscope.wait_evidence import FileLockRecord
-from hangscope.words import who, who_many
+from hangscope.words import verb, who, who_many
 
 
 @dataclass(frozen=True)
@@ -110,9 +110,9 @@ def describe_lock_wait(wait: LockWait, processes: Sequence[Process]) -> str:
     sleep at build_kernel (job.py:49)``."""
     by_pid = {p.pid: p for p in processes}
     waiters = [by_pid[pid] for pid in wait.waiters if pid in by_pid]
-    verb = "waits" if len(waiters) == 1 else "wait"
+    waits = "waits" if len(waiters) == 1 else "wait"
     what = f"the file lock on {_short_path(wait.path)}" if wait.path else "a file lock"
-    text = f"{who_many(waiters)} {verb} for {what}"
+    text = f"{who_many(waiters)} {waits} for {what}"
     if wait.holder is None and wait.candidates:
         holders = [by_pid[pid] for pid in wait.candidates if pid in by_pid]
         return text + f", held by one of {who_many(holders)} (py-spy --locals names the file)"
@@ -125,7 +125,9 @@ def describe_lock_wait(wait: LockWait, processes: Sequence[Process]) -> str:
     text += f" held by {who(holder)}"
     thread = holder.working_thread
     if thread is not None and thread.category is not None:
-        text += f", which is in {thread.category}"
+        # The JIT-cache pattern reads as such: the holder builds under the lock.
+        text += (f", which {verb(Category.JIT_COMPILE)}"
+                 if thread.category is Category.JIT_COMPILE else f", which is in {thread.category}")
         if thread.site:
             text += f" at {thread.site}"
     return text

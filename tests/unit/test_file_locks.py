@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hangscope.analyze import analyze
 from hangscope.analyze.classify import classify_thread
 from hangscope.analyze.locks import (
     describe_lock_wait,
@@ -19,8 +20,9 @@ from hangscope.analyze.locks import (
 )
 from hangscope.collect.locks import FileLockRecord, parse_proc_locks
 from hangscope.collect.pyspy import parse_dump
-from hangscope.model import Category, Process, Snapshot, Thread
+from hangscope.model import Category, Job, Process, Snapshot, Thread, VerdictKind
 from hangscope.serialize import load
+from hangscope.wait_evidence import WaitEvidence
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "locks"
 CAPTURE = FIXTURES / "proc_locks.txt"
@@ -114,5 +116,21 @@ def test_given_inductor_waiting_for_its_cache_lock_then_jit_compile_waiting_for_
     (wait,) = file_lock_waits([holder, waiter], records)
     assert (wait.waiters, wait.holder, wait.polling) == ((18410,), 18409, True)
     assert describe_lock_wait(wait, [holder, waiter]).startswith(
-        "PID 18410 (python) waits for a file lock held by PID 18409 (python), which is in "
-        "jit_compile at ")
+        "PID 18410 (python) waits for a file lock held by PID 18409 (python), which compiles "
+        "a kernel (JIT) at ")
+
+
+def test_given_inductor_cache_lock_then_the_verdict_is_a_lock_wait_on_the_compiling_holder(
+        ) -> None:
+    # The same two real processes as one job's snapshot, with the /proc/locks read then.
+    holder = _inductor_process("holder", 18409, "anon_pipe_read")
+    waiter = _inductor_process("waiter", 18410, "hrtimer_nanosleep")
+    records = parse_proc_locks((FIXTURES / "inductor.proc_locks.txt").read_text())
+    snap = analyze(Snapshot(created="2026-11-29T14:00:00+00:00", hangscope="test", hosts=(),
+                            job=Job(), processes=(holder, waiter),
+                            waits=WaitEvidence(file_locks=records)))
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.LOCK_WAIT
+    assert snap.verdict.summary.startswith(
+        "Lock wait: PID 18410 (python) waits for a file lock held by PID 18409 (python), which "
+        "compiles a kernel (JIT) at ")
+    assert snap.verdict.suspects == (18409,)
