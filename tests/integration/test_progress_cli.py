@@ -103,3 +103,23 @@ def test_given_py_spy_record_failing_then_a_note_and_the_stack_samples_decide(
     assert "record is not supported here" in notes[0]
     assert data["verdict"]["kind"] in ("all_waiting", "progressing", "straggler", "unknown")
     assert not data["verdict"]["summary"].startswith("Progressing over")
+
+
+def test_given_one_process_busy_in_one_c_call_then_slow_not_proven_hung(tmp_path: Path) -> None:
+    # A catastrophically backtracking regex: one Python line, 100% CPU, no GPU. Neither a move
+    # nor a hang can be proven: the verdict says so, and which evidence it looked at.
+    ready = tmp_path / "ready"
+    target = subprocess.Popen([sys.executable, str(TARGETS / "progress_single.py"), "regex",
+                               str(ready)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        poll(lambda: ready.exists() and ready.read_text().strip(), "the regex process")
+        data = dump_json(target.pid)
+    finally:
+        target.kill()
+        target.wait()
+    assert data["progress"]["decision"] == "slow"
+    assert [r["evidence"] for r in data["progress"]["ranks"]] == ["counters"]
+    summary = data["verdict"]["summary"]
+    assert f"Slow, not proven hung: PID {target.pid} (the thread ran" in summary, summary
+    assert "a spin or work" in summary
+    assert any("slow (kernel counters)" in line for line in data["verdict"]["evidence"])
