@@ -197,6 +197,11 @@ class RankInfo:
         return None
 
     @property
+    def replicated(self) -> bool:
+        """It has a DP or PP coordinate: its rank number alone is shared with other replicas."""
+        return self.dp is not None or self.pp is not None
+
+    @property
     def label(self) -> str:
         parts = []
         for name in ("dp", "pp", "tp", "ep"):

@@ -47,7 +47,7 @@ def short_who(proc: Process) -> str:
     """``rank 3``, ``DP1·TP1``, else ``PID 123``: the name inside a sentence that already gives
     the PID (with a DP or PP coordinate, "rank 1" would name one process of each replica)."""
     info = proc.rank
-    if info is not None and (info.dp is not None or info.pp is not None):
+    if info is not None and info.replicated:
         return "·".join(f"{axis.upper()}{value}" for axis in ("dp", "pp", "tp", "ep")
                         if (value := getattr(info, axis)) is not None)
     if info is not None and info.key is not None:
@@ -76,6 +76,9 @@ def who_many(procs: Sequence[Process]) -> str:
     parts = []
     if ranked:
         numbers = compact_ranks(rank_id(p) for p in ranked)
+        if any(p.rank is not None and p.rank.replicated
+               for p in ranked):  # replicas share rank numbers: name each by coordinates
+            numbers = ", ".join(short_who(p) for p in ranked)
         if len(ranked) == 1:
             parts.append(who(ranked[0]))
         else:  # a scattered set of thousands of ranks is a count, not a list

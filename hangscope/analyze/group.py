@@ -46,8 +46,7 @@ def _coordinate_order(proc: Process) -> tuple[object, ...]:
 
 def _replicated(procs: Sequence[Process]) -> bool:
     """Some rank has a DP or PP coordinate: "rank 1" alone would name two processes."""
-    return any(p.rank is not None and (p.rank.dp is not None or p.rank.pp is not None)
-               for p in procs)
+    return any(p.rank is not None and p.rank.replicated for p in procs)
 
 
 def _frame_label(frame_name: str, location: str, native: bool) -> str:
