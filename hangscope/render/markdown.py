@@ -5,7 +5,7 @@ from __future__ import annotations
 from hangscope.model import Snapshot, Thread
 from hangscope.render import collectives
 from hangscope.render.stack import display_lines
-from hangscope.words import rank_set
+from hangscope.words import group_names
 
 _MARK = {"critical": "🔴", "warning": "🟡", "info": "🔵"}
 
@@ -82,7 +82,7 @@ def render_markdown(snap: Snapshot) -> str:
             site = f" at `{group.site}`" if group.site else ""
             op = f" `{group.op}`" if group.op else ""
             ctx = f" _{group.context}_" if group.context else ""
-            out.append(f"- **{rank_set(group.ranks, True)}**: {group.category}{op}"
+            out.append(f"- **{group_names(group, True)}**: {group.category}{op}"
                        f"{site}{ctx}{odd}")
             rep = by_pid.get(group.pids[0])
             working = rep.working_thread if rep else None

@@ -24,7 +24,7 @@ from hangscope.model import (
 from hangscope.render import collectives
 from hangscope.render.fold import fold_rows, pid_label, rank_label
 from hangscope.render.stack import display_lines
-from hangscope.words import rank_set, size
+from hangscope.words import group_names, size
 
 SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow",
                   Severity.INFO: "cyan"}
@@ -134,7 +134,7 @@ def groups_view(snap: Snapshot, native: bool = True, stack_limit: int = 25) -> R
     for group in snap.groups:
         title = Text()
         odd = any(pid in suspects for pid in group.pids)
-        title.append(f"{rank_set(group.ranks, is_rank):<14}", style="bold red" if odd else "bold")
+        title.append(f"{group_names(group, is_rank):<14}", style="bold red" if odd else "bold")
         title.append(f" {group.category}", style=CATEGORY_STYLE.get(group.category, ""))
         if group.op:
             title.append(f" {group.op}", style="bold")

@@ -13,7 +13,7 @@ from textual.widgets.option_list import Option
 
 from hangscope.model import Process, Snapshot, signature_of
 from hangscope.tui.ranks import RankFilter
-from hangscope.words import rank_set
+from hangscope.words import group_names
 
 #: Every key of the main screen, for ``?`` and docs/tui.md.
 KEYS: tuple[tuple[str, str], ...] = (
@@ -59,7 +59,7 @@ class HelpScreen(ModalScreen[None]):
 def filter_choices(snap: Snapshot) -> list[RankFilter]:
     """The groups of the snapshot, then each category present, then "all"."""
     is_rank = any(p.rank is not None for p in snap.processes)
-    choices = [RankFilter(label=f"{rank_set(g.ranks, is_rank)}: {g.signature}",
+    choices = [RankFilter(label=f"{group_names(g, is_rank)}: {g.signature}",
                           pids=frozenset(g.pids)) for g in snap.groups]
     seen: list[str] = []
     for proc in snap.processes:

@@ -14,6 +14,7 @@ from pathlib import Path
 from hangscope.analyze import analyze, rules
 from hangscope.analyze.facts import facts_of
 from hangscope.model import Role, Snapshot, VerdictKind
+from hangscope.render.markdown import render_markdown
 from hangscope.serialize import load
 
 WAITS = Path(__file__).resolve().parent.parent / "fixtures" / "waits"
@@ -138,3 +139,10 @@ def test_given_dp_replicas_then_mismatch_only_within_one_replica_by_label() -> N
     assert snap.verdict.suspects == (odd.pid,)
     assert [g.labels for g in snap.groups] == [
         ("DP0·TP0", "DP0·TP1", "DP0·TP2"), ("DP1·TP0", "DP1·TP1"), ("DP1·TP2",)]
+
+
+def test_given_dp_replicas_then_the_report_groups_name_coordinates() -> None:
+    snap = dump("dp_tp_mismatch")
+    markdown = render_markdown(snap)
+    assert "- **DP1·TP2**: collective `all_gather`" in markdown, markdown
+    assert "- **DP0·TP0, DP0·TP1, DP0·TP2**: collective `all_reduce`" in markdown, markdown
