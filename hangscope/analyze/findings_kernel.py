@@ -88,16 +88,25 @@ def check_process_states(snap: Snapshot) -> Iterable[Finding]:
 
 # -- memory ----------------------------------------------------------------------------
 
-def _host_procs(snap: Snapshot, host: Host) -> list[Process]:
+def _procs_by_host(snap: Snapshot) -> dict[str | None, list[Process]]:
+    """Live processes per host in one pass (a merge of 1,000 nodes has 1,000 hosts)."""
     many = len(snap.hosts) > 1
-    return [p for p in snap.processes
-            if not p.is_exited and (not many or p.host in (None, host.name))]
+    by_host: dict[str | None, list[Process]] = {}
+    for p in snap.processes:
+        if not p.is_exited:
+            by_host.setdefault(p.host if many else None, []).append(p)
+    return by_host
+
+
+def _host_procs(by_host: dict[str | None, list[Process]], host: Host) -> list[Process]:
+    return by_host.get(host.name, []) + by_host.get(None, [])
 
 
 def check_memory(snap: Snapshot) -> Iterable[Finding]:
     """RSS and virtual size against RAM and the cgroup limit; swap; paging; overcommit."""
+    by_host = _procs_by_host(snap)
     for host in snap.hosts:
-        procs = [p for p in _host_procs(snap, host) if p.rss is not None]
+        procs = [p for p in _host_procs(by_host, host) if p.rss is not None]
         if not procs:
             continue
         rss = sum(p.rss or 0 for p in procs)

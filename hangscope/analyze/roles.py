@@ -272,6 +272,15 @@ def refine_roles(procs: Sequence[Process], comms: Mapping[int, str] | None = Non
         if proc.role not in HELPER_ROLES and _data_worker(proc, parent, comm):
             out[proc.pid] = replace(proc, role=Role.DATA_WORKER, rank=None)
     for proc in procs:
+        # torchrun's agent started by srun carries SLURM_PROCID (its task number) and reads
+        # as a rank; a process whose children are ranks with the LOCAL_RANK it lacks
+        # launched them.
+        if proc.role is Role.RANK and proc.rank is not None and proc.rank.local_rank is None:
+            kids = [out.get(pid, by_pid[pid]) for pid in proc.children if pid in by_pid]
+            if any(k.role is Role.RANK and k.rank is not None and k.rank.local_rank is not None
+                   for k in kids):
+                out[proc.pid] = replace(proc, role=Role.LAUNCHER, rank=None)
+    for proc in procs:
         if proc.role is not Role.LAUNCHER:
             continue
         kids = [out.get(pid, by_pid[pid]) for pid in proc.children if pid in by_pid]
