@@ -211,7 +211,9 @@ def run_one(scenario: str, variant: str, out: Path, dump: bool) -> dict:
             suffix = "json" if ras_r.report and ras_r.report.format.startswith("json") else "txt"
             (cap / f"ras.{suffix}").write_text(ras_r.raw)
         for d in fr_r.dumps:
-            shutil.copy(d.path, cap / Path(d.path).name)
+            dest = cap / Path(d.path).name
+            if Path(d.path).resolve() != dest.resolve():  # the FR prefix may point into cap
+                shutil.copy(d.path, dest)
         ok = _verdict_ok(scenario, variant, found)
         if variant == "fr":  # the dumps must have come through the pipe too
             ok = ok and fr_r.status == ev.READ and bool(fr_r.triggered)
