@@ -145,6 +145,8 @@ def merge(snapshots: list[Snapshot], nodes: Sequence[str | None] | None = None,
         redacted=all(s.redacted for s in snapshots),
         collectives=tuple(c for s in snapshots for c in s.collectives),  # one per node
         progress=merge_progress([s.progress for s in snapshots], [p.pid for p in processes]),
+        # /proc/locks and --locals are keyed by PIDs of one node: not across nodes (yet).
+        waits=first.waits if len(snapshots) == 1 else None,
     )
     return node_verdict(analyze(merged), unanswered)
 
