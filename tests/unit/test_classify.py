@@ -205,3 +205,18 @@ def test_given_inductor_helper_threads_then_main_thread_is_working_thread() -> N
     assert all(names[n].helper for n in ("subproc_worker_timer", "tqdm_monitor",
                                          "InductorSubproc"))
     assert pick_working_thread(threads) is names["MainThread"]
+
+
+def test_given_real_block_inside_make_graphed_callables_then_capture_label() -> None:
+    # H200 capture (tests/targets/gpu_graph_capture.py): the module's forward blocks while
+    # torch.cuda.make_graphed_callables captures it; the torch/cuda/graphs.py frame is the
+    # library evidence of capture, whatever the user's own functions are called.
+    state, wchan = proc_wchan("graphed")
+    dump = parse_dump(1, (FIXTURES / "graphed.native.json").read_text(), native=True)
+    main = next(t for t in dump.threads if t.name == "MainThread")
+    thread = classify_thread(Thread(tid=main.tid, name=main.name, active=main.active,
+                                    owns_gil=main.owns_gil, frames=main.frames,
+                                    wchan=wchan or None, state=state))
+    assert any(f.file and f.file.endswith("torch/cuda/graphs.py") for f in thread.frames)
+    assert thread.context == "cuda_graph_capture"
+    assert thread.site is not None and thread.site.startswith("target.<locals>.Blocked.forward")
