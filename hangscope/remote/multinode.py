@@ -84,6 +84,9 @@ def _slurm_nodes(job: str) -> list[str]:
 
 def _plan(args: argparse.Namespace,
           pid: int | None) -> tuple[Transport, list[str] | None, Spec]:
+    for nodeset in (args.nodes, args.pods):  # a typo in a node set is the first thing to say
+        if nodeset and nodeset != "auto":
+            expand(nodeset)
     spec = parse_spec(args.find) if args.find else (spec_for(pid) if pid else None)
     if args.slurm_job:
         nodes = expand(args.nodes) if args.nodes else _slurm_nodes(args.slurm_job)
