@@ -211,7 +211,9 @@ def test_given_real_block_inside_make_graphed_callables_then_capture_label() -> 
     # H200 capture (tests/targets/gpu_graph_capture.py): the module's forward blocks while
     # torch.cuda.make_graphed_callables captures it; the torch/cuda/graphs.py frame is the
     # library evidence of capture, whatever the user's own functions are called.
-    state, wchan = proc_wchan("graphed")
+    # graphed.tasks.txt: "tid comm state wchan" per thread, the main thread first.
+    first = (FIXTURES / "graphed.tasks.txt").read_text().splitlines()[0].split()
+    state, wchan = first[2], first[3]
     dump = parse_dump(1, (FIXTURES / "graphed.native.json").read_text(), native=True)
     main = next(t for t in dump.threads if t.name == "MainThread")
     thread = classify_thread(Thread(tid=main.tid, name=main.name, active=main.active,
