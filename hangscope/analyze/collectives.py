@@ -164,11 +164,11 @@ def live_ranks(processes: Sequence[Process]) -> dict[int, int]:
     for proc in processes:
         if proc.role not in (Role.RANK, Role.ENGINE_CORE) or proc.rank is None:
             continue
-        if proc.state in ("gone", "Z", "X") or proc.rank.global_rank is None:
+        if proc.is_exited or proc.rank.global_rank is None:
             continue
         out.setdefault(proc.rank.global_rank, proc.pid)
     if not out:  # a job without ranks: its one main process is rank 0 of a world of one
-        mains = [p for p in processes if p.role is Role.MAIN and p.state not in ("gone", "Z", "X")]
+        mains = [p for p in processes if p.role is Role.MAIN and not p.is_exited]
         if len(mains) == 1:
             out[0] = mains[0].pid
     return out

@@ -267,7 +267,7 @@ def read(processes: Sequence[Process], job_start: float | None = None, trigger: 
          deadline_s: float = DEADLINE_S) -> ev.FrReading:
     """This job's Flight Recorder dumps (fresh ones where the ranks have a debug-info pipe)."""
     start = time.time()
-    live = [p for p in processes if p.state not in ("gone", "Z", "X")]
+    live = [p for p in processes if not p.is_exited]
     ranks = [p for p in live if p.rank is not None and p.rank.global_rank is not None]
     number = {p.pid: p.rank.global_rank for p in ranks}  # type: ignore[union-attr]
     mains = [p for p in live if p.role is Role.MAIN]

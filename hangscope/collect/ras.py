@@ -275,7 +275,7 @@ def read(processes: Sequence[Process], host_ports: Iterable[int] = (),
     environments; ``host_ports``: every TCP port listened on by any process of the node.
     """
     start = time.monotonic()
-    live = [p for p in processes if p.state not in ("gone", "Z", "X")]
+    live = [p for p in processes if not p.is_exited]
     environs = [p.environ for p in live]
     host, port, explicit = endpoint(environs)
     where = f"{host}:{port}"
