@@ -265,8 +265,9 @@ def missing_evidence(ras: ev.RasReading | None, fr: ev.FrReading | None) -> str:
     if fr is None or not fr.dumps:
         why.append("no Flight Recorder dump")
     if ras is not None and ras.status == ev.NO_NCCL:
-        return (f"No collective evidence beyond the host stacks: {'; '.join(why)}. A gloo job's "
-                "host stacks already show which collective each rank waits in.")
+        # gloo blocks the host inside the collective: the stacks are the evidence, no hint.
+        return ("No NCCL in this job (gloo or CPU): the host stacks show which collective each "
+                "rank waits in.")
     ras_hint = ("leave NCCL_RAS_ENABLE unset (RAS is on by default in NCCL >= 2.24)"
                 if ras is None or ras.status in (ev.DISABLED, ev.NO_LISTENER, ev.READ)
                 else "use NCCL >= 2.24 for RAS" if ras.status == ev.TOO_OLD else

@@ -194,7 +194,7 @@ def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> T
     table = Table(box=None, header_style="bold", pad_edge=False)
     for name, kw in (("rank", {"justify": "right"}), ("pid", {"justify": "right"}),
                      ("role", {}), ("st", {}), ("cpu%", {"justify": "right"}),
-                     ("gpu", {}), ("category", {}), ("op", {}), ("site", {"overflow": "fold"})):
+                     ("gpu", {}), ("category", {}), ("op", {}), ("site", {"overflow": "ellipsis", "no_wrap": True})):
         table.add_column(name, **kw)
     suspects = set(snap.verdict.suspects) if snap.verdict else set()
     procs = processes if processes is not None else snap.processes

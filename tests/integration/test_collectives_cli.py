@@ -25,7 +25,7 @@ def test_dump_names_mismatched_collectives_from_the_flight_recorder(tmp_path: Pa
         assert not list(tmp_path.glob("nccl_trace_rank_*")), "--no-fr-trigger wrote dumps"
         (item,) = json.loads(quiet.stdout)["collectives"]
         assert item["ras_status"] == "no_nccl" and item["fr_status"] == "none_found"
-        assert item["missing_evidence"].startswith("No collective evidence beyond the host")
+        assert item["missing_evidence"].startswith("No NCCL in this job (gloo or CPU)")
 
         # Each dump asks once; a rank busy elsewhere may answer after the collector's deadline,
         # and the next dump reads what it wrote.
