@@ -56,6 +56,11 @@ def check_process_states(snap: Snapshot) -> Iterable[Finding]:
                           f"{name} {how} and is a zombie (<defunct>): {reaper} has not reaped "
                           "it, so whatever waits for it (a collective, a pipe) waits forever.",
                           {"pid": proc.pid, "ppid": proc.ppid, "exit_code": proc.exit_code})
+        elif proc.vanished and proc.role is Role.COMPILER:
+            # A JIT build runs gcc, cc1, as, ld one after another: each one leaving is normal.
+            yield Finding("proc.exited", Severity.INFO,
+                          f"{name} finished while hangscope was sampling it (a compiler pass "
+                          "ends on its own during a build).", {"pid": proc.pid, "ppid": proc.ppid})
         elif proc.vanished:
             yield Finding("proc.exited", Severity.CRITICAL,
                           f"{name} exited while hangscope was sampling it.",

@@ -21,7 +21,8 @@ _VLLM_OLD = re.compile(r"VllmWorker(?:Process)?[-_ ]?(?:rank=)?(\d+)")
 _RAY = re.compile(r"^ray::")
 
 COMPILER_NAMES = ("ptxas", "nvcc", "cicc", "ninja", "nvlink", "fatbinary", "cc1plus", "gcc", "g++",
-                  "clang")
+                  "clang", "cc1", "cc", "c++", "clang++", "as", "ld", "collect2", "lto1",
+                  "lto-wrapper", "ld.lld", "ld.gold", "make", "cmake")
 
 
 def title_of(cmdline: Sequence[str]) -> str:
@@ -257,6 +258,28 @@ def _data_worker(proc: Process, parent: Process | None, comm: str | None) -> boo
             and proc.rank == parent.rank)
 
 
+def _rank_helper(proc: Process, by_pid: Mapping[int, Process],
+                 out: Mapping[int, Process]) -> Process | None:
+    """A process below a rank that reads as a rank only by the environment it inherited (gcc's
+    cc1 keeps RANK=0): a compiler's descendant is a compiler; a non-Python descendant of a rank,
+    or one that carries its ancestor rank's own RANK, is that rank's helper, not a rank."""
+    if proc.role is not Role.RANK or proc.rank is None or proc.rank.source != "env":
+        return None
+    seen: set[int] = set()
+    parent = by_pid.get(proc.ppid) if proc.ppid is not None else None
+    while parent is not None and parent.pid not in seen:
+        seen.add(parent.pid)
+        parent = out.get(parent.pid, parent)
+        if parent.role is Role.COMPILER:
+            return replace(proc, role=Role.COMPILER, rank=None)
+        if parent.role is Role.RANK and parent.rank is not None and (
+                proc.python is False
+                or parent.rank.global_rank == proc.rank.global_rank):
+            return replace(proc, role=Role.OTHER, rank=None)
+        parent = by_pid.get(parent.ppid) if parent.ppid is not None else None
+    return None
+
+
 def refine_roles(procs: Sequence[Process], comms: Mapping[int, str] | None = None) -> list[Process]:
     """Second pass over a job's roles, once every process is known (``ps -o pid,comm``).
 
@@ -280,6 +303,11 @@ def refine_roles(procs: Sequence[Process], comms: Mapping[int, str] | None = Non
             if any(k.role is Role.RANK and k.rank is not None and k.rank.local_rank is not None
                    for k in kids):
                 out[proc.pid] = replace(proc, role=Role.LAUNCHER, rank=None)
+    for proc in procs:  # parents before children: a helper's own children are seen after it;
+        # after the srun agent pass: the agent's SLURM_PROCID is no rank to compare with
+        helper = _rank_helper(out.get(proc.pid, proc), by_pid, out)
+        if helper is not None:
+            out[proc.pid] = helper
     for proc in procs:
         if proc.role is not Role.LAUNCHER:
             continue

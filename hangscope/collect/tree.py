@@ -140,7 +140,9 @@ def find_root(pid: int) -> int:
 
     Climb while the current process looks like a worker (a titled rank, a process with RANK
     in its environment, a multiprocessing child, a fork of its parent) and its parent is a
-    Python process that is not hangscope itself. Shells, init, tmux and pytest stop the climb.
+    Python process that is not hangscope itself. Init, tmux, sshd, a login shell and pytest stop
+    the climb; another shell stops it too unless it started this rank's siblings (same
+    rendezvous or command line): then that shell is the launcher.
     """
     me = os.getpid()
     current = psutil.Process(pid)
@@ -155,10 +157,68 @@ def find_root(pid: int) -> int:
         parent_cmd = read_cmdline(parent.pid)
         env = read_environ(current.pid) or {}
         if not looks_like_python(parent_cmd):
-            return current.pid
+            # A shell that started this rank and its siblings (`bash -c 'RANK=0 python r.py &
+            # RANK=1 ...'`) is the job's launcher; one that merely started this job is not.
+            shell_runs_job = same_job_siblings(current.pid, parent.pid, cmd, env)
+            return parent.pid if shell_runs_job and launches_jobs(parent_cmd) else current.pid
         if not looks_like_worker(cmd, env, parent_cmd):
             return current.pid
         current = parent
+
+
+#: Parents that start unrelated jobs: discovery never climbs to them from a rank.
+_SESSION_HOSTS = ("init", "systemd", "tmux", "tmux: server", "screen", "SCREEN", "sshd", "login",
+                  "su", "sudo", "containerd-shim", "docker-init", "tini", "dumb-init", "pytest",
+                  "srun", "slurmstepd", "sbatch")
+
+
+def launches_jobs(parent_cmd: tuple[str, ...] | list[str]) -> bool:
+    """Whether a non-Python parent may be a job's launcher: not a login shell (argv[0] starts
+    with "-"), a terminal multiplexer, sshd, init or a scheduler's step daemon."""
+    if not parent_cmd:
+        return False
+    head = parent_cmd[0]
+    if head.startswith("-"):
+        return False
+    name = head.rsplit("/", 1)[-1].split(":", 1)[0]
+    return name not in _SESSION_HOSTS
+
+
+def job_key(env: dict[str, str]) -> tuple[str, ...] | None:
+    """What names one job's rendezvous: MASTER_ADDR:MASTER_PORT, else torchelastic's run id."""
+    if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+        return ("rdzv", env["MASTER_ADDR"], env["MASTER_PORT"])
+    if env.get("TORCHELASTIC_RUN_ID"):
+        return ("elastic", env["TORCHELASTIC_RUN_ID"], env.get("WORLD_SIZE", ""))
+    return None
+
+
+def _is_rank_env(env: dict[str, str]) -> bool:
+    return "RANK" in env or "LOCAL_RANK" in env
+
+
+def same_job_siblings(pid: int, parent: int, cmd: tuple[str, ...] | list[str],
+                      env: dict[str, str]) -> list[int]:
+    """The other children of ``parent`` that are ranks of ``pid``'s job: same rendezvous
+    (MASTER_ADDR/MASTER_PORT or TORCHELASTIC_RUN_ID) or the same command line, with a RANK."""
+    if not _is_rank_env(env):
+        return []
+    key = job_key(env)
+    try:
+        kids = psutil.Process(parent).children()
+    except psutil.Error:
+        return []
+    out = []
+    for kid in kids:
+        if kid.pid == pid:
+            continue
+        kid_env = read_environ(kid.pid) or {}
+        if not _is_rank_env(kid_env):
+            continue
+        if (key is not None and job_key(kid_env) == key) or (
+                cmd and tuple(read_cmdline(kid.pid)) == tuple(cmd)):
+            out.append(kid.pid)
+    return out
 
 
 def walk(root: int, limit: int = 4096, fixed: Fixed | None = None) -> list[Found]:

@@ -51,15 +51,16 @@ class Job:
 
 @contextlib.contextmanager
 def verdict_job(mode: str, tmp_path: Path, tags: Sequence[str],
-                timeout: float = 60.0) -> Iterator[Job]:
-    """Run ``verdict_jobs.py MODE`` until every tag in ``tags`` is ready; kill it after."""
+                timeout: float = 60.0, jobs: Path = JOBS) -> Iterator[Job]:
+    """Run ``verdict_jobs.py MODE`` (or another ``jobs`` script of the same interface) until
+    every tag in ``tags`` is ready; kill it after."""
     workdir = tmp_path / f"job-{mode}"
     workdir.mkdir()
     ready = workdir / "ready"
     ready.touch()
     log = workdir / "log"
     with open(log, "wb") as out:
-        popen = subprocess.Popen([sys.executable, str(JOBS), mode, str(ready), str(workdir)],
+        popen = subprocess.Popen([sys.executable, str(jobs), mode, str(ready), str(workdir)],
                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     job = Job(popen.pid, {}, workdir, ready, log)
     try:

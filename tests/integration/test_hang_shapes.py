@@ -1,0 +1,62 @@
+"""Verdicts on real jobs of shapes a blind test found misread (tests/targets/hang_shapes.py).
+
+GIVEN 3 ranks started by ``bash -c '... & ... & wait'`` and only one rank's PID, THEN discovery
+climbs to the shell and finds all 3 (no rank is "missing"). GIVEN rank 0 holding a build lock
+while gcc (and its cc1, which inherits RANK=0) compiles, THEN cc1 is a compiler, not a second
+rank 0, and its exit is no critical finding. GIVEN a lock-order inversion between two threads of
+rank 1 while ranks 0 and 2 wait in all_reduce, THEN the verdict is a local deadlock in rank 1
+naming both threads where they block.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
+
+from verdict_support import dump_json, show_text, verdict_job
+
+SHAPES = Path(__file__).resolve().parent.parent / "targets" / "hang_shapes.py"
+
+
+def _ranks(data: dict) -> dict[int, int]:
+    return {p["rank"]["global_rank"]: p["pid"] for p in data["processes"]
+            if p["role"] == "rank" and p.get("rank")}
+
+
+def test_given_a_rank_pid_under_a_bash_launcher_then_its_siblings_are_found(
+        tmp_path: Path) -> None:
+    with verdict_job("shell", tmp_path, ["rank0", "rank1", "rank2"], timeout=120,
+                     jobs=SHAPES) as job:
+        raw = dump_json(job.pids["rank2"])
+        text = show_text(raw, tmp_path)
+    data = json.loads(raw)
+    assert _ranks(data) == {r: job.pids[f"rank{r}"] for r in range(3)}
+    shell = next(p for p in data["processes"] if p["pid"] == data["job"]["launcher"])
+    assert shell["cmdline"][:2] == ["bash", "-c"], shell
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [job.pids["rank1"]]
+    assert "missing" not in text.lower(), text
+
+
+def test_given_a_rank_running_gcc_then_cc1_is_its_compiler_not_a_rank(tmp_path: Path) -> None:
+    with verdict_job("gcc", tmp_path, ["holder", "rank1", "rank2"], timeout=120,
+                     jobs=SHAPES) as job:
+        raw = dump_json(job.pids["rank2"])
+    data = json.loads(raw)
+    assert _ranks(data) == {0: job.pids["holder"], 1: job.pids["rank1"], 2: job.pids["rank2"]}
+    ranks = [p for p in data["processes"] if p["role"] == "rank"]
+    assert len(ranks) == 3, [(p["pid"], p["cmdline"][:1]) for p in ranks]
+    helpers = [p for p in data["processes"] if p["ppid"] != data["job"]["launcher"]
+               and p["pid"] != data["job"]["launcher"]]
+    assert helpers, "gcc was not running at discovery"
+    assert {p["role"] for p in helpers} == {"compiler"}, [(p["cmdline"][:1], p["role"])
+                                                          for p in helpers]
+    verdict = data["verdict"]
+    assert verdict["kind"] != "missing_rank", verdict
+    assert verdict["suspects"] == [job.pids["holder"]], verdict
+    for finding in data["findings"]:
+        assert not (finding["severity"] == "critical" and "exited" in finding["message"]), finding

@@ -1,0 +1,155 @@
+"""Real hung jobs of shapes an independent blind test found misread (ported, new names).
+
+    python hang_shapes.py MODE READY_FILE WORKDIR
+
+Each process appends ``"<pid> <tag>"`` to READY_FILE right before it enters the call it stays
+in. Modes:
+
+- ``shell``     a bash ``-c 'RANK=0 python ... & RANK=1 ... & RANK=2 ... & wait'`` starts 3 gloo
+                ranks (MASTER_ADDR/PORT from the environment); rank 1 calls broadcast while
+                ranks 0 and 2 call all_reduce.
+- ``gcc``       3 ranks (RANK/WORLD_SIZE env) share a ``filelock.FileLock``; rank 0 holds it
+                and runs gcc on generated C again and again (gcc's cc1 inherits RANK=0);
+                ranks 1-2 poll the lock.
+- ``inversion`` 3 gloo ranks; in rank 1, thread "loader" takes lock A then B and thread "stats"
+                takes B then A (a lock-order inversion); rank 1's main thread joins "loader";
+                ranks 0 and 2 wait in all_reduce.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+KERNEL = """
+double k_%(i)d(double *a, int n) {
+  double s = 0;
+  for (int r = 0; r < 64; r++)
+    for (int i = 0; i < n; i++) s += a[i] * (r + %(i)d) / (i + 1.0);
+  return s;
+}
+"""
+
+
+def ready(path: str, tag: str) -> None:
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()} {tag}\n")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _gloo():  # torch.distributed, imported late (a slow import)
+    import torch.distributed as dist
+    dist.init_process_group("gloo", timeout=datetime.timedelta(hours=1))
+    return dist
+
+
+def shell_rank(ready_file: str) -> None:
+    import torch
+    dist = _gloo()
+    rank = dist.get_rank()
+    value = torch.ones(2)
+    dist.all_reduce(value)  # everyone joined: the mesh is up
+    ready(ready_file, f"rank{rank}")
+    if rank == 1:
+        dist.broadcast(value, src=0)
+    else:
+        dist.all_reduce(value)
+
+
+def gcc_rank(ready_file: str, workdir: str) -> None:
+    from filelock import FileLock
+    rank = int(os.environ["RANK"])
+    lock = FileLock(os.path.join(workdir, "build.lock"))
+    if rank != 0:
+        # Rank 0 announces it holds the lock before the others try it.
+        while "holder" not in Path(ready_file).read_text():
+            time.sleep(0.02)
+        ready(ready_file, f"rank{rank}")
+        with lock:
+            return
+    with lock:
+        ready(ready_file, "holder")
+        for i in range(100000):
+            src = os.path.join(workdir, f"k{i % 4}.c")
+            with open(src, "w") as f:
+                f.write("\n".join(KERNEL % {"i": i * 100 + j} for j in range(300)))
+            subprocess.run(["gcc", "-O3", "-c", src, "-o", src + ".o"], check=True)
+
+
+def inversion_rank(ready_file: str) -> None:
+    import torch
+    dist = _gloo()
+    rank = dist.get_rank()
+    value = torch.ones(2)
+    dist.all_reduce(value)
+    if rank != 1:
+        ready(ready_file, f"rank{rank}")
+        dist.all_reduce(value)
+        return
+    lock_a, lock_b = threading.Lock(), threading.Lock()
+    both = threading.Barrier(2)
+
+    def loader() -> None:
+        with lock_a:
+            both.wait()  # each thread holds its first lock before taking its second
+            with lock_b:
+                pass
+
+    def stats() -> None:
+        with lock_b:
+            both.wait()
+            with lock_a:
+                pass
+
+    first = threading.Thread(target=loader, name="loader")
+    second = threading.Thread(target=stats, name="stats")
+    first.start()
+    second.start()
+    while not (lock_a.locked() and lock_b.locked() and both.n_waiting == 0):
+        time.sleep(0.01)
+    time.sleep(0.2)  # both threads past the barrier, into their second acquire
+    ready(ready_file, "rank1")
+    first.join()
+
+
+def launch(mode: str, ready_file: str, workdir: str) -> None:
+    """Start 3 ranks with torchrun's environment and wait for them."""
+    env = dict(os.environ, WORLD_SIZE="3", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    me = [sys.executable, os.path.abspath(__file__), "--rank", mode, ready_file, workdir]
+    if mode == "shell":
+        line = " & ".join(f"RANK={r} {' '.join(me)}" for r in range(3))
+        ready(ready_file, "launcher")
+        subprocess.run(["bash", "-c", line + " & wait"], env=env, check=False)
+        return
+    children = [subprocess.Popen(me, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
+                for r in range(3)]
+    ready(ready_file, "launcher")
+    for child in children:
+        child.wait()
+
+
+def rank_main(mode: str, ready_file: str, workdir: str) -> None:
+    if mode == "shell":
+        shell_rank(ready_file)
+    elif mode == "gcc":
+        gcc_rank(ready_file, workdir)
+    elif mode == "inversion":
+        inversion_rank(ready_file)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--rank":
+        rank_main(*sys.argv[2:5])
+    else:
+        launch(*sys.argv[1:4])
