@@ -2,8 +2,8 @@
 
 Pure data. Nothing here imports psutil, pynvml or subprocess, and nothing reaches back into
 a live process: a vanished PID is a state, not an exception. ``None`` means unknown.
-(Over 400 lines on purpose: the whole JSON contract, and the facts derived from it, in one
-place; evidence records of their own kind live in evidence.py.)
+Why one file: the whole JSON contract, and the facts derived from it, in one place (a field
+added here is one schema change); evidence records of their own kind live in evidence.py.
 """
 
 from __future__ import annotations

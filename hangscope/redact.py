@@ -8,6 +8,10 @@ reader still sees that ``HF_TOKEN`` was set or that ``--api-key`` was passed.
 Pure functions, no I/O. Regexes are compiled at import; key-name checks and short texts are
 memoised, because the same env values and argv come back for each of up to 64 ranks.
 
+Why one file: one redactor. Names, argv, env and free text share the rules and their order
+below, so a secret that one path masks no other path lets through; the tables below are the
+rules, read in one place.
+
 API
 ---
 ``MASK``                    the replacement text, ``"***"``

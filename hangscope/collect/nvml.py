@@ -11,6 +11,10 @@ through one chokepoint, :func:`_nvml_call`, which turns NVML failures into recor
 
 Errors are told apart by pynvml's error value (``NVMLError.value``), never by message text.
 :func:`read_gpus` never raises. NVML is initialised once per process, lazily, and never shut down.
+
+Why one file: pynvml is imported, initialised and called here alone, through ``_nvml_call``;
+the GPU-per-process reads and the GPM window use that chokepoint and its error values, so a
+split would export the chokepoint and let a second module call NVML its own way.
 """
 
 from __future__ import annotations

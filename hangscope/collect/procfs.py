@@ -2,7 +2,8 @@
 
 The only module that reads /proc for per-process facts. Every read tolerates the process
 vanishing or a permission refusal: a missing fact is ``None``, never an exception.
-(Over 400 lines on purpose: every /proc parser in one place, so a field is read one way.)
+Why one file: every /proc parser in one place, so a field is read one way (one stat parser
+with named fields, one fd reader), and a new fact finds the reader it extends.
 """
 
 from __future__ import annotations
