@@ -128,6 +128,22 @@ class Frame:
 
 
 StackKey = tuple[tuple[str, str | None, int | None], ...]
+#: (host, PID): one process across nodes (host None: this host, or not known).
+ProcessKey = tuple[str | None, int]
+
+
+def keys_of(pids: Sequence[int], hosts: Sequence[str | None]) -> frozenset[ProcessKey]:
+    """(host, PID) pairs of parallel PID and host lists; without hosts, host None."""
+    if len(hosts) != len(pids):
+        return frozenset((None, pid) for pid in pids)
+    return frozenset(zip(hosts, pids, strict=True))
+
+
+def key_in(key: ProcessKey, keys: frozenset[ProcessKey]) -> bool:
+    """``key`` is among ``keys``, where a host of None (an older dump) matches any host."""
+    if key in keys or (None, key[1]) in keys:
+        return True
+    return key[0] is None and any(pid == key[1] for _, pid in keys)
 
 #: /proc state letters (and the sampler's "gone") that say a process will not run again.
 GONE_STATES = frozenset({"gone", "X"})
@@ -290,6 +306,11 @@ class Process:
     log_modified: float | None = None  # when the log file was last written (epoch seconds)
 
     @property
+    def key(self) -> ProcessKey:
+        """(host, PID): what names one process across nodes, where PIDs repeat."""
+        return (self.host, self.pid)
+
+    @property
     def working_thread(self) -> Thread | None:
         for thread in self.threads:
             if thread.tid == self.working_tid:
@@ -378,6 +399,19 @@ class Group:
     # Rank labels ("DP1·TP1"), in ``ranks`` order, where ranks of different DP replicas or PP
     # stages share a number; empty where the numbers alone name each rank.
     labels: tuple[str, ...] = ()
+    # The host of each of ``pids`` (same order): PIDs repeat across nodes. Empty in dumps
+    # older than it; then a PID names the process on any host.
+    hosts: tuple[str | None, ...] = ()
+
+    @property
+    def keys(self) -> frozenset[ProcessKey]:
+        """(host, PID) of every member."""
+        return keys_of(self.pids, self.hosts)
+
+    @property
+    def first_key(self) -> ProcessKey:
+        """(host, PID) of the member whose stack stands for the group."""
+        return (self.hosts[0] if len(self.hosts) == len(self.pids) else None, self.pids[0])
 
 
 @dataclass(frozen=True)
@@ -396,6 +430,23 @@ class Verdict:
     summary: str
     suspects: tuple[int, ...] = ()  # PIDs
     evidence: tuple[str, ...] = ()
+    # The host of each suspect PID (same order): on several nodes a PID alone names one
+    # process per node. Empty in older dumps; then a suspect PID matches it on any host.
+    suspect_hosts: tuple[str | None, ...] = ()
+
+    @property
+    def suspect_keys(self) -> frozenset[ProcessKey]:
+        """(host, PID) of each suspect; host None where the verdict did not say."""
+        return keys_of(self.suspects, self.suspect_hosts)
+
+    def is_suspect(self, proc: Process) -> bool:
+        """The process is one of the suspects (by host and PID, or by PID in older dumps)."""
+        return key_in(proc.key, self.suspect_keys)
+
+    def holds_suspect(self, group: Group) -> bool:
+        """Some member of the group is a suspect."""
+        keys = self.suspect_keys
+        return bool(keys) and any(key_in(k, keys) for k in group.keys)
 
 
 @dataclass(frozen=True)
@@ -433,11 +484,29 @@ class Snapshot:
     waits: WaitEvidence | None = None
     schema: str = SCHEMA
 
-    def process(self, pid: int) -> Process | None:
+    def process(self, pid: int, host: str | None = None) -> Process | None:
+        """The process with this PID (on this host, where given)."""
         for proc in self.processes:
-            if proc.pid == pid:
+            if proc.pid == pid and (host is None or proc.host == host):
                 return proc
         return None
+
+    def find(self, key: ProcessKey) -> Process | None:
+        """The process with this (host, PID); host None: the PID on any host."""
+        return self.process(key[1], key[0])
+
+    @property
+    def host_names(self) -> tuple[str, ...]:
+        """The hosts the processes were read on, in process order (several: a merged job)."""
+        return tuple(dict.fromkeys(p.host for p in self.processes if p.host))
+
+    @property
+    def suspect_processes(self) -> tuple[Process, ...]:
+        """The processes the verdict suspects, in process order."""
+        verdict = self.verdict
+        if verdict is None or not verdict.suspects:
+            return ()
+        return tuple(p for p in self.processes if verdict.is_suspect(p))
 
     @property
     def subjects(self) -> tuple[Process, ...]:

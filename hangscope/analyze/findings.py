@@ -20,6 +20,7 @@ from hangscope.analyze.findings_kernel import (
 from hangscope.model import (
     Finding,
     Process,
+    ProcessKey,
     Role,
     Severity,
     Snapshot,
@@ -50,20 +51,21 @@ def _created(snap: Snapshot) -> float | None:
         return None
 
 
-def _by_pid(snap: Snapshot) -> dict[int, Process]:
-    return {p.pid: p for p in snap.processes}
+def _by_pid(snap: Snapshot) -> dict[ProcessKey, Process]:
+    """Processes by (host, PID): a parent is on its child's host (PIDs repeat across nodes)."""
+    return {p.key: p for p in snap.processes}
 
 
-def _parent_chain(by_pid: dict[int, Process], proc: Process) -> Iterable[Process]:
+def _parent_chain(by_pid: dict[ProcessKey, Process], proc: Process) -> Iterable[Process]:
     seen = {proc.pid}
-    current = by_pid.get(proc.ppid) if proc.ppid is not None else None
+    current = by_pid.get((proc.host, proc.ppid)) if proc.ppid is not None else None
     while current is not None and current.pid not in seen:
         yield current
         seen.add(current.pid)
-        current = by_pid.get(current.ppid) if current.ppid is not None else None
+        current = by_pid.get((current.host, current.ppid)) if current.ppid is not None else None
 
 
-def _rank_of(by_pid: dict[int, Process], proc: Process) -> Process | None:
+def _rank_of(by_pid: dict[ProcessKey, Process], proc: Process) -> Process | None:
     """The rank (or launcher) a helper process runs under."""
     chain = list(_parent_chain(by_pid, proc))
     for parent in chain:
@@ -224,12 +226,13 @@ def check_compilers(snap: Snapshot) -> Iterable[Finding]:
         yield Finding("compile.running", Severity.INFO,
                       f"{len(compilers) - 5} more compiler processes are running.",
                       {"pids": [p.pid for p in compilers]})
-    by_owner: dict[int | None, list[Process]] = {}
+    by_owner: dict[ProcessKey | None, list[Process]] = {}
     for proc in workers:
         owner = _rank_of(by_pid, proc)
-        by_owner.setdefault(owner.pid if owner else None, []).append(proc)
-    for owner_pid, procs in by_owner.items():
-        owner = by_pid.get(owner_pid) if owner_pid is not None else None
+        by_owner.setdefault(owner.key if owner else None, []).append(proc)
+    for owner_key, procs in by_owner.items():
+        owner = by_pid.get(owner_key) if owner_key is not None else None
+        owner_pid = owner.pid if owner is not None else None
         oldest = max((age(p) or 0 for p in procs), default=0)
         cpus = ", ".join(f"{p.cpu_percent:.0f}%" for p in procs[:6])
         yield Finding("compile.workers", Severity.INFO,

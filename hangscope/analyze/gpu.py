@@ -170,28 +170,30 @@ def wait_point(thread: Thread | None) -> str | None:
     return thread.op
 
 
-def _by_parent(processes: Sequence[Process]) -> dict[int | None, list[Process]]:
-    by_parent: dict[int | None, list[Process]] = {}
+def _by_parent(processes: Sequence[Process],
+               ) -> dict[tuple[str | None, int | None], list[Process]]:
+    """Children by their parent's (host, PID): PIDs repeat across nodes."""
+    by_parent: dict[tuple[str | None, int | None], list[Process]] = {}
     for other in processes:
-        by_parent.setdefault(other.ppid, []).append(other)
+        by_parent.setdefault((other.host, other.ppid), []).append(other)
     return by_parent
 
 
 def compiler_children(proc: Process, processes: Sequence[Process],
-                      by_parent: dict[int | None, list[Process]] | None = None,
-                      ) -> tuple[Process, ...]:
+                      by_parent: dict[tuple[str | None, int | None], list[Process]] | None
+                      = None) -> tuple[Process, ...]:
     """The compilers (ptxas, nvcc, ninja, ...) among a process's descendants."""
     if by_parent is None:
         by_parent = _by_parent(processes)
     found: list[Process] = []
-    todo = [proc.pid]
-    seen = {proc.pid}
+    todo: list[tuple[str | None, int | None]] = [proc.key]
+    seen = {proc.key}
     while todo:
         for child in by_parent.get(todo.pop(), ()):
-            if child.pid in seen:
+            if child.key in seen:
                 continue
-            seen.add(child.pid)
-            todo.append(child.pid)
+            seen.add(child.key)
+            todo.append(child.key)
             if child.role is Role.COMPILER and not child.is_exited:
                 found.append(child)
     return tuple(sorted(found, key=lambda p: p.pid))
@@ -309,12 +311,12 @@ def gpu_evidence(subjects: Sequence[Process], processes: Sequence[Process],
 
 
 def _ranks_text(items: Sequence[RankGpu]) -> str:
-    procs = {rg.proc.pid: rg.proc for rg in items}
+    procs = {rg.proc.key: rg.proc for rg in items}
     ranked = [p for p in procs.values() if p.rank is not None and p.rank.key is not None]
     if len(ranked) == len(procs):
         keys = sorted({p.rank.key for p in ranked if p.rank is not None and p.rank.key is not None})
         return ("rank " if len(keys) == 1 else "ranks ") + compact_ranks(keys)
-    pids = sorted(procs)
+    pids = sorted(pid for _, pid in procs)
     return ("PID " if len(pids) == 1 else "PIDs ") + ", ".join(map(str, pids))
 
 

@@ -29,6 +29,7 @@ def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
         groups.append(Group(signature=text, category=category, op=op, site=site,
                             ranks=tuple(rank_id(p) for p in ordered),
                             pids=tuple(p.pid for p in members), context=context,
+                            hosts=tuple(p.host for p in members),
                             labels=tuple(rank_label(p) for p in ordered) if labelled else ()))
     groups.sort(key=lambda g: (-len(g.ranks), g.ranks))
     return tuple(groups)

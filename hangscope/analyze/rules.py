@@ -140,7 +140,8 @@ def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str) -> Ver
     others = [g for g in facts.groups if chosen.isdisjoint(g.pids)]
     lines = tuple(f"{g.signature}: {group_names(g, is_rank)}" for g in ordered + others)
     return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
-                   tuple(pid for g in suspects_groups for pid in g.pids), lines)
+                   tuple(pid for g in suspects_groups for pid in g.pids), lines,
+                   tuple(h for g in suspects_groups for h in g.hosts))
 
 
 def missing_rank(facts: Facts) -> Verdict | None:
@@ -338,8 +339,15 @@ def decide(facts: Facts, rules: tuple[Rule, ...] = RULES) -> Verdict:
 
 def _no_helpers(facts: Facts, verdict: Verdict) -> Verdict:
     """Helpers (compile workers, data workers, the resource tracker) are never suspects."""
-    helpers = {p.pid for p in facts.processes if is_helper_role(p.role)}
-    if helpers.isdisjoint(verdict.suspects):
+    helpers = {p.key for p in facts.processes if is_helper_role(p.role)}
+    helper_pids = {pid for _, pid in helpers}
+    if helper_pids.isdisjoint(verdict.suspects):
         return verdict
-    return replace(verdict, suspects=tuple(p for p in verdict.suspects if p not in helpers))
+    # (host, PID): on several nodes a helper's PID may be a rank's PID on another node.
+    hosts = verdict.suspect_hosts if len(verdict.suspect_hosts) == len(verdict.suspects) \
+        else (None,) * len(verdict.suspects)
+    kept = [(h, p) for h, p in zip(hosts, verdict.suspects, strict=True)
+            if (h, p) not in helpers and (h is not None or p not in helper_pids)]
+    return replace(verdict, suspects=tuple(p for _, p in kept),
+                   suspect_hosts=tuple(h for h, _ in kept) if verdict.suspect_hosts else ())
 

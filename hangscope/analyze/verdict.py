@@ -21,17 +21,43 @@ from hangscope.words import verb
 
 
 def _launcher_evidence(processes: Sequence[Process]) -> list[str]:
-    """What the launcher does: usually waiting on the ranks it started."""
+    """What the launcher does: usually waiting on the ranks it started (one per node)."""
     lines = []
+    several = len({p.host for p in processes}) > 1  # PIDs repeat: name the node
     for proc in processes:
         if proc.role is not Role.LAUNCHER:
             continue
         working = proc.working_thread
         where = f" at {working.site}" if working and working.site else ""
         kids = ", ".join(str(c) for c in proc.children[:8])
-        lines.append(f"launcher (PID {proc.pid}) {verb(proc.category)}"
+        node = f" on {proc.host}" if several and proc.host else ""
+        lines.append(f"launcher (PID {proc.pid}{node}) {verb(proc.category)}"
                      f"{where}; its children: {kids or 'none'}")
     return lines
+
+
+def with_suspect_hosts(verdict: Verdict, processes: Sequence[Process],
+                       before: Verdict | None = None) -> Verdict:
+    """Name the host of every suspect PID, so that a PID shared by ranks of other nodes does
+    not make them suspects too.
+
+    A rule that names hosts keeps them (``before``: the same suspects decided earlier, with
+    hosts); otherwise a PID found on one host only is that host's, and a PID found on several
+    stays host-less (None: the PID on any host, as older dumps read).
+    """
+    if len(verdict.suspect_hosts) == len(verdict.suspects):
+        return verdict
+    if before is not None and before.suspects == verdict.suspects \
+            and len(before.suspect_hosts) == len(before.suspects):
+        return replace(verdict, suspect_hosts=before.suspect_hosts)
+    hosts_of: dict[int, set[str | None]] = {}
+    for proc in processes:
+        hosts_of.setdefault(proc.pid, set()).add(proc.host)
+    hosts = []
+    for pid in verdict.suspects:
+        found = hosts_of.get(pid, set())
+        hosts.append(next(iter(found)) if len(found) == 1 else None)
+    return replace(verdict, suspect_hosts=tuple(hosts))
 
 
 def with_gpu_evidence(verdict: Verdict, processes: Sequence[Process],
@@ -54,7 +80,10 @@ def diagnose(snap: Snapshot) -> tuple[Verdict, tuple[Group, ...]]:
     if snap.collectives:  # say whether the host stacks and the collective evidence agree
         stacks = decide(facts, tuple(r for r in RULES
                                      if r.holds not in rules_collectives.FUNCTIONS))
-        verdict = rules_collectives.agreement(verdict, facts, stacks)
+        decided = verdict
+        verdict = with_suspect_hosts(rules_collectives.agreement(verdict, facts, stacks),
+                                     snap.processes, decided)
+    verdict = with_suspect_hosts(verdict, snap.processes)
     extra = _launcher_evidence(snap.processes)
     if snap.progress is not None and snap.progress.ranks:  # whatever the rule, say what decided
         kinds = "; ".join(sorted({DECIDED_BY[r.evidence] for r in snap.progress.ranks}))

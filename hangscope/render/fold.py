@@ -69,3 +69,8 @@ def pid_label(members: Sequence[Process]) -> str:
     if len(members) == 1:
         return str(members[0].pid)
     return f"{len(members)} PIDs"
+
+
+def pid_host(proc: Process, several: bool) -> str:
+    """``PID 14``, or ``PID 14 on node03`` where the job spans hosts (PIDs repeat there)."""
+    return f"PID {proc.pid} on {proc.host}" if several and proc.host else f"PID {proc.pid}"

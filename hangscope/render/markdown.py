@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hangscope.model import Snapshot, Thread
 from hangscope.render import collectives
+from hangscope.render.fold import pid_host
 from hangscope.render.stack import display_lines
 from hangscope.words import group_names
 
@@ -57,9 +58,9 @@ def render_markdown(snap: Snapshot) -> str:
                 out.extend("  " + str(line).replace("```", "'''") for line in lines)
                 out.append("  ```")
         out.append("")
-    deadlocked = (snap.process(snap.verdict.suspects[0])
-                  if snap.verdict and snap.verdict.kind.value == "local_deadlock"
-                  and snap.verdict.suspects else None)
+    deadlocked = (next(iter(snap.suspect_processes), None)
+                  if snap.verdict and snap.verdict.kind.value == "local_deadlock" else None)
+    several = len(snap.host_names) > 1  # PIDs repeat across nodes: say whose
     if deadlocked is not None:
         out.append("### Threads of the deadlocked process")
         out.append("")
@@ -75,20 +76,20 @@ def render_markdown(snap: Snapshot) -> str:
     if snap.groups and deadlocked is None:
         out.append("### Where the ranks are")
         out.append("")
-        by_pid = {p.pid: p for p in snap.processes}
-        suspects = set(snap.verdict.suspects) if snap.verdict else set()
         for group in snap.groups:
-            odd = " ⬅ **suspect**" if any(p in suspects for p in group.pids) else ""
+            odd = (" ⬅ **suspect**" if snap.verdict is not None
+                   and snap.verdict.holds_suspect(group) else "")
             site = f" at `{group.site}`" if group.site else ""
             op = f" `{group.op}`" if group.op else ""
             ctx = f" _{group.context}_" if group.context else ""
             out.append(f"- **{group_names(group, True)}**: {group.category}{op}"
                        f"{site}{ctx}{odd}")
-            rep = by_pid.get(group.pids[0])
+            rep = snap.find(group.first_key)
             working = rep.working_thread if rep else None
             if working is not None:
                 out.append("")
-                out.append(f"<details><summary>stack of {rep.name} (PID {rep.pid}), thread "
+                out.append(f"<details><summary>stack of {rep.name} ({pid_host(rep, several)}), "
+                           "thread "
                            f"{_cell(working.name or working.tid)}</summary>")
                 out.append("")
                 out.append(_stack_block(working))
@@ -98,12 +99,14 @@ def render_markdown(snap: Snapshot) -> str:
     out += collectives.markdown(snap)
     out.append("### Processes")
     out.append("")
-    out.append("| rank | pid | role | state | cpu% | category | op | site |")
-    out.append("|---:|---:|---|---|---:|---|---|---|")
+    out.append("| rank | pid | " + ("host | " if several else "")
+               + "role | state | cpu% | category | op | site |")
+    out.append("|---:|---:|" + ("---|" if several else "") + "---|---|---:|---|---|---|")
     for proc in snap.processes:
         working = proc.working_thread
         out.append("| " + " | ".join(_cell(x) for x in (
-            proc.rank.label if proc.rank else "-", proc.pid, proc.role, proc.state or "?",
+            proc.rank.label if proc.rank else "-", proc.pid,
+            *((proc.host or "?",) if several else ()), proc.role, proc.state or "?",
             f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "?",
             proc.category, (working.op if working else None) or "-",
             f"`{working.site}`" if working and working.site else "-")) + " |")
@@ -112,7 +115,7 @@ def render_markdown(snap: Snapshot) -> str:
         out.append("")
         out.append("<details><summary>Could not read everything</summary>")
         out.append("")
-        out.extend(f"- PID {p.pid} ({p.name}): {_cell(e)}" for p, e in errors)
+        out.extend(f"- {pid_host(p, several)} ({p.name}): {_cell(e)}" for p, e in errors)
         out.append("")
         out.append("</details>")
     for note in snap.notes:

@@ -22,7 +22,7 @@ from hangscope.model import (
     rank_id,
 )
 from hangscope.render import collectives
-from hangscope.render.fold import fold_rows, pid_label, rank_label
+from hangscope.render.fold import fold_rows, pid_host, pid_label, rank_label
 from hangscope.render.stack import display_lines
 from hangscope.words import group_names, size
 
@@ -128,12 +128,10 @@ def stack_text(thread: Thread, native: bool = True, full_paths: bool = False,
 def groups_view(snap: Snapshot, native: bool = True, stack_limit: int = 25) -> RenderableType:
     """Each group: its rank set, signature, and a representative stack."""
     parts: list[RenderableType] = []
-    subjects = {p.pid: p for p in snap.processes}
     is_rank = any(p.rank is not None for p in snap.processes if p.role is Role.RANK)
-    suspects = set(snap.verdict.suspects) if snap.verdict else set()
     for group in snap.groups:
         title = Text()
-        odd = any(pid in suspects for pid in group.pids)
+        odd = snap.verdict is not None and snap.verdict.holds_suspect(group)
         title.append(f"{group_names(group, is_rank):<14}", style="bold red" if odd else "bold")
         title.append(f" {group.category}", style=CATEGORY_STYLE.get(group.category, ""))
         if group.op:
@@ -145,10 +143,11 @@ def groups_view(snap: Snapshot, native: bool = True, stack_limit: int = 25) -> R
         if odd:
             title.append("  ← suspect", style="bold red")
         parts.append(title)
-        rep = subjects.get(group.pids[0])
+        rep = snap.find(group.first_key)
         working = rep.working_thread if rep else None
         if working is not None:
-            label = Text(f"  stack of {rep.name} (PID {rep.pid}), thread "
+            who = pid_host(rep, len(snap.host_names) > 1)
+            label = Text(f"  stack of {rep.name} ({who}), thread "
                          f"{working.name or working.tid}:", style="dim")
             parts.append(label)
             parts.append(stack_text(working, native=native, limit=stack_limit))
@@ -162,7 +161,7 @@ def suspect_threads_view(snap: Snapshot, native: bool = True) -> RenderableType 
     verdict = snap.verdict
     if verdict is None or verdict.kind.value != "local_deadlock" or not verdict.suspects:
         return None
-    proc = snap.process(verdict.suspects[0])
+    proc = next(iter(snap.suspect_processes), None)
     if proc is None:
         return None
     parts: list[RenderableType] = []
@@ -190,28 +189,32 @@ def gpu_cell(proc: Process, snap: Snapshot, memory: bool = True, sep: str = " ")
 
 
 def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> Table:
-    """Per process: rank, PID, role, state, CPU, GPU, category, op, call site."""
+    """Per process: rank, PID, host (several), role, state, CPU, GPU, category, op, call site."""
     table = Table(box=None, header_style="bold", pad_edge=False)
+    several = len(snap.host_names) > 1  # PIDs repeat across nodes: say whose
     for name, kw in (("rank", {"justify": "right"}), ("pid", {"justify": "right"}),
+                     *((("host", {"min_width": max(map(len, snap.host_names))}),)
+                       if several else ()),
                      ("role", {}), ("st", {}), ("cpu%", {"justify": "right"}),
                      ("gpu", {}), ("category", {}), ("op", {}), ("site", {"overflow": "ellipsis", "no_wrap": True})):
         table.add_column(name, **kw)
-    suspects = set(snap.verdict.suspects) if snap.verdict else set()
+    verdict = snap.verdict
     procs = processes if processes is not None else snap.processes
     rows = []
     for proc in procs:
         working = proc.working_thread
         category = proc.category
-        style = "bold red" if proc.pid in suspects else ""
+        style = "bold red" if verdict is not None and verdict.is_suspect(proc) else ""
         cells = (str(proc.role), proc.state or "?",
                  f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "?",
                  gpu_cell(proc, snap), str(category), (working.op if working else None) or "-",
                  (working.site if working else None) or (proc.errors[0] if proc.errors else "-"))
-        rows.append((proc, (cells, style), (cells, style, category)))
+        host = (proc.host or "?",) if several else ()
+        rows.append((proc, (cells, style, host), (cells, style, category, host)))
     # Runs of look-alike ranks are one row (render/fold.py): 1,000 rows cost ~1 s in rich.
     for row in fold_rows(rows):
-        cells, style, category = row.payload
-        table.add_row(rank_label(row.members), pid_label(row.members), *cells[:4],
+        cells, style, category, host = row.payload
+        table.add_row(rank_label(row.members), pid_label(row.members), *host, *cells[:4],
                       Text(cells[4], style=CATEGORY_STYLE.get(category, "")), *cells[5:],
                       style=style)
     return table
@@ -245,8 +248,10 @@ def report(snap: Snapshot, native: bool = True) -> RenderableType:
     if errors:
         parts.append(Text(""))
         parts.append(Text("Could not read everything:", style="bold yellow"))
+        several = len(snap.host_names) > 1
         for proc, err in errors:
-            parts.append(Text(f"  PID {proc.pid} ({proc.name}): {err}", style="yellow"))
+            parts.append(Text(f"  {pid_host(proc, several)} ({proc.name}): {err}",
+                              style="yellow"))
     for note in snap.notes:
         parts.append(Text(f"Note: {note}", style="dim"))
     return RichGroup(*parts)
