@@ -28,13 +28,14 @@ from hangscope.model import (
     Category,
     Group,
     Process,
+    Role,
     Severity,
     Thread,
     Verdict,
     VerdictKind,
     rank_id,
 )
-from hangscope.words import describe, group_names, rank_set, short_who, verb
+from hangscope.words import describe, group_names, rank_set, short_who, verb, who
 
 RuleFunction = Callable[[Facts], "Verdict | None"]
 
@@ -227,9 +228,15 @@ def local_deadlock(facts: Facts) -> Verdict | None:
         names = ", ".join(f"{t.name or t.tid} at {t.site or '?'}" for t in locked[:6])
         if len(locked) > 6:
             names += f", and {len(locked) - 6} more"
-        summary = (f"Local deadlock in PID {proc.pid}: {len(locked)} threads wait on locks "
-                   f"that the others hold ({names}). A lock-order inversion: make every "
-                   "thread take the locks in the same order.")
+        # A rank is named as a rank; the ranks that wait for it are the deadlock's effect.
+        where = who(proc) if proc.role is Role.RANK and proc.is_rank_numbered \
+            else f"PID {proc.pid}"
+        waiting = [g for g in facts.groups if proc.pid not in g.pids and g.category not in GONE]
+        summary = (f"Local deadlock in {where}: {len(locked)} threads wait on locks "
+                   f"that the others hold ({names})"
+                   + "".join(f"; {describe(g, facts.is_rank)} for it" for g in waiting)
+                   + ". A lock-order inversion: make every thread take the locks in the same "
+                   "order.")
         lines = tuple(f"thread {t.name or t.tid} (tid {t.tid}): {t.category} at {t.site}, "
                       f"wchan {t.wchan or '?'}" for t in locked)
         return Verdict(VerdictKind.LOCAL_DEADLOCK, Severity.CRITICAL, summary, (proc.pid,),
@@ -311,6 +318,9 @@ RULES: tuple[Rule, ...] = (
          "fewer ranks than expected, or a rank exited, is a zombie or is stopped"),
     Rule(VerdictKind.P2P_DEADLOCK, p2p_deadlock,
          "stuck ranks wait for each other in send/recv around a cycle (py-spy --locals)"),
+    # Before the straggler rules: a rank whose threads deadlock each other works on nothing.
+    Rule(VerdictKind.LOCAL_DEADLOCK, local_deadlock,
+         "two or more threads of one process stuck acquiring locks"),
     Rule(VerdictKind.STRAGGLER, collective_behind,
          "NCCL RAS or the Flight Recorder: a rank has not reached a collective the others did"),
     Rule(VerdictKind.LOCK_WAIT, lock_wait,
@@ -321,8 +331,6 @@ RULES: tuple[Rule, ...] = (
          "stuck ranks wait in send/recv for a rank that is elsewhere (or missing)"),
     Rule(VerdictKind.STRAGGLER, straggler,
          "some ranks run (CPU, JIT, I/O) while the others wait in a collective"),
-    Rule(VerdictKind.LOCAL_DEADLOCK, local_deadlock,
-         "two or more threads of one process stuck acquiring locks"),
     Rule(VerdictKind.ALL_WAITING, all_waiting, "every rank stuck on one signature"),
     Rule(VerdictKind.PROGRESSING, progressing, "stacks moved between samples"),
 )

@@ -21,6 +21,14 @@ from verdict_support import dump_json, show_text, verdict_job
 SHAPES = Path(__file__).resolve().parent.parent / "targets" / "hang_shapes.py"
 
 
+def _dumped(mode: str, tmp_path: Path, tags: list[str], target: str
+            ) -> tuple[dict[str, int], dict, str]:
+    """Run a hang_shapes.py job, dump it from the PID of ``target``: (PIDs by tag, JSON, text)."""
+    with verdict_job(mode, tmp_path, tags, timeout=120, jobs=SHAPES) as job:
+        raw = dump_json(job.pids[target])
+    return job.pids, json.loads(raw), show_text(raw, tmp_path)
+
+
 def _ranks(data: dict) -> dict[int, int]:
     return {p["rank"]["global_rank"]: p["pid"] for p in data["processes"]
             if p["role"] == "rank" and p.get("rank")}
@@ -28,26 +36,19 @@ def _ranks(data: dict) -> dict[int, int]:
 
 def test_given_a_rank_pid_under_a_bash_launcher_then_its_siblings_are_found(
         tmp_path: Path) -> None:
-    with verdict_job("shell", tmp_path, ["rank0", "rank1", "rank2"], timeout=120,
-                     jobs=SHAPES) as job:
-        raw = dump_json(job.pids["rank2"])
-        text = show_text(raw, tmp_path)
-    data = json.loads(raw)
-    assert _ranks(data) == {r: job.pids[f"rank{r}"] for r in range(3)}
+    pids, data, text = _dumped("shell", tmp_path, ["rank0", "rank1", "rank2"], "rank2")
+    assert _ranks(data) == {r: pids[f"rank{r}"] for r in range(3)}
     shell = next(p for p in data["processes"] if p["pid"] == data["job"]["launcher"])
     assert shell["cmdline"][:2] == ["bash", "-c"], shell
     verdict = data["verdict"]
     assert verdict["kind"] == "mismatched_collectives", verdict
-    assert verdict["suspects"] == [job.pids["rank1"]]
+    assert verdict["suspects"] == [pids["rank1"]]
     assert "missing" not in text.lower(), text
 
 
 def test_given_a_rank_running_gcc_then_cc1_is_its_compiler_not_a_rank(tmp_path: Path) -> None:
-    with verdict_job("gcc", tmp_path, ["holder", "rank1", "rank2"], timeout=120,
-                     jobs=SHAPES) as job:
-        raw = dump_json(job.pids["rank2"])
-    data = json.loads(raw)
-    assert _ranks(data) == {0: job.pids["holder"], 1: job.pids["rank1"], 2: job.pids["rank2"]}
+    pids, data, _ = _dumped("gcc", tmp_path, ["holder", "rank1", "rank2"], "rank2")
+    assert _ranks(data) == {0: pids["holder"], 1: pids["rank1"], 2: pids["rank2"]}
     ranks = [p for p in data["processes"] if p["role"] == "rank"]
     assert len(ranks) == 3, [(p["pid"], p["cmdline"][:1]) for p in ranks]
     helpers = [p for p in data["processes"] if p["ppid"] != data["job"]["launcher"]
@@ -57,6 +58,20 @@ def test_given_a_rank_running_gcc_then_cc1_is_its_compiler_not_a_rank(tmp_path: 
                                                           for p in helpers]
     verdict = data["verdict"]
     assert verdict["kind"] != "missing_rank", verdict
-    assert verdict["suspects"] == [job.pids["holder"]], verdict
+    assert verdict["suspects"] == [pids["holder"]], verdict
     for finding in data["findings"]:
         assert not (finding["severity"] == "critical" and "exited" in finding["message"]), finding
+
+
+def test_given_a_lock_inversion_in_one_rank_then_local_deadlock_not_straggler(
+        tmp_path: Path) -> None:
+    pids, data, text = _dumped("inversion", tmp_path, ["rank0", "rank1", "rank2"], "rank0")
+    verdict = data["verdict"]
+    assert verdict["kind"] == "local_deadlock", verdict
+    assert verdict["suspects"] == [pids["rank1"]]
+    summary = verdict["summary"]
+    assert summary.startswith(f"Local deadlock in rank 1 (PID {pids['rank1']}): 2 threads")
+    assert "loader at inversion_rank.<locals>.loader (hang_shapes.py:106)" in summary
+    assert "stats at inversion_rank.<locals>.stats (hang_shapes.py:112)" in summary
+    assert "ranks 0,2 wait in all_reduce at inversion_rank (hang_shapes.py:" in summary
+    assert "LOCAL DEADLOCK" in text and "Straggler" not in text

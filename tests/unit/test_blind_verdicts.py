@@ -1,0 +1,38 @@
+"""Verdicts on real dumps of an independent blind test's jobs (tests/fixtures/blind/*.dump.json,
+``hangscope dump PID --format json`` of /work/blind/jobs), analysed again by this analyzer.
+
+Each dump was one the blind test found misread; the test asserts what the user reads now.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangscope.analyze import analyze
+from hangscope.model import Snapshot, VerdictKind
+from hangscope.serialize import load
+
+BLIND = Path(__file__).parent.parent / "fixtures" / "blind"
+
+
+def reread(name: str) -> Snapshot:
+    return analyze(load(BLIND / f"{name}.dump.json"))
+
+
+def rank_pid(snap: Snapshot, rank: int) -> int:
+    return next(p.pid for p in snap.ranks if p.rank is not None and p.rank.global_rank == rank)
+
+
+def test_given_lock_inversion_in_rank_1_then_local_deadlock_with_the_waiting_ranks() -> None:
+    snap = reread("lock_inversion_rank1")
+    verdict = snap.verdict
+    assert verdict is not None
+    assert verdict.kind is VerdictKind.LOCAL_DEADLOCK, verdict.summary
+    assert verdict.suspects == (rank_pid(snap, 1),)
+    assert verdict.summary.startswith("Local deadlock in rank 1 (PID ")
+    # The threads by where they block (their lock acquire), not the main thread's join.
+    assert "prefetch at prefetch (j07_lock_inversion.py:21)" in verdict.summary
+    assert "metrics at report_metrics (j07_lock_inversion.py:28)" in verdict.summary
+    assert "rank_main (j07_lock_inversion.py:46)" not in verdict.summary
+    assert "; ranks 0,2 wait in all_reduce at rank_main (j07_lock_inversion.py:49) for it" \
+        in verdict.summary
