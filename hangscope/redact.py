@@ -131,7 +131,7 @@ analysis output (``Group.signature`` is a stack signature).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -411,40 +411,51 @@ def _is_label(text: str, m: re.Match[str]) -> bool:
     return text[m.start() - 1:m.start()] == "#" or _SOURCE_FILE.search(m.group("key")) is not None
 
 
-def _redact_kv(text: str) -> str:
+#: What to put in at one key match: (start, end, replacement), or None to leave it.
+_Edit = Callable[[str, re.Match[str]], tuple[int, int, str] | None]
+
+
+def _splice(text: str, key: re.Pattern[str], resume: str | int, edit: _Edit) -> str:
+    """Find each ``key`` in ``text`` and put in what ``edit`` says there; a match left alone
+    resumes the search at its group ``resume``, an edit after what it replaced."""
     parts: list[str] = []
     last = pos = 0
-    while True:
-        m = _KV_KEY.search(text, pos)
-        if m is None:
-            break
-        pos = m.end("key")
-        if not is_sensitive_key(m.group("key")) or _is_label(text, m):
+    while (m := key.search(text, pos)) is not None:
+        pos = m.end(resume)
+        change = edit(text, m)
+        if change is None:
             continue
-        if text.startswith("{", m.end()):  # {"token": {"value": "..."}}: all of it
-            end = _brace_end(text, m.end())
-            parts += (text[last:m.end()], _mask_nested(text[m.end():end]))
-            last = pos = end
-            continue
-        eol = text.find("\n", m.end())
-        if (eol >= 0 and ":" in text[m.end("key"):m.end()]
-                and text[m.end():eol].strip() in _YAML_BLOCK_STARTS):
-            # api_key:\n    VALUE -- the value is on the lines indented below the key
-            end, block = _mask_yaml_block(text, _line_indent(text, m.start()), eol + 1)
-            parts += (text[last:eol + 1], block)
-            last = pos = end
-            continue
-        v = _KV_VALUE.match(text, m.end())
-        if v is None or (m.group("key") in _SHELL_DIRS and _is_shell_dir(
-                m.group("key"), v.group(0))):
-            continue
-        parts.append(text[last:v.start()])
-        parts.append(_masked_kv_value(m.group("key"), v))
-        last = pos = v.end()
+        start, end, replacement = change
+        parts += (text[last:start], replacement)
+        last = pos = end
     if not parts:
         return text
     parts.append(text[last:])
     return "".join(parts)
+
+
+def _kv_edit(text: str, m: re.Match[str]) -> tuple[int, int, str] | None:
+    """``key: value``, ``key=value`` and their JSON / YAML forms: the value masked."""
+    if not is_sensitive_key(m.group("key")) or _is_label(text, m):
+        return None
+    if text.startswith("{", m.end()):  # {"token": {"value": "..."}}: all of it
+        end = _brace_end(text, m.end())
+        return m.end(), end, _mask_nested(text[m.end():end])
+    eol = text.find("\n", m.end())
+    if (eol >= 0 and ":" in text[m.end("key"):m.end()]
+            and text[m.end():eol].strip() in _YAML_BLOCK_STARTS):
+        # api_key:\n    VALUE -- the value is on the lines indented below the key
+        end, block = _mask_yaml_block(text, _line_indent(text, m.start()), eol + 1)
+        return eol + 1, end, block
+    v = _KV_VALUE.match(text, m.end())
+    if v is None or (m.group("key") in _SHELL_DIRS and _is_shell_dir(
+            m.group("key"), v.group(0))):
+        return None
+    return v.start(), v.end(), _masked_kv_value(m.group("key"), v)
+
+
+def _redact_kv(text: str) -> str:
+    return _splice(text, _KV_KEY, "key", _kv_edit)
 
 
 def _masked_flag_value(v: re.Match[str]) -> str:
@@ -456,31 +467,23 @@ def _masked_flag_value(v: re.Match[str]) -> str:
     return MASK
 
 
+def _flag_edit(text: str, m: re.Match[str]) -> tuple[int, int, str] | None:
+    """``--flag VALUE``, ``--flag=VALUE`` and ``"--flag", "VALUE"``: the value masked."""
+    if not is_sensitive_key(m.group("flag")):
+        return None
+    end = m.end()
+    v = _FLAG_VALUE_EQ.match(text, end) or _FLAG_VALUE_SPACE.match(text, end)
+    if v is None and m.group("q"):
+        v = _FLAG_VALUE_LIST.match(text, end)
+        if v is not None and v.group("q") != m.group("q"):
+            v = None
+    if v is None:
+        return None
+    return v.start("v"), v.end("v"), _masked_flag_value(v)
+
+
 def _redact_flags(text: str) -> str:
-    parts: list[str] = []
-    last = pos = 0
-    while True:
-        m = _FLAG.search(text, pos)
-        if m is None:
-            break
-        pos = m.end()
-        if not is_sensitive_key(m.group("flag")):
-            continue
-        end = m.end()
-        v = _FLAG_VALUE_EQ.match(text, end) or _FLAG_VALUE_SPACE.match(text, end)
-        if v is None and m.group("q"):
-            v = _FLAG_VALUE_LIST.match(text, end)
-            if v is not None and v.group("q") != m.group("q"):
-                v = None
-        if v is None:
-            continue
-        parts.append(text[last:v.start("v")])
-        parts.append(_masked_flag_value(v))
-        last = pos = v.end("v")
-    if not parts:
-        return text
-    parts.append(text[last:])
-    return "".join(parts)
+    return _splice(text, _FLAG, 0, _flag_edit)
 
 
 def _mask_wandb_line(m: re.Match[str]) -> str:
