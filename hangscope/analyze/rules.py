@@ -169,10 +169,25 @@ def missing_rank(facts: Facts) -> Verdict | None:
     if rest:
         parts.append("; ".join(describe(g, is_rank) for g in rest))
     # A zombie rank has no environment left to read: its role is "other", not a subject.
-    suspects = tuple(dict.fromkeys((*said, *(p.pid for p in facts.gone)))) or tuple(
-        p.pid for p in facts.launchers)
+    # The suspects are the gone ranks, or none: a launcher idling in its serve loop is no cause.
+    suspects = tuple(dict.fromkeys((*said, *(p.pid for p in facts.gone))))
     return Verdict(VerdictKind.MISSING_RANK, Severity.CRITICAL,
-                   "Missing rank: " + "; ".join(parts) + ".", suspects, evidence(facts))
+                   "Missing rank: " + "; ".join(parts) + ".", suspects,
+                   (*evidence(facts), *_coordinators_waiting(facts)))
+
+
+def _coordinators_waiting(facts: Facts) -> tuple[str, ...]:
+    """What an engine core or controller's main thread waits on: who is left waiting for the
+    missing rank (``VLLM::EngineCore`` in recv on its workers' pipes), as evidence."""
+    lines = []
+    for proc in facts.processes:
+        if proc.role not in (Role.ENGINE_CORE, Role.CONTROLLER):
+            continue
+        main = next((t for t in proc.threads if t.tid == proc.pid and t.python), None)
+        if main is not None and main.category not in BUSY and main.category not in GONE:
+            lines.append(f"{who(proc)}, which drives the ranks: its main thread "
+                         f"{verb(main.category)}" + (f" at {main.site}" if main.site else ""))
+    return tuple(lines)
 
 
 def straggler(facts: Facts) -> Verdict | None:

@@ -36,3 +36,16 @@ def test_given_lock_inversion_in_rank_1_then_local_deadlock_with_the_waiting_ran
     assert "rank_main (j07_lock_inversion.py:46)" not in verdict.summary
     assert "; ranks 0,2 wait in all_reduce at rank_main (j07_lock_inversion.py:49) for it" \
         in verdict.summary
+
+
+def test_given_a_reaped_worker_then_no_launcher_suspect_and_the_engine_core_in_evidence() -> None:
+    snap = reread("engine_worker_reaped")
+    verdict = snap.verdict
+    assert verdict is not None
+    assert verdict.kind is VerdictKind.MISSING_RANK, verdict.summary
+    assert "rank 1 is missing" in verdict.summary
+    assert verdict.suspects == ()  # rank 1 left no process; the idle API server is no cause
+    engine = next(p for p in snap.processes if p.title == "VLLM::EngineCore")
+    assert (f"the engine core (PID {engine.pid}), which drives the ranks: its main thread waits "
+            "on another process (IPC) at engine_core_main.<locals>.<listcomp> "
+            "(j04_vllm_dead_worker.py:60)") in verdict.evidence

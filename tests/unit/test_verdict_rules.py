@@ -30,8 +30,8 @@ def suspects(snap: Snapshot) -> list[str]:
     ("mismatch", VerdictKind.MISMATCHED_COLLECTIVES, ["rank 3"]),
     ("sglang", VerdictKind.MISMATCHED_COLLECTIVES, ["rank 3"]),
     ("tie", VerdictKind.MISMATCHED_COLLECTIVES, ["rank 0", "rank 1"]),
-    ("nccl_init", VerdictKind.MISSING_RANK, ["launcher"]),
-    ("pynccl", VerdictKind.MISSING_RANK, ["launcher"]),
+    ("nccl_init", VerdictKind.MISSING_RANK, []),  # the launcher is never a default suspect
+    ("pynccl", VerdictKind.MISSING_RANK, []),
     ("straggler", VerdictKind.STRAGGLER, ["rank 3"]),
     ("straggler-2", VerdictKind.STRAGGLER, ["rank 3"]),
     ("nccl_comm", VerdictKind.STRAGGLER, ["rank 1"]),
