@@ -9,7 +9,6 @@ Python-only (milliseconds) and only tell stuck (same stack) from slow (stack mov
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,9 +25,10 @@ from hangscope.collect.progress import ProgressWatcher
 from hangscope.collect.waits import read_waits
 from hangscope.discover import Discovery, not_sampleable, replaced
 from hangscope.errors import PermissionDenied
-from hangscope.model import Job, Process, Role, Snapshot, StackKey
+from hangscope.model import Job, Process, Role, Snapshot
 from hangscope.progress_evidence import JobProgress, ProgressEvidence
-from hangscope.rounds import ASLEEP, Marks, Round, Window, merge_rounds, stack_key
+from hangscope.refresh import Refresher
+from hangscope.rounds import Round, Window, merge_rounds
 from hangscope.serialize import scrub
 
 
@@ -51,18 +51,6 @@ class SampleOptions:
     # Watch progress over the window (collect/progress.py): dense py-spy record, per-thread
     # counters, GPM; ``--no-progress`` turns it off (stuck/moved from the stack samples alone).
     progress: bool = True
-
-
-@dataclass
-class _Known:
-    """What the last sample of a process learnt, for the next one (a live view's tick)."""
-
-    create_time: float | None
-    dump: pyspy.DumpResult  # native when native stacks were asked for
-    keys: dict[int, StackKey]  # Python stack by tid
-    states: dict[int, tuple[str | None, str | None]]  # (state, wchan) by tid, at the dump
-    marks: Marks | None  # when the stacks were last known exact; None: not since the dump
-    info: procfs.ProcInfo | None = None  # the /proc facts of the last round
 
 
 #: The shortest window worth watching for progress (a step of a healthy job is longer).
@@ -109,10 +97,9 @@ class Sampler:
         tree.check_target(pid)
         # Start times tell a live process from a later one that got its PID (long `attach`).
         self.discovery = Discovery(pid, redact=self.options.redact)
-        # What the last sample of each process learnt (see _sample): its stacks, and when
-        # they were last known exact.
-        self._known: dict[int, _Known] = {}
-        self._native_gate = threading.BoundedSemaphore(_native_slots(self.options))
+        # What the last sample of each process learnt, to skip py-spy when nothing changed.
+        self._refresh = Refresher(self._dump, _native_slots(self.options),
+                                  self.options.nonblocking)
         self._gpus = BoundedGpuReader(self.options.timeout)
         self._pyspy_version: str | None = None  # read once, with the first snapshot
         # Processes found in state D this snapshot: read once (see _uninterruptible).
@@ -170,13 +157,13 @@ class Sampler:
             # A PID checked before py-spy runs (never trace a stranger) and after (the rank
             # may have exited and its PID been handed out while py-spy ran).
             if replaced(proc):
-                self._known.pop(proc.pid, None)
+                self._refresh.forget(proc.pid)
                 return proc.pid, Round(None, procfs.ProcInfo(proc.pid, exists=False), True)
-            sample = self._sample(proc, native, fds)
+            sample = self._refresh.sample(proc, native, fds)
             if replaced(proc):
-                self._known.pop(proc.pid, None)
+                self._refresh.forget(proc.pid)
                 return proc.pid, Round(None, procfs.ProcInfo(proc.pid, exists=False), True)
-            self._learn(proc, sample)
+            self._refresh.learn(proc, sample)
             return proc.pid, sample
 
         # Slowest first (a torch rank's native dump before the launcher's), so the last
@@ -202,7 +189,7 @@ class Sampler:
         found = self.discovery.found
         cpu_before = {p.pid: _seconds(found[p.pid].cpu_ticks) if p.pid in found else None
                       for p in procs}
-        self._known = {p.pid: k for p in procs if (k := self._known.get(p.pid)) is not None}
+        self._refresh.keep([p.pid for p in procs])
         self._in_d = {}
         gpu_readings = [self._gpus.read()]
         rounds: list[dict[int, Round]] = []
@@ -299,111 +286,10 @@ class Sampler:
         watcher.start()
         return watcher
 
-    # -- refresh economy --------------------------------------------------------------
-    def _sample(self, proc: Process, native: bool, fds: bool) -> Round:
-        """One process's stacks and /proc facts for one round, paying as little as it can.
-
-        1. None of its Python threads has run since a moment its stacks were known exactly
-           (same scheduler counters, still asleep): those stacks, and py-spy is not run.
-        2. Its stacks are known, or only Python stacks are wanted: a Python-only read that
-           does not pause it (``--nonblocking``), exact when no Python thread ran during the
-           read (counters before = after), else taken again with py-spy's own short pause.
-           Same Python stacks, thread states and wchans as the known native dump: that dump.
-        3. Otherwise (a cold start, or the stacks moved): ``py-spy dump --native``, at most
-           one per core at a time.
-        """
-        pid = proc.pid
-        with_fds = native or fds
-        if proc.python is False:
-            return Round(None, procfs.read_process(pid, with_fds=with_fds))
-        want_native = native and not self.options.nonblocking
-        known = self._known.get(pid)
-        if known is not None and (known.create_time != proc.create_time
-                                  or (want_native and not known.dump.native)):
-            known = None
-        before = None
-        if known is not None and known.marks is not None:
-            before = procfs.read_tasks(pid)
-            if known.marks.still(before):
-                return Round(known.dump, self._facts(pid, with_fds, before, known),
-                              anchor=known.marks)
-        if known is not None or not want_native:
-            fresh, after, marks, at_dump = self._python_read(proc, before, known)
-            if fresh is not None and fresh.ok and known is not None and _same_stacks(
-                    fresh, at_dump, known):
-                return Round(known.dump, self._facts(pid, with_fds, after, known),
-                              anchor=marks)
-            if not want_native or fresh is None or not fresh.ok:
-                return Round(fresh, self._facts(pid, with_fds, after, known), anchor=marks,
-                              at_dump=at_dump)
-        with self._native_gate:
-            at_dump = procfs.read_tasks(pid)
-            dump = self._dump(proc, want_native)
-        return Round(dump, procfs.read_process(pid, with_fds=with_fds), at_dump=at_dump)
-
-    def _python_read(self, proc: Process, before: tuple[procfs.TaskInfo, ...] | None,
-                     known: _Known | None
-                     ) -> tuple[pyspy.DumpResult | None, tuple[procfs.TaskInfo, ...],
-                                Marks | None, tuple[procfs.TaskInfo, ...]]:
-        """Python stacks without pausing the process when that is exact: (dump, threads after
-        it, marks if exact, threads as they were when the stacks were read)."""
-        pid = proc.pid
-        if before is None:
-            before = procfs.read_tasks(pid, wchan=False)  # counters: did a thread run?
-        python = set(known.keys) if known is not None else {t.tid for t in before}
-        quiet = all(t.state in ASLEEP and t.sched is not None
-                    for t in before if t.tid in python)
-        if quiet or self.options.nonblocking:
-            fresh = self._dump(proc, native=False, nonblocking=True)
-            after = procfs.read_tasks(pid)
-            if fresh is None or not fresh.ok:
-                return fresh, after, None, after
-            marks = Marks.between(before, after, {t.tid for t in fresh.threads})
-            if marks is not None or self.options.nonblocking:
-                return fresh, after, marks, after
-        # A Python thread ran: the unpaused read may be torn, so pause (py-spy's own pause).
-        # Thread states are read before it: after it, the threads are resuming from the stop.
-        at_dump = procfs.read_tasks(pid)
-        fresh = self._dump(proc, native=False, nonblocking=False)
-        return fresh, procfs.read_tasks(pid), None, at_dump
-
-    def _learn(self, proc: Process, sample: Round) -> None:
-        """Remember what a round saw of one process, for the next round or refresh."""
-        dump = sample.dump
-        if dump is None or not dump.ok:
-            self._known.pop(proc.pid, None)
-            return
-        known = self._known.get(proc.pid)
-        if known is not None and known.dump is dump:
-            known.marks = sample.anchor
-            known.info = sample.proc
-            return
-        keys = {t.tid: stack_key(t) for t in dump.threads}
-        tasks = sample.at_dump if sample.at_dump is not None else sample.proc.tasks
-        self._known[proc.pid] = _Known(
-            create_time=proc.create_time, dump=dump, keys=keys,
-            states={t.tid: (t.state, t.wchan) for t in tasks if t.tid in keys},
-            marks=sample.anchor, info=sample.proc)
-
-    @staticmethod
-    def _facts(pid: int, with_fds: bool, tasks: tuple[procfs.TaskInfo, ...],
-               known: _Known | None) -> procfs.ProcInfo:
-        """``read_process``, keeping the last round's open files when no thread of the process
-        has run since (only its own threads change its fd table): a rank holds ~100 fds."""
-        prev = known.info if known is not None else None
-        if not with_fds or prev is None or prev.num_fds is None or not _all_still(prev.tasks,
-                                                                                   tasks):
-            return procfs.read_process(pid, with_fds, tasks)
-        return replace(procfs.read_process(pid, False, tasks), fds=prev.fds,
-                       num_fds=prev.num_fds, fd_targets=prev.fd_targets,
-                       log_files=prev.log_files, socket_inodes=prev.socket_inodes,
-                       permission_denied=prev.permission_denied)
-
     def _cost(self, proc: Process) -> float:
         """What sampling ``proc`` is expected to cost, to start the slowest first."""
-        known = self._known.get(proc.pid)
-        if known is not None and known.dump.native:
-            return known.dump.seconds
+        if (seconds := self._refresh.native_seconds(proc.pid)) is not None:
+            return seconds
         found = self.discovery.found.get(proc.pid)
         # Native dumps cost by the size of what is mapped (libtorch: ~0.5 s per rank).
         return (found.vsize or 0) / 2**40 if found is not None and proc.python else 0.0
@@ -446,23 +332,6 @@ def _import_analysis() -> None:
     import hangscope.analyze.findings
     import hangscope.analyze.group
     import hangscope.analyze.verdict  # noqa: F401
-
-
-def _all_still(was: Sequence[procfs.TaskInfo], now: Sequence[procfs.TaskInfo]) -> bool:
-    """Whether no thread at all ran between two reads (every one asleep, same counters)."""
-    if len(was) != len(now):
-        return False
-    return all(a.tid == b.tid and a.state == b.state and a.state in ASLEEP
-               and a.sched is not None and a.sched == b.sched for a, b in zip(was, now,
-                                                                              strict=True))
-
-
-def _same_stacks(fresh: pyspy.DumpResult, tasks: Sequence[procfs.TaskInfo],
-                 known: _Known) -> bool:
-    """Same Python stacks, thread states and wchans as the known dump: keep its native stacks."""
-    if {t.tid: stack_key(t) for t in fresh.threads} != known.keys:
-        return False
-    return {t.tid: (t.state, t.wchan) for t in tasks if t.tid in known.keys} == known.states
 
 
 def _seconds(ticks: int | None) -> float | None:

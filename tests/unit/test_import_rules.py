@@ -17,6 +17,7 @@ from support import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "hangscope"
 LIVE = ("hangscope.collect", "hangscope.sampler", "hangscope.discover", "hangscope.rounds",
+        "hangscope.refresh",
         "hangscope.remote", "hangscope.commands", "hangscope.cli")
 
 
