@@ -103,6 +103,9 @@ class RankProgress:
     tid: int | None = None  # the thread judged
     gpu: str | None = None  # what its GPUs do, whatever decided: "busy" says if work moves
     gpu_state: str | None = None  # work | spin | idle | busy | unknown (None: no GPM reading)
+    # Collectives the dense samples saw it in ("all_reduce at step (train.py:16)"): a running
+    # rank's normal path, which breaks a tie between the stuck ranks of another replica.
+    seen: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

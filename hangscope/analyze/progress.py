@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from hangscope.analyze.progress_sites import collective_sites
 from hangscope.progress_evidence import (
     GpmReading,
     JobProgress,
@@ -199,7 +200,9 @@ def decide_all(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] 
     out = []
     for proc in evidence.processes:
         mine = [by_index[i] for i in (gpus_of or {}).get(proc.pid, ()) if i in by_index]
-        out.append(decide(proc, evidence.seconds, mine, (working or {}).get(proc.pid)))
+        tid = (working or {}).get(proc.pid)
+        decided = decide(proc, evidence.seconds, mine, tid)
+        out.append(replace(decided, seen=collective_sites(_working_thread(proc, tid))))
     return tuple(out)
 
 

@@ -8,7 +8,7 @@ add a GIVEN-a-real-snapshot test in tests/unit/test_verdict_rules.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
@@ -23,6 +23,7 @@ from hangscope.analyze.rules_collectives import (
 )
 from hangscope.analyze.rules_waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
 from hangscope.analyze.signatures import is_p2p
+from hangscope.analyze.tiebreak import break_tie
 from hangscope.analyze.world import describe_missing
 from hangscope.model import (
     Category,
@@ -113,13 +114,15 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
     for members in comparable_groups(coll):
         # Name the replica / stage: rank 1 of DP0 and rank 1 of DP1 are two processes.
         replica = coordinates_label(dict(replica_key(members[0])))
-        verdict = _mismatch(facts, group_ranks(members), f" (in {replica})" if replica else "")
+        verdict = _mismatch(facts, group_ranks(members), f" (in {replica})" if replica else "",
+                            members)
         if verdict is not None:
             return verdict
     return None
 
 
-def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str) -> Verdict | None:
+def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str,
+              members: Sequence[Process] = ()) -> Verdict | None:
     """The mismatch among the collective groups of one comparable set of ranks."""
     if len(coll_groups) <= 1:
         return None
@@ -130,6 +133,12 @@ def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str) -> Ver
     suspects_groups = ordered if tie else [g for g in ordered if len(g.ranks) < largest]
     summary = f"Mismatched collectives{replica}: " + "; ".join(
         describe(g, is_rank) for g in ordered)
+    broken = break_tie(facts, members, [g for g in ordered if len(g.ranks) == largest]) \
+        if tie and members else None
+    if broken is not None:  # the other replicas' path says which side is the usual one
+        tie = False
+        suspects_groups = [g for g in ordered if g is not broken[0]]
+        summary += f". {broken[1]}"
     if tie:
         summary += ". The groups are the same size: no majority says which side is wrong."
     else:

@@ -6,6 +6,7 @@ Each dump was one the blind test found misread; the test asserts what the user r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from hangscope.analyze import analyze
@@ -49,3 +50,25 @@ def test_given_a_reaped_worker_then_no_launcher_suspect_and_the_engine_core_in_e
     assert (f"the engine core (PID {engine.pid}), which drives the ranks: its main thread waits "
             "on another process (IPC) at engine_core_main.<locals>.<listcomp> "
             "(j04_vllm_dead_worker.py:60)") in verdict.evidence
+
+
+def test_given_a_one_to_one_split_in_dp1_then_dp0s_path_names_the_odd_one() -> None:
+    snap = reread("dp_replica_tie")
+    verdict = snap.verdict
+    assert verdict is not None
+    assert verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES, verdict.summary
+    odd = next(p for p in snap.ranks if p.title == "sglang::scheduler_DP1_TP1")
+    assert verdict.suspects == (odd.pid,)
+    assert ("The other replicas (DP0·TP0, DP0·TP1) run all_reduce at tp_sync "
+            "(j03_sgl_dp_tp.py:16) too: that is the normal path. The odd one out is DP1·TP1."
+            ) in verdict.summary
+    assert "no majority" not in verdict.summary
+
+
+def test_given_the_same_split_without_dense_samples_then_still_a_tie() -> None:
+    """Without the progress recorder, DP0 sleeps in the three samples: nothing breaks the tie."""
+    snap = load(BLIND / "dp_replica_tie.dump.json")
+    snap = analyze(replace(snap, progress=None))
+    assert snap.verdict is not None
+    assert "no majority says which side is wrong" in snap.verdict.summary
+    assert len(snap.verdict.suspects) == 2
