@@ -184,22 +184,6 @@ class MultiNodeSampler:
         self.target = pid or 0
 
     def snapshot(self) -> Snapshot:
-        """One merged Snapshot of every node that answered (see ``dump_everywhere``).
-
-        Raises:
-            HangscopeError: PIDs repeat across nodes; the TUI's tables still key rows by PID
-                alone and would show one node's process for another's.
-        """
-        snap = dump_everywhere(self.args, self.pid, self.options)
-        hosts: dict[int, set[str | None]] = {}
-        for proc in snap.processes:
-            hosts.setdefault(proc.pid, set()).add(proc.host)
-        repeated = sorted(pid for pid, where in hosts.items() if len(where) > 1)
-        if repeated:
-            shown = ", ".join(map(str, repeated[:5])) + (" ..." if len(repeated) > 5 else "")
-            raise HangscopeError(
-                f"PIDs {shown} repeat across nodes, and the live view still tells processes "
-                "apart by PID alone.",
-                "Use `hangscope dump --nodes ...` (the same options), which keys processes by "
-                "(host, PID), until attach learns that too.")
-        return snap
+        """One merged Snapshot of every node that answered (see ``dump_everywhere``); the TUI
+        keys its rows by (host, PID), so PIDs that repeat across nodes are told apart."""
+        return dump_everywhere(self.args, self.pid, self.options)

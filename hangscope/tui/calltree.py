@@ -57,7 +57,7 @@ class CallTree(Tree[None]):
     def _suspects(snap: Snapshot) -> frozenset[int]:
         if snap.verdict is None:
             return frozenset()
-        return frozenset(rank_id(p) for p in snap.processes if p.pid in snap.verdict.suspects)
+        return frozenset(rank_id(p) for p in snap.suspect_processes)
 
     def _add(self, parent: WidgetNode[None], node: TreeNode, is_rank: bool,
              suspects: frozenset[int]) -> None:

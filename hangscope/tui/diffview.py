@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from hangscope.model import Frame, Snapshot
+from hangscope.model import Frame, ProcessKey, Snapshot
 from hangscope.render.stack import display_lines
 from hangscope.words import who
 
@@ -91,10 +91,11 @@ def _fork_line(frames: Sequence[Frame], full_paths: bool) -> Text:
     return Text(shown, style="bold reverse")
 
 
-def diff_text(snap: Snapshot, left_pid: int, right_pid: int, native: bool = True,
+def diff_text(snap: Snapshot, left_key: ProcessKey, right_key: ProcessKey, native: bool = True,
               full_paths: bool = False, side_by_side: bool = False) -> RenderableType:
-    """The diff of two processes' working threads, the first divergent frame highlighted."""
-    left, right = snap.process(left_pid), snap.process(right_pid)
+    """The diff of two processes' working threads (by (host, PID)), the first divergent frame
+    highlighted."""
+    left, right = snap.find(left_key), snap.find(right_key)
     if left is None or right is None:
         return Text("One of the two processes is no longer in the snapshot.", style="dim")
     lt, rt = left.working_thread, right.working_thread
@@ -148,7 +149,7 @@ class DiffView(VerticalScroll):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.pair: tuple[int, int] | None = None
+        self.pair: tuple[ProcessKey, ProcessKey] | None = None  # (host, PID) of each side
         self.native = True
         self.full_paths = False
 

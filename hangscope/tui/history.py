@@ -1,15 +1,15 @@
 """What the live view remembers between Snapshots: how long stacks stayed put, who exited.
 
 One Snapshot only knows its own sampling window; the TUI watches a job for minutes, so it keeps,
-per (pid, working thread), when that thread's Python stack was first seen unchanged, and the last
-view of every rank so a rank that exits while attached stays on screen as exited.
+per (host, PID, working thread), when that thread's Python stack was first seen unchanged, and
+the last view of every rank so a rank that exits while attached stays on screen as exited.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from hangscope.model import Process, Role, Snapshot, StackKey
+from hangscope.model import Process, ProcessKey, Role, Snapshot, StackKey
 
 #: Roles that stay on screen, marked exited, after their process is gone.
 _REMEMBERED = (Role.RANK, Role.ENGINE_CORE, Role.LAUNCHER)
@@ -20,21 +20,23 @@ class History:
     """Folds successive Snapshots of one job into what the live view shows."""
 
     def __init__(self) -> None:
-        self._since: dict[tuple[int, int], tuple[StackKey, float]] = {}
-        self._last_seen: dict[int, Process] = {}
-        #: pid -> seconds the working stack has been unchanged; None: it moved in the last window.
-        self.stuck_for: dict[int, float | None] = {}
+        # Keyed by (host, PID): over several nodes PIDs repeat.
+        self._since: dict[tuple[ProcessKey, int], tuple[StackKey, float]] = {}
+        self._last_seen: dict[ProcessKey, Process] = {}
+        #: (host, PID) -> seconds the working stack has been unchanged; None: it moved in the
+        #: last window.
+        self.stuck_for: dict[ProcessKey, float | None] = {}
 
     def update(self, snap: Snapshot, now: float) -> Snapshot:
         """Record ``snap`` taken at ``now``; return it with ranks that exited since added back."""
-        since: dict[tuple[int, int], tuple[StackKey, float]] = {}
-        stuck_for: dict[int, float | None] = {}
+        since: dict[tuple[ProcessKey, int], tuple[StackKey, float]] = {}
+        stuck_for: dict[ProcessKey, float | None] = {}
         for proc in snap.processes:
             working = proc.working_thread
             if working is None or proc.is_exited:
                 continue
             key = working.stack_key
-            slot = (proc.pid, working.tid)
+            slot = (proc.key, working.tid)
             previous = self._since.get(slot)
             if previous is not None and previous[0] == key:
                 first_seen = previous[1]
@@ -43,31 +45,31 @@ class History:
                 first_seen = now - (snap.window_s if working.stuck else 0.0)
             since[slot] = (key, first_seen)
             moved = working.samples > 1 and not working.stuck
-            stuck_for[proc.pid] = None if moved else max(0.0, now - first_seen)
+            stuck_for[proc.key] = None if moved else max(0.0, now - first_seen)
         self._since = since
         self.stuck_for = stuck_for
 
         # A rank that died but is not reaped yet has lost its command line, so discovery
         # calls it "other": show it under the name it had.
         processes = tuple(
-            replace(self._last_seen[p.pid], state=p.state, cpu_percent=None,
+            replace(self._last_seen[p.key], state=p.state, cpu_percent=None,
                     errors=p.errors or (EXITED_NOTE,))
-            if p.is_exited and p.role is Role.OTHER and p.pid in self._last_seen else p
+            if p.is_exited and p.role is Role.OTHER and p.key in self._last_seen else p
             for p in snap.processes)
         if processes != snap.processes:
             snap = replace(snap, processes=processes)
-        present = {p.pid for p in snap.processes}
+        present = {p.key for p in snap.processes}
         departed = tuple(
             # Keeps its threads: the last stacks seen are what the user wants to read now.
             replace(proc, state="gone", cpu_percent=None, errors=(EXITED_NOTE,))
-            for pid, proc in self._last_seen.items() if pid not in present
+            for key, proc in self._last_seen.items() if key not in present
         )
         for proc in snap.processes:
             if proc.role in _REMEMBERED:
-                self._last_seen[proc.pid] = proc if not proc.is_exited else self._last_seen.get(
-                    proc.pid, proc)
+                self._last_seen[proc.key] = proc if not proc.is_exited else self._last_seen.get(
+                    proc.key, proc)
         for proc in departed:
-            self._last_seen[proc.pid] = proc
+            self._last_seen[proc.key] = proc
         if not departed:
             return snap
         return replace(snap, processes=snap.processes + departed)

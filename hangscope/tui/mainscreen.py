@@ -9,13 +9,13 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from hangscope.model import Process, Snapshot
+from hangscope.model import Process, ProcessKey, Snapshot
 from hangscope.tui.calltree import CallTree
 from hangscope.tui.collectives import CollectivesScreen
 from hangscope.tui.diffview import DiffView
 from hangscope.tui.findings import FindingsView
 from hangscope.tui.header import JobHeader, LiveState
-from hangscope.tui.ranks import RankFilter, RankTable
+from hangscope.tui.ranks import RankFilter, RankTable, key_of_row
 from hangscope.tui.screens import DiffPickScreen, FilterScreen, HelpScreen
 from hangscope.tui.stackview import StackPane
 from hangscope.tui.verdict import VerdictBanner
@@ -23,14 +23,10 @@ from hangscope.tui.verdict import VerdictBanner
 TABS = ("tab-stack", "tab-tree", "tab-diff", "tab-findings")
 
 
-def default_pid(snap: Snapshot) -> int | None:
+def default_key(snap: Snapshot) -> ProcessKey | None:
     """The rank to show first: the first suspect, else the first rank, else the first process."""
-    if snap.verdict is not None:
-        for pid in snap.verdict.suspects:
-            if snap.process(pid) is not None:
-                return pid
-    for proc in (*snap.ranks, *snap.processes):
-        return proc.pid
+    for proc in (*snap.suspect_processes, *snap.ranks, *snap.processes):
+        return proc.key
     return None
 
 
@@ -61,7 +57,7 @@ class MainScreen(Screen[None]):
         self.native = True
         self.full_paths = False
         self.rank_filter: RankFilter | None = None
-        self._suspects: tuple[int, ...] = ()
+        self._suspects: frozenset[ProcessKey] = frozenset()
 
     def compose(self) -> ComposeResult:
         yield JobHeader(self.target, id="header")
@@ -80,8 +76,8 @@ class MainScreen(Screen[None]):
         yield Footer(compact=True)
 
     # -- fed by the app ------------------------------------------------------------------
-    def show_snapshot(self, snap: Snapshot, stuck_for: dict[int, float | None]) -> None:
-        suspects = snap.verdict.suspects if snap.verdict is not None else ()
+    def show_snapshot(self, snap: Snapshot, stuck_for: dict[ProcessKey, float | None]) -> None:
+        suspects = snap.verdict.suspect_keys if snap.verdict is not None else frozenset()
         # A new diagnosis moves the selection to its suspect; otherwise the user's choice stays.
         follow = self.snapshot is None or suspects != self._suspects
         self._suspects = suspects
@@ -94,9 +90,8 @@ class MainScreen(Screen[None]):
         stack = self.query_one(StackPane)
         stack.snapshot = snap
         if follow:
-            pid = default_pid(snap)
-            table.redraw(select=pid)
-            stack.select(table.selected_pid)
+            table.redraw(select=default_key(snap))
+            stack.select(table.selected_key)
         self.query_one(CallTree).snapshot = snap
         self.query_one(DiffView).snapshot = snap
         self.query_one(FindingsView).snapshot = snap
@@ -118,14 +113,14 @@ class MainScreen(Screen[None]):
     # -- selection -----------------------------------------------------------------------
     @property
     def selected(self) -> Process | None:
-        pid = self.query_one(RankTable).selected_pid
-        if self.snapshot is None or pid is None:
+        key = self.query_one(RankTable).selected_key
+        if self.snapshot is None or key is None:
             return None
-        return self.snapshot.process(pid)
+        return self.snapshot.find(key)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None:
-            self.query_one(StackPane).select(int(event.row_key.value))
+            self.query_one(StackPane).select(key_of_row(event.row_key.value))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_show_tab("tab-stack")
@@ -162,11 +157,11 @@ class MainScreen(Screen[None]):
             self.notify("No other process with a stack to compare with.", severity="warning")
             return
 
-        def chosen(other: int | None) -> None:
+        def chosen(other: ProcessKey | None) -> None:
             if other is None:
                 return
             diff = self.query_one(DiffView)
-            diff.pair = (selected.pid, other)
+            diff.pair = (selected.key, other)
             diff.redraw()
             self.action_show_tab("tab-diff")
 
@@ -178,7 +173,7 @@ class MainScreen(Screen[None]):
 
         def chosen(choice: RankFilter | None) -> None:
             if choice is not None:
-                self.apply_filter(None if choice.pids is None and not choice.text else choice)
+                self.apply_filter(None if choice.everything else choice)
 
         self.app.push_screen(FilterScreen(self.snapshot, self.rank_filter), chosen)
 
@@ -188,7 +183,7 @@ class MainScreen(Screen[None]):
         table.rank_filter = rank_filter
         table.redraw()
         self._filter_note()
-        self.query_one(StackPane).select(table.selected_pid)
+        self.query_one(StackPane).select(table.selected_key)
 
     def _filter_note(self) -> None:
         note = self.query_one("#filter-note", Static)
@@ -209,4 +204,4 @@ class MainScreen(Screen[None]):
         self.app.push_screen(CollectivesScreen(self.snapshot))
 
 
-__all__ = ["MainScreen", "default_pid"]
+__all__ = ["MainScreen", "default_key"]

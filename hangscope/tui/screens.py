@@ -11,7 +11,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from hangscope.model import Process, Snapshot, signature_of
+from hangscope.model import Process, ProcessKey, Snapshot, signature_of
+from hangscope.render.fold import pid_host
 from hangscope.tui.ranks import RankFilter
 from hangscope.words import group_names
 
@@ -24,7 +25,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("d", "diff the selected rank's stack with another rank's"),
     ("c", "collectives: each rank's position per NCCL communicator (RAS, Flight Recorder)"),
     ("s", "save a report: Markdown and JSON, like `hangscope dump`"),
-    ("/", "filter the ranks by group, category, op or text"),
+    ("/", "filter the ranks by group, node, category, op or text"),
     ("escape", "clear the filter"),
     ("1 2 3 4", "stack / call tree / diff / findings tab"),
     ("up down", "select a rank (in the table) or a thread (in the list)"),
@@ -57,10 +58,19 @@ class HelpScreen(ModalScreen[None]):
 
 
 def filter_choices(snap: Snapshot) -> list[RankFilter]:
-    """The groups of the snapshot, then each category present, then "all"."""
+    """The groups of the snapshot, then each node (over several), then each category present,
+    then "all"."""
     is_rank = any(p.rank is not None for p in snap.processes)
     choices = [RankFilter(label=f"{group_names(g, is_rank)}: {g.signature}",
-                          pids=frozenset(g.pids)) for g in snap.groups]
+                          keys=g.keys) for g in snap.groups]
+    hosts = snap.host_names
+    if len(hosts) > 1:
+        count = {h: 0 for h in hosts}
+        for proc in snap.processes:
+            if proc.host in count:
+                count[proc.host] += 1
+        choices += [RankFilter(label=f"node {h} ({count[h]} processes)", host=h)
+                    for h in hosts]
     seen: list[str] = []
     for proc in snap.processes:
         category = str(proc.category)
@@ -149,17 +159,22 @@ class FilterScreen(ModalScreen[RankFilter | None]):
 def _counterpart(snap: Snapshot, selected: Process, candidates: list[Process]) -> int:
     """Index of the rank most worth comparing with: the first in a different group."""
     mine = signature_of(selected)[0]
-    suspects = set(snap.verdict.suspects) if snap.verdict else set()
+    verdict = snap.verdict
+
+    def suspect(proc: Process) -> bool:
+        return verdict is not None and verdict.is_suspect(proc)
+
     ranked = sorted(range(len(candidates)), key=lambda i: (
         signature_of(candidates[i])[0] == mine,
-        (candidates[i].pid in suspects) == (selected.pid in suspects),
+        suspect(candidates[i]) == suspect(selected),
         candidates[i].is_exited,
     ))
     return ranked[0] if ranked else 0
 
 
-class DiffPickScreen(ModalScreen[int | None]):
-    """Pick the rank whose working stack to compare with the selected one."""
+class DiffPickScreen(ModalScreen[ProcessKey | None]):
+    """Pick the rank whose working stack to compare with the selected one; answers its
+    (host, PID)."""
 
     # enter here too: a fast "d, enter" can arrive before the list has taken the focus.
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("enter", "pick", show=False)]
@@ -168,20 +183,23 @@ class DiffPickScreen(ModalScreen[int | None]):
         super().__init__()
         self.selected = selected
         self.candidates = [p for p in (snap.ranks or snap.processes)
-                           if p.pid != selected.pid and p.working_thread is not None]
+                           if p.key != selected.key and p.working_thread is not None]
         if not self.candidates:
             self.candidates = [p for p in snap.processes
-                               if p.pid != selected.pid and p.working_thread is not None]
+                               if p.key != selected.key and p.working_thread is not None]
         self.default = _counterpart(snap, selected, self.candidates)
+        self.several = len(snap.host_names) > 1  # PIDs repeat: name the node
 
     def compose(self) -> ComposeResult:
         with Vertical(id="diff-box", classes="modal-box"):
-            yield Static(Text(f"Diff {self.selected.name} (PID {self.selected.pid}) with:",
+            yield Static(Text(f"Diff {self.selected.name} "
+                              f"({pid_host(self.selected, self.several)}) with:",
                               style="bold"))
-            options = [Option(Text.assemble((f"{p.name:<8} ", "bold"), f"PID {p.pid}  ",
+            options = [Option(Text.assemble((f"{p.name:<8} ", "bold"),
+                                            f"{pid_host(p, self.several)}  ",
                                             (signature_of(p)[0], "dim"), no_wrap=True,
-                                            overflow="ellipsis"), id=str(p.pid))
-                       for p in self.candidates]
+                                            overflow="ellipsis"), id=str(i))
+                       for i, p in enumerate(self.candidates)]
             yield OptionList(*options, id="diff-choices")
 
     def on_mount(self) -> None:
@@ -192,13 +210,13 @@ class DiffPickScreen(ModalScreen[int | None]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         assert event.option.id is not None
-        self.dismiss(int(event.option.id))
+        self.dismiss(self.candidates[int(event.option.id)].key)
 
     def action_pick(self) -> None:
         options = self.query_one("#diff-choices", OptionList)
         index = options.highlighted if options.highlighted is not None else self.default
         if self.candidates:
-            self.dismiss(self.candidates[index].pid)
+            self.dismiss(self.candidates[index].key)
 
     def action_cancel(self) -> None:
         self.dismiss(None)

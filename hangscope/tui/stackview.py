@@ -9,7 +9,7 @@ from textual.reactive import reactive
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from hangscope.model import Process, Snapshot, Thread
+from hangscope.model import Process, ProcessKey, Snapshot, Thread
 from hangscope.render.text import CATEGORY_STYLE, stack_text
 from hangscope.tui.history import EXITED_NOTE
 from hangscope.words import size, who
@@ -94,7 +94,7 @@ class StackPane(Horizontal):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.pid: int | None = None
+        self.key: ProcessKey | None = None  # (host, PID) of the process shown
         self.tid: int | None = None
         self.native = True
         self.full_paths = False
@@ -107,11 +107,17 @@ class StackPane(Horizontal):
             yield Static(id="stack")
             yield Static(id="notes")
 
-    def select(self, pid: int | None, tid: int | None = None) -> None:
-        """Show process ``pid``, thread ``tid`` (default: its working thread)."""
-        if pid != self.pid:
+    @property
+    def pid(self) -> int | None:
+        """The PID of the process shown (its host: ``key``)."""
+        return self.key[1] if self.key is not None else None
+
+    def select(self, key: ProcessKey | None, tid: int | None = None) -> None:
+        """Show the process of (host, PID) ``key``, thread ``tid`` (default: its working
+        thread)."""
+        if key != self.key:
             self.tid = None
-        self.pid = pid
+        self.key = key
         if tid is not None:
             self.tid = tid
         self.redraw()
@@ -120,9 +126,9 @@ class StackPane(Horizontal):
         self.redraw()
 
     def _process(self) -> Process | None:
-        if self.snapshot is None or self.pid is None:
+        if self.snapshot is None or self.key is None:
             return None
-        return self.snapshot.process(self.pid)
+        return self.snapshot.find(self.key)
 
     def redraw(self) -> None:
         if not self.is_mounted:
@@ -143,7 +149,7 @@ class StackPane(Horizontal):
         # The working thread first, then Python threads, helpers, and native-only ones.
         ordered = sorted(proc.threads, key=lambda t: (t.tid != proc.working_tid, not t.python,
                                                       t.helper))
-        shown = (proc.pid, proc.working_tid,
+        shown = (proc.key, proc.working_tid,
                  tuple((t.tid, t.name, t.python, t.helper) for t in ordered))
         if shown != self._threads_shown:
             self._threads_shown = shown

@@ -14,13 +14,14 @@ _CLASSES = ("-critical", "-warning", "-info", "-exited", "-none")
 
 
 def suspects_text(snap: Snapshot) -> str:
-    """Who the verdict's suspects are, by name and PID."""
+    """Who the verdict's suspects are, by name and PID (and node, over several)."""
     if snap.verdict is None:
         return ""
-    names = []
-    for pid in snap.verdict.suspects:
-        proc = snap.process(pid)
-        names.append(who(proc) if proc is not None else f"PID {pid}")
+    found = snap.suspect_processes
+    several = len(snap.host_names) > 1
+    names = [who(p) + (f" on {p.host}" if several and p.host else "") for p in found]
+    seen = {p.pid for p in found}
+    names += [f"PID {pid}" for pid in snap.verdict.suspects if pid not in seen]
     return ", ".join(names)
 
 

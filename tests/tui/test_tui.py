@@ -23,7 +23,7 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList, TabbedContent
 
 from hangscope.errors import PermissionDenied, ProcessNotFound
-from hangscope.model import Frame, Gpu, GpuProcessUse, Role, Snapshot
+from hangscope.model import Frame, Gpu, GpuProcessUse, ProcessKey, Role, Snapshot
 from hangscope.render.output import render
 from hangscope.serialize import load
 from hangscope.tui.app import HangscopeApp, make_app, report_paths
@@ -53,6 +53,13 @@ def run_async(test: Callable[..., Coroutine[object, object, None]]) -> Callable[
 
 def recorded(name: str) -> Snapshot:
     return load(FIXTURES / f"{name}.json")
+
+
+def key_of(snap: Snapshot, pid: int) -> ProcessKey:
+    """(host, PID) of a recorded process: the live view keys its rows and history by it."""
+    proc = snap.process(pid)
+    assert proc is not None
+    return proc.key
 
 
 class Clock:
@@ -281,7 +288,7 @@ async def test_filter_by_text_then_clear() -> None:
         await pilot.press(*"all_reduce", "enter")
         await until(pilot, lambda: app.screen is app.main, "the main screen")
         await shows(pilot, 'filter: "all_reduce"  (3 shown, esc clears)')
-        assert table(app)._pids == [7706, 7707, 7708]
+        assert [pid for _, pid in table(app).shown_keys] == [7706, 7707, 7708]
         assert stack(app).pid == 7706  # the selection follows the filter
 
         await pilot.press("escape")
@@ -306,7 +313,7 @@ async def test_filter_by_group_or_category() -> None:
         await pilot.press(*"ipc", "down", "enter")  # typing narrows the list: category ipc_wait
         await until(pilot, lambda: app.screen is app.main, "the main screen")
         await shows(pilot, "filter: category ipc_wait")
-        assert sorted(table(app)._pids) == [7953, 7954, 7959]
+        assert sorted(pid for _, pid in table(app).shown_keys) == [7953, 7954, 7959]
 
         await pilot.press("slash")
         await until(pilot, lambda: isinstance(app.screen, FilterScreen), "the filter")
@@ -405,12 +412,12 @@ async def test_stuck_for_grows_while_the_stack_stays_the_same() -> None:
     app = make_app(sampler, interval=3600, clock=clock)
     async with app.run_test(size=SIZE) as pilot:
         await first_sample(pilot)
-        assert app.history.stuck_for[8032] == pytest.approx(first.window_s)
-        assert app.history.stuck_for[8035] is None  # rank 3 spins: its stack moves
+        assert app.history.stuck_for[key_of(first, 8032)] == pytest.approx(first.window_s)
+        assert app.history.stuck_for[key_of(first, 8035)] is None  # rank 3 spins: its stack moves
         clock.now += 65
         await pilot.press("r")
         await until(pilot, lambda: sampler.calls == 2 and not app.sampling, "the second sample")
-        assert app.history.stuck_for[8032] == pytest.approx(65 + first.window_s)
+        assert app.history.stuck_for[key_of(first, 8032)] == pytest.approx(65 + first.window_s)
         text = await shows(pilot, "1m08s")
         assert "1m08s" in row_of(text, 8032)
         assert "moving" in row_of(text, 8035)
@@ -422,9 +429,9 @@ def test_history_resets_when_the_stack_changes() -> None:
     snap = recorded("mismatch")
     history = History()
     history.update(snap, 100.0)
-    assert history.stuck_for[7709] == pytest.approx(snap.window_s)
+    assert history.stuck_for[key_of(snap, 7709)] == pytest.approx(snap.window_s)
     history.update(snap, 200.0)
-    assert history.stuck_for[7709] == pytest.approx(100 + snap.window_s)
+    assert history.stuck_for[key_of(snap, 7709)] == pytest.approx(100 + snap.window_s)
     rank3 = snap.process(7709)
     assert rank3 is not None and rank3.working_thread is not None
     moved = replace(rank3.working_thread, frames=rank3.working_thread.frames[1:],
@@ -432,8 +439,8 @@ def test_history_resets_when_the_stack_changes() -> None:
     other = replace(snap, processes=tuple(
         replace(p, threads=(moved,)) if p.pid == 7709 else p for p in snap.processes))
     history.update(other, 300.0)
-    assert history.stuck_for[7709] is None  # moved within the window
-    assert history.stuck_for[7706] == pytest.approx(200 + snap.window_s)
+    assert history.stuck_for[key_of(snap, 7709)] is None  # moved within the window
+    assert history.stuck_for[key_of(snap, 7706)] == pytest.approx(200 + snap.window_s)
     assert [duration_cell(s) for s in (None, 0, 59.9, 61, 3599, 3600 * 2 + 301)] == [
         "moving", "0s", "59s", "1m01s", "59m59s", "2h05m"]
 
@@ -641,7 +648,7 @@ def test_a_dead_rank_keeps_its_name_and_a_dead_job_is_gone() -> None:
     assert rank3 is not None
     assert (rank3.name, rank3.state) == ("rank 3", "Z")
     assert rank3.working_thread is not None  # the last stack seen
-    assert 7709 not in history.stuck_for
+    assert key_of(snap, 7709) not in history.stuck_for
     assert not shown.all_exited
     all_dead = replace(snap, processes=tuple(replace(p, state="Z") for p in snap.processes))
     assert all_dead.all_exited
