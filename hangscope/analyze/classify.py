@@ -31,10 +31,18 @@ _WCHAN_RULES: tuple[tuple[re.Pattern[str], Category], ...] = (
     (re.compile(r"futex"), Category.LOCK),
     (re.compile(r"nanosleep|hrtimer|msleep"), Category.SLEEP),
     (re.compile(r"epoll|poll_schedule|do_select|do_sys_poll|pipe_read|pipe_write|unix_stream|"
-                r"sk_wait|inet_csk_accept|tcp_recv|wait_woken|do_wait|kernel_wait"),
+                r"sk_wait|inet_csk_accept|tcp_recv|wait_woken|do_wait|kernel_wait|"
+                r"wait_for_partner|fifo_open|pipe_wait"),
      Category.IPC_WAIT),
     (re.compile(r"folio|page|nfs|rpc_wait|blk|io_schedule|jbd2|xfs|ext4"), Category.IO),
 )
+
+#: What a wait channel means, where a sentence says more than its name.
+_WCHAN_HINTS = {
+    "wait_for_partner": "Opening a FIFO (named pipe) that no process has opened from the other "
+                        "end (kernel wait channel wait_for_partner).",
+    "fifo_open": "Opening a FIFO (named pipe) that no process has opened from the other end.",
+}
 
 FILE_LOCK = next(sig for sig in SIGNATURES if sig.id == "jit_lock")
 
@@ -160,7 +168,8 @@ def _classification(thread: Thread) -> dict[str, Any]:
         for pattern, category in _WCHAN_RULES:
             if pattern.search(thread.wchan):
                 return dict(category=category, site=site, context=context, helper=helper,
-                            hint=f"Kernel wait channel {thread.wchan}.")
+                            hint=_WCHAN_HINTS.get(thread.wchan,
+                                                  f"Kernel wait channel {thread.wchan}."))
     if thread.state == "D":
         return dict(category=Category.IO, site=site, context=context, helper=helper,
                     hint="Uninterruptible sleep (state D): waiting on storage or a driver.")

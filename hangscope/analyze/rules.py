@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from hangscope.analyze.blocked import exiting_note, straggler_head
 from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
 from hangscope.analyze.group import group_ranks
 from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
@@ -213,7 +214,9 @@ def straggler(facts: Facts) -> Verdict | None:
     busy_groups = [g for g in facts.groups if not busy_pids.isdisjoint(g.pids)]
     chosen = {id(g) for g in busy_groups}
     wait_groups = [g for g in facts.groups if id(g) not in chosen]
-    summary = ("Straggler: " + "; ".join(describe(g, facts.is_rank) for g in busy_groups)
+    # A rank that works is a straggler; one blocked on a lock, a pipe or at exit is not.
+    summary = (straggler_head(facts, busy)
+               + "; ".join(describe(g, facts.is_rank) for g in busy_groups) + exiting_note(busy)
                + ", while " + "; ".join(describe(g, facts.is_rank) for g in wait_groups)
                + " for it.")
     return Verdict(VerdictKind.STRAGGLER, Severity.CRITICAL, summary,

@@ -72,3 +72,31 @@ def test_given_the_same_split_without_dense_samples_then_still_a_tie() -> None:
     assert snap.verdict is not None
     assert "no majority says which side is wrong" in snap.verdict.summary
     assert len(snap.verdict.suspects) == 2
+
+
+def test_given_a_rank_joining_a_thread_at_exit_then_blocked_and_exiting_not_straggler() -> None:
+    snap = reread("exit_joins_thread")
+    verdict = snap.verdict
+    assert verdict is not None
+    assert verdict.suspects == (rank_pid(snap, 0),)
+    assert verdict.summary.startswith("Blocked elsewhere: rank 0 waits on a lock at _shutdown "
+                                      "(threading.py:1590) (rank 0 is exiting: its main code "
+                                      "returned, and Python joins the non-daemon thread "
+                                      "log-uploader before it can exit), while ranks 1-2 wait "
+                                      "in all_reduce at main (j15_teardown_join.py:36) for it.")
+    assert "Straggler" not in verdict.summary
+
+
+def test_given_a_rank_opening_a_fifo_then_an_ipc_wait_not_unknown() -> None:
+    snap = reread("fifo_before_init")
+    verdict = snap.verdict
+    assert verdict is not None
+    odd = snap.process(rank_pid(snap, 1))
+    assert odd is not None and odd.working_thread is not None
+    assert odd.working_thread.wchan == "wait_for_partner"
+    assert odd.working_thread.category.value == "ipc_wait"
+    assert "Opening a FIFO (named pipe)" in (odd.working_thread.hint or "")
+    assert verdict.suspects == (odd.pid,)
+    assert verdict.summary.startswith("Blocked elsewhere: rank 1 waits on another process (IPC) "
+                                      "at wait_for_weights (j12_rdzv_never_joins.py:21), while "
+                                      "ranks 0,2 wait in communicator init")
