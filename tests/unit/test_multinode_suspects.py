@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import support
 
+from hangscope.analyze import analyze
 from hangscope.commands.merge import merge
 from hangscope.serialize import dumps, from_dict, load
 
@@ -103,3 +104,19 @@ def test_one_node_report_has_no_host_column() -> None:
     assert header.split()[:3] == ["rank", "pid", "role"]
     md = support.run_cli("show", "--format", "md", NODE_FILES[0], env=WIDE)
     assert "| rank | pid | role |" in md.stdout and "host |" not in md.stdout
+
+
+def test_the_4_node_dump_marks_rank_7_only() -> None:
+    """gloo4x2-merged.json: `hangscope dump 15 --nodes 'node[01-04]'` on the namespace cluster
+    (rank 7 = PID 14 on node04 in all_gather; PID 14 is also rank 3's and rank 5's)."""
+    path = FIXTURES / "gloo4x2-merged.json"
+    again = analyze(load(path))  # the analysis of today, not only what the file says
+    assert list(zip(again.verdict.suspect_hosts, again.verdict.suspects,
+                    strict=True)) == [("node04", 14)]
+    assert sorted(p.host for p in again.processes if p.pid == 14) == [
+        "node02", "node03", "node04"]
+    result = support.run_cli("show", str(path), env=WIDE)
+    assert result.returncode == 0, result.stderr
+    lines = _group_lines(result.stdout)
+    assert [line.split()[1] for line in lines if "← suspect" in line] == ["7"], lines
+    assert "stack of rank 7 (PID 14 on node04)" in result.stdout
