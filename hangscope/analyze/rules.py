@@ -172,7 +172,7 @@ def missing_rank(facts: Facts) -> Verdict | None:
     for proc in facts.gone:
         if proc.pid in said:
             continue  # describe_missing named it with its exit code
-        last = f" (its last log line: {proc.log_tail[-1]})" if proc.log_tail else ""
+        last = _last_log_line(facts, proc)
         parts.append(f"{rank_set([rank_id(proc)], is_rank)} (PID {proc.pid}) "
                      f"{verb(facts.categories[proc.pid])}{last}")
     rest = [g for g in facts.groups if g.category not in GONE]
@@ -184,6 +184,15 @@ def missing_rank(facts: Facts) -> Verdict | None:
     return Verdict(VerdictKind.MISSING_RANK, Severity.CRITICAL,
                    "Missing rank: " + "; ".join(parts) + ".", suspects,
                    (*evidence(facts), *_coordinators_waiting(facts)))
+
+
+def _last_log_line(facts: Facts, proc: Process) -> str:
+    """`` (its last log line: ...)`` only from a log of its own: the last line of a file other
+    processes write too (the job's shared log, in the findings) may be anyone's."""
+    if not proc.log_tail or any(p.pid != proc.pid and not set(p.log_files).isdisjoint(
+            proc.log_files) for p in facts.processes):
+        return ""
+    return f" (its last log line: {proc.log_tail[-1].strip()})"
 
 
 def _coordinators_waiting(facts: Facts) -> tuple[str, ...]:

@@ -100,3 +100,15 @@ def test_given_a_rank_opening_a_fifo_then_an_ipc_wait_not_unknown() -> None:
     assert verdict.summary.startswith("Blocked elsewhere: rank 1 waits on another process (IPC) "
                                       "at wait_for_weights (j12_rdzv_never_joins.py:21), while "
                                       "ranks 0,2 wait in communicator init")
+
+
+def test_given_a_stopped_rank_and_a_shared_log_then_no_line_is_its_own() -> None:
+    snap = reread("stopped_rank_shared_log")
+    verdict = snap.verdict
+    assert verdict is not None
+    stopped = snap.process(rank_pid(snap, 3))
+    assert stopped is not None and stopped.log_tail  # the job's joblog, written by every rank
+    assert verdict.kind is VerdictKind.MISSING_RANK and verdict.suspects == (stopped.pid,)
+    assert verdict.summary.startswith(f"Missing rank: rank 3 (PID {stopped.pid}) is stopped "
+                                      "(state T); ranks 0-2 wait in all_reduce")
+    assert "log line" not in verdict.summary
