@@ -7,6 +7,7 @@ Pure functions over the model; no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from hangscope.model import Category, Group, Process, Role, rank_id
@@ -185,3 +186,22 @@ def group_names(group: Group, is_rank: bool) -> str:
     if len(group.labels) > 6:
         return f"{len(group.labels)} ranks ({group.labels[0]} ... {group.labels[-1]})"
     return ", ".join(group.labels)
+
+
+_SITE = re.compile(r"^(?:[\w<>.]*\.)?([\w<>]+) \([^()]*?:(\d+)\)$")
+
+
+def fit_site(site: str, width: int) -> str:
+    """A call site cut to ``width``, keeping what still says something: the function name and
+    line (``ModelRunner.init_memory_pool (sglang_like.py:97)`` -> ``init_memory_pool:97``, then
+    ``init_memo…:97``)."""
+    if len(site) <= width:
+        return site
+    match = _SITE.match(site)
+    if match is None:
+        return site[: max(0, width - 1)] + "…"
+    func, line = match.group(1), f":{match.group(2)}"
+    if len(func) + len(line) <= width:
+        return func + line
+    keep = width - len(line) - 1
+    return func[:keep] + "…" + line if keep >= 3 else (func + line)[: max(0, width - 1)] + "…"

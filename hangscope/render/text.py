@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.console import Group as RichGroup
-from rich.console import RenderableType
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -24,7 +25,7 @@ from hangscope.model import (
 from hangscope.render import collectives
 from hangscope.render.fold import fold_rows, pid_host, pid_label, rank_label
 from hangscope.render.stack import display_lines
-from hangscope.words import group_names, size
+from hangscope.words import fit_site, group_names, size
 
 SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow",
                   Severity.INFO: "cyan"}
@@ -192,12 +193,15 @@ def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> T
     """Per process: rank, PID, host (several), role, state, CPU, GPU, category, op, call site."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     several = len(snap.host_names) > 1  # PIDs repeat across nodes: say whose
+    # Only the site column gives way on a narrow terminal: it is cut to what still says
+    # something (``init_memor…:97``), one line per process, as in the TUI.
     for name, kw in (("rank", {"justify": "right"}), ("pid", {"justify": "right"}),
                      *((("host", {"min_width": max(map(len, snap.host_names))}),)
                        if several else ()),
                      ("role", {}), ("st", {}), ("cpu%", {"justify": "right"}),
-                     ("gpu", {}), ("category", {}), ("op", {}), ("site", {"overflow": "ellipsis", "no_wrap": True})):
-        table.add_column(name, **kw)
+                     ("gpu", {}), ("category", {}), ("op", {}), ("site", {})):
+        table.add_column(name, **kw) if name == "site" else table.add_column(
+            name, no_wrap=True, **kw)
     verdict = snap.verdict
     procs = processes if processes is not None else snap.processes
     rows = []
@@ -215,9 +219,22 @@ def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> T
     for row in fold_rows(rows):
         cells, style, category, host = row.payload
         table.add_row(rank_label(row.members), pid_label(row.members), *host, *cells[:4],
-                      Text(cells[4], style=CATEGORY_STYLE.get(category, "")), *cells[5:],
-                      style=style)
+                      Text(cells[4], style=CATEGORY_STYLE.get(category, "")), cells[5],
+                      _Site(cells[6]), style=style)
     return table
+
+
+class _Site:
+    """A call-site cell that fits itself to its column (words.fit_site), never folding."""
+
+    def __init__(self, site: str) -> None:
+        self.site = site
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(min(len(self.site), 12), len(self.site))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(fit_site(self.site, options.max_width), no_wrap=True, overflow="ellipsis")
 
 
 def native_threads_note(proc: Process) -> str | None:

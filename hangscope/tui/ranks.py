@@ -6,7 +6,6 @@ Rows are keyed by (host, PID): over several nodes (``attach --nodes``) PIDs repe
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -16,7 +15,7 @@ from textual.widgets import DataTable
 from hangscope.model import Process, ProcessKey, Role, Snapshot, key_in, signature_of
 from hangscope.render import collectives
 from hangscope.render.text import CATEGORY_STYLE, gpu_cell
-from hangscope.words import duration_cell
+from hangscope.words import duration_cell, fit_site
 
 _ROLE_SHORT = {Role.RESOURCE_TRACKER: "res.track", Role.COMPILE_WORKER: "compile",
                Role.ENGINE_CORE: "engine", Role.DETOKENIZER: "detok"}
@@ -58,25 +57,6 @@ def key_of_row(row: str) -> ProcessKey:
     """The (host, PID) of a row key written by :func:`row_id`."""
     pid, _, host = row.partition("@")
     return (host or None, int(pid))
-
-
-_SITE = re.compile(r"^(?:[\w<>.]*\.)?([\w<>]+) \([^()]*?:(\d+)\)$")
-
-
-def fit_site(site: str, width: int) -> str:
-    """A call site cut to ``width``, keeping what still says something: the function name and
-    line (``ModelRunner.init_memory_pool (sglang_like.py:97)`` -> ``init_memory_pool:97``, then
-    ``init_memo…:97``)."""
-    if len(site) <= width:
-        return site
-    match = _SITE.match(site)
-    if match is None:
-        return site[: max(0, width - 1)] + "…"
-    func, line = match.group(1), f":{match.group(2)}"
-    if len(func) + len(line) <= width:
-        return func + line
-    keep = width - len(line) - 1
-    return func[:keep] + "…" + line if keep >= 3 else (func + line)[: max(0, width - 1)] + "…"
 
 
 def table_columns(snap: Snapshot) -> tuple[str, ...]:
