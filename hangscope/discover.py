@@ -128,6 +128,7 @@ class Discovery:
         self.launcher_started: float | None = None
         self.found: dict[int, tree.Found] = {}  # the last walk, by PID
         self._fixed: tree.Fixed = {}
+        self._elsewhere_roots: list[int] | None = None  # ranks of the rendezvous found outside
 
     def _root(self) -> int:
         root = self.launcher
@@ -146,10 +147,35 @@ class Discovery:
         self.launcher_started = procfs.start_time(root)
         return root
 
+    def _elsewhere(self, found: list[tree.Found]) -> list[tree.Found]:
+        """Ranks of the same rendezvous outside the walked tree, when the tree lacks ranks its
+        WORLD_SIZE asks for: a rank that lives elsewhere on this host is not missing."""
+        envs = [f.environ for f in found if f.environ and "RANK" in f.environ]
+        keys = {k for env in envs if (k := tree.job_key(env)) is not None}
+        world = {env.get("LOCAL_WORLD_SIZE") or env.get("WORLD_SIZE") for env in envs}
+        ranks = {env["RANK"] for env in envs}
+        if len(keys) != 1 or len(world) != 1 or not (size := next(iter(world)) or "").isdigit() \
+                or len(ranks) >= int(size):
+            return []
+        known = {f.pid for f in found}
+        if self._elsewhere_roots is None:  # one scan of the host per target; a refresh walks
+            self._elsewhere_roots = tree.same_rendezvous(next(iter(keys)), known)
+        extra: list[tree.Found] = []
+        for pid in self._elsewhere_roots:
+            if pid in known:
+                continue
+            try:
+                extra += [f for f in tree.walk(pid) if f.pid not in known]
+            except ProcessNotFound:
+                continue  # gone since the scan
+            known.update(f.pid for f in extra)
+        return extra
+
     def discover(self) -> tuple[Job, list[Process]]:
         """Find the job's processes and name their roles and ranks."""
         root = self._root()
         found = tree.walk(root, fixed=self._fixed)
+        found += self._elsewhere(found)
         self.found = {info.pid: info for info in found}
         host = socket.gethostname()
         procs = []

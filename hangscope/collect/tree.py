@@ -221,6 +221,23 @@ def same_job_siblings(pid: int, parent: int, cmd: tuple[str, ...] | list[str],
     return out
 
 
+def same_rendezvous(key: tuple[str, ...], known: set[int]) -> list[int]:
+    """``grep -l MASTER_PORT=... /proc/*/environ``: the top processes outside ``known`` that
+    carry a RANK and the rendezvous ``key`` (ranks of this job started elsewhere on the host:
+    by another shell, setsid, or reparented to init)."""
+    table = procfs.scan()
+    me = os.getpid()
+    hits = set()
+    for pid in table:
+        if pid in known or pid == me:
+            continue
+        env = read_environ(pid)
+        if env and _is_rank_env(env) and job_key(env) == key:
+            hits.add(pid)
+    # A rank's own children inherit its environment: keep only the top of each subtree.
+    return sorted(pid for pid in hits if table[pid].ppid not in hits)
+
+
 def walk(root: int, limit: int = 4096, fixed: Fixed | None = None) -> list[Found]:
     """The root and all its descendants, in tree order (parents before children).
 

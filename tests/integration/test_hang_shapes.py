@@ -71,7 +71,23 @@ def test_given_a_lock_inversion_in_one_rank_then_local_deadlock_not_straggler(
     assert verdict["suspects"] == [pids["rank1"]]
     summary = verdict["summary"]
     assert summary.startswith(f"Local deadlock in rank 1 (PID {pids['rank1']}): 2 threads")
-    assert "loader at inversion_rank.<locals>.loader (hang_shapes.py:106)" in summary
-    assert "stats at inversion_rank.<locals>.stats (hang_shapes.py:112)" in summary
+    # Each thread where it blocks: its inner (second) acquire.
+    source = SHAPES.read_text().splitlines()
+    inner_b = source.index("            with lock_b:") + 1
+    inner_a = source.index("            with lock_a:") + 1
+    assert f"loader at inversion_rank.<locals>.loader (hang_shapes.py:{inner_b})" in summary
+    assert f"stats at inversion_rank.<locals>.stats (hang_shapes.py:{inner_a})" in summary
     assert "ranks 0,2 wait in all_reduce at inversion_rank (hang_shapes.py:" in summary
     assert "LOCAL DEADLOCK" in text and "Straggler" not in text
+
+
+def test_given_ranks_without_a_common_parent_then_the_rendezvous_finds_them(
+        tmp_path: Path) -> None:
+    pids, data, text = _dumped("orphans", tmp_path, ["rank0", "rank1", "rank2"], "rank2")
+    parents = {p["pid"]: p["ppid"] for p in data["processes"]}
+    assert parents[pids["rank0"]] != parents[pids["rank2"]] or parents[pids["rank2"]] == 1
+    assert _ranks(data) == {r: pids[f"rank{r}"] for r in range(3)}
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [pids["rank1"]]
+    assert "missing" not in text.lower(), text

@@ -8,6 +8,8 @@ in. Modes:
 - ``shell``     a bash ``-c 'RANK=0 python ... & RANK=1 ... & RANK=2 ... & wait'`` starts 3 gloo
                 ranks (MASTER_ADDR/PORT from the environment); rank 1 calls broadcast while
                 ranks 0 and 2 call all_reduce.
+- ``orphans``   the same ranks, each started by a ``sh -c '... &'`` that exits at once: no
+                common parent (init adopts them), one rendezvous (MASTER_ADDR/PORT).
 - ``gcc``       3 ranks (RANK/WORLD_SIZE env) share a ``filelock.FileLock``; rank 0 holds it
                 and runs gcc on generated C again and again (gcc's cc1 inherits RANK=0);
                 ranks 1-2 poll the lock.
@@ -132,6 +134,13 @@ def launch(mode: str, ready_file: str, workdir: str) -> None:
         ready(ready_file, "launcher")
         subprocess.run(["bash", "-c", line + " & wait"], env=env, check=False)
         return
+    if mode == "orphans":  # each rank from a shell that exits at once: init adopts them
+        for r in range(3):
+            subprocess.run(["sh", "-c", " ".join(me) + " &"], env=dict(env, RANK=str(r)),
+                           check=True)
+        ready(ready_file, "launcher")
+        while True:  # the test kills the process group (the ranks keep it)
+            time.sleep(60)
     children = [subprocess.Popen(me, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
                 for r in range(3)]
     ready(ready_file, "launcher")
@@ -140,7 +149,7 @@ def launch(mode: str, ready_file: str, workdir: str) -> None:
 
 
 def rank_main(mode: str, ready_file: str, workdir: str) -> None:
-    if mode == "shell":
+    if mode in ("shell", "orphans"):
         shell_rank(ready_file)
     elif mode == "gcc":
         gcc_rank(ready_file, workdir)
