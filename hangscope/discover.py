@@ -154,8 +154,11 @@ class Discovery:
         keys = {k for env in envs if (k := tree.job_key(env)) is not None}
         world = {env.get("LOCAL_WORLD_SIZE") or env.get("WORLD_SIZE") for env in envs}
         ranks = {env["RANK"] for env in envs}
+        # A zombie child is a rank that exited (its environment is gone): that rank is missing
+        # for a reason, and a fork it left behind with its RANK is no rank to take in.
+        exited = sum(1 for f in found if f.status in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD))
         if len(keys) != 1 or len(world) != 1 or not (size := next(iter(world)) or "").isdigit() \
-                or len(ranks) >= int(size):
+                or len(ranks) + exited >= int(size):
             return []
         known = {f.pid for f in found}
         if self._elsewhere_roots is None:  # one scan of the host per target; a refresh walks

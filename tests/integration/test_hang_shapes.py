@@ -91,3 +91,14 @@ def test_given_ranks_without_a_common_parent_then_the_rendezvous_finds_them(
     assert verdict["kind"] == "mismatched_collectives", verdict
     assert verdict["suspects"] == [pids["rank1"]]
     assert "missing" not in text.lower(), text
+
+
+def test_given_an_exited_rank_and_its_orphaned_fork_then_the_rank_is_missing(
+        tmp_path: Path) -> None:
+    pids, data, _ = _dumped("zombie_fork", tmp_path, ["rank0", "rank1", "failing2", "helper"],
+                            "launcher")
+    assert pids["helper"] not in {p["pid"] for p in data["processes"]}  # no second rank 2
+    verdict = data["verdict"]
+    assert verdict["kind"] == "missing_rank", verdict
+    assert verdict["suspects"] == [pids["failing2"]]
+    assert "exited with code 1" in verdict["summary"]

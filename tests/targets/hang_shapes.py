@@ -10,6 +10,8 @@ in. Modes:
                 ranks 0 and 2 call all_reduce.
 - ``orphans``   the same ranks, each started by a ``sh -c '... &'`` that exits at once: no
                 common parent (init adopts them), one rendezvous (MASTER_ADDR/PORT).
+- ``zombie_fork`` 3 gloo ranks; rank 2 forks a helper (it keeps RANK=2) and exits with code 1,
+                unreaped; ranks 0-1 wait in all_reduce for it.
 - ``gcc``       3 ranks (RANK/WORLD_SIZE env) share a ``filelock.FileLock``; rank 0 holds it
                 and runs gcc on generated C again and again (gcc's cc1 inherits RANK=0);
                 ranks 1-2 poll the lock.
@@ -125,6 +127,23 @@ def inversion_rank(ready_file: str) -> None:
     first.join()
 
 
+def fork_then_fail_rank(ready_file: str) -> None:
+    import torch
+    dist = _gloo()
+    rank = dist.get_rank()
+    value = torch.ones(2)
+    dist.all_reduce(value)
+    if rank == 2:
+        if os.fork() == 0:  # a helper that outlives the rank, with its RANK=2 environment
+            ready(ready_file, "helper")
+            while True:
+                time.sleep(60)
+        ready(ready_file, "failing2")
+        os._exit(1)  # the launcher waits for rank 0 first: rank 2 stays a zombie
+    ready(ready_file, f"rank{rank}")
+    dist.all_reduce(value)
+
+
 def launch(mode: str, ready_file: str, workdir: str) -> None:
     """Start 3 ranks with torchrun's environment and wait for them."""
     env = dict(os.environ, WORLD_SIZE="3", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
@@ -151,6 +170,8 @@ def launch(mode: str, ready_file: str, workdir: str) -> None:
 def rank_main(mode: str, ready_file: str, workdir: str) -> None:
     if mode in ("shell", "orphans"):
         shell_rank(ready_file)
+    elif mode == "zombie_fork":
+        fork_then_fail_rank(ready_file)
     elif mode == "gcc":
         gcc_rank(ready_file, workdir)
     elif mode == "inversion":
