@@ -35,7 +35,7 @@ def exiting_words(proc: Process) -> str | None:
 
 def straggler_head(facts: Facts, odd: Sequence[Process]) -> str:
     """``Straggler: `` when an odd rank works, ``Blocked elsewhere: `` when none does."""
-    working = any(facts.categories[p.pid] in BUSY for p in odd)
+    working = any(facts.categories[p.key] in BUSY for p in odd)
     return "Straggler: " if working else "Blocked elsewhere: "
 
 

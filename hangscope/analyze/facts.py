@@ -11,8 +11,10 @@ way (tests/unit/test_verdict_rules.py).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Protocol, TypeVar
 
 from hangscope.analyze.compiling import CompileActivity, compile_activity
 from hangscope.analyze.group import group_ranks
@@ -25,12 +27,21 @@ from hangscope.model import (
     Group,
     Job,
     Process,
+    ProcessKey,
     Role,
     Snapshot,
     category_of,
 )
 from hangscope.progress_evidence import RankProgress
 from hangscope.wait_evidence import P2PCall
+
+
+class _PidRecord(Protocol):
+    @property
+    def pid(self) -> int: ...
+
+
+R = TypeVar("R", bound=_PidRecord)
 
 #: A rank in one of these categories waits for a peer or for its GPU.
 WAITING = frozenset({Category.COLLECTIVE, Category.COMM_INIT, Category.CUDA_SYNC,
@@ -53,8 +64,10 @@ class Facts:
     snapshot: Snapshot  # classified processes; no verdict yet
     subjects: tuple[Process, ...]  # what the verdict is about (model.subjects_of)
     groups: tuple[Group, ...]  # subjects by signature, largest first
-    categories: dict[int, Category]  # subject PID -> its category
-    stuck: frozenset[int]  # subject PIDs whose working stack never moved in the window
+    # Keyed by (host, PID), never PID alone: on a merged multi-node dump PIDs repeat, and a
+    # rule must read each rank's own category and stuck-ness (Process.key).
+    categories: dict[ProcessKey, Category]  # subject (host, PID) -> its category
+    stuck: frozenset[ProcessKey]  # subjects whose working stack never moved in the window
 
     @property
     def processes(self) -> tuple[Process, ...]:
@@ -74,31 +87,31 @@ class Facts:
         return any(p.rank is not None for p in self.subjects)
 
     @cached_property
-    def moving(self) -> frozenset[int]:
-        """Subject PIDs whose stack was seen to change (sets, not scans: 131,072 ranks)."""
-        return frozenset(p.pid for p in self.subjects) - self.stuck
+    def moving(self) -> frozenset[ProcessKey]:
+        """Subjects whose stack was seen to change (sets, not scans: 131,072 ranks)."""
+        return frozenset(p.key for p in self.subjects) - self.stuck
 
     @cached_property
-    def progress(self) -> dict[int, RankProgress]:
-        """Subject PID -> what the progress watcher measured (empty when it did not watch)."""
+    def progress(self) -> dict[ProcessKey, RankProgress]:
+        """Subject (host, PID) -> what the progress watcher measured (empty: it did not watch)."""
         return measured(self.snapshot)
 
     @cached_property
     def slow(self) -> tuple[Process, ...]:
         """Stuck-looking subjects whose measured evidence says slow: not proven hung."""
-        return tuple(p for p in self.subjects if p.pid in self.stuck
-                     and (m := self.progress.get(p.pid)) is not None and m.decision == SLOW
+        return tuple(p for p in self.subjects if p.key in self.stuck
+                     and (m := self.progress.get(p.key)) is not None and m.decision == SLOW
                      and m.evidence != "none")
 
     @cached_property
     def waiting(self) -> tuple[Process, ...]:
         """Subjects that wait for a peer or the GPU."""
-        return tuple(p for p in self.subjects if self.categories[p.pid] in WAITING)
+        return tuple(p for p in self.subjects if self.categories[p.key] in WAITING)
 
     @cached_property
     def gone(self) -> tuple[Process, ...]:
         """Subjects that exited, are zombies, or are stopped."""
-        return tuple(p for p in self.subjects if self.categories[p.pid] in GONE)
+        return tuple(p for p in self.subjects if self.categories[p.key] in GONE)
 
     @cached_property
     def ranks_found(self) -> int:
@@ -121,9 +134,10 @@ class Facts:
     def p2p_calls(self) -> dict[int, P2PCall]:
         """Global rank -> the send/recv it waits in and its peer (py-spy --locals)."""
         waits = self.snapshot.waits
-        calls = {r.pid: r.p2p for r in waits.locals if r.p2p} if waits is not None else {}
-        return {p.rank.global_rank: calls[p.pid] for p in self.subjects
-                if p.pid in calls and p.rank is not None and p.rank.global_rank is not None}
+        records = [r for r in waits.locals if r.p2p] if waits is not None else []
+        calls = {key: r.p2p for key, r in by_key(self.processes, records).items() if r.p2p}
+        return {p.rank.global_rank: calls[p.key] for p in self.subjects
+                if p.key in calls and p.rank is not None and p.rank.global_rank is not None}
 
     @cached_property
     def missing(self) -> MissingRanks | None:
@@ -133,8 +147,10 @@ class Facts:
     @cached_property
     def compiles(self) -> tuple[CompileActivity, ...]:
         """Subjects compiling (Dynamo/Inductor/Triton), with their helpers."""
-        pids = {p.pid for p in self.subjects}
-        return tuple(a for a in compile_activity(self.processes) if a.pid in pids)
+        # compile_activity reads one node's process tree: its PIDs are unique only per host.
+        keys = {p.key for p in self.subjects}
+        return tuple(a for a in compile_activity(self.processes)
+                     if any(k in keys for k in unique_keys(self.processes, a.pid)))
 
 
 def is_stuck(proc: Process, samples: int) -> bool:
@@ -151,9 +167,28 @@ def is_stuck(proc: Process, samples: int) -> bool:
     return working.samples <= 1 or working.unchanged_samples >= working.samples
 
 
-def measured(snap: Snapshot) -> dict[int, RankProgress]:
-    """PID -> the progress decision the watcher measured for it (empty without one)."""
-    return {r.pid: r for r in snap.progress.ranks} if snap.progress is not None else {}
+def unique_keys(processes: Sequence[Process], pid: int) -> tuple[ProcessKey, ...]:
+    """The (host, PID) a PID-only record names: the one process with that PID, or none.
+
+    Progress and wait records carry a PID and no host. On a merged multi-node dump a PID may
+    be a rank on each of several nodes; such a record cannot say whose it is, so it is
+    matched to nobody rather than to the wrong rank (each node's own dump matched it).
+    """
+    found = [p.key for p in processes if p.pid == pid]
+    return tuple(found) if len(found) == 1 else ()
+
+
+def by_key(processes: Sequence[Process], records: Iterable[R]) -> dict[ProcessKey, R]:
+    """(host, PID) -> the PID-only record of that process, where its PID is unique."""
+    count: dict[int, list[ProcessKey]] = {}
+    for proc in processes:
+        count.setdefault(proc.pid, []).append(proc.key)
+    return {keys[0]: r for r in records if len(keys := count.get(r.pid, [])) == 1}
+
+
+def measured(snap: Snapshot) -> dict[ProcessKey, RankProgress]:
+    """(host, PID) -> the progress decision the watcher measured for it (empty without one)."""
+    return by_key(snap.processes, snap.progress.ranks) if snap.progress is not None else {}
 
 
 def stuck_measured(proc: Process, samples: int, progress: RankProgress | None) -> bool:
@@ -172,7 +207,7 @@ def facts_of(snap: Snapshot) -> Facts:
     progress = measured(snap)
     return Facts(
         snapshot=snap, subjects=subjects, groups=group_ranks(subjects),
-        categories={p.pid: p.category for p in subjects},
-        stuck=frozenset(p.pid for p in subjects
-                        if stuck_measured(p, snap.samples, progress.get(p.pid))),
+        categories={p.key: p.category for p in subjects},
+        stuck=frozenset(p.key for p in subjects
+                        if stuck_measured(p, snap.samples, progress.get(p.key))),
     )

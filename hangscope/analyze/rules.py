@@ -66,7 +66,7 @@ def evidence(facts: Facts) -> tuple[str, ...]:
             if working.samples > 1:
                 bits.append("stack unchanged in all "
                             f"{working.samples} samples" if working.stuck else "stack moved")
-        measured = facts.progress.get(proc.pid)
+        measured = facts.progress.get(proc.key)
         if measured is not None:  # which evidence decided, in its own words
             bits.append(f"{measured.decision} ({DECIDED_BY[measured.evidence]}): "
                         f"{measured.reason}")
@@ -83,7 +83,7 @@ def _moved_words(facts: Facts, moving: list[Process]) -> str:
     """``rank 0: its Python line moved; ranks 1-3: its waits complete ...`` (measured or not)."""
     by_why: dict[str, list[int]] = {}
     for proc in moving:
-        measured = facts.progress.get(proc.pid)
+        measured = facts.progress.get(proc.key)
         why = (_MOVED_BY.get(measured.evidence, "") if measured is not None
                and measured.decision == "progressing" else "") or "changed stack between samples"
         by_why.setdefault(why, []).append(rank_id(proc))
@@ -94,7 +94,7 @@ def _slow_words(facts: Facts) -> str:
     """`` Slow, not proven hung: ...`` where the measured evidence could not decide."""
     if not facts.slow:
         return ""
-    first = facts.progress[facts.slow[0].pid]
+    first = facts.progress[facts.slow[0].key]
     return (f" Slow, not proven hung: {rank_set([rank_id(p) for p in facts.slow], facts.is_rank)}"
             f" ({first.reason}).")
 
@@ -109,8 +109,8 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
     """Stuck ranks wait in different collectives or call sites; the smaller side is suspect."""
     # Point-to-point waits are not group-wide: a send and a recv are a pair, never a mismatch
     # (rules_waits.py reads their peers). Ranks compare only within one replica / PP stage.
-    coll = [p for p in facts.subjects if p.pid not in facts.moving and (
-        w := p.working_thread) is not None and facts.categories[p.pid] is Category.COLLECTIVE
+    coll = [p for p in facts.subjects if p.key not in facts.moving and (
+        w := p.working_thread) is not None and facts.categories[p.key] is Category.COLLECTIVE
         and not is_p2p(w.op)]
     for members in comparable_groups(coll):
         # Name the replica / stage: rank 1 of DP0 and rank 1 of DP1 are two processes.
@@ -147,8 +147,8 @@ def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str,
         labels = [label for g in suspects_groups for label in g.labels]
         summary += (f". The odd one out is "
                     f"{', '.join(labels) if labels else rank_set(odd, is_rank)}.")
-    chosen = {pid for g in coll_groups for pid in g.pids}
-    others = [g for g in facts.groups if chosen.isdisjoint(g.pids)]
+    chosen = {key for g in coll_groups for key in g.keys}
+    others = [g for g in facts.groups if chosen.isdisjoint(g.keys)]
     lines = tuple(f"{g.signature}: {group_names(g, is_rank)}" for g in ordered + others)
     return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
                    tuple(pid for g in suspects_groups for pid in g.pids), lines,
@@ -174,7 +174,7 @@ def missing_rank(facts: Facts) -> Verdict | None:
             continue  # describe_missing named it with its exit code
         last = _last_log_line(facts, proc)
         parts.append(f"{rank_set([rank_id(proc)], is_rank)} (PID {proc.pid}) "
-                     f"{verb(facts.categories[proc.pid])}{last}")
+                     f"{verb(facts.categories[proc.key])}{last}")
     rest = [g for g in facts.groups if g.category not in GONE]
     if rest:
         parts.append("; ".join(describe(g, is_rank) for g in rest))
@@ -212,15 +212,15 @@ def _coordinators_waiting(facts: Facts) -> tuple[str, ...]:
 def straggler(facts: Facts) -> Verdict | None:
     """Some ranks work (CPU, JIT, I/O) while the others wait for them in a collective."""
     waiting, categories = facts.waiting, facts.categories
-    if not waiting or not all(p.pid in facts.stuck for p in waiting):
+    if not waiting or not all(p.key in facts.stuck for p in waiting):
         return None
     most_wait = len(waiting) >= len(facts.subjects) / 2
-    busy = [p for p in facts.subjects if categories[p.pid] in BUSY or (
-        most_wait and categories[p.pid] not in WAITING and categories[p.pid] not in GONE)]
+    busy = [p for p in facts.subjects if categories[p.key] in BUSY or (
+        most_wait and categories[p.key] not in WAITING and categories[p.key] not in GONE)]
     if not busy:
         return None
-    busy_pids = {p.pid for p in busy}
-    busy_groups = [g for g in facts.groups if not busy_pids.isdisjoint(g.pids)]
+    busy_keys = {p.key for p in busy}  # (host, PID): a busy rank's PID may wait on another node
+    busy_groups = [g for g in facts.groups if not busy_keys.isdisjoint(g.keys)]
     chosen = {id(g) for g in busy_groups}
     wait_groups = [g for g in facts.groups if id(g) not in chosen]
     # A rank that works is a straggler; one blocked on a lock, a pipe or at exit is not.
@@ -229,7 +229,7 @@ def straggler(facts: Facts) -> Verdict | None:
                + ", while " + "; ".join(describe(g, facts.is_rank) for g in wait_groups)
                + " for it.")
     return Verdict(VerdictKind.STRAGGLER, Severity.CRITICAL, summary,
-                   tuple(p.pid for p in busy), evidence(facts))
+                   tuple(p.pid for p in busy), evidence(facts), tuple(p.host for p in busy))
 
 
 def lock_threads(proc: Process) -> list[Thread]:
@@ -258,7 +258,7 @@ def local_deadlock(facts: Facts) -> Verdict | None:
     """Two or more threads of one process stuck acquiring locks."""
     for proc in facts.subjects:
         locked = lock_threads(proc)
-        if len(locked) < 2 or proc.pid not in facts.stuck or not all(
+        if len(locked) < 2 or proc.key not in facts.stuck or not all(
                 t.stuck or facts.samples <= 1 for t in locked):
             continue
         names = ", ".join(f"{t.name or t.tid} at {t.site or '?'}" for t in locked[:6])
@@ -267,7 +267,7 @@ def local_deadlock(facts: Facts) -> Verdict | None:
         # A rank is named as a rank; the ranks that wait for it are the deadlock's effect.
         where = who(proc) if proc.role is Role.RANK and proc.is_rank_numbered \
             else f"PID {proc.pid}"
-        waiting = [g for g in facts.groups if proc.pid not in g.pids and g.category not in GONE]
+        waiting = [g for g in facts.groups if proc.key not in g.keys and g.category not in GONE]
         summary = (f"Local deadlock in {where}: {len(locked)} threads wait on locks "
                    f"that the others hold ({names})"
                    + "".join(f"; {describe(g, facts.is_rank)} for it" for g in waiting)
@@ -276,7 +276,7 @@ def local_deadlock(facts: Facts) -> Verdict | None:
         lines = tuple(f"thread {t.name or t.tid} (tid {t.tid}): {t.category} at {t.site}, "
                       f"wchan {t.wchan or '?'}" for t in locked)
         return Verdict(VerdictKind.LOCAL_DEADLOCK, Severity.CRITICAL, summary, (proc.pid,),
-                       lines)
+                       lines, (proc.host,))
     return None
 
 
@@ -298,7 +298,7 @@ def _advice(facts: Facts, group: Group) -> str:
     if is_p2p(group.op):  # one peer, not the whole group: "every rank arrived" would be wrong
         advice = (" They wait in point-to-point ops: each for one peer that has not sent or "
                   "received its side (py-spy dump --locals shows src/dst).")
-    gpus = [m for pid in group.pids if (m := facts.progress.get(pid)) is not None and m.gpu]
+    gpus = [m for key in group.keys if (m := facts.progress.get(key)) is not None and m.gpu]
     if group.category is Category.CUDA_SYNC and gpus and not any(
             m.gpu_state in ("spin", "idle") for m in gpus):
         advice = ""  # the GPU works or is merely busy: "it does not finish" would be a guess
@@ -317,7 +317,7 @@ def all_waiting(facts: Facts) -> Verdict | None:
 
 def progressing(facts: Facts) -> Verdict | None:
     """Stacks moved between samples: slow, not hung."""
-    moving = [p for p in facts.subjects if p.pid in facts.moving]
+    moving = [p for p in facts.subjects if p.key in facts.moving]
     if not moving:
         return None
     if facts.progress and facts.snapshot.progress is not None:  # measured: say by what
@@ -327,7 +327,7 @@ def progressing(facts: Facts) -> Verdict | None:
         summary = (f"Progressing: {rank_set([rank_id(p) for p in moving], facts.is_rank)} "
                    "changed stack between samples: slow rather than hung.")
     if len(moving) < len(facts.subjects):
-        still = [rank_id(p) for p in facts.subjects if p.pid not in facts.moving]
+        still = [rank_id(p) for p in facts.subjects if p.key not in facts.moving]
         summary += f" {rank_set(still, facts.is_rank)} did not move."
     return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))
 

@@ -64,7 +64,7 @@ def _host_lines(facts: Facts) -> tuple[str, ...]:
         where = f" at {working.site}" if working and working.site else ""
         cpu = f", CPU {proc.cpu_percent:.0f}%" if proc.cpu_percent is not None else ""
         lines.append(f"host of {rank_set([rank_id(proc)], proc.rank is not None)} "
-                     f"(PID {proc.pid}): {facts.categories[proc.pid]}{where}, "
+                     f"(PID {proc.pid}): {facts.categories[proc.key]}{where}, "
                      f"state {proc.state or '?'}{cpu}")
     return tuple(lines)
 
@@ -74,7 +74,7 @@ def _settled(facts: Facts, c: ev.Conclusion) -> bool:
     not move: in a job that progresses, NCCL's counts and the recorder's sequence ids are a
     moment of an asynchronous pipeline (one rank a launch ahead), not a hang."""
     named = set() if c.kind == ev.MISMATCH else set(suspects(facts, c))
-    return all(p.pid in facts.stuck for p in facts.subjects
+    return all(p.key in facts.stuck for p in facts.subjects
                if p.pid not in named and not p.is_exited)
 
 

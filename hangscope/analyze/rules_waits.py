@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from hangscope.analyze.compiling import describe_compile
-from hangscope.analyze.facts import Facts
+from hangscope.analyze.facts import Facts, unique_keys
 from hangscope.analyze.locks import describe_lock_wait
 from hangscope.analyze.p2p import describe_cycle, describe_points_at, p2p_graph
 from hangscope.analyze.roles import is_helper_role
@@ -44,13 +44,14 @@ def p2p_deadlock(facts: Facts) -> Verdict | None:
         return None
     ranks = _by_rank(facts)
     graph = p2p_graph(calls, sorted(ranks))
-    cycles = [c for c in graph.cycles if all(ranks[r].pid in facts.stuck for r in c)]
+    cycles = [c for c in graph.cycles if all(ranks[r].key in facts.stuck for r in c)]
     if not cycles:
         return None
     summary = " ".join(describe_cycle(c, calls) for c in cycles)
     suspects = tuple(ranks[r].pid for c in cycles for r in c)
     return Verdict(VerdictKind.P2P_DEADLOCK, Severity.CRITICAL, summary, suspects,
-                   _lines(facts, suspects))
+                   _lines(facts, suspects),
+                   suspect_hosts=tuple(ranks[r].host for c in cycles for r in c))
 
 
 def p2p_points_at(facts: Facts) -> Verdict | None:
@@ -61,7 +62,7 @@ def p2p_points_at(facts: Facts) -> Verdict | None:
     ranks = _by_rank(facts)
     graph = p2p_graph(calls, sorted(ranks))
     for waiters, peer in graph.points_at:
-        if not all(ranks[r].pid in facts.stuck for r in waiters):
+        if not all(ranks[r].key in facts.stuck for r in waiters):
             continue
         target = ranks.get(peer)
         where = _where(target) if target is not None else None
@@ -71,14 +72,16 @@ def p2p_points_at(facts: Facts) -> Verdict | None:
                            tuple(p.pid for p in facts.launchers),
                            _lines(facts, tuple(ranks[r].pid for r in waiters)))
         return Verdict(VerdictKind.STRAGGLER, Severity.CRITICAL, summary, (target.pid,),
-                       _lines(facts, (target.pid, *(ranks[r].pid for r in waiters))))
+                       _lines(facts, (target.pid, *(ranks[r].pid for r in waiters))),
+                       suspect_hosts=(target.host,))
     return None
 
 
 def lock_wait(facts: Facts) -> Verdict | None:
     """Ranks wait for a file lock (flock, fcntl, a polling filelock) that another process holds."""
     waits = [w for w in facts.lock_waits
-             if any(pid in facts.stuck for pid in w.waiters)]
+             if any(k in facts.stuck for pid in w.waiters
+                    for k in unique_keys(facts.processes, pid))]
     if not waits:
         return None
     summary = "Lock wait: " + "; ".join(describe_lock_wait(w, facts.processes)

@@ -29,7 +29,7 @@ def _normal_path(facts: Facts, members: Sequence[Process]) -> dict[str, list[Pro
         working = proc.working_thread
         if working is not None and working.category is Category.COLLECTIVE and working.op:
             sigs.append(signature(working.op, working.site))
-        measured = facts.progress.get(proc.pid)
+        measured = facts.progress.get(proc.key)
         if measured is not None:
             sigs.extend(measured.seen)
         for sig in dict.fromkeys(sigs):
