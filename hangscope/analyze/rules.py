@@ -168,9 +168,11 @@ def missing_rank(facts: Facts) -> Verdict | None:
     elif short:
         parts.append(f"expected {job.expected_ranks} ranks ({job.expected_source}), "
                      f"found {facts.ranks_found}")
-    said = {pid for pid, _ in missing.exited} if missing is not None else set()
+    exited = {pid for pid, _ in missing.exited} if missing is not None else set()
+    # (host, PID) of the zombies world.py named: an exited rank's PID may be live elsewhere.
+    said = [p.key for p in facts.processes if p.is_zombie and p.pid in exited]
     for proc in facts.gone:
-        if proc.pid in said:
+        if proc.key in said:
             continue  # describe_missing named it with its exit code
         last = _last_log_line(facts, proc)
         parts.append(f"{rank_set([rank_id(proc)], is_rank)} (PID {proc.pid}) "
@@ -180,10 +182,11 @@ def missing_rank(facts: Facts) -> Verdict | None:
         parts.append("; ".join(describe(g, is_rank) for g in rest))
     # A zombie rank has no environment left to read: its role is "other", not a subject.
     # The suspects are the gone ranks, or none: a launcher idling in its serve loop is no cause.
-    suspects = tuple(dict.fromkeys((*said, *(p.pid for p in facts.gone))))
+    keys = tuple(dict.fromkeys((*said, *(p.key for p in facts.gone))))
     return Verdict(VerdictKind.MISSING_RANK, Severity.CRITICAL,
-                   "Missing rank: " + "; ".join(parts) + ".", suspects,
-                   (*evidence(facts), *_coordinators_waiting(facts)))
+                   "Missing rank: " + "; ".join(parts) + ".", tuple(pid for _, pid in keys),
+                   (*evidence(facts), *_coordinators_waiting(facts)),
+                   tuple(host for host, _ in keys))
 
 
 def _last_log_line(facts: Facts, proc: Process) -> str:

@@ -108,3 +108,20 @@ def test_hangscope_merge_json_names_each_rank_on_its_node(colliding) -> None:
     groups = {(tuple(g["hosts"]), tuple(g["pids"])): g["category"] for g in data["groups"]}
     assert groups[(("vm",), (8035,))] == "running"
     assert groups[(("node02", "node02"), (8034, 8035))] == "collective"
+
+
+def test_a_stopped_rank_is_the_suspect_on_its_own_node_only() -> None:
+    """stopped_rank_shared_log (node "vm": rank 3, PID 25172, stopped) merged with node02,
+    whose PIDs are rewritten (nothing else) so that rank 3 of node02, waiting, is PID 25172."""
+    node02 = from_dict(_rewrite_pids(json.loads(NODE02.read_text()), {14: 25172}))
+    stopped = load(str(FIXTURES / "blind" / "stopped_rank_shared_log.dump.json"))
+    merged = merge([stopped, node02])
+    facts = facts_of(merged)
+    assert facts.categories[("vm", 25172)] is Category.STOPPED
+    assert facts.categories[("node02", 25172)] is Category.COLLECTIVE
+    verdict = rules.missing_rank(facts)
+    assert verdict is not None and verdict.kind is VerdictKind.MISSING_RANK
+    assert (verdict.suspects, verdict.suspect_hosts) == ((25172,), ("vm",))
+    assert "rank 3 (PID 25172) is stopped" in verdict.summary, verdict.summary
+    assert [(p.host, p.pid) for p in merged.processes if verdict.is_suspect(p)] == [
+        ("vm", 25172)]
