@@ -90,7 +90,7 @@ def bench_live(nodes: int, nproc: int, repeat: int, extra_args: list[str]) -> No
     sys.path.insert(0, str(REPO / "tests" / "integration" / "cluster"))
     from cluster import Cluster
 
-    hangscope = str(REPO / ".venv" / "bin" / "hangscope")
+    hangscope = str(Path(sys.executable).parent / "hangscope")
     env = {"PATH": "/usr/sbin:/usr/bin:/bin", "HOME": "/root"}
     with Cluster(nodes, nproc) as c:
         ready = c.wait_ready(timeout=300)

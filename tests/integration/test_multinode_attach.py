@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
-from cluster import REPO, Cluster
+from cluster import Cluster
 from support import poll
 
 pytestmark = pytest.mark.skipif(
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(
     or shutil.which("unshare") is None or shutil.which("tmux") is None,
     reason="needs root, unshare, openssh-server and tmux (.ci/run installs them)")
 
-HANGSCOPE = str(REPO / ".venv" / "bin" / "hangscope")
+HANGSCOPE = str(Path(sys.executable).parent / "hangscope")
 ROW = re.compile(r"^\s*(\d)\s+(node0\d)\s+rank\s+(\d+)\s")
 
 

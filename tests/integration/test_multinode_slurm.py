@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
-from cluster import REPO
 from slurm import SlurmCluster
 
 pytestmark = pytest.mark.skipif(
@@ -37,7 +36,7 @@ def slurm() -> Iterator[tuple[SlurmCluster, str, dict[int, dict[str, object]]]]:
 
 def test_every_node_of_a_slurm_job_through_srun_overlap(slurm) -> None:
     c, job, ready = slurm
-    result = c.run_on("node01", str(REPO / ".venv" / "bin" / "hangscope"), "dump",
+    result = c.run_on("node01", str(Path(sys.executable).parent / "hangscope"), "dump",
                       "--slurm-job", job, "--samples", "2", "--window", "1",
                       "--format", "json", env=c.env, timeout=120)
     assert result.stdout.startswith("{"), (result.returncode, result.stderr[-2000:],

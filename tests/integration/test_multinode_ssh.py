@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
-from cluster import REPO, Cluster
+from cluster import Cluster
 from support import poll
 
 pytestmark = pytest.mark.skipif(
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
     or shutil.which("unshare") is None,
     reason="the namespace cluster needs root, unshare and openssh-server (.ci/run installs it)")
 
-HANGSCOPE = str(REPO / ".venv" / "bin" / "hangscope")
+HANGSCOPE = str(Path(sys.executable).parent / "hangscope")
 FAST = ("--samples", "2", "--window", "1", "--format", "json")
 
 

@@ -56,7 +56,9 @@ LogLevel ERROR
 _INIT = """\
 set -e
 hostname {name}
+mkdir -p {base}/{name}/host-tmp && mount --bind /tmp {base}/{name}/host-tmp
 mount -t tmpfs -o mode=1777 tmpfs /tmp
+{keep}
 mkdir -p /run/sshd && mount -t tmpfs -o mode=0755 tmpfs /run/sshd
 mount --bind {base}/hosts /etc/hosts
 mount --bind {base}/ssh /root/.ssh
@@ -85,7 +87,8 @@ class Cluster:
         if os.geteuid() != 0:
             raise PermissionError("the namespace cluster needs root (namespaces, veth, mounts)")
         self.nnodes, self.nproc = nodes, nproc
-        self.python = python or str(REPO / ".venv" / "bin" / "python")
+        # The interpreter running the tests (CI's venv, or the checkout's .venv).
+        self.python = python or sys.executable
         self.tag = secrets.token_hex(3)
         self.names = [f"node{i:02d}" for i in range(1, nodes + 1)]
         self.addresses = {n: f"{SUBNET}.{10 + i}" for i, n in enumerate(self.names, 1)}
@@ -155,8 +158,19 @@ class Cluster:
             (node / "sshd_config").write_text(
                 _SSHD_CONFIG.format(address=self.addresses[name], base=base))
             (node / "init.sh").write_text(_INIT.format(
-                name=name, base=base, job=self.node_job(name)))
+                name=name, base=base, job=self.node_job(name), keep=self._keep_tmp(node)))
         Path("/root/.ssh").mkdir(mode=0o700, exist_ok=True)  # the bind-mount target only
+
+    def _keep_tmp(self, node: Path) -> str:
+        """Lines of init.sh that keep the checkout and the Python environment visible when they
+        live under /tmp (CI's clone and venv may), which the node replaces with its own."""
+        wanted = {str(REPO), sys.prefix, sys.base_prefix,
+                  str(Path(self.python).parent.parent)}
+        lines = []
+        for path in sorted(p for p in wanted if p.startswith("/tmp/")):
+            inner = path.removeprefix("/tmp/")
+            lines.append(f"mkdir -p {path} && mount --bind {node}/host-tmp/{inner} {path}")
+        return "\n".join(lines)
 
     def torchrun_command(self) -> str:
         """This node's torchrun agent, started in the background from the node's directory."""
