@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime
 
 from hangscope.model import Finding, Host, Process, Role, Severity, Snapshot
@@ -110,77 +111,87 @@ def _host_procs(by_host: dict[str | None, list[Process]], host: Host) -> list[Pr
 def check_memory(snap: Snapshot) -> Iterable[Finding]:
     """RSS and virtual size against RAM and the cgroup limit; swap; paging; overcommit."""
     by_host = _procs_by_host(snap)
+    several = len(snap.hosts) > 1  # a merged multi-node job: say which node each is about
     for host in snap.hosts:
-        procs = [p for p in _host_procs(by_host, host) if p.rss is not None]
-        if not procs:
-            continue
-        rss = sum(p.rss or 0 for p in procs)
-        vms = sum(p.vms or 0 for p in procs)
-        ram = host.mem_total
-        cgroup = host.cgroup_memory_limit
-        limit, limit_name = ram, "RAM"
-        if cgroup is not None and (ram is None or cgroup < ram):
-            limit, limit_name = cgroup, "the cgroup memory limit"
-        per = {p.pid: {"rss": p.rss, "vms": p.vms, "swap": p.swap} for p in procs}
-        biggest = max(procs, key=lambda p: p.rss or 0)
-        facts: dict[str, object] = {"rss": rss, "vms": vms, "mem_total": ram,
-                                    "cgroup_limit": cgroup, "mem_available": host.mem_available,
-                                    "processes": per}
-        share = ""
-        if ram:
-            share = f" ({100 * rss / ram:.0f}% of the {size(ram)} of RAM"
-            if cgroup is not None and cgroup < ram:
-                share += f", {100 * rss / cgroup:.0f}% of the {size(cgroup)} cgroup limit"
-            share += ")"
-        if limit and rss >= MEM_WARN_FRACTION * limit:
-            crit = rss >= MEM_CRIT_FRACTION * limit
-            yield Finding("mem.pressure", Severity.CRITICAL if crit else Severity.WARNING,
-                          f"The job holds {size(rss)} resident, {100 * rss / limit:.0f}% of "
-                          f"{limit_name} ({size(limit)}): the kernel's OOM killer "
-                          f"{'is about to' if crit else 'may soon'} kill a rank.", facts)
-        elif ram and host.mem_available is not None and host.mem_available < 0.05 * ram:
-            yield Finding("mem.pressure", Severity.WARNING,
-                          f"The machine is nearly out of memory: {size(host.mem_available)} "
-                          f"of {size(ram)} available (the job itself holds {size(rss)}).",
-                          facts)
-        swapped = [p for p in procs if (p.swap or 0) > 0]
-        swap = sum(p.swap or 0 for p in swapped)
-        if swap >= SWAP_WARN_BYTES:
-            top = max(swapped, key=lambda p: p.swap or 0)
-            yield Finding("mem.swap", Severity.WARNING,
-                          f"{size(swap)} of the job is swapped out ({who(top)} alone has "
-                          f"{size(top.swap)}): a rank that touches it crawls, and can look "
-                          "hung.", {"swap": swap, "pids": {p.pid: p.swap for p in swapped}})
-        elif host.swap_used and host.swap_used >= SWAP_WARN_BYTES:
-            yield Finding("mem.swap", Severity.INFO,
-                          f"The machine has {size(host.swap_used)} in swap, none of it the "
-                          "job's.", {"swap_used": host.swap_used})
-        paging = [p for p in procs if (p.major_faults_window or 0) >= MAJOR_FAULTS_PAGING]
-        if paging and snap.window_s > 0:
-            paging.sort(key=lambda p: -(p.major_faults_window or 0))
-            top = paging[0]
-            yield Finding("mem.paging", Severity.WARNING,
-                          f"{who(top)} took {top.major_faults_window:,} major page faults "
-                          f"in the {snap.window_s:.1f} s window"
-                          + (f" ({len(paging) - 1} more processes too)" if len(paging) > 1
-                             else "")
-                          + ": it is reading memory back from swap or disk, which makes it "
-                          "crawl.", {"major_faults": {p.pid: p.major_faults_window
-                                                      for p in paging}})
-        if ram and vms >= OVERCOMMIT_FACTOR * ram:
-            top = max(procs, key=lambda p: p.vms or 0)
-            alone = (f"; {who(top)} alone reserves {size(top.vms)}"
-                     if (top.vms or 0) >= ram else "")
-            yield Finding("mem.overcommit", Severity.INFO,
-                          f"The job has reserved {size(vms)} of virtual memory, "
-                          f"{vms / ram:.1f}x the {size(ram)} of RAM{alone}. That is address "
-                          f"space, not use: only {size(rss)} is resident. CUDA and PyTorch "
-                          "reserve large ranges, so this alone is not a problem.",
-                          {**facts, "factor": round(vms / ram, 2)})
-        yield Finding("mem.usage", Severity.INFO,
-                      f"The job's {len(procs)} process{'es hold' if len(procs) != 1 else ' holds'} "
-                      f"{size(rss)} resident{share}; the largest is {who(biggest)} with "
-                      f"{size(biggest.rss)}.", facts)
+        for finding in _memory_of(snap, host, _host_procs(by_host, host)):
+            if several:
+                text = finding.message
+                finding = replace(finding, message=f"On {host.name}: {text[:1].lower()}{text[1:]}")
+            yield finding
+
+
+def _memory_of(snap: Snapshot, host: Host, host_procs: Iterable[Process]) -> Iterable[Finding]:
+    """check_memory for one host's processes."""
+    procs = [p for p in host_procs if p.rss is not None]
+    if not procs:
+        return
+    rss = sum(p.rss or 0 for p in procs)
+    vms = sum(p.vms or 0 for p in procs)
+    ram = host.mem_total
+    cgroup = host.cgroup_memory_limit
+    limit, limit_name = ram, "RAM"
+    if cgroup is not None and (ram is None or cgroup < ram):
+        limit, limit_name = cgroup, "the cgroup memory limit"
+    per = {p.pid: {"rss": p.rss, "vms": p.vms, "swap": p.swap} for p in procs}
+    biggest = max(procs, key=lambda p: p.rss or 0)
+    facts: dict[str, object] = {"rss": rss, "vms": vms, "mem_total": ram,
+                                "cgroup_limit": cgroup, "mem_available": host.mem_available,
+                                "processes": per}
+    share = ""
+    if ram:
+        share = f" ({100 * rss / ram:.0f}% of the {size(ram)} of RAM"
+        if cgroup is not None and cgroup < ram:
+            share += f", {100 * rss / cgroup:.0f}% of the {size(cgroup)} cgroup limit"
+        share += ")"
+    if limit and rss >= MEM_WARN_FRACTION * limit:
+        crit = rss >= MEM_CRIT_FRACTION * limit
+        yield Finding("mem.pressure", Severity.CRITICAL if crit else Severity.WARNING,
+                      f"The job holds {size(rss)} resident, {100 * rss / limit:.0f}% of "
+                      f"{limit_name} ({size(limit)}): the kernel's OOM killer "
+                      f"{'is about to' if crit else 'may soon'} kill a rank.", facts)
+    elif ram and host.mem_available is not None and host.mem_available < 0.05 * ram:
+        yield Finding("mem.pressure", Severity.WARNING,
+                      f"The machine is nearly out of memory: {size(host.mem_available)} "
+                      f"of {size(ram)} available (the job itself holds {size(rss)}).",
+                      facts)
+    swapped = [p for p in procs if (p.swap or 0) > 0]
+    swap = sum(p.swap or 0 for p in swapped)
+    if swap >= SWAP_WARN_BYTES:
+        top = max(swapped, key=lambda p: p.swap or 0)
+        yield Finding("mem.swap", Severity.WARNING,
+                      f"{size(swap)} of the job is swapped out ({who(top)} alone has "
+                      f"{size(top.swap)}): a rank that touches it crawls, and can look "
+                      "hung.", {"swap": swap, "pids": {p.pid: p.swap for p in swapped}})
+    elif host.swap_used and host.swap_used >= SWAP_WARN_BYTES:
+        yield Finding("mem.swap", Severity.INFO,
+                      f"The machine has {size(host.swap_used)} in swap, none of it the "
+                      "job's.", {"swap_used": host.swap_used})
+    paging = [p for p in procs if (p.major_faults_window or 0) >= MAJOR_FAULTS_PAGING]
+    if paging and snap.window_s > 0:
+        paging.sort(key=lambda p: -(p.major_faults_window or 0))
+        top = paging[0]
+        yield Finding("mem.paging", Severity.WARNING,
+                      f"{who(top)} took {top.major_faults_window:,} major page faults "
+                      f"in the {snap.window_s:.1f} s window"
+                      + (f" ({len(paging) - 1} more processes too)" if len(paging) > 1
+                         else "")
+                      + ": it is reading memory back from swap or disk, which makes it "
+                      "crawl.", {"major_faults": {p.pid: p.major_faults_window
+                                                  for p in paging}})
+    if ram and vms >= OVERCOMMIT_FACTOR * ram:
+        top = max(procs, key=lambda p: p.vms or 0)
+        alone = (f"; {who(top)} alone reserves {size(top.vms)}"
+                 if (top.vms or 0) >= ram else "")
+        yield Finding("mem.overcommit", Severity.INFO,
+                      f"The job has reserved {size(vms)} of virtual memory, "
+                      f"{vms / ram:.1f}x the {size(ram)} of RAM{alone}. That is address "
+                      f"space, not use: only {size(rss)} is resident. CUDA and PyTorch "
+                      "reserve large ranges, so this alone is not a problem.",
+                      {**facts, "factor": round(vms / ram, 2)})
+    yield Finding("mem.usage", Severity.INFO,
+                  f"The job's {len(procs)} process{'es hold' if len(procs) != 1 else ' holds'} "
+                  f"{size(rss)} resident{share}; the largest is {who(biggest)} with "
+                  f"{size(biggest.rss)}.", facts)
 
 
 # -- kernel messages ---------------------------------------------------------------------

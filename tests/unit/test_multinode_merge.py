@@ -74,3 +74,10 @@ def test_a_node_that_did_not_answer_is_named_with_what_is_unknown(snapshots) -> 
     assert "Rank 5 on node03 is in all_gather, the other 3 in all_reduce." in summary
     assert "2 of 3 nodes answered; node02: ssh timed out after 10 s." in summary
     assert "This verdict is drawn from ranks 0-1,4-5 only. Ranks 2-3 are unknown." in summary
+
+
+def test_per_node_memory_findings_name_their_node(snapshots) -> None:
+    # One memory finding per node: without the node's name, three look-alike lines.
+    merged = merge(snapshots)
+    usage = [f.message for f in merged.findings if f.id == "mem.usage"]
+    assert sorted(m.split(":", 1)[0] for m in usage) == ["On node01", "On node02", "On node03"]
