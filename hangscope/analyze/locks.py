@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hangscope.analyze.pylocals import as_str, frame_locals, thread_frames
-from hangscope.model import Category, Process, Thread
+from hangscope.model import Category, Process, Role, Thread
 from hangscope.wait_evidence import FileLockRecord
 from hangscope.words import verb, who, who_many
 
@@ -124,13 +124,27 @@ def describe_lock_wait(wait: LockWait, processes: Sequence[Process]) -> str:
         return text + f" held by PID {wait.holder}, outside this job"
     text += f" held by {who(holder)}"
     thread = holder.working_thread
-    if thread is not None and thread.category is not None:
-        # The JIT-cache pattern reads as such: the holder builds under the lock.
-        text += (f", which {verb(Category.JIT_COMPILE)}"
-                 if thread.category is Category.JIT_COMPILE else f", which is in {thread.category}")
+    # The JIT-cache pattern reads as such: the holder builds under the lock, in its own
+    # frames (Triton, Inductor) or through a compiler child (gcc, nvcc, ninja) it waits for.
+    # A compiler that exited during the window counts: a build runs one compiler after another.
+    compilers = [p for p in processes if p.role is Role.COMPILER and p.ppid == holder.pid]
+    if compilers:
+        names = ", ".join(f"{_program(p)} (PID {p.pid})" for p in compilers[:3])
+        ran = "ran" if all(p.is_exited for p in compilers) else "runs"
+        text += f", which compiles: it {ran} {names}"
+        if thread is not None and thread.site:
+            text += f" from {thread.site}"
+    elif thread is not None and thread.category is not None:
+        text += f", which {verb(thread.category, op=thread.op)}"
         if thread.site:
             text += f" at {thread.site}"
     return text
+
+
+def _program(proc: Process) -> str:
+    """The program a process runs, by the base name of its argv[0]: ``gcc``, ``nvcc``."""
+    first = proc.cmdline[0] if proc.cmdline else (proc.exe or "?")
+    return first.rsplit("/", 1)[-1]
 
 
 # -- in-process Python locks -------------------------------------------------------------

@@ -58,7 +58,7 @@ def test_given_ranks_waiting_for_a_file_lock_then_holder_and_file_named(
     assert wait.polling is (mode == "filelock")
     text = describe_lock_wait(wait, snap.processes)
     assert text == (f"ranks 1-2 wait for the file lock on .../{job.workdir.name}/.lock held by "
-                    f"rank 0 (PID {holder}), which is in sleep at build_kernel "
+                    f"rank 0 (PID {holder}), which sleeps at build_kernel "
                     f"(verdict_jobs.py:{_line('time.sleep(seconds)')})")
     # What the user sees: the dump's own verdict, from the /proc/locks (and --locals) it read.
     verdict = json.loads(data)["verdict"]

@@ -112,3 +112,14 @@ def test_given_a_stopped_rank_and_a_shared_log_then_no_line_is_its_own() -> None
     assert verdict.summary.startswith(f"Missing rank: rank 3 (PID {stopped.pid}) is stopped "
                                       "(state T); ranks 0-2 wait in all_reduce")
     assert "log line" not in verdict.summary
+
+
+def test_given_a_lock_holder_running_gcc_then_the_lock_wait_says_it_compiles() -> None:
+    # Real dump: rank 0 holds a JIT-cache lock and builds with gcc (one compiler run after
+    # another, so the gcc seen in the window had exited by its end); ranks 1-3 wait on the lock.
+    snap = reread("jit_lock_gcc_holder")
+    holder = rank_pid(snap, 0)
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.LOCK_WAIT
+    assert snap.verdict.suspects == (holder,)
+    assert f"held by rank 0 (PID {holder}), which compiles: it ran gcc (PID " in (
+        snap.verdict.summary)

@@ -59,7 +59,7 @@ def test_given_blocked_flock_waiters_then_mapped_to_the_holder() -> None:
     site = snap.ranks[0].working_thread.site  # type: ignore[union-attr]
     assert site is not None and site.startswith("build_kernel (verdict_jobs.py:")
     assert describe_lock_wait(wait, snap.processes) == (
-        f"ranks 1-2 wait for a file lock held by rank 0 (PID {ranks[0]}), which is in sleep "
+        f"ranks 1-2 wait for a file lock held by rank 0 (PID {ranks[0]}), which sleeps "
         f"at {site}")
 
 

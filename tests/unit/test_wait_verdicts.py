@@ -37,7 +37,7 @@ def test_given_blocked_flock_waiters_then_lock_wait_names_holder_file_and_site()
     assert snap.verdict.suspects == (ranks[0],)
     assert snap.verdict.summary.startswith(
         f"Lock wait: ranks 1-2 wait for the file lock on .../job-flock/.lock held by rank 0 "
-        f"(PID {ranks[0]}), which is in sleep at build_kernel (verdict_jobs.py:")
+        f"(PID {ranks[0]}), which sleeps at build_kernel (verdict_jobs.py:")
     assert snap.waits is not None and snap.waits.locals == ()  # flock blocks: no locals asked
 
 
