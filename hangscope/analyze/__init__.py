@@ -16,9 +16,11 @@ def analyze(snapshot: Snapshot) -> Snapshot:
     from hangscope.analyze.classify import classify_process
     from hangscope.analyze.findings import find_all
     from hangscope.analyze.group import merged_call_tree
+    from hangscope.analyze.roles import renumber_spawn_order
     from hangscope.analyze.verdict import diagnose, with_gpu_evidence
 
-    snap = replace(snapshot, processes=tuple(map(classify_process, snapshot.processes)))
+    snap = replace(snapshot, processes=renumber_spawn_order(
+        tuple(map(classify_process, snapshot.processes))))
     verdict, groups = diagnose(snap)
     verdict = with_gpu_evidence(verdict, snap.processes, snap.hosts)
     snap = replace(snap, groups=groups, verdict=verdict,

@@ -315,3 +315,48 @@ def refine_roles(procs: Sequence[Process], comms: Mapping[int, str] | None = Non
         if kids and all(k.role in HELPER_ROLES for k in kids):
             out[proc.pid] = replace(proc, role=Role.MAIN)
     return [out.get(p.pid, p) for p in procs]
+
+
+# Threads that only a process inside torch.distributed has (gloo's and ProcessGroupNCCL's).
+_DISTRIBUTED_THREADS = ("pt_gloo", "gloo_", "pt_nccl")
+
+
+def _in_distributed(proc: Process) -> bool:
+    """Whether the sampled process takes part in torch.distributed: a frame of it on a stack,
+    or a thread that only a process group starts."""
+    for thread in proc.threads:
+        if thread.name and thread.name.startswith(_DISTRIBUTED_THREADS):
+            return True
+        if any(f.file and "torch/distributed/" in f.file for f in thread.frames):
+            return True
+    return False
+
+
+def renumber_spawn_order(procs: Sequence[Process]) -> tuple[Process, ...]:
+    """Spawn-order ranks after sampling: a sibling outside torch.distributed is no rank.
+
+    ``mp.spawn``-style jobs set the rank in the child, not in its environment, so discovery
+    numbers unnamed multiprocessing siblings by start time. A feeder or logger the launcher
+    started among them would take rank 0 and shift every real rank by one. Once the stacks
+    are known: where some siblings are in torch.distributed and others are not, the others
+    are helpers (role other) and the ranks are numbered again among themselves.
+    """
+    by_parent: dict[tuple[str | None, int | None], list[Process]] = {}
+    for proc in procs:
+        if proc.rank is not None and proc.rank.source == "spawn-order" and proc.threads:
+            by_parent.setdefault((proc.host, proc.ppid), []).append(proc)
+    changed: dict[tuple[str | None, int], Process] = {}  # by (host, PID)
+    for siblings in by_parent.values():
+        inside = [p for p in siblings if _in_distributed(p)]
+        if not inside or len(inside) == len(siblings):
+            continue
+        inside.sort(key=lambda p: p.rank.global_rank if p.rank and p.rank.global_rank is not None
+                    else 1 << 30)
+        for number, proc in enumerate(inside):
+            changed[proc.key] = replace(proc, rank=replace(proc.rank, global_rank=number))
+        for proc in siblings:
+            if proc.key not in changed:
+                changed[proc.key] = replace(proc, role=Role.OTHER, rank=None)
+    if not changed:
+        return tuple(procs)
+    return tuple(changed.get(p.key, p) for p in procs)

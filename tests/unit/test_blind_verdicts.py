@@ -123,3 +123,18 @@ def test_given_a_lock_holder_running_gcc_then_the_lock_wait_says_it_compiles() -
     assert snap.verdict.suspects == (holder,)
     assert f"held by rank 0 (PID {holder}), which compiles: it ran gcc (PID " in (
         snap.verdict.summary)
+
+
+def test_given_a_feeder_spawned_before_the_ranks_then_it_is_no_rank_and_ranks_start_at_0() -> None:
+    # Real dump (second blind test): an mp.spawn-style job sets RANK inside each child, so
+    # discovery numbers the launcher's unnamed children by start time; the first child is a
+    # feeder outside torch.distributed, which shifted every real rank by one.
+    snap = reread("spawn_feeder_first")
+    ranks = sorted(p.rank.global_rank for p in snap.processes
+                   if p.rank is not None and p.rank.global_rank is not None)
+    assert ranks == [0, 1, 2]
+    feeder = next(p for p in snap.processes
+                  if any(t.site and t.site.startswith("feeder (") for t in p.threads))
+    assert feeder.rank is None
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.PROGRESSING
+    assert "ranks 0-2" in snap.verdict.summary
