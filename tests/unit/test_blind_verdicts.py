@@ -138,3 +138,13 @@ def test_given_a_feeder_spawned_before_the_ranks_then_it_is_no_rank_and_ranks_st
     assert feeder.rank is None
     assert snap.verdict is not None and snap.verdict.kind is VerdictKind.PROGRESSING
     assert "ranks 0-2" in snap.verdict.summary
+
+
+def test_given_a_rank_joining_a_child_process_at_exit_then_it_is_said_to_be_exiting() -> None:
+    # Real dump (second blind test): rank 0 returned early; multiprocessing's atexit hook
+    # (_exit_function) joins its non-daemon child, which never ends; ranks 1-2 wait for it.
+    snap = reread("exit_joins_child_process")
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.STRAGGLER
+    assert snap.verdict.suspects == (rank_pid(snap, 0),)
+    assert ("rank 0 is exiting: its main code returned, and multiprocessing joins its "
+            "non-daemon child process (PID ") in snap.verdict.summary
