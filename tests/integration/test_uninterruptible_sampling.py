@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-TARGETS = Path(__file__).resolve().parents[1] / "targets"
+from support import TARGETS, poll
 
 
 def _state(pid: int) -> str | None:
@@ -26,22 +26,14 @@ def _state(pid: int) -> str | None:
         return None
 
 
-def _wait(predicate: Any, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
 def test_process_in_state_d_costs_one_short_read_not_a_timeout_per_round(
         hangscope_cli: Any, tmp_path: Path) -> None:
     ready = tmp_path / "vfork.ready"
     proc = subprocess.Popen([sys.executable, str(TARGETS / "vfork_stuck.py"), "--ready-file",
                              str(ready)], stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        _wait(lambda: ready.exists() and ready.read_text().strip(), "the target's ready line")
-        _wait(lambda: _state(proc.pid) == "D", "state D")
+        poll(lambda: ready.exists() and ready.read_text().strip(), "the target's ready line")
+        poll(lambda: _state(proc.pid) == "D", "state D")
         started = time.monotonic()
         result = hangscope_cli("dump", str(proc.pid), "--format", "json", "--samples", "3",
                                "--window", "0.4", "--timeout", "4", timeout=120)
