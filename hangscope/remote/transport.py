@@ -8,18 +8,20 @@ forwarded, and names its own failures: ``ssh -o BatchMode=yes node -- CMD``,
 from __future__ import annotations
 
 import shlex
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Transport:
+class Transport(ABC):
     """Base: a name for messages and the exit code that means "could not reach the node"."""
 
     name: str = "transport"
     unreachable_rc: int | None = None
 
+    @abstractmethod
     def argv(self, node: str, command: list[str]) -> list[str]:
-        raise NotImplementedError
+        """The local argv that runs ``command`` on ``node`` with stdin forwarded."""
 
     def what_failed(self, rc: int, stderr: str) -> str:
         """One sentence from the transport's stderr (its last meaningful line)."""
