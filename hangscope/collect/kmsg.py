@@ -192,8 +192,3 @@ def read(pids: Collection[int], since: float | None) -> tuple[tuple[str, ...], s
                     "CAP_SYSLOG, or kernel.dmesg_restrict=1: run `sudo dmesg -T | tail -50` "
                     "on the host).")
     return select(records, pids, since, boot_time()), None
-
-
-def read_kernel_messages(pids: Collection[int], since: float | None) -> tuple[str, ...]:
-    """The lines of ``read``; () when the log is unreadable."""
-    return read(pids, since)[0]
