@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from hangscope.analyze.roles import int_or_none
 from hangscope.model import Process
 
 # Longest names first: MOE_DP before DP, ATTN_CP before CP (no other axis ends like them).
@@ -39,13 +40,6 @@ def title_coordinates(title: str | None) -> dict[str, int]:
     return out
 
 
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
 def coordinates(proc: Process) -> dict[str, int]:
     """Every coordinate known of a process: title first, then RankInfo, then environment."""
     out = title_coordinates(proc.title)
@@ -55,7 +49,7 @@ def coordinates(proc: Process) -> dict[str, int]:
             value = getattr(info, axis)
             if value is not None:
                 out.setdefault(axis, value)
-    dp = _int(proc.environ.get("SGLANG_DP_RANK"))
+    dp = int_or_none(proc.environ.get("SGLANG_DP_RANK"))
     if dp is not None:
         out.setdefault("dp", dp)
     return out

@@ -78,7 +78,7 @@ def _coords(rest: str) -> dict[str, int]:
     return out
 
 
-def _int(value: str | None) -> int | None:
+def int_or_none(value: str | None) -> int | None:
     if value is None:
         return None
     try:
@@ -97,9 +97,9 @@ def role_and_rank(cmdline: Sequence[str], environ: Mapping[str, str] | None,
     if sched:
         c = _coords(sched.group("rest"))
         tp = c.get("tp", 0)
-        dp = c.get("dp", _int(env.get("SGLANG_DP_RANK")))
+        dp = c.get("dp", int_or_none(env.get("SGLANG_DP_RANK")))
         return Role.RANK, RankInfo(tp=tp, pp=c.get("pp"), dp=dp, ep=c.get("ep"),
-                                   global_rank=_int(env.get("RANK")), source="title")
+                                   global_rank=int_or_none(env.get("RANK")), source="title")
     if title.startswith("sglang::detokenizer"):
         return Role.DETOKENIZER, None
     if title.startswith("sglang::tokenizer"):
@@ -112,7 +112,7 @@ def role_and_rank(cmdline: Sequence[str], environ: Mapping[str, str] | None,
         name = vllm.group("name")
         if name == "Worker":
             return Role.RANK, RankInfo(tp=c.get("tp"), pp=c.get("pp"), dp=c.get("dp"),
-                                       ep=c.get("ep"), global_rank=_int(env.get("RANK")),
+                                       ep=c.get("ep"), global_rank=int_or_none(env.get("RANK")),
                                        source="title")
         if name == "EngineCore":
             return Role.ENGINE_CORE, (RankInfo(dp=c["dp"], source="title") if "dp" in c else None)
@@ -126,12 +126,13 @@ def role_and_rank(cmdline: Sequence[str], environ: Mapping[str, str] | None,
         return Role.COMPILE_WORKER, None
     if "resource_tracker" in title:
         return Role.RESOURCE_TRACKER, None
-    rank = _int(env.get("RANK")) if "RANK" in env else _int(env.get("OMPI_COMM_WORLD_RANK"))
+    rank = int_or_none(env.get("RANK")) if "RANK" in env \
+        else int_or_none(env.get("OMPI_COMM_WORLD_RANK"))
     if rank is None:
-        rank = _int(env.get("SLURM_PROCID")) if "SLURM_PROCID" in env else None
+        rank = int_or_none(env.get("SLURM_PROCID")) if "SLURM_PROCID" in env else None
     if rank is not None or "LOCAL_RANK" in env:
-        world = _int(env.get("WORLD_SIZE") or env.get("OMPI_COMM_WORLD_SIZE"))
-        return Role.RANK, RankInfo(global_rank=rank, local_rank=_int(env.get("LOCAL_RANK")),
+        world = int_or_none(env.get("WORLD_SIZE") or env.get("OMPI_COMM_WORLD_SIZE"))
+        return Role.RANK, RankInfo(global_rank=rank, local_rank=int_or_none(env.get("LOCAL_RANK")),
                                    world_size=world, source="env")
     if is_root and has_children:
         return Role.LAUNCHER, None
@@ -178,7 +179,7 @@ def expected_ranks(args: Mapping[str, str], rank_envs: Sequence[Mapping[str, str
     said: list[str] = []
     for flag, value in args.items():
         key = _SIZE_FLAGS.get(flag)
-        number = _int(value)
+        number = int_or_none(value)
         if key and number is not None and key not in sizes:
             sizes[key] = number
             said.append(f"{flag} {value}")
@@ -201,11 +202,11 @@ def expected_ranks(args: Mapping[str, str], rank_envs: Sequence[Mapping[str, str
         total = product // nnodes if nnodes > 1 and product % nnodes == 0 else product
         return total, " ".join(said)
     for env in rank_envs:
-        local = _int(env.get("LOCAL_WORLD_SIZE"))
+        local = int_or_none(env.get("LOCAL_WORLD_SIZE"))
         if local:
             return local, f"LOCAL_WORLD_SIZE={local}"
     for env in rank_envs:
-        world = _int(env.get("WORLD_SIZE"))
+        world = int_or_none(env.get("WORLD_SIZE"))
         if world:
             return world, f"WORLD_SIZE={world}"
     return None, None

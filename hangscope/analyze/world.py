@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hangscope.analyze.identity import coordinates, coordinates_label
+from hangscope.analyze.roles import int_or_none
 from hangscope.model import Job, Process, Role
 from hangscope.words import compact_ranks
 
@@ -35,19 +36,12 @@ class MissingRanks:
     numbered: bool = True  # labels are global rank numbers
 
 
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
 def _env_world(ranks: Sequence[Process]) -> tuple[set[int], str] | None:
     """The global rank numbers this node should run, from the ranks' environment."""
     for proc in ranks:
         env = proc.environ
-        world, rank, local = (_int(env.get(k)) for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK"))
-        local_world = _int(env.get("LOCAL_WORLD_SIZE"))
+        world, rank, local = (int_or_none(env.get(k)) for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK"))
+        local_world = int_or_none(env.get("LOCAL_WORLD_SIZE"))
         if world is None:
             continue
         if local_world and local_world < world and rank is not None and local is not None:
@@ -69,7 +63,7 @@ def _flag_world(job: Job) -> tuple[set[tuple[tuple[str, int], ...]], str] | None
     said = []
     for axis, flags in _AXES.items():
         for flag in flags:
-            size = _int(job.args.get(flag))
+            size = int_or_none(job.args.get(flag))
             if size:
                 sizes[axis] = size
                 said.append(f"{flag} {size}")
