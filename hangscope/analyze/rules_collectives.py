@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from hangscope import evidence as ev
 from hangscope.analyze.facts import Facts
+from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.model import Role, Severity, Verdict, VerdictKind, rank_id
 from hangscope.words import describe, rank_set
 
 #: Roles that are never the suspect of a collective verdict, whatever PID a source names.
-HELPERS = frozenset({Role.LAUNCHER, Role.TOKENIZER, Role.DETOKENIZER, Role.CONTROLLER,
-                     Role.COMPILE_WORKER, Role.COMPILER, Role.RESOURCE_TRACKER,
-                     Role.DATA_WORKER})
+HELPERS = HELPER_ROLES | {Role.LAUNCHER, Role.CONTROLLER}
 
 _HEADING = {ev.MISMATCH: "Mismatched collectives", ev.MISSING: "Missing rank",
             ev.BEHIND: "Straggler"}
@@ -78,7 +77,7 @@ def _settled(facts: Facts, c: ev.Conclusion) -> bool:
                if p.pid not in named and not p.is_exited)
 
 
-def _verdict(facts: Facts, kind: str, verdict_kind: VerdictKind) -> Verdict | None:
+def _verdict(facts: Facts, kind: str) -> Verdict | None:
     found = conclusions(facts)
     chosen = next((c for c in found if c.kind == kind), None)
     if chosen is None or not _settled(facts, chosen):
@@ -93,23 +92,23 @@ def _verdict(facts: Facts, kind: str, verdict_kind: VerdictKind) -> Verdict | No
     lines = (f"collective evidence from {_SOURCE.get(chosen.source, chosen.source)}" + (
              " (NCCL collectives are asynchronous: a host waits at its next sync or launch, "
              "not inside the collective)" if nccl else ""), *others, *_host_lines(facts))
-    return Verdict(verdict_kind, Severity.CRITICAL, sentence + host_side(facts),
+    return Verdict(_KIND[kind], Severity.CRITICAL, sentence + host_side(facts),
                    suspects(facts, chosen), lines)
 
 
 def collective_mismatch(facts: Facts) -> Verdict | None:
     """The collective evidence names the first sequence where ranks issued different ops."""
-    return _verdict(facts, ev.MISMATCH, VerdictKind.MISMATCHED_COLLECTIVES)
+    return _verdict(facts, ev.MISMATCH)
 
 
 def collective_missing(facts: Facts) -> Verdict | None:
     """NCCL RAS has no data from a rank, or a Flight Recorder group member has no process."""
-    return _verdict(facts, ev.MISSING, VerdictKind.MISSING_RANK)
+    return _verdict(facts, ev.MISSING)
 
 
 def collective_behind(facts: Facts) -> Verdict | None:
     """A rank has not reached a collective the others launched (RAS op counts, FR sequence)."""
-    return _verdict(facts, ev.BEHIND, VerdictKind.STRAGGLER)
+    return _verdict(facts, ev.BEHIND)
 
 
 #: The rule functions above, so the verdict can be re-derived from the stacks alone.
