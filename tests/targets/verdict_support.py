@@ -16,9 +16,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from support import run_cli
+
 TARGETS = Path(__file__).resolve().parent
 JOBS = TARGETS / "verdict_jobs.py"
-REPO = TARGETS.parent.parent
 
 
 @dataclass
@@ -85,10 +86,7 @@ def _group_alive(pgid: int) -> bool:
 
 def dump_json(pid: int, *extra: str, timeout: float = 120.0) -> str:
     """``python -m hangscope dump PID --format json`` on this checkout; its stdout."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-m", "hangscope", "dump", str(pid), "--format",
-                           "json", *extra], capture_output=True, text=True, timeout=timeout,
-                          env=env, check=False)
+    done = run_cli("dump", str(pid), "--format", "json", *extra, timeout=timeout)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.stdout.strip(), done.stderr
     return done.stdout
@@ -99,9 +97,7 @@ def show_text(data: str, where: Path) -> str:
     unwrapped (box edges dropped, whitespace collapsed) so that a sentence is one string."""
     path = where / "dump.json"
     path.write_text(data)
-    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
-    done = subprocess.run([sys.executable, "-m", "hangscope", "show", str(path)],
-                          capture_output=True, text=True, timeout=60, env=env, check=False)
+    done = run_cli("show", str(path), env={"COLUMNS": "200"})
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 0, done.stderr
     return " ".join(done.stdout.replace("│", " ").split())
