@@ -47,9 +47,10 @@ def replaced(proc: Process) -> bool:
     return started is not None and abs(started - proc.create_time) > SAME_START_S
 
 
-def not_sampleable(pid: int) -> tuple[str, str] | None:
-    """(kind, reason) for a process py-spy must not touch: stopped, traced, or a zombie."""
-    found = procfs.read_stat(pid)
+def not_sampleable(pid: int, found: procfs.Stat | None) -> tuple[str, str] | None:
+    """(kind, reason) for a process py-spy must not touch: stopped, traced, or a zombie.
+
+    ``found``: its ``procfs.read_stat``, read once by the caller."""
     if found is None:
         return None  # py-spy reports what is wrong
     status = found.state  # T stopped, t tracing stop, Z zombie, X dead

@@ -123,10 +123,11 @@ class Sampler:
               nonblocking: bool | None = None) -> pyspy.DumpResult | None:
         if proc.python is False:
             return None
-        skip = not_sampleable(proc.pid)
+        stat = procfs.read_stat(proc.pid)
+        skip = not_sampleable(proc.pid, stat)
         if skip is not None:  # py-spy would attach to a stopped process or a corpse
             return pyspy.DumpResult(proc.pid, error=skip[1], error_kind=skip[0])
-        if (stat := procfs.read_stat(proc.pid)) is not None and stat.state == "D":
+        if stat is not None and stat.state == "D":
             return self._uninterruptible(proc)
         if nonblocking is None:
             nonblocking = self.options.nonblocking
