@@ -32,7 +32,7 @@ from hangscope.model import (
 )
 from hangscope.progress_evidence import GpmReading, ProgressEvidence, evidence_from_dict
 
-FIXTURES = support.REPO_ROOT / "tests" / "fixtures"
+FIXTURES = support.FIXTURES
 HEALTHY = ("matmul", "train", "decode")
 HUNG = ("spin", "spin_flag")
 
