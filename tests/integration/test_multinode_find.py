@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from support import run_cli
 
 from hangscope.errors import ProcessNotFound, UsageError
 from hangscope.remote.find import find_job_pid, find_pids, parse_spec, spec_for
@@ -64,7 +65,6 @@ def test_bad_specs_say_how_to_write_one(text: str) -> None:
 
 
 def test_cli_without_pid_or_find_says_what_to_give() -> None:
-    result = subprocess.run([sys.executable, "-m", "hangscope", "dump"], capture_output=True,
-                            text=True, timeout=60)
+    result = run_cli("dump")
     assert result.returncode == 2
     assert "Give the PID of the job's launcher or of any rank, or --find SPEC." in result.stderr
