@@ -192,6 +192,7 @@ class Sampler:
                       for p in procs}
         self._refresh.keep([p.pid for p in procs])
         self._in_d = {}
+        job_started = min((p.create_time for p in procs if p.create_time), default=None)
         gpu_readings = [self._gpus.read()]
         rounds: list[dict[int, Round]] = []
         with ThreadPoolExecutor(max_workers=_workers(opts, len(procs))) as pool:
@@ -201,8 +202,7 @@ class Sampler:
             host_reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hangscope-host")
             listening_read = host_reads.submit(procfs.read_listening)
             kernel_read = host_reads.submit(  # (lines, a note when the log is unreadable)
-                kmsg.read, [p.pid for p in procs],
-                min((p.create_time for p in procs if p.create_time), default=None))
+                kmsg.read, [p.pid for p in procs], job_started)
             version_read = host_reads.submit(self._read_pyspy_version)
             _warm_analysis(host_reads)
             host_reads.shutdown(wait=False)
@@ -212,8 +212,7 @@ class Sampler:
             # NCCL RAS and the Flight Recorder, while the later rounds sample (own deadlines).
             coll_read = collectives.start(
                 procs, {pid: r.proc for pid, r in rounds[0].items()}, listening_read.result(),
-                min((p.create_time for p in procs if p.create_time), default=None),
-                opts.fr_trigger and not self._fr_asked)
+                job_started, opts.fr_trigger and not self._fr_asked)
             self._fr_asked = True
             for i in range(1, samples):
                 delay = t0 + i * interval - self.clock()
