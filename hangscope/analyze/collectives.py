@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from hangscope import evidence as ev
-from hangscope.analyze.collectives_fr import from_fr
+from hangscope.analyze.collectives_fr import from_fr, rank_names
 from hangscope.model import Process, Role
 
 _STATUS_WORD = {ev.DISABLED: "RAS is off (NCCL_RAS_ENABLE=0)",
@@ -28,13 +28,6 @@ _STATUS_WORD = {ev.DISABLED: "RAS is off (NCCL_RAS_ENABLE=0)",
 
 LAUNCH_VARS = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/frpipe_ "
                "TORCH_FR_DUMP_TEMP_FILE=/tmp/nccl_trace_rank_ TORCH_FR_BUFFER_SIZE=2000")
-
-
-def _names(ranks: Sequence[int], global_ranks: bool = True) -> str:
-    word = "rank" if global_ranks else "communicator rank"
-    if len(ranks) == 1:
-        return f"{word} {ranks[0]}"
-    return f"{word}s {', '.join(map(str, ranks[:-1]))} and {ranks[-1]}"
 
 
 def _ras_status(r: ev.RasRank) -> str:
@@ -129,15 +122,15 @@ def _compare_counts(comm_id: str, positions: Sequence[ev.RankPosition]) -> list[
         ahead = [p for p in counted if vectors[p.rank] == top]
         lag_ops = sorted({op for p in behind for i, op in enumerate(ops)
                           if vectors[p.rank][i] < top[i]})
-        parts = [f"{_names([name[p.rank]], glob)} has launched "
+        parts = [f"{rank_names([name[p.rank]], glob)} has launched "
                  + ", ".join(f"{op} up to #{p.counts[op]}" for op in lag_ops) for p in behind]
         lead = ", ".join(f"{op} #{top[ops.index(op)]}" for op in lag_ops)
         return [ev.Conclusion(
             kind=ev.BEHIND, communicator=comm_id, ranks=tuple(name[p.rank] for p in behind),
             pids=tuple(p.pid for p in behind if p.pid), ops=tuple(lag_ops), global_ranks=glob,
             sentence=f"Communicator {comm_id}: {'; '.join(parts)}, while "
-                     f"{_names([name[p.rank] for p in ahead], glob)} launched {lead}: "
-                     f"{_names([name[p.rank] for p in behind], glob)} "
+                     f"{rank_names([name[p.rank] for p in ahead], glob)} launched {lead}: "
+                     f"{rank_names([name[p.rank] for p in behind], glob)} "
                      f"{'has' if len(behind) == 1 else 'have'} not reached it (NCCL RAS).")]
     sides: dict[tuple[int, ...], list[ev.RankPosition]] = {}
     for p in counted:
@@ -147,7 +140,7 @@ def _compare_counts(comm_id: str, positions: Sequence[ev.RankPosition]) -> list[
     for vector, members in sides.items():
         extra = [f"{op} #{vector[i]}" for i, op in enumerate(ops) if vector[i] > low[i]]
         side_ops.append("/".join(op for i, op in enumerate(ops) if vector[i] > low[i]) or "-")
-        described.append(f"{_names([name[p.rank] for p in members], glob)} launched "
+        described.append(f"{rank_names([name[p.rank] for p in members], glob)} launched "
                          + (", ".join(extra) or "nothing more"))
     smallest = min(len(m) for m in sides.values())
     suspects = [p for m in sides.values() if len(m) == smallest for p in m]

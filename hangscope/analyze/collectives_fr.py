@@ -11,10 +11,12 @@ from collections.abc import Mapping, Sequence
 from hangscope import evidence as ev
 
 
-def _names(ranks: Sequence[int]) -> str:
+def rank_names(ranks: Sequence[int], global_ranks: bool = True) -> str:
+    """``rank 3``, ``ranks 0, 1 and 2`` (``communicator rank`` for ranks within a communicator)."""
+    word = "rank" if global_ranks else "communicator rank"
     if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    return f"ranks {', '.join(map(str, ranks[:-1]))} and {ranks[-1]}"
+        return f"{word} {ranks[0]}"
+    return f"{word}s {', '.join(map(str, ranks[:-1]))} and {ranks[-1]}"
 
 
 def _at(entry: ev.FrEntry | None) -> str:
@@ -97,14 +99,14 @@ def _conclusions(pg: _Pg, live: Mapping[int, int] | None,
         ranks = [m.global_rank for m in missing if m.global_rank is not None]
         out.append(ev.Conclusion(
             kind=ev.MISSING, communicator=pg.name, ranks=tuple(ranks), source=ev.SOURCE_FR,
-            sentence=f"{_names(ranks).capitalize()} of {pg.label} "
+            sentence=f"{rank_names(ranks).capitalize()} of {pg.label} "
                      f"{'has' if len(ranks) == 1 else 'have'} no live process ("
                      + "; ".join(f"rank {m.global_rank}: {m.reason}" for m in missing)
                      + ") (Flight Recorder group members)."))
     if disagreement is not None:
         smallest = min(len(s.ranks) for s in disagreement.sides)
         suspects = [r for s in disagreement.sides if len(s.ranks) == smallest for r in s.ranks]
-        parts = [f"{_names(s.ranks)} called {s.op}"
+        parts = [f"{rank_names(s.ranks)} called {s.op}"
                  + (f" of {list(map(list, s.sizes))} {'/'.join(s.dtypes)}"
                     if disagreement.what != "op" else "")
                  + (f" at {s.site}" if s.site else "") for s in disagreement.sides]
@@ -128,9 +130,9 @@ def _conclusions(pg: _Pg, live: Mapping[int, int] | None,
             pids=tuple(live[r] for r in behind if live and r in live),
             ops=(nxt.op,) if nxt else (), seq=lowest + 1, sites=(nxt.site,) if nxt and nxt.site
             else (), source=ev.SOURCE_FR,
-            sentence=f"{pg.label.capitalize()}: {_names(behind)} enqueued collectives up to "
+            sentence=f"{pg.label.capitalize()}: {rank_names(behind)} enqueued collectives up to "
                      + ", ".join(f"#{lasts[r]}" for r in behind)
-                     + f"; {_names(ahead)} reached #{top}: {_names(behind)} "
+                     + f"; {rank_names(ahead)} reached #{top}: {rank_names(behind)} "
                      f"{'has' if len(behind) == 1 else 'have'} not reached collective "
                      f"#{lowest + 1} ({_at(nxt)}) (Flight Recorder)."))
     return out
