@@ -73,12 +73,13 @@ def _converse(argv: list[str], timeout: float) -> _Exchange:
     try:
         assert proc.stdin is not None and proc.stdout is not None
         first = proc.stdout.readline()
-        if first.strip() == HELLO_SEND.encode():
+        hello = first.strip()
+        if hello == HELLO_SEND.encode():
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.write(bundle())
                 shipped = True
-        elif first.strip() == HELLO_INSTALLED.encode():
-            first = b""
+        if hello in (HELLO_SEND.encode(), HELLO_INSTALLED.encode()):
+            first = b""  # the handshake line is no part of the dump
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.close()
         proc.stdin = None  # communicate() must not flush a closed pipe
@@ -88,8 +89,6 @@ def _converse(argv: list[str], timeout: float) -> _Exchange:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    if first.strip() == HELLO_SEND.encode():
-        first = b""
     return _Exchange(proc.returncode, (first + out).decode(errors="replace"),
                      err.decode(errors="replace"), shipped, fired.is_set())
 
