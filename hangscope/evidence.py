@@ -2,16 +2,12 @@
 
 Pure, frozen data; part of the JSON contract once a Snapshot carries it. This module does not
 use ``from __future__ import annotations`` on purpose: its field types are real objects, so
-serialize.py's generic reader (``typing.get_type_hints`` with the model's namespace) resolves
+serialize.py's generic reader (``typing.get_type_hints``, the one JSON codec) resolves
 them without the model having to import every class here. Keep definitions in dependency
 order (no forward references).
 """
 
-import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any
 
 # Where a piece of evidence came from.
 SOURCE_RAS = "ras"  # NCCL RAS over its client socket
@@ -254,41 +250,3 @@ class CollectiveEvidence:
     ras_status: str | None = None
     fr_status: str | None = None
     missing_evidence: str | None = None  # one sentence when neither source said anything
-
-
-def to_json(obj: Any) -> Any:
-    """JSON-able data of any evidence object (the same shape serialize.to_dict writes)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, (list, tuple)):
-        return [to_json(x) for x in obj]
-    if isinstance(obj, dict):
-        return {str(k): to_json(v) for k, v in obj.items()}
-    return obj
-
-
-def from_json(cls: type, data: Any) -> Any:
-    """Rebuild an evidence object of ``cls`` from ``to_json`` data (strict about shapes)."""
-    def conv(tp: Any, value: Any) -> Any:
-        origin, args = typing.get_origin(tp), typing.get_args(tp)
-        if origin in (typing.Union, types.UnionType):
-            if value is None:
-                return None
-            return conv(next(a for a in args if a is not type(None)), value)
-        if origin is tuple:
-            if not isinstance(value, list):
-                raise ValueError(f"expected a list, got {type(value).__name__}")
-            return tuple(conv(args[0] if args else Any, v) for v in value)
-        if origin is dict:
-            if not isinstance(value, dict):
-                raise ValueError(f"expected an object, got {type(value).__name__}")
-            return {str(k): conv(args[1], v) for k, v in value.items()}
-        if dataclasses.is_dataclass(tp):
-            if not isinstance(value, dict):
-                raise ValueError(f"expected an object for {tp.__name__}")
-            hints = typing.get_type_hints(tp)
-            return tp(**{f.name: conv(hints[f.name], value[f.name])
-                         for f in dataclasses.fields(tp) if f.name in value})
-        return value
-
-    return conv(cls, data)

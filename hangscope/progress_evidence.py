@@ -5,8 +5,7 @@ Like evidence.py, no ``from __future__ import annotations``: field types are rea
 a generic reader can resolve them. Definitions in dependency order.
 """
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -117,32 +116,3 @@ class JobProgress:
     ranks: tuple[RankProgress, ...] = ()
     seconds: float = 0.0  # the window watched
     note: str | None = None  # what could not be watched, and why (py-spy record failed, ...)
-
-
-def evidence_to_dict(evidence: ProgressEvidence) -> dict[str, Any]:
-    """Plain JSON-ready data (recorded fixtures, the GPU script's results)."""
-    return asdict(evidence)
-
-
-def evidence_from_dict(data: dict[str, Any]) -> ProgressEvidence:
-    """The inverse of :func:`evidence_to_dict`."""
-    def thread(t: dict[str, Any]) -> ThreadProgress:
-        stacks = tuple(StackCount(tuple(s["frames"]), s["count"]) for s in t["stacks"])
-        counters = CounterDelta(**t["counters"]) if t.get("counters") else None
-        return ThreadProgress(t["tid"], t.get("name"), t["samples"], stacks, counters)
-
-    processes = tuple(
-        ProcessProgress(
-            pid=p["pid"], threads=tuple(thread(t) for t in p["threads"]),
-            io=IoDelta(**p["io"]) if p.get("io") else None, sampled=p["sampled"],
-            error=p.get("error"), error_kind=p.get("error_kind"), gone=p.get("gone", False),
-            pauses=p.get("pauses", 0),
-        )
-        for p in data["processes"]
-    )
-    gpus = tuple(GpmReading(**g) for g in data.get("gpus", ()))
-    return ProgressEvidence(
-        seconds=data["seconds"], rate=data["rate"], processes=processes, gpus=gpus,
-        gpu_error=data.get("gpu_error"), sampler_cpu_s=data.get("sampler_cpu_s", 0.0),
-        error=data.get("error"),
-    )

@@ -1,6 +1,8 @@
 """Snapshot <-> JSON (schema ``hangscope.dump/1``, documented in docs/json-schema.md).
 
-Generic over the model's dataclasses: a field added to the model is written and read without
+The one JSON codec of hangscope: ``to_dict``/``decode`` serve every frozen record (the model,
+the collective and progress evidence, recorded fixtures), ``dumps``/``from_dict``/``load`` the
+Snapshot. Generic over dataclasses: a field added to the model is written and read without
 touching this file. Reading validates types and raises DumpFileError with the path of the
 first bad field, so ``hangscope show`` never shows a traceback for a bad file.
 """
@@ -15,13 +17,14 @@ import types
 import typing
 from enum import Enum
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 from hangscope import model
 from hangscope.errors import DumpFileError
 from hangscope.model import SCHEMA, Snapshot
 
 MAX_FILE_BYTES = 512 * 1024 * 1024
+T = TypeVar("T")
 
 
 _DATACLASS_FIELDS: dict[type, tuple[str, ...] | None] = {}
@@ -132,7 +135,8 @@ _HINTS: dict[type, dict[str, Any]] = {}
 
 def _hints(cls: type) -> dict[str, Any]:
     if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls, vars(model))
+        # Each record's own module resolves its annotations (model, evidence, progress_evidence).
+        _HINTS[cls] = typing.get_type_hints(cls)
     return _HINTS[cls]
 
 
@@ -313,6 +317,15 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         return _converter(tp)(value)
     except _Invalid as exc:
         raise exc.error(path) from None
+
+
+def decode(cls: type[T], data: Any, root: str = "$") -> T:
+    """Rebuild a record of ``cls`` (any frozen dataclass of hangscope) from ``to_dict`` data.
+
+    Raises:
+        DumpFileError: a field of the wrong type (its path under ``root``), or one missing.
+    """
+    return _convert(cls, data, root)
 
 
 def from_dict(data: Any, clean: bool = True) -> Snapshot:

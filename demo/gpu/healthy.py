@@ -187,7 +187,7 @@ def run_workload(name: str, runs: int, window: float, folder: Path, cli_runs: in
     from hangscope.analyze.progress import decide
     from hangscope.collect import nvml
     from hangscope.collect.progress import watch
-    from hangscope.progress_evidence import evidence_to_dict
+    from hangscope.serialize import to_dict
 
     ready = folder / f"ready-{name}"
     log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 (closed below)
@@ -219,7 +219,7 @@ def run_workload(name: str, runs: int, window: float, folder: Path, cli_runs: in
                 "gpm": [{"index": g.index, "error": g.error, **g.metrics} for g in evidence.gpus],
                 "gpu_error": evidence.gpu_error,
                 "utilization_gpu": [g.utilization for g in classic.gpus],
-                "evidence_data": evidence_to_dict(evidence),
+                "evidence_data": to_dict(evidence),
             })
         _write_fixture(folder, name, result)
         cli: list[dict[str, object]] = []

@@ -169,6 +169,7 @@ def run_one(scenario: str, variant: str, out: Path, dump: bool) -> dict:
     from hangscope import evidence as ev
     from hangscope.analyze.collectives import analyze, live_ranks
     from hangscope.collect.collectives import collect
+    from hangscope.serialize import to_dict
 
     world = 1 if scenario == "single" else 2
     cap = out / "captures" / f"{scenario}-{variant}"
@@ -219,8 +220,8 @@ def run_one(scenario: str, variant: str, out: Path, dump: bool) -> dict:
             ok = ok and fr_r.status == ev.READ and bool(fr_r.triggered)
         record.update(ok=ok, attempts=attempts,
                       ras_note=ras_r.note, fr_note=fr_r.note, fr_notes=list(fr_r.notes),
-                      conclusions=[ev.to_json(c) for c in found.conclusions],
-                      evidence=ev.to_json(found), pids={"launcher": job.pid, "ranks": ranks})
+                      conclusions=[to_dict(c) for c in found.conclusions],
+                      evidence=to_dict(found), pids={"launcher": job.pid, "ranks": ranks})
         if dump:
             t0 = time.monotonic()
             res = subprocess.run([sys.executable, "-m", "hangscope", "dump", "--format", "json",

@@ -132,7 +132,7 @@ def test_evidence_round_trips_through_the_dump_serializer() -> None:
     found = analyze(_ras("behind", "json"), _fr("behind"), LIVE["behind"])
     data = json.loads(json.dumps(serialize.to_dict(found)))
     assert serialize._convert(ev.CollectiveEvidence, data, "$") == found
-    assert ev.from_json(ev.CollectiveEvidence, ev.to_json(found)) == found
+    assert serialize.decode(ev.CollectiveEvidence, serialize.to_dict(found)) == found
 
 
 @pytest.mark.parametrize("status", [ev.DISABLED, ev.TOO_OLD, ev.NO_LISTENER, ev.NOT_THIS_JOB])

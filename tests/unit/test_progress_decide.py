@@ -20,18 +20,14 @@ from hangscope.analyze.progress import (
     job_progress,
 )
 from hangscope.collect.progress import parse_raw
-from hangscope.progress_evidence import (
-    GpmReading,
-    ProgressEvidence,
-    evidence_from_dict,
-    evidence_to_dict,
-)
+from hangscope.progress_evidence import GpmReading, ProgressEvidence
+from hangscope.serialize import decode, to_dict
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "progress"
 
 
 def load(name: str) -> ProgressEvidence:
-    return evidence_from_dict(json.loads((FIXTURES / f"gloo_{name}.json").read_text()))
+    return decode(ProgressEvidence, json.loads((FIXTURES / f"gloo_{name}.json").read_text()))
 
 
 def test_sleepy_job_progresses_although_every_rank_shows_one_stack() -> None:
@@ -92,7 +88,7 @@ def test_working_thread_without_samples_is_judged_by_its_counters() -> None:
 @pytest.mark.parametrize("name", ["sleepy", "mismatch", "blocked", "poll", "compute"])
 def test_evidence_round_trips_through_json(name: str) -> None:
     evidence = load(name)
-    assert evidence_from_dict(json.loads(json.dumps(evidence_to_dict(evidence)))) == evidence
+    assert decode(ProgressEvidence, json.loads(json.dumps(to_dict(evidence)))) == evidence
 
 
 def test_parse_raw_subprocesses_output() -> None:

@@ -30,7 +30,8 @@ from hangscope.model import (
     Thread,
     VerdictKind,
 )
-from hangscope.progress_evidence import GpmReading, ProgressEvidence, evidence_from_dict
+from hangscope.progress_evidence import GpmReading, ProgressEvidence
+from hangscope.serialize import decode
 
 FIXTURES = support.FIXTURES
 HEALTHY = ("matmul", "train", "decode")
@@ -39,7 +40,7 @@ HUNG = ("spin", "spin_flag")
 
 def recorded(name: str) -> tuple[ProgressEvidence, dict[str, Any]]:
     data = json.loads((FIXTURES / "progress" / f"gpu_{name}.json").read_text())
-    return evidence_from_dict(data), data
+    return decode(ProgressEvidence, data), data
 
 
 def readings() -> dict[str, Any]:

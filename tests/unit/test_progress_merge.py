@@ -11,13 +11,14 @@ import json
 import support
 
 from hangscope.analyze.progress import merge_progress, progress_of
-from hangscope.progress_evidence import JobProgress, evidence_from_dict
+from hangscope.progress_evidence import JobProgress, ProgressEvidence
+from hangscope.serialize import decode
 
 PROGRESS = support.FIXTURES / "progress"
 
 
 def node(name: str) -> tuple[JobProgress, list[int]]:
-    evidence = evidence_from_dict(json.loads((PROGRESS / f"{name}.json").read_text()))
+    evidence = decode(ProgressEvidence, json.loads((PROGRESS / f"{name}.json").read_text()))
     return progress_of(evidence), [p.pid for p in evidence.processes]
 
 

@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 
 from hangscope.analyze.progress import decide_all
-from hangscope.progress_evidence import evidence_from_dict
+from hangscope.progress_evidence import ProgressEvidence
+from hangscope.serialize import decode
 
 RECORDED = Path(__file__).parent.parent / "fixtures" / "progress" / "gloo_mismatch.json"
 
 
 def test_given_dense_samples_then_each_rank_names_the_collective_it_was_seen_in() -> None:
-    evidence = evidence_from_dict(json.loads(RECORDED.read_text()))
+    evidence = decode(ProgressEvidence, json.loads(RECORDED.read_text()))
     seen = [r.seen for r in decide_all(evidence)]
     assert seen == [("all_reduce at worker (progress_gloo.py:92)",)] * 3 + [
         ("all_gather at worker (progress_gloo.py:89)",)]
