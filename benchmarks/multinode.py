@@ -60,7 +60,7 @@ def synthetic_nodes(count: int, template: dict) -> list[str]:
 
 
 def bench_merge(count: int, repeat: int) -> None:
-    from hangscope.commands.merge import merge
+    from hangscope.analyze.merge import merge
     from hangscope.serialize import from_dict
 
     if hasattr(os, "sched_setaffinity"):

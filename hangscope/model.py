@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from hangscope.evidence import CollectiveEvidence
-from hangscope.progress_evidence import JobProgress
+from hangscope.evidence import CollectiveEvidence, FrReading, RasReading
+from hangscope.progress_evidence import JobProgress, ProgressEvidence
 from hangscope.wait_evidence import WaitEvidence
 
 SCHEMA = "hangscope.dump/1"
@@ -458,6 +458,21 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Readings:
+    """What the collectors read on one node for the analysis to judge: raw, no conclusions.
+
+    ``analyze(snapshot)`` derives ``Snapshot.collectives`` and ``Snapshot.progress`` from these
+    (in ``dump``, ``merge`` and the fixture regenerator alike); a dump without them (older
+    versions) keeps the conclusions it stored.
+    """
+
+    host: str | None = None  # the node read (a merged job has one Readings per node)
+    ras: RasReading | None = None  # NCCL RAS's answer (None: not asked)
+    flight_recorder: FrReading | None = None  # the Flight Recorder dumps read
+    progress: ProgressEvidence | None = None  # the watcher's window (None: not watched)
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything hangscope knows about a job at one moment; the JSON contract."""
 
@@ -482,6 +497,9 @@ class Snapshot:
     progress: JobProgress | None = None
     # /proc/locks of the job and py-spy --locals of its lock and p2p waiters (None: not read).
     waits: WaitEvidence | None = None
+    # The raw readings the conclusions above are derived from, one per node (empty: an older
+    # dump, whose stored conclusions stand).
+    readings: tuple[Readings, ...] = ()
     schema: str = SCHEMA
 
     def process(self, pid: int, host: str | None = None) -> Process | None:

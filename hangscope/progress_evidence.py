@@ -86,6 +86,9 @@ class ProgressEvidence:
     gpu_error: str | None = None  # NVML unusable as a whole (no driver, ...)
     sampler_cpu_s: float = 0.0  # CPU the py-spy recorders used (user + system)
     error: str | None = None  # the watcher could not sample at all (py-spy missing)
+    # at most this many processes got a py-spy recorder (None: no limit); the others were
+    # judged by kernel counters and the GPU
+    record_limit: int | None = None
 
     def process(self, pid: int) -> ProcessProgress | None:
         return next((p for p in self.processes if p.pid == pid), None)

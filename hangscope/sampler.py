@@ -1,7 +1,9 @@
 """Discover a job and sample every process in parallel over a short window: raw Snapshots.
 
 The sampler is the pipeline's only stage with side effects: it runs the collectors, several
-rounds over ``window`` seconds, then hands detached data to ``hangscope.analyze``.
+rounds over ``window`` seconds, then hands detached data to ``hangscope.analyze``. It records
+and never judges: NCCL RAS's answer, the Flight Recorder dumps and the progress window go on
+``Snapshot.readings`` as read, and ``analyze`` draws every conclusion from them.
 Round one takes native stacks (slow: py-spy reads libtorch's symbols); later rounds are
 Python-only (milliseconds) and only tell stuck (same stack) from slow (stack moved).
 """
@@ -17,16 +19,15 @@ from datetime import datetime, timezone
 
 from hangscope import __version__
 from hangscope.analyze import analyze
-from hangscope.analyze.collectives import node_evidence
-from hangscope.analyze.progress import progress_of
 from hangscope.collect import collectives, exitcode, kmsg, logs, nvml, procfs, pyspy, tree
 from hangscope.collect.host import BoundedGpuReader, read_host
 from hangscope.collect.progress import ProgressWatcher
 from hangscope.collect.waits import read_waits
 from hangscope.discover import Discovery, not_sampleable, replaced
 from hangscope.errors import PermissionDenied
-from hangscope.model import Job, Process, Role, Snapshot
-from hangscope.progress_evidence import JobProgress, ProgressEvidence
+from hangscope.model import Job, Process, Readings, Role, Snapshot
+from hangscope.progress_evidence import ProgressEvidence
+from hangscope.redact import redact_text
 from hangscope.refresh import Refresher
 from hangscope.rounds import Round, Window, merge_rounds
 from hangscope.serialize import scrub
@@ -234,8 +235,10 @@ class Sampler:
         merged = logs.attach_tails(merged, redact=opts.redact)
         waits = read_waits(merged, min(5.0, opts.timeout), self._pyspy, not opts.nonblocking)
         host_name = merged[0].host if merged else None
-        coll = node_evidence(*collectives.finish(coll_read), merged, host_name)
-        progress = _progress(evidence, merged) if evidence is not None else None
+        ras, flight_recorder = collectives.finish(coll_read)
+        readings = Readings(host=host_name, ras=replace(ras, raw=None),
+                            flight_recorder=flight_recorder,
+                            progress=_redacted(evidence) if opts.redact else evidence)
         snap = Snapshot(
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             hangscope=__version__,
@@ -250,13 +253,13 @@ class Sampler:
             duration_s=round(self.clock() - started, 3),
             redacted=opts.redact,
             notes=tuple(n for n in (reading.error, kernel_read.result()[1],
-                                    version_read.result(), *coll.notes,
-                                    progress.note if progress else None) if n),
-            collectives=(coll,),
-            progress=progress,
+                                    version_read.result()) if n),
             waits=waits,
+            readings=(readings,),
         )
-        snap = analyze(scrub(snap))  # no control characters from the target reach a terminal
+        # No control characters from the target reach a terminal; the analysis judges the
+        # readings (collectives, progress) and adds their notes after these.
+        snap = analyze(scrub(snap))
         if _refused(rounds, procs):
             raise PermissionDenied(
                 f"Not allowed to read the stacks of PID {job.target} "
@@ -303,17 +306,14 @@ def _record_limit() -> int:
     return max(8, 4 * _cores())
 
 
-def _progress(evidence: ProgressEvidence, processes: Sequence[Process]) -> JobProgress:
-    """Decide each watched process from the evidence, with the GPUs it uses."""
-    gpus_of = {p.pid: [g.gpu_index for g in p.gpus] for p in processes}
-    progress = progress_of(evidence, gpus_of)
-    limit = _record_limit()
-    recorded = any(p.sampled for p in evidence.processes)  # not on a live view's later tick
-    if recorded and len(evidence.processes) > limit and progress.note is None:
-        progress = replace(progress, note=(
-            f"Python lines recorded for {limit} of {len(evidence.processes)} processes (one "
-            "recorder per core's worth); the others are judged by kernel counters and the GPU."))
-    return progress
+def _redacted(evidence: ProgressEvidence | None) -> ProgressEvidence | None:
+    """The progress window with its thread names redacted, as the rounds' threads are."""
+    if evidence is None:
+        return None
+    return replace(evidence, processes=tuple(
+        replace(p, threads=tuple(replace(t, name=redact_text(t.name)) if t.name else t
+                                 for t in p.threads))
+        for p in evidence.processes))
 
 
 _analysis_warm = False

@@ -11,16 +11,18 @@ from hangscope.model import Snapshot
 
 
 def analyze(snapshot: Snapshot) -> Snapshot:
-    """Classify every process, group the ranks, build the call tree, decide the verdict."""
+    """Judge the raw readings (collectives, progress), classify every process, group the
+    ranks, build the call tree, decide the verdict: every conclusion hangscope draws."""
     # Imported here: ``import hangscope.analyze`` stays cheap for the CLI's fast paths.
     from hangscope.analyze.classify import classify_process
     from hangscope.analyze.findings import find_all
     from hangscope.analyze.group import merged_call_tree
+    from hangscope.analyze.readings import judge_readings
     from hangscope.analyze.roles import renumber_spawn_order
     from hangscope.analyze.verdict import diagnose, with_gpu_evidence
 
-    snap = replace(snapshot, processes=renumber_spawn_order(
-        tuple(map(classify_process, snapshot.processes))))
+    snap = judge_readings(replace(snapshot, processes=renumber_spawn_order(
+        tuple(map(classify_process, snapshot.processes)))))
     verdict, groups = diagnose(snap)
     verdict = with_gpu_evidence(verdict, snap.processes, snap.hosts)
     snap = replace(snap, groups=groups, verdict=verdict,

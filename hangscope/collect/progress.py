@@ -314,7 +314,7 @@ class ProgressWatcher:
         return ProgressEvidence(
             seconds=round(seconds, 4), rate=self.rate, processes=processes, gpus=gpus,
             gpu_error=self._gpm.error if self._gpm is not None else None,
-            sampler_cpu_s=round(cpu, 4), error=self._error,
+            sampler_cpu_s=round(cpu, 4), error=self._error, record_limit=self.record_limit,
         )
 
     def _process(self, pid: int, after: dict[int, tuple[Counters, str | None, str | None]],

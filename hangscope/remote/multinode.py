@@ -130,7 +130,7 @@ def dump_everywhere(args: argparse.Namespace, pid: int | None, options: object) 
     Raises:
         HangscopeError: no node answered (the reasons, one per node).
     """
-    from hangscope.commands.merge import merge
+    from hangscope.analyze.merge import merge
     from hangscope.sampler import Sampler
 
     transport, nodes, spec = _plan(args, pid)

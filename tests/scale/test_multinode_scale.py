@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from support import REPO_ROOT
 
-from hangscope.commands.merge import merge
+from hangscope.analyze.merge import merge
 from hangscope.model import Snapshot
 from hangscope.render.graph import mermaid, svg
 from hangscope.serialize import from_dict

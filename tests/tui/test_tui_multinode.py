@@ -16,7 +16,7 @@ import pytest
 from support import until
 from textual.pilot import Pilot
 
-from hangscope.commands.merge import merge
+from hangscope.analyze.merge import merge
 from hangscope.model import Snapshot
 from hangscope.serialize import load
 from hangscope.tui.app import HangscopeApp, make_app

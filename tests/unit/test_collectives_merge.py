@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from support import FIXTURES
 
-from hangscope.commands.merge import merge
+from hangscope.analyze.merge import merge
 from hangscope.serialize import dumps, from_dict, load
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import support
 
-from hangscope.commands.merge import merge
+from hangscope.analyze.merge import merge
 from hangscope.serialize import dumps, from_dict, load
 
 SNAPSHOTS = support.SNAPSHOTS

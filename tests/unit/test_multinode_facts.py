@@ -16,7 +16,7 @@ import support
 
 from hangscope.analyze import analyze, rules
 from hangscope.analyze.facts import facts_of
-from hangscope.commands.merge import merge
+from hangscope.analyze.merge import merge
 from hangscope.model import Category, Snapshot, VerdictKind
 from hangscope.serialize import from_dict, load
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hangscope.commands.merge import merge
+from hangscope.analyze.merge import merge
 from hangscope.render.graph import boxes_of, mermaid, svg
 from hangscope.serialize import load
 

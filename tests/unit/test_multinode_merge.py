@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hangscope.commands.merge import merge
+from hangscope.analyze.merge import merge
 from hangscope.model import Role, VerdictKind
 from hangscope.serialize import from_dict, load
 

@@ -15,7 +15,7 @@ import pytest
 import support
 
 from hangscope.analyze import analyze
-from hangscope.commands.merge import merge
+from hangscope.analyze.merge import merge
 from hangscope.serialize import dumps, from_dict, load
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "multinode"

@@ -19,7 +19,7 @@ def test_every_model_field_is_documented() -> None:
                 model.TreeNode, model.Verdict, model.Finding, evidence.CollectiveEvidence,
                 evidence.Communicator, evidence.RankPosition, evidence.MissingRank,
                 evidence.Disagreement, evidence.Side, evidence.Conclusion,
-                progress_evidence.JobProgress, progress_evidence.RankProgress,
+                progress_evidence.JobProgress, progress_evidence.RankProgress, model.Readings,
                 wait_evidence.WaitEvidence, wait_evidence.FileLockRecord,
                 wait_evidence.LocalsRead, wait_evidence.P2PCall):
         missing += [f"{cls.__name__}.{f.name}" for f in dataclasses.fields(cls)

@@ -1,0 +1,64 @@
+"""The conclusions drawn from the collectors' raw readings: collectives and progress.
+
+The sampler records what NCCL RAS answered, the Flight Recorder dumps it read and what the
+progress watcher saw (``Snapshot.readings``, one per node); this module alone judges them, in
+``analyze(snapshot)``, so a live dump, ``show``, ``merge`` and the fixture regenerator reach the
+same conclusions from the same readings. A snapshot without readings (an older dump) keeps the
+conclusions it stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from hangscope.analyze.collectives import node_evidence
+from hangscope.analyze.progress import merge_progress, progress_of
+from hangscope.evidence import CollectiveEvidence
+from hangscope.model import Process, Readings, Snapshot
+from hangscope.progress_evidence import JobProgress
+
+
+def _node_processes(snap: Snapshot, reading: Readings) -> Sequence[Process]:
+    """The processes one node's readings are about (all of them on a one-node snapshot)."""
+    if len(snap.readings) == 1:
+        return snap.processes
+    return [p for p in snap.processes if p.host == reading.host]
+
+
+def _progress(reading: Readings, processes: Sequence[Process]) -> JobProgress | None:
+    """Decide each watched process from the evidence, with the GPUs it uses."""
+    evidence = reading.progress
+    if evidence is None:
+        return None
+    gpus_of = {p.pid: [g.gpu_index for g in p.gpus] for p in processes}
+    progress = progress_of(evidence, gpus_of)
+    limit = evidence.record_limit
+    recorded = any(p.sampled for p in evidence.processes)  # not on a live view's later tick
+    if (limit is not None and recorded and len(evidence.processes) > limit
+            and progress.note is None):
+        progress = replace(progress, note=(
+            f"Python lines recorded for {limit} of {len(evidence.processes)} processes (one "
+            "recorder per core's worth); the others are judged by kernel counters and the GPU."))
+    return progress
+
+
+def judge_readings(snap: Snapshot) -> Snapshot:
+    """``collectives`` and ``progress`` from ``snap.readings``, and the notes they carry
+    (appended once, after the collectors' own: judging twice changes nothing)."""
+    if not snap.readings:
+        return snap
+    collectives: list[CollectiveEvidence] = []
+    progresses: list[JobProgress | None] = []
+    for reading in snap.readings:
+        processes = _node_processes(snap, reading)
+        collectives.append(node_evidence(reading.ras, reading.flight_recorder, processes,
+                                         reading.host))
+        progresses.append(_progress(reading, processes))
+    progress = (progresses[0] if len(progresses) == 1 else
+                merge_progress(progresses, [p.pid for p in snap.processes]))
+    notes = [n for c, p in zip(collectives, progresses, strict=True)
+             for n in (*c.notes, p.note if p else None) if n]
+    known = set(snap.notes)
+    return replace(snap, collectives=tuple(collectives), progress=progress,
+                   notes=(*snap.notes, *(n for n in notes if n not in known)))
