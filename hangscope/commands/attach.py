@@ -13,7 +13,7 @@ import argparse
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from hangscope.commands.dump import add_sampling_arguments
-    from hangscope.remote.multinode import add_arguments
+    from hangscope.commands.nodes import add_arguments
 
     parser = sub.add_parser("attach", help="open the live TUI on a job",
                             description=__doc__,
@@ -33,9 +33,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from hangscope.cli import parse_pid, warn_no_redact
     from hangscope.commands.dump import options_from
+    from hangscope.commands.nodes import request_from, wanted
     from hangscope.errors import UsageError
     from hangscope.remote.find import find_job_pid, parse_spec
-    from hangscope.remote.multinode import MultiNodeSampler, wanted
+    from hangscope.remote.multinode import MultiNodeSampler
     from hangscope.sampler import Sampler
     from hangscope.tui.app import run_live
     from hangscope.tui.replay import SnapshotSource
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     warn_no_redact(options.redact)
     if wanted(args):
         # Every node, every refresh: the TUI shows the merged job (processes keyed by host).
-        source: SnapshotSource = MultiNodeSampler(args, pid, options)
+        source: SnapshotSource = MultiNodeSampler(request_from(args, pid, options), pid)
     else:
         if pid is None:
             pid = find_job_pid(parse_spec(args.find)) if args.find else None

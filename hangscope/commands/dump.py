@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 
+from hangscope.commands.nodes import add_arguments, request_from, wanted
 from hangscope.errors import UsageError
 from hangscope.remote.find import find_job_pid, parse_spec
-from hangscope.remote.multinode import add_arguments, dump_everywhere, wanted
+from hangscope.remote.multinode import dump_everywhere
 from hangscope.render.output import FORMATS, emit
 from hangscope.sampler import SampleOptions, Sampler
 
@@ -43,6 +44,9 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not measure progress over the window (py-spy record at 100 Hz "
                         "without pausing, kernel counters, GPU GPM): stuck or moving then "
                         "comes from the stack samples alone")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="parallel py-spy runs (default: native dumps one per core, "
+                        "Python-only two per core, at most 32)")
 
 
 def options_from(args: argparse.Namespace) -> SampleOptions:
@@ -52,10 +56,13 @@ def options_from(args: argparse.Namespace) -> SampleOptions:
         raise UsageError("--window must be between 0 and 600 seconds.")
     if not 0.1 <= args.timeout <= 600:
         raise UsageError("--timeout must be between 0.1 and 600 seconds.")
+    workers = getattr(args, "workers", None)
+    if workers is not None and not 1 <= workers <= 256:
+        raise UsageError("--workers must be between 1 and 256.")
     return SampleOptions(samples=args.samples, window=args.window, native=args.native,
                          timeout=args.timeout, nonblocking=args.nonblocking,
                          redact=args.redact, fr_trigger=getattr(args, "fr_trigger", True),
-                         progress=getattr(args, "progress", True))
+                         progress=getattr(args, "progress", True), workers=workers)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -79,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     options = options_from(args)
     warn_no_redact(options.redact)
     if wanted(args):
-        snap = dump_everywhere(args, pid, options)
+        snap = dump_everywhere(request_from(args, pid, options), pid)
     else:
         if pid is None:
             if not args.find:

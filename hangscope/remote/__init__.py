@@ -2,5 +2,6 @@
 
 The transports are engines users already have (OpenSSH, ``srun --overlap``, ``kubectl exec``);
 each node runs the one-node pipeline (``hangscope dump --find SPEC --format json``) and the
-answers are merged as one job (``hangscope.commands.merge``).
+answers are merged as one job (``hangscope.analyze.merge``). The commands hand it a typed
+``NodeRequest`` (remote/request.py); remote/ never imports the commands or the CLI.
 """

@@ -29,16 +29,18 @@ PURE_DEPS = ("rich", "markdown_it", "mdurl", "pygments", "pynvml")
 BINARY_DEPS = ("psutil",)
 NO_PYTHON = 98
 
-_MAIN = """\
-import os, sys
+#: The zipapp runs this module as ``__main__`` (``python -m hangscope``), named as a string:
+#: remote/ ships the command line, it never imports it.
+ENTRY_MODULE = "hangscope"
+_MAIN = f"""\
+import os, runpy, sys
 lib = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "lib")
 try:
     import psutil  # noqa: F401  the remote's own, when it has one
 except ImportError:
     sys.path.append(lib)
-from hangscope.cli import run
 sys.argv[0] = "hangscope"
-run()
+runpy.run_module({ENTRY_MODULE!r}, run_name="__main__")
 """
 
 # One connection: the remote says on its first stdout line whether it needs the bundle
