@@ -24,8 +24,8 @@ import re
 import time
 from collections.abc import Collection
 from datetime import datetime, timezone
-from pathlib import Path
 
+from hangscope.collect import procfs
 from hangscope.redact import redact_text
 
 KMSG = "/dev/kmsg"
@@ -52,13 +52,7 @@ _DMESG_LINE = re.compile(r"^\[\s*(\d+\.\d+)\]\s?(.*)$")
 
 def boot_time() -> float | None:
     """When this machine booted, seconds since the epoch (``btime`` of /proc/stat)."""
-    try:
-        for line in Path("/proc/stat").read_text().splitlines():
-            if line.startswith("btime "):
-                return float(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    return procfs.read_btime()
 
 
 class Unreadable(Exception):

@@ -20,7 +20,6 @@ split would export the chokepoint and let a second module call NVML its own way.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import threading
 import time
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from statistics import fmean
 from typing import Any
 
+from hangscope.collect import procfs
 from hangscope.model import Gpu, GpuProcessUse
 from hangscope.progress_evidence import GpmReading
 
@@ -464,18 +464,7 @@ def _uses_from_fd_targets(
 
 def _fd_targets(pid: int) -> list[str]:
     """``readlink /proc/PID/fd/*``; whatever is readable (permission or a vanished PID: [])."""
-    base = f"/proc/{pid}/fd"
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return []
-    targets: list[str] = []
-    for name in names:
-        try:
-            targets.append(os.readlink(f"{base}/{name}"))
-        except OSError:
-            continue
-    return targets
+    return procfs.read_fd_targets(pid)
 
 
 def _visible_devices(value: str | None) -> tuple[str, ...] | None:

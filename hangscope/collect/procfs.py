@@ -558,3 +558,125 @@ def cgroup_memory_limit() -> int | None:
             if value < 1 << 60:
                 return value
     return None
+
+
+# --- reads other collectors need (the one home of /proc: nothing else opens it) -------------
+
+
+def pids() -> list[int]:
+    """``ls /proc``: every PID of this PID namespace (unordered)."""
+    try:
+        return [int(e) for e in os.listdir(PROC) if e.isdigit()]
+    except OSError:
+        return []
+
+
+def exists(pid: int) -> bool:
+    """``test -e /proc/PID``."""
+    return (PROC / str(pid)).exists()
+
+
+def read_exe(pid: int) -> str | None:
+    """``readlink /proc/PID/exe`` (None: unreadable or gone)."""
+    try:
+        return os.readlink(PROC / str(pid) / "exe")
+    except OSError:
+        return None
+
+
+def read_thread_switches(pid: int, tid: int) -> tuple[int | None, int | None]:
+    """(voluntary, involuntary) context switches: ``grep ctxt_switches
+    /proc/PID/task/TID/status``; (None, None) when unreadable."""
+    text = _read(PROC / str(pid) / "task" / str(tid) / "status")
+    if text is None:
+        return None, None
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches") and (
+                value.strip().isdigit()):
+            found[key] = int(value)
+    return found.get("voluntary_ctxt_switches"), found.get("nonvoluntary_ctxt_switches")
+
+
+def read_io(pid: int) -> dict[str, int] | None:
+    """``cat /proc/PID/io`` (syscr, syscw, rchar, wchar, ...); None when unreadable."""
+    text = _read(PROC / str(pid) / "io")
+    if text is None:
+        return None
+    values = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if value.strip().isdigit():
+            values[key.strip()] = int(value)
+    return values
+
+
+def read_btime() -> float | None:
+    """When this machine booted, seconds since the epoch (``btime`` of /proc/stat), read
+    now (the kernel log's clock; :func:`boot_time` is psutil's, cached)."""
+    try:
+        for line in (_read(PROC / "stat") or "").splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except (ValueError, IndexError):
+        return None
+    return None
+
+
+def read_fd_targets(pid: int) -> list[str]:
+    """``readlink /proc/PID/fd/*``; whatever is readable (permission or a vanished PID: [])."""
+    base = PROC / str(pid) / "fd"
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    targets: list[str] = []
+    for name in names:
+        try:
+            targets.append(os.readlink(base / name))
+        except OSError:
+            continue
+    return targets
+
+
+def read_map_paths(pid: int, needle: str) -> set[str] | None:
+    """The mapped file paths containing ``needle``: ``grep NEEDLE /proc/PID/maps`` (None:
+    unreadable)."""
+    try:
+        with open(PROC / str(pid) / "maps", errors="replace") as fh:
+            return {line.split(None, 5)[-1].strip() for line in fh if needle in line}
+    except OSError:
+        return None
+
+
+def list_in_root(pid: int, path: str) -> list[str]:
+    """``ls /proc/PID/root/PATH``: a directory as the process sees it (its container's
+    filesystem); [] when unreadable."""
+    try:
+        return [e.name for e in os.scandir(f"{PROC}/{pid}/root{path}")]
+    except OSError:
+        return []
+
+
+def net_dir(pid: int) -> Path:
+    """``/proc/PID/net``: the network tables of PID's namespace (for :func:`read_listening`)."""
+    return PROC / str(pid) / "net"
+
+
+def netns_inode(pid: int | str) -> int | None:
+    """The inode of PID's network namespace (``stat -L /proc/PID/ns/net``); None: unreadable.
+    ``pid`` may be ``"thread-self"``."""
+    try:
+        return os.stat(PROC / str(pid) / "ns" / "net").st_ino
+    except OSError:
+        return None
+
+
+def open_netns(pid: int | str) -> int:
+    """A descriptor of PID's network namespace for setns(2) (``"thread-self"``: the caller's).
+
+    Raises:
+        OSError: unreadable or gone.
+    """
+    return os.open(PROC / str(pid) / "ns" / "net", os.O_RDONLY)

@@ -64,25 +64,13 @@ class Counters:
 
 # --- kernel counters ----------------------------------------------------------------------
 
-_SWITCHES = re.compile(rb"^(voluntary|nonvoluntary)_ctxt_switches:\s*(\d+)", re.M)
-
-
-def _switches(pid: int, tid: int) -> tuple[int | None, int | None]:
-    """``grep ctxt_switches /proc/PID/task/TID/status``."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/status", "rb") as fh:
-            text = fh.read()
-    except OSError:
-        return None, None
-    found = {kind: int(value) for kind, value in _SWITCHES.findall(text)}
-    return found.get(b"voluntary"), found.get(b"nonvoluntary")
 
 
 def read_counters(pid: int) -> dict[int, tuple[Counters, str | None, str | None]]:
     """Every thread's counters, name and state: ``/proc/PID/task/*/{schedstat,status,stat}``."""
     found: dict[int, tuple[Counters, str | None, str | None]] = {}
     for task in procfs.read_tasks(pid, wchan=False):
-        voluntary, involuntary = _switches(pid, task.tid)
+        voluntary, involuntary = procfs.read_thread_switches(pid, task.tid)
         cpu_ns, runs = task.sched if task.sched is not None else (None, None)
         counters = Counters(cpu_ns, runs, voluntary, involuntary, task.utime + task.stime)
         found[task.tid] = (counters, task.comm, task.state)
@@ -91,17 +79,7 @@ def read_counters(pid: int) -> dict[int, tuple[Counters, str | None, str | None]
 
 def read_io(pid: int) -> dict[str, int] | None:
     """``cat /proc/PID/io`` (syscr, syscw, rchar, wchar); None when unreadable."""
-    try:
-        with open(f"/proc/{pid}/io", "rb") as fh:
-            text = fh.read().decode()
-    except OSError:
-        return None
-    values = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if value.strip().isdigit():
-            values[key.strip()] = int(value)
-    return values
+    return procfs.read_io(pid)
 
 
 def _minus(after: int | None, before: int | None) -> int | None:
@@ -341,7 +319,7 @@ class ProgressWatcher:
                             sorted(stacks.items(), key=lambda item: -item[1]))
             threads.append(ThreadProgress(tid=tid, name=name, samples=sum(stacks.values()),
                                           stacks=ordered, counters=delta))
-        gone = not after and not os.path.exists(f"/proc/{pid}")
+        gone = not after and not procfs.exists(pid)
         return ProcessProgress(
             pid=pid, threads=tuple(threads), io=_io_delta(self._io_before.get(pid), io_after),
             sampled=bool(raw), error=(rec.error if rec else self._error),

@@ -20,7 +20,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 from hangscope import evidence as ev
 from hangscope.collect import procfs
@@ -71,16 +70,13 @@ def owner(processes: Sequence[Process], host: str, port: int,
 
 
 def _netns(pid: int | str) -> int | None:
-    try:
-        return os.stat(f"/proc/{pid}/ns/net").st_ino
-    except OSError:
-        return None
+    return procfs.netns_inode(pid)
 
 
 def listening_in_netns(pid: int) -> tuple[Socket, ...]:
     """``ss -ltn`` inside PID's network namespace, limited to the sockets PID itself holds."""
     inodes = procfs.read_fds(pid)[4]
-    table = procfs.read_listening(net_dir=Path(f"/proc/{pid}/net"))
+    table = procfs.read_listening(net_dir=procfs.net_dir(pid))
     return tuple(table[i] for i in sorted(inodes) if i in table)
 
 
@@ -91,10 +87,8 @@ _DIST_INFO = re.compile(r"nvidia_nccl_cu\d+-(\d+)\.(\d+)\.(\d+)[^/]*\.dist-info$
 def nccl_version(pid: int) -> tuple[int, int, int] | bool | None:
     """The libnccl a process maps (``grep libnccl /proc/PID/maps``): its version, True when the
     version cannot be told, False when it maps no NCCL, None when the maps cannot be read."""
-    try:
-        with open(f"/proc/{pid}/maps", errors="replace") as fh:
-            paths = {line.split(None, 5)[-1].strip() for line in fh if "libnccl" in line}
-    except OSError:
+    paths = procfs.read_map_paths(pid, "libnccl")
+    if paths is None:
         return None
     paths = {p for p in paths if "/" in p}
     if not paths:
@@ -107,13 +101,10 @@ def nccl_version(pid: int) -> tuple[int, int, int] | bool | None:
         # package's dist-info, read through the process's root (it may be a container).
         site = path.split("/nvidia/nccl/", 1)[0] if "/nvidia/nccl/" in path else None
         if site:
-            try:
-                for entry in os.scandir(f"/proc/{pid}/root{site}"):
-                    d = _DIST_INFO.match(entry.name)
-                    if d:
-                        return int(d.group(1)), int(d.group(2)), int(d.group(3))
-            except OSError:
-                pass
+            for name in procfs.list_in_root(pid, site):
+                d = _DIST_INFO.match(name)
+                if d:
+                    return int(d.group(1)), int(d.group(2)), int(d.group(3))
     return True
 
 
@@ -130,8 +121,8 @@ def _socket_in_netns(pid: int, family: int) -> socket.socket:
         libc = ctypes.CDLL(None, use_errno=True)
         own = target = -1
         try:
-            own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-            target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+            own = procfs.open_netns("thread-self")
+            target = procfs.open_netns(pid)
             if libc.setns(target, _CLONE_NEWNET) != 0:
                 raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
             try:

@@ -63,10 +63,9 @@ def find_pids(spec: Spec) -> list[int]:
     me = os.getpid()
     pattern = re.compile(spec.value) if spec.kind == "name" else None
     found = []
-    for entry in os.listdir(procfs.PROC):
-        if not entry.isdigit() or int(entry) in (me, os.getppid()):
+    for pid in procfs.pids():
+        if pid in (me, os.getppid()):
             continue
-        pid = int(entry)
         if pattern is not None:
             if pattern.search(" ".join(procfs.read_cmdline(pid))):
                 found.append(pid)
@@ -77,10 +76,7 @@ def find_pids(spec: Spec) -> list[int]:
 
 def _is_python(pid: int) -> bool:
     """A Python interpreter, not the shell or srun step around the job that shares its env."""
-    try:
-        exe = os.path.basename(os.readlink(f"{procfs.PROC}/{pid}/exe"))
-    except OSError:
-        exe = ""
+    exe = os.path.basename(procfs.read_exe(pid) or "")
     argv0 = os.path.basename((procfs.read_cmdline(pid) or ("",))[0])
     return exe.startswith("python") or argv0.startswith("python")
 
