@@ -217,16 +217,6 @@ class RankInfo:
         """It has a DP or PP coordinate: its rank number alone is shared with other replicas."""
         return self.dp is not None or self.pp is not None
 
-    @property
-    def label(self) -> str:
-        parts = []
-        for name in ("dp", "pp", "tp", "ep"):
-            value = getattr(self, name)
-            if value is not None:
-                parts.append(f"{name.upper()}{value}")
-        if parts:
-            return " ".join(parts)
-        return str(self.key) if self.key is not None else "?"
 
 
 @dataclass(frozen=True)

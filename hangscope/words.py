@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from hangscope.model import Category, Group, Process, Role, rank_id
+from hangscope.model import Category, Group, Process, RankInfo, Role, rank_id
 
 
 def compact_ranks(ranks: Iterable[int]) -> str:
@@ -44,13 +44,29 @@ def program(proc: Process) -> str:
     return head or (proc.exe or "").rsplit("/", 1)[-1] or "?"
 
 
+#: The coordinates a rank label names, outermost replica first.
+LABEL_AXES = ("dp", "pp", "tp", "ep")
+
+
+def rank_label(info: RankInfo | None) -> str:
+    """The one label of a rank: ``DP1·TP1`` where it has coordinates, else its number
+    (``3``), ``?`` where it has neither, ``-`` for no rank at all. Tables, the TUI and sentences
+    (``short_who``) all name ranks with it."""
+    if info is None:
+        return "-"
+    coords = "·".join(f"{axis.upper()}{value}" for axis in LABEL_AXES
+                      if (value := getattr(info, axis)) is not None)
+    if coords:
+        return coords
+    return str(info.key) if info.key is not None else "?"
+
+
 def short_who(proc: Process) -> str:
     """``rank 3``, ``DP1·TP1``, else ``PID 123``: the name inside a sentence that already gives
     the PID (with a DP or PP coordinate, "rank 1" would name one process of each replica)."""
     info = proc.rank
     if info is not None and info.replicated:
-        return "·".join(f"{axis.upper()}{value}" for axis in ("dp", "pp", "tp", "ep")
-                        if (value := getattr(info, axis)) is not None)
+        return rank_label(info)
     if info is not None and info.key is not None:
         return f"rank {info.key}"
     return f"PID {proc.pid}"

@@ -13,6 +13,7 @@ from typing import Generic, TypeVar
 
 from hangscope.model import Process
 from hangscope.words import compact_ranks
+from hangscope.words import rank_label as label_of
 
 MIN_ROWS = 32
 MIN_RUN = 4
@@ -58,7 +59,7 @@ def rank_label(members: Sequence[Process]) -> str:
     """``3`` for one process (its rank label), ``0-997`` for a run of ranks, ``-`` without."""
     if len(members) == 1:
         proc = members[0]
-        return proc.rank.label if proc.rank is not None else "-"
+        return label_of(proc.rank)
     ranks = [p.rank.global_rank for p in members
              if p.rank is not None and p.rank.global_rank is not None]
     return compact_ranks(ranks) if len(ranks) == len(members) else "-"

@@ -6,7 +6,7 @@ from hangscope.model import Snapshot, Thread
 from hangscope.render import collectives
 from hangscope.render.fold import pid_host
 from hangscope.render.stack import display_lines
-from hangscope.words import group_names
+from hangscope.words import group_names, rank_label
 
 _MARK = {"critical": "🔴", "warning": "🟡", "info": "🔵"}
 
@@ -105,7 +105,7 @@ def render_markdown(snap: Snapshot) -> str:
     for proc in snap.processes:
         working = proc.working_thread
         out.append("| " + " | ".join(_cell(x) for x in (
-            proc.rank.label if proc.rank else "-", proc.pid,
+            rank_label(proc.rank), proc.pid,
             *((proc.host or "?",) if several else ()), proc.role, proc.state or "?",
             f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "?",
             proc.category, (working.op if working else None) or "-",

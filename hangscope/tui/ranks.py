@@ -15,7 +15,7 @@ from textual.widgets import DataTable
 from hangscope.model import Process, ProcessKey, Role, Snapshot, key_in, signature_of
 from hangscope.render import collectives
 from hangscope.render.text import CATEGORY_STYLE, gpu_cell
-from hangscope.words import duration_cell, fit_site
+from hangscope.words import duration_cell, fit_site, rank_label
 
 _ROLE_SHORT = {Role.RESOURCE_TRACKER: "res.track", Role.COMPILE_WORKER: "compile",
                Role.ENGINE_CORE: "engine", Role.DETOKENIZER: "detok"}
@@ -113,7 +113,7 @@ def row_cells(proc: Process, snap: Snapshot, stuck_for: dict[ProcessKey, float |
     else:
         stuck = "-"
     values = {
-        "rank": proc.rank.label if proc.rank is not None else "-",
+        "rank": rank_label(proc.rank),
         "node": proc.host or "?",
         "role": _ROLE_SHORT.get(proc.role, str(proc.role)),
         "pid": str(proc.pid),
