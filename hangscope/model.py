@@ -20,7 +20,8 @@ SCHEMA = "hangscope.dump/1"
 
 
 class Category(str, Enum):
-    """Where a thread is blocked; the order of the signature table decides ties."""
+    """Where a thread is blocked; the order of the signature table decides ties. Each member
+    has its row (verb, specificity, waits or works, style, meaning) in categories.py."""
 
     COLLECTIVE = "collective"
     COMM_INIT = "comm_init"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from hangscope.categories import CATEGORIES
 from hangscope.model import Category, Group, Process, RankInfo, Role, rank_id
 
 
@@ -149,32 +150,9 @@ def duration_cell(seconds: float | None) -> str:
     return f"{total // 3600}h{(total % 3600) // 60:02d}m"
 
 
-# What a process whose working thread is in a category does: (one, many).
-_VERBS = {
-    Category.COLLECTIVE: ("waits in {op}", "wait in {op}"),
-    Category.COMM_INIT: ("waits in communicator init / rendezvous",
-                         "wait in communicator init / rendezvous"),
-    Category.CUDA_SYNC: ("waits for the GPU (CUDA sync)", "wait for the GPU (CUDA sync)"),
-    Category.CUDA_LAUNCH: ("is blocked launching a CUDA kernel",
-                           "are blocked launching a CUDA kernel"),
-    Category.JIT_COMPILE: ("compiles a kernel (JIT)", "compile a kernel (JIT)"),
-    Category.GIL_WAIT: ("waits for the GIL", "wait for the GIL"),
-    Category.LOCK: ("waits on a lock", "wait on a lock"),
-    Category.IPC_WAIT: ("waits on another process (IPC)", "wait on another process (IPC)"),
-    Category.SLEEP: ("sleeps", "sleep"),
-    Category.IO: ("waits on I/O", "wait on I/O"),
-    Category.RUNNING: ("runs on CPU", "run on CPU"),
-    Category.IDLE: ("is idle", "are idle"),
-    Category.STOPPED: ("is stopped (state T)", "are stopped (state T)"),
-    Category.ZOMBIE: ("has exited (zombie)", "have exited (zombies)"),
-    Category.DEAD: ("has exited", "have exited"),
-    Category.UNKNOWN: ("is somewhere unknown", "are somewhere unknown"),
-}
-
-
 def verb(category: Category, plural: bool = False, op: str | None = None) -> str:
     """``waits in all_reduce``, ``are blocked launching a CUDA kernel``, ``has exited``."""
-    return _VERBS[category][1 if plural else 0].format(op=op or "a collective")
+    return CATEGORIES[category].verb[1 if plural else 0].format(op=op or "a collective")
 
 
 def doing(group: Group, plural: bool | None = None) -> str:

@@ -21,6 +21,7 @@ from hangscope.analyze.signatures import (
     Signature,
     op_from_name,
 )
+from hangscope.categories import CATEGORIES
 from hangscope.model import Category, Frame, Process, Thread, category_of
 
 # Kernel wait channels, for threads py-spy cannot see or whose Python stack ends in a builtin.
@@ -50,13 +51,7 @@ _STATE_CATEGORY = {"T": Category.STOPPED, "t": Category.STOPPED, "Z": Category.Z
                    "X": Category.DEAD}
 
 # How much a category says about where a process is stuck: picks the working thread.
-_SPECIFICITY = {
-    Category.COLLECTIVE: 9, Category.COMM_INIT: 9, Category.CUDA_SYNC: 8,
-    Category.CUDA_LAUNCH: 8, Category.JIT_COMPILE: 8, Category.GIL_WAIT: 7,
-    Category.RUNNING: 6, Category.IO: 5, Category.LOCK: 4, Category.IPC_WAIT: 3,
-    Category.SLEEP: 2, Category.IDLE: 1, Category.UNKNOWN: 0, Category.STOPPED: 10,
-    Category.ZOMBIE: 10, Category.DEAD: 10,
-}
+_SPECIFICITY = {category: row.specificity for category, row in CATEGORIES.items()}
 
 
 def frame_text(frame: Frame) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from hangscope.categories import WAITING
 from hangscope.model import (
     Category,
     Finding,
@@ -99,11 +100,7 @@ def describe_activity(kind: str | None) -> str:
 # cudaDeviceSynchronize: a kernel is spinning") and the findings built from the same facts.
 
 # Categories in which the host thread waits (on the GPU, a peer, a lock, a queue, a file).
-_WAITING: Final = frozenset({
-    Category.COLLECTIVE, Category.COMM_INIT, Category.CUDA_SYNC, Category.CUDA_LAUNCH,
-    Category.GIL_WAIT, Category.LOCK, Category.IPC_WAIT, Category.SLEEP, Category.IO,
-    Category.IDLE,
-})
+_WAITING: Final = WAITING  # the category table (categories.py) says which
 # Where the wait point is a native API (CUDA, NCCL, the c10d store), not the Python leaf.
 _NATIVE_WAITS: Final = frozenset({
     Category.COLLECTIVE, Category.COMM_INIT, Category.CUDA_SYNC, Category.CUDA_LAUNCH,

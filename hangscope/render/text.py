@@ -12,8 +12,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from hangscope.categories import CATEGORIES
 from hangscope.model import (
-    Category,
     Finding,
     Process,
     Role,
@@ -30,12 +30,7 @@ from hangscope.words import fit_site, group_names, size
 SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow",
                   Severity.INFO: "cyan"}
 SEVERITY_MARK = {Severity.CRITICAL: "✖", Severity.WARNING: "⚠", Severity.INFO: "•"}
-CATEGORY_STYLE = {
-    Category.COLLECTIVE: "magenta", Category.COMM_INIT: "magenta", Category.CUDA_SYNC: "green",
-    Category.CUDA_LAUNCH: "green", Category.JIT_COMPILE: "blue", Category.RUNNING: "bold yellow",
-    Category.LOCK: "red", Category.GIL_WAIT: "red", Category.STOPPED: "bold red",
-    Category.ZOMBIE: "bold red", Category.DEAD: "bold red", Category.IPC_WAIT: "cyan",
-}
+CATEGORY_STYLE = {category: row.style for category, row in CATEGORIES.items() if row.style}
 
 
 def header(snap: Snapshot) -> Text:

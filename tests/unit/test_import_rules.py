@@ -4,12 +4,17 @@
   never import collect/, the sampler, discovery or the round merge (they work on Snapshots,
   never on a live process);
 - render/ and tui/ never import analyze/ (facts they show live on the model, words in words.py);
-- no import cycle between hangscope's modules, counting imports inside functions too.
+- collect/ never imports analyze/, render/ or tui/ (collectors record, the analysis judges);
+- remote/ never imports commands/ or the CLI (it takes typed requests);
+- /proc is opened only by collect/procfs.py;
+- no import cycle between hangscope's modules, counting imports inside functions and modules
+  named to ``importlib.import_module("...")`` (an f-string names its package).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,12 +33,16 @@ def module_name(path: Path) -> str:
 
 def imports(path: Path) -> Iterator[tuple[str, int, bool]]:
     """(imported module, line, at module level) for every hangscope import in ``path``."""
+    return imports_of(path, module_name(path))
+
+
+def imports_of(path: Path, name: str) -> Iterator[tuple[str, int, bool]]:
+    """:func:`imports` of a file that is module ``name``."""
     tree = ast.parse(path.read_text(), str(path))
     top = {id(node) for node in tree.body}
     guarded = {id(n) for node in tree.body if isinstance(node, ast.If)
                and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
-    package = module_name(path) if path.name == "__init__.py" else module_name(path).rsplit(
-        ".", 1)[0]
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     for node in ast.walk(tree):
         if id(node) in guarded:
             continue  # typing only: never runs
@@ -46,9 +55,30 @@ def imports(path: Path) -> Iterator[tuple[str, int, bool]]:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
             names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        if _is_import_module(node):
+            names = [_import_module_target(node)]
         for name in names:
             if name == "hangscope" or name.startswith("hangscope."):
                 yield name, node.lineno, id(node) in top
+
+
+def _is_import_module(node: ast.AST) -> bool:
+    """``importlib.import_module(...)`` or ``import_module(...)`` with a literal module name."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    func = ast.unparse(node.func)
+    return func in ("importlib.import_module", "import_module") and isinstance(
+        node.args[0], (ast.Constant, ast.JoinedStr))
+
+
+def _import_module_target(node: ast.Call) -> str:
+    """The module a literal names; an f-string ``f"hangscope.commands.{name}"``: its package."""
+    arg = node.args[0]
+    if isinstance(arg, ast.Constant):
+        return str(arg.value)
+    assert isinstance(arg, ast.JoinedStr)
+    head = arg.values[0].value if arg.values and isinstance(arg.values[0], ast.Constant) else ""
+    return str(head).rstrip(".")
 
 
 def modules() -> dict[str, Path]:
@@ -92,11 +122,66 @@ def test_analysis_rendering_and_tui_never_touch_a_live_process() -> None:
     known = modules()
     found = set()
     for line in violations(("hangscope.analyze", "hangscope.render", "hangscope.tui",
-                            "hangscope.model", "hangscope.words", "hangscope.evidence"), LIVE):
+                            "hangscope.model", "hangscope.words", "hangscope.evidence",
+                            "hangscope.categories"), LIVE):
         path, _, name = line.partition(" imports ")
         found.add((module_name(REPO_ROOT / path.split(":")[0]), resolve(name, known) or name))
     assert found - PENDING == set(), "new imports of live code from pure code"
     assert PENDING - found == set(), "fixed: take these out of PENDING"
+
+
+#: Collectors that still judge (import the analysis), each with who removes it (issue 18,
+#: item 2). This list may only shrink; a new collector importing analyze/ fails at once.
+COLLECT_PENDING: dict[str, str] = {
+    # `graph`: read_waits classifies the processes itself; the analysis does it again.
+    "hangscope/collect/waits.py": "graph",
+    # `waits`: the climb rules (looks_like_worker) move out of analyze/roles.py.
+    "hangscope/collect/tree.py": "waits",
+}
+
+
+def test_collectors_record_and_never_judge() -> None:
+    """collect/ never imports analyze/, render/ or tui/ (only the PENDING ones, for now)."""
+    found = violations(("hangscope.collect",), ("hangscope.analyze", "hangscope.render",
+                                                 "hangscope.tui"))
+    files = {line.split(":")[0] for line in found}
+    assert files - set(COLLECT_PENDING) == set(), found
+    assert set(COLLECT_PENDING) - files == set(), "fixed: take these out of COLLECT_PENDING"
+
+
+def test_remote_never_imports_the_commands_or_the_cli() -> None:
+    """The fan-out takes a typed request: it never reaches up into commands/ or the CLI."""
+    assert violations(("hangscope.remote",), ("hangscope.commands", "hangscope.cli")) == []
+
+
+#: Files that still open /proc themselves, with who moves the reads into collect/procfs.py.
+PROC_PENDING: dict[str, str] = {
+    "hangscope/collect/flightrec.py": "frtrace",  # /proc/PID/{root,cwd} and its owner
+    "hangscope/collect/locks.py": "graph",  # /proc/locks (its proc= root is a test seam)
+    "hangscope/collect/tree.py": "waits",  # /proc/PID/{exe,stat} of the climb
+    "hangscope/discover.py": "waits",  # /proc/PID/comm
+}
+_PROC_PATH = re.compile(r"""["'](?:/proc/|/proc["'])|f["']/proc""")
+
+
+def test_proc_is_read_only_by_procfs() -> None:
+    """Code outside collect/procfs.py names no /proc path (docstrings and comments may)."""
+    found = set()
+    for mod, path in modules().items():
+        if mod == "hangscope.collect.procfs":
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if id(node) in docs or not isinstance(node, (ast.Constant, ast.JoinedStr)):
+                continue
+            text = ast.unparse(node)
+            if _PROC_PATH.search(text) and "/proc/PID" not in text:
+                found.add(str(path.relative_to(REPO_ROOT)))
+    assert found - set(PROC_PENDING) == set(), "read /proc through collect/procfs.py"
+    assert set(PROC_PENDING) - found == set(), "fixed: take these out of PROC_PENDING"
 
 
 def test_render_and_tui_take_facts_from_the_model_not_from_analyze() -> None:
@@ -134,7 +219,18 @@ def test_no_import_cycle() -> None:
 
 
 def test_the_checker_sees_real_imports() -> None:
-    """The rules above can fail: the sampler does import the collectors and the analysis."""
+    """The rules above can fail: the sampler does import the collectors and the analysis, and
+    the CLI names its commands to importlib."""
     names = {name for name, _, _ in imports(PACKAGE / "sampler.py")}
     assert "hangscope.collect.procfs" in names or "hangscope.collect" in names
     assert violations(("hangscope.sampler",), ("hangscope.analyze",)) != []
+    assert "hangscope.commands" in {name for name, _, _ in imports(PACKAGE / "cli.py")}
+
+
+def test_importlib_strings_make_edges(tmp_path: Path) -> None:
+    """A module named to importlib.import_module is an import like any other."""
+    src = tmp_path / "m.py"
+    src.write_text('import importlib\nimportlib.import_module("hangscope.tui.app")\n'
+                   'from importlib import import_module\nimport_module(f"hangscope.render.{x}")\n')
+    names = {name for name, _, _ in imports_of(src, "hangscope.m")}
+    assert {"hangscope.tui.app", "hangscope.render"} <= names
