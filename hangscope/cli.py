@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from hangscope import __version__
 from hangscope.errors import HangscopeError, UsageError
 
-COMMANDS = ("dump", "attach", "show", "demo", "merge")
+COMMANDS = ("dump", "attach", "watch", "show", "demo", "merge")
 
 
 def parse_pid(text: str) -> int:

@@ -278,7 +278,7 @@ class Sampler:
         if not opts.progress or opts.samples < 2 or opts.window < MIN_WATCH_S:
             return None  # no window to watch: a single round is over in milliseconds
         python = [p for p in procs if p.python is not False]
-        watched = ([p.pid for p in python if p.role in _WATCHED]
+        watched = ([p.pid for p in python if p.role in WATCHED]
                    or [p.pid for p in python if p.role is Role.OTHER])  # a lone script
         if not watched:
             return None
@@ -298,7 +298,7 @@ class Sampler:
         return (found.vsize or 0) / 2**40 if found is not None and proc.python else 0.0
 
 #: The processes whose progress is watched: those that do the job's work.
-_WATCHED = frozenset({Role.RANK, Role.MAIN, Role.ENGINE_CORE})
+WATCHED = frozenset({Role.RANK, Role.MAIN, Role.ENGINE_CORE})
 
 
 def _record_limit() -> int:

@@ -1,0 +1,93 @@
+"""``hangscope watch PID``: watch a job for its whole life and capture the hang when it starts.
+
+Runs beside the job (in tmux, in a batch script before `srun`, as a sidecar) with nothing set
+at the job's launch. While the job progresses nothing is paused: each pulse reads Python lines
+with py-spy record --nonblocking at a low rate, kernel counters and GPU activity. When one of
+the job's working processes has waited in one place for --after seconds, or a rank dies while
+the others run, hangscope writes one full dump (JSON and Markdown) to --out, prints one line,
+and runs --on-hang CMD with the report's paths ($1: JSON, $2: Markdown). Then it keeps
+watching: it says when the job recovers (the capture was a slow phase), captures again when the
+hang changes shape, and ends with the job.
+
+Exit codes: 0 the job ended and no hang was captured; 8 a hang was captured (the job ended
+since, or --exit-on-hang); 3 no such process; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+
+from hangscope.errors import UsageError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from hangscope.commands.dump import add_sampling_arguments
+
+    parser = sub.add_parser("watch", help="watch a job and capture the hang when it starts",
+                            description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("pid", nargs="?", help="PID of the launcher or of any rank")
+    parser.add_argument("--find", metavar="SPEC",
+                        help="find the job instead of a PID (as `dump --find`)")
+    parser.add_argument("--after", type=float, default=60.0, metavar="SECONDS",
+                        help="a wait this long is a hang (default 60: well under NCCL's "
+                        "10-minute watchdog and the engines' 300 s)")
+    parser.add_argument("--interval", type=float, default=5.0, metavar="SECONDS",
+                        help="how often the job is looked at, without pausing it (default 5)")
+    parser.add_argument("--out", default=".", metavar="DIR",
+                        help="where captures are written (default: the current directory)")
+    parser.add_argument("--on-hang", metavar="CMD",
+                        help="shell command run after each capture, with the JSON and "
+                        "Markdown paths as $1 and $2 (and HANGSCOPE_REPORT_JSON/_MD)")
+    parser.add_argument("--max-captures", type=int, default=5, metavar="N",
+                        help="at most N captures over the watch (default 5)")
+    parser.add_argument("--exit-on-hang", action="store_true",
+                        help="stop after the first capture (exit 8)")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="one line per pulse: the longest wait so far")
+    add_sampling_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hangscope.cli import parse_pid, warn_no_redact
+    from hangscope.commands.dump import options_from
+    from hangscope.remote.find import find_job_pid, parse_spec
+    from hangscope.watch import Watch, WatchOptions
+
+    if args.pid is None and not args.find:
+        raise UsageError("Give the PID of the job's launcher or of any rank, or --find SPEC.")
+    if not 1 <= args.after <= 86_400:
+        raise UsageError("--after must be between 1 and 86400 seconds.")
+    if not 0.5 <= args.interval <= 600:
+        raise UsageError("--interval must be between 0.5 and 600 seconds.")
+    if args.interval > args.after:
+        raise UsageError(f"--interval ({args.interval:g} s) must not be longer than --after "
+                         f"({args.after:g} s): a hang is seen only once a pulse ends.")
+    if args.max_captures < 1:
+        raise UsageError("--max-captures must be at least 1.")
+    pid = parse_pid(args.pid) if args.pid is not None else find_job_pid(parse_spec(args.find))
+    sampling = options_from(args)
+    warn_no_redact(sampling.redact)
+    options = WatchOptions(after=args.after, interval=args.interval, out=Path(args.out),
+                           on_hang=args.on_hang, max_captures=args.max_captures,
+                           exit_on_hang=args.exit_on_hang, verbose=args.verbose,
+                           sampling=sampling)
+    watch = Watch(pid, options, say=_say)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        watch.stop()
+
+    # SIGTERM (a sidecar's end, `kill`) ends the watch as cleanly as the job's own end.
+    signal.signal(signal.SIGTERM, stop)
+    return watch.run()
+
+
+def _say(line: str) -> None:
+    print(f"hangscope watch {datetime.now():%H:%M:%S} {line}", flush=True)
+    sys.stdout.flush()
