@@ -45,6 +45,16 @@ def _state(pid: int) -> str | None:
         return None
 
 
+def _children(pid: int) -> list[dict]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            for child in (task / "children").read_text().split():
+                comm = Path(f"/proc/{child}/comm").read_text().strip()
+                out.append({"pid": int(child), "comm": comm, "state": _state(int(child))})
+    return out
+
+
 def _dump(pid: int, folder: Path, name: str, args: list[str]) -> dict:
     row: dict = {}
     for fmt in ("json", "text"):
@@ -98,6 +108,7 @@ def kernel_target(mode: str, out: Path, gdb: str | None, kernels: bool) -> dict:
                 row["cuda_gdb"] = "timeout"
             row["cuda_gdb_s"] = round(time.monotonic() - t0, 2)
             row["state_after"] = _state(proc.pid)
+            row["children_after"] = _children(proc.pid)  # what cuda-gdb's attach left behind
         if kernels and mode != "finite":
             row["dump"] = _dump(proc.pid, folder, mode, ["--kernels"])
             if mode == "item":  # the timeout path, live: cuda-gdb killed, the rank runs on
@@ -132,6 +143,7 @@ def main() -> int:
     parser.add_argument("--skip", default="", help="kernels,nccl")
     parser.add_argument("--only", default="", help="nccl_jobs scenarios")
     parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--modes", default="item,triton_flag,finite", help="kernel targets")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -141,7 +153,7 @@ def main() -> int:
         summary["cuda_gdb_version"] = subprocess.run(
             [gdb, "--version"], capture_output=True, text=True, timeout=30).stdout[:300]
     if "kernels" not in args.skip:
-        for mode in ("item", "triton_flag", "finite"):
+        for mode in args.modes.split(","):
             row = kernel_target(mode, out, gdb, args.kernels)
             summary["kernels"].append(row)
             print("KERNEL", json.dumps(row)[:600], flush=True)

@@ -39,8 +39,12 @@ def _failed_text(proc: Process | None, failure: RankFailure) -> str:
         text += f" in {failure.op}" + (f" (#{failure.seq})" if failure.seq is not None else "")
     working = proc.working_thread if proc is not None else None
     site = failure.site
+    # The host thread's line names the failed collective only while it still waits in that
+    # op, or waits for its GPU with no other collective on the stack (an NCCL op is async:
+    # the host waits at its next sync); a thread gone on to another collective does not.
     if site is None and working is not None and working.site and working.category in \
-            _SITE_CATEGORIES:
+            _SITE_CATEGORIES and (working.op == failure.op if working.category is
+                                  Category.COLLECTIVE else working.op is None):
         site = working.site
     return text + (f" at {site}" if site else "")
 

@@ -48,10 +48,24 @@ EXPECTED = {
     "capture-plain": (VerdictKind.STRAGGLER, [1], "inside CUDA graph capture"),
     "capture-fr": (VerdictKind.STRAGGLER, [1], "inside CUDA graph capture"),
     "ddp_uneven-fr": (VerdictKind.RANK_FAILED, [0], "failed: NCCL invalid usage in all_reduce "
-                      "(#7) at ddp_uneven (train_jobs.py:58)"),
+                      "(#7). Meanwhile rank 1 waits"),
     "fsdp2-fr": (VerdictKind.RANK_FAILED, [1], "failed: NCCL invalid usage in all_gather (#7)"),
     "lightning-fr": (VerdictKind.RANK_FAILED, [0], "failed: NCCL invalid usage in broadcast "
                      "(#19)"),
+    # A third run (the same day) with today's log collector, and the two RAS-only runs that
+    # read wrong beside three other jobs, run alone
+    "single-plain-alone": (VerdictKind.ALL_WAITING, [], "rank 0 waits for the GPU (CUDA sync)"),
+    "subgroup-plain-alone": (VerdictKind.STRAGGLER, [1], "rank 1 has not reached it (NCCL RAS)"),
+    "fsdp2-fr-run3": (VerdictKind.RANK_FAILED, [1], "Rank 1 (PID 1100) failed: NCCL invalid "
+                      "usage (sizes differ between ranks) in all_gather (#10). Meanwhile rank 0"),
+    "ddp_uneven-fr-run3": (VerdictKind.RANK_FAILED, [0], "failed: NCCL invalid usage (sizes "
+                           "differ between ranks) in all_reduce (#8)"),
+    "lightning-fr-run3": (VerdictKind.RANK_FAILED, [0], "failed: NCCL invalid usage (sizes "
+                          "differ between ranks) in broadcast (#17) at lightning "
+                          "(train_jobs.py:119)"),
+    "dies-plain-run3": (VerdictKind.RANK_FAILED, [None], "was killed by SIGKILL; rank 0 (PID "
+                        "775) failed after it: NCCL remote error (a peer exited or the network "
+                        "failed) in all_reduce (#2) at rank_main (nccl_jobs.py:139)"),
 }
 
 

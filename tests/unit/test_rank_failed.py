@@ -48,8 +48,10 @@ def test_fsdp2_size_mismatch_names_the_rank_the_cause_the_op_and_the_call_site()
 def test_ddp_and_lightning_failures_lead_with_the_failing_collective() -> None:
     ddp = _with_logs("ddp_uneven-fr").verdict
     assert ddp.kind is VerdictKind.RANK_FAILED
-    assert "failed: NCCL invalid usage (sizes differ between ranks) in all_reduce (#7) at " \
-           "ddp_uneven (train_jobs.py:58)" in ddp.summary
+    # the failed all_reduce ran in DDP's backward hook (no user frame in its stack) and the
+    # host has gone on to the barrier: no call site is claimed for it
+    assert "failed: NCCL invalid usage (sizes differ between ranks) in all_reduce (#7). " \
+           "Meanwhile rank 1" in ddp.summary
     light = _with_logs("lightning-fr").verdict
     assert light.kind is VerdictKind.RANK_FAILED
     assert "in broadcast (#19)" in light.summary
