@@ -49,5 +49,7 @@ def with_kernels(snap: Snapshot, raw: Snapshot, analyze: Callable[[Snapshot], Sn
     reads = cudagdb.read_many(pids, deadline_s)
     procs = tuple(replace(p, kernels=reads[p.pid]) if p.pid in reads else p
                   for p in raw.processes)
-    notes = sorted({r.note for r in reads.values() if r.note and r.status == "no_cuda_gdb"})
+    # Said once for the job: no cuda-gdb at all; and what an attach left behind (its zombie)
+    notes = sorted({r.note for r in reads.values()
+                    if r.note and (r.status == "no_cuda_gdb" or r.left_zombies)})
     return analyze(replace(raw, processes=procs, notes=(*raw.notes, *notes)))

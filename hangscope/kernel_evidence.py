@@ -48,6 +48,8 @@ class KernelRead:
     elapsed_s: float | None = None  # how long the rank was held by cuda-gdb
     resumed: bool = False  # hangscope found it stopped afterwards and sent SIGCONT
     state_after: str | None = None  # /proc/PID/stat's state once cuda-gdb was done
+    # Children the attach left behind as zombies (the CUDA driver's NvDebugAgent): PIDs
+    left_zombies: tuple[int, ...] = ()
 
     @property
     def main(self) -> CudaKernel | None:

@@ -117,6 +117,7 @@ def read_kernels(pid: int, cuda_gdb: str | None, deadline_s: float = DEADLINE_S)
     if cuda_gdb is None:
         return ke.KernelRead(pid, ke.NO_CUDA_GDB, note=NO_CUDA_GDB_NOTE)
     started = time.monotonic()
+    children_before = set(procfs.read_children(pid))
     try:
         proc = subprocess.Popen(
             [cuda_gdb, "-batch", "-nx", "-p", str(pid), "-ex", "info cuda kernels",
@@ -156,7 +157,23 @@ def read_kernels(pid: int, cuda_gdb: str | None, deadline_s: float = DEADLINE_S)
     if resumed:
         note = ((note + " ") if note else "") + (
             f"PID {pid} was left stopped and was sent SIGCONT (state now {state}).")
-    return ke.KernelRead(pid, status, kernels, note, elapsed, resumed, state)
+    zombies = _left_zombies(pid, children_before)
+    if zombies:
+        names = ", ".join(f"PID {c} ({procfs.read_comm(c) or '?'})" for c in zombies)
+        note = ((note + " ") if note else "") + (
+            f"The attach left {names} as a zombie child of PID {pid} (the CUDA driver's debug "
+            "agent; the process does not reap it): harmless, but a later dump lists it.")
+    return ke.KernelRead(pid, status, kernels, note, elapsed, resumed, state, zombies)
+
+
+def _left_zombies(pid: int, before: set[int]) -> tuple[int, ...]:
+    """Children of ``pid`` that appeared during the read and are zombies now."""
+    out = []
+    for child in procfs.read_children(pid):
+        stat = procfs.read_stat(child)
+        if child not in before and stat is not None and stat.state == "Z":
+            out.append(child)
+    return tuple(out)
 
 
 NO_CUDA_GDB_NOTE = ("cuda-gdb was not found (PATH, CUDA_HOME, /usr/local/cuda*/bin): install the "

@@ -560,3 +560,9 @@ def cgroup_memory_limit() -> int | None:
             if value < 1 << 60:
                 return value
     return None
+
+
+def read_comm(pid: int) -> str | None:
+    """``cat /proc/PID/comm``: the thread-group leader's name (also for a zombie)."""
+    text = _cat(f"{PROC}/{pid}/comm")
+    return text.strip() if text is not None else None

@@ -210,3 +210,24 @@ def test_a_job_armed_for_user_triggered_gpu_core_dumps_is_told_how_and_never_dum
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+def test_a_child_the_attach_leaves_as_a_zombie_is_named_in_the_note(tmp_path: Path) -> None:
+    # The target forks a child that exits unreaped while "cuda-gdb" runs, as the CUDA
+    # driver's NvDebugAgent did on the H200 (tests/fixtures/kernels/summary-run3.json).
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    code = ("import os, pathlib, sys, time\n"
+            "pathlib.Path(sys.argv[1]).write_text('1')\n"
+            "while not pathlib.Path(sys.argv[2]).exists(): time.sleep(0.02)\n"
+            "if os.fork() == 0: os._exit(0)\n"
+            "time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(ready), str(go)])
+    try:
+        poll(ready.exists, "the target")
+        gdb = _stand_in(tmp_path, f"touch {go}; sleep 1; echo 'No CUDA kernels.'")
+        read = cudagdb.read_kernels(proc.pid, str(gdb))
+        assert len(read.left_zombies) == 1
+        assert f"as a zombie child of PID {proc.pid}" in (read.note or "")
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
