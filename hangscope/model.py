@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from hangscope.evidence import CollectiveEvidence, FrReading, RasReading
+from hangscope.kernel_evidence import KernelRead
 from hangscope.progress_evidence import JobProgress, ProgressEvidence
 from hangscope.wait_evidence import WaitEvidence
 
@@ -82,6 +83,7 @@ class Severity(str, Enum):
 class VerdictKind(str, Enum):
     """The diagnosis of the whole job, in the order they are tried."""
 
+    RANK_FAILED = "rank_failed"
     MISMATCHED_COLLECTIVES = "mismatched_collectives"
     MISSING_RANK = "missing_rank"
     STRAGGLER = "straggler"
@@ -107,6 +109,9 @@ class Frame:
     line: int | None = None
     native: bool = False
     module: str | None = None
+    # The ``with torch.cuda.graph(...)`` block this Python frame's line is inside, from its
+    # source (collect/source.py): "torch.cuda.graph(g) (train.py:151)"; None: not in one.
+    capture: str | None = None
 
     @property
     def short_file(self) -> str | None:
@@ -295,6 +300,8 @@ class Process:
     log_tail: tuple[str, ...] = ()  # last lines of the log file(s) on fd 1/2, redacted
     log_errors: tuple[str, ...] = ()  # error-looking lines of their last 64 KiB, redacted
     log_modified: float | None = None  # when the log file was last written (epoch seconds)
+    # The CUDA kernels cuda-gdb saw running (dump --kernels; None: not asked for this rank).
+    kernels: KernelRead | None = None
 
     @property
     def key(self) -> ProcessKey:

@@ -25,6 +25,7 @@ from hangscope.collect.progress import ProgressWatcher
 from hangscope.collect.waits import read_waits
 from hangscope.discover import Discovery, not_sampleable, replaced
 from hangscope.errors import PermissionDenied
+from hangscope.gpu_kernels import with_kernels
 from hangscope.model import Job, Process, Readings, Role, Snapshot
 from hangscope.progress_evidence import ProgressEvidence
 from hangscope.redact import redact_text
@@ -52,6 +53,10 @@ class SampleOptions:
     # Watch progress over the window (collect/progress.py): dense py-spy record, per-thread
     # counters, GPM; ``--no-progress`` turns it off (stuck/moved from the stack samples alone).
     progress: bool = True
+    # Name the kernel on each stuck rank whose GPU spins (``--kernels``): cuda-gdb pauses each
+    # such rank for seconds, so only on request, with a deadline per rank.
+    kernels: bool = False
+    kernels_timeout: float = 30.0
 
 
 #: The shortest window worth watching for progress (a step of a healthy job is longer).
@@ -108,6 +113,11 @@ class Sampler:
         self._fr_asked = False  # a live view triggers the Flight Recorder once, not per tick
         self._watcher: ProgressWatcher | None = None  # this snapshot's, while it samples
         self.last: Snapshot | None = None
+        self._kernels_once = False  # the TUI's kernels key: the next snapshot reads kernels
+
+    def request_kernels(self) -> None:
+        """Read the stuck spinning ranks' kernels in the next snapshot only (cuda-gdb)."""
+        self._kernels_once = True
 
     def discover(self) -> tuple[Job, list[Process]]:
         """Find the job's processes and name their roles and ranks (hangscope.discover)."""
@@ -259,7 +269,11 @@ class Sampler:
         )
         # No control characters from the target reach a terminal; the analysis judges the
         # readings (collectives, progress) and adds their notes after these.
-        snap = analyze(scrub(snap))
+        raw = scrub(snap)
+        snap = analyze(raw)
+        if opts.kernels or self._kernels_once:
+            self._kernels_once = False
+            snap = with_kernels(snap, raw, analyze, opts.kernels_timeout)
         if _refused(rounds, procs):
             raise PermissionDenied(
                 f"Not allowed to read the stacks of PID {job.target} "

@@ -111,7 +111,9 @@ def spin_forever(ready: str) -> None:
     torch.cuda.synchronize()  # HANG: the kernel spins for an hour
 
 
-def spin_flag(ready: str) -> None:
+def launch_flag_spin(blocks_per_sm: int = 4) -> None:
+    """A Triton kernel whose every block polls a flag nobody sets (a stuck NCCL or custom
+    all-reduce kernel's shape), ``blocks_per_sm`` blocks per SM; returns once launched."""
     import torch
     import triton
     import triton.language as tl
@@ -123,10 +125,17 @@ def spin_flag(ready: str) -> None:
             value = tl.load(flag_ptr, volatile=True)
         tl.store(out_ptr + tl.program_id(0), value)
 
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    blocks = torch.cuda.get_device_properties(0).multi_processor_count * blocks_per_sm
     flag = torch.zeros(1, device="cuda", dtype=torch.int32)
-    out = torch.zeros(sms * 4, device="cuda", dtype=torch.int32)
-    wait_flag[(sms * 4,)](flag, out)  # every SM busy polling, like a stuck NCCL kernel
+    out = torch.zeros(blocks, device="cuda", dtype=torch.int32)
+    wait_flag[(blocks,)](flag, out)
+    launch_flag_spin.keep = (flag, out)  # type: ignore[attr-defined]  # alive while it spins
+
+
+def spin_flag(ready: str) -> None:
+    import torch
+
+    launch_flag_spin(4)  # every SM busy polling, like a stuck NCCL kernel
     _ready(ready, "spin_flag")
     torch.cuda.synchronize()  # HANG: nobody sets the flag
 

@@ -43,13 +43,18 @@ sys.path.insert(0, str(ROOT))
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                 "NVSHMEM_DISABLE_NVLS": "1"}
 ONE_GPU = ("single",)
-TWO_GPU = ("behind", "extra_op", "wrong_op", "subgroup")
+TWO_GPU = ("behind", "extra_op", "wrong_op", "subgroup", "size_mismatch", "dies", "capture",
+           "ddp_uneven", "fsdp2", "lightning")
+# Scenarios on real training libraries (demo/gpu/train_jobs.py): what they conclude is recorded,
+# not required here (tests/unit/test_nccl_live.py checks the captures).
+TRAINING = ("ddp_uneven", "fsdp2", "lightning")
 # What the analysis must conclude (kind, suspect ranks) per scenario and variant.
 EXPECTED = {
     ("behind", "plain"): ("behind", {1}), ("behind", "fr"): ("behind", {1}),
     ("extra_op", "plain"): ("behind", {0}), ("extra_op", "fr"): ("mismatch", {0, 1}),
     ("wrong_op", "plain"): ("mismatch", {0, 1}), ("wrong_op", "fr"): ("mismatch", {0, 1}),
     ("subgroup", "plain"): ("behind", {1}), ("subgroup", "fr"): ("behind", {1}),
+    ("size_mismatch", "fr"): ("mismatch", {0, 1}), ("capture", "fr"): ("behind", {1}),
 }
 
 
@@ -80,10 +85,24 @@ def rank_main(scenario: str, ready: str) -> None:
     sync = (lambda: None) if gloo else torch.cuda.synchronize
     if gloo:
         device = torch.device("cpu")
+        if scenario in TRAINING:
+            from demo.gpu import train_jobs
+
+            getattr(train_jobs, scenario)(device, lambda: _ready(ready, rank))
+            return
         dist.init_process_group("gloo")
     else:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        # Two ranks on one GPU: each has its own NCCL_HOSTID (set by the launcher), so NCCL
+        # takes them for two nodes and talks over its socket transport (docs/gpu.md).
+        index = 0 if os.environ.get("NCCL_JOBS_SHARED_GPU") else int(os.environ.get(
+            "LOCAL_RANK", rank))
+        device = torch.device("cuda", index)
         torch.cuda.set_device(device)
+        if scenario in TRAINING:
+            from demo.gpu import train_jobs
+
+            getattr(train_jobs, scenario)(device, lambda: _ready(ready, rank))
+            return
         dist.init_process_group("nccl", device_id=device)
     x = torch.ones(1 << 20, device=device)
     dist.all_reduce(x)  # collective #1, every scenario
@@ -98,6 +117,43 @@ def rank_main(scenario: str, ready: str) -> None:
         torch.cuda._sleep(int(2e9 * 3600))  # a kernel that spins for an hour
         torch.cuda.synchronize()
         return
+    if scenario == "size_mismatch":
+        _ready(ready, rank)
+        # Rank 0 gathers 1 MiB per rank, rank 1 64 KiB: over the socket transport NCCL checks
+        # the sizes and fails ("message truncated") instead of hanging.
+        part = x[: 1 << 18] if rank == 0 else x[: 1 << 14]
+        dist.all_gather([torch.empty_like(part) for _ in range(world)], part)
+        part.sum().item()
+        _block_forever()
+    if scenario == "dies":
+        _ready(ready, rank)
+        if rank == 1:  # killed inside its collective, as the OOM killer would
+            import threading
+
+            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGKILL)).start()
+            dist.all_gather([torch.empty_like(x) for _ in range(world)], x)
+            x.sum().item()
+        else:
+            time.sleep(3.0)  # rank 0 comes after rank 1 died
+            dist.all_reduce(x)
+            x.sum().item()
+        _block_forever()
+    if scenario == "capture":
+        cpu = dist.new_group(backend="gloo")
+        flag = torch.zeros(1)
+        g = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            dist.all_reduce(x)  # warm-up on the capture's stream
+        torch.cuda.current_stream().wait_stream(side)
+        sync()
+        _ready(ready, rank)
+        with torch.cuda.graph(g):
+            dist.all_reduce(x)  # an NCCL all_reduce inside the capture
+            if rank == 0:
+                dist.all_reduce(flag, group=cpu)  # waits on the CPU group: rank 1 never comes
+        _block_forever()
     if scenario == "subgroup":
         sub = dist.new_group([0, 1])
         dist.all_reduce(x, group=sub)  # the sub-group's #1, both ranks
@@ -128,11 +184,19 @@ def rank_main(scenario: str, ready: str) -> None:
         _block_forever()
 
 
+def _rank_env(env: dict[str, str], rank: int) -> dict[str, str]:
+    out = {**env, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+    if env.get("NCCL_JOBS_SHARED_GPU"):  # one GPU for every rank: a host id each
+        out.update(NCCL_HOSTID=f"node{rank}", NCCL_SOCKET_IFNAME="lo", LOCAL_RANK="0",
+                   NODE_RANK=str(rank), LOCAL_WORLD_SIZE="1")
+    return out
+
+
 def launcher_main(scenario: str, ready: str, world: int) -> None:
     env = dict(os.environ, WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                MASTER_PORT=os.environ.get("MASTER_PORT", "29623"), **NO_MULTICAST)
     ranks = [subprocess.Popen([sys.executable, __file__, "rank", scenario, ready],
-                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
+                              env=_rank_env(env, r))
              for r in range(world)]
     for proc in ranks:
         proc.wait()
@@ -161,11 +225,32 @@ def _processes(launcher: int, ranks: list[int]):
 def _verdict_ok(scenario: str, variant: str, found) -> bool | None:
     if scenario == "single":
         return bool(found.communicators)
+    if (scenario, variant) not in EXPECTED:
+        return None
     kind, ranks = EXPECTED[(scenario, variant)]
     return any(c.kind == kind and ranks <= set(c.ranks) for c in found.conclusions)
 
 
-def run_one(scenario: str, variant: str, out: Path, dump: bool) -> dict:
+def _extra_reads(scenario: str, cap: Path, ranks: list[int]) -> dict:
+    """Raw reads kept as fixtures: py-spy --locals of a rank in capture, cuda-gdb's kernels."""
+    took: dict = {}
+    pyspy = os.environ.get("HANGSCOPE_PYSPY") or shutil.which("py-spy")
+    if scenario == "capture" and pyspy:
+        for r, pid in enumerate(ranks):
+            res = subprocess.run([pyspy, "dump", "--json", "--native", "--locals", "--pid",
+                                  str(pid)], capture_output=True, text=True, timeout=60)
+            (cap / f"rank{r}.locals.json").write_text(res.stdout or res.stderr)
+    gdb = os.environ.get("NCCL_JOBS_CUDA_GDB")
+    if gdb and scenario in ("behind", "wrong_op"):
+        t0 = time.monotonic()
+        res = subprocess.run([gdb, "-batch", "-p", str(ranks[0]), "-ex", "info cuda kernels",
+                              "-ex", "detach"], capture_output=True, text=True, timeout=90)
+        took["cuda_gdb_s"] = round(time.monotonic() - t0, 2)
+        (cap / "rank0.cuda-gdb.txt").write_text(res.stdout + "\n--- stderr\n" + res.stderr)
+    return took
+
+
+def run_one(scenario: str, variant: str, out: Path, dump: bool, port: int = 29623) -> dict:
     from hangscope import evidence as ev
     from hangscope.analyze.collectives import analyze, live_ranks
     from hangscope.collect.collectives import collect
@@ -175,7 +260,7 @@ def run_one(scenario: str, variant: str, out: Path, dump: bool) -> dict:
     cap = out / "captures" / f"{scenario}-{variant}"
     ready = cap / "ready"
     ready.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, **NO_MULTICAST)
+    env = dict(os.environ, MASTER_PORT=str(port), **NO_MULTICAST)
     if variant == "fr":
         env.update(TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(cap / "frpipe_"),
                    TORCH_FR_DUMP_TEMP_FILE=str(cap / "nccl_trace_rank_"))
@@ -196,7 +281,9 @@ def run_one(scenario: str, variant: str, out: Path, dump: bool) -> dict:
         procs, host_ports = _processes(job.pid, ranks)
         attempts = []
         found = None
-        deadline = time.monotonic() + 20  # NCCL's counts settle within a second or two
+        # NCCL's counts settle within a second or two; a scenario with no expected conclusion
+        # (a failing rank, a training library) is read twice, a few seconds apart.
+        deadline = time.monotonic() + (20 if (scenario, variant) in EXPECTED else 4)
         while time.monotonic() < deadline:
             t0 = time.monotonic()
             ras_r, fr_r = collect(procs, host_ports, job_start=started)
@@ -216,7 +303,8 @@ def run_one(scenario: str, variant: str, out: Path, dump: bool) -> dict:
             if Path(d.path).resolve() != dest.resolve():  # the FR prefix may point into cap
                 shutil.copy(d.path, dest)
         ok = _verdict_ok(scenario, variant, found)
-        if variant == "fr":  # the dumps must have come through the pipe too
+        record.update(_extra_reads(scenario, cap, ranks))
+        if variant == "fr" and ok is not None:  # the dumps must have come through the pipe too
             ok = ok and fr_r.status == ev.READ and bool(fr_r.triggered)
         record.update(ok=ok, attempts=attempts,
                       ras_note=ras_r.note, fr_note=fr_r.note, fr_notes=list(fr_r.notes),
@@ -224,9 +312,10 @@ def run_one(scenario: str, variant: str, out: Path, dump: bool) -> dict:
                       evidence=to_dict(found), pids={"launcher": job.pid, "ranks": ranks})
         if dump:
             t0 = time.monotonic()
+            extra = os.environ.get("NCCL_JOBS_DUMP_ARGS", "").split()
             res = subprocess.run([sys.executable, "-m", "hangscope", "dump", "--format", "json",
-                                  str(job.pid)], capture_output=True, text=True, timeout=120,
-                                 cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                                  *extra, str(job.pid)], capture_output=True, text=True,
+                                 timeout=120, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
             (cap / "hangscope_dump.json").write_text(res.stdout)
             record["dump"] = {"rc": res.returncode, "s": round(time.monotonic() - t0, 2),
                               "stderr": res.stderr[-2000:]}
@@ -239,7 +328,7 @@ def run_one(scenario: str, variant: str, out: Path, dump: bool) -> dict:
                 kinds = {c["kind"] for item in data.get("collectives", ())
                          for c in item["conclusions"]}
                 first = next((k for k in ("mismatch", "missing", "behind") if k in kinds), None)
-                if scenario != "single":
+                if scenario != "single" and (scenario, variant) in EXPECTED:
                     record["dump"]["ok"] = dump_ok = (
                         bool(verdict) and first is not None
                         and verdict["kind"] == VERDICT_OF[first]
@@ -271,6 +360,7 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated scenarios")
     parser.add_argument("--variants", default="plain,fr")
     parser.add_argument("--no-dump", action="store_true", help="skip hangscope dump")
+    parser.add_argument("--jobs", type=int, default=1, help="scenarios run at once")
     parser.add_argument("--dry-run", action="store_true",
                         help="run the scenarios' flow on CPU with gloo (no NCCL evidence)")
     args = parser.parse_args()
@@ -282,20 +372,30 @@ def main() -> int:
     if args.dry_run:
         os.environ["NCCL_JOBS_DRY_RUN"] = "gloo"
         gpus = 2
+    if gpus == 1 and not args.dry_run:
+        os.environ["NCCL_JOBS_SHARED_GPU"] = "1"  # both ranks on cuda:0, a NCCL_HOSTID each
     wanted = [s for s in (*ONE_GPU, *TWO_GPU) if not args.only or s in args.only.split(",")]
-    results = []
-    for scenario in wanted:
-        for variant in args.variants.split(","):
-            if scenario in TWO_GPU and gpus < 2:
-                results.append({"scenario": scenario, "variant": variant,
-                                "blocked": f"needs 2 GPUs, {gpus} visible"})
-                continue
-            rec = run_one(scenario, variant, out, not args.no_dump)
-            results.append(rec)
-            said = [(c["kind"], c["ranks"], c["ops"], c["source"])
-                    for c in rec.get("conclusions", [])]
-            print(f"{scenario:9} {variant:5} ok={rec.get('ok')} {said} {rec.get('error', '')}",
-                  flush=True)
+    runs = [(s, v) for s in wanted for v in args.variants.split(",")
+            if not (s in TRAINING and v == "plain" and "fr" in args.variants)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(item: tuple[int, tuple[str, str]]) -> dict:
+        i, (scenario, variant) = item
+        if scenario in TWO_GPU and gpus < 1:
+            return {"scenario": scenario, "variant": variant, "blocked": "no GPU visible"}
+        t0 = time.monotonic()
+        rec = run_one(scenario, variant, out, not args.no_dump, port=29623 + 7 * i)
+        rec["wall_s"] = round(time.monotonic() - t0, 1)
+        said = [(c["kind"], c["ranks"], c["ops"], c["source"])
+                for c in rec.get("conclusions", [])]
+        verdict = (rec.get("dump") or {}).get("verdict") or {}
+        print(f"{scenario:13} {variant:5} ok={rec.get('ok')} {rec['wall_s']}s {said} "
+              f"verdict={verdict.get('kind')}: {str(verdict.get('summary'))[:160]} "
+              f"{rec.get('error', '')}", flush=True)
+        return rec
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(one, enumerate(runs)))
     nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None
     (out / "nccl_jobs.json").write_text(json.dumps(
         {"gpus": gpus, "torch": torch.__version__, "nccl": nccl, "results": results}, indent=2))

@@ -117,6 +117,10 @@ def _op(sig: Signature, matched: Frame, frames: Sequence[Frame]) -> str | None:
 
 
 def _context(frames: Sequence[Frame]) -> str | None:
+    # A frame inside ``with torch.cuda.graph(...)`` (its source says so): all it calls runs
+    # under capture, though no torch frame is on the stack.
+    if any(frame.capture for frame in frames if not frame.native):
+        return "cuda_graph_capture"
     for label, pattern, _text in CONTEXTS:
         for frame in frames:
             text = frame.name if frame.native else frame_text(frame)

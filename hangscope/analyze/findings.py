@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
 
+from hangscope.analyze.findings_cuda import check_coredump_pipe
 from hangscope.analyze.findings_kernel import (
     SHOWN_LINES,
     check_kernel_messages,
@@ -332,6 +333,7 @@ CHECKS: tuple[Check, ...] = (
     check_memory,
     check_logs,
     check_ages,
+    check_coredump_pipe,
 )
 
 

@@ -2,6 +2,9 @@
 
 Pure functions: no I/O. The inputs come from the NVML collector (utilization samples over the
 window) and from the process sampler (host CPU percent, whether the working thread waits).
+
+Why one file: the per-rank GPU reading, its evidence line and the findings built from it are
+one story told three ways; split, the wording of the three drifts apart.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from hangscope import kernel_evidence as ke
 from hangscope.categories import WAITING
+from hangscope.kernel_evidence import kernel_text
 from hangscope.model import (
     Category,
     Finding,
@@ -254,6 +259,25 @@ def _spin_note(rg: RankGpu) -> str:
     return f"; the host's {cpu:.0f}% CPU is {who}, not work"
 
 
+def _spinning_kernel(rg: RankGpu) -> str:
+    """What spins: the kernel cuda-gdb named (``--kernels``), else the likely kinds."""
+    read = rg.proc.kernels
+    kernel = read.main if read is not None else None
+    if kernel is not None and (kernel.device is None or kernel.device == rg.gpu_index
+                               or len(rg.proc.gpus) == 1):
+        more = len(read.kernels) - 1 if read is not None else 0
+        return (f"the kernel running is {kernel_text(kernel)} (cuda-gdb"
+                + (f"; {more} more kernel{'s' if more > 1 else ''}" if more > 0 else "") + ")")
+    text = ("a kernel is spinning (NCCL or custom all-reduce waiting for a peer, or a long "
+            "kernel)")
+    if read is not None and read.status == ke.NO_KERNELS:
+        return (f"cuda-gdb saw no kernel of {short_who(rg.proc)} running, so the busy GPU runs "
+                "another process's kernel")
+    if read is not None and read.status != ke.READ:
+        text += f" (--kernels could not name it: {read.status.replace('_', ' ')})"
+    return text
+
+
 def evidence_line(rg: RankGpu) -> str:
     """One sentence: the GPU, its utilisation and memory, and what it means for this rank."""
     who = short_who(rg.proc)
@@ -268,8 +292,7 @@ def evidence_line(rg: RankGpu) -> str:
                 + ("" if busy else "; the GPU waits for the compiler"))
     elif rg.activity == GPU_BUSY_HOST_WAITING:
         text = (f"GPU {rg.gpu_index} {util} busy while {who}'s host thread waits in {point}: "
-                "a kernel is spinning (NCCL or custom all-reduce waiting for a peer, or a long "
-                "kernel)") + _spin_note(rg)
+                + _spinning_kernel(rg)) + _spin_note(rg)
     elif rg.activity == GPU_IDLE_HOST_IDLE:
         text = (f"GPU {rg.gpu_index} idle ({util}) and {who}'s host thread waits in {point}: "
                 "nothing runs here, so the block is upstream (another rank, a queue, a lock "
@@ -337,6 +360,8 @@ def _facts(items: Sequence[RankGpu]) -> dict[str, object]:
                 "host_cpu_percent": rg.proc.cpu_percent,
                 "category": str(rg.category), "wait_point": rg.wait_point,
                 "compilers": [p.pid for p in rg.compilers],
+                "kernel": (rg.proc.kernels.main.name
+                           if rg.proc.kernels is not None and rg.proc.kernels.main else None),
             }
             for rg in items
         }
@@ -364,9 +389,20 @@ def gpu_findings(snap: Snapshot) -> list[Finding]:
             gpus = (f"GPU {indices[0]} is" if len(indices) == 1
                     else f"GPUs {', '.join(map(str, indices))} are")
             points = ", ".join(sorted({rg.wait_point or str(rg.category) for rg in spinning}))
-            message = (f"{gpus} busy while {_ranks_text(spinning)} wait ({points}): "
-                       "kernels are spinning (NCCL or custom all-reduce waiting for a peer, or "
-                       "a long kernel).")
+            named = sorted({kernel_text(k) for rg in spinning
+                            if rg.proc.kernels is not None and (k := rg.proc.kernels.main)})
+            what = ("the kernels running are " + "; ".join(named[:3]) + " (cuda-gdb)"
+                    if named else "kernels are spinning (NCCL or custom all-reduce waiting "
+                    "for a peer, or a long kernel)")
+            message = f"{gpus} busy while {_ranks_text(spinning)} wait ({points}): {what}."
+        unread = [rg for rg in spinning if rg.proc.kernels is None]
+        if unread:
+            message += (" `hangscope dump --kernels` would name the kernel (cuda-gdb; it pauses "
+                        "each such rank for seconds).")
+        notes = sorted({rg.proc.kernels.note for rg in spinning if rg.proc.kernels is not None
+                        and rg.proc.kernels.note and rg.proc.kernels.status != ke.READ})
+        if notes:
+            message += " " + " ".join(notes[:3])
         findings.append(Finding("gpu.spinning", Severity.WARNING, message, _facts(spinning)))
     if compiling:
         message = ("; ".join(f"{short_who(rg.proc)}: " + evidence_line(rg).split(" [", 1)[0]

@@ -4,6 +4,9 @@ Each rule is a small function ``(Facts) -> Verdict | None`` and one row of :data
 The order is the diagnosis (docs/architecture.md, "Verdicts"): a more specific story beats a
 more general one. To add a rule: write the function here, add its row where it belongs, and
 add a GIVEN-a-real-snapshot test in tests/unit/test_verdict_rules.py.
+
+Why one file: the table is the diagnosis's order, and its rows read against their small
+functions side by side (rules of their own kind live in rules_*.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from hangscope.analyze.rules_collectives import (
     collective_mismatch,
     collective_missing,
 )
+from hangscope.analyze.rules_failed import rank_failed
 from hangscope.analyze.rules_waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
 from hangscope.analyze.signatures import is_p2p
 from hangscope.analyze.tiebreak import break_tie
@@ -345,6 +349,9 @@ def unknown(facts: Facts) -> Verdict:
 #: The verdict table, tried in order; :func:`unknown` answers when no row holds.
 RULES: tuple[Rule, ...] = (
     Rule(VerdictKind.NO_TARGET, no_target, "no process of the job could be read"),
+    # A rank's own error (NCCL/c10d in its output) says why before any stack can.
+    Rule(VerdictKind.RANK_FAILED, rank_failed,
+         "a rank's output says its NCCL/c10d collective failed (the error leads)"),
     # Collective evidence (NCCL RAS, Flight Recorder) before the stacks' rule of each kind:
     # an NCCL host waits at its next sync or launch, not in the collective it is stuck on.
     Rule(VerdictKind.MISMATCHED_COLLECTIVES, collective_mismatch,

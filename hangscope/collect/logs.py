@@ -22,7 +22,7 @@ TAIL_BYTES = 64 * 1024
 #: How many of the last lines are kept per file.
 TAIL_LINES = 20
 #: How many error-looking lines are kept per file (the last ones).
-ERROR_LINES = 10
+ERROR_LINES = 16
 #: Longer lines are cut: a log line is evidence, not a payload.
 MAX_LINE_CHARS = 300
 
@@ -32,6 +32,9 @@ ERROR_PATTERN = re.compile(
     r"Traceback \(most recent call last\)"
     r"|\b[A-Z]\w*(?:Error|Exception)\b"
     r"|\bCUDA error\b|\bNCCL (?:WARN|ERROR)\b|\bncclSystemError\b|\bncclInternalError\b"
+    # a c10d collective that failed: the error, NCCL's reason, the watchdog's state
+    r"|\bncclInvalidUsage\b|\bncclRemoteError\b|\bncclUnhandledCudaError\b|message truncated"
+    r"|raised the following async exception|failure detected by watchdog"
     r"|\bout of memory\b|\bOOM\b|\bOutOfMemory"
     r"|\bKilled\b|\bSegmentation fault\b|\bcore dumped\b|\bAborted\b"
     r"|\btimed out\b|\bTimeout\b|\bWatchdog caught\b|\bdeadlock\b"
@@ -63,6 +66,32 @@ def _clean(line: str) -> str:
     return line
 
 
+# c10d prints the Python stack of a failed collective ("Stack trace of the failed collective:",
+# then "#17 step from /srv/train.py:78" lines): its first frame outside the libraries is the
+# call site, kept with the error lines.
+_FAILED_STACK = "Stack trace of the failed collective"
+_STACK_LINE = re.compile(r"^#\d+ \S+ from (\S+):\d+$")
+
+
+def _error_lines(lines: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    in_stack = False
+    for line in lines:
+        if ERROR_PATTERN.search(line):
+            out.append(line)
+        if _FAILED_STACK in line:
+            in_stack = True
+            continue
+        if in_stack:
+            found = _STACK_LINE.match(line)
+            if found is None:
+                in_stack = False
+            elif "site-packages" not in found.group(1) and "/lib/python" not in found.group(1):
+                out.append(line)
+                in_stack = False
+    return out
+
+
 def read_tail(path: str, redact: bool = True) -> LogTail | None:
     """The last lines and the error lines of one regular file; None when it cannot be read."""
     try:
@@ -89,7 +118,7 @@ def read_tail(path: str, redact: bool = True) -> LogTail | None:
     cleaned = [_clean(line) for line in lines]
     cleaned = [line for line in cleaned if line.strip()]
     tail = tuple(scrub(line) for line in cleaned[-TAIL_LINES:])
-    errors = tuple(scrub(line) for line in cleaned if ERROR_PATTERN.search(line))[-ERROR_LINES:]
+    errors = tuple(scrub(line) for line in _error_lines(cleaned))[-ERROR_LINES:]
     return LogTail(path=path, tail=tail, errors=errors, modified=st.st_mtime, size=st.st_size)
 
 

@@ -41,6 +41,8 @@ JOB_ENV_KEYS = (
     "NCCL_RAS_ADDR", "NCCL_RAS_ENABLE", "TORCH_FR_DUMP_TEMP_FILE",
     "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE",
     "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE",
+    # a GPU core dump on request (analyze/findings_cuda.py says how; hangscope never asks)
+    "CUDA_ENABLE_USER_TRIGGERED_COREDUMP", "CUDA_COREDUMP_PIPE", "CUDA_COREDUMP_FILE",
 )
 
 
@@ -680,3 +682,9 @@ def open_netns(pid: int | str) -> int:
         OSError: unreadable or gone.
     """
     return os.open(PROC / str(pid) / "ns" / "net", os.O_RDONLY)
+
+
+def read_comm(pid: int) -> str | None:
+    """``cat /proc/PID/comm``: the thread-group leader's name (also for a zombie)."""
+    text = _cat(f"{PROC}/{pid}/comm")
+    return text.strip() if text is not None else None

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hangscope.collect.source import capture_block
 from hangscope.errors import ToolMissing
 from hangscope.model import Frame
 
@@ -115,6 +116,8 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 line=int(line) if isinstance(line, int) and line > 0 else None,
                 native=native,
                 module=str(raw["module"]) if raw.get("module") else None,
+                capture=None if native or not filename else capture_block(
+                    str(filename), line if isinstance(line, int) else None),
             )
         )
     return tuple(frames)

@@ -59,10 +59,30 @@ def options_from(args: argparse.Namespace) -> SampleOptions:
     workers = getattr(args, "workers", None)
     if workers is not None and not 1 <= workers <= 256:
         raise UsageError("--workers must be between 1 and 256.")
+    kernels = getattr(args, "kernels", False)
+    if kernels and args.nonblocking:
+        raise UsageError("--kernels pauses the ranks it reads (cuda-gdb attaches): it cannot "
+                         "go with --nonblocking.")
+    kernels_timeout = getattr(args, "kernels_timeout", 30.0)
+    if not 1 <= kernels_timeout <= 600:
+        raise UsageError("--kernels-timeout must be between 1 and 600 seconds.")
     return SampleOptions(samples=args.samples, window=args.window, native=args.native,
                          timeout=args.timeout, nonblocking=args.nonblocking,
                          redact=args.redact, fr_trigger=getattr(args, "fr_trigger", True),
-                         progress=getattr(args, "progress", True), workers=workers)
+                         progress=getattr(args, "progress", True), kernels=kernels,
+                         kernels_timeout=kernels_timeout, workers=workers)
+
+
+def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--kernels``: name the CUDA kernel a stuck rank's spinning GPU runs (cuda-gdb)."""
+    parser.add_argument("--kernels", action="store_true",
+                        help="name the CUDA kernel on each rank that is already stuck while "
+                        "its GPU spins: runs cuda-gdb -batch -p PID -ex 'info cuda kernels' "
+                        "-ex detach, which PAUSES EACH SUCH RANK FOR SECONDS (8-11 s on an "
+                        "H200), in parallel, then checks it runs again; other ranks are not "
+                        "touched")
+    parser.add_argument("--kernels-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="hard deadline for cuda-gdb per rank (default 30)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -75,6 +95,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="svg (multi-node or --find): the merged call tree as a picture")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (0600)")
     add_sampling_arguments(parser)
+    add_kernel_arguments(parser)
     add_arguments(parser)
     parser.set_defaults(func=run)
 

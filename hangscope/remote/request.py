@@ -51,4 +51,8 @@ def remote_argv(spec: Spec, options: SampleOptions) -> list[str]:
         out.append("--no-fr-trigger")
     if not options.progress:
         out.append("--no-progress")
+    if options.kernels:
+        out.append("--kernels")
+    if options.kernels_timeout != SampleOptions.kernels_timeout:
+        out += ["--kernels-timeout", repr(options.kernels_timeout)]
     return out

@@ -181,7 +181,10 @@ def gpu_cell(proc: Process, snap: Snapshot, memory: bool = True, sep: str = " ")
         util = f"{sep}{gpu.utilization:.0f}%" if gpu and gpu.utilization is not None else ""
         mem = f" {size(use.used_memory)}" if memory and use.used_memory is not None else ""
         cells.append(f"{use.gpu_index}{util}{mem}")
-    return ",".join(cells) or "-"
+    text = ",".join(cells) or "-"
+    read = proc.kernels  # dump --kernels: the kernel cuda-gdb saw, shortened as stacks are
+    kernel = read.main if read is not None else None
+    return f"{text} {kernel.short[:40]}" if kernel is not None else text
 
 
 def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> Table:

@@ -240,6 +240,21 @@ class HangscopeApp(App[int]):
             return
         self._start_sample()
 
+    def action_kernels(self) -> None:
+        """Sample once now with ``--kernels``: cuda-gdb names the kernel on each stuck rank
+        whose GPU spins (each such rank pauses for seconds)."""
+        request = getattr(self.sampler, "request_kernels", None)
+        if self.offline or request is None:
+            self.notify("Kernels are read from a live job only (hangscope attach).")
+            return
+        if self.sampling:
+            self.notify("A sample is already running; press k again after it.", timeout=3)
+            return
+        request()
+        self.notify("Reading kernels with cuda-gdb: each stuck rank whose GPU spins pauses "
+                    "for seconds.", timeout=4)
+        self._start_sample()
+
     def action_save(self) -> None:
         snap = self.raw
         if snap is None:

@@ -41,6 +41,7 @@ class MainScreen(Screen[None]):
         Binding("p", "toggle_paths", "Paths", show=False),
         Binding("d", "diff", "Diff"),
         Binding("c", "collectives", "Collectives", show=False),
+        Binding("k", "app.kernels", "Kernels", show=False),
         Binding("s", "app.save", "Save"),
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("escape", "clear_filter", "Clear filter", show=False),

@@ -24,6 +24,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("p", "full file paths / short ones"),
     ("d", "diff the selected rank's stack with another rank's"),
     ("c", "collectives: each rank's position per NCCL communicator (RAS, Flight Recorder)"),
+    ("k", "kernels: name the CUDA kernel on each stuck rank whose GPU spins (cuda-gdb; pauses "
+          "each such rank for seconds)"),
     ("s", "save a report: Markdown and JSON, like `hangscope dump`"),
     ("/", "filter the ranks by group, node, category, op or text"),
     ("escape", "clear the filter"),

@@ -652,3 +652,12 @@ def test_a_dead_rank_keeps_its_name_and_a_dead_job_is_gone() -> None:
     assert not shown.all_exited
     all_dead = replace(snap, processes=tuple(replace(p, state="Z") for p in snap.processes))
     assert all_dead.all_exited
+
+
+@run_async
+async def test_the_kernels_key_reads_kernels_of_a_live_job_only() -> None:
+    app = make_app(snapshot=recorded("deadlock"), clock=Clock())
+    async with app.run_test(notifications=True, size=SIZE) as pilot:
+        await until(pilot, lambda: app.raw is not None, "the dump")
+        await pilot.press("k")
+        await shows(pilot, "Kernels are read from")

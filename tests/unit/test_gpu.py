@@ -172,7 +172,8 @@ def test_given_many_spinning_ranks_then_one_finding_for_all() -> None:
     (spinning,) = [f for f in snap.findings if f.id == "gpu.spinning"]
     assert spinning.message == (
         "GPU 0 is busy while ranks 0-3 wait (cudaDeviceSynchronize): kernels are spinning "
-        "(NCCL or custom all-reduce waiting for a peer, or a long kernel).")
+        "(NCCL or custom all-reduce waiting for a peer, or a long kernel). `hangscope dump "
+        "--kernels` would name the kernel (cuda-gdb; it pauses each such rank for seconds).")
 
 
 def test_given_gpu_health_then_finding_and_evidence_say_it() -> None:

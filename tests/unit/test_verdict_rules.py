@@ -137,7 +137,7 @@ def test_no_target_when_nothing_could_be_read() -> None:
 
 def test_the_table_runs_in_the_documented_order() -> None:
     assert [rule.kind for rule in rules.RULES] == [
-        VerdictKind.NO_TARGET, VerdictKind.MISMATCHED_COLLECTIVES,
+        VerdictKind.NO_TARGET, VerdictKind.RANK_FAILED, VerdictKind.MISMATCHED_COLLECTIVES,
         VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.MISSING_RANK, VerdictKind.MISSING_RANK,
         VerdictKind.P2P_DEADLOCK, VerdictKind.LOCAL_DEADLOCK, VerdictKind.STRAGGLER,
         VerdictKind.LOCK_WAIT, VerdictKind.COMPILING, VerdictKind.STRAGGLER, VerdictKind.STRAGGLER,
