@@ -58,6 +58,8 @@ def load_bytes(data: bytes) -> dict[str, Any]:
 
 def _as_int(value: Any) -> int | None:
     """The JSON form writes some numbers as strings ("-1")."""
+    if type(value) is int:  # the common case first: 2,000 entries x 32 ranks come through here
+        return value
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -70,11 +72,20 @@ def _as_int(value: Any) -> int | None:
 def _sizes(value: Any) -> tuple[tuple[int, ...], ...]:
     if not isinstance(value, (list, tuple)):
         return ()
+    key = repr(value) if len(value) <= 64 else None  # 64,000 entries share a few shapes
+    if key is not None and key in _SIZES:
+        return _SIZES[key]
     out = []
     for shape in value[:64]:
         if isinstance(shape, (list, tuple)):
             out.append(tuple(v for v in (_as_int(x) for x in shape[:16]) if v is not None))
-    return tuple(out)
+    sizes = tuple(out)
+    if key is not None and len(_SIZES) < 4096:
+        _SIZES[key] = sizes
+    return sizes
+
+
+_SIZES: dict[str, tuple[tuple[int, ...], ...]] = {}  # repr of a shape list -> parsed (bounded)
 
 
 # Frames of the library itself: never the call site.
@@ -82,6 +93,17 @@ _PLUMBING = ("/torch/", "c10d_logger.py", "<frozen ", "<string>")
 # Wrappers around the user's line (contextlib's __exit__, functools, a training library in
 # site-packages): skipped for the user's own frame, used only where the stack has none.
 _WRAPPER = re.compile(r"/(?:site|dist)-packages/|/lib/python\d+(?:\.\d+)?/")
+
+
+_KIND: dict[str, str] = {}  # filename -> torch | stdlib | library | user (files repeat)
+
+
+def _kind(filename: str) -> str:
+    if any(mark in filename for mark in _PLUMBING):
+        return "torch"
+    if re.search(r"/(?:site|dist)-packages/", filename):
+        return "library"
+    return "stdlib" if _WRAPPER.search(filename) else "user"
 
 
 def call_site(frames: Any) -> str | None:
@@ -97,10 +119,15 @@ def call_site(frames: Any) -> str | None:
         name, filename = raw.get("name"), raw.get("filename")
         if not isinstance(name, str) or not isinstance(filename, str):
             continue
-        if any(mark in filename for mark in _PLUMBING):
+        kind = _KIND.get(filename)
+        if kind is None:
+            kind = _kind(filename)
+            if len(_KIND) < 1 << 16:  # bounded: a hostile dump cannot grow it without end
+                _KIND[filename] = kind
+        if kind == "torch":
             continue
-        if _WRAPPER.search(filename):
-            if library is None and re.search(r"/(?:site|dist)-packages/", filename):
+        if kind != "user":
+            if library is None and kind == "library":
                 library = raw
             wrapper = wrapper or raw
             continue
@@ -110,8 +137,17 @@ def call_site(frames: Any) -> str | None:
 
 
 def _site(raw: dict[str, Any]) -> str:
-    name, filename = raw["name"], raw["filename"]
-    return f"{name} ({Frame(name=name, file=filename, line=_as_int(raw.get('line'))).location})"
+    name, filename, line = raw["name"], raw["filename"], _as_int(raw.get("line"))
+    key = (name, filename, line)
+    site = _SITES.get(key)
+    if site is None:
+        site = f"{name} ({Frame(name=name, file=filename, line=line).location})"
+        if len(_SITES) < 1 << 16:
+            _SITES[key] = site
+    return site
+
+
+_SITES: dict[tuple[str, str, int | None], str] = {}  # a frame -> its call site (bounded)
 
 
 def _ranks(value: Any) -> tuple[int, ...]:
@@ -128,7 +164,8 @@ def _dtypes(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,) if value else ()
     if isinstance(value, (list, tuple)):
-        return tuple(str(d) for d in value[:64])
+        out = tuple(value[:64])
+        return out if all(type(d) is str for d in out) else tuple(str(d) for d in out)
     return ()
 
 
@@ -149,7 +186,6 @@ def parse_dump(obj: dict[str, Any], rank: int, path: str, mtime: float | None = 
     """One rank's dump as evidence (unknown fields ignored, malformed ones skipped)."""
     entries = []
     raw_entries = obj.get("entries")
-    sites: dict[Any, str | None] = {}  # 2,000 entries share a few dozen stacks: parse each once
     entry_desc: dict[str, str | None] = {}
     for raw in raw_entries if isinstance(raw_entries, list) else []:
         if not isinstance(raw, dict):
@@ -164,17 +200,14 @@ def parse_dump(obj: dict[str, Any], rank: int, path: str, mtime: float | None = 
         op, peer = _op(name)
         if entry_desc.get(pg_name) is None:
             entry_desc[pg_name] = _desc(raw)
-        frames = raw.get("frames")
-        key = _frames_key(frames)
-        if key not in sites:
-            sites[key] = call_site(frames)
+        site = call_site(raw.get("frames"))  # the user's frame is 2-3 frames in: cheap
         pg_id = raw.get("pg_id")
         entries.append(ev.FrEntry(
             seq=seq, op=op, pg=pg_name,
             state=raw.get("state") if isinstance(raw.get("state"), str) else None, p2p=p2p,
             input_sizes=_sizes(raw.get("input_sizes")),
             input_dtypes=_dtypes(raw.get("input_dtypes")),
-            output_sizes=_sizes(raw.get("output_sizes")), site=sites[key],
+            output_sizes=_sizes(raw.get("output_sizes")), site=site,
             output_dtypes=_dtypes(raw.get("output_dtypes")),
             record_id=_as_int(raw.get("record_id")),
             pg_id=str(pg_id) if isinstance(pg_id, (int, str)) and not isinstance(pg_id, bool)
@@ -208,17 +241,6 @@ def parse_dump(obj: dict[str, Any], rank: int, path: str, mtime: float | None = 
         comm_lib_version=obj.get("comm_lib_version") or None
         if isinstance(obj.get("comm_lib_version"), str) else None,
         groups=tuple(groups), entries=tuple(entries), mtime=mtime)
-
-
-def _frames_key(frames: Any) -> Any:
-    """A hashable key of a stack (its first frames' names, files and lines)."""
-    if not isinstance(frames, (list, tuple)):
-        return None
-    try:
-        return tuple((f.get("name"), f.get("filename"), f.get("line")) for f in frames[:32]
-                     if isinstance(f, dict))
-    except TypeError:  # an unhashable value inside a frame: parse this one on its own
-        return object()
 
 
 def _desc(raw: Any) -> str | None:

@@ -69,6 +69,9 @@ def job(world: int, groups: dict[str, tuple[str, list[list[int]]]] | None = None
     return dumps
 
 
+_COUNTS: dict[int, dict[tuple[str, bool], int]] = {}
+
+
 def add(dumps: dict[int, dict[str, Any]], rank: int, op: str, ins: Any = ((4, 4),),
         outs: Any = None, pg: tuple[str, str] = ("0", "default_pg"), state: str = "scheduled",
         seq: int | None = None, dtype: str = "Float", **kw: Any) -> dict[str, Any]:
@@ -76,16 +79,17 @@ def add(dumps: dict[int, dict[str, Any]], rank: int, op: str, ins: Any = ((4, 4)
     of its group (or of its p2p ops) unless ``seq`` is given; pg_status kept in step."""
     d = dumps[rank]
     p2p = op.startswith(("send", "recv"))
-    same = [e for e in d["entries"] if e["process_group"][0] == pg[0]]
+    counts = _COUNTS.setdefault(id(d), {})  # (group, p2p) -> last seq: no rescans at scale
+    last = counts.get((pg[0], p2p), 0)
     if seq is None:
-        key = "p2p_seq_id" if p2p else "collective_seq_id"
-        seq = max((int(e[key]) for e in same if e["is_p2p"] == p2p), default=0) + 1
+        seq = last + 1
+    counts[(pg[0], p2p)] = max(last, seq)
     outs = ins if outs is None else outs
     e = entry(len(d["entries"]), op, ins, outs, state,
               seq=0 if p2p else seq, p2p_seq=seq if p2p else 0, out_dtypes=[dtype] if outs
               else [], pg=pg, is_p2p=p2p, in_dtypes=[dtype] if ins else [], **kw)
     if p2p:  # p2p entries carry the collective count they follow
-        e["collective_seq_id"] = str(max((int(x["collective_seq_id"]) for x in same), default=0))
+        e["collective_seq_id"] = str(counts.get((pg[0], False), 0))
     d["entries"].append(e)
     st = d["pg_status"].setdefault(pg[0], {"last_enqueued_collective": -1,
                                            "last_started_collective": -1,
@@ -100,3 +104,130 @@ def add(dumps: dict[int, dict[str, Any]], rank: int, op: str, ins: Any = ((4, 4)
 def frames(*where: tuple[str, str, int]) -> list[dict[str, Any]]:
     """A stack, innermost first: (function, file, line)."""
     return [{"name": n, "filename": f, "line": line} for n, f, line in where]
+
+
+# --- cases fr_trace gets wrong (issue 19), each a job of dumps -------------------------
+
+def _lag_third_hides_mismatch() -> dict[int, dict[str, Any]]:
+    d = job(3)
+    for r in range(3):
+        add(d, r, "all_reduce", [[16]])
+        add(d, r, "all_reduce", [[16]])
+    add(d, 0, "all_reduce", [[16]])
+    add(d, 1, "broadcast", [[16]])
+    return d
+
+
+def _split_groups_same_name() -> dict[int, dict[str, Any]]:
+    d = job(4, {"0": ("default_pg", [[0, 1, 2, 3]]), "5": ("tp", [[0, 1], [2, 3]])})
+    for r in range(4):
+        add(d, r, "all_reduce", [[8]])
+        add(d, r, "all_reduce" if r < 2 else "broadcast", [[8]], pg=("5", "tp"))
+    return d
+
+
+def _ok_scatter_uneven_a2a() -> dict[int, dict[str, Any]]:
+    d = job(3)
+    for r in range(3):
+        add(d, r, "scatter", [[3, 4]] if r == 0 else [], [[4]])
+        add(d, r, "gather", [[4]], [[3, 4]] if r == 0 else [])
+        add(d, r, "all_to_all", [[sum(r + j + 1 for j in range(3))]],
+              [[sum(j + r + 1 for j in range(3))]])
+    return d
+
+
+def _a2a_totals_differ() -> dict[int, dict[str, Any]]:
+    d = job(2)
+    add(d, 0, "all_to_all", [[6]], [[6]])
+    add(d, 1, "all_to_all", [[6]], [[4]])
+    return d
+
+
+def _all_gather_base_size() -> dict[int, dict[str, Any]]:
+    d = job(2)
+    for r in range(2):
+        add(d, r, "_all_gather_base", [[4]], [[8]] if r == 0 else [[6]])
+    return d
+
+
+def _ok_all_gather_list() -> dict[int, dict[str, Any]]:
+    d = job(2)
+    for r in range(2):
+        add(d, r, "all_gather", [[4]], [[4], [4]])
+    return d
+
+
+def _coalesced_entry_differs() -> dict[int, dict[str, Any]]:
+    d = job(2)
+    for r in range(2):
+        add(d, r, "all_reduce", [[4]], seq=1)
+        add(d, r, "all_reduce", [[4]] if r == 0 else [[9]], seq=1)
+        add(d, r, "coalesced", [], [], seq=1)
+    return d
+
+
+def _coalesced_length_differs() -> dict[int, dict[str, Any]]:
+    d = job(2)
+    for r in range(2):
+        add(d, r, "all_reduce", [[4]], seq=1)
+        if r == 0:
+            add(d, r, "all_reduce", [[4]], seq=1)
+        add(d, r, "coalesced", [], [], seq=1)
+    return d
+
+
+def _p2p_sizes_differ() -> dict[int, dict[str, Any]]:
+    d = job(2)
+    add(d, 0, "send 0->1", [[4]], [])
+    add(d, 1, "recv 1<-0", [], [[8]])
+    return d
+
+
+def _p2p_no_recv() -> dict[int, dict[str, Any]]:
+    d = job(2)
+    add(d, 0, "send 0->1", [[4]], [])
+    add(d, 1, "all_reduce", [[4]])
+    add(d, 0, "all_reduce", [[4]])
+    return d
+
+
+def _ok_p2p() -> dict[int, dict[str, Any]]:
+    d = job(2)
+    add(d, 0, "send 0->1", [[4]], [])
+    add(d, 1, "recv 1<-0", [], [[4]])
+    return d
+
+
+def _state_not_started() -> dict[int, dict[str, Any]]:
+    d = job(2)
+    add(d, 0, "all_reduce", [[4]], state="completed")
+    add(d, 1, "all_reduce", [[4]], state="scheduled")
+    return d
+
+
+def _ok_wrapped_coalesced() -> dict[int, dict[str, Any]]:
+    d = job(2)
+    for r in range(2):
+        for _ in range(3):
+            add(d, r, "all_reduce", [[4]], seq=5)
+        add(d, r, "coalesced", [], [], seq=5)
+        add(d, r, "all_reduce", [[4]])
+    del d[1]["entries"][0]  # rank 1's ring buffer wrapped: its first entry of #5 is gone
+    return d
+
+
+CASES = {
+    "lag_third_hides_mismatch": _lag_third_hides_mismatch,
+    "split_groups_same_name": _split_groups_same_name,
+    "ok_scatter_uneven_a2a": _ok_scatter_uneven_a2a,
+    "a2a_totals_differ": _a2a_totals_differ,
+    "all_gather_base_size": _all_gather_base_size,
+    "ok_all_gather_list": _ok_all_gather_list,
+    "coalesced_entry_differs": _coalesced_entry_differs,
+    "coalesced_length_differs": _coalesced_length_differs,
+    "p2p_sizes_differ": _p2p_sizes_differ,
+    "p2p_no_recv": _p2p_no_recv,
+    "ok_p2p": _ok_p2p,
+    "state_not_started": _state_not_started,
+    "ok_wrapped_coalesced": _ok_wrapped_coalesced,
+}

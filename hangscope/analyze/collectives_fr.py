@@ -92,10 +92,11 @@ def _groups(dumps: Sequence[ev.FrDump]) -> list[_Pg]:
             pg.groups[dump.rank] = g
             pg.desc = pg.desc or g.desc
         records = [e.record_id for e in dump.entries if e.record_id is not None]
+        wrapped = bool(records) and min(records) > 0
         for entry in dump.entries:
             k = own.get(entry.pg) or own.setdefault(entry.pg, key(dump.rank, entry.pg, ()))
             pg = pgs.setdefault(k, _Pg(entry.pg, k[1] or ()))
-            if records and min(records) > 0:
+            if wrapped:
                 pg.wrapped.add(dump.rank)
             if entry.p2p:
                 pg.p2p.setdefault(dump.rank, []).append(entry)

@@ -162,121 +162,78 @@ def _conclusions(dumps: dict[int, dict[str, Any]], live: dict[int, int] | None =
 
 
 def test_a_lagging_third_rank_does_not_hide_two_ranks_disagreeing() -> None:
-    d = b.job(3)
-    for r in range(3):
-        b.add(d, r, "all_reduce", [[16]])
-        b.add(d, r, "all_reduce", [[16]])
-    b.add(d, 0, "all_reduce", [[16]])
-    b.add(d, 1, "broadcast", [[16]])
+    d = b.CASES["lag_third_hides_mismatch"]()
     kinds = {c.kind: c for c in _conclusions(d)}
     assert kinds[ev.MISMATCH].seq == 3 and kinds[ev.MISMATCH].ops == ("all_reduce", "broadcast")
     assert kinds[ev.BEHIND].ranks == (2,)
 
 
 def test_split_groups_sharing_a_name_with_different_ops_are_no_mismatch() -> None:
-    d = b.job(4, {"0": ("default_pg", [[0, 1, 2, 3]]), "5": ("tp", [[0, 1], [2, 3]])})
-    for r in range(4):
-        b.add(d, r, "all_reduce", [[8]])
-        b.add(d, r, "all_reduce" if r < 2 else "broadcast", [[8]], pg=("5", "tp"))
+    d = b.CASES["split_groups_same_name"]()
     assert [c.kind for c in _conclusions(d)] == []
 
 
 def test_scatter_gather_and_uneven_all_to_all_single_are_no_mismatch() -> None:
-    d = b.job(3)
-    for r in range(3):
-        b.add(d, r, "scatter", [[3, 4]] if r == 0 else [], [[4]])
-        b.add(d, r, "gather", [[4]], [[3, 4]] if r == 0 else [])
-        b.add(d, r, "all_to_all", [[sum(r + j + 1 for j in range(3))]],
-              [[sum(j + r + 1 for j in range(3))]])
+    d = b.CASES["ok_scatter_uneven_a2a"]()
     assert _conclusions(d) == []
 
 
 def test_all_to_all_whose_totals_differ_is_a_mismatch() -> None:
-    d = b.job(2)
-    b.add(d, 0, "all_to_all", [[6]], [[6]])
-    b.add(d, 1, "all_to_all", [[6]], [[4]])
+    d = b.CASES["a2a_totals_differ"]()
     (c,) = _conclusions(d)
     assert c.kind == ev.MISMATCH and "12 elements sent in all, 10 received" in c.sentence
 
 
 def test_all_gather_base_of_the_wrong_size_is_a_mismatch() -> None:
     """fr_trace checks ``all_gather_base``, a name no entry has: it never checks this."""
-    d = b.job(2)
-    for r in range(2):
-        b.add(d, r, "_all_gather_base", [[4]], [[8]] if r == 0 else [[6]])
+    d = b.CASES["all_gather_base_size"]()
     (c,) = _conclusions(d)
     assert c.kind == ev.MISMATCH and c.seq == 1
 
 
 def test_all_gather_into_a_list_is_no_mismatch() -> None:
     """gloo records the list of outputs: the first tensor alone is not the output."""
-    d = b.job(2)
-    for r in range(2):
-        b.add(d, r, "all_gather", [[4]], [[4], [4]])
+    d = b.CASES["ok_all_gather_list"]()
     assert _conclusions(d) == []
 
 
 def test_coalesced_group_every_entry_compared() -> None:
-    d = b.job(2)
-    for r in range(2):
-        b.add(d, r, "all_reduce", [[4]], seq=1)
-        b.add(d, r, "all_reduce", [[4]] if r == 0 else [[9]], seq=1)
-        b.add(d, r, "coalesced", [], [], seq=1)
+    d = b.CASES["coalesced_entry_differs"]()
     (c,) = _conclusions(d)
     assert c.kind == ev.MISMATCH and "sizes differs" in c.sentence
 
 
 def test_coalesced_group_of_another_length_is_a_mismatch() -> None:
-    d = b.job(2)
-    for r in range(2):
-        b.add(d, r, "all_reduce", [[4]], seq=1)
-        if r == 0:
-            b.add(d, r, "all_reduce", [[4]], seq=1)
-        b.add(d, r, "coalesced", [], [], seq=1)
+    d = b.CASES["coalesced_length_differs"]()
     (c,) = _conclusions(d)
     assert c.kind == ev.MISMATCH and c.seq == 1
 
 
 def test_p2p_send_and_recv_of_different_sizes() -> None:
-    d = b.job(2)
-    b.add(d, 0, "send 0->1", [[4]], [])
-    b.add(d, 1, "recv 1<-0", [], [[8]])
+    d = b.CASES["p2p_sizes_differ"]()
     (c,) = _conclusions(d)
     assert c.kind == ev.MISMATCH and "Point-to-point" in c.sentence and "[[8]]" in c.sentence
 
 
 def test_p2p_send_with_no_recv_posted() -> None:
-    d = b.job(2)
-    b.add(d, 0, "send 0->1", [[4]], [])
-    b.add(d, 1, "all_reduce", [[4]])
-    b.add(d, 0, "all_reduce", [[4]])
+    d = b.CASES["p2p_no_recv"]()
     (c,) = _conclusions(d)
     assert c.kind == ev.BEHIND and "send #1 has no matching recv posted" in c.sentence
 
 
 def test_p2p_that_match_say_nothing() -> None:
-    d = b.job(2)
-    b.add(d, 0, "send 0->1", [[4]], [])
-    b.add(d, 1, "recv 1<-0", [], [[4]])
+    d = b.CASES["ok_p2p"]()
     assert _conclusions(d) == []
 
 
 def test_state_a_rank_has_not_started_what_another_completed_is_behind_not_mismatch() -> None:
-    d = b.job(2)
-    b.add(d, 0, "all_reduce", [[4]], state="completed")
-    b.add(d, 1, "all_reduce", [[4]], state="scheduled")
+    d = b.CASES["state_not_started"]()
     (c,) = _conclusions(d)
     assert c.kind == ev.BEHIND and c.ranks == (1,) and "only scheduled" in c.sentence
 
 
 def test_wrapped_buffer_whose_first_coalesced_group_lost_its_start() -> None:
-    d = b.job(2)
-    for r in range(2):
-        for _ in range(3):
-            b.add(d, r, "all_reduce", [[4]], seq=5)
-        b.add(d, r, "coalesced", [], [], seq=5)
-        b.add(d, r, "all_reduce", [[4]])
-    del d[1]["entries"][0]  # rank 1's ring buffer wrapped: its first entry of #5 is gone
+    d = b.CASES["ok_wrapped_coalesced"]()
     assert _conclusions(d) == []
 
 
