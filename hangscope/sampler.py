@@ -19,6 +19,7 @@ from hangscope import __version__
 from hangscope.analyze import analyze
 from hangscope.analyze.collectives import node_evidence
 from hangscope.analyze.progress import progress_of
+from hangscope.analyze.rank_evidence import with_collective_ranks
 from hangscope.collect import collectives, exitcode, kmsg, logs, nvml, procfs, pyspy, tree
 from hangscope.collect.host import BoundedGpuReader, read_host
 from hangscope.collect.progress import ProgressWatcher
@@ -234,7 +235,11 @@ class Sampler:
         merged = logs.attach_tails(merged, redact=opts.redact)
         waits = read_waits(merged, min(5.0, opts.timeout), self._pyspy, not opts.nonblocking)
         host_name = merged[0].host if merged else None
-        coll = node_evidence(*collectives.finish(coll_read), merged, host_name)
+        ras_read, fr_read = collectives.finish(coll_read)
+        # A PID RAS places at a rank is that rank (mp.spawn ranks have no RANK in env), in
+        # every table, group and verdict, and in the collective analysis itself.
+        merged = list(with_collective_ranks(merged, ras_read))
+        coll = node_evidence(ras_read, fr_read, merged, host_name)
         progress = _progress(evidence, merged) if evidence is not None else None
         snap = Snapshot(
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
