@@ -187,31 +187,30 @@ def parse_dump(obj: dict[str, Any], rank: int, path: str, mtime: float | None = 
     entries = []
     raw_entries = obj.get("entries")
     entry_desc: dict[str, str | None] = {}
+    # 2,000 entries of a rank repeat a few shapes: each (op, group, sizes, dtypes, state) is
+    # parsed once; per entry only its sequence id, record id and call site are read.
+    templates: dict[str, dict[str, Any]] = {}
     for raw in raw_entries if isinstance(raw_entries, list) else []:
         if not isinstance(raw, dict):
             continue
-        p2p = raw.get("is_p2p") is True
-        seq = _as_int(raw.get("p2p_seq_id" if p2p else "collective_seq_id"))
-        name = raw.get("profiling_name")
-        pg = raw.get("process_group")
+        get = raw.get
+        p2p = get("is_p2p") is True
+        seq = _as_int(get("p2p_seq_id" if p2p else "collective_seq_id"))
+        name = get("profiling_name")
         if seq is None or not isinstance(name, str):
             continue
-        pg_name = str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(raw.get("pg_id", ""))
-        op, peer = _op(name)
-        if entry_desc.get(pg_name) is None:
-            entry_desc[pg_name] = _desc(raw)
-        site = call_site(raw.get("frames"))  # the user's frame is 2-3 frames in: cheap
-        pg_id = raw.get("pg_id")
-        entries.append(ev.FrEntry(
-            seq=seq, op=op, pg=pg_name,
-            state=raw.get("state") if isinstance(raw.get("state"), str) else None, p2p=p2p,
-            input_sizes=_sizes(raw.get("input_sizes")),
-            input_dtypes=_dtypes(raw.get("input_dtypes")),
-            output_sizes=_sizes(raw.get("output_sizes")), site=site,
-            output_dtypes=_dtypes(raw.get("output_dtypes")),
-            record_id=_as_int(raw.get("record_id")),
-            pg_id=str(pg_id) if isinstance(pg_id, (int, str)) and not isinstance(pg_id, bool)
-            else None, peer=peer))
+        key = repr((name, get("process_group"), get("pg_id"), get("state"), p2p,
+                    get("input_sizes"), get("output_sizes"), get("input_dtypes"),
+                    get("output_dtypes")))
+        fields = templates.get(key)
+        if fields is None:
+            fields = _template(raw, name, p2p)
+            if len(templates) < 4096:
+                templates[key] = fields
+            if entry_desc.get(fields["pg"]) is None:
+                entry_desc[fields["pg"]] = _desc(raw)
+        entries.append(ev.FrEntry(seq=seq, site=call_site(get("frames")),
+                                  record_id=_as_int(get("record_id")), **fields))
     config = obj.get("pg_config") if isinstance(obj.get("pg_config"), dict) else {}
     status = obj.get("pg_status") if isinstance(obj.get("pg_status"), dict) else {}
     descs = {}
@@ -241,6 +240,25 @@ def parse_dump(obj: dict[str, Any], rank: int, path: str, mtime: float | None = 
         comm_lib_version=obj.get("comm_lib_version") or None
         if isinstance(obj.get("comm_lib_version"), str) else None,
         groups=tuple(groups), entries=tuple(entries), mtime=mtime)
+
+
+def _template(raw: dict[str, Any], name: str, p2p: bool) -> dict[str, Any]:
+    """An entry's fields but its sequence id, record id and call site."""
+    pg = raw.get("process_group")
+    pg_id = raw.get("pg_id")
+    op, peer = _op(name)
+    state = raw.get("state")
+    return {
+        "op": op, "peer": peer, "p2p": p2p,
+        "pg": str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(raw.get("pg_id", "")),
+        "state": state if isinstance(state, str) else None,
+        "input_sizes": _sizes(raw.get("input_sizes")),
+        "input_dtypes": _dtypes(raw.get("input_dtypes")),
+        "output_sizes": _sizes(raw.get("output_sizes")),
+        "output_dtypes": _dtypes(raw.get("output_dtypes")),
+        "pg_id": str(pg_id) if isinstance(pg_id, (int, str)) and not isinstance(pg_id, bool)
+        else None,
+    }
 
 
 def _desc(raw: Any) -> str | None:

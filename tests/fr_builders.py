@@ -69,9 +69,6 @@ def job(world: int, groups: dict[str, tuple[str, list[list[int]]]] | None = None
     return dumps
 
 
-_COUNTS: dict[int, dict[tuple[str, bool], int]] = {}
-
-
 def add(dumps: dict[int, dict[str, Any]], rank: int, op: str, ins: Any = ((4, 4),),
         outs: Any = None, pg: tuple[str, str] = ("0", "default_pg"), state: str = "scheduled",
         seq: int | None = None, dtype: str = "Float", **kw: Any) -> dict[str, Any]:
@@ -79,17 +76,19 @@ def add(dumps: dict[int, dict[str, Any]], rank: int, op: str, ins: Any = ((4, 4)
     of its group (or of its p2p ops) unless ``seq`` is given; pg_status kept in step."""
     d = dumps[rank]
     p2p = op.startswith(("send", "recv"))
-    counts = _COUNTS.setdefault(id(d), {})  # (group, p2p) -> last seq: no rescans at scale
-    last = counts.get((pg[0], p2p), 0)
+    # "group|p2p" -> last seq, kept in the dump (both analysers ignore unknown keys): no
+    # rescan of the buffer per entry at 2,000 entries
+    counts = d.setdefault("builder_counts", {})
+    last = counts.get(f"{pg[0]}|{p2p}", 0)
     if seq is None:
         seq = last + 1
-    counts[(pg[0], p2p)] = max(last, seq)
+    counts[f"{pg[0]}|{p2p}"] = max(last, seq)
     outs = ins if outs is None else outs
     e = entry(len(d["entries"]), op, ins, outs, state,
               seq=0 if p2p else seq, p2p_seq=seq if p2p else 0, out_dtypes=[dtype] if outs
               else [], pg=pg, is_p2p=p2p, in_dtypes=[dtype] if ins else [], **kw)
     if p2p:  # p2p entries carry the collective count they follow
-        e["collective_seq_id"] = str(counts.get((pg[0], False), 0))
+        e["collective_seq_id"] = str(counts.get(f"{pg[0]}|False", 0))
     d["entries"].append(e)
     st = d["pg_status"].setdefault(pg[0], {"last_enqueued_collective": -1,
                                            "last_started_collective": -1,

@@ -185,6 +185,9 @@ def _disagreement(pg: _Pg) -> ev.Disagreement | None:
     return state or _p2p_disagreement(pg)
 
 
+_NOT_POSTED = "not posted"  # Side.detail of the peer that has not posted its half of a p2p op
+
+
 def _global(pg: _Pg, group_rank: int) -> int | None:
     return pg.members[group_rank] if 0 <= group_rank < len(pg.members) else None
 
@@ -215,9 +218,13 @@ def _p2p_disagreement(pg: _Pg) -> ev.Disagreement | None:
             k = min(len(sends), len(recvs))
             lone = (sends if len(sends) > len(recvs) else recvs)[k]
             if lone.state != "completed":
-                return _p2p_sides(pg, "p2p", lone, None, src, dst,
-                                  f"{lone.op} #{k + 1} has no matching "
-                                  f"{'recv' if lone.op == 'send' else 'send'} posted")
+                d = _p2p_sides(pg, "p2p", lone, None, src, dst,
+                               f"{lone.op} #{k + 1} has no matching "
+                               f"{'recv' if lone.op == 'send' else 'send'} posted")
+                peer = dst if lone.op == "send" else src
+                return ev.Disagreement(seq=d.seq, what=d.what, sides=(*d.sides, ev.Side(
+                    ranks=(peer,), op="recv" if lone.op == "send" else "send",
+                    detail=_NOT_POSTED)))
     return None
 
 
@@ -290,15 +297,14 @@ def _conclusions(pg: _Pg, live: Mapping[int, int] | None,
             sentence=f"{pg.label.capitalize()}: collective #{d.seq} ({top.op}) is "
                      f"{top.state} on {rank_names(top.ranks)} but only {lo.state} on "
                      f"{rank_names(lag)} (Flight Recorder entry states)."))
-    elif d is not None and d.what == "p2p" and len(d.sides) == 1:
-        s = d.sides[0]
-        peer = [r for r in pg.members if r not in s.ranks]
+    elif d is not None and d.what == "p2p" and d.sides[-1].detail == _NOT_POSTED:
+        s, peer = d.sides[0], d.sides[-1]
         out.append(ev.Conclusion(
-            kind=ev.BEHIND, communicator=pg.id, ranks=(), ops=(s.op,), seq=d.seq,
-            sites=(s.site,) if s.site else (), source=ev.SOURCE_FR,
+            kind=ev.BEHIND, communicator=pg.id, ranks=peer.ranks, pids=pids(peer.ranks),
+            ops=(peer.op,), seq=d.seq, sites=(s.site,) if s.site else (), source=ev.SOURCE_FR,
             sentence=f"{pg.label.capitalize()}: {rank_names(s.ranks)}'s {s.detail}"
-                     + (f" at {s.site}" if s.site else "") + f" (its peer is among "
-                     f"{rank_names(peer) if peer else 'no other rank'}) (Flight Recorder)."))
+                     + (f" at {s.site}" if s.site else "") + f": {rank_names(peer.ranks)} "
+                     f"has not posted its {peer.op} (Flight Recorder)."))
     elif d is not None:
         smallest = min(len(s.ranks) for s in d.sides)
         suspects = [r for s in d.sides if len(s.ranks) == smallest for r in s.ranks]

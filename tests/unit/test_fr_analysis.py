@@ -219,6 +219,7 @@ def test_p2p_send_with_no_recv_posted() -> None:
     d = b.CASES["p2p_no_recv"]()
     (c,) = _conclusions(d)
     assert c.kind == ev.BEHIND and "send #1 has no matching recv posted" in c.sentence
+    assert c.ranks == (1,) and "rank 1 has not posted its recv" in c.sentence
 
 
 def test_p2p_that_match_say_nothing() -> None:
