@@ -152,6 +152,7 @@ class FrReading:
     prefix: str | None = None
     triggered: tuple[int, ...] = ()  # ranks whose debug-info pipe was written
     fresh: tuple[int, ...] = ()  # ranks whose dump was written during this read: alive then
+    placed: tuple[tuple[int, int], ...] = ()  # (rank, PID): a process holding that rank's pipe
     notes: tuple[str, ...] = ()  # per-file refusals and trigger outcomes
     elapsed_s: float = 0.0
 

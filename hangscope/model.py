@@ -202,7 +202,7 @@ class RankInfo:
     pp: int | None = None
     dp: int | None = None
     ep: int | None = None
-    source: str | None = None  # title | env | argv | spawn-order
+    source: str | None = None  # title | env | argv | spawn-order | collectives
 
     @property
     def key(self) -> int | None:

@@ -238,7 +238,7 @@ class Sampler:
         ras_read, fr_read = collectives.finish(coll_read)
         # A PID RAS places at a rank is that rank (mp.spawn ranks have no RANK in env), in
         # every table, group and verdict, and in the collective analysis itself.
-        merged = list(with_collective_ranks(merged, ras_read))
+        merged = list(with_collective_ranks(merged, ras_read, fr_read))
         coll = node_evidence(ras_read, fr_read, merged, host_name)
         progress = _progress(evidence, merged) if evidence is not None else None
         snap = Snapshot(

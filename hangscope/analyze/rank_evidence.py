@@ -1,4 +1,5 @@
-"""Rank numbers from the collective evidence: a PID that NCCL RAS places at a rank is that rank.
+"""Rank numbers from the collective evidence: a PID that NCCL RAS (or the Flight Recorder's
+debug-info pipe it holds open) places at a rank is that rank.
 
 Pure. Ranks started with ``multiprocessing`` spawn carry no ``RANK`` in their environment, so
 discovery numbers them by spawn order, or not at all ("PID 1063", role other). NCCL RAS names
@@ -15,7 +16,7 @@ from dataclasses import replace
 from hangscope import evidence as ev
 from hangscope.model import Process, RankInfo, Role
 
-SOURCE = "nccl-ras"
+SOURCE = "collectives"  # RankInfo.source: NCCL RAS or the Flight Recorder placed it
 _GUESSED = (None, "spawn-order")  # rank sources the evidence overrides
 
 
@@ -42,13 +43,16 @@ def _world(report: ev.RasReport) -> dict[int, tuple[int, int | None]]:
     return {p: v for p, v in placed.items() if p not in conflicts}
 
 
-def with_collective_ranks(processes: Sequence[Process],
-                          ras: ev.RasReading | None) -> tuple[Process, ...]:
-    """The processes, each one RAS places in the world communicator numbered as that rank
-    (role rank), unless its rank came from its title, environment or argv."""
-    if ras is None or ras.report is None:
-        return tuple(processes)
-    world = _world(ras.report)
+def with_collective_ranks(processes: Sequence[Process], ras: ev.RasReading | None,
+                          fr: ev.FrReading | None = None) -> tuple[Process, ...]:
+    """The processes, each one RAS places in the world communicator (or that holds rank N's
+    Flight Recorder debug-info pipe open) numbered as that rank (role rank), unless its rank
+    came from its title, environment or argv. RAS wins where the two differ."""
+    world = _world(ras.report) if ras is not None and ras.report is not None else {}
+    ras_ranks = {v[0] for v in world.values()}
+    for rank, pid in fr.placed if fr is not None else ():
+        if pid not in world and rank not in ras_ranks:
+            world[pid] = (rank, None)
     if not world:
         return tuple(processes)
     out = []
@@ -63,8 +67,9 @@ def with_collective_ranks(processes: Sequence[Process],
         placed.add(rank)
         old = proc.rank or RankInfo()
         info = replace(old, global_rank=rank, world_size=old.world_size or size, source=SOURCE)
-        several = (size or 0) > 1
-        role = Role.RANK if several and proc.role in (Role.OTHER, Role.MAIN) else proc.role
+        # a lone main process stays the job's main unless the world has more ranks
+        role = Role.RANK if proc.role is Role.OTHER or (
+            proc.role is Role.MAIN and (size or 0) > 1) else proc.role
         out.append(replace(proc, rank=info, role=role))
     # A spawn-order guess that now names a rank RAS placed elsewhere is no longer a number.
     return tuple(replace(p, rank=replace(p.rank, global_rank=None))

@@ -15,11 +15,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import time
 from collections.abc import Sequence
 
 from hangscope import evidence as ev
+from hangscope.collect import procfs
 from hangscope.fr_parse import (  # noqa: F401  (re-exported: the collector's own API)
     MAX_BYTES,
     DumpError,
@@ -130,6 +132,27 @@ def _uid(procs: Sequence[Process]) -> int | None:
     return None
 
 
+def _pipe_holders(live: Sequence[Process], number: dict[int, int]) -> dict[int, int]:
+    """Rank -> PID of each process with no rank number that holds its rank's debug-info pipe
+    open (``PREFIX<rank>.pipe``: torch's monitor thread keeps it open to read triggers).
+    ``mp.spawn`` ranks carry no RANK; the pipe they opened says which rank each one is."""
+    out: dict[int, int] = {}
+    taken = set(number.values())
+    for proc in live:
+        value = proc.environ.get(PIPE_VAR)
+        if not value or proc.pid in number or proc.role not in (Role.RANK, Role.OTHER):
+            continue
+        if not value.startswith("/"):
+            with contextlib.suppress(OSError):
+                value = os.path.join(os.readlink(f"/proc/{proc.pid}/cwd"), value)
+        pattern = re.compile(re.escape(value) + r"(\d{1,7})\.pipe")
+        found = {int(m.group(1)) for path in procfs.open_paths(proc.pid, ".pipe")
+                 if (m := pattern.fullmatch(path))}
+        if len(found) == 1 and (rank := found.pop()) not in taken and rank not in out:
+            out[rank] = proc.pid
+    return out
+
+
 def read(processes: Sequence[Process], job_start: float | None = None, trigger: bool = True,
          deadline_s: float = DEADLINE_S) -> ev.FrReading:
     """This job's Flight Recorder dumps (fresh ones where the ranks have a debug-info pipe)."""
@@ -146,6 +169,11 @@ def read(processes: Sequence[Process], job_start: float | None = None, trigger: 
                        if p.environ.get(v)), None)
     prefix = _resolve(prefix_var[1], prefix_var[0]) if prefix_var else (
         (_root(anchor) if anchor else "") + DEFAULT_PREFIX)
+    placed = _pipe_holders(live, number)
+    for rank, pid in placed.items():
+        proc = next(p for p in live if p.pid == pid)
+        ranks.append(proc)
+        number[pid] = rank
     notes: list[str] = []
     triggered: list[int] = []
     if trigger:
@@ -197,7 +225,8 @@ def read(processes: Sequence[Process], job_start: float | None = None, trigger: 
                    else "."))
         return ev.FrReading(ev.READ, note, dumps=tuple(dumps[r] for r in got), prefix=shown,
                             triggered=tuple(triggered), notes=tuple(notes), elapsed_s=elapsed,
-                            fresh=tuple(r for r in got if (dumps[r].mtime or 0) >= start))
+                            fresh=tuple(r for r in got if (dumps[r].mtime or 0) >= start),
+                            placed=tuple(sorted(placed.items())))
     if refused:
         return ev.FrReading(ev.REFUSED_FILE, f"Flight Recorder: no dump accepted from {shown}* "
                             f"({'; '.join(refused.values())}).", prefix=shown,

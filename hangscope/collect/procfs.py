@@ -558,3 +558,22 @@ def cgroup_memory_limit() -> int | None:
             if value < 1 << 60:
                 return value
     return None
+
+
+def open_paths(pid: int, suffix: str, limit: int = 4096) -> tuple[str, ...]:
+    """``ls -l /proc/PID/fd``: the paths of the files the process holds open that end with
+    ``suffix`` (a named FIFO shows its path; sockets and anonymous pipes never match)."""
+    base = PROC / str(pid) / "fd"
+    try:
+        fds = os.listdir(base)[:limit]
+    except OSError:
+        return ()
+    out = []
+    for fd in fds:
+        try:
+            target = os.readlink(base / fd)
+        except OSError:
+            continue
+        if target.endswith(suffix) and target.startswith("/"):
+            out.append(target)
+    return tuple(sorted(set(out)))
