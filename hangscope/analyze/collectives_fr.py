@@ -141,6 +141,12 @@ def _seq_disagreement(pg: _Pg, seq: int, ranks: list[int]) -> ev.Disagreement | 
     if len(sides) > 1 and first is not None:
         return ev.Disagreement(seq=seq, what=first.what, sides=tuple(
             _side(pg, sorted(s), seq, first.index, None) for s in sides))
+    if len(sides) == 1:  # every rank agrees: on an entry its op cannot produce, all are wrong
+        rep = pg.seqs[sides[0][0]][seq]
+        own = fr_match.list_diff(rep, rep, size)
+        if own is not None:
+            return ev.Disagreement(seq=seq, what=own.what, sides=(
+                _side(pg, sorted(sides[0]), seq, own.index, own.detail),))
     views = [pg.seqs[r][seq] for r in ranks]
     if set(ranks) == set(pg.members) and any(fr_match.is_all_to_all(e.op) for e in views[0]):
         totals = fr_match.all_to_all_totals(views)

@@ -185,7 +185,8 @@ def test_all_to_all_whose_totals_differ_is_a_mismatch() -> None:
 
 
 def test_all_gather_base_of_the_wrong_size_is_a_mismatch() -> None:
-    """fr_trace checks ``all_gather_base``, a name no entry has: it never checks this."""
+    """Both ranks gather 4 elements x 2 ranks into 6: fr_trace checks the element count for
+    ``all_gather_base``, a name no entry has, so it says nothing (outputs agree)."""
     d = b.CASES["all_gather_base_size"]()
     (c,) = _conclusions(d)
     assert c.kind == ev.MISMATCH and c.seq == 1
