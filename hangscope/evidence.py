@@ -106,7 +106,11 @@ class FrEntry:
     input_sizes: tuple[tuple[int, ...], ...] = ()
     input_dtypes: tuple[str, ...] = ()
     output_sizes: tuple[tuple[int, ...], ...] = ()
-    site: str | None = None  # "func (file.py:line)": the first frame outside torch
+    site: str | None = None  # "func (file.py:line)": the first frame of the job's own code
+    output_dtypes: tuple[str, ...] = ()
+    record_id: int | None = None  # the entry's place in the rank's ring buffer (0: the first)
+    pg_id: str | None = None  # the group's uid on this rank (keys gloo's pg_status)
+    peer: tuple[int, int] | None = None  # p2p: (source, destination), ranks within the group
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,8 @@ class FrReading:
     dumps: tuple[FrDump, ...] = ()
     prefix: str | None = None
     triggered: tuple[int, ...] = ()  # ranks whose debug-info pipe was written
+    fresh: tuple[int, ...] = ()  # ranks whose dump was written during this read: alive then
+    placed: tuple[tuple[int, int], ...] = ()  # (rank, PID): a process holding that rank's pipe
     notes: tuple[str, ...] = ()  # per-file refusals and trigger outcomes
     elapsed_s: float = 0.0
 
@@ -189,6 +195,10 @@ class Side:
     sizes: tuple[tuple[int, ...], ...] = ()
     dtypes: tuple[str, ...] = ()
     site: str | None = None
+    output_sizes: tuple[tuple[int, ...], ...] = ()
+    state: str | None = None
+    record_id: int | None = None  # the first side rank's entry that differs
+    detail: str | None = None  # what differs, in words ("3 ops in the coalesced group")
 
 
 @dataclass(frozen=True)
@@ -196,7 +206,7 @@ class Disagreement:
     """The first sequence id at which the ranks of a communicator issued different collectives."""
 
     seq: int
-    what: str  # op | sizes | dtype
+    what: str  # op | sizes | dtype | numel | coalesced | p2p | state
     sides: tuple[Side, ...] = ()
     source: str = SOURCE_FR
 

@@ -208,7 +208,7 @@ class RankInfo:
     pp: int | None = None
     dp: int | None = None
     ep: int | None = None
-    source: str | None = None  # title | env | argv | spawn-order
+    source: str | None = None  # title | env | argv | spawn-order | collectives
 
     @property
     def key(self) -> int | None:
@@ -368,6 +368,7 @@ class Host:
     swap_used: int | None = None
     cgroup_memory_limit: int | None = None
     gpus: tuple[Gpu, ...] = ()
+    swap_total: int | None = None  # 0: the machine has no swap (paging is file I/O)
     gpu_error: str | None = None  # "no NVIDIA driver", ... : said once, not per rank
     listening_ports: tuple[int, ...] = ()  # every TCP port listened on, by any process
     kernel_messages: tuple[str, ...] = ()  # "ISO-TIME text": OOM kills, Xids... about the job

@@ -31,6 +31,14 @@ def compact_ranks(ranks: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def ranks_found(found: int, expected: int | None) -> str:
+    """``4/4``, ``3/4`` (missing ranks); more than expected is ``2 (1 expected)``: never
+    ``2/1``, a fraction over one that reads as a typo."""
+    if expected is None:
+        return str(found)
+    return f"{found}/{expected}" if found <= expected else f"{found} ({expected} expected)"
+
+
 def rank_set(ranks: Sequence[int], is_rank: bool) -> str:
     """``rank 3``, ``ranks 0-2,7``; ``PID 12``, ``PIDs 12-14`` when the numbers are PIDs."""
     word = "rank" if is_rank else "PID"

@@ -183,20 +183,31 @@ def all_ranks_local(processes: Sequence[Process]) -> bool:
     return True
 
 
+def unplaced(processes: Sequence[Process]) -> int:
+    """Live Python processes of the job that may be ranks but carry no rank number (a
+    ``multiprocessing`` child the evidence did not place): a group member with no known
+    process may be one of them."""
+    return sum(1 for p in processes if p.role in (Role.RANK, Role.ENGINE_CORE, Role.OTHER)
+               and (p.rank is None or p.rank.global_rank is None) and not p.is_exited
+               and p.python is not False)
+
+
 def node_evidence(ras: ev.RasReading | None, fr: ev.FrReading | None,
                   processes: Sequence[Process], host: str | None) -> ev.CollectiveEvidence:
     """:func:`analyze` for one node's snapshot: live ranks and locality from its processes."""
-    return analyze(ras, fr, live_ranks(processes), host, all_ranks_local(processes))
+    return analyze(ras, fr, live_ranks(processes), host, all_ranks_local(processes),
+                   unplaced(processes))
 
 
 def analyze(ras: ev.RasReading | None, fr: ev.FrReading | None,
             live: Mapping[int, int] | None = None, host: str | None = None,
-            all_ranks_local: bool = True) -> ev.CollectiveEvidence:
+            all_ranks_local: bool = True, unplaced: int = 0) -> ev.CollectiveEvidence:
     """All collective evidence of one node: communicators, conclusions (missing, mismatch,
     behind, in that order), notes. ``live``: global rank -> PID of each live rank process
     (None: unknown, then no rank is called missing for want of a process).
     ``all_ranks_local``: False for one node of a multi-node job (a group member with neither a
-    process nor a dump here is on another node, not missing)."""
+    process nor a dump here is on another node, not missing). ``unplaced``: live processes
+    that may be ranks but have no rank number (:func:`unplaced`)."""
     pid_rank = {pid: rank for rank, pid in (live or {}).items()}
     communicators: list[ev.Communicator] = []
     conclusions: list[ev.Conclusion] = []
@@ -211,7 +222,7 @@ def analyze(ras: ev.RasReading | None, fr: ev.FrReading | None,
         notes.append(fr.note)
         notes.extend(fr.notes)
         if fr.dumps:
-            c_fr, found_fr = from_fr(fr.dumps, live, all_ranks_local)
+            c_fr, found_fr = from_fr(fr.dumps, live, all_ranks_local, fr.fresh, unplaced)
             communicators.extend(c_fr)
             conclusions = _merge(conclusions, found_fr, communicators)
     order = {ev.MISSING: 0, ev.MISMATCH: 1, ev.BEHIND: 2}

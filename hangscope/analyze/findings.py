@@ -175,8 +175,12 @@ def check_cpu_idle(snap: Snapshot) -> Iterable[Finding]:
     busy = [p for p in ranks if (p.cpu_percent or 0) >= 50.0]
     if busy and len(busy) < len(ranks):
         numbers = compact_ranks(rank_id(p) for p in busy)
-        who = (f"{'Rank' if len(busy) == 1 else 'Ranks'} {numbers}" if len(numbers) <= 40
-               else f"{len(busy)} ranks")
+        if noun == "process":  # no rank numbers: a PID is not a rank ("Rank 1792")
+            who = who_many(busy)
+            who = who[:1].upper() + who[1:]
+        else:
+            who = (f"{'Rank' if len(busy) == 1 else 'Ranks'} {numbers}" if len(numbers) <= 40
+                   else f"{len(busy)} ranks")
         yield Finding("activity.busy", Severity.INFO,
                       f"{who} used CPU during the window while the others were idle.",
                       {"cpu_percent": {rank_id(p): p.cpu_percent for p in busy},

@@ -167,6 +167,7 @@ def _memory_of(snap: Snapshot, host: Host, host_procs: Iterable[Process]) -> Ite
                       f"The machine has {size(host.swap_used)} in swap, none of it the "
                       "job's.", {"swap_used": host.swap_used})
     paging = [p for p in procs if (p.major_faults_window or 0) >= MAJOR_FAULTS_PAGING]
+    no_swap = host.swap_total == 0
     if paging and snap.window_s > 0:
         paging.sort(key=lambda p: -(p.major_faults_window or 0))
         top = paging[0]
@@ -175,9 +176,11 @@ def _memory_of(snap: Snapshot, host: Host, host_procs: Iterable[Process]) -> Ite
                       f"in the {snap.window_s:.1f} s window"
                       + (f" ({len(paging) - 1} more processes too)" if len(paging) > 1
                          else "")
-                      + ": it is reading memory back from swap or disk, which makes it "
-                      "crawl.", {"major_faults": {p.pid: p.major_faults_window
-                                                  for p in paging}})
+                      + (": it is reading memory back from swap or disk, which makes it "
+                         "crawl." if not no_swap else ": the machine has no swap, so it "
+                         "re-reads mapped files (libraries, a memory-mapped dataset or "
+                         "checkpoint) from disk, which makes it crawl."),
+                      {"major_faults": {p.pid: p.major_faults_window for p in paging}})
     if ram and vms >= OVERCOMMIT_FACTOR * ram:
         top = max(procs, key=lambda p: p.vms or 0)
         alone = (f"; {who(top)} alone reserves {size(top.vms)}"

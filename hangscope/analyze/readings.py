@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from hangscope.analyze.collectives import node_evidence
 from hangscope.analyze.progress import merge_progress, progress_of
+from hangscope.analyze.rank_evidence import with_collective_ranks
 from hangscope.evidence import CollectiveEvidence
 from hangscope.model import Process, Readings, Snapshot
 from hangscope.progress_evidence import JobProgress
@@ -43,11 +44,27 @@ def _progress(reading: Readings, processes: Sequence[Process]) -> JobProgress | 
     return progress
 
 
+def _placed_ranks(snap: Snapshot) -> Snapshot:
+    """A PID that RAS or the Flight Recorder places at a rank is that rank (mp.spawn ranks
+    have no RANK in their environment), in every table, group and verdict, and in the
+    collective analysis itself: judged before it."""
+    processes = list(snap.processes)
+    for reading in snap.readings:
+        mine = [i for i, p in enumerate(processes)
+                if len(snap.readings) == 1 or p.host == reading.host]
+        placed = with_collective_ranks([processes[i] for i in mine], reading.ras,
+                                       reading.flight_recorder)
+        for i, proc in zip(mine, placed, strict=True):
+            processes[i] = proc
+    return replace(snap, processes=tuple(processes))
+
+
 def judge_readings(snap: Snapshot) -> Snapshot:
     """``collectives`` and ``progress`` from ``snap.readings``, and the notes they carry
     (appended once, after the collectors' own: judging twice changes nothing)."""
     if not snap.readings:
         return snap
+    snap = _placed_ranks(snap)
     collectives: list[CollectiveEvidence] = []
     progresses: list[JobProgress | None] = []
     for reading in snap.readings:

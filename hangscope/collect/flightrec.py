@@ -6,7 +6,7 @@ regular files only, owned by the job's user, newer than the job's start, at most
 Where the ranks were started with ``TORCH_NCCL_DEBUG_INFO_PIPE_FILE``, asks each rank for a
 fresh dump through its FIFO (this makes the job write files) and waits for them until the
 deadline. Pickles are loaded with an unpickler that refuses every class: a file under /tmp can
-be planted by anyone, and a pickle naming a callable would run it. Every outcome is an
+be planted by anyone (hangscope/fr_parse.py parses them, pure). Every outcome is an
 FrReading with notes; nothing raises.
 """
 
@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
-import json
 import os
-import pickle
 import re
 import stat
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from hangscope import evidence as ev
-from hangscope.model import Frame, Process, Role
+from hangscope.collect import procfs
+from hangscope.fr_parse import (  # noqa: F401  (re-exported: the collector's own API)
+    MAX_BYTES,
+    DumpError,
+    call_site,
+    load_bytes,
+    parse_dump,
+)
+from hangscope.model import Process, Role
 
 DEFAULT_PREFIX = "/tmp/nccl_trace_rank_"
 PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
@@ -34,147 +38,12 @@ PIPE_VAR = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"
 # them: it drops every other variable).
 BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 ENV_KEYS = (*PREFIX_VARS, PIPE_VAR, *BUFFER_VARS)
-MAX_BYTES = 64 << 20  # 2,000 entries with stacks are a few MiB; beyond this is not a dump
 # torch's monitor thread looks at the pipe about once a second, then writes the dump with C++
 # stack traces ("Include stack trace: 1"), which it symbolises first: on the H200 (torch 2.11,
 # a one-rank NCCL job) no dump had landed 3 s after the trigger. The wait ends as soon as every
 # triggered rank's file is there, so a quick rank costs no more.
 DEADLINE_S = 8.0
 _POLL_S = 0.05
-
-
-class DumpError(ValueError):
-    """A file that is not a Flight Recorder dump we accept (the message says why)."""
-
-
-class _NoClassUnpickler(pickle.Unpickler):
-    """Plain data only: any class or callable a pickle names is refused before it is looked up."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"it names {module}.{name}; a dump holds plain data only")
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError("it uses persistent ids; a dump holds plain data only")
-
-
-def load_bytes(data: bytes) -> dict[str, Any]:
-    """A dump's top-level dict from pickle or JSON bytes. Raises DumpError."""
-    if len(data) > MAX_BYTES:
-        raise DumpError(f"larger than {MAX_BYTES >> 20} MiB")
-    if data[:1] in (b"{", b" ", b"\n"):
-        try:
-            obj = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            raise DumpError(f"not valid JSON ({exc})") from None
-    else:
-        try:
-            obj = _NoClassUnpickler(io.BytesIO(data)).load()
-        except pickle.UnpicklingError as exc:
-            raise DumpError(f"refused: {exc}") from None
-        except (EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError,
-                RecursionError, MemoryError, OverflowError, UnicodeDecodeError) as exc:
-            raise DumpError(f"not a complete pickle ({type(exc).__name__})") from None
-    if not isinstance(obj, dict) or ("entries" not in obj and "pg_status" not in obj):
-        raise DumpError("not a Flight Recorder dump (no entries, no pg_status)")
-    return obj
-
-
-def _as_int(value: Any) -> int | None:
-    """The JSON form writes some numbers as strings ("-1")."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value.strip()):
-        return int(value)
-    return None
-
-
-def _sizes(value: Any) -> tuple[tuple[int, ...], ...]:
-    if not isinstance(value, (list, tuple)):
-        return ()
-    out = []
-    for shape in value[:64]:
-        if isinstance(shape, (list, tuple)):
-            out.append(tuple(v for v in (_as_int(x) for x in shape[:16]) if v is not None))
-    return tuple(out)
-
-
-# Frames of the library itself: the call site is the first frame outside them.
-_PLUMBING = ("/torch/", "c10d_logger.py", "/multiprocessing/", "<frozen ", "<string>")
-
-
-def call_site(frames: Any) -> str | None:
-    """``func (file.py:line)``: the first Python frame of the user's code (innermost first)."""
-    if not isinstance(frames, (list, tuple)):
-        return None
-    for raw in frames[:256]:
-        if not isinstance(raw, dict):
-            continue
-        name, filename, line = raw.get("name"), raw.get("filename"), _as_int(raw.get("line"))
-        if not isinstance(name, str) or not isinstance(filename, str):
-            continue
-        if any(mark in filename for mark in _PLUMBING):
-            continue
-        return f"{name} ({Frame(name=name, file=filename, line=line).location})"
-    return None
-
-
-def _ranks(value: Any) -> tuple[int, ...]:
-    """pg_config ranks: a string "[0, 1]" in torch's dumps, a list elsewhere."""
-    if isinstance(value, str):
-        return tuple(int(x) for x in re.findall(r"-?\d+", value)[:1 << 16])
-    if isinstance(value, (list, tuple)):
-        return tuple(v for v in (_as_int(x) for x in value[:1 << 16]) if v is not None)
-    return ()
-
-
-def parse_dump(obj: dict[str, Any], rank: int, path: str, mtime: float | None = None) -> ev.FrDump:
-    """One rank's dump as evidence (unknown fields ignored, malformed ones skipped)."""
-    entries = []
-    raw_entries = obj.get("entries")
-    for raw in raw_entries if isinstance(raw_entries, list) else []:
-        if not isinstance(raw, dict):
-            continue
-        p2p = raw.get("is_p2p") is True
-        seq = _as_int(raw.get("p2p_seq_id" if p2p else "collective_seq_id"))
-        name = raw.get("profiling_name")
-        pg = raw.get("process_group")
-        if seq is None or not isinstance(name, str):
-            continue
-        pg_name = str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(raw.get("pg_id", ""))
-        dtypes = raw.get("input_dtypes")
-        entries.append(ev.FrEntry(
-            seq=seq, op=name.split(":", 1)[-1], pg=pg_name,
-            state=raw.get("state") if isinstance(raw.get("state"), str) else None, p2p=p2p,
-            input_sizes=_sizes(raw.get("input_sizes")),
-            input_dtypes=tuple(str(d) for d in dtypes[:64]) if isinstance(dtypes, list) else (),
-            output_sizes=_sizes(raw.get("output_sizes")), site=call_site(raw.get("frames")),
-        ))
-    config = obj.get("pg_config") if isinstance(obj.get("pg_config"), dict) else {}
-    status = obj.get("pg_status") if isinstance(obj.get("pg_status"), dict) else {}
-    descs = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            descs[str(value.get("name", key))] = (value.get("desc"), _ranks(value.get("ranks")))
-    names = list(dict.fromkeys([*(str(k) for k in status), *(e.pg for e in entries)]))
-    groups = []
-    for name in names:
-        desc, members = descs.get(name, (None, ()))
-        if not members and len(descs) == 1 and len(names) == 1:
-            desc, members = next(iter(descs.values()))  # gloo registers its config unnamed
-        st = status.get(name) if isinstance(status.get(name), dict) else {}
-        groups.append(ev.FrGroup(
-            name=name, desc=desc if isinstance(desc, str) and desc else None, ranks=members,
-            last_enqueued=_as_int(st.get("last_enqueued_collective")),
-            last_started=_as_int(st.get("last_started_collective")),
-            last_completed=_as_int(st.get("last_completed_collective")),
-        ))
-    return ev.FrDump(
-        rank=rank, path=path, version=str(obj.get("version")) if obj.get("version") else None,
-        comm_lib_version=obj.get("comm_lib_version") or None
-        if isinstance(obj.get("comm_lib_version"), str) else None,
-        groups=tuple(groups), entries=tuple(entries), mtime=mtime)
 
 
 def read_file(path: str, uid: int | None, not_before: float | None) -> tuple[bytes, float]:
@@ -263,6 +132,27 @@ def _uid(procs: Sequence[Process]) -> int | None:
     return None
 
 
+def _pipe_holders(live: Sequence[Process], number: dict[int, int]) -> dict[int, int]:
+    """Rank -> PID of each process with no rank number that holds its rank's debug-info pipe
+    open (``PREFIX<rank>.pipe``: torch's monitor thread keeps it open to read triggers).
+    ``mp.spawn`` ranks carry no RANK; the pipe they opened says which rank each one is."""
+    out: dict[int, int] = {}
+    taken = set(number.values())
+    for proc in live:
+        value = proc.environ.get(PIPE_VAR)
+        if not value or proc.pid in number or proc.role not in (Role.RANK, Role.OTHER):
+            continue
+        if not value.startswith("/"):
+            with contextlib.suppress(OSError):
+                value = os.path.join(os.readlink(f"/proc/{proc.pid}/cwd"), value)
+        pattern = re.compile(re.escape(value) + r"(\d{1,7})\.pipe")
+        found = {int(m.group(1)) for path in procfs.open_paths(proc.pid, ".pipe")
+                 if (m := pattern.fullmatch(path))}
+        if len(found) == 1 and (rank := found.pop()) not in taken and rank not in out:
+            out[rank] = proc.pid
+    return out
+
+
 def read(processes: Sequence[Process], job_start: float | None = None, trigger: bool = True,
          deadline_s: float = DEADLINE_S) -> ev.FrReading:
     """This job's Flight Recorder dumps (fresh ones where the ranks have a debug-info pipe)."""
@@ -279,6 +169,11 @@ def read(processes: Sequence[Process], job_start: float | None = None, trigger: 
                        if p.environ.get(v)), None)
     prefix = _resolve(prefix_var[1], prefix_var[0]) if prefix_var else (
         (_root(anchor) if anchor else "") + DEFAULT_PREFIX)
+    placed = _pipe_holders(live, number)
+    for rank, pid in placed.items():
+        proc = next(p for p in live if p.pid == pid)
+        ranks.append(proc)
+        number[pid] = rank
     notes: list[str] = []
     triggered: list[int] = []
     if trigger:
@@ -329,7 +224,9 @@ def read(processes: Sequence[Process], job_start: float | None = None, trigger: 
                 + (f" ({len(triggered)} requested through the debug-info pipe)." if triggered
                    else "."))
         return ev.FrReading(ev.READ, note, dumps=tuple(dumps[r] for r in got), prefix=shown,
-                            triggered=tuple(triggered), notes=tuple(notes), elapsed_s=elapsed)
+                            triggered=tuple(triggered), notes=tuple(notes), elapsed_s=elapsed,
+                            fresh=tuple(r for r in got if (dumps[r].mtime or 0) >= start),
+                            placed=tuple(sorted(placed.items())))
     if refused:
         return ev.FrReading(ev.REFUSED_FILE, f"Flight Recorder: no dump accepted from {shown}* "
                             f"({'; '.join(refused.values())}).", prefix=shown,

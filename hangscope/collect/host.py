@@ -27,6 +27,7 @@ def read_host(reading: nvml.GpuReading) -> Host:
         mem_available=mem.get("MemAvailable"),
         swap_used=(swap_total - swap_free) if swap_total is not None and swap_free is not None
         else None,
+        swap_total=swap_total,
         cgroup_memory_limit=procfs.cgroup_memory_limit(),
         gpus=reading.gpus,
         gpu_error=reading.error,

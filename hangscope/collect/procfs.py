@@ -688,3 +688,22 @@ def read_comm(pid: int) -> str | None:
     """``cat /proc/PID/comm``: the thread-group leader's name (also for a zombie)."""
     text = _cat(f"{PROC}/{pid}/comm")
     return text.strip() if text is not None else None
+
+
+def open_paths(pid: int, suffix: str, limit: int = 4096) -> tuple[str, ...]:
+    """``ls -l /proc/PID/fd``: the paths of the files the process holds open that end with
+    ``suffix`` (a named FIFO shows its path; sockets and anonymous pipes never match)."""
+    base = PROC / str(pid) / "fd"
+    try:
+        fds = os.listdir(base)[:limit]
+    except OSError:
+        return ()
+    out = []
+    for fd in fds:
+        try:
+            target = os.readlink(base / fd)
+        except OSError:
+            continue
+        if target.endswith(suffix) and target.startswith("/"):
+            out.append(target)
+    return tuple(sorted(set(out)))

@@ -53,6 +53,8 @@ def _disagreement(d: ev.Disagreement) -> str:
         f"rank{'s' if len(s.ranks) > 1 else ''} {','.join(map(str, s.ranks))}: {s.op}"
         + (f" {list(s.sizes[0])}" if d.what == "sizes" and s.sizes else "")
         + (f" {s.dtypes[0]}" if d.what == "dtype" and s.dtypes else "")
+        + (f" {s.state}" if d.what == "state" and s.state else "")
+        + (f" ({s.detail})" if s.detail else "")
         + (f" at {s.site}" if s.site else "") for s in d.sides)
     return f"first disagreement at #{d.seq} ({d.what}): {sides}"
 

@@ -6,7 +6,7 @@ from hangscope.model import Snapshot, Thread
 from hangscope.render import collectives
 from hangscope.render.fold import pid_host
 from hangscope.render.stack import display_lines
-from hangscope.words import group_names, rank_label
+from hangscope.words import group_names, rank_label, ranks_found
 
 _MARK = {"critical": "🔴", "warning": "🟡", "info": "🔵"}
 
@@ -31,10 +31,10 @@ def render_markdown(snap: Snapshot) -> str:
     job = snap.job
     ranks = snap.rank_processes
     out: list[str] = ["## hangscope report", ""]
-    expected = f"/{job.expected_ranks}" if job.expected_ranks is not None else ""
     out.append(f"**Job**: {job.kind} · launcher PID {job.launcher or '-'} · ranks "
-               f"{len(ranks)}{expected} · {len(snap.processes)} processes · {snap.samples} "
-               f"samples over {snap.window_s:.1f} s · hangscope {snap.hangscope} · {snap.created}")
+               f"{ranks_found(len(ranks), job.expected_ranks)} · {len(snap.processes)} "
+               f"processes · {snap.samples} samples over {snap.window_s:.1f} s · hangscope "
+               f"{snap.hangscope} · {snap.created}")
     out.append("")
     if snap.verdict:
         v = snap.verdict

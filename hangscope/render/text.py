@@ -25,7 +25,7 @@ from hangscope.model import (
 from hangscope.render import collectives
 from hangscope.render.fold import fold_rows, pid_host, pid_label, rank_label
 from hangscope.render.stack import display_lines
-from hangscope.words import fit_site, group_names, size
+from hangscope.words import fit_site, group_names, ranks_found, size
 
 SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow",
                   Severity.INFO: "cyan"}
@@ -46,7 +46,7 @@ def header(snap: Snapshot) -> Text:
     if job.expected_ranks is not None:
         style = "bold red" if len(ranks) < job.expected_ranks else "green"
         text.append(" · ranks ")
-        text.append(f"{found}/{job.expected_ranks}", style=style)
+        text.append(ranks_found(len(ranks), job.expected_ranks), style=style)
     elif ranks:
         text.append(f" · {found} rank{'s' if len(ranks) != 1 else ''}")
     count = len(snap.processes)

@@ -147,3 +147,38 @@ def test_counts_of_a_job_that_progresses_are_not_a_hang() -> None:
     assert verdict is not None and verdict.kind is VerdictKind.PROGRESSING
     assert verdict.evidence[0].startswith("the collective evidence disagrees: Communicator "
                                           "0x44cd76c5ebeff4b7")
+
+
+def _spawned(proc: Process, pid: int) -> Process:
+    """A real captured rank as ``mp.spawn`` starts it: no RANK in its environment, no number."""
+    env = {k: v for k, v in proc.environ.items() if k not in ("RANK", "LOCAL_RANK")}
+    return replace(proc, pid=pid, environ=env, rank=None, role=Role.OTHER)
+
+
+@pytest.mark.parametrize("fr", [False, True])
+def test_mp_spawn_ranks_are_numbered_by_nccl_ras_in_every_table_and_the_verdict(fr: bool) -> None:
+    """Issue 19: ranks with no RANK in their environment were "PID 623", role other; RAS places
+    PID 622 at rank 0 and PID 623 at rank 1 of the world communicator."""
+    from hangscope.analyze.rank_evidence import with_collective_ranks
+    from hangscope.render.output import render
+
+    procs = with_collective_ranks(
+        [_spawned(_captured("launch", Role.RANK), 622),
+         _spawned(_captured("nccl_comm", Role.RANK, 1), 623)], _ras("behind"))
+    assert [(p.pid, p.role, p.rank.global_rank if p.rank else None) for p in procs] == [
+        (622, Role.RANK, 0), (623, Role.RANK, 1)]
+    snap = _job("behind", list(procs), fr=fr)
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.STRAGGLER
+    assert _names(snap) == ["rank 1"]
+    text = render(snap, "text")
+    assert "PID 623 " not in text.replace("(PID 623)", "") and "rank 1" in text
+    assert not any(m.reason and "exited" in m.reason for c in snap.collectives[0].communicators
+                   for m in c.missing)
+
+
+def test_ranks_from_the_environment_are_kept_whatever_ras_says() -> None:
+    from hangscope.analyze.rank_evidence import with_collective_ranks
+
+    named = _as_rank(_captured("launch", Role.RANK), 622, 1)  # RANK=1 in its environment
+    (kept,) = with_collective_ranks([named], _ras("behind"))
+    assert kept.rank is not None and kept.rank.global_rank == 1 and kept.rank.source == "env"

@@ -92,3 +92,40 @@ def test_findings_are_ordered_by_severity_and_never_repeat_an_id(name: str) -> N
     assert orders == sorted(orders)
     ids = [f.id for f in snap.findings if f.id != "gpu.health"]
     assert len(ids) == len(set(ids))
+
+
+def test_a_busy_process_that_is_no_rank_is_named_by_its_pid_not_as_a_rank() -> None:
+    """Issue 19: "Rank 1792 used CPU" about a process with no rank: its PID was printed as a
+    rank number."""
+    from dataclasses import replace
+
+    from hangscope.analyze import analyze
+    from hangscope.model import Role
+
+    snap = reanalysed("nccl_comm")
+    procs = tuple(replace(p, rank=None, role=Role.OTHER) if p.role is Role.RANK else p
+                  for p in snap.processes)
+    message = finding(analyze(replace(snap, processes=procs, verdict=None, groups=(),
+                                      findings=())), "activity.busy")
+    busy = next(p for p in procs if (p.cpu_percent or 0) >= 50)
+    assert message.startswith(f"PID {busy.pid}") and "Rank" not in message
+
+
+def test_paging_on_a_machine_without_swap_does_not_blame_swap() -> None:
+    from dataclasses import replace
+
+    from hangscope.analyze import analyze
+
+    snap = reanalysed("mismatch")
+    rank = snap.rank_processes[0]
+    procs = tuple(replace(p, major_faults_window=5000) if p.pid == rank.pid else p
+                  for p in snap.processes)
+    for swap_total, said in ((0, "the machine has no swap, so it re-reads mapped files"),
+                             (None, "reading memory back from swap or disk")):
+        hosts = tuple(replace(h, swap_total=swap_total) for h in snap.hosts)
+        again = analyze(replace(snap, processes=procs, hosts=hosts, verdict=None, groups=(),
+                                findings=()))
+        message = finding(again, "mem.paging")
+        assert said in message
+        if swap_total == 0:
+            assert "swap or disk" not in message

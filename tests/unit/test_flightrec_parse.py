@@ -256,3 +256,42 @@ def test_a_lone_main_process_is_asked_as_rank_zero(tmp_path: Path) -> None:
         assert reading.triggered == (0,) and os.read(fd, 16) == b"1\n"
     finally:
         os.close(fd)
+
+
+def test_a_process_with_no_rank_holding_rank_3s_pipe_is_rank_3(tmp_path: Path) -> None:
+    """mp.spawn ranks carry no RANK; the debug-info pipe a rank holds open names it. A real
+    process opens ``frpipe_3.pipe`` as torch's monitor does and answers it with a dump."""
+    import subprocess
+    import sys
+
+    from hangscope.analyze.rank_evidence import with_collective_ranks
+    from hangscope.model import Role
+
+    pipe, out = tmp_path / "frpipe_3.pipe", tmp_path / "nccl_trace_rank_3"
+    os.mkfifo(pipe)
+    src = FR / "behind" / "nccl_trace_rank_0"
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import os, shutil, sys\n"
+        f"fd = os.open({str(pipe)!r}, os.O_RDWR)\n"
+        f"open({str(tmp_path / 'ready')!r}, 'w').close()\n"
+        "os.read(fd, 8)\n"
+        f"shutil.copy({str(src)!r}, {str(out)!r} + '.tmp')\n"
+        f"os.replace({str(out)!r} + '.tmp', {str(out)!r})\n"
+        "sys.stdin.read()\n")], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "ready").exists():
+            assert time.monotonic() < deadline and child.poll() is None, "child did not start"
+            time.sleep(0.05)
+        proc = Process(pid=child.pid, role=Role.OTHER, python=True, environ={
+            "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": str(tmp_path / "frpipe_"),
+            "TORCH_FR_DUMP_TEMP_FILE": str(tmp_path / "nccl_trace_rank_")})
+        reading = flightrec.read([proc], None, trigger=True, deadline_s=20)
+        assert reading.placed == ((3, child.pid),) and reading.triggered == (3,)
+        assert reading.fresh == (3,)
+        (numbered,) = with_collective_ranks([proc], None, reading)
+        assert numbered.rank is not None and numbered.rank.global_rank == 3
+        assert numbered.role is Role.RANK and numbered.rank.source == "collectives"
+    finally:
+        child.kill()
+        child.wait(timeout=30)
