@@ -13,14 +13,16 @@ from hangscope.model import Snapshot
 def analyze(snapshot: Snapshot) -> Snapshot:
     """Classify every process, group the ranks, build the call tree, decide the verdict."""
     # Imported here: ``import hangscope.analyze`` stays cheap for the CLI's fast paths.
+    from hangscope.analyze.calm import calm_progress
     from hangscope.analyze.classify import classify_process
     from hangscope.analyze.findings import find_all
     from hangscope.analyze.group import merged_call_tree
-    from hangscope.analyze.roles import renumber_spawn_order
+    from hangscope.analyze.roles import renumber_spawn_order, working_roots
     from hangscope.analyze.verdict import diagnose, with_gpu_evidence
 
-    snap = replace(snapshot, processes=renumber_spawn_order(
-        tuple(map(classify_process, snapshot.processes))))
+    snap = replace(snapshot, processes=working_roots(renumber_spawn_order(
+        tuple(map(classify_process, snapshot.processes)))))
+    snap = replace(snap, progress=calm_progress(snap))
     verdict, groups = diagnose(snap)
     verdict = with_gpu_evidence(verdict, snap.processes, snap.hosts)
     snap = replace(snap, groups=groups, verdict=verdict,

@@ -1,9 +1,8 @@
 """The verdict rules: an ordered table over one facts record; the first rule that holds wins.
 
 Each rule is a small function ``(Facts) -> Verdict | None`` and one row of :data:`RULES`.
-The order is the diagnosis (docs/architecture.md, "Verdicts"): a more specific story beats a
-more general one. To add a rule: write the function here, add its row where it belongs, and
-add a GIVEN-a-real-snapshot test in tests/unit/test_verdict_rules.py.
+The order is the diagnosis (docs/architecture.md): a more specific story beats a more general
+one. A rule: its function here, its row where it belongs, a test in test_verdict_rules.py.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from hangscope.analyze.group import group_ranks
 from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
 from hangscope.analyze.progress import DECIDED_BY
 from hangscope.analyze.roles import is_helper_role
+from hangscope.analyze.rules_calm import calm
 from hangscope.analyze.rules_collectives import (
     collective_behind,
     collective_mismatch,
@@ -74,12 +74,11 @@ def evidence(facts: Facts) -> tuple[str, ...]:
     return tuple(lines)
 
 
-#: Why a rank moved, short, by the evidence that decided it.
 _MOVED_BY = {"python": "its Python line moved", "gpu": "its GPU's kernels do work",
              "counters": "its waits complete and data moves"}
 
 
-def _moved_words(facts: Facts, moving: list[Process]) -> str:
+def _moved_words(facts: Facts, moving: list[Process]) -> str:  # _MOVED_BY: why, by evidence
     """``rank 0: its Python line moved; ranks 1-3: its waits complete ...`` (measured or not)."""
     by_why: dict[str, list[int]] = {}
     for proc in moving:
@@ -345,8 +344,8 @@ def unknown(facts: Facts) -> Verdict:
 #: The verdict table, tried in order; :func:`unknown` answers when no row holds.
 RULES: tuple[Rule, ...] = (
     Rule(VerdictKind.NO_TARGET, no_target, "no process of the job could be read"),
-    # Collective evidence (NCCL RAS, Flight Recorder) before the stacks' rule of each kind:
-    # an NCCL host waits at its next sync or launch, not in the collective it is stuck on.
+    # Collective evidence before the stacks' rule of each kind: an NCCL host waits at its next
+    # sync or launch, not in the collective it is stuck on.
     Rule(VerdictKind.MISMATCHED_COLLECTIVES, collective_mismatch,
          "NCCL RAS or the Flight Recorder: ranks issued different collectives"),
     Rule(VerdictKind.MISMATCHED_COLLECTIVES, mismatched_collectives,
@@ -370,6 +369,7 @@ RULES: tuple[Rule, ...] = (
          "stuck ranks wait in send/recv for a rank that is elsewhere (or missing)"),
     Rule(VerdictKind.STRAGGLER, straggler,
          "some ranks run (CPU, JIT, I/O) while the others wait in a collective"),
+    Rule(VerdictKind.IDLE, calm, "every process is idle or paused: none waits for the job"),
     Rule(VerdictKind.ALL_WAITING, all_waiting, "every rank stuck on one signature"),
     Rule(VerdictKind.PROGRESSING, progressing, "stacks moved between samples"),
 )
