@@ -141,7 +141,7 @@ def test_the_table_runs_in_the_documented_order() -> None:
         VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.MISSING_RANK, VerdictKind.MISSING_RANK,
         VerdictKind.P2P_DEADLOCK, VerdictKind.LOCAL_DEADLOCK, VerdictKind.STRAGGLER,
         VerdictKind.LOCK_WAIT, VerdictKind.COMPILING, VerdictKind.STRAGGLER, VerdictKind.STRAGGLER,
-        VerdictKind.ALL_WAITING, VerdictKind.PROGRESSING]
+        VerdictKind.IDLE, VerdictKind.ALL_WAITING, VerdictKind.PROGRESSING]
     # collective evidence (NCCL RAS, Flight Recorder) before the stacks' rule of each kind
     assert [r.holds.__name__ for r in rules.RULES if r.holds.__name__.startswith("collective")] \
         == ["collective_mismatch", "collective_missing", "collective_behind"]
