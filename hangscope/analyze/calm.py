@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from hangscope.analyze.progress import IDLE, PAUSED, STUCK
+from hangscope.analyze.progress import IDLE, PAUSED, PROGRESSING, STUCK, WAITING, job_progress
 from hangscope.model import Category, Process, Snapshot
 from hangscope.progress_evidence import JobProgress, RankProgress
 
@@ -34,6 +34,10 @@ _WAITS_FOR_WORK = re.compile(
 _SERVER_LOOP = re.compile(
     r"\((?:[^)]*/)?(?:socketserver\.py|asyncio/base_events\.py|uvicorn/|aiohttp/|tornado/|"
     r"http/server\.py|wsgiref/|gunicorn/|zmq/)\)")
+
+
+_POLL_WORDS = re.compile(r"but never left that (?:line|loop) and no data moved beyond its own "
+                         r"polling: a timed wait that re-checks, not progress")
 
 
 def _innermost_python(proc: Process) -> tuple[str, tuple[str, ...]]:
@@ -61,9 +65,7 @@ def calm_kind(proc: Process, measured: RankProgress | None) -> str | None:
 
 def _reworded(measured: RankProgress, kind: str, proc: Process) -> RankProgress:
     reason = measured.reason.removeprefix("blocked: ").removeprefix("polling without progress: ")
-    reason = reason.replace("but never left that line and no data moved beyond its own polling:"
-                            " a timed wait that re-checks, not progress",
-                            "and went back to waiting: nothing asked it for work")
+    reason = _POLL_WORDS.sub("and went back to waiting: nothing asked it for work", reason)
     if kind == IDLE:
         ports = ", ".join(str(s.port) for s in proc.listening if s.port) or "its socket"
         reason = f"waits for requests on port {ports}, none in flight: {reason}"
@@ -92,3 +94,22 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
     return replace(progress, decision=job, ranks=ranks, reason=(
         f"every process waits for nobody in the job ({job}); for example PID {first.pid}: "
         f"{first.reason}"))
+
+
+def waiting_progress(progress: JobProgress | None) -> JobProgress | None:
+    """While a process progresses, one blocked the whole window (never woke) waits (for it, or
+    for what it produces): ``waiting``, not stuck, and the job is slow (issue 17 item 7: one
+    rank computing for a long time while the others wait for it is slow, never "stuck").
+    The verdict rules still see them as not moving (facts.stuck) and name the one that works.
+    """
+    if progress is None or not any(r.decision == PROGRESSING for r in progress.ranks):
+        return progress
+    going = next(r for r in progress.ranks if r.decision == PROGRESSING)
+    ranks = tuple(replace(r, decision=WAITING, reason=(
+        f"waits while PID {going.pid} progresses: " + r.reason.removeprefix("blocked: ")))
+        if r.decision == STUCK and r.evidence == "counters" and r.wakes == 0 else r
+        for r in progress.ranks)
+    if ranks == progress.ranks:
+        return progress
+    job = job_progress(ranks)
+    return replace(progress, decision=job.decision, reason=job.reason, ranks=ranks)

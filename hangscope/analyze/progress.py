@@ -44,6 +44,7 @@ SLOW = "slow"  # unknown: neither progress nor a hang could be proven
 #: Healthy waits, named by the analysis (analyze/calm.py) where every process waits for nobody:
 PAUSED = "paused"  # a sleep that never woke in the window: between phases
 IDLE = "idle"  # a server waiting for requests, none in flight
+WAITING = "waiting"  # blocked the whole window while another process of the job progresses
 
 #: Samples outside the dominant stack needed to call a move (one stray sample is noise: a
 #: ``py-spy --nonblocking`` read can tear across a frame change).
@@ -126,7 +127,7 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     judged_gpus = [gpu_work(reading) for reading in gpus]
     gpu_text = "; ".join(sentence for _, sentence in judged_gpus) or None
     gpu_state = _gpu_state([state for state, _ in judged_gpus])
-    if _moved(thread):
+    if _moved(thread) and not _poll_loop(proc, thread, seconds, gpu_state):
         return RankProgress(proc.pid, PROGRESSING, "python", (
             f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
             f"samples"), judged, gpu_text, gpu_state)
@@ -170,6 +171,19 @@ def _data_moved(proc: ProcessProgress, judged: ThreadProgress) -> IoDelta | None
                    rchar=sum(i.rchar for i in kept), wchar=sum(i.wchar for i in kept))
 
 
+def _poll_loop(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
+               gpu_state: str | None) -> bool:
+    """Its Python line moves, but only around a loop that waits: idle on CPU, no data moved
+    beyond its pollers' own, no GPU work (``while not store.check(k): time.sleep(0.05)``
+    alternates two lines forever). The counters judge it then: a timed poll."""
+    c = thread.counters
+    if c is None or c.cpu_ns is None or gpu_state == "work":
+        return False
+    io = _data_moved(proc, thread)
+    return (c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds and io is not None
+            and io.syscr + io.syscw < MIN_WAKES)
+
+
 def _other_worker(proc: ProcessProgress, judged: ThreadProgress,
                   seconds: float) -> ThreadProgress | None:
     """Another thread of the process that computes: it moved its Python line on CPU."""
@@ -186,6 +200,9 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
     c = thread.counters
     where = (f"one stack in {thread.samples} samples ({_leaf(thread)})" if thread.samples
              else "no Python samples")
+    if _moved(thread):  # a loop around a wait: its lines, not one
+        where = (f"{len(thread.stacks)} stacks of one waiting loop in {thread.samples} samples "
+                 f"({_leaf(thread)})")
     if c is None or c.cpu_ns is None:
         return RankProgress(proc.pid, SLOW, "none",
                             f"{where}; its kernel counters could not be read", thread.tid)
@@ -224,7 +241,8 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
             # A timer, not an event: woken by its own timeout, it checked and waited again.
             return RankProgress(proc.pid, STUCK, "counters", (
                 f"polling without progress: {where}; it woke {wakes} times in {window} "
-                f"(every {seconds / wakes * 1000:,.0f} ms) but never left that line and no data "
+                f"(every {seconds / wakes * 1000:,.0f} ms) but never left that "
+                f"{'loop' if _moved(thread) else 'line'} and no data "
                 "moved beyond its own polling: a timed wait that re-checks, not progress"),
                 thread.tid, wakes=wakes)
         return RankProgress(proc.pid, SLOW, "counters", (
@@ -274,6 +292,10 @@ def job_progress(ranks: Sequence[RankProgress]) -> JobProgress:
             f"every process progresses (evidence: {', '.join(kinds)}); "
             f"for example PID {going[0].pid}: {going[0].reason}"), ranks)
     slow = [r for r in ranks if r.decision == SLOW]
+    if not slow:  # some progress, the others wait for it
+        waiting = [r for r in ranks if r.decision != PROGRESSING]
+        return JobProgress(SLOW, f"{_pids(going)} progress; {_pids(waiting)} wait: "
+                           f"{waiting[0].reason}", ranks)
     are = "is" if len(slow) == 1 else "are"
     return JobProgress(SLOW, f"{_pids(slow)} {are} neither proven stuck nor moving: "
                        f"{slow[0].reason}", ranks)

@@ -18,6 +18,15 @@ in (tests/targets/verdict_support.py waits for them). Modes:
 - ``idle``      (healthy) a ``socketserver`` server in ``serve_forever`` (a 0.5 s poll) with no
                 request in flight, and a client process that sleeps between requests.
 - ``paused``    (healthy) one process in a long ``time.sleep`` between two phases.
+- ``family``    (hung) a script starts a server (another Python program, same process group)
+                that runs ``cat`` on a pipe nobody writes and waits for its output; a client
+                in a session of its own, reparented to init, waits for the server's reply over
+                TCP (the launcher-script / sibling-service shape of issue 17 item 6, as in
+                vllm-project/vllm#4293-style "API server waits on a stuck helper").
+- ``threads``   (hung) one process of 1,000 threads: 966 prefetch threads idle in ``queue.get``,
+                33 waiting for one lock, and one thread blocked in ``recv`` inside that lock's
+                ``with`` block (a 13,018-line report in issue 17; the shape of
+                pytorch/pytorch#1355-style thread-pool hangs behind one blocked reader).
 """
 
 from __future__ import annotations
@@ -124,7 +133,77 @@ def paused(ready_file: str) -> None:
     print(total)
 
 
-MODES = {"select_loop": select_loop, "store_poll": store_poll, "slow": slow, "idle": idle,
+def threads(ready_file: str) -> None:
+    import queue
+    import threading
+
+    work: queue.Queue = queue.Queue()
+    guard = threading.Lock()
+    mine, theirs = socket.socketpair()
+
+    def prefetch() -> None:
+        work.get()  # nothing is ever queued
+
+    def reader() -> None:
+        with guard:
+            mine.recv(1024)  # nobody writes: holds the lock forever
+
+    def counter() -> None:
+        with guard:
+            pass
+
+    started = [threading.Thread(target=reader, daemon=True)]
+    started += [threading.Thread(target=counter, daemon=True) for _ in range(33)]
+    started += [threading.Thread(target=prefetch, daemon=True) for _ in range(966)]
+    for thread in started:
+        thread.start()
+        if thread is started[0]:
+            while not guard.locked():
+                time.sleep(0.01)
+    ready(ready_file, "pool")
+    started[0].join()
+    print(theirs)
+
+
+def family(ready_file: str) -> None:
+    import subprocess
+
+    server = subprocess.Popen([sys.executable, __file__, "family_server", ready_file, "."])
+    ready(ready_file, "script")
+    server.wait()
+
+
+def family_server(ready_file: str) -> None:
+    import subprocess
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    first = os.fork()
+    if first == 0:  # the client: detached, in a session of its own
+        os.setsid()
+        if os.fork() != 0:
+            os._exit(0)
+        listener.close()
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(b"request")
+            ready(ready_file, "client")
+            s.recv(1024)  # the reply never comes
+        os._exit(0)
+    os.waitpid(first, 0)  # the intermediate exits at once: reaped, no zombie left
+    conn, _ = listener.accept()
+    conn.recv(1024)
+    read_end, write_end = os.pipe()
+    helper = subprocess.Popen(["cat"], stdin=read_end, stdout=subprocess.PIPE)
+    ready(ready_file, "server")
+    with open(ready_file, "a") as f:
+        f.write(f"{helper.pid} helper\n")
+    assert helper.stdout is not None
+    helper.stdout.read()  # cat waits for input that never comes (write_end stays open)
+    print(write_end)
+
+
+MODES = {"family": family, "family_server": family_server, "threads": threads,
+         "select_loop": select_loop, "store_poll": store_poll, "slow": slow, "idle": idle,
          "paused": paused}
 
 if __name__ == "__main__":
