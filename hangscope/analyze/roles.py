@@ -298,7 +298,8 @@ def renumber_spawn_order(procs: Sequence[Process]) -> tuple[Process, ...]:
     numbers unnamed multiprocessing siblings by start time. A feeder or logger the launcher
     started among them would take rank 0 and shift every real rank by one. Once the stacks
     are known: where some siblings are in torch.distributed and others are not, the others
-    are helpers (role other) and the ranks are numbered again among themselves.
+    are helpers (role other) and the ranks are numbered again among themselves; where none
+    is (a ``multiprocessing.Pool``), none is a rank.
     """
     by_parent: dict[tuple[str | None, int | None], list[Process]] = {}
     for proc in procs:
@@ -307,6 +308,11 @@ def renumber_spawn_order(procs: Sequence[Process]) -> tuple[Process, ...]:
     changed: dict[tuple[str | None, int], Process] = {}  # by (host, PID)
     for siblings in by_parent.values():
         inside = [p for p in siblings if in_distributed(p)]
+        if not inside and all(any(t.frames for t in p.threads) for p in siblings):
+            # Plain multiprocessing or pool workers, every stack read and none in
+            # torch.distributed: workers, not ranks (a rank has a rank: env, title, a group).
+            changed.update({p.key: replace(p, role=Role.OTHER, rank=None) for p in siblings})
+            continue
         if not inside or len(inside) == len(siblings):
             continue
         inside.sort(key=lambda p: p.rank.global_rank if p.rank and p.rank.global_rank is not None

@@ -111,3 +111,19 @@ def test_given_a_thousand_threads_outside_torch_distributed_then_a_short_report(
     assert "Collectives" not in done.stdout and "NCCL" not in done.stdout, done.stdout
     assert "Flight Recorder" not in done.stdout
     assert data["collectives"] == []
+
+
+def test_given_a_pool_whose_worker_died_then_workers_are_no_ranks_sited_in_the_child(
+        tmp_path: Path) -> None:
+    """bpo-22393: a Pool worker killed mid-task; the workers idle, the driver waits. The
+    workers are plain multiprocessing children: no ranks, and each one's site is its own code
+    above the fork point, never the parent's ``with Pool()`` line it inherited."""
+    pids, data, _, _ = _dump("pool", tmp_path, ["driver"], "driver", "--samples", "2")
+    workers = [p for p in data["processes"] if p["pid"] != pids["driver"]
+               and p["ppid"] == pids["driver"] and p["threads"]]
+    assert workers, data["processes"]
+    assert all(p["role"] != "rank" and p["rank"] is None for p in workers), workers
+    for proc in workers:
+        working = next(t for t in proc["threads"] if t["tid"] == proc["working_tid"])
+        assert "calm_jobs.py" not in (working["site"] or ""), working["site"]
+        assert "pool.py" in (working["site"] or ""), working["site"]

@@ -23,6 +23,9 @@ in (tests/targets/verdict_support.py waits for them). Modes:
                 in a session of its own, reparented to init, waits for the server's reply over
                 TCP (the launcher-script / sibling-service shape of issue 17 item 6, as in
                 vllm-project/vllm#4293-style "API server waits on a stuck helper").
+- ``pool``      (hung) a ``multiprocessing.Pool`` whose worker is killed while it runs a task:
+                the pool replaces it, every worker idles and the driver waits for a result
+                nobody computes (cpython#66587 / bpo-22393, "Pool hangs if a worker dies").
 - ``threads``   (hung) one process of 1,000 threads: 966 prefetch threads idle in ``queue.get``,
                 33 waiting for one lock, and one thread blocked in ``recv`` inside that lock's
                 ``with`` block (a 13,018-line report in issue 17; the shape of
@@ -165,6 +168,19 @@ def threads(ready_file: str) -> None:
     print(theirs)
 
 
+def _die(_: int) -> int:
+    os.kill(os.getpid(), 9)  # the worker is killed (the OOM killer's part)
+    return 0
+
+
+def pool(ready_file: str) -> None:
+    ctx = mp.get_context("fork")
+    with ctx.Pool(2) as workers:
+        pending = workers.map_async(_die, [1])
+        ready(ready_file, "driver")
+        pending.get()  # the result of the killed worker's task never comes
+
+
 def family(ready_file: str) -> None:
     import subprocess
 
@@ -202,7 +218,7 @@ def family_server(ready_file: str) -> None:
     print(write_end)
 
 
-MODES = {"family": family, "family_server": family_server, "threads": threads,
+MODES = {"pool": pool, "family": family, "family_server": family_server, "threads": threads,
          "select_loop": select_loop, "store_poll": store_poll, "slow": slow, "idle": idle,
          "paused": paused}
 
