@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from hangscope.model import Category, Group, Process, Role, Thread, rank_id
+from hangscope.titles import ray_actor
 
 
 def compact_ranks(ranks: Iterable[int]) -> str:
@@ -39,7 +40,11 @@ def rank_set(ranks: Sequence[int], is_rank: bool) -> str:
 
 
 def program(proc: Process) -> str:
-    """The program's base name: ``ptxas``, ``python3``; ``?`` when unknown."""
+    """The program's base name: ``ptxas``, ``python3``; a Ray actor by its title
+    (``ray::Trainer.train``); ``?`` when unknown."""
+    actor = ray_actor(proc.title or " ".join(proc.cmdline))
+    if actor is not None:
+        return f"ray actor {actor}"
     head = proc.cmdline[0].rsplit("/", 1)[-1] if proc.cmdline else ""
     return head or (proc.exe or "").rsplit("/", 1)[-1] or "?"
 
