@@ -170,9 +170,14 @@ def find_root(pid: int) -> int:
         current = parent
 
 
-def _my_ancestors() -> frozenset[int]:
+def _my_ancestors(table: dict[int, procfs.Stat] | None = None) -> frozenset[int]:
     """hangscope's own parent chain (the user's shell, a test runner): never part of a job."""
-    table = procfs.scan()
+    if table is None:
+        table = {}
+        pid = os.getpid()
+        while pid > 1 and pid not in table and (line := procfs.read_stat(pid)) is not None:
+            table[pid] = line
+            pid = line.ppid
     out: set[int] = set()
     pid = os.getpid()
     while pid in table and pid not in out and pid > 1:
@@ -322,7 +327,7 @@ def job_peers(known: Sequence[int]) -> list[int]:
     Never hangscope's own ancestors (the user's shell, a test runner that holds a pipe to it).
     """
     table = procfs.scan()
-    mine = _my_ancestors()
+    mine = _my_ancestors(table)
     known_set = set(known)
     stats = [table[p] for p in known if p in table]
     groups = {s.pgrp for s in stats if _leader_is_job(s.pgrp, table, mine)}
@@ -337,13 +342,17 @@ def job_peers(known: Sequence[int]) -> list[int]:
 def _pipe_and_tcp_peers(known: set[int], table: dict[int, procfs.Stat],
                         mine: frozenset[int]) -> set[int]:
     uid = os.getuid()
-    job_pipes: set[int] = set()
+    holders: dict[int, int] = {}
     job_socks: set[int] = set()
     for pid in known:
         pipes, socks = procfs.pipe_and_socket_inodes(pid)
-        job_pipes |= pipes
+        for inode in pipes:
+            holders[inode] = holders.get(inode, 0) + 1
         job_socks |= socks
-    tcp = procfs.tcp_connections()
+    # A pipe two processes of the job hold already joins them; one that a single process
+    # holds has its other end elsewhere (or nowhere): only those are looked for.
+    job_pipes = {inode for inode, count in holders.items() if count == 1}
+    tcp = procfs.tcp_connections() if job_socks else {}
     # The far end of each of the job's TCP connections: (remote, local) as the peer sees it.
     far = {(remote, local) for inode, (local, remote) in tcp.items() if inode in job_socks}
     far_inodes = {inode for inode, pair in tcp.items() if pair in far}
