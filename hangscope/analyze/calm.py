@@ -22,7 +22,15 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from hangscope.analyze.progress import IDLE, PAUSED, PROGRESSING, STUCK, WAITING, job_progress
+from hangscope.analyze.progress import (
+    IDLE,
+    PAUSED,
+    PROGRESSING,
+    SLOW,
+    STUCK,
+    WAITING,
+    job_progress,
+)
 from hangscope.model import Category, Process, Snapshot
 from hangscope.progress_evidence import JobProgress, RankProgress
 
@@ -102,11 +110,18 @@ def waiting_progress(progress: JobProgress | None) -> JobProgress | None:
     rank computing for a long time while the others wait for it is slow, never "stuck").
     The verdict rules still see them as not moving (facts.stuck) and name the one that works.
     """
-    if progress is None or not any(r.decision == PROGRESSING for r in progress.ranks):
+    if progress is None:
         return progress
-    going = next(r for r in progress.ranks if r.decision == PROGRESSING)
+    # One that moved, else one that runs on CPU without proof either way (starved, or one
+    # long call): both work, which a blocked process may be waiting for.
+    going = next((r for r in progress.ranks if r.decision == PROGRESSING), None) or next(
+        (r for r in progress.ranks if r.decision == SLOW and r.evidence == "counters"
+         and (r.wakes is None or r.wakes == 0)), None)
+    if going is None:
+        return progress
     ranks = tuple(replace(r, decision=WAITING, reason=(
-        f"waits while PID {going.pid} progresses: " + r.reason.removeprefix("blocked: ")))
+        f"waits while PID {going.pid} {'progresses' if going.decision == PROGRESSING else 'runs'}"
+        ": " + r.reason.removeprefix("blocked: ")))
         if r.decision == STUCK and r.evidence == "counters" and r.wakes == 0 else r
         for r in progress.ranks)
     if ranks == progress.ranks:

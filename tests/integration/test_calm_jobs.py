@@ -64,8 +64,9 @@ def test_given_a_driver_waiting_for_a_computing_worker_then_slow_and_never_stuck
         tmp_path: Path) -> None:
     pids, data, raw, text = _dump("slow", tmp_path, ["driver", "worker"], "driver")
     assert data["verdict"]["kind"] == "progressing", data["verdict"]
-    assert _decision(data, pids["worker"]) == "progressing"
-    assert _decision(data, pids["driver"]) == "waiting"
+    # progressing; "slow" (runnable, starved) only when the machine is overloaded
+    assert _decision(data, pids["worker"]) in ("progressing", "slow"), data["progress"]
+    assert _decision(data, pids["driver"]) == "waiting", data["progress"]
     assert "stuck" not in raw.lower() and "stuck" not in text.lower(), text
 
 
