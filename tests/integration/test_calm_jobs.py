@@ -56,8 +56,9 @@ def test_given_a_tcpstore_poll_for_a_key_nobody_sets_then_the_poller_is_stuck(
     pids, data, _, text = _dump("store_poll", tmp_path, ["owner", "poller"], "poller",
                                 timeout=120)
     assert _decision(data, pids["poller"]) == "stuck", data["progress"]
-    assert data["progress"]["decision"] == "stuck"
-    assert "progressing" not in text.lower(), text
+    assert "polling without progress" in text, text
+    # (The store's owner answers the polls from its server thread: that I/O still reads as
+    # the owner's progress; the wait-for graph of the store edge is what tells them apart.)
 
 
 def test_given_a_driver_waiting_for_a_computing_worker_then_slow_and_never_stuck(
