@@ -180,8 +180,10 @@ def _poll_loop(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
     if c is None or c.cpu_ns is None or gpu_state == "work":
         return False
     io = _data_moved(proc, thread)
-    return (c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds and io is not None
-            and io.syscr + io.syscw < MIN_WAKES)
+    # It blocks and is woken (a wait), not only preempted (a computing loop the machine starves)
+    wakes = (c.voluntary or 0) - WAKES_PER_PAUSE * proc.pauses
+    return (c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds and wakes >= MIN_WAKES
+            and io is not None and io.syscr + io.syscw < MIN_WAKES)
 
 
 def _other_worker(proc: ProcessProgress, judged: ThreadProgress,
@@ -297,7 +299,7 @@ def job_progress(ranks: Sequence[RankProgress]) -> JobProgress:
         return JobProgress(SLOW, f"{_pids(going)} progress; {_pids(waiting)} wait: "
                            f"{waiting[0].reason}", ranks)
     are = "is" if len(slow) == 1 else "are"
-    return JobProgress(SLOW, f"{_pids(slow)} {are} neither proven stuck nor moving: "
+    return JobProgress(SLOW, f"{_pids(slow)} {are} slow: not proven hung, nor seen to move: "
                        f"{slow[0].reason}", ranks)
 
 
