@@ -19,15 +19,14 @@ from hangscope.analyze.roles import (
     expected_ranks,
     job_kind,
     launcher_args,
-    looks_like_python,
     refine_roles,
     role_and_rank,
-    title_of,
 )
 from hangscope.collect import procfs, tree
 from hangscope.errors import ProcessNotFound
 from hangscope.model import Job, Process, RankInfo, Role
 from hangscope.redact import redact_argv, redact_env
+from hangscope.titles import looks_like_python, title_of
 
 #: Two start times closer than this are one process (psutil's create_time() rounding).
 SAME_START_S = 0.01
@@ -130,6 +129,7 @@ class Discovery:
         self.found: dict[int, tree.Found] = {}  # the last walk, by PID
         self._fixed: tree.Fixed = {}
         self._elsewhere_roots: list[int] | None = None  # ranks of the rendezvous found outside
+        self._peer_roots: list[int] | None = None  # the job's processes outside the tree
 
     def _root(self) -> int:
         root = self.launcher
@@ -175,11 +175,34 @@ class Discovery:
             known.update(f.pid for f in extra)
         return extra
 
+    def _peers(self, found: list[tree.Found]) -> list[tree.Found]:
+        """The job's processes outside the tree: its group, session, pipe and TCP peers."""
+        known = {f.pid for f in found}
+        if self._peer_roots is None:  # one scan of the host per target; a refresh walks
+            roots: dict[int, None] = {}
+            for pid in tree.job_peers(sorted(known)):
+                try:  # a peer's own job climbs to its launcher (a server's parent script)
+                    roots[tree.find_root(pid)] = None
+                except psutil.Error:
+                    continue
+            self._peer_roots = list(roots)
+        extra: list[tree.Found] = []
+        for pid in self._peer_roots:
+            if pid in known:
+                continue
+            try:
+                extra += [f for f in tree.walk(pid) if f.pid not in known]
+            except ProcessNotFound:
+                continue  # gone since the scan
+            known.update(f.pid for f in extra)
+        return extra
+
     def discover(self) -> tuple[Job, list[Process]]:
         """Find the job's processes and name their roles and ranks."""
         root = self._root()
         found = tree.walk(root, fixed=self._fixed)
         found += self._elsewhere(found)
+        found += self._peers(found)
         self.found = {info.pid: info for info in found}
         host = socket.gethostname()
         procs = []

@@ -93,6 +93,8 @@ class VerdictKind(str, Enum):
     LOCAL_DEADLOCK = "local_deadlock"
     ALL_WAITING = "all_waiting"
     PROGRESSING = "progressing"
+    IDLE = "idle"  # every process waits for work nobody asked for (a server, no request)
+    PAUSED = "paused"  # every process sleeps between phases
     NO_TARGET = "no_target"
     UNKNOWN = "unknown"
 

@@ -57,6 +57,9 @@ class ThreadProgress:
     samples: int = 0
     stacks: tuple[StackCount, ...] = ()
     counters: CounterDelta | None = None
+    # ``/proc/PID/task/TID/io`` over the window: whose I/O it was (a heartbeat thread's writes
+    # are not the working thread's data); None where unread (older recordings)
+    io: IoDelta | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,9 @@ class RankProgress:
     # Collectives the dense samples saw it in ("all_reduce at step (train.py:16)"): a running
     # rank's normal path, which breaks a tie between the stuck ranks of another replica.
     seen: tuple[str, ...] = ()
+    # Times the judged thread woke in the window, py-spy's pauses discounted (None: unknown):
+    # 0 with a sleep is a pause, many with no line left and no data is a poll
+    wakes: int | None = None
 
 
 @dataclass(frozen=True)

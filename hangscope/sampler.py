@@ -293,7 +293,8 @@ class Sampler:
             return None  # no window to watch: a single round is over in milliseconds
         python = [p for p in procs if p.python is not False]
         watched = ([p.pid for p in python if p.role in WATCHED]
-                   or [p.pid for p in python if p.role is Role.OTHER])  # a lone script
+                   # a lone script, or a job without ranks: its root may be the work
+                   or [p.pid for p in python if p.role in (Role.OTHER, Role.LAUNCHER)])
         if not watched:
             return None
         # the window may stretch by a --timeout per round; past that, the recorders stop alone

@@ -8,10 +8,11 @@ Pure functions over the model; no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from hangscope.categories import CATEGORIES
-from hangscope.model import Category, Group, Process, RankInfo, Role, rank_id
+from hangscope.model import Category, Group, Process, RankInfo, Role, Thread, rank_id
+from hangscope.titles import ray_actor
 
 
 def compact_ranks(ranks: Iterable[int]) -> str:
@@ -48,13 +49,23 @@ def rank_set(ranks: Sequence[int], is_rank: bool) -> str:
 
 
 def program(proc: Process) -> str:
-    """The program's base name: ``ptxas``, ``python3``; ``?`` when unknown."""
+    """The program's base name: ``ptxas``, ``python3``; a Ray actor by its title
+    (``ray::Trainer.train``); ``?`` when unknown."""
+    actor = ray_actor(proc.title or " ".join(proc.cmdline))
+    if actor is not None:
+        return f"ray actor {actor}"
     head = proc.cmdline[0].rsplit("/", 1)[-1] if proc.cmdline else ""
     return head or (proc.exe or "").rsplit("/", 1)[-1] or "?"
 
 
-#: The coordinates a rank label names, outermost replica first.
-LABEL_AXES = ("dp", "pp", "tp", "ep")
+#: Axes in the order a rank label names them (outermost replica first).
+LABEL_AXES = ("dp", "pp", "attn_cp", "cp", "pcp", "dcp", "tp", "moe_dp", "moe_ep", "ep")
+
+
+def coordinates_label(coords: Mapping[str, int]) -> str:
+    """``{"dp": 1, "tp": 1}`` -> ``DP1·TP1``: the one way coordinates are written; empty for
+    none."""
+    return "·".join(f"{axis.upper()}{coords[axis]}" for axis in LABEL_AXES if axis in coords)
 
 
 def rank_label(info: RankInfo | None) -> str:
@@ -63,8 +74,8 @@ def rank_label(info: RankInfo | None) -> str:
     (``short_who``) all name ranks with it."""
     if info is None:
         return "-"
-    coords = "·".join(f"{axis.upper()}{value}" for axis in LABEL_AXES
-                      if (value := getattr(info, axis)) is not None)
+    coords = coordinates_label({axis: value for axis in LABEL_AXES
+                                if (value := getattr(info, axis, None)) is not None})
     if coords:
         return coords
     return str(info.key) if info.key is not None else "?"
@@ -207,3 +218,41 @@ def fit_site(site: str, width: int) -> str:
         return func + line
     keep = width - len(line) - 1
     return func[:keep] + "…" + line if keep >= 3 else (func + line)[: max(0, width - 1)] + "…"
+
+
+# -- threads of one process, folded -------------------------------------------------------
+def fold_threads(threads: Iterable[Thread]) -> list[tuple[Thread, tuple[Thread, ...]]]:
+    """Threads with the same stack (category, call site, Python frames) as one entry: the
+    first thread and every thread of its kind, in the order they come. A pool of 966 threads
+    idle in one ``queue.get`` is one entry, not 966 stacks."""
+    runs: dict[tuple[object, ...], list[Thread]] = {}
+    for thread in threads:
+        key = (thread.category, thread.site, thread.python, thread.helper,
+               thread.stack_key if thread.frames else thread.wchan)
+        runs.setdefault(key, []).append(thread)
+    return [(members[0], tuple(members)) for members in runs.values()]
+
+
+def _innermost_call(thread: Thread) -> str | None:
+    """``Queue.get``: the call the code at the site made (the Python frame just inside it),
+    else the innermost Python frame."""
+    python = [f for f in thread.frames if not f.native]
+    at = next((i for i, f in enumerate(python) if f"{f.name} ({f.location})" == thread.site),
+              None)
+    if at:
+        return python[at - 1].name
+    return python[0].name if python else None
+
+
+def threads_line(members: Sequence[Thread]) -> str:
+    """``966 threads are idle in Queue.get at prefetch (x.py:12)``; one thread: its name, tid,
+    category and site, as before."""
+    first = members[0]
+    site = f" at {first.site}" if first.site else ""
+    if len(members) == 1:
+        return f"thread {first.name or first.tid} (tid {first.tid}): {first.category}{site}"
+    category = first.category or Category.UNKNOWN
+    call = _innermost_call(first)
+    inside = f" in {call}" if call and call not in (first.site or "") else ""
+    tids = compact_ranks(t.tid for t in members)
+    return f"{len(members)} threads {verb(category, plural=True)}{inside}{site} (tids {tids})"

@@ -10,19 +10,35 @@ from dataclasses import replace
 from hangscope.model import Snapshot
 
 
+def _without_collectives(snap: Snapshot) -> Snapshot:
+    """A job outside torch.distributed has no collectives section and no NCCL RAS or Flight
+    Recorder notes (issue 17 item 9): nothing of it could have answered them."""
+    from hangscope.analyze.roots import job_in_distributed
+
+    if not snap.collectives or any(c.communicators for c in snap.collectives) \
+            or job_in_distributed(snap.processes):
+        return snap
+    dropped = {n for c in snap.collectives for n in c.notes}
+    return replace(snap, collectives=(), notes=tuple(n for n in snap.notes if n not in dropped))
+
+
 def analyze(snapshot: Snapshot) -> Snapshot:
     """Judge the raw readings (collectives, progress), classify every process, group the
     ranks, build the call tree, decide the verdict: every conclusion hangscope draws."""
     # Imported here: ``import hangscope.analyze`` stays cheap for the CLI's fast paths.
+    from hangscope.analyze.calm import calm_progress, waiting_progress
     from hangscope.analyze.classify import classify_process
     from hangscope.analyze.findings import find_all
     from hangscope.analyze.group import merged_call_tree
     from hangscope.analyze.readings import judge_readings
     from hangscope.analyze.roles import renumber_spawn_order
+    from hangscope.analyze.roots import working_roots
     from hangscope.analyze.verdict import diagnose, with_gpu_evidence
 
-    snap = judge_readings(replace(snapshot, processes=renumber_spawn_order(
-        tuple(map(classify_process, snapshot.processes)))))
+    snap = judge_readings(replace(snapshot, processes=working_roots(renumber_spawn_order(
+        tuple(map(classify_process, snapshot.processes))))))
+    snap = replace(snap, progress=waiting_progress(calm_progress(snap)))
+    snap = _without_collectives(snap)
     verdict, groups = diagnose(snap)
     verdict = with_gpu_evidence(verdict, snap.processes, snap.hosts)
     snap = replace(snap, groups=groups, verdict=verdict,

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from hangscope.analyze.signatures import (
     ANYWHERE,
     CONTEXTS,
+    FORK_BOUNDARY,
     HELPER_THREAD_FRAMES,
     HELPER_THREAD_NAMES,
     PLUMBING_FILES,
@@ -91,13 +92,25 @@ def call_site(frames: Sequence[Frame], below: Frame | None = None) -> str | None
                 start = i
                 break
     python = [f for f in frames[start:] if not f.native]
+    fork = next((i for i, f in enumerate(python) if _fork_boundary(f)), None)
+    if fork is not None:  # a forked child: its own frames only, never the parent's
+        own = python[:fork]
+        python = own or python
     for frame in python:
         if frame.file and PLUMBING_FILES.search(frame.file):
             continue
         return f"{frame.name} ({frame.location})"
+    if fork is not None and python:  # no user frame of its own: the child's entry point
+        entry = [f for f in python if not (f.file or "").endswith("multiprocessing/process.py")]
+        frame = (entry or python)[-1]
+        return f"{frame.name} ({frame.location})"
     if python:
         return f"{python[0].name} ({python[0].location})"
     return None
+
+
+def _fork_boundary(frame: Frame) -> bool:
+    return bool(FORK_BOUNDARY.search(f"{frame.name} ({frame.file})"))
 
 
 def _op(sig: Signature, matched: Frame, frames: Sequence[Frame]) -> str | None:

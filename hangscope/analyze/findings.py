@@ -314,9 +314,13 @@ def check_ages(snap: Snapshot) -> Iterable[Finding]:
     facts = {"window_s": snap.window_s, "samples": snap.samples,
              "moved": [p.pid for p in moved]}
     window = f"the {snap.window_s:.1f} s window ({snap.samples} samples)"
+    calm = snap.verdict is not None and snap.verdict.kind in (VerdictKind.IDLE,
+                                                               VerdictKind.PAUSED)
     if not moved:
         yield Finding("age.stacks", Severity.INFO,
-                      f"No {noun}'s stack changed during {window}: they are stuck, not slow.",
+                      f"No {noun}'s stack changed during {window}: " + (
+                          f"the job is {snap.verdict.kind}, not slow." if calm  # type: ignore[union-attr]
+                          else "they are stuck, not slow."),
                       facts)
     elif len(moved) < len(sampled):
         moved_pids = {p.pid for p in moved}

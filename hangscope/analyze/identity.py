@@ -13,31 +13,15 @@ verdict call one of them the odd one out of a group it does not belong to.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from hangscope.analyze.roles import int_or_none
 from hangscope.model import Process
+from hangscope.titles import title_coordinates
+from hangscope.words import LABEL_AXES, coordinates_label
 
-# Longest names first: MOE_DP before DP, ATTN_CP before CP (no other axis ends like them).
-_FIELD = re.compile(r"(?:^|_)(ATTN_CP|MOE_DP|MOE_EP|DCP|PCP|DP|PP|TP|EP|CP)(\d+)(?=_|$)")
-_TITLED = re.compile(r"^(?:sglang::scheduler|[A-Za-z0-9_]+::(?:Worker|EngineCore))(?P<rest>\S*)")
-
-#: Axes in the order a label names them (outermost replica first).
-AXES = ("dp", "pp", "attn_cp", "cp", "pcp", "dcp", "tp", "moe_dp", "moe_ep", "ep")
-
-
-def title_coordinates(title: str | None) -> dict[str, int]:
-    """The coordinates in an SGLang/vLLM process title, in any field order."""
-    if not title:
-        return {}
-    m = _TITLED.match(title)
-    if not m:
-        return {}
-    out: dict[str, int] = {}
-    for name, value in _FIELD.findall(m.group("rest")):
-        out.setdefault(name.lower(), int(value))
-    return out
+#: Axes in the order a label names them (outermost replica first): words.AXES.
+AXES = LABEL_AXES
 
 
 def coordinates(proc: Process) -> dict[str, int]:
@@ -55,9 +39,7 @@ def coordinates(proc: Process) -> dict[str, int]:
     return out
 
 
-def coordinates_label(coords: Mapping[str, int]) -> str:
-    """``{"dp": 1, "tp": 1}`` -> ``DP1·TP1``; empty for none."""
-    return "·".join(f"{axis.upper()}{coords[axis]}" for axis in AXES if axis in coords)
+__all__ = ["coordinates_label", "title_coordinates"]  # the one parser and label, re-exported
 
 
 def rank_label(proc: Process) -> str:

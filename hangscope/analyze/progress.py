@@ -13,7 +13,11 @@ Rules, first that holds wins; each names the evidence that decided, in a sentenc
      sockets) -> its waits complete: progressing;
    - it was never scheduled in the window (schedstat's count did not move) -> stuck;
    - it only lost the CPU (involuntary switches, no wake-ups) -> slow: runnable, starved;
-   - it woke but moved nothing -> slow (a timed wait that polls, or steps too short to see).
+   - it woke again and again, never left its line and no data moved beyond its pollers' own
+     (threads that never left their line: heartbeats, monitors) -> stuck: a timed poll
+     (TCPStore check loops, a 1 s ``select``, CPython's 5 ms GIL wait, ``time.sleep`` re-checking
+     a flag); slow instead while another thread of it computes (moves its line on CPU);
+   - it woke once and moved nothing -> slow (a step longer than the window).
 4. *counters*: the working thread ran on CPU in one place -> with an idle GPU, a spin-wait
    (``cudaStreamSynchronize`` spins, ``sched_yield``): stuck; without a GPU to judge, slow.
 """
@@ -26,6 +30,7 @@ from dataclasses import replace
 from hangscope.analyze.progress_sites import collective_sites
 from hangscope.progress_evidence import (
     GpmReading,
+    IoDelta,
     JobProgress,
     ProcessProgress,
     ProgressEvidence,
@@ -36,6 +41,10 @@ from hangscope.progress_evidence import (
 PROGRESSING = "progressing"
 STUCK = "stuck"
 SLOW = "slow"  # unknown: neither progress nor a hang could be proven
+#: Healthy waits, named by the analysis (analyze/calm.py) where every process waits for nobody:
+PAUSED = "paused"  # a sleep that never woke in the window: between phases
+IDLE = "idle"  # a server waiting for requests, none in flight
+WAITING = "waiting"  # blocked the whole window while another process of the job progresses
 
 #: Samples outside the dominant stack needed to call a move (one stray sample is noise: a
 #: ``py-spy --nonblocking`` read can tear across a frame change).
@@ -118,7 +127,7 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     judged_gpus = [gpu_work(reading) for reading in gpus]
     gpu_text = "; ".join(sentence for _, sentence in judged_gpus) or None
     gpu_state = _gpu_state([state for state, _ in judged_gpus])
-    if _moved(thread):
+    if _moved(thread) and not _poll_loop(proc, thread, seconds, gpu_state):
         return RankProgress(proc.pid, PROGRESSING, "python", (
             f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
             f"samples"), judged, gpu_text, gpu_state)
@@ -143,11 +152,59 @@ def _gpu_state(states: Sequence[str]) -> str | None:
     return "busy" if "busy" in states else "unknown"
 
 
+def _poller(thread: ThreadProgress) -> bool:
+    """A Python thread that never left its line (a heartbeat, a monitor, a timed poll): the
+    I/O it does is its own polling, not the job's data (a native thread, gloo's, is no poller:
+    py-spy sees no line of it)."""
+    return thread.samples > 0 and not _moved(thread)
+
+
+def _data_moved(proc: ProcessProgress, judged: ThreadProgress) -> IoDelta | None:
+    """The I/O of the process beyond what its pollers did: the judged thread's own, and every
+    thread's that moved its line or runs no Python. Without per-thread counters (recordings
+    from before they were read), the whole process's."""
+    if not any(t.io is not None for t in proc.threads):
+        return proc.io
+    kept = [t.io for t in proc.threads
+            if t.io is not None and (t.tid == judged.tid or not _poller(t))]
+    return IoDelta(syscr=sum(i.syscr for i in kept), syscw=sum(i.syscw for i in kept),
+                   rchar=sum(i.rchar for i in kept), wchar=sum(i.wchar for i in kept))
+
+
+def _poll_loop(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
+               gpu_state: str | None) -> bool:
+    """Its Python line moves, but only around a loop that waits: idle on CPU, no data moved
+    beyond its pollers' own, no GPU work (``while not store.check(k): time.sleep(0.05)``
+    alternates two lines forever). The counters judge it then: a timed poll."""
+    c = thread.counters
+    if c is None or c.cpu_ns is None or gpu_state == "work":
+        return False
+    io = _data_moved(proc, thread)
+    # It blocks and is woken (a wait), not only preempted (a computing loop the machine starves)
+    wakes = (c.voluntary or 0) - WAKES_PER_PAUSE * proc.pauses
+    return (c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds and wakes >= MIN_WAKES
+            and io is not None and io.syscr + io.syscw < MIN_WAKES)
+
+
+def _other_worker(proc: ProcessProgress, judged: ThreadProgress,
+                  seconds: float) -> ThreadProgress | None:
+    """Another thread of the process that computes: it moved its Python line on CPU."""
+    for t in proc.threads:
+        c = t.counters
+        if (t.tid != judged.tid and _moved(t) and c is not None and c.cpu_ns is not None
+                and c.cpu_ns / 1e9 >= IDLE_CPU_SHARE * seconds):
+            return t
+    return None
+
+
 def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
                    gpu_idle: bool, gpu_text: str | None) -> RankProgress:
     c = thread.counters
     where = (f"one stack in {thread.samples} samples ({_leaf(thread)})" if thread.samples
              else "no Python samples")
+    if _moved(thread):  # a loop around a wait: its lines, not one
+        where = (f"{len(thread.stacks)} stacks of one waiting loop in {thread.samples} samples "
+                 f"({_leaf(thread)})")
     if c is None or c.cpu_ns is None:
         return RankProgress(proc.pid, SLOW, "none",
                             f"{where}; its kernel counters could not be read", thread.tid)
@@ -160,29 +217,39 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
     if proc.pauses:
         window += f" (not counting {raw_wakes - wakes} from py-spy's {proc.pauses} pauses)"
     if cpu_s < IDLE_CPU_SHARE * seconds:
-        io = proc.io
+        io = _data_moved(proc, thread)
         moved = io is not None and (io.syscw + io.syscr) >= MIN_WAKES
         if wakes >= MIN_WAKES and moved and io is not None:
             return RankProgress(proc.pid, PROGRESSING, "counters", (
                 f"{where}, but its wait ended {wakes} times in {window} and the process made "
                 f"{io.syscr + io.syscw:,} reads/writes ({(io.rchar + io.wchar) / 1024:,.0f} KiB):"
-                " its waits complete and data moves"), thread.tid)
+                " its waits complete and data moves"), thread.tid, wakes=wakes)
         if runs == 0:  # never scheduled: asleep the whole window
             return RankProgress(proc.pid, STUCK, "counters", (
                 f"blocked: {where}, {cpu_s * 1000:.0f} ms of CPU and 0 wake-ups in "
-                f"{window}"), thread.tid)
+                f"{window}"), thread.tid, wakes=0)
         if wakes == 0:  # ran, but only ever lost the CPU to others: runnable, starved
             return RankProgress(proc.pid, SLOW, "counters", (
                 f"{where}; it was runnable but got only {cpu_s * 1000:.0f} ms of CPU in {window} "
                 f"(preempted {c.involuntary or 0:,} times): the machine is overloaded"),
-                thread.tid)
-        if not moved:
-            return RankProgress(proc.pid, SLOW, "counters", (
-                f"{where}; it woke {wakes} times in {window} but moved no data and never left "
-                "that line: a timed wait that polls, or steps too short to see"), thread.tid)
+                thread.tid, wakes=0)
+        if not moved and wakes >= MIN_WAKES:
+            other = _other_worker(proc, thread, seconds)
+            if other is not None:  # it waits while a thread of its own computes (the GIL)
+                return RankProgress(proc.pid, SLOW, "counters", (
+                    f"{where}; it woke {wakes} times in {window} without leaving that line "
+                    f"while thread {other.tid} of the same process ran and moved its Python "
+                    "line: slow, waiting for it"), thread.tid, wakes=wakes)
+            # A timer, not an event: woken by its own timeout, it checked and waited again.
+            return RankProgress(proc.pid, STUCK, "counters", (
+                f"polling without progress: {where}; it woke {wakes} times in {window} "
+                f"(every {seconds / wakes * 1000:,.0f} ms) but never left that "
+                f"{'loop' if _moved(thread) else 'line'} and no data "
+                "moved beyond its own polling: a timed wait that re-checks, not progress"),
+                thread.tid, wakes=wakes)
         return RankProgress(proc.pid, SLOW, "counters", (
             f"{where}; it woke once in {window}: a step longer than the window, or a wait "
-            "that timed out once"), thread.tid)
+            "that timed out once"), thread.tid, wakes=wakes)
     busy = (f"the thread ran {cpu_s:.1f} s of CPU and was scheduled {c.runs or 0:,} times in "
             f"{window} in {where}")
     if gpu_idle:
@@ -227,8 +294,12 @@ def job_progress(ranks: Sequence[RankProgress]) -> JobProgress:
             f"every process progresses (evidence: {', '.join(kinds)}); "
             f"for example PID {going[0].pid}: {going[0].reason}"), ranks)
     slow = [r for r in ranks if r.decision == SLOW]
+    if not slow:  # some progress, the others wait for it
+        waiting = [r for r in ranks if r.decision != PROGRESSING]
+        return JobProgress(SLOW, f"{_pids(going)} progress; {_pids(waiting)} wait: "
+                           f"{waiting[0].reason}", ranks)
     are = "is" if len(slow) == 1 else "are"
-    return JobProgress(SLOW, f"{_pids(slow)} {are} neither proven stuck nor moving: "
+    return JobProgress(SLOW, f"{_pids(slow)} {are} slow: not proven hung, nor seen to move: "
                        f"{slow[0].reason}", ranks)
 
 

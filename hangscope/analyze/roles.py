@@ -12,11 +12,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from hangscope.model import Process, RankInfo, Role
+from hangscope.titles import (
+    RAY,
+    SGLANG_SCHED,
+    VLLM_TITLE,
+    title_coordinates,
+    title_of,
+)
 
-_SGLANG_SCHED = re.compile(r"^sglang::scheduler(?P<rest>\S*)")
-_VLLM_TITLE = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+)::(?P<name>Worker|EngineCore|APIServer)"
-                         r"(?P<rest>[_A-Za-z0-9]*)")
-_COORD = re.compile(r"(?:^|_)(DP|PP|TP|EP|ATTN_CP|MOE_DP|PCP|DCP)(\d+)")
+_SGLANG_SCHED, _VLLM_TITLE, _RAY = SGLANG_SCHED, VLLM_TITLE, RAY
+
 _VLLM_OLD = re.compile(r"VllmWorker(?:Process)?[-_ ]?(?:rank=)?(\d+)")
 _RAY = re.compile(r"^ray::")
 
@@ -25,57 +30,10 @@ COMPILER_NAMES = ("ptxas", "nvcc", "cicc", "ninja", "nvlink", "fatbinary", "cc1p
                   "lto-wrapper", "ld.lld", "ld.gold", "make", "cmake")
 
 
-def title_of(cmdline: Sequence[str]) -> str:
-    """The command line as one string: for a titled process, its title."""
-    return " ".join(cmdline)
-
-
-def looks_like_python(cmdline: Sequence[str]) -> bool:
-    """A Python process, by argv[0] or a known title (setproctitle hides argv[0])."""
-    if not cmdline:
-        return False
-    head = cmdline[0].rsplit("/", 1)[-1]
-    title = title_of(cmdline)
-    return (
-        head.startswith("python")
-        or head in ("torchrun", "deepspeed", "accelerate", "vllm", "sglang", "ray", "pytest")
-        or bool(_SGLANG_SCHED.match(title))
-        or title.startswith(("sglang::", "VLLM::", "ray::"))
-        or bool(_VLLM_TITLE.match(title))
-    )
-
-
-def _is_spawned_child(cmdline: Sequence[str]) -> bool:
-    title = title_of(cmdline)
-    return "multiprocessing.spawn" in title or "--multiprocessing-fork" in title or (
-        "multiprocessing.forkserver" in title
-    )
-
-
-def looks_like_worker(cmdline: Sequence[str], environ: Mapping[str, str],
-                      parent_cmdline: Sequence[str]) -> bool:
-    """Whether a process is a worker of its parent's job (so discovery climbs past it)."""
-    title = title_of(cmdline)
-    if title.startswith(("sglang::", "VLLM::", "ray::")) or _VLLM_TITLE.match(title):
-        return True
-    if "RANK" in environ or "LOCAL_RANK" in environ or "TORCHELASTIC_RUN_ID" in environ:
-        return True
-    if _is_spawned_child(cmdline) or "resource_tracker" in title:
-        return True
-    if "compile_worker" in title:
-        return True
-    # A forked child keeps its parent's argv.
-    return bool(cmdline) and tuple(cmdline) == tuple(parent_cmdline)
-
-
 def _coords(rest: str) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for name, value in _COORD.findall(rest):
-        # MOE_DP is the MoE data-parallel rank inside a TP group, not the replica (DP).
-        key = {"DP": "dp", "PP": "pp", "TP": "tp", "EP": "ep"}.get(name)
-        if key and key not in out:
-            out[key] = int(value)
-    return out
+    """The RankInfo axes of a title's coordinates (titles.title_coordinates reads them all:
+    MOE_DP/MOE_EP are axes inside a TP group, not the replica's DP or the EP rank)."""
+    return {k: v for k, v in title_coordinates(rest).items() if k in ("dp", "pp", "tp", "ep")}
 
 
 def int_or_none(value: str | None) -> int | None:
@@ -95,7 +53,7 @@ def role_and_rank(cmdline: Sequence[str], environ: Mapping[str, str] | None,
     head = cmdline[0].rsplit("/", 1)[-1] if cmdline else ""
     sched = _SGLANG_SCHED.match(title)
     if sched:
-        c = _coords(sched.group("rest"))
+        c = _coords(title)
         tp = c.get("tp", 0)
         dp = c.get("dp", int_or_none(env.get("SGLANG_DP_RANK")))
         return Role.RANK, RankInfo(tp=tp, pp=c.get("pp"), dp=dp, ep=c.get("ep"),
@@ -108,7 +66,7 @@ def role_and_rank(cmdline: Sequence[str], environ: Mapping[str, str] | None,
         return Role.CONTROLLER, None
     vllm = _VLLM_TITLE.match(title)
     if vllm:
-        c = _coords(vllm.group("rest"))
+        c = _coords(title)
         name = vllm.group("name")
         if name == "Worker":
             return Role.RANK, RankInfo(tp=c.get("tp"), pp=c.get("pp"), dp=c.get("dp"),
@@ -322,7 +280,7 @@ def refine_roles(procs: Sequence[Process], comms: Mapping[int, str] | None = Non
 _DISTRIBUTED_THREADS = ("pt_gloo", "gloo_", "pt_nccl")
 
 
-def _in_distributed(proc: Process) -> bool:
+def in_distributed(proc: Process) -> bool:
     """Whether the sampled process takes part in torch.distributed: a frame of it on a stack,
     or a thread that only a process group starts."""
     for thread in proc.threads:
@@ -340,7 +298,8 @@ def renumber_spawn_order(procs: Sequence[Process]) -> tuple[Process, ...]:
     numbers unnamed multiprocessing siblings by start time. A feeder or logger the launcher
     started among them would take rank 0 and shift every real rank by one. Once the stacks
     are known: where some siblings are in torch.distributed and others are not, the others
-    are helpers (role other) and the ranks are numbered again among themselves.
+    are helpers (role other) and the ranks are numbered again among themselves; where none
+    is (a ``multiprocessing.Pool``), none is a rank.
     """
     by_parent: dict[tuple[str | None, int | None], list[Process]] = {}
     for proc in procs:
@@ -348,7 +307,12 @@ def renumber_spawn_order(procs: Sequence[Process]) -> tuple[Process, ...]:
             by_parent.setdefault((proc.host, proc.ppid), []).append(proc)
     changed: dict[tuple[str | None, int], Process] = {}  # by (host, PID)
     for siblings in by_parent.values():
-        inside = [p for p in siblings if _in_distributed(p)]
+        inside = [p for p in siblings if in_distributed(p)]
+        if not inside and all(any(t.frames for t in p.threads) for p in siblings):
+            # Plain multiprocessing or pool workers, every stack read and none in
+            # torch.distributed: workers, not ranks (a rank has a rank: env, title, a group).
+            changed.update({p.key: replace(p, role=Role.OTHER, rank=None) for p in siblings})
+            continue
         if not inside or len(inside) == len(siblings):
             continue
         inside.sort(key=lambda p: p.rank.global_rank if p.rank and p.rank.global_rank is not None

@@ -20,6 +20,7 @@ from hangscope.analyze.group import group_ranks
 from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
 from hangscope.analyze.progress import DECIDED_BY
 from hangscope.analyze.roles import is_helper_role
+from hangscope.analyze.rules_calm import calm
 from hangscope.analyze.rules_collectives import (
     collective_behind,
     collective_mismatch,
@@ -78,12 +79,11 @@ def evidence(facts: Facts) -> tuple[str, ...]:
     return tuple(lines)
 
 
-#: Why a rank moved, short, by the evidence that decided it.
 _MOVED_BY = {"python": "its Python line moved", "gpu": "its GPU's kernels do work",
              "counters": "its waits complete and data moves"}
 
 
-def _moved_words(facts: Facts, moving: list[Process]) -> str:
+def _moved_words(facts: Facts, moving: list[Process]) -> str:  # _MOVED_BY: why, by evidence
     """``rank 0: its Python line moved; ranks 1-3: its waits complete ...`` (measured or not)."""
     by_why: dict[str, list[int]] = {}
     for proc in moving:
@@ -377,6 +377,7 @@ RULES: tuple[Rule, ...] = (
          "stuck ranks wait in send/recv for a rank that is elsewhere (or missing)"),
     Rule(VerdictKind.STRAGGLER, straggler,
          "some ranks run (CPU, JIT, I/O) while the others wait in a collective"),
+    Rule(VerdictKind.IDLE, calm, "every process is idle or paused: none waits for the job"),
     Rule(VerdictKind.ALL_WAITING, all_waiting, "every rank stuck on one signature"),
     Rule(VerdictKind.PROGRESSING, progressing, "stacks moved between samples"),
 )

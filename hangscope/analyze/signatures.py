@@ -222,7 +222,17 @@ PLUMBING_FILES = _re(
     r"c10d_logger\.py|contextlib\.py|functools\.py|runpy\.py|"
     r"pynccl(?:_wrapper)?\.py|shm_broadcast\.py|time\.py|"
     r"(?:custom|quick)_all_reduce\.py|torch/_functorch/|torch/__init__\.py|"
-    r"torch/_utils_internal\.py|torchinductor_[^/]*/|c[a-z0-9]{51}\.py$)"
+    r"torch/_utils_internal\.py|torchinductor_[^/]*/|c[a-z0-9]{51}\.py$|"
+    r"^<frozen importlib\._bootstrap(?:_external)?>$)"
+)
+
+#: Where a forked or spawned child's own code begins: frames outside this one (older, further
+#: down the stack) are the parent's, inherited through fork() (``Process._bootstrap`` is called
+#: by ``popen_fork``/``forkserver``/``spawn._main``; ``_execute_child`` is the parent's frame a
+#: child of ``subprocess`` keeps until it execs).
+FORK_BOUNDARY = _re(
+    r"^(?:BaseProcess\.)?_bootstrap \((?:[^)]*/)?multiprocessing/process\.py\)|"
+    r"^(?:Popen\.)?_execute_child \((?:[^)]*/)?subprocess\.py\)"
 )
 
 # Op names normalised from Python functions and native symbols.

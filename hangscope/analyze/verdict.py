@@ -27,11 +27,16 @@ def _launcher_evidence(processes: Sequence[Process]) -> list[str]:
     for proc in processes:
         if proc.role is not Role.LAUNCHER:
             continue
-        working = proc.working_thread
+        # Its main thread says what it does (torchrun's agent loop, a Popen.wait): a helper
+        # thread of it (a store server, a log pump) may be "more specific" but is not it.
+        main = next((t for t in proc.threads if t.tid == proc.pid and t.frames
+                     and t.category is not None), None)
+        working = main or proc.working_thread
+        category = main.category if main is not None and main.category else proc.category
         where = f" at {working.site}" if working and working.site else ""
         kids = ", ".join(str(c) for c in proc.children[:8])
         node = f" on {proc.host}" if several and proc.host else ""
-        lines.append(f"launcher (PID {proc.pid}{node}) {verb(proc.category)}"
+        lines.append(f"launcher (PID {proc.pid}{node}) {verb(category)}"
                      f"{where}; its children: {kids or 'none'}")
     return lines
 

@@ -150,6 +150,8 @@ class Stat:
     start_ticks: int  # field 22: clock ticks after boot
     vsize: int  # field 23, bytes
     exit_status: int | None  # field 52: the raw wait status of an exited task (Linux >= 3.5)
+    pgrp: int = 0  # field 5: process group (a shell job)
+    session: int = 0  # field 6: session id
 
     @property
     def cpu_ticks(self) -> int:
@@ -170,7 +172,8 @@ def parse_stat(pid: int, text: str) -> Stat | None:
         return Stat(pid=pid, comm=head[head.find("(") + 1:].strip(), state=rest[0],
                     ppid=int(rest[1]), majflt=int(rest[7]), utime=int(rest[11]),
                     stime=int(rest[12]), start_ticks=int(rest[19]), vsize=int(rest[20]),
-                    exit_status=int(rest[49]) if len(rest) > 49 else None)
+                    exit_status=int(rest[49]) if len(rest) > 49 else None,
+                    pgrp=int(rest[2]), session=int(rest[3]))
     except ValueError:
         return None
 
@@ -601,9 +604,11 @@ def read_thread_switches(pid: int, tid: int) -> tuple[int | None, int | None]:
     return found.get("voluntary_ctxt_switches"), found.get("nonvoluntary_ctxt_switches")
 
 
-def read_io(pid: int) -> dict[str, int] | None:
-    """``cat /proc/PID/io`` (syscr, syscw, rchar, wchar, ...); None when unreadable."""
-    text = _read(PROC / str(pid) / "io")
+def read_io(pid: int, tid: int | None = None) -> dict[str, int] | None:
+    """``cat /proc/PID/io`` (syscr, syscw, rchar, wchar, ...), or one thread's
+    ``/proc/PID/task/TID/io``; None when unreadable."""
+    text = _read(PROC / str(pid) / "io" if tid is None else
+                 PROC / str(pid) / "task" / str(tid) / "io")
     if text is None:
         return None
     values = {}
@@ -707,3 +712,54 @@ def open_paths(pid: int, suffix: str, limit: int = 4096) -> tuple[str, ...]:
         if target.endswith(suffix) and target.startswith("/"):
             out.append(target)
     return tuple(sorted(set(out)))
+
+
+# -- who talks to whom: pipe and socket inodes -----------------------------------------------
+#: fds read per process when looking for a job's pipe and socket peers (bounded: a server with
+#: 10,000 connections costs no more than this).
+PEER_FDS_PER_PROCESS = 256
+
+
+def pipe_and_socket_inodes(pid: int, limit: int = PEER_FDS_PER_PROCESS) -> tuple[set[int],
+                                                                               set[int]]:
+    """``ls -l /proc/PID/fd``: the inodes of its pipes and of its sockets (first ``limit``)."""
+    pipes: set[int] = set()
+    sockets: set[int] = set()
+    base = f"{PROC}/{pid}/fd"
+    try:
+        names = os.listdir(base)[:limit]
+    except OSError:
+        return pipes, sockets
+    for name in names:
+        try:
+            target = os.readlink(f"{base}/{name}")
+        except OSError:
+            continue
+        kind, _, rest = target.partition(":[")
+        if rest.endswith("]") and rest[:-1].isdigit():
+            if kind == "pipe":
+                pipes.add(int(rest[:-1]))
+            elif kind == "socket":
+                sockets.add(int(rest[:-1]))
+    return pipes, sockets
+
+
+def tcp_connections() -> dict[int, tuple[str, str]]:
+    """``cat /proc/net/tcp /proc/net/tcp6``: socket inode -> (local, remote) address of every
+    established connection of this network namespace (hex, as the kernel writes them)."""
+    out: dict[int, tuple[str, str]] = {}
+    for name in ("tcp", "tcp6"):
+        text = _cat(f"{PROC}/net/{name}")
+        for line in (text or "").splitlines()[1:]:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "01" and fields[9].isdigit():  # ESTABLISHED
+                out[int(fields[9])] = (fields[1], fields[2])
+    return out
+
+
+def owner_uid(pid: int) -> int | None:
+    """The owner of ``/proc/PID`` (its real user)."""
+    try:
+        return os.stat(f"{PROC}/{pid}").st_uid
+    except OSError:
+        return None

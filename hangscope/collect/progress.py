@@ -77,9 +77,21 @@ def read_counters(pid: int) -> dict[int, tuple[Counters, str | None, str | None]
     return found
 
 
-def read_io(pid: int) -> dict[str, int] | None:
-    """``cat /proc/PID/io`` (syscr, syscw, rchar, wchar); None when unreadable."""
-    return procfs.read_io(pid)
+#: Threads of one process whose own I/O counters are read (a 1,000-thread process costs 2,000
+#: more reads per window otherwise); past it, the process's I/O is judged as a whole.
+THREAD_IO_LIMIT = 256
+
+
+def read_io(pid: int, tid: int | None = None) -> dict[str, int] | None:
+    """``cat /proc/PID/io`` (or one thread's ``/proc/PID/task/TID/io``); None when unreadable."""
+    return procfs.read_io(pid, tid)
+
+
+def _thread_io(pid: int, tasks: dict[int, object]) -> dict[int, dict[str, int] | None]:
+    """Each thread's own I/O counters (the first :data:`THREAD_IO_LIMIT` threads)."""
+    if len(tasks) > THREAD_IO_LIMIT:
+        return {}
+    return {tid: read_io(pid, tid) for tid in tasks}
 
 
 def _minus(after: int | None, before: int | None) -> int | None:
@@ -231,6 +243,7 @@ class ProgressWatcher:
         self._recorders: list[_Recorder] = []
         self._before: dict[int, dict[int, tuple[Counters, str | None, str | None]]] = {}
         self._io_before: dict[int, dict[str, int] | None] = {}
+        self._thread_io_before: dict[int, dict[int, dict[str, int] | None]] = {}
         self._t0 = 0.0
         self._cpu0 = 0.0
         self._error: str | None = None
@@ -269,6 +282,7 @@ class ProgressWatcher:
         for pid in self.pids:
             self._before[pid] = read_counters(pid)
             self._io_before[pid] = read_io(pid)
+            self._thread_io_before[pid] = _thread_io(pid, self._before[pid])
 
     def stop(self) -> ProgressEvidence:
         """End the window: counters and GPM first (the window's true end), then py-spy's files."""
@@ -277,6 +291,7 @@ class ProgressWatcher:
         seconds = time.monotonic() - self._t0
         after = {pid: read_counters(pid) for pid in self.pids}
         io_after = {pid: read_io(pid) for pid in self.pids}
+        thread_io_after = {pid: _thread_io(pid, after[pid]) for pid in self.pids}
         gpus = self._gpm.stop() if self._gpm is not None else ()
         deadline = time.monotonic() + STOP_GRACE_S
         for rec in self._recorders:  # signal all first, then wait: they stop in parallel
@@ -284,7 +299,8 @@ class ProgressWatcher:
                 rec.proc.send_signal(signal.SIGINT)
         for rec in self._recorders:
             _stop_recorder(rec, deadline)
-        processes = tuple(self._process(pid, after[pid], io_after[pid]) for pid in self.pids)
+        processes = tuple(self._process(pid, after[pid], io_after[pid], thread_io_after[pid])
+                          for pid in self.pids)
         cpu = _cpu_of_children() - self._cpu0
         with contextlib.suppress(OSError):
             self._folder.cleanup()
@@ -296,7 +312,8 @@ class ProgressWatcher:
         )
 
     def _process(self, pid: int, after: dict[int, tuple[Counters, str | None, str | None]],
-                 io_after: dict[str, int] | None) -> ProcessProgress:
+                 io_after: dict[str, int] | None,
+                 thread_io: dict[int, dict[str, int] | None] | None = None) -> ProcessProgress:
         rec = next((r for r in self._recorders if r.pid == pid), None)
         raw: dict[int, tuple[str | None, dict[tuple[str, ...], int]]] = {}
         if rec is not None and rec.error is None:
@@ -317,8 +334,10 @@ class ProgressWatcher:
                 name = name or comm
             ordered = tuple(StackCount(frames, n) for frames, n in
                             sorted(stacks.items(), key=lambda item: -item[1]))
+            io_before = self._thread_io_before.get(pid, {}).get(tid)
             threads.append(ThreadProgress(tid=tid, name=name, samples=sum(stacks.values()),
-                                          stacks=ordered, counters=delta))
+                                          stacks=ordered, counters=delta, io=_io_delta(
+                                              io_before, (thread_io or {}).get(tid))))
         gone = not after and not procfs.exists(pid)
         return ProcessProgress(
             pid=pid, threads=tuple(threads), io=_io_delta(self._io_before.get(pid), io_after),

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import psutil
 
-from hangscope.analyze.roles import looks_like_python, looks_like_worker
 from hangscope.collect import procfs
 from hangscope.collect.procfs import read_cmdline, read_environ
 from hangscope.errors import PermissionDenied, ProcessNotFound, UsageError
+from hangscope.titles import looks_like_python, looks_like_worker
 
 
 @dataclass(frozen=True)
@@ -161,9 +162,38 @@ def find_root(pid: int) -> int:
             # RANK=1 ...'`) is the job's launcher; one that merely started this job is not.
             shell_runs_job = same_job_siblings(current.pid, parent.pid, cmd, env)
             return parent.pid if shell_runs_job and launches_jobs(parent_cmd) else current.pid
-        if not looks_like_worker(cmd, env, parent_cmd):
+        if parent.pid in _my_ancestors():
+            return current.pid  # the shell or test runner that started hangscope: no job
+        if not looks_like_worker(cmd, env, parent_cmd) and not _belongs_to_parent(
+                current.pid, parent.pid, cmd):
             return current.pid
         current = parent
+
+
+def _my_ancestors(table: dict[int, procfs.Stat] | None = None) -> frozenset[int]:
+    """hangscope's own parent chain (the user's shell, a test runner): never part of a job."""
+    if table is None:
+        table = {}
+        pid = os.getpid()
+        while pid > 1 and pid not in table and (line := procfs.read_stat(pid)) is not None:
+            table[pid] = line
+            pid = line.ppid
+    out: set[int] = set()
+    pid = os.getpid()
+    while pid in table and pid not in out and pid > 1:
+        out.add(pid)
+        pid = table[pid].ppid
+    return frozenset(out)
+
+
+def _belongs_to_parent(pid: int, parent: int, cmd: Sequence[str]) -> bool:
+    """A child of a Python process that is part of its job though it is no worker by title or
+    environment: a non-Python child (``sh``, ``cat``, a tool it runs), or a child in the
+    parent's own process group (one shell job: the shell put both in it)."""
+    if not looks_like_python(cmd):
+        return True
+    mine, theirs = procfs.read_stat(pid), procfs.read_stat(parent)
+    return mine is not None and theirs is not None and mine.pgrp == theirs.pgrp
 
 
 #: Parents that start unrelated jobs: discovery never climbs to them from a rank.
@@ -269,4 +299,76 @@ def walk(root: int, limit: int = 4096, fixed: Fixed | None = None) -> list[Found
         alive = {(f.pid, table[f.pid].start_ticks) for f in out}
         for key in [k for k in fixed if k not in alive]:
             del fixed[key]
+    return out
+
+
+# -- the job beyond the tree: its process group, its session, its pipe and socket peers ------
+#: Processes of this user looked at for pipe and socket peers at most (the scan stays cheap).
+PEER_SCAN_LIMIT = 2048
+
+
+def _leader_is_job(leader: int, table: dict[int, procfs.Stat], mine: frozenset[int]) -> bool:
+    """A group or session leader that may be the job's: not hangscope's own shell or test
+    runner, not a login shell, tmux, sshd, init or a scheduler daemon."""
+    if leader <= 1 or leader in mine or leader not in table:
+        return False
+    return launches_jobs(read_cmdline(leader)) or looks_like_python(read_cmdline(leader))
+
+
+def job_peers(known: Sequence[int]) -> list[int]:
+    """Processes of the job outside the tree walked (``known``), tops of their subtrees:
+
+    - its process group and session, when their leader is the job's (a shell script that
+      started a server and its client: ``bash run.sh`` leads both);
+    - processes of the same user holding the other end of one of its pipes (the same pipe
+      inode), or the other end of one of its TCP connections on this host (the local and
+      remote ports swapped in ``/proc/net/tcp``).
+
+    Never hangscope's own ancestors (the user's shell, a test runner that holds a pipe to it).
+    """
+    table = procfs.scan()
+    mine = _my_ancestors(table)
+    known_set = set(known)
+    stats = [table[p] for p in known if p in table]
+    groups = {s.pgrp for s in stats if _leader_is_job(s.pgrp, table, mine)}
+    sessions = {s.session for s in stats if _leader_is_job(s.session, table, mine)}
+    hits = {pid for pid, s in table.items()
+            if pid not in known_set and (s.pgrp in groups or s.session in sessions)}
+    hits |= _pipe_and_tcp_peers(known_set, table, mine)
+    hits -= mine | known_set
+    return sorted(pid for pid in hits if table[pid].ppid not in hits)
+
+
+def _pipe_and_tcp_peers(known: set[int], table: dict[int, procfs.Stat],
+                        mine: frozenset[int]) -> set[int]:
+    uid = os.getuid()
+    holders: dict[int, int] = {}
+    job_socks: set[int] = set()
+    for pid in known:
+        pipes, socks = procfs.pipe_and_socket_inodes(pid)
+        for inode in pipes:
+            holders[inode] = holders.get(inode, 0) + 1
+        job_socks |= socks
+    # A pipe two processes of the job hold already joins them; one that a single process
+    # holds has its other end elsewhere (or nowhere): only those are looked for.
+    job_pipes = {inode for inode, count in holders.items() if count == 1}
+    tcp = procfs.tcp_connections() if job_socks else {}
+    # The far end of each of the job's TCP connections: (remote, local) as the peer sees it.
+    far = {(remote, local) for inode, (local, remote) in tcp.items() if inode in job_socks}
+    far_inodes = {inode for inode, pair in tcp.items() if pair in far}
+    if not job_pipes and not far_inodes:
+        return set()
+    out: set[int] = set()
+    scanned = 0
+    for pid in table:
+        if pid in known or pid in mine or pid <= 1:
+            continue
+        if uid != 0 and procfs.owner_uid(pid) != uid:
+            continue
+        scanned += 1
+        if scanned > PEER_SCAN_LIMIT:
+            break
+        pipes, socks = procfs.pipe_and_socket_inodes(pid)
+        if pipes & job_pipes or socks & far_inodes:
+            out.add(pid)
     return out

@@ -6,7 +6,7 @@ from hangscope.model import Snapshot, Thread
 from hangscope.render import collectives
 from hangscope.render.fold import pid_host
 from hangscope.render.stack import display_lines
-from hangscope.words import group_names, rank_label, ranks_found
+from hangscope.words import fold_threads, group_names, rank_label, ranks_found, threads_line
 
 _MARK = {"critical": "🔴", "warning": "🟡", "info": "🔵"}
 
@@ -64,12 +64,9 @@ def render_markdown(snap: Snapshot) -> str:
     if deadlocked is not None:
         out.append("### Threads of the deadlocked process")
         out.append("")
-        for thread in deadlocked.threads:
-            if thread.helper or not thread.python:
-                continue
-            site = f" at `{thread.site}`" if thread.site else ""
-            out.append(f"- **{_cell(thread.name or thread.tid)}** (tid {thread.tid}): "
-                       f"{thread.category}{site}")
+        for thread, members in fold_threads(
+                t for t in deadlocked.threads if not t.helper and t.python):
+            out.append(f"- **{_cell(threads_line(members))}**")
             out.append("")
             out.append(_stack_block(thread))
             out.append("")

@@ -12,7 +12,7 @@ from textual.widgets.option_list import Option
 from hangscope.model import Process, ProcessKey, Snapshot, Thread
 from hangscope.render.text import CATEGORY_STYLE, stack_text
 from hangscope.tui.history import EXITED_NOTE
-from hangscope.words import size, who
+from hangscope.words import fold_threads, size, who
 
 
 def fds_summary(proc: Process) -> str:
@@ -72,12 +72,15 @@ def notes_text(proc: Process, thread: Thread | None) -> Text:
     return text
 
 
-def thread_label(thread: Thread, working: bool) -> Text:
+def thread_label(thread: Thread, working: bool, count: int = 1) -> Text:
+    """One entry of the thread list; ``count``: threads of the same stack it stands for."""
     text = Text()
     text.append("★ " if working else "  ", style="bold cyan")
     text.append(thread.name or str(thread.tid),
                 style="bold" if working else ("dim" if not thread.python or thread.helper
                                               else ""))
+    if count > 1:
+        text.append(f" (x{count})", style="bold")
     if not thread.python:
         text.append(" ·n", style="dim")
     return text
@@ -149,14 +152,18 @@ class StackPane(Horizontal):
         # The working thread first, then Python threads, helpers, and native-only ones.
         ordered = sorted(proc.threads, key=lambda t: (t.tid != proc.working_tid, not t.python,
                                                       t.helper))
+        # Threads of one stack are one entry (966 idle pool threads: one line, "(x966)").
+        folded = fold_threads(ordered)
+        head_of = {m.tid: first.tid for first, members in folded for m in members}
         shown = (proc.key, proc.working_tid,
-                 tuple((t.tid, t.name, t.python, t.helper) for t in ordered))
+                 tuple((t.tid, t.name, t.python, t.helper, len(m)) for t, m in folded))
         if shown != self._threads_shown:
             self._threads_shown = shown
             threads.clear_options()
-            threads.add_options([Option(thread_label(t, t.tid == proc.working_tid), id=str(t.tid))
-                                 for t in ordered])
+            threads.add_options([Option(thread_label(t, t.tid == proc.working_tid, len(m)),
+                                        id=str(t.tid)) for t, m in folded])
         if self.tid is not None:
+            self.tid = head_of.get(self.tid, self.tid)
             index = threads.get_option_index(str(self.tid))
             if threads.highlighted != index:
                 threads.highlighted = index

@@ -137,8 +137,6 @@ def test_analysis_rendering_and_tui_never_touch_a_live_process() -> None:
 COLLECT_PENDING: dict[str, str] = {
     # `graph`: read_waits classifies the processes itself; the analysis does it again.
     "hangscope/collect/waits.py": "graph",
-    # `waits`: the climb rules (looks_like_worker) move out of analyze/roles.py.
-    "hangscope/collect/tree.py": "waits",
 }
 
 

@@ -14,7 +14,6 @@ import pytest
 
 from hangscope.analyze.progress import (
     PROGRESSING,
-    SLOW,
     STUCK,
     decide_all,
     job_progress,
@@ -61,9 +60,10 @@ def test_rank_blocked_on_a_lock_is_stuck() -> None:
 def test_poll_loop_is_not_called_progress() -> None:
     # GIVEN rank 0 polling a flag every 50 ms forever (wakes a lot, moves no data)
     ranks = decide_all(load("poll"))
-    # THEN rank 0 is "slow" (not proven), its peers are stuck, and so is the job
-    assert ranks[0].decision == SLOW
-    assert "woke" in ranks[0].reason and "moved no data" in ranks[0].reason
+    # THEN rank 0 is stuck too: a timer woke it, it never left its line and moved no data
+    # (issue 17 item 4: a poll cannot fake progress), its peers are stuck, and so is the job
+    assert ranks[0].decision == STUCK and ranks[0].wakes and ranks[0].wakes >= 2
+    assert "polling without progress" in ranks[0].reason and "never left" in ranks[0].reason
     assert {r.decision for r in ranks[1:]} == {STUCK}
     job = job_progress(ranks)
     assert job.decision == STUCK and "are stuck" in job.reason

@@ -123,9 +123,15 @@ def test_progressing_rule_says_slow_not_hung() -> None:
 
 def test_unknown_describes_every_group() -> None:
     verdict = rules.unknown(facts("apart"))
+    # Two plain multiprocessing children (no rank: no env, title or process group) are named
+    # by PID, not "rank 0"/"rank 1" by spawn order (issue 17 item 5: workers are no ranks).
+    snap = reanalysed("apart")
+    sleeper, reader = (next(p.pid for p in snap.processes if p.working_thread is not None
+                            and p.working_thread.site and name in p.working_thread.site)
+                       for name in ("nap", "read_reply"))
     assert verdict.summary == (
-        "Blocked: rank 0 sleeps at nap (rule_jobs.py:58); rank 1 waits on another process "
-        "(IPC) at read_reply (rule_jobs.py:63).")
+        f"Blocked: PID {sleeper} sleeps at nap (rule_jobs.py:58); PID {reader} waits on another "
+        "process (IPC) at read_reply (rule_jobs.py:63).")
 
 
 def test_no_target_when_nothing_could_be_read() -> None:
@@ -141,7 +147,7 @@ def test_the_table_runs_in_the_documented_order() -> None:
         VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.MISSING_RANK, VerdictKind.MISSING_RANK,
         VerdictKind.P2P_DEADLOCK, VerdictKind.LOCAL_DEADLOCK, VerdictKind.STRAGGLER,
         VerdictKind.LOCK_WAIT, VerdictKind.COMPILING, VerdictKind.STRAGGLER, VerdictKind.STRAGGLER,
-        VerdictKind.ALL_WAITING, VerdictKind.PROGRESSING]
+        VerdictKind.IDLE, VerdictKind.ALL_WAITING, VerdictKind.PROGRESSING]
     # collective evidence (NCCL RAS, Flight Recorder) before the stacks' rule of each kind
     assert [r.holds.__name__ for r in rules.RULES if r.holds.__name__.startswith("collective")] \
         == ["collective_mismatch", "collective_missing", "collective_behind"]

@@ -1,0 +1,130 @@
+"""Paused or idle, not hung: a job whose every process waits for nobody in the job.
+
+A measured "stuck" says a thread never left its line and moved nothing; it does not say that
+anything is wrong. Two such waits are healthy when they are all there is:
+
+- *paused*: the working thread sleeps (``time.sleep``, ``asyncio.sleep``: the sleep category)
+  and the kernel saw it wake 0 times in the window: one long sleep between phases. (A sleep
+  that wakes again and again without leaving its line re-checks a flag: a poll, still stuck.)
+- *idle*: a server waiting for work: the process listens on a port and its working thread's
+  innermost Python frame is the server's own wait for the next event (``selectors``
+  under ``socketserver``/``asyncio``'s loop, or ``accept``), not a blocking call inside a
+  handler or a coroutine (an event loop blocked by a synchronous ``recv`` is hung).
+
+Only when every subject is paused or idle is the job so: a process that sleeps while ranks
+wait for it in a collective is a straggler, and a server that a waiting client talks to has a
+request in flight. :func:`calm_progress` then rewrites the measured decisions to ``paused`` or
+``idle`` (the report never calls a healthy job stuck), and the ``calm`` rule states it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from hangscope.analyze.progress import (
+    IDLE,
+    PAUSED,
+    PROGRESSING,
+    SLOW,
+    STUCK,
+    WAITING,
+    job_progress,
+)
+from hangscope.model import Category, Process, Snapshot
+from hangscope.progress_evidence import JobProgress, RankProgress
+
+#: The innermost Python frame of a server that waits for its next request or connection.
+_WAITS_FOR_WORK = re.compile(
+    r"^(?:\S+\.)?(?:select|poll) \((?:[^)]*/)?selectors\.py\)|"
+    r"^(?:\S+\.)?(?:accept|_accept) \((?:[^)]*/)?socket\.py\)")
+#: ...and the loop around it: a server's, not a one-off wait on a socket.
+_SERVER_LOOP = re.compile(
+    r"\((?:[^)]*/)?(?:socketserver\.py|asyncio/base_events\.py|uvicorn/|aiohttp/|tornado/|"
+    r"http/server\.py|wsgiref/|gunicorn/|zmq/)\)")
+
+
+_POLL_WORDS = re.compile(r"but never left that (?:line|loop) and no data moved beyond its own "
+                         r"polling: a timed wait that re-checks, not progress")
+
+
+def _innermost_python(proc: Process) -> tuple[str, tuple[str, ...]]:
+    thread = proc.working_thread
+    frames = [f for f in (thread.frames if thread else ()) if not f.native]
+    names = tuple(f"{f.name} ({f.file})" for f in frames)
+    return (names[0] if names else ""), names
+
+
+def calm_kind(proc: Process, measured: RankProgress | None) -> str | None:
+    """``paused`` or ``idle`` where this process alone reads so; None otherwise."""
+    if measured is None or measured.decision != STUCK or measured.evidence != "counters":
+        return None
+    thread = proc.working_thread
+    if thread is None:
+        return None
+    if thread.category is Category.SLEEP and measured.wakes == 0:
+        return PAUSED
+    innermost, names = _innermost_python(proc)
+    if proc.listening and _WAITS_FOR_WORK.search(innermost) and any(
+            _SERVER_LOOP.search(n) for n in names[1:]):
+        return IDLE
+    return None
+
+
+def _reworded(measured: RankProgress, kind: str, proc: Process) -> RankProgress:
+    reason = measured.reason.removeprefix("blocked: ").removeprefix("polling without progress: ")
+    reason = _POLL_WORDS.sub("and went back to waiting: nothing asked it for work", reason)
+    if kind == IDLE:
+        ports = ", ".join(str(s.port) for s in proc.listening if s.port) or "its socket"
+        reason = f"waits for requests on port {ports}, none in flight: {reason}"
+    else:
+        reason = f"asleep between phases, never woke: {reason}"
+    return replace(measured, decision=kind, reason=reason)
+
+
+def calm_progress(snap: Snapshot) -> JobProgress | None:
+    """The measured decisions with paused/idle in place of stuck, when every subject is."""
+    progress = snap.progress
+    if progress is None or not progress.ranks:
+        return progress
+    by_pid = {r.pid: r for r in progress.ranks}
+    subjects = [p for p in snap.subjects if not p.is_exited]
+    if not subjects or len({p.pid for p in snap.processes}) != len(snap.processes):
+        return progress  # a merged dump: PIDs repeat, a decision cannot be matched
+    kinds = {p.pid: calm_kind(p, by_pid.get(p.pid)) for p in subjects}
+    if not all(kinds.values()):
+        return progress
+    procs = {p.pid: p for p in subjects}
+    ranks = tuple(_reworded(r, kinds[r.pid], procs[r.pid]) if kinds.get(r.pid) else r
+                  for r in progress.ranks)
+    job = IDLE if IDLE in kinds.values() else PAUSED
+    first = next(r for r in ranks if r.decision == job)
+    return replace(progress, decision=job, ranks=ranks, reason=(
+        f"every process waits for nobody in the job ({job}); for example PID {first.pid}: "
+        f"{first.reason}"))
+
+
+def waiting_progress(progress: JobProgress | None) -> JobProgress | None:
+    """While a process progresses, one blocked the whole window (never woke) waits (for it, or
+    for what it produces): ``waiting``, not stuck, and the job is slow (issue 17 item 7: one
+    rank computing for a long time while the others wait for it is slow, never "stuck").
+    The verdict rules still see them as not moving (facts.stuck) and name the one that works.
+    """
+    if progress is None:
+        return progress
+    # One that moved, else one that runs on CPU without proof either way (starved, or one
+    # long call): both work, which a blocked process may be waiting for.
+    going = next((r for r in progress.ranks if r.decision == PROGRESSING), None) or next(
+        (r for r in progress.ranks if r.decision == SLOW and r.evidence == "counters"
+         and (r.wakes is None or r.wakes == 0)), None)
+    if going is None:
+        return progress
+    ranks = tuple(replace(r, decision=WAITING, reason=(
+        f"waits while PID {going.pid} {'progresses' if going.decision == PROGRESSING else 'runs'}"
+        ": " + r.reason.removeprefix("blocked: ")))
+        if r.decision == STUCK and r.evidence == "counters" and r.wakes == 0 else r
+        for r in progress.ranks)
+    if ranks == progress.ranks:
+        return progress
+    job = job_progress(ranks)
+    return replace(progress, decision=job.decision, reason=job.reason, ranks=ranks)
