@@ -14,7 +14,7 @@ from enum import Enum
 
 from hangscope.evidence import CollectiveEvidence
 from hangscope.progress_evidence import JobProgress
-from hangscope.wait_evidence import WaitEvidence
+from hangscope.wait_evidence import WaitEvidence, WaitGraph
 
 SCHEMA = "hangscope.dump/1"
 
@@ -87,6 +87,8 @@ class VerdictKind(str, Enum):
     LOCK_WAIT = "lock_wait"
     P2P_DEADLOCK = "p2p_deadlock"
     COMPILING = "compiling"
+    DEADLOCK = "deadlock"  # a cycle of the wait-for graph
+    WAIT_CHAIN = "wait_chain"  # everything waits, transitively, on one thread (the sink)
     LOCAL_DEADLOCK = "local_deadlock"
     ALL_WAITING = "all_waiting"
     PROGRESSING = "progressing"
@@ -482,6 +484,8 @@ class Snapshot:
     progress: JobProgress | None = None
     # /proc/locks of the job and py-spy --locals of its lock and p2p waiters (None: not read).
     waits: WaitEvidence | None = None
+    # Who waits for whom (analyze/waitgraph.py, from ``waits`` and the stacks; None: not built).
+    wait_graph: WaitGraph | None = None
     schema: str = SCHEMA
 
     def process(self, pid: int, host: str | None = None) -> Process | None:

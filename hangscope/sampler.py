@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from hangscope import __version__
 from hangscope.analyze import analyze
 from hangscope.analyze.collectives import node_evidence
+from hangscope.analyze.locals_wanted import interpreter, locals_wanted
 from hangscope.analyze.progress import progress_of
 from hangscope.collect import collectives, exitcode, kmsg, logs, nvml, procfs, pyspy, tree
 from hangscope.collect.host import BoundedGpuReader, read_host
@@ -232,7 +233,8 @@ class Sampler:
                           if r.proc.exists and r.proc.state in ("Z", "X")})
         merged = [merge_rounds(p, rounds, read, opts.redact) for p in procs]
         merged = logs.attach_tails(merged, redact=opts.redact)
-        waits = read_waits(merged, min(5.0, opts.timeout), self._pyspy, not opts.nonblocking)
+        asked, tids = locals_wanted(merged) if not opts.nonblocking else ((), {})
+        waits = read_waits(merged, asked, interpreter(tids), min(5.0, opts.timeout), self._pyspy)
         host_name = merged[0].host if merged else None
         coll = node_evidence(*collectives.finish(coll_read), merged, host_name)
         progress = _progress(evidence, merged) if evidence is not None else None

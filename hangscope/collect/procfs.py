@@ -10,18 +10,29 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import socket
 import stat as stat_mod
 import struct
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from hangscope.collect.locks import parse_proc_locks
 from hangscope.model import Socket
+from hangscope.wait_evidence import (
+    FdRecord,
+    FileLockRecord,
+    KernelWaits,
+    ProcessFds,
+    TaskSyscall,
+    TcpConnection,
+    UnixPeer,
+)
 
 PROC = Path("/proc")
 
@@ -558,3 +569,157 @@ def cgroup_memory_limit() -> int | None:
             if value < 1 << 60:
                 return value
     return None
+
+
+# -- the wait-for graph's raw facts: fds with their ends and locks, blocked syscalls, socket
+#    peers (``ls -l /proc/PID/fd``, ``cat /proc/PID/fdinfo/N``, ``cat /proc/PID/task/TID/syscall``,
+#    ``ss -xp``, ``ss -tp``). Read once per snapshot, for the job's processes only.
+
+_ACCESS = {0: "r", 1: "w", 2: "rw"}
+
+
+def _fdinfo(text: str) -> tuple[str | None, tuple[FileLockRecord, ...]]:
+    """(access, locks held) from the text of ``/proc/PID/fdinfo/N``."""
+    access = None
+    lines = []
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key == "flags":
+            with contextlib.suppress(ValueError):
+                access = _ACCESS.get(int(value.strip(), 8) & 3)
+        elif key == "lock":
+            lines.append(value.strip())
+    return access, parse_proc_locks("\n".join(lines)) if lines else ()
+
+
+def _inode_of(target: str) -> int | None:
+    """The inode in ``pipe:[123]`` / ``socket:[456]``."""
+    if target.endswith("]") and "[" in target:
+        with contextlib.suppress(ValueError):
+            return int(target[target.index("[") + 1:-1])
+    return None
+
+
+def read_fd_records(pid: int) -> tuple[tuple[FdRecord, ...], str | None]:
+    """Pipes, sockets, terminals and regular files open in ``pid``, with their access mode
+    and the locks each holds; (records, why none were read). GPU and anon-inode fds are
+    skipped: nothing waits on the other end of them."""
+    base = f"{PROC}/{pid}"
+    try:
+        names = os.listdir(f"{base}/fd")
+    except PermissionError:
+        return (), "its fds are not ours to read"
+    except OSError:
+        return (), "gone"
+    out = []
+    for name in names:
+        try:
+            target = os.readlink(f"{base}/fd/{name}")
+        except OSError:
+            continue
+        kind = _fd_kind(target)
+        if kind not in ("pipe", "socket", "file") and not target.startswith(("/dev/pts/",
+                                                                            "/dev/tty")):
+            continue
+        info = _cat(f"{base}/fdinfo/{name}")
+        access, locks = _fdinfo(info) if info is not None else (None, ())
+        inode, device = _inode_of(target), None
+        if kind == "file":
+            try:
+                st = os.stat(f"{base}/fd/{name}")
+            except OSError:
+                continue
+            inode, device = st.st_ino, (os.major(st.st_dev), os.minor(st.st_dev))
+        out.append(FdRecord(int(name), target, access, inode, device, locks))
+    out.sort(key=lambda r: r.fd)
+    return tuple(out), None
+
+
+def read_syscalls(pid: int) -> tuple[TaskSyscall, ...]:
+    """The syscall each blocked thread of ``pid`` is in: ``/proc/PID/task/TID/syscall``
+    ("running" and "-1 ..." (in user space) are skipped)."""
+    base = f"{PROC}/{pid}/task"
+    try:
+        tids = os.listdir(base)
+    except OSError:
+        return ()
+    out = []
+    for tid in tids:
+        text = _cat(f"{base}/{tid}/syscall")
+        parts = (text or "").split()
+        if len(parts) < 7 or not parts[0].isdigit():
+            continue
+        with contextlib.suppress(ValueError):
+            out.append(TaskSyscall(int(tid), int(parts[0]),
+                                   tuple(int(a, 16) for a in parts[1:7])))
+    out.sort(key=lambda t: t.tid)
+    return tuple(out)
+
+
+_UDIAG_SHOW_PEER = 4
+_UNIX_DIAG_PEER = 2
+
+
+def read_unix_peers(inodes: frozenset[int]) -> tuple[UnixPeer, ...]:
+    """The peer inode of each connected Unix socket among ``inodes`` (sock_diag, as
+    ``ss -xp`` reads it); () where the kernel refuses."""
+    found: list[UnixPeer] = []
+
+    def unix(payload: bytes) -> None:
+        if len(payload) < 16:
+            return
+        inode = struct.unpack_from("=I", payload, 4)[0]
+        if inode not in inodes:
+            return
+        offset = 16
+        while offset + 4 <= len(payload):
+            length, kind = struct.unpack_from("=HH", payload, offset)
+            if length < 4:
+                break
+            if kind == _UNIX_DIAG_PEER and length >= 8:
+                peer = struct.unpack_from("=I", payload, offset + 4)[0]
+                if peer:
+                    found.append(UnixPeer(inode, peer))
+            offset += (length + 3) & ~3
+
+    request = struct.pack("=BBHIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0,
+                          _UDIAG_SHOW_PEER) + bytes(8)
+    return tuple(found) if inodes and _diag_dump(request, unix) else ()
+
+
+def read_tcp_connections(inodes: frozenset[int]) -> tuple[TcpConnection, ...]:
+    """The TCP sockets among ``inodes`` that are not listening, with both ends (sock_diag,
+    as ``ss -tn`` reads it)."""
+    found: list[TcpConnection] = []
+    for family in (socket.AF_INET, socket.AF_INET6):
+        def inet(payload: bytes, family: int = family) -> None:
+            if len(payload) < 72:
+                return
+            inode = struct.unpack_from("=I", payload, 68)[0]
+            if inode not in inodes:
+                return
+            sport, dport = struct.unpack_from("!HH", payload, 4)
+            found.append(TcpConnection(
+                inode, f"{_addr_text(family, payload[8:24])}:{sport}",
+                f"{_addr_text(family, payload[24:40])}:{dport}", payload[1]))
+
+        request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0,
+                              0xFFF & ~(1 << _TCP_LISTEN))
+        if not inodes or not _diag_dump(request + bytes(48), inet):
+            break
+    return tuple(found)
+
+
+def read_kernel_waits(pids: Iterable[int]) -> KernelWaits:
+    """Fds, blocked syscalls and socket peers of the job's processes, in one pass."""
+    started = time.monotonic()
+    procs = []
+    inodes: set[int] = set()
+    for pid in pids:
+        fds, error = read_fd_records(pid)
+        procs.append(ProcessFds(pid, fds, read_syscalls(pid) if error is None else (), error))
+        inodes.update(r.inode for r in fds
+                      if r.inode is not None and r.target.startswith("socket:"))
+    frozen = frozenset(inodes)
+    return KernelWaits(platform.machine(), tuple(procs), read_unix_peers(frozen),
+                       read_tcp_connections(frozen), round(time.monotonic() - started, 4))
