@@ -147,6 +147,7 @@ class WaitEdge:
     to_tid: int | None = None
     outside: str | None = None  # remote host, terminal, disk... where to_pid is None
     probable: bool = False  # inferred (a Python lock's holder): the sentence says "probable"
+    fd: int | None = None  # the waiter's fd, where a syscall named it
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,11 @@ def analyze(snapshot: Snapshot) -> Snapshot:
     from hangscope.analyze.group import merged_call_tree
     from hangscope.analyze.roles import renumber_spawn_order
     from hangscope.analyze.verdict import diagnose, with_gpu_evidence
+    from hangscope.analyze.waitpatterns import wait_graph
 
     snap = replace(snapshot, processes=renumber_spawn_order(
         tuple(map(classify_process, snapshot.processes))))
+    snap = replace(snap, wait_graph=wait_graph(snap))
     verdict, groups = diagnose(snap)
     verdict = with_gpu_evidence(verdict, snap.processes, snap.hosts)
     snap = replace(snap, groups=groups, verdict=verdict,

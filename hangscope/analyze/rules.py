@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from hangscope.analyze import rules_graph
 from hangscope.analyze.blocked import exiting_note, straggler_head
 from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
 from hangscope.analyze.group import group_ranks
@@ -335,6 +336,23 @@ def progressing(facts: Facts) -> Verdict | None:
     return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))
 
 
+def _with_evidence(rule: RuleFunction) -> RuleFunction:
+    """A wait-for-graph rule (rules_graph.py), its edges followed by the per-subject lines."""
+    def holds(facts: Facts) -> Verdict | None:
+        verdict = rule(facts)
+        if verdict is None:
+            return None
+        return replace(verdict, evidence=(*verdict.evidence, *evidence(facts)))
+    holds.__doc__ = rule.__doc__
+    return holds
+
+
+wait_cycle = _with_evidence(rules_graph.wait_cycle)
+wait_shape = _with_evidence(rules_graph.wait_shape)
+lock_holder = _with_evidence(rules_graph.lock_holder)
+wait_sink = _with_evidence(rules_graph.wait_sink)
+
+
 def unknown(facts: Facts) -> Verdict:
     """Nothing above holds: describe the groups."""
     summary = ("Blocked: " + "; ".join(describe(g, facts.is_rank) for g in facts.groups) + "."
@@ -357,6 +375,16 @@ RULES: tuple[Rule, ...] = (
          "fewer ranks than expected, or a rank exited, is a zombie or is stopped"),
     Rule(VerdictKind.P2P_DEADLOCK, p2p_deadlock,
          "stuck ranks wait for each other in send/recv around a cycle (py-spy --locals)"),
+    # The wait-for graph (analyze/waitpatterns.py): a cycle is a deadlock whatever waits in
+    # it; then the shapes with one cause (a blocked loop, a lost result, a prompt); then one
+    # thread holding the lock or GIL that the others want, before a lock-order inversion is
+    # guessed from the stacks alone.
+    Rule(VerdictKind.DEADLOCK, wait_cycle,
+         "the wait-for graph has a cycle, or a forked child waits on a lock it inherited held"),
+    Rule(VerdictKind.WAIT_CHAIN, wait_shape,
+         "an event loop blocked in a sync call, a Pool result nobody computes, a prompt"),
+    Rule(VerdictKind.WAIT_CHAIN, lock_holder,
+         "threads wait for a Python lock or the GIL that one thread holds while blocked"),
     # Before the straggler rules: a rank whose threads deadlock each other works on nothing.
     Rule(VerdictKind.LOCAL_DEADLOCK, local_deadlock,
          "two or more threads of one process stuck acquiring locks"),
@@ -366,6 +394,9 @@ RULES: tuple[Rule, ...] = (
          "ranks wait for a file lock that another process holds (/proc/locks)"),
     Rule(VerdictKind.COMPILING, compiling,
          "main or a rank compiles (torch.compile, Triton) while the others wait, or alone"),
+    # After the file-lock and compile stories it generalises, before the stack-only rules.
+    Rule(VerdictKind.WAIT_CHAIN, wait_sink,
+         "everything waits, through pipes, sockets, locks or children, on one thread"),
     Rule(VerdictKind.STRAGGLER, p2p_points_at,
          "stuck ranks wait in send/recv for a rank that is elsewhere (or missing)"),
     Rule(VerdictKind.STRAGGLER, straggler,

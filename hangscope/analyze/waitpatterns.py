@@ -1,0 +1,328 @@
+"""The patterns of the wait-for graph, each with its suspect and the chain in one sentence.
+
+Pure, over a classified Snapshot and its edges (analyze/waitgraph.py). In the order the verdict
+rules read them (analyze/rules_graph.py):
+
+- a cycle: following each stuck thread's wait returns to where it started (a deadlock);
+- a blocked event loop: an asyncio loop thread blocked in a read inside a coroutine;
+- a lock inherited held through fork: a forked child's only thread waits on a lock;
+- a result nobody computes: a driver waits on its Pool while every worker idles;
+- a prompt nobody answers: a read of a terminal, or of a FIFO or pipe nobody writes, under
+  pdb or ``input()``;
+- a sink: the thread that everything waits on, transitively, which itself waits on nothing
+  in the job (or on something outside it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hangscope.analyze.waitgraph import build_edges, edges_from, user_frame, waits_on_lock
+from hangscope.model import Process, Role, Snapshot, Thread
+from hangscope.wait_evidence import WaitEdge, WaitGraph, WaitPattern
+from hangscope.words import verb, who
+
+
+def _blocked(thread: Thread) -> bool:
+    """Its stack never moved in the window (one sample: assumed)."""
+    return thread.samples <= 1 or thread.unchanged_samples >= thread.samples
+
+
+class _Graph:
+    def __init__(self, snap: Snapshot, edges: Sequence[WaitEdge]) -> None:
+        self.snap = snap
+        self.edges = edges
+        self.procs = {p.pid: p for p in snap.processes}
+        self.out = edges_from(edges)
+        self.threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
+
+    def live_edges(self, pid: int, tid: int | None) -> list[int]:
+        """Edges out of a thread (tid None: the process's most telling thread) still blocked."""
+        mine = [i for i in self.out.get(pid, [])
+                if (t := self.threads.get((pid, self.edges[i].tid))) is not None and _blocked(t)]
+        if tid is not None:
+            return [i for i in mine if self.edges[i].tid == tid]
+        proc = self.procs.get(pid)
+        working = proc.working_tid if proc is not None else None
+        # The working thread's wait first; a wait on another process before one inside it.
+        mine.sort(key=lambda i: (self.edges[i].tid != working, self.edges[i].to_pid == pid,
+                                 self.edges[i].kind == "child"))
+        if mine:
+            first = self.edges[mine[0]].tid
+            return [i for i in mine if self.edges[i].tid == first]
+        return []
+
+    def walk(self, pid: int, tid: int | None) -> tuple[list[int], int | None]:
+        """Follow the first wait from (pid, tid): (edges followed, index where a cycle
+        starts in that list, or None: it ended at a sink)."""
+        path: list[int] = []
+        seen: dict[tuple[int, int | None], int] = {}
+        node: tuple[int, int | None] = (pid, tid)
+        while True:
+            out = self.live_edges(*node)
+            if not out:
+                return path, None
+            edge = self.edges[out[0]]
+            here = (edge.pid, edge.tid)
+            if here in seen:
+                return path, seen[here]
+            seen[here] = len(path)
+            path.append(out[0])
+            if edge.to_pid is None or edge.to_pid not in self.procs:
+                return path, None
+            node = (edge.to_pid, edge.to_tid)
+
+
+def _proc_words(proc: Process) -> str:
+    return who(proc)
+
+
+def _thread_words(proc: Process, thread: Thread | None) -> str:
+    if thread is None or len([t for t in proc.threads if t.python]) <= 1:
+        return who(proc)
+    return f"thread {thread.name or thread.tid} of {who(proc)}"
+
+
+def _site(thread: Thread | None) -> str:
+    if thread is None:
+        return ""
+    frame = user_frame(thread)
+    if frame is not None:
+        return f" at {frame.name} ({frame.short_file}:{frame.line})"
+    return f" at {thread.site}" if thread.site else ""
+
+
+def _hop(g: _Graph, i: int) -> str:
+    """One edge as a clause: ``PID 9 waits for child 10 (wait4) at run (x.py:3)``."""
+    edge = g.edges[i]
+    proc = g.procs[edge.pid]
+    thread = g.threads.get((edge.pid, edge.tid))
+    me = _thread_words(proc, thread)
+    target = g.procs.get(edge.to_pid) if edge.to_pid is not None else None
+    them = who(target) if target is not None else (edge.outside or "something outside the job")
+    site = _site(thread)
+    if edge.kind == "child":
+        return f"{me} waits for its child {them}{site}"
+    if edge.kind in ("pipe", "fifo"):
+        doing = "writing" if "(read end)" in edge.object else "reading"
+        other = "reads" if doing == "writing" else "writes"
+        what = edge.object.split(" (")[0]
+        return f"{me} is blocked {doing} {what}{site}, which only {them} {other}"
+    if edge.kind == "gil":
+        holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
+        return f"{me} waits for the GIL, which {_thread_words(proc, holder)} owns"
+    if edge.kind == "py_lock":
+        holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
+        return (f"{me} waits for {edge.object}, probably held by "
+                f"{_thread_words(proc, holder)} ({edge.how})")
+    if edge.kind == "file_lock":
+        return f"{me} waits for the {edge.object}{site}, held by {them}"
+    if edge.kind == "terminal":
+        return f"{me} reads {edge.object}{site}"
+    return f"{me} waits on {edge.object}{site} for {them}"
+
+
+def _end(g: _Graph, edges: list[int]) -> str:
+    """What the last thread of a chain does: ``; PID 9 sleeps at x (y.py:3)``."""
+    last = g.edges[edges[-1]]
+    if last.to_pid is None or last.to_pid not in g.procs:
+        return ""
+    proc = g.procs[last.to_pid]
+    thread = g.threads.get((proc.pid, last.to_tid)) if last.to_tid else proc.working_thread
+    if thread is None or thread.category is None:
+        return ""
+    return f"; {_thread_words(proc, thread)} {verb(thread.category, op=thread.op)}{_site(thread)}"
+
+
+def _suspect(g: _Graph, edges: list[int]) -> tuple[int | None, int | None]:
+    last = g.edges[edges[-1]]
+    if last.to_pid is None or last.to_pid not in g.procs:
+        return last.pid, last.tid
+    return last.to_pid, last.to_tid
+
+
+_ADVICE = {
+    ("child", "pipe"): "read the child's output while waiting (Popen.communicate(), or drain "
+                       "the queue before join())",
+    ("pipe", "child"): "read the child's output while waiting (Popen.communicate(), or drain "
+                       "the queue before join())",
+}
+
+
+def _cycle(g: _Graph) -> WaitPattern | None:
+    for pid in sorted(g.out):
+        path, start = g.walk(pid, None)
+        if start is None:
+            continue
+        ring = path[start:]
+        members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
+        if len(members) < 2 and not any(g.edges[i].kind in ("file_lock",) for i in ring):
+            continue  # a thread waiting on its own process's thread is not a deadlock alone
+        kinds = tuple(g.edges[i].kind for i in ring)
+        advice = next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
+                      "one of them must act first: break the cycle")
+        chain = "; ".join(_hop(g, i) for i in ring) + f": {advice}"
+        return WaitPattern("cycle", members, chain, tuple(ring), members[0], g.edges[ring[0]].tid)
+    return None
+
+
+_LOOP = ("_run_once", "run_forever", "run_until_complete")
+
+
+def _event_loop(g: _Graph) -> WaitPattern | None:
+    for i, edge in enumerate(g.edges):
+        thread = g.threads.get((edge.pid, edge.tid))
+        if thread is None or edge.kind not in ("unix", "tcp", "pipe", "fifo", "store"):
+            continue
+        python = [f for f in thread.frames if not f.native]
+        loop = next((k for k, f in enumerate(python) if f.file and "asyncio" in f.file
+                     and f.name.rsplit(".", 1)[-1] in _LOOP), None)
+        if loop is None or loop == 0:
+            continue
+        inner = user_frame(thread)
+        if inner is None or python.index(inner) > loop:
+            continue
+        proc = g.procs[edge.pid]
+        target = g.procs.get(edge.to_pid) if edge.to_pid is not None else None
+        them = who(target) if target is not None else (edge.outside or "outside the job")
+        chain = (f"the asyncio event loop of {who(proc)} (thread {thread.name or thread.tid}) "
+                 f"is blocked in a synchronous read of {edge.object} inside "
+                 f"{inner.name} ({inner.short_file}:{inner.line}), waiting for {them}: no other "
+                 "task of the loop runs until it returns; await it (loop.sock_recv, asyncio "
+                 "streams) or run it in an executor")
+        return WaitPattern("event_loop", (proc.pid,), chain, (i,), proc.pid, thread.tid)
+    return None
+
+
+def _forked(proc: Process, parent: Process | None) -> bool:
+    """A fork without exec: the parent's command line, and not multiprocessing's spawn or
+    forkserver (a fresh interpreter: ``spawn_main``/``--multiprocessing-fork``)."""
+    return parent is not None and bool(proc.cmdline) and proc.cmdline == parent.cmdline \
+        and not any("--multiprocessing-fork" in a or "spawn_main" in a for a in proc.cmdline)
+
+
+def _fork_lock(g: _Graph) -> WaitPattern | None:
+    for proc in g.snap.processes:
+        if proc.is_exited or (proc.num_threads or len(proc.threads)) != 1:
+            continue
+        thread = proc.threads[0] if proc.threads else None
+        parent = g.procs.get(proc.ppid or 0)
+        if thread is None or not _blocked(thread) or not waits_on_lock(thread) or not _forked(
+                proc, parent):
+            continue
+        assert parent is not None
+        frame = next((f for f in thread.frames if not f.native), None)
+        where = f" at {frame.name} ({frame.short_file}:{frame.line})" if frame else ""
+        chain = (f"{who(proc)}, forked from {who(parent)} without exec, has one thread, which "
+                 f"waits on a lock{where}: the thread that held it when {parent.pid} forked "
+                 f"exists only in {parent.pid}, so nothing in {proc.pid} can release it; start "
+                 "children with 'spawn' or 'forkserver', or fork before starting threads")
+        return WaitPattern("fork_lock", (proc.pid, parent.pid), chain, (), proc.pid, thread.tid)
+    return None
+
+
+def _in_pool_wait(thread: Thread) -> bool:
+    return any(not f.native and f.file and f.file.endswith("multiprocessing/pool.py")
+               and f.name.rsplit(".", 1)[-1] in ("get", "wait", "next", "__next__")
+               for f in thread.frames)
+
+
+def _pool_worker_idle(proc: Process) -> bool:
+    main = next((t for t in proc.threads if t.tid == proc.pid), None)
+    return main is not None and any(
+        not f.native and f.file and f.file.endswith("multiprocessing/pool.py")
+        and f.name.rsplit(".", 1)[-1] == "worker" for f in main.frames) and _blocked(main)
+
+
+def _lost_result(g: _Graph) -> WaitPattern | None:
+    for proc in g.snap.processes:
+        waiting = next((t for t in proc.threads if _blocked(t) and _in_pool_wait(t)), None)
+        if waiting is None:
+            continue
+        workers = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited
+                   and _pool_worker_idle(p)]
+        others = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited
+                  and p not in workers and p.role not in (Role.HELPER,)
+                  and p.threads and not _resource_tracker(p)]
+        if not workers or others:
+            continue
+        starts = sorted((p.create_time or 0.0, p.pid) for p in workers)
+        late = ""
+        if starts[-1][0] - starts[0][0] > 0.5:
+            late = (f"; worker {starts[-1][1]} started {starts[-1][0] - starts[0][0]:.1f} s "
+                    "after the pool's first workers: the pool replaced a worker that died "
+                    "holding the task")
+        chain = (f"{who(proc)} waits for a result of its multiprocessing Pool{_site(waiting)} "
+                 f"while all {len(workers)} workers idle waiting for tasks: the task was "
+                 f"lost{late}; use concurrent.futures.ProcessPoolExecutor (it raises "
+                 "BrokenProcessPool) or a timeout on get()")
+        return WaitPattern("lost_result", (proc.pid, *(p.pid for p in workers)), chain, (),
+                           proc.pid, waiting.tid)
+    return None
+
+
+def _resource_tracker(proc: Process) -> bool:
+    return any("resource_tracker" in part for part in proc.cmdline)
+
+
+_FILTERS = ("--local-ranks-filter", "--local_ranks_filter", "--tee", "--redirects")
+
+
+def _prompt(g: _Graph) -> WaitPattern | None:
+    for i, edge in enumerate(g.edges):
+        thread = g.threads.get((edge.pid, edge.tid))
+        if thread is None or edge.kind not in ("terminal", "fifo", "pipe") or (
+                edge.kind != "terminal" and edge.to_pid is not None):
+            continue
+        prompt = any(f.name.rsplit(".", 1)[-1] in ("builtin_input", "cmdloop", "interaction")
+                     or (f.file or "").endswith(("/pdb.py", "/cmd.py")) for f in thread.frames)
+        if not prompt and edge.fd != 0:
+            continue
+        proc = g.procs[edge.pid]
+        chain = (f"{_thread_words(proc, thread)} waits for input on {edge.object.split(' (')[0]}"
+                 f"{_site(thread)} ({'a pdb prompt' if _pdb(thread) else 'a prompt'}), "
+                 "which nobody answers")
+        ancestor = g.procs.get(proc.ppid or 0)
+        while ancestor is not None:
+            flags = [a for a in ancestor.cmdline if a.split("=", 1)[0] in _FILTERS]
+            if flags:
+                chain += (f": its launcher {who(ancestor)} runs with {' '.join(flags)}, so "
+                          "its output, the prompt included, is not shown")
+                break
+            ancestor = g.procs.get(ancestor.ppid or 0)
+        return WaitPattern("prompt", (proc.pid,), chain, (i,), proc.pid, thread.tid)
+    return None
+
+
+def _pdb(thread: Thread) -> bool:
+    return any((f.file or "").endswith("/pdb.py") for f in thread.frames)
+
+
+def _sink(g: _Graph) -> WaitPattern | None:
+    """The longest chain from a stuck subject that holds a wait other than a child's."""
+    best: tuple[int, list[int]] | None = None
+    for proc in g.snap.subjects or g.snap.processes:
+        path, start = g.walk(proc.pid, None)
+        if not path or start is not None or all(g.edges[i].kind == "child" for i in path):
+            continue
+        if best is None or len(path) > best[0]:
+            best = (len(path), path)
+    if best is None:
+        return None
+    path = best[1]
+    suspect, tid = _suspect(g, path)
+    members = tuple(dict.fromkeys([*(g.edges[i].pid for i in path),
+                                   *(p for i in path if (p := g.edges[i].to_pid))]))
+    chain = "; ".join(_hop(g, i) for i in path) + _end(g, path)
+    return WaitPattern("sink", members, chain, tuple(path), suspect, tid)
+
+
+PATTERNS = (_cycle, _event_loop, _fork_lock, _lost_result, _prompt, _sink)
+
+
+def wait_graph(snap: Snapshot) -> WaitGraph:
+    """The graph of a classified snapshot and every pattern that holds in it."""
+    edges = build_edges(snap)
+    g = _Graph(snap, edges)
+    patterns = tuple(p for find in PATTERNS if (p := find(g)) is not None)
+    return WaitGraph(edges, patterns)
