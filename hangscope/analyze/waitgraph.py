@@ -235,14 +235,31 @@ _NOTIFY = ("threading.py", "queue.py", "multiprocessing/synchronize.py",
            "multiprocessing/queues.py")
 
 
+def waits_for_gil(thread: Thread) -> bool:
+    """In ``take_gil``: the signature says so, or (take_gil inlined, no symbol) the innermost
+    named native frame is a condition-variable wait: CPython's locks wait on semaphores on
+    Linux (``sem_clockwait``), its GIL on a condition variable. Read only where a GIL owner
+    is blocked in the kernel (:func:`_gil_edges`)."""
+    if thread.category is Category.GIL_WAIT:
+        return True
+    for frame in thread.frames:
+        if not frame.native:
+            return False
+        if not frame.name.startswith("0x"):
+            return frame.name.startswith(("pthread_cond_timedwait", "pthread_cond_wait",
+                                          "pthread_cond_clockwait"))
+    return False
+
+
 def _gil_edges(proc: Process) -> Iterator[WaitEdge]:
     owner = next((t for t in proc.threads if t.owns_gil), None)
-    if owner is None:
-        return
+    if owner is None or owner.active or owner.state not in ("S", "D"):
+        return  # a GIL owner that runs Python releases it every 5 ms: no one waits on it
     for thread in proc.threads:
-        if thread.tid != owner.tid and thread.category is Category.GIL_WAIT:
+        if thread.tid != owner.tid and waits_for_gil(thread):
             yield WaitEdge(proc.pid, thread.tid, "gil", f"the GIL of PID {proc.pid}",
-                           "take_gil in its native stack; py-spy: the other thread owns_gil",
+                           "take_gil (a bare condition wait) in its native stack; py-spy: "
+                           "the other thread owns_gil while blocked in the kernel",
                            to_pid=proc.pid, to_tid=owner.tid)
 
 
@@ -269,6 +286,26 @@ def _py_lock_edges(proc: Process) -> Iterator[WaitEdge]:
                            to_tid=holder.tid, probable=True)
 
 
+def _join_edges(proc: Process) -> Iterator[WaitEdge]:
+    """A thread joining at exit (``threading._shutdown``, multiprocessing's finalizers
+    joining a queue's feeder) -> the other live Python threads of its process."""
+    for thread in proc.threads:
+        names = {f.name.rsplit(".", 1)[-1] for f in thread.frames[:8] if not f.native}
+        if not names & {"join", "_wait_for_tstate_lock"} or not blocked(thread):
+            continue
+        for other in proc.threads:
+            # A helper counts: a queue's feeder thread is one, and it is what the join waits for.
+            if other.tid != thread.tid and other.python and other.frames:
+                yield WaitEdge(proc.pid, thread.tid, "thread", f"thread {other.name or other.tid}",
+                               "Thread.join in its stack; the process's other live threads",
+                               to_pid=proc.pid, to_tid=other.tid, probable=True)
+
+
+def blocked(thread: Thread) -> bool:
+    """Its stack never moved in the window (one sample: assumed)."""
+    return thread.samples <= 1 or thread.unchanged_samples >= thread.samples
+
+
 def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
     """Every wait-for edge of a single-host snapshot ((): no kernel facts, or several hosts:
     PIDs repeat across nodes and fds do not cross them)."""
@@ -285,6 +322,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
             for thread in proc.threads:
                 edges.extend(_kernel_edges(idx, kernel.arch, proc, thread))
         edges.extend(_gil_edges(proc))
+        edges.extend(_join_edges(proc))
         edges.extend(_py_lock_edges(proc))
     return tuple(edges)
 

@@ -17,15 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hangscope.analyze.waitgraph import build_edges, edges_from, user_frame, waits_on_lock
+from hangscope.analyze.waitgraph import (
+    blocked as _blocked,
+)
+from hangscope.analyze.waitgraph import (
+    build_edges,
+    edges_from,
+    user_frame,
+    waits_on_lock,
+)
 from hangscope.model import Process, Role, Snapshot, Thread
 from hangscope.wait_evidence import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import verb, who
-
-
-def _blocked(thread: Thread) -> bool:
-    """Its stack never moved in the window (one sample: assumed)."""
-    return thread.samples <= 1 or thread.unchanged_samples >= thread.samples
 
 
 class _Graph:
@@ -37,20 +40,25 @@ class _Graph:
         self.threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
 
     def live_edges(self, pid: int, tid: int | None) -> list[int]:
-        """Edges out of a thread (tid None: the process's most telling thread) still blocked."""
-        mine = [i for i in self.out.get(pid, [])
-                if (t := self.threads.get((pid, self.edges[i].tid))) is not None and _blocked(t)]
-        if tid is not None:
-            return [i for i in mine if self.edges[i].tid == tid]
-        proc = self.procs.get(pid)
-        working = proc.working_tid if proc is not None else None
-        # The working thread's wait first; a wait on another process before one inside it.
-        mine.sort(key=lambda i: (self.edges[i].tid != working, self.edges[i].to_pid == pid,
-                                 self.edges[i].kind == "child"))
-        if mine:
-            first = self.edges[mine[0]].tid
-            return [i for i in mine if self.edges[i].tid == first]
-        return []
+        """Edges out of a thread still blocked; tid None: out of the process's working thread
+        (the thread that says where it is: a pool's reader threads wait for data, they are
+        not what the process waits on)."""
+        if tid is None:
+            proc = self.procs.get(pid)
+            tid = proc.working_tid if proc is not None else None
+        found = [i for i in self.out.get(pid, []) if self.edges[i].tid == tid
+                 and (t := self.threads.get((pid, tid))) is not None and _blocked(t)]
+        # Another process before its own; a thread that itself waits before an idle one.
+        found.sort(key=lambda i: (self.edges[i].to_pid == pid and self.edges[i].to_tid is None,
+                                  not self._waits(self.edges[i])))
+        return found
+
+    def _waits(self, edge: WaitEdge) -> bool:
+        if edge.to_pid is None:
+            return True
+        if edge.to_tid is None:
+            return edge.to_pid != edge.pid
+        return any(self.edges[i].tid == edge.to_tid for i in self.out.get(edge.to_pid, []))
 
     def walk(self, pid: int, tid: int | None) -> tuple[list[int], int | None]:
         """Follow the first wait from (pid, tid): (edges followed, index where a cycle
@@ -68,8 +76,9 @@ class _Graph:
                 return path, seen[here]
             seen[here] = len(path)
             path.append(out[0])
-            if edge.to_pid is None or edge.to_pid not in self.procs:
-                return path, None
+            if edge.to_pid is None or edge.to_pid not in self.procs or (
+                    edge.to_pid == edge.pid and edge.to_tid is None):
+                return path, None  # outside the job, or its own process holds the other end
             node = (edge.to_pid, edge.to_tid)
 
 
@@ -86,6 +95,8 @@ def _thread_words(proc: Process, thread: Thread | None) -> str:
 def _site(thread: Thread | None) -> str:
     if thread is None:
         return ""
+    if thread.site:  # the user's line that called into the wait (classify.py)
+        return f" at {thread.site}"
     frame = user_frame(thread)
     if frame is not None:
         return f" at {frame.name} ({frame.short_file}:{frame.line})"
@@ -100,6 +111,8 @@ def _hop(g: _Graph, i: int) -> str:
     me = _thread_words(proc, thread)
     target = g.procs.get(edge.to_pid) if edge.to_pid is not None else None
     them = who(target) if target is not None else (edge.outside or "something outside the job")
+    if edge.to_pid == edge.pid and edge.to_tid is None:
+        them = "its own process (no other process holds the other end)"
     site = _site(thread)
     if edge.kind == "child":
         return f"{me} waits for its child {them}{site}"
@@ -107,25 +120,38 @@ def _hop(g: _Graph, i: int) -> str:
         doing = "writing" if "(read end)" in edge.object else "reading"
         other = "reads" if doing == "writing" else "writes"
         what = edge.object.split(" (")[0]
+        if edge.fd in (1, 2):
+            what = f"its {'stdout' if edge.fd == 1 else 'stderr'} ({what})"
         return f"{me} is blocked {doing} {what}{site}, which only {them} {other}"
-    if edge.kind == "gil":
+    if edge.kind == "thread":
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
-        return f"{me} waits for the GIL, which {_thread_words(proc, holder)} owns"
-    if edge.kind == "py_lock":
+        return f"{me} joins {_thread_words(proc, holder)}{site}"
+    if edge.kind in ("gil", "py_lock"):
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
-        return (f"{me} waits for {edge.object}, probably held by "
+        peers = [e for e in g.edges if e.kind == edge.kind and e.pid == edge.pid
+                 and e.to_tid == edge.to_tid]
+        if len(peers) > 1:
+            me = f"{len(peers)} threads of {who(proc)}"
+        waits = "wait" if len(peers) > 1 else "waits"
+        if edge.kind == "gil":
+            return f"{me} {waits} for the GIL, which {_thread_words(proc, holder)} owns"
+        return (f"{me} {waits} for {edge.object}, probably held by "
                 f"{_thread_words(proc, holder)} ({edge.how})")
     if edge.kind == "file_lock":
         return f"{me} waits for the {edge.object}{site}, held by {them}"
     if edge.kind == "terminal":
         return f"{me} reads {edge.object}{site}"
+    if edge.kind in ("unix", "tcp", "store"):
+        doing = "to send on" if edge.how.startswith(("write", "send")) else "for a reply on"
+        return f"{me} waits {doing} {edge.object}{site}, from {them}"
     return f"{me} waits on {edge.object}{site} for {them}"
 
 
 def _end(g: _Graph, edges: list[int]) -> str:
     """What the last thread of a chain does: ``; PID 9 sleeps at x (y.py:3)``."""
     last = g.edges[edges[-1]]
-    if last.to_pid is None or last.to_pid not in g.procs:
+    if last.to_pid is None or last.to_pid not in g.procs or (
+            last.to_pid == last.pid and last.to_tid is None):
         return ""
     proc = g.procs[last.to_pid]
     thread = g.threads.get((proc.pid, last.to_tid)) if last.to_tid else proc.working_thread
@@ -136,12 +162,14 @@ def _end(g: _Graph, edges: list[int]) -> str:
 
 def _suspect(g: _Graph, edges: list[int]) -> tuple[int | None, int | None]:
     last = g.edges[edges[-1]]
-    if last.to_pid is None or last.to_pid not in g.procs:
+    if last.to_pid is None or last.to_pid not in g.procs or (
+            last.to_pid == last.pid and last.to_tid is None):
         return last.pid, last.tid
     return last.to_pid, last.to_tid
 
 
 _ADVICE = {
+    ("file_lock",): "take the locks in the same order in every process",
     ("child", "pipe"): "read the child's output while waiting (Popen.communicate(), or drain "
                        "the queue before join())",
     ("pipe", "child"): "read the child's output while waiting (Popen.communicate(), or drain "
@@ -248,7 +276,8 @@ def _lost_result(g: _Graph) -> WaitPattern | None:
             continue
         starts = sorted((p.create_time or 0.0, p.pid) for p in workers)
         late = ""
-        if starts[-1][0] - starts[0][0] > 0.5:
+        # The pool starts its workers together; a later one replaced a worker that died.
+        if len(starts) > 1 and starts[-1][0] - starts[-2][0] >= 0.05:
             late = (f"; worker {starts[-1][1]} started {starts[-1][0] - starts[0][0]:.1f} s "
                     "after the pool's first workers: the pool replaced a worker that died "
                     "holding the task")
@@ -284,7 +313,10 @@ def _prompt(g: _Graph) -> WaitPattern | None:
                  "which nobody answers")
         ancestor = g.procs.get(proc.ppid or 0)
         while ancestor is not None:
-            flags = [a for a in ancestor.cmdline if a.split("=", 1)[0] in _FILTERS]
+            argv = ancestor.cmdline
+            flags = [" ".join(argv[k:k + 2]) if "=" not in a and k + 1 < len(argv)
+                     and not argv[k + 1].startswith("-") else a
+                     for k, a in enumerate(argv) if a.split("=", 1)[0] in _FILTERS]
             if flags:
                 chain += (f": its launcher {who(ancestor)} runs with {' '.join(flags)}, so "
                           "its output, the prompt included, is not shown")
@@ -301,8 +333,12 @@ def _pdb(thread: Thread) -> bool:
 def _sink(g: _Graph) -> WaitPattern | None:
     """The longest chain from a stuck subject that holds a wait other than a child's."""
     best: tuple[int, list[int]] | None = None
-    for proc in g.snap.subjects or g.snap.processes:
-        path, start = g.walk(proc.pid, None)
+    # From every process's working thread, and from every thread that waits on another
+    # thread of its own process (a Python lock, the GIL): they need not be the working one.
+    starts = [(p.pid, None) for p in g.snap.processes] + list(dict.fromkeys(
+        (e.pid, e.tid) for e in g.edges if e.to_tid is not None))
+    for pid, tid in starts:
+        path, start = g.walk(pid, tid)
         if not path or start is not None or all(g.edges[i].kind == "child" for i in path):
             continue
         if best is None or len(path) > best[0]:
