@@ -11,20 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from hangscope.analyze import rules_graph
 from hangscope.analyze.blocked import exiting_note, straggler_head
 from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
 from hangscope.analyze.group import group_ranks
 from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
-from hangscope.analyze.progress import DECIDED_BY
 from hangscope.analyze.roles import is_helper_role
 from hangscope.analyze.rules_collectives import (
     collective_behind,
     collective_mismatch,
     collective_missing,
 )
+from hangscope.analyze.rules_graph import lock_holder, wait_cycle, wait_shape, wait_sink
 from hangscope.analyze.rules_waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
 from hangscope.analyze.signatures import is_p2p
+from hangscope.analyze.subject_lines import evidence
 from hangscope.analyze.tiebreak import break_tie
 from hangscope.analyze.world import describe_missing
 from hangscope.model import (
@@ -38,7 +38,7 @@ from hangscope.model import (
     VerdictKind,
     rank_id,
 )
-from hangscope.words import describe, group_names, rank_set, short_who, verb, who
+from hangscope.words import describe, group_names, rank_set, verb, who
 
 RuleFunction = Callable[[Facts], "Verdict | None"]
 
@@ -50,29 +50,6 @@ class Rule:
     kind: VerdictKind
     holds: RuleFunction
     when: str  # one line for docs and ``--explain``: when the rule holds
-
-
-def evidence(facts: Facts) -> tuple[str, ...]:
-    """One line per subject: who, state, CPU, wait channel, whether its stack moved."""
-    lines = []
-    for proc in facts.subjects:
-        working = proc.working_thread
-        bits = [f"{short_who(proc)} (PID {proc.pid})",
-                f"state {proc.state or '?'}"]
-        if proc.cpu_percent is not None:
-            bits.append(f"CPU {proc.cpu_percent:.0f}%")
-        if working is not None:
-            if working.wchan:
-                bits.append(f"wchan {working.wchan}")
-            if working.samples > 1:
-                bits.append("stack unchanged in all "
-                            f"{working.samples} samples" if working.stuck else "stack moved")
-        measured = facts.progress.get(proc.key)
-        if measured is not None:  # which evidence decided, in its own words
-            bits.append(f"{measured.decision} ({DECIDED_BY[measured.evidence]}): "
-                        f"{measured.reason}")
-        lines.append(", ".join(bits))
-    return tuple(lines)
 
 
 #: Why a rank moved, short, by the evidence that decided it.
@@ -334,23 +311,6 @@ def progressing(facts: Facts) -> Verdict | None:
         still = [rank_id(p) for p in facts.subjects if p.key not in facts.moving]
         summary += f" {rank_set(still, facts.is_rank)} did not move."
     return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))
-
-
-def _with_evidence(rule: RuleFunction) -> RuleFunction:
-    """A wait-for-graph rule (rules_graph.py), its edges followed by the per-subject lines."""
-    def holds(facts: Facts) -> Verdict | None:
-        verdict = rule(facts)
-        if verdict is None:
-            return None
-        return replace(verdict, evidence=(*verdict.evidence, *evidence(facts)))
-    holds.__doc__ = rule.__doc__
-    return holds
-
-
-wait_cycle = _with_evidence(rules_graph.wait_cycle)
-wait_shape = _with_evidence(rules_graph.wait_shape)
-lock_holder = _with_evidence(rules_graph.lock_holder)
-wait_sink = _with_evidence(rules_graph.wait_sink)
 
 
 def unknown(facts: Facts) -> Verdict:

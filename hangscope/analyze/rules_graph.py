@@ -1,13 +1,14 @@
 """Verdict rules from the wait-for graph's patterns (analyze/waitpatterns.py).
 
 Each rule reads ``facts.snapshot.wait_graph`` and states the pattern's chain in one sentence,
-with its suspect and the edges as evidence (rules.py adds the per-subject lines and places
-the rows in the table).
+with its suspect, the edges and the per-subject lines as evidence; rules.py places the rows
+in the table.
 """
 
 from __future__ import annotations
 
 from hangscope.analyze.facts import Facts
+from hangscope.analyze.subject_lines import evidence
 from hangscope.model import Severity, Verdict, VerdictKind
 from hangscope.wait_evidence import WaitGraph, WaitPattern
 
@@ -45,7 +46,7 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
         suspects = (pattern.suspect,) if pattern.suspect is not None else ()
         return Verdict(_KIND.get(pattern.kind, VerdictKind.WAIT_CHAIN), Severity.CRITICAL,
                        f"{_HEAD[pattern.kind]}: {chain}.", suspects,
-                       edge_lines(graph, pattern))
+                       (*edge_lines(graph, pattern), *evidence(facts)))
     return None
 
 

@@ -339,7 +339,10 @@ def _sink(g: _Graph) -> WaitPattern | None:
         (e.pid, e.tid) for e in g.edges if e.to_tid is not None))
     for pid, tid in starts:
         path, start = g.walk(pid, tid)
-        if not path or start is not None or all(g.edges[i].kind == "child" for i in path):
+        # Waits for a child or a joined thread only say who waits for whom: the chain must
+        # hold a wait that says why (a pipe, a socket, a lock, the GIL, a terminal).
+        if not path or start is not None or all(g.edges[i].kind in ("child", "thread")
+                                                for i in path):
             continue
         if best is None or len(path) > best[0]:
             best = (len(path), path)

@@ -173,7 +173,7 @@ def gil_job() -> None:
 
 def lock_recv_job() -> None:
     lock = threading.Lock()
-    ours, theirs = socket.socketpair()
+    ours, _theirs = socket.socketpair()  # _theirs: kept open, never written
     work: queue.Queue[int] = queue.Queue()
     entered = threading.Event()
 
