@@ -221,14 +221,19 @@ def waits_on_lock(thread: Thread) -> bool:
     """Blocked acquiring a lock, not joining a thread or waiting to be notified."""
     if thread.helper or not thread.python or thread.category is not Category.LOCK:
         return False
-    names = {f.name.rsplit(".", 1)[-1] for f in thread.frames[:6] if not f.native}
-    if names & {"join", "_wait_for_tstate_lock"}:
-        return False
     # Waiting to be notified (Event, Condition, Queue, threading's or multiprocessing's) is
     # idling for a producer, not contending for a lock somebody holds.
     leaf = next((f for f in thread.frames if not f.native), None)
-    return not (leaf is not None and leaf.file and leaf.file.endswith(_NOTIFY)
-                and leaf.name.rsplit(".", 1)[-1] in ("wait", "get", "wait_for", "put"))
+    if leaf is not None and leaf.file and leaf.file.endswith(_NOTIFY) \
+            and leaf.name.rsplit(".", 1)[-1] in ("wait", "get", "wait_for", "put"):
+        return False
+    return not _joins(thread)
+
+
+def _joins(thread: Thread) -> bool:
+    """Inside ``Thread.join`` (its lock wait is the joined thread's end, not a lock)."""
+    return any(not f.native and f.name.endswith(("join", "_wait_for_tstate_lock"))
+               for f in thread.frames[:8])
 
 
 _NOTIFY = ("threading.py", "queue.py", "multiprocessing/synchronize.py",
@@ -269,11 +274,21 @@ def _py_lock_edges(proc: Process) -> Iterator[WaitEdge]:
     for thread in proc.threads:
         if waits_on_lock(thread) and (frame := user_frame(thread)) is not None:
             sites.setdefault((frame.file, frame.name, frame.line), []).append(thread)
+    if not sites:
+        return
+    # Where each function of the waiters' sites is on every other thread's stack, in one pass
+    # over the stacks (a 1,000-thread process: not once per site).
+    wanted = {(file, name) for file, name, _ in sites}
+    found: dict[tuple[str | None, str], dict[int, tuple[Thread, int | None]]] = {}
+    for thread in proc.threads:
+        if thread.python:
+            for f in thread.frames:
+                if not f.native and (f.file, f.name) in wanted:
+                    found.setdefault((f.file, f.name), {}).setdefault(thread.tid, (thread, f.line))
     for (file, name, line), waiters in sites.items():
         waiting = {t.tid for t in waiters}
-        inside = [t for t in proc.threads if t.tid not in waiting and t.python and any(
-            not f.native and f.file == file and f.name == name and f.line != line
-            for f in t.frames)]
+        inside = [t for tid, (t, at) in found.get((file, name), {}).items()
+                  if tid not in waiting and at != line]
         if len(inside) != 1:
             continue
         holder = inside[0]
@@ -290,8 +305,7 @@ def _join_edges(proc: Process) -> Iterator[WaitEdge]:
     """A thread joining at exit (``threading._shutdown``, multiprocessing's finalizers
     joining a queue's feeder) -> the other live Python threads of its process."""
     for thread in proc.threads:
-        names = {f.name.rsplit(".", 1)[-1] for f in thread.frames[:8] if not f.native}
-        if not names & {"join", "_wait_for_tstate_lock"} or not blocked(thread):
+        if thread.category is not Category.LOCK or not _joins(thread) or not blocked(thread):
             continue
         for other in proc.threads:
             # A helper counts: a queue's feeder thread is one, and it is what the join waits for.

@@ -264,7 +264,9 @@ def _pool_worker_idle(proc: Process) -> bool:
 
 def _lost_result(g: _Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
-        waiting = next((t for t in proc.threads if _blocked(t) and _in_pool_wait(t)), None)
+        # The driver waits in its working or its main thread (not a pool's handler threads).
+        waiting = next((t for t in proc.threads if t.tid in (proc.working_tid, proc.pid)
+                        and _blocked(t) and _in_pool_wait(t)), None)
         if waiting is None:
             continue
         workers = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited

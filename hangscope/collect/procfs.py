@@ -16,7 +16,7 @@ import stat as stat_mod
 import struct
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -575,21 +575,11 @@ def cgroup_memory_limit() -> int | None:
 #    peers (``ls -l /proc/PID/fd``, ``cat /proc/PID/fdinfo/N``, ``cat /proc/PID/task/TID/syscall``,
 #    ``ss -xp``, ``ss -tp``). Read once per snapshot, for the job's processes only.
 
-_ACCESS = {0: "r", 1: "w", 2: "rw"}
-
-
-def _fdinfo(text: str) -> tuple[str | None, tuple[FileLockRecord, ...]]:
-    """(access, locks held) from the text of ``/proc/PID/fdinfo/N``."""
-    access = None
-    lines = []
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key == "flags":
-            with contextlib.suppress(ValueError):
-                access = _ACCESS.get(int(value.strip(), 8) & 3)
-        elif key == "lock":
-            lines.append(value.strip())
-    return access, parse_proc_locks("\n".join(lines)) if lines else ()
+def _fdinfo_locks(text: str) -> tuple[FileLockRecord, ...]:
+    """The locks an open file holds: the ``lock:`` lines of ``/proc/PID/fdinfo/N``."""
+    lines = [value.strip() for key, _, value in (line.partition(":") for line in
+                                                 text.splitlines()) if key == "lock"]
+    return parse_proc_locks("\n".join(lines)) if lines else ()
 
 
 def _inode_of(target: str) -> int | None:
@@ -600,9 +590,19 @@ def _inode_of(target: str) -> int | None:
     return None
 
 
-def read_fd_records(pid: int) -> tuple[tuple[FdRecord, ...], str | None]:
+def _link_access(mode: int) -> str | None:
+    """The open mode of an fd from its /proc/PID/fd link's permission bits: the kernel sets
+    owner read for FMODE_READ and owner write for FMODE_WRITE (one lstat; fdinfo's flags say
+    the same at ~0.2 ms a file)."""
+    read, write = bool(mode & stat_mod.S_IRUSR), bool(mode & stat_mod.S_IWUSR)
+    return "rw" if read and write else "r" if read else "w" if write else None
+
+
+def read_fd_records(pid: int, locked: Collection[tuple[int, int, int]] = ()
+                    ) -> tuple[tuple[FdRecord, ...], str | None]:
     """Pipes, sockets, terminals and regular files open in ``pid``, with their access mode
-    and the locks each holds; (records, why none were read). GPU and anon-inode fds are
+    and, for a file among ``locked`` (the (major, minor, inode) keys /proc/locks lists), the
+    locks it holds (fdinfo); (records, why none were read). GPU and anon-inode fds are
     skipped: nothing waits on the other end of them."""
     base = f"{PROC}/{pid}"
     try:
@@ -613,36 +613,39 @@ def read_fd_records(pid: int) -> tuple[tuple[FdRecord, ...], str | None]:
         return (), "gone"
     out = []
     for name in names:
+        link = f"{base}/fd/{name}"
         try:
-            target = os.readlink(f"{base}/fd/{name}")
+            target = os.readlink(link)
+            access = _link_access(os.lstat(link).st_mode)
         except OSError:
             continue
         kind = _fd_kind(target)
         if kind not in ("pipe", "socket", "file") and not target.startswith(("/dev/pts/",
                                                                             "/dev/tty")):
             continue
-        info = _cat(f"{base}/fdinfo/{name}")
-        access, locks = _fdinfo(info) if info is not None else (None, ())
-        inode, device = _inode_of(target), None
+        inode, device, locks = _inode_of(target), None, ()
         if kind == "file":
             try:
-                st = os.stat(f"{base}/fd/{name}")
+                st = os.stat(link)
             except OSError:
                 continue
             inode, device = st.st_ino, (os.major(st.st_dev), os.minor(st.st_dev))
+            if (*device, inode) in locked and (info := _cat(f"{base}/fdinfo/{name}")):
+                locks = _fdinfo_locks(info)
         out.append(FdRecord(int(name), target, access, inode, device, locks))
     out.sort(key=lambda r: r.fd)
     return tuple(out), None
 
 
-def read_syscalls(pid: int) -> tuple[TaskSyscall, ...]:
-    """The syscall each blocked thread of ``pid`` is in: ``/proc/PID/task/TID/syscall``
-    ("running" and "-1 ..." (in user space) are skipped)."""
+def read_syscalls(pid: int, tids: Iterable[int] | None = None) -> tuple[TaskSyscall, ...]:
+    """The syscall each blocked thread of ``pid`` (or of ``tids``) is in:
+    ``/proc/PID/task/TID/syscall`` ("running" and "-1 ..." (in user space) are skipped)."""
     base = f"{PROC}/{pid}/task"
-    try:
-        tids = os.listdir(base)
-    except OSError:
-        return ()
+    if tids is None:
+        try:
+            tids = [int(t) for t in os.listdir(base) if t.isdigit()]
+        except OSError:
+            return ()
     out = []
     for tid in tids:
         text = _cat(f"{base}/{tid}/syscall")
@@ -710,14 +713,19 @@ def read_tcp_connections(inodes: frozenset[int]) -> tuple[TcpConnection, ...]:
     return tuple(found)
 
 
-def read_kernel_waits(pids: Iterable[int]) -> KernelWaits:
-    """Fds, blocked syscalls and socket peers of the job's processes, in one pass."""
+def read_kernel_waits(pids: Iterable[int],
+                      tids: dict[int, Iterable[int]] | None = None) -> KernelWaits:
+    """Fds, blocked syscalls and socket peers of the job's processes, in one pass.
+
+    ``tids``: PID -> the threads whose syscall to read (default: all of them)."""
     started = time.monotonic()
     procs = []
     inodes: set[int] = set()
+    locked = {r.file_key for r in parse_proc_locks(_cat(f"{PROC}/locks") or "")}
     for pid in pids:
-        fds, error = read_fd_records(pid)
-        procs.append(ProcessFds(pid, fds, read_syscalls(pid) if error is None else (), error))
+        fds, error = read_fd_records(pid, locked)
+        calls = read_syscalls(pid, (tids or {}).get(pid)) if error is None else ()
+        procs.append(ProcessFds(pid, fds, calls, error))
         inodes.update(r.inode for r in fds
                       if r.inode is not None and r.target.startswith("socket:"))
     frozen = frozenset(inodes)
