@@ -20,6 +20,7 @@ most 200 ms on 1,000 threads. Prints and writes ``DIR/waitgraph_cost.json``; kil
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -135,10 +136,8 @@ def main() -> int:
             (args.out / "waitgraph_cost.json").write_text(text + "\n")
     finally:
         for proc in jobs.values():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait()
     return 0
 

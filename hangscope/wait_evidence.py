@@ -76,6 +76,8 @@ class TaskSyscall:
     tid: int
     nr: int  # the syscall number of this machine's ABI (``arch``)
     args: tuple[int, ...] = ()
+    # poll/ppoll: the (fd, events) it polls, read from its pollfd array (/proc/PID/mem)
+    polled: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

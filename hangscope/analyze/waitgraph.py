@@ -29,15 +29,16 @@ from hangscope.wait_evidence import FdRecord, KernelWaits, WaitEdge
 
 # Syscall numbers by machine: (reads, writes, waits for a child, flock, fcntl).
 _X86 = {"read": {0, 17, 19, 45, 47, 299}, "write": {1, 18, 20, 44, 46, 307},
-        "wait": {61, 247}, "flock": {73}, "fcntl": {72}}
+        "wait": {61, 247}, "flock": {73}, "fcntl": {72}, "poll": {7, 271}}
 _ARM = {"read": {63, 65, 67, 207, 212, 243}, "write": {64, 66, 68, 206, 211, 269},
-        "wait": {260, 95}, "flock": {32}, "fcntl": {25}}
+        "wait": {260, 95}, "flock": {32}, "fcntl": {25}, "poll": {73}}
 SYSCALLS = {"x86_64": _X86, "aarch64": _ARM}
 _NAMES = {"x86_64": {0: "read", 1: "write", 45: "recvfrom", 44: "sendto", 47: "recvmsg",
                      46: "sendmsg", 61: "wait4", 247: "waitid", 73: "flock", 72: "fcntl",
-                     17: "pread64", 19: "readv", 20: "writev"},
+                     17: "pread64", 19: "readv", 20: "writev", 7: "poll", 271: "ppoll"},
           "aarch64": {63: "read", 64: "write", 207: "recvfrom", 206: "sendto", 212: "recvmsg",
-                      211: "sendmsg", 260: "wait4", 95: "waitid", 32: "flock", 25: "fcntl"}}
+                      211: "sendmsg", 260: "wait4", 95: "waitid", 32: "flock", 25: "fcntl",
+                      73: "ppoll"}}
 _LOCK_NB = 4
 _SETLKW = {7, 38}  # F_SETLKW, F_OFD_SETLKW
 
@@ -48,7 +49,8 @@ class _Index:
 
     procs: dict[int, Process]
     fds: dict[int, dict[int, FdRecord]] = field(default_factory=dict)  # pid -> fd -> record
-    calls: dict[int, tuple[int, tuple[int, ...]]] = field(default_factory=dict)  # tid -> call
+    calls: dict[int, tuple[int, tuple[int, ...], tuple[tuple[int, int], ...]]] = field(
+        default_factory=dict)  # tid -> (syscall number, args, polled fds)
     holders: dict[tuple[str, int, int, int], list[tuple[int, FdRecord]]] = field(
         default_factory=dict)  # object key -> (pid, fd) of every process holding it open
     unix_peer: dict[int, int] = field(default_factory=dict)
@@ -72,7 +74,7 @@ def _index(snap: Snapshot, kernel: KernelWaits) -> _Index:
         by_fd = {r.fd: r for r in pf.fds}
         idx.fds[pf.pid] = by_fd
         for call in pf.syscalls:
-            idx.calls[call.tid] = (call.nr, call.args)
+            idx.calls[call.tid] = (call.nr, call.args, call.polled)
         for rec in pf.fds:
             key = _key(rec)
             if key is not None:
@@ -153,17 +155,33 @@ def _socket_edges(idx: _Index, proc: Process, thread: Thread, rec: FdRecord, how
     ends = idx.tcp.get(rec.inode)
     if ends is None:
         return
+    shown = (_addr(ends[0]), _addr(ends[1]))
     other = idx.tcp_by_ends.get((ends[1], ends[0]))
     holders = _holders_of(idx, other) if other is not None else []
     store = _store_frame(thread)
     kind = "store" if store else "tcp"
-    obj = (f"the c10d store at {ends[1]}" if store else f"TCP {ends[0]} -> {ends[1]}")
+    obj = f"the c10d store at {shown[1]}" if store else f"TCP {shown[0]} -> {shown[1]}"
     how += "; its TCP ends match the other socket's, swapped"
     if not holders:
-        yield WaitEdge(proc.pid, thread.tid, kind, obj, how, outside=f"{ends[1]} (remote)",
+        yield WaitEdge(proc.pid, thread.tid, kind, obj, how, outside=f"{shown[1]} (remote)",
                        fd=rec.fd)
     for pid in holders:
         yield WaitEdge(proc.pid, thread.tid, kind, obj, how, to_pid=pid, fd=rec.fd)
+
+
+def _addr(end: str) -> str:
+    """``0:0:0:0:0:ffff:7f00:1:29500`` (IPv4 mapped into IPv6) as ``127.0.0.1:29500``."""
+    prefix = "0:0:0:0:0:ffff:"
+    if not end.startswith(prefix):
+        return end
+    parts = end[len(prefix):].split(":")
+    if len(parts) != 3:
+        return end
+    try:
+        hi, lo = int(parts[0], 16), int(parts[1], 16)
+    except ValueError:
+        return end
+    return f"{hi >> 8}.{hi & 255}.{lo >> 8}.{lo & 255}:{parts[2]}"
 
 
 def _store_frame(thread: Thread) -> bool:
@@ -178,9 +196,15 @@ def _kernel_edges(idx: _Index, arch: str, proc: Process, thread: Thread) -> Iter
     table = SYSCALLS.get(arch)
     if call is None or table is None or thread.state not in ("S", "D"):
         return
-    nr, args = call
+    nr, args, polled = call
     name = _NAMES.get(arch, {}).get(nr, f"syscall {nr}")
-    if nr in table["read"] or nr in table["write"]:
+    if nr in table["poll"] or polled:  # each polled fd: a read (POLLIN) or a write (POLLOUT)
+        name = name if nr in table["poll"] else "poll"  # restarted after a ptrace stop
+        for fd, events in polled:
+            what = "read" if events & 1 else "write" if events & 4 else None
+            if what is not None:
+                yield from _fd_edges(idx, proc, thread, what, name, fd)
+    elif nr in table["read"] or nr in table["write"]:
         yield from _fd_edges(idx, proc, thread, "read" if nr in table["read"] else "write",
                              name, args[0] if args else -1)
     elif nr in table["wait"]:

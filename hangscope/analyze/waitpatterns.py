@@ -141,7 +141,10 @@ def _hop(g: _Graph, i: int) -> str:
         return f"{me} waits for the {edge.object}{site}, held by {them}"
     if edge.kind == "terminal":
         return f"{me} reads {edge.object}{site}"
-    if edge.kind in ("unix", "tcp", "store"):
+    if edge.kind == "store":
+        return (f"{me} waits in TCPStore get/wait for a key of {edge.object}{site}, which "
+                f"{them} serves and nobody has set")
+    if edge.kind in ("unix", "tcp"):
         doing = "to send on" if edge.how.startswith(("write", "send")) else "for a reply on"
         return f"{me} waits {doing} {edge.object}{site}, from {them}"
     return f"{me} waits on {edge.object}{site} for {them}"

@@ -653,10 +653,40 @@ def read_syscalls(pid: int, tids: Iterable[int] | None = None) -> tuple[TaskSysc
         if len(parts) < 7 or not parts[0].isdigit():
             continue
         with contextlib.suppress(ValueError):
-            out.append(TaskSyscall(int(tid), int(parts[0]),
-                                   tuple(int(a, 16) for a in parts[1:7])))
+            nr, args = int(parts[0]), tuple(int(a, 16) for a in parts[1:7])
+            polled = _pollfds(pid, args) if nr in _POLL.get(_ARCH, ()) or (
+                nr == _RESTART.get(_ARCH) and _in_poll(f"{base}/{tid}")) else ()
+            out.append(TaskSyscall(int(tid), nr, args, polled))
     out.sort(key=lambda t: t.tid)
     return tuple(out)
+
+
+_ARCH = platform.machine()
+_POLL = {"x86_64": (7, 271), "aarch64": (73,)}  # poll, ppoll
+_MAX_POLLED = 64
+# A poll with a timeout that a ptrace stop (py-spy's) interrupted goes on as restart_syscall,
+# its registers still holding poll's arguments; the wait channel says it is a poll.
+_RESTART = {"x86_64": 219, "aarch64": 128}
+
+
+def _in_poll(task: str) -> bool:
+    return (_cat(f"{task}/wchan") or "").startswith(("poll_schedule_timeout", "do_sys_poll"))
+
+
+def _pollfds(pid: int, args: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """The (fd, events) of a thread blocked in poll/ppoll: its ``struct pollfd`` array
+    (int fd; short events; short revents), read from /proc/PID/mem (the access py-spy has)."""
+    address, count = args[0], args[1]
+    if not address or not 0 < count <= _MAX_POLLED:
+        return ()
+    try:
+        with open(f"{PROC}/{pid}/mem", "rb", buffering=0) as mem:
+            mem.seek(address)
+            raw = mem.read(8 * count)
+    except (OSError, ValueError, OverflowError):
+        return ()
+    return tuple((fd, events) for fd, events, _ in struct.iter_unpack("=ihh", raw[:8 * count])
+                 if fd >= 0)
 
 
 _UDIAG_SHOW_PEER = 4

@@ -197,3 +197,18 @@ def test_an_asyncio_loop_blocked_by_a_sync_recv_in_a_coroutine_is_named(tmp_path
     summary = verdict["summary"]
     assert "asyncio event loop" in summary and "inside fetch_tokens" in summary, summary
     assert f"waiting for PID {pids['peer']}" in summary
+
+
+def test_a_tcpstore_get_of_a_key_never_set_waits_for_the_stores_owner(tmp_path: Path) -> None:
+    """Real report: pytorch/pytorch#154563 (ranks left waiting in the store for a rank that
+    will not act); here rank 1 waits in TCPStore.get for a key rank 0 never sets. The wait is
+    a poll on the store's socket, read from the poll's pollfd array."""
+    with verdict_job("store_get", tmp_path, ["owner", "waiter"], jobs=JOBS, timeout=120) as job:
+        data = json.loads(dump_json(job.launcher, *FAST))
+        owner, waiter = job.pids["owner"], job.pids["waiter"]
+    edge = _edges(data, "store")
+    assert edge and edge[0]["pid"] == waiter and edge[0]["to_pid"] == owner, data["wait_graph"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain" and verdict["suspects"] == [owner], verdict
+    assert "waits in TCPStore get/wait for a key of the c10d store at 127.0.0.1:" in (
+        verdict["summary"])

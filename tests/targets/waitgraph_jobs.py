@@ -24,6 +24,8 @@ Each process appends ``"<pid> <tag>"`` to READY_FILE right before the call it st
                   AsyncResult.get while the replacement and the other worker idle.
 - ``prompt``      a child reads input() from a FIFO nobody writes; its launcher runs with
                   ``--local-ranks-filter 0``, which hides the child's output.
+- ``store_get``  rank 1 waits in ``TCPStore.get`` for a key that rank 0, the store's owner,
+                  never sets (torch, CPU only).
 - ``asyncio_recv`` an asyncio loop's coroutine calls a blocking sock.recv on a socket whose
                   peer (a child) never answers.
 """
@@ -292,12 +294,38 @@ def asyncio_job() -> None:
     asyncio.run(main())
 
 
+# -- the c10d store ---------------------------------------------------------------------
+
+def store_rank(rank: int, port: int) -> None:
+    from torch.distributed import TCPStore
+
+    store = TCPStore("127.0.0.1", port, 2, is_master=rank == 0)
+    if rank == 0:
+        ready("owner")
+        forever()  # never sets "ready_to_train"
+    ready("waiter")
+    store.get("ready_to_train")
+
+
+def store_job() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ranks = [subprocess.Popen([sys.executable, __file__, "store_rank", READY, str(WORKDIR),
+                               str(rank), str(port)]) for rank in (0, 1)]
+    for rank in ranks:
+        rank.wait()
+
+
 MODES = {
     "popen_pipe": list_jobs, "popen_child": popen_child, "mp_queue": collect_results,
     "unix_server": lambda: serve(socket.AF_UNIX), "tcp_server": lambda: serve(socket.AF_INET),
     "flock": lambda: lock_pair(False), "ofd": lambda: lock_pair(True), "gil": gil_job,
     "lock_recv": lock_recv_job, "fork_lock": fork_lock_job, "pool_lost": pool_job,
-    "prompt": prompt_job, "prompt_launcher": prompt_launcher, "prompt_child": prompt_child, "asyncio_recv": asyncio_job,
+    "store_get": store_job,
+    "store_rank": lambda: store_rank(int(sys.argv[4]), int(sys.argv[5])),
+    "prompt": prompt_job, "prompt_launcher": prompt_launcher, "prompt_child": prompt_child,
+    "asyncio_recv": asyncio_job,
 }
 
 if __name__ == "__main__":

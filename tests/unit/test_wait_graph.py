@@ -47,6 +47,7 @@ def _pattern(snap: Snapshot, kind: str):  # noqa: ANN202 - a WaitPattern
     ("pool_lost", "lost_result", VerdictKind.WAIT_CHAIN),
     ("prompt", "prompt", VerdictKind.WAIT_CHAIN),
     ("asyncio_recv", "event_loop", VerdictKind.WAIT_CHAIN),
+    ("store_get", "sink", VerdictKind.WAIT_CHAIN),
 ])
 def test_given_a_recorded_hung_job_then_its_pattern_decides_with_one_suspect(
         mode: str, kind: str, verdict: VerdictKind) -> None:
