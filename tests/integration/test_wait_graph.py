@@ -76,6 +76,8 @@ def test_a_unix_socket_client_waits_for_a_server_stuck_in_its_handler(tmp_path: 
     assert verdict["kind"] == "wait_chain" and verdict["suspects"] == [server], verdict
     assert "waits for a reply on Unix socket" in verdict["summary"]
     assert f"(PID {server}) sleeps at forever" in verdict["summary"]
+    # Item 8: the traceback its reply thread died with is part of the chain.
+    assert "ends in an error: 'RuntimeError: reply cache corrupted'" in verdict["summary"]
 
 
 def test_a_tcp_client_on_this_host_waits_for_the_server_process(tmp_path: Path) -> None:

@@ -128,8 +128,20 @@ def serve(family: int) -> None:
     address = server.getsockname()
     client = mp.Process(target=ask, args=(family, address))
     client.start()
+    # The server's own log (as a launcher's --redirects gives each process one); its reply
+    # thread dies with an exception, which the traceback in that log says.
+    log = os.open(WORKDIR / "server.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 2)
+    os.dup2(log, 1)
+    replier = threading.Thread(target=reply_cache, name="replier")
+    replier.start()
+    replier.join()
     conn, _ = server.accept()
     handle(conn)
+
+
+def reply_cache() -> None:
+    raise RuntimeError("reply cache corrupted")
 
 
 # -- file locks --------------------------------------------------------------------------

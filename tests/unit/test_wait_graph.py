@@ -19,6 +19,7 @@ from hangscope.analyze.facts import facts_of
 from hangscope.analyze.waitpatterns import wait_graph
 from hangscope.model import Snapshot, VerdictKind
 from hangscope.serialize import dumps, from_dict, load
+from hangscope.wait_evidence import WaitPattern
 
 GRAPH = Path(__file__).resolve().parent.parent / "fixtures" / "waitgraph"
 WAITS = Path(__file__).resolve().parent.parent / "fixtures" / "waits"
@@ -29,7 +30,7 @@ def dump(mode: str) -> Snapshot:
     return analyze(load(GRAPH / f"{mode}.dump.json"))
 
 
-def _pattern(snap: Snapshot, kind: str):  # noqa: ANN202 - a WaitPattern
+def _pattern(snap: Snapshot, kind: str) -> WaitPattern:
     assert snap.wait_graph is not None
     return next(p for p in snap.wait_graph.patterns if p.kind == kind)
 
