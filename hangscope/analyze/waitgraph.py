@@ -130,7 +130,7 @@ def _fd_edges(idx: _Index, proc: Process, thread: Thread, what: str, name: str,
                      if r.access in (want, "rw") and (pid, r.fd) != (proc.pid, fd)})
     kind = "pipe" if rec.target.startswith("pipe:") else "fifo"
     obj = (f"pipe {rec.inode}" if kind == "pipe" else f"FIFO {rec.target}") + f" ({end} end)"
-    how += f"; fdinfo flags say who holds the {end} end"
+    how += f"; the fd links' open modes say who holds the {end} end"
     if not others:
         yield WaitEdge(proc.pid, thread.tid, kind, obj, how, fd=fd,
                        outside=f"whoever opens the {end} end (no process of the job has it)")
@@ -222,7 +222,7 @@ def _kernel_edges(idx: _Index, arch: str, proc: Process, thread: Thread) -> Iter
         if rec is None or rec.device is None or rec.inode is None:
             return
         fkey = (*rec.device, rec.inode)
-        how = f"{name}(fd {args[0]}) blocks in the kernel; fdinfo/proc/locks name the holders"
+        how = f"{name}(fd {args[0]}) blocks in the kernel; fdinfo and /proc/locks name the holders"
         for pid, fd, kind in idx.lock_holders.get(fkey, []):
             if (pid, fd) == (proc.pid, args[0]) or (kind == "POSIX" and pid == proc.pid):
                 continue
