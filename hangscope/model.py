@@ -15,7 +15,7 @@ from enum import Enum
 from hangscope.evidence import CollectiveEvidence, FrReading, RasReading
 from hangscope.kernel_evidence import KernelRead
 from hangscope.progress_evidence import JobProgress, ProgressEvidence
-from hangscope.wait_evidence import WaitEvidence
+from hangscope.wait_evidence import WaitEvidence, WaitGraph
 
 SCHEMA = "hangscope.dump/1"
 
@@ -90,6 +90,8 @@ class VerdictKind(str, Enum):
     LOCK_WAIT = "lock_wait"
     P2P_DEADLOCK = "p2p_deadlock"
     COMPILING = "compiling"
+    DEADLOCK = "deadlock"  # a cycle of the wait-for graph
+    WAIT_CHAIN = "wait_chain"  # everything waits, transitively, on one thread (the sink)
     LOCAL_DEADLOCK = "local_deadlock"
     ALL_WAITING = "all_waiting"
     PROGRESSING = "progressing"
@@ -501,6 +503,8 @@ class Snapshot:
     # The raw readings the conclusions above are derived from, one per node (empty: an older
     # dump, whose stored conclusions stand).
     readings: tuple[Readings, ...] = ()
+    # Who waits for whom (analyze/waitgraph.py, from ``waits`` and the stacks; None: not built).
+    wait_graph: WaitGraph | None = None
     schema: str = SCHEMA
 
     def process(self, pid: int, host: str | None = None) -> Process | None:

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 
 from hangscope import __version__
 from hangscope.analyze import analyze
+from hangscope.analyze.locals_wanted import interpreter, locals_wanted
 from hangscope.collect import collectives, exitcode, kmsg, logs, nvml, procfs, pyspy, tree
 from hangscope.collect.host import BoundedGpuReader, read_host
 from hangscope.collect.progress import ProgressWatcher
@@ -243,7 +244,8 @@ class Sampler:
                           if r.proc.exists and r.proc.state in ("Z", "X")})
         merged = [merge_rounds(p, rounds, read, opts.redact) for p in procs]
         merged = logs.attach_tails(merged, redact=opts.redact)
-        waits = read_waits(merged, min(5.0, opts.timeout), self._pyspy, not opts.nonblocking)
+        asked, tids = locals_wanted(merged) if not opts.nonblocking else ((), {})
+        waits = read_waits(merged, asked, interpreter(tids), min(5.0, opts.timeout), self._pyspy)
         host_name = merged[0].host if merged else None
         ras, flight_recorder = collectives.finish(coll_read)
         readings = Readings(host=host_name, ras=replace(ras, raw=None),

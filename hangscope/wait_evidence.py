@@ -51,13 +51,122 @@ class LocalsRead:
     error: str | None = None  # why nothing was read (py-spy failed or timed out)
 
 
+# -- the raw facts of the wait-for graph (collect/procfs.py reads them; analyze/waitgraph.py
+#    joins them) -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FdRecord:
+    """One open fd of a process: ``ls -l /proc/PID/fd`` and ``cat /proc/PID/fdinfo/N``."""
+
+    fd: int
+    target: str  # the link: "pipe:[123]", "socket:[456]", "/path/file", "/dev/pts/3"
+    access: str | None = None  # "r" | "w" | "rw": the O_ACCMODE bits of fdinfo's flags
+    inode: int | None = None  # pipe/socket inode, or a file's st_ino
+    device: tuple[int, int] | None = None  # a file's (major, minor): the key of its locks
+    # The locks this open file holds, fdinfo's "lock:" lines (OFD locks show pid -1 in
+    # /proc/locks: this line is the only place that says whose they are).
+    locks: tuple[FileLockRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskSyscall:
+    """What a blocked thread is inside: ``cat /proc/PID/task/TID/syscall`` (number, 6 args)."""
+
+    tid: int
+    nr: int  # the syscall number of this machine's ABI (``arch``)
+    args: tuple[int, ...] = ()
+    # poll/ppoll: the (fd, events) it polls, read from its pollfd array (/proc/PID/mem)
+    polled: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class ProcessFds:
+    """One process's fds and its blocked threads' syscalls (the job's processes only)."""
+
+    pid: int
+    fds: tuple[FdRecord, ...] = ()
+    syscalls: tuple[TaskSyscall, ...] = ()
+    error: str | None = None  # why nothing was read (gone, not ours)
+
+
+@dataclass(frozen=True)
+class UnixPeer:
+    """A connected Unix socket and its peer's inode (sock_diag, UDIAG_SHOW_PEER)."""
+
+    inode: int
+    peer: int
+
+
+@dataclass(frozen=True)
+class TcpConnection:
+    """A TCP socket of the job that is not listening: its inode and both ends."""
+
+    inode: int
+    local: str  # "addr:port"
+    remote: str
+    state: int = 1  # the kernel's TCP state number (1: established)
+
+
+@dataclass(frozen=True)
+class KernelWaits:
+    """The job's kernel wait facts for the wait-for graph (procfs ``read_kernel_waits``)."""
+
+    arch: str  # platform.machine(): which syscall numbers ``TaskSyscall.nr`` uses
+    processes: tuple[ProcessFds, ...] = ()
+    unix_peers: tuple[UnixPeer, ...] = ()
+    tcp: tuple[TcpConnection, ...] = ()
+    seconds: float | None = None  # what reading them cost
+
+
 @dataclass(frozen=True)
 class WaitEvidence:
     """The job's file locks (/proc/locks, whole chains) and the locals read of its waiters."""
 
     file_locks: tuple[FileLockRecord, ...] = ()
     locals: tuple[LocalsRead, ...] = ()
+    kernel: KernelWaits | None = None  # fds, syscalls, socket peers (None: not read)
 
     def lock_files(self) -> dict[int, str]:
         """PID -> the file a polling waiter wants."""
         return {r.pid: r.lock_file for r in self.locals if r.lock_file}
+
+
+# -- the wait-for graph (analyze/waitgraph.py derives it; JSON carries it) ------------------
+
+
+@dataclass(frozen=True)
+class WaitEdge:
+    """A -> B: thread ``tid`` of ``pid`` cannot move until ``to_pid`` (thread ``to_tid``)
+    acts; ``to_pid`` None: something outside the job (``outside`` says what)."""
+
+    pid: int
+    tid: int
+    kind: str  # pipe | unix | tcp | file_lock | child | gil | py_lock | store | terminal
+    object: str  # what it waits on: "pipe 123 (write end)", "lock file /x/.lock", "child 3840"
+    how: str  # how it was known: "read(fd 5) in the kernel, fdinfo flags", "owns_gil"
+    to_pid: int | None = None
+    to_tid: int | None = None
+    outside: str | None = None  # remote host, terminal, disk... where to_pid is None
+    probable: bool = False  # inferred (a Python lock's holder): the sentence says "probable"
+    fd: int | None = None  # the waiter's fd, where a syscall named it
+
+
+@dataclass(frozen=True)
+class WaitPattern:
+    """A shape found in the graph: a cycle, a sink, a blocked event loop, a lost result..."""
+
+    kind: str  # cycle | sink | event_loop | fork_lock | lost_result | prompt | lock_holder
+    members: tuple[int, ...]  # PIDs, the suspect first where there is one
+    chain: str  # the one sentence that states it
+    edges: tuple[int, ...] = ()  # indexes into WaitGraph.edges
+    suspect: int | None = None  # PID
+    suspect_tid: int | None = None
+
+
+@dataclass(frozen=True)
+class WaitGraph:
+    """Every wait-for edge of the job and the patterns named from them."""
+
+    edges: tuple[WaitEdge, ...] = ()
+    patterns: tuple[WaitPattern, ...] = ()

@@ -34,9 +34,11 @@ def analyze(snapshot: Snapshot) -> Snapshot:
     from hangscope.analyze.roles import renumber_spawn_order
     from hangscope.analyze.roots import working_roots
     from hangscope.analyze.verdict import diagnose, with_gpu_evidence
+    from hangscope.analyze.waitpatterns import wait_graph
 
     snap = judge_readings(replace(snapshot, processes=working_roots(renumber_spawn_order(
         tuple(map(classify_process, snapshot.processes))))))
+    snap = replace(snap, wait_graph=wait_graph(snap))
     snap = replace(snap, progress=waiting_progress(calm_progress(snap)))
     snap = _without_collectives(snap)
     verdict, groups = diagnose(snap)

@@ -18,7 +18,6 @@ from hangscope.analyze.blocked import exiting_note, straggler_head
 from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
 from hangscope.analyze.group import group_ranks
 from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
-from hangscope.analyze.progress import DECIDED_BY
 from hangscope.analyze.roles import is_helper_role
 from hangscope.analyze.rules_calm import calm
 from hangscope.analyze.rules_collectives import (
@@ -27,8 +26,10 @@ from hangscope.analyze.rules_collectives import (
     collective_missing,
 )
 from hangscope.analyze.rules_failed import rank_failed
+from hangscope.analyze.rules_graph import lock_holder, wait_cycle, wait_shape, wait_sink
 from hangscope.analyze.rules_waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
 from hangscope.analyze.signatures import is_p2p
+from hangscope.analyze.subject_lines import evidence
 from hangscope.analyze.tiebreak import break_tie
 from hangscope.analyze.world import describe_missing
 from hangscope.model import (
@@ -42,7 +43,7 @@ from hangscope.model import (
     VerdictKind,
     rank_id,
 )
-from hangscope.words import describe, group_names, rank_set, short_who, verb, who
+from hangscope.words import describe, group_names, rank_set, verb, who
 
 RuleFunction = Callable[[Facts], "Verdict | None"]
 
@@ -56,29 +57,7 @@ class Rule:
     when: str  # one line for docs and ``--explain``: when the rule holds
 
 
-def evidence(facts: Facts) -> tuple[str, ...]:
-    """One line per subject: who, state, CPU, wait channel, whether its stack moved."""
-    lines = []
-    for proc in facts.subjects:
-        working = proc.working_thread
-        bits = [f"{short_who(proc)} (PID {proc.pid})",
-                f"state {proc.state or '?'}"]
-        if proc.cpu_percent is not None:
-            bits.append(f"CPU {proc.cpu_percent:.0f}%")
-        if working is not None:
-            if working.wchan:
-                bits.append(f"wchan {working.wchan}")
-            if working.samples > 1:
-                bits.append("stack unchanged in all "
-                            f"{working.samples} samples" if working.stuck else "stack moved")
-        measured = facts.progress.get(proc.key)
-        if measured is not None:  # which evidence decided, in its own words
-            bits.append(f"{measured.decision} ({DECIDED_BY[measured.evidence]}): "
-                        f"{measured.reason}")
-        lines.append(", ".join(bits))
-    return tuple(lines)
-
-
+#: Why a rank moved, short, by the evidence that decided it.
 _MOVED_BY = {"python": "its Python line moved", "gpu": "its GPU's kernels do work",
              "counters": "its waits complete and data moves"}
 
@@ -364,6 +343,16 @@ RULES: tuple[Rule, ...] = (
          "fewer ranks than expected, or a rank exited, is a zombie or is stopped"),
     Rule(VerdictKind.P2P_DEADLOCK, p2p_deadlock,
          "stuck ranks wait for each other in send/recv around a cycle (py-spy --locals)"),
+    # The wait-for graph (analyze/waitpatterns.py): a cycle is a deadlock whatever waits in
+    # it; then the shapes with one cause (a blocked loop, a lost result, a prompt); then one
+    # thread holding the lock or GIL that the others want, before a lock-order inversion is
+    # guessed from the stacks alone.
+    Rule(VerdictKind.DEADLOCK, wait_cycle,
+         "the wait-for graph has a cycle, or a forked child waits on a lock it inherited held"),
+    Rule(VerdictKind.WAIT_CHAIN, wait_shape,
+         "an event loop blocked in a sync call, a Pool result nobody computes, a prompt"),
+    Rule(VerdictKind.WAIT_CHAIN, lock_holder,
+         "threads wait for a Python lock or the GIL that one thread holds while blocked"),
     # Before the straggler rules: a rank whose threads deadlock each other works on nothing.
     Rule(VerdictKind.LOCAL_DEADLOCK, local_deadlock,
          "two or more threads of one process stuck acquiring locks"),
@@ -373,6 +362,9 @@ RULES: tuple[Rule, ...] = (
          "ranks wait for a file lock that another process holds (/proc/locks)"),
     Rule(VerdictKind.COMPILING, compiling,
          "main or a rank compiles (torch.compile, Triton) while the others wait, or alone"),
+    # After the file-lock and compile stories it generalises, before the stack-only rules.
+    Rule(VerdictKind.WAIT_CHAIN, wait_sink,
+         "everything waits, through pipes, sockets, locks or children, on one thread"),
     Rule(VerdictKind.STRAGGLER, p2p_points_at,
          "stuck ranks wait in send/recv for a rank that is elsewhere (or missing)"),
     Rule(VerdictKind.STRAGGLER, straggler,

@@ -10,18 +10,29 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import socket
 import stat as stat_mod
 import struct
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from hangscope.collect.locks import parse_proc_locks
 from hangscope.model import Socket
+from hangscope.wait_evidence import (
+    FdRecord,
+    FileLockRecord,
+    KernelWaits,
+    ProcessFds,
+    TaskSyscall,
+    TcpConnection,
+    UnixPeer,
+)
 
 PROC = Path("/proc")
 
@@ -763,3 +774,195 @@ def owner_uid(pid: int) -> int | None:
         return os.stat(f"{PROC}/{pid}").st_uid
     except OSError:
         return None
+
+
+# -- the wait-for graph's raw facts: fds with their ends and locks, blocked syscalls, socket
+#    peers (``ls -l /proc/PID/fd``, ``cat /proc/PID/fdinfo/N``, ``cat /proc/PID/task/TID/syscall``,
+#    ``ss -xp``, ``ss -tp``). Read once per snapshot, for the job's processes only.
+
+def _fdinfo_locks(text: str) -> tuple[FileLockRecord, ...]:
+    """The locks an open file holds: the ``lock:`` lines of ``/proc/PID/fdinfo/N``."""
+    lines = [value.strip() for key, _, value in (line.partition(":") for line in
+                                                 text.splitlines()) if key == "lock"]
+    return parse_proc_locks("\n".join(lines)) if lines else ()
+
+
+def _inode_of(target: str) -> int | None:
+    """The inode in ``pipe:[123]`` / ``socket:[456]``."""
+    if target.endswith("]") and "[" in target:
+        with contextlib.suppress(ValueError):
+            return int(target[target.index("[") + 1:-1])
+    return None
+
+
+def _link_access(mode: int) -> str | None:
+    """The open mode of an fd from its /proc/PID/fd link's permission bits: the kernel sets
+    owner read for FMODE_READ and owner write for FMODE_WRITE (one lstat; fdinfo's flags say
+    the same at ~0.2 ms a file)."""
+    read, write = bool(mode & stat_mod.S_IRUSR), bool(mode & stat_mod.S_IWUSR)
+    return "rw" if read and write else "r" if read else "w" if write else None
+
+
+def read_fd_records(pid: int, locked: Collection[tuple[int, int, int]] = ()
+                    ) -> tuple[tuple[FdRecord, ...], str | None]:
+    """Pipes, sockets, terminals and regular files open in ``pid``, with their access mode
+    and, for a file among ``locked`` (the (major, minor, inode) keys /proc/locks lists), the
+    locks it holds (fdinfo); (records, why none were read). GPU and anon-inode fds are
+    skipped: nothing waits on the other end of them."""
+    base = f"{PROC}/{pid}"
+    try:
+        names = os.listdir(f"{base}/fd")
+    except PermissionError:
+        return (), "its fds are not ours to read"
+    except OSError:
+        return (), "gone"
+    out = []
+    for name in names:
+        link = f"{base}/fd/{name}"
+        try:
+            target = os.readlink(link)
+            access = _link_access(os.lstat(link).st_mode)
+        except OSError:
+            continue
+        kind = _fd_kind(target)
+        if kind not in ("pipe", "socket", "file") and not target.startswith(("/dev/pts/",
+                                                                            "/dev/tty")):
+            continue
+        inode, device, locks = _inode_of(target), None, ()
+        if kind == "file":
+            try:
+                st = os.stat(link)
+            except OSError:
+                continue
+            inode, device = st.st_ino, (os.major(st.st_dev), os.minor(st.st_dev))
+            if (*device, inode) in locked and (info := _cat(f"{base}/fdinfo/{name}")):
+                locks = _fdinfo_locks(info)
+        out.append(FdRecord(int(name), target, access, inode, device, locks))
+    out.sort(key=lambda r: r.fd)
+    return tuple(out), None
+
+
+def read_syscalls(pid: int, tids: Iterable[int] | None = None) -> tuple[TaskSyscall, ...]:
+    """The syscall each blocked thread of ``pid`` (or of ``tids``) is in:
+    ``/proc/PID/task/TID/syscall`` ("running" and "-1 ..." (in user space) are skipped)."""
+    base = f"{PROC}/{pid}/task"
+    if tids is None:
+        try:
+            tids = [int(t) for t in os.listdir(base) if t.isdigit()]
+        except OSError:
+            return ()
+    out = []
+    for tid in tids:
+        text = _cat(f"{base}/{tid}/syscall")
+        parts = (text or "").split()
+        if len(parts) < 7 or not parts[0].isdigit():
+            continue
+        with contextlib.suppress(ValueError):
+            nr, args = int(parts[0]), tuple(int(a, 16) for a in parts[1:7])
+            polled = _pollfds(pid, args) if nr in _POLL.get(_ARCH, ()) or (
+                nr == _RESTART.get(_ARCH) and _in_poll(f"{base}/{tid}")) else ()
+            out.append(TaskSyscall(int(tid), nr, args, polled))
+    out.sort(key=lambda t: t.tid)
+    return tuple(out)
+
+
+_ARCH = platform.machine()
+_POLL = {"x86_64": (7, 271), "aarch64": (73,)}  # poll, ppoll
+_MAX_POLLED = 64
+# A poll with a timeout that a ptrace stop (py-spy's) interrupted goes on as restart_syscall,
+# its registers still holding poll's arguments; the wait channel says it is a poll.
+_RESTART = {"x86_64": 219, "aarch64": 128}
+
+
+def _in_poll(task: str) -> bool:
+    return (_cat(f"{task}/wchan") or "").startswith(("poll_schedule_timeout", "do_sys_poll"))
+
+
+def _pollfds(pid: int, args: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """The (fd, events) of a thread blocked in poll/ppoll: its ``struct pollfd`` array
+    (int fd; short events; short revents), read from /proc/PID/mem (the access py-spy has)."""
+    address, count = args[0], args[1]
+    if not address or not 0 < count <= _MAX_POLLED:
+        return ()
+    try:
+        with open(f"{PROC}/{pid}/mem", "rb", buffering=0) as mem:
+            mem.seek(address)
+            raw = mem.read(8 * count)
+    except (OSError, ValueError, OverflowError):
+        return ()
+    return tuple((fd, events) for fd, events, _ in struct.iter_unpack("=ihh", raw[:8 * count])
+                 if fd >= 0)
+
+
+_UDIAG_SHOW_PEER = 4
+_UNIX_DIAG_PEER = 2
+
+
+def read_unix_peers(inodes: frozenset[int]) -> tuple[UnixPeer, ...]:
+    """The peer inode of each connected Unix socket among ``inodes`` (sock_diag, as
+    ``ss -xp`` reads it); () where the kernel refuses."""
+    found: list[UnixPeer] = []
+
+    def unix(payload: bytes) -> None:
+        if len(payload) < 16:
+            return
+        inode = struct.unpack_from("=I", payload, 4)[0]
+        if inode not in inodes:
+            return
+        offset = 16
+        while offset + 4 <= len(payload):
+            length, kind = struct.unpack_from("=HH", payload, offset)
+            if length < 4:
+                break
+            if kind == _UNIX_DIAG_PEER and length >= 8:
+                peer = struct.unpack_from("=I", payload, offset + 4)[0]
+                if peer:
+                    found.append(UnixPeer(inode, peer))
+            offset += (length + 3) & ~3
+
+    request = struct.pack("=BBHIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0,
+                          _UDIAG_SHOW_PEER) + bytes(8)
+    return tuple(found) if inodes and _diag_dump(request, unix) else ()
+
+
+def read_tcp_connections(inodes: frozenset[int]) -> tuple[TcpConnection, ...]:
+    """The TCP sockets among ``inodes`` that are not listening, with both ends (sock_diag,
+    as ``ss -tn`` reads it)."""
+    found: list[TcpConnection] = []
+    for family in (socket.AF_INET, socket.AF_INET6):
+        def inet(payload: bytes, family: int = family) -> None:
+            if len(payload) < 72:
+                return
+            inode = struct.unpack_from("=I", payload, 68)[0]
+            if inode not in inodes:
+                return
+            sport, dport = struct.unpack_from("!HH", payload, 4)
+            found.append(TcpConnection(
+                inode, f"{_addr_text(family, payload[8:24])}:{sport}",
+                f"{_addr_text(family, payload[24:40])}:{dport}", payload[1]))
+
+        request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0,
+                              0xFFF & ~(1 << _TCP_LISTEN))
+        if not inodes or not _diag_dump(request + bytes(48), inet):
+            break
+    return tuple(found)
+
+
+def read_kernel_waits(pids: Iterable[int],
+                      tids: dict[int, Iterable[int]] | None = None) -> KernelWaits:
+    """Fds, blocked syscalls and socket peers of the job's processes, in one pass.
+
+    ``tids``: PID -> the threads whose syscall to read (default: all of them)."""
+    started = time.monotonic()
+    procs = []
+    inodes: set[int] = set()
+    locked = {r.file_key for r in parse_proc_locks(_cat(f"{PROC}/locks") or "")}
+    for pid in pids:
+        fds, error = read_fd_records(pid, locked)
+        calls = read_syscalls(pid, (tids or {}).get(pid)) if error is None else ()
+        procs.append(ProcessFds(pid, fds, calls, error))
+        inodes.update(r.inode for r in fds
+                      if r.inode is not None and r.target.startswith("socket:"))
+    frozen = frozenset(inodes)
+    return KernelWaits(platform.machine(), tuple(procs), read_unix_peers(frozen),
+                       read_tcp_connections(frozen), round(time.monotonic() - started, 4))

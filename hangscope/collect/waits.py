@@ -1,20 +1,21 @@
-"""The job's file locks and its waiters' locals: ``cat /proc/locks``; ``py-spy dump --locals``.
+"""The job's wait facts: ``cat /proc/locks``, ``ls -l /proc/PID/fd{,info}``,
+``cat /proc/PID/task/*/syscall``, ``ss -xtp``, ``py-spy dump --locals``.
 
-/proc/locks is one cheap read per snapshot. ``py-spy dump --locals --json`` is asked only of
-the processes whose working thread polls a ``filelock`` (its file is a local: /proc/locks shows
-only the holder) or waits in a send/recv (its peer is a local of the c10d frame); it costs what
-a plain dump costs (tests/fixtures/p2p/README.md).
+/proc/locks and the kernel wait facts (fds with their ends and locks, blocked syscalls, socket
+peers: collect/procfs.py ``read_kernel_waits``) are cheap reads of the job's processes.
+``py-spy dump --locals --json`` is asked only of the processes the live pipeline names (it
+decides whom: the ranks polling a ``filelock`` or waiting in send/recv, analyze/locals_wanted.py);
+it costs what a plain dump costs (tests/fixtures/p2p/README.md). This module only reads: what
+the locals mean is the caller's ``interpret``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from hangscope.analyze.classify import classify_process
-from hangscope.analyze.locks import filelock_path, polls_filelock
-from hangscope.analyze.p2p import in_p2p, p2p_call_of_thread
 from hangscope.collect.locks import read_file_locks
+from hangscope.collect.procfs import read_kernel_waits
 from hangscope.collect.pyspy import dump_locals
 from hangscope.model import Process
 from hangscope.wait_evidence import LocalsRead, WaitEvidence
@@ -22,32 +23,37 @@ from hangscope.wait_evidence import LocalsRead, WaitEvidence
 #: At most this many --locals reads per snapshot (a 1,000-rank pipeline: the first ones tell).
 MAX_LOCALS = 64
 
-
-def wants_locals(proc: Process) -> bool:
-    """Its working thread polls a filelock or waits in a point-to-point op."""
-    # Never a process in D: a ptrace attach to it may wait for the kernel (sampler.py).
-    return not proc.is_exited and proc.state != "D" and (polls_filelock(proc) or in_p2p(proc))
+#: (PID, the py-spy --locals threads of it) -> what they say, the caller's reading.
+Interpret = Callable[[int, Sequence[object]], LocalsRead]
 
 
-def _locals(proc: Process, timeout: float, pyspy: str | None) -> LocalsRead:
-    threads = dump_locals(proc.pid, timeout=timeout, pyspy=pyspy)
+def syscall_tids(proc: Process) -> list[int]:
+    """The threads whose syscall can name what they wait on: not those parked on a futex
+    (a lock, a condition, the GIL: no fd; the stacks tell those), nor running ones. A
+    1,000-thread pool is mostly futex waiters: one read each would cost ~0.2 ms."""
+    return [t.tid for t in proc.threads
+            if t.state in ("S", "D", None) and not (t.wchan or "").startswith("futex")]
+
+
+def _locals(pid: int, interpret: Interpret, timeout: float, pyspy: str | None) -> LocalsRead:
+    threads = dump_locals(pid, timeout=timeout, pyspy=pyspy)
     if threads is None:
-        return LocalsRead(proc.pid, error="py-spy dump --locals gave no answer")
-    tid = proc.working_tid
-    return LocalsRead(proc.pid, lock_file=filelock_path(threads, tid),
-                      p2p=p2p_call_of_thread(threads, tid))
+        return LocalsRead(pid, error="py-spy dump --locals gave no answer")
+    return interpret(pid, threads)
 
 
-def read_waits(procs: Sequence[Process], timeout: float = 5.0, pyspy: str | None = None,
-               with_locals: bool = True) -> WaitEvidence:
-    """/proc/locks of the job's live processes, and --locals of its lock and p2p waiters
-    (``with_locals`` False: --nonblocking, never pause a target)."""
-    records = read_file_locks(p.pid for p in procs if not p.is_exited)
-    # Classified here (pure, ~µs a process) for the working thread; analyze() does it again.
-    asked = [c for p in procs if wants_locals(c := classify_process(p))][:MAX_LOCALS]
-    if not asked or not with_locals:
-        return WaitEvidence(file_locks=records)
+def read_waits(procs: Sequence[Process], asked: Sequence[int] = (),
+               interpret: Interpret | None = None, timeout: float = 5.0,
+               pyspy: str | None = None) -> WaitEvidence:
+    """/proc/locks and the kernel wait facts of the job's live processes, and ``--locals``
+    of the PIDs in ``asked`` (empty: never pause a target, as --nonblocking wants)."""
+    live = [p.pid for p in procs if not p.is_exited]
+    records = read_file_locks(live)
+    kernel = read_kernel_waits(live, {p.pid: syscall_tids(p) for p in procs if p.threads})
+    asked = list(asked)[:MAX_LOCALS]
+    if not asked or interpret is None:
+        return WaitEvidence(file_locks=records, kernel=kernel)
     with ThreadPoolExecutor(max_workers=min(8, len(asked)),
                             thread_name_prefix="hangscope-locals") as pool:
-        reads = tuple(pool.map(lambda p: _locals(p, timeout, pyspy), asked))
-    return WaitEvidence(file_locks=records, locals=reads)
+        reads = tuple(pool.map(lambda pid: _locals(pid, interpret, timeout, pyspy), asked))
+    return WaitEvidence(file_locks=records, locals=reads, kernel=kernel)

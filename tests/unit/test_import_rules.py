@@ -135,8 +135,6 @@ def test_analysis_rendering_and_tui_never_touch_a_live_process() -> None:
 #: Collectors that still judge (import the analysis), each with who removes it (issue 18,
 #: item 2). This list may only shrink; a new collector importing analyze/ fails at once.
 COLLECT_PENDING: dict[str, str] = {
-    # `graph`: read_waits classifies the processes itself; the analysis does it again.
-    "hangscope/collect/waits.py": "graph",
 }
 
 

@@ -145,9 +145,11 @@ def test_the_table_runs_in_the_documented_order() -> None:
     assert [rule.kind for rule in rules.RULES] == [
         VerdictKind.NO_TARGET, VerdictKind.RANK_FAILED, VerdictKind.MISMATCHED_COLLECTIVES,
         VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.MISSING_RANK, VerdictKind.MISSING_RANK,
-        VerdictKind.P2P_DEADLOCK, VerdictKind.LOCAL_DEADLOCK, VerdictKind.STRAGGLER,
-        VerdictKind.LOCK_WAIT, VerdictKind.COMPILING, VerdictKind.STRAGGLER, VerdictKind.STRAGGLER,
-        VerdictKind.IDLE, VerdictKind.ALL_WAITING, VerdictKind.PROGRESSING]
+        VerdictKind.P2P_DEADLOCK, VerdictKind.DEADLOCK, VerdictKind.WAIT_CHAIN,
+        VerdictKind.WAIT_CHAIN, VerdictKind.LOCAL_DEADLOCK, VerdictKind.STRAGGLER,
+        VerdictKind.LOCK_WAIT, VerdictKind.COMPILING, VerdictKind.WAIT_CHAIN,
+        VerdictKind.STRAGGLER, VerdictKind.STRAGGLER, VerdictKind.IDLE, VerdictKind.ALL_WAITING,
+        VerdictKind.PROGRESSING]
     # collective evidence (NCCL RAS, Flight Recorder) before the stacks' rule of each kind
     assert [r.holds.__name__ for r in rules.RULES if r.holds.__name__.startswith("collective")] \
         == ["collective_mismatch", "collective_missing", "collective_behind"]

@@ -1,0 +1,73 @@
+"""Verdict rules from the wait-for graph's patterns (analyze/waitpatterns.py).
+
+Each rule reads ``facts.snapshot.wait_graph`` and states the pattern's chain in one sentence,
+with its suspect, the edges and the per-subject lines as evidence; rules.py places the rows
+in the table.
+"""
+
+from __future__ import annotations
+
+from hangscope.analyze.facts import Facts
+from hangscope.analyze.subject_lines import evidence
+from hangscope.model import Severity, Verdict, VerdictKind
+from hangscope.wait_evidence import WaitGraph, WaitPattern
+
+_HEAD = {"cycle": "Deadlock", "fork_lock": "Deadlock (a lock inherited through fork)",
+         "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
+         "prompt": "A prompt nobody answers", "sink": "Wait chain"}
+_KIND = {"cycle": VerdictKind.DEADLOCK, "fork_lock": VerdictKind.DEADLOCK}
+
+
+def edge_lines(graph: WaitGraph, pattern: WaitPattern) -> tuple[str, ...]:
+    """One evidence line per edge of the chain: who waits for whom, on what, known how."""
+    lines = []
+    for i in pattern.edges:
+        e = graph.edges[i]
+        to = (f"PID {e.to_pid}" + (f" thread {e.to_tid}" if e.to_tid else "")
+              if e.to_pid is not None else e.outside or "outside the job")
+        lines.append(f"wait-for: PID {e.pid} thread {e.tid} -> {to}: {e.object} "
+                     f"({'probable; ' if e.probable else ''}{e.how})")
+    return tuple(lines)
+
+
+def _verdict(facts: Facts, kinds: tuple[str, ...],
+             edge_kinds: frozenset[str] | None = None) -> Verdict | None:
+    graph = facts.snapshot.wait_graph
+    if graph is None:
+        return None
+    moving = {pid for _, pid in facts.moving}
+    for pattern in graph.patterns:
+        if pattern.kind not in kinds or moving.intersection(pattern.members):
+            continue
+        if edge_kinds is not None and edge_kinds.isdisjoint(
+                graph.edges[i].kind for i in pattern.edges):
+            continue
+        chain = pattern.chain[:1].upper() + pattern.chain[1:]
+        suspects = (pattern.suspect,) if pattern.suspect is not None else ()
+        return Verdict(_KIND.get(pattern.kind, VerdictKind.WAIT_CHAIN), Severity.CRITICAL,
+                       f"{_HEAD[pattern.kind]}: {chain}.", suspects,
+                       (*edge_lines(graph, pattern), *evidence(facts)))
+    return None
+
+
+def wait_cycle(facts: Facts) -> Verdict | None:
+    """Following each stuck thread's wait comes back to it: a deadlock."""
+    return _verdict(facts, ("cycle", "fork_lock"))
+
+
+def wait_shape(facts: Facts) -> Verdict | None:
+    """A blocked event loop, a lost pool result, or an unanswered prompt."""
+    return _verdict(facts, ("event_loop", "lost_result", "prompt"))
+
+
+def lock_holder(facts: Facts) -> Verdict | None:
+    """Threads wait for a Python lock or the GIL that one thread holds while it waits elsewhere."""
+    return _verdict(facts, ("sink",), frozenset({"py_lock", "gil"}))
+
+
+def wait_sink(facts: Facts) -> Verdict | None:
+    """Everything waits, transitively, on one thread that waits on nothing in the job."""
+    return _verdict(facts, ("sink",))
+
+
+

@@ -1,0 +1,373 @@
+"""The job's wait-for graph: an edge A -> B says thread A cannot move until B acts.
+
+Pure, over a classified Snapshot and its kernel wait facts (``Snapshot.waits.kernel``, read by
+collect/procfs.py ``read_kernel_waits``). Each blocked thread's wait is followed wherever the
+other end can be read:
+
+- the syscall a thread is in (``/proc/PID/task/TID/syscall``: number and fd) names the fd;
+  a pipe or FIFO fd leads to every process of the job holding its other end (fdinfo's
+  O_ACCMODE), a Unix socket to the holder of its peer inode (sock_diag), a TCP socket to the
+  holder of the socket whose ends are this one's swapped, a terminal to the user;
+- ``wait4(pid)`` leads to that child (or every child, for -1);
+- ``flock``/``fcntl(F_SETLKW, F_OFD_SETLKW)`` on a file leads to the holders of a lock on it
+  (fdinfo's ``lock:`` lines name OFD locks' holders, which /proc/locks shows as pid -1;
+  /proc/locks the rest);
+- a thread in ``take_gil`` leads to the thread of its process that owns the GIL (py-spy);
+- threads waiting on one Python lock lead to the one thread of the process that is inside the
+  same function past that line ("probable holder": Python does not say who holds a lock).
+
+Collectives and point-to-point waits stay with analyze/p2p.py and the collective rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from hangscope.model import Category, Frame, Process, Snapshot, Thread
+from hangscope.wait_evidence import FdRecord, KernelWaits, WaitEdge
+
+# Syscall numbers by machine: (reads, writes, waits for a child, flock, fcntl).
+_X86 = {"read": {0, 17, 19, 45, 47, 299}, "write": {1, 18, 20, 44, 46, 307},
+        "wait": {61, 247}, "flock": {73}, "fcntl": {72}, "poll": {7, 271}}
+_ARM = {"read": {63, 65, 67, 207, 212, 243}, "write": {64, 66, 68, 206, 211, 269},
+        "wait": {260, 95}, "flock": {32}, "fcntl": {25}, "poll": {73}}
+SYSCALLS = {"x86_64": _X86, "aarch64": _ARM}
+_NAMES = {"x86_64": {0: "read", 1: "write", 45: "recvfrom", 44: "sendto", 47: "recvmsg",
+                     46: "sendmsg", 61: "wait4", 247: "waitid", 73: "flock", 72: "fcntl",
+                     17: "pread64", 19: "readv", 20: "writev", 7: "poll", 271: "ppoll"},
+          "aarch64": {63: "read", 64: "write", 207: "recvfrom", 206: "sendto", 212: "recvmsg",
+                      211: "sendmsg", 260: "wait4", 95: "waitid", 32: "flock", 25: "fcntl",
+                      73: "ppoll"}}
+_LOCK_NB = 4
+_SETLKW = {7, 38}  # F_SETLKW, F_OFD_SETLKW
+
+
+@dataclass
+class _Index:
+    """The kernel facts of one snapshot, by the keys the edges join on."""
+
+    procs: dict[int, Process]
+    fds: dict[int, dict[int, FdRecord]] = field(default_factory=dict)  # pid -> fd -> record
+    calls: dict[int, tuple[int, tuple[int, ...], tuple[tuple[int, int], ...]]] = field(
+        default_factory=dict)  # tid -> (syscall number, args, polled fds)
+    holders: dict[tuple[str, int, int, int], list[tuple[int, FdRecord]]] = field(
+        default_factory=dict)  # object key -> (pid, fd) of every process holding it open
+    unix_peer: dict[int, int] = field(default_factory=dict)
+    tcp: dict[int, tuple[str, str]] = field(default_factory=dict)  # inode -> (local, remote)
+    tcp_by_ends: dict[tuple[str, str], int] = field(default_factory=dict)
+    lock_holders: dict[tuple[int, int, int], list[tuple[int, int | None, str]]] = field(
+        default_factory=dict)  # file key -> (pid, fd or None, lock kind)
+
+
+def _key(rec: FdRecord) -> tuple[str, int, int, int] | None:
+    if rec.inode is None:
+        return None
+    if rec.device is None:
+        return ("inode", 0, 0, rec.inode)  # pipe:[N], socket:[N]: unique per host
+    return ("file", *rec.device, rec.inode)
+
+
+def _index(snap: Snapshot, kernel: KernelWaits) -> _Index:
+    idx = _Index({p.pid: p for p in snap.processes})
+    for pf in kernel.processes:
+        by_fd = {r.fd: r for r in pf.fds}
+        idx.fds[pf.pid] = by_fd
+        for call in pf.syscalls:
+            idx.calls[call.tid] = (call.nr, call.args, call.polled)
+        for rec in pf.fds:
+            key = _key(rec)
+            if key is not None:
+                idx.holders.setdefault(key, []).append((pf.pid, rec))
+            for lock in rec.locks:
+                if not lock.blocked:
+                    idx.lock_holders.setdefault(lock.file_key, []).append(
+                        (pf.pid, rec.fd, lock.kind))
+    waits = snap.waits
+    for lock in waits.file_locks if waits is not None else ():
+        if not lock.blocked and lock.pid is not None:
+            found = idx.lock_holders.setdefault(lock.file_key, [])
+            if not any(pid == lock.pid for pid, _, _ in found):
+                found.append((lock.pid, None, lock.kind))
+    idx.unix_peer = {u.inode: u.peer for u in kernel.unix_peers}
+    for conn in kernel.tcp:
+        idx.tcp[conn.inode] = (conn.local, conn.remote)
+        idx.tcp_by_ends[(conn.local, conn.remote)] = conn.inode
+    return idx
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _holders_of(idx: _Index, inode: int) -> list[int]:
+    return sorted({pid for pid, _ in idx.holders.get(("inode", 0, 0, inode), [])})
+
+
+def _fd_edges(idx: _Index, proc: Process, thread: Thread, what: str, name: str,
+              fd: int) -> Iterator[WaitEdge]:
+    """Edges of a thread blocked reading or writing fd ``fd``."""
+    rec = idx.fds.get(proc.pid, {}).get(fd)
+    if rec is None:
+        return
+    how = f"{name}(fd {fd}) in the kernel"
+    if rec.target.startswith(("/dev/pts/", "/dev/tty")):
+        yield WaitEdge(proc.pid, thread.tid, "terminal", f"the terminal {rec.target}", how,
+                       outside=f"the terminal {rec.target}", fd=fd)
+        return
+    if rec.target.startswith("socket:") and rec.inode is not None:
+        yield from _socket_edges(idx, proc, thread, rec, how, what)
+        return
+    key = _key(rec)
+    if key is None or (key[0] == "file" and thread.state == "D"):
+        if thread.state == "D":
+            yield WaitEdge(proc.pid, thread.tid, "disk", rec.target, how, outside="the disk")
+        return
+    # A pipe or FIFO: the reader waits for a writer, the writer for a reader.
+    want = "w" if what == "read" else "r"
+    end = "write" if want == "w" else "read"
+    others = sorted({pid for pid, r in idx.holders.get(key, [])
+                     if r.access in (want, "rw") and (pid, r.fd) != (proc.pid, fd)})
+    kind = "pipe" if rec.target.startswith("pipe:") else "fifo"
+    obj = (f"pipe {rec.inode}" if kind == "pipe" else f"FIFO {rec.target}") + f" ({end} end)"
+    how += f"; the fd links' open modes say who holds the {end} end"
+    if not others:
+        yield WaitEdge(proc.pid, thread.tid, kind, obj, how, fd=fd,
+                       outside=f"whoever opens the {end} end (no process of the job has it)")
+    for pid in others:
+        yield WaitEdge(proc.pid, thread.tid, kind, obj, how, to_pid=pid, fd=fd)
+
+
+def _socket_edges(idx: _Index, proc: Process, thread: Thread, rec: FdRecord, how: str,
+                  what: str) -> Iterator[WaitEdge]:
+    assert rec.inode is not None
+    peer = idx.unix_peer.get(rec.inode)
+    if peer is not None:
+        holders = _holders_of(idx, peer)
+        obj = f"Unix socket {rec.inode} (peer {peer})"
+        how += "; sock_diag names its peer"
+        if not holders:
+            yield WaitEdge(proc.pid, thread.tid, "unix", obj, how, fd=rec.fd,
+                           outside="a process outside the job (the peer's holder)")
+        for pid in holders:
+            yield WaitEdge(proc.pid, thread.tid, "unix", obj, how, to_pid=pid, fd=rec.fd)
+        return
+    ends = idx.tcp.get(rec.inode)
+    if ends is None:
+        return
+    shown = (_addr(ends[0]), _addr(ends[1]))
+    other = idx.tcp_by_ends.get((ends[1], ends[0]))
+    holders = _holders_of(idx, other) if other is not None else []
+    store = _store_frame(thread)
+    kind = "store" if store else "tcp"
+    obj = f"the c10d store at {shown[1]}" if store else f"TCP {shown[0]} -> {shown[1]}"
+    how += "; its TCP ends match the other socket's, swapped"
+    if not holders:
+        yield WaitEdge(proc.pid, thread.tid, kind, obj, how, outside=f"{shown[1]} (remote)",
+                       fd=rec.fd)
+    for pid in holders:
+        yield WaitEdge(proc.pid, thread.tid, kind, obj, how, to_pid=pid, fd=rec.fd)
+
+
+def _addr(end: str) -> str:
+    """``0:0:0:0:0:ffff:7f00:1:29500`` (IPv4 mapped into IPv6) as ``127.0.0.1:29500``."""
+    prefix = "0:0:0:0:0:ffff:"
+    if not end.startswith(prefix):
+        return end
+    parts = end[len(prefix):].split(":")
+    if len(parts) != 3:
+        return end
+    try:
+        hi, lo = int(parts[0], 16), int(parts[1], 16)
+    except ValueError:
+        return end
+    return f"{hi >> 8}.{hi & 255}.{lo >> 8}.{lo & 255}:{parts[2]}"
+
+
+def _store_frame(thread: Thread) -> bool:
+    """The thread waits inside a c10d store call (``TCPStore::get``/``wait``)."""
+    return any("TCPStore" in f.name or (not f.native and f.file and "distributed" in f.file
+               and f.name.rsplit(".", 1)[-1] in ("get", "wait") and "store" in f.file)
+               for f in thread.frames[:12])
+
+
+def _kernel_edges(idx: _Index, arch: str, proc: Process, thread: Thread) -> Iterator[WaitEdge]:
+    call = idx.calls.get(thread.tid)
+    table = SYSCALLS.get(arch)
+    if call is None or table is None or thread.state not in ("S", "D"):
+        return
+    nr, args, polled = call
+    name = _NAMES.get(arch, {}).get(nr, f"syscall {nr}")
+    if nr in table["poll"] or polled:  # each polled fd: a read (POLLIN) or a write (POLLOUT)
+        name = name if nr in table["poll"] else "poll"  # restarted after a ptrace stop
+        for fd, events in polled:
+            what = "read" if events & 1 else "write" if events & 4 else None
+            if what is not None:
+                yield from _fd_edges(idx, proc, thread, what, name, fd)
+    elif nr in table["read"] or nr in table["write"]:
+        yield from _fd_edges(idx, proc, thread, "read" if nr in table["read"] else "write",
+                             name, args[0] if args else -1)
+    elif nr in table["wait"]:
+        child = _signed(args[0]) if args else -1
+        if nr == 247:  # waitid(idtype, id, ...): P_PID is 1
+            child = args[1] if args and args[0] == 1 else -1
+        kids = [child] if child > 0 else [p.pid for p in idx.procs.values()
+                                         if p.ppid == proc.pid and not p.is_exited]
+        for kid in kids:
+            yield WaitEdge(proc.pid, thread.tid, "child", f"child {kid}",
+                           f"{name}({child}) in the kernel", to_pid=kid)
+    elif (nr in table["flock"] and args and not args[1] & _LOCK_NB) or (
+            nr in table["fcntl"] and len(args) > 1 and args[1] in _SETLKW):
+        rec = idx.fds.get(proc.pid, {}).get(args[0])
+        if rec is None or rec.device is None or rec.inode is None:
+            return
+        fkey = (*rec.device, rec.inode)
+        how = f"{name}(fd {args[0]}) blocks in the kernel; fdinfo and /proc/locks name the holders"
+        for pid, fd, kind in idx.lock_holders.get(fkey, []):
+            if (pid, fd) == (proc.pid, args[0]) or (kind == "POSIX" and pid == proc.pid):
+                continue
+            yield WaitEdge(proc.pid, thread.tid, "file_lock", f"{kind} lock on {rec.target}",
+                           how, to_pid=pid)
+
+
+# -- the interpreter's waits -------------------------------------------------------------
+
+_LIB = ("/threading.py", "/queue.py", "/multiprocessing/", "/concurrent/", "/importlib/")
+
+
+def user_frame(thread: Thread) -> Frame | None:
+    """The innermost Python frame outside the standard library's locking plumbing."""
+    return next((f for f in thread.frames if not f.native and f.file
+                 and not f.file.endswith(_LIB) and not any(m in f.file for m in _LIB)), None)
+
+
+def waits_on_lock(thread: Thread) -> bool:
+    """Blocked acquiring a lock, not joining a thread or waiting to be notified."""
+    if thread.helper or not thread.python or thread.category is not Category.LOCK:
+        return False
+    # Waiting to be notified (Event, Condition, Queue, threading's or multiprocessing's) is
+    # idling for a producer, not contending for a lock somebody holds.
+    leaf = next((f for f in thread.frames if not f.native), None)
+    if leaf is not None and leaf.file and leaf.file.endswith(_NOTIFY) \
+            and leaf.name.rsplit(".", 1)[-1] in ("wait", "get", "wait_for", "put"):
+        return False
+    return not _joins(thread)
+
+
+def _joins(thread: Thread) -> bool:
+    """Inside ``Thread.join`` (its lock wait is the joined thread's end, not a lock)."""
+    return any(not f.native and f.name.endswith(("join", "_wait_for_tstate_lock"))
+               for f in thread.frames[:8])
+
+
+_NOTIFY = ("threading.py", "queue.py", "multiprocessing/synchronize.py",
+           "multiprocessing/queues.py")
+
+
+def waits_for_gil(thread: Thread) -> bool:
+    """In ``take_gil``: the signature says so, or (take_gil inlined, no symbol) the innermost
+    named native frame is a condition-variable wait: CPython's locks wait on semaphores on
+    Linux (``sem_clockwait``), its GIL on a condition variable. Read only where a GIL owner
+    is blocked in the kernel (:func:`_gil_edges`)."""
+    if thread.category is Category.GIL_WAIT:
+        return True
+    for frame in thread.frames:
+        if not frame.native:
+            return False
+        if not frame.name.startswith("0x"):
+            return frame.name.startswith(("pthread_cond_timedwait", "pthread_cond_wait",
+                                          "pthread_cond_clockwait"))
+    return False
+
+
+def _gil_edges(proc: Process) -> Iterator[WaitEdge]:
+    owner = next((t for t in proc.threads if t.owns_gil), None)
+    if owner is None or owner.active or owner.state not in ("S", "D"):
+        return  # a GIL owner that runs Python releases it every 5 ms: no one waits on it
+    for thread in proc.threads:
+        if thread.tid != owner.tid and waits_for_gil(thread):
+            yield WaitEdge(proc.pid, thread.tid, "gil", f"the GIL of PID {proc.pid}",
+                           "take_gil (a bare condition wait) in its native stack; py-spy: "
+                           "the other thread owns_gil while blocked in the kernel",
+                           to_pid=proc.pid, to_tid=owner.tid)
+
+
+def _py_lock_edges(proc: Process) -> Iterator[WaitEdge]:
+    """Threads waiting at one lock site -> the one thread inside that function past it."""
+    sites: dict[tuple[str | None, str, int | None], list[Thread]] = {}
+    for thread in proc.threads:
+        if waits_on_lock(thread) and (frame := user_frame(thread)) is not None:
+            sites.setdefault((frame.file, frame.name, frame.line), []).append(thread)
+    if not sites:
+        return
+    # Where each function of the waiters' sites is on every other thread's stack, in one pass
+    # over the stacks (a 1,000-thread process: not once per site).
+    wanted = {(file, name) for file, name, _ in sites}
+    found: dict[tuple[str | None, str], dict[int, tuple[Thread, int | None]]] = {}
+    for thread in proc.threads:
+        if thread.python:
+            for f in thread.frames:
+                if not f.native and (f.file, f.name) in wanted:
+                    found.setdefault((f.file, f.name), {}).setdefault(thread.tid, (thread, f.line))
+    for (file, name, line), waiters in sites.items():
+        waiting = {t.tid for t in waiters}
+        inside = [t for tid, (t, at) in found.get((file, name), {}).items()
+                  if tid not in waiting and at != line]
+        if len(inside) != 1:
+            continue
+        holder = inside[0]
+        where = next(f for f in holder.frames if f.file == file and f.name == name)
+        site = f"{name} ({(where.short_file or '?')}:{line})"
+        for thread in waiters:
+            yield WaitEdge(proc.pid, thread.tid, "py_lock", f"the lock taken at {site}",
+                           f"probable holder: the only other thread inside {name} past "
+                           f"that line (at line {where.line})", to_pid=proc.pid,
+                           to_tid=holder.tid, probable=True)
+
+
+def _join_edges(proc: Process) -> Iterator[WaitEdge]:
+    """A thread joining at exit (``threading._shutdown``, multiprocessing's finalizers
+    joining a queue's feeder) -> the other live Python threads of its process."""
+    for thread in proc.threads:
+        if thread.category is not Category.LOCK or not _joins(thread) or not blocked(thread):
+            continue
+        for other in proc.threads:
+            # A helper counts: a queue's feeder thread is one, and it is what the join waits for.
+            if other.tid != thread.tid and other.python and other.frames:
+                yield WaitEdge(proc.pid, thread.tid, "thread", f"thread {other.name or other.tid}",
+                               "Thread.join in its stack; the process's other live threads",
+                               to_pid=proc.pid, to_tid=other.tid, probable=True)
+
+
+def blocked(thread: Thread) -> bool:
+    """Its stack never moved in the window (one sample: assumed)."""
+    return thread.samples <= 1 or thread.unchanged_samples >= thread.samples
+
+
+def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
+    """Every wait-for edge of a single-host snapshot ((): no kernel facts, or several hosts:
+    PIDs repeat across nodes and fds do not cross them)."""
+    if len(snap.host_names) > 1:
+        return ()
+    waits = snap.waits
+    kernel = waits.kernel if waits is not None else None
+    idx = _index(snap, kernel) if kernel is not None else None
+    edges: list[WaitEdge] = []
+    for proc in snap.processes:
+        if proc.is_exited:
+            continue
+        if idx is not None and kernel is not None:
+            for thread in proc.threads:
+                edges.extend(_kernel_edges(idx, kernel.arch, proc, thread))
+        edges.extend(_gil_edges(proc))
+        edges.extend(_join_edges(proc))
+        edges.extend(_py_lock_edges(proc))
+    return tuple(edges)
+
+
+def edges_from(edges: Sequence[WaitEdge]) -> dict[int, list[int]]:
+    """PID -> indexes of its edges, in order."""
+    out: dict[int, list[int]] = {}
+    for i, edge in enumerate(edges):
+        out.setdefault(edge.pid, []).append(i)
+    return out
