@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -13,14 +12,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-# Plain ``pytest`` (unlike ``python -m pytest``) does not put the repository
-# root on sys.path, so an uninstalled checkout would not find ``hangscope``.
-if importlib.util.find_spec("hangscope") is None:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from support import cli_env as _cli_env  # noqa: E402,F401  # tests/test_reliability.py uses it
+# The repository root and tests/ are on sys.path through ``pythonpath`` in pyproject.toml, so
+# plain ``pytest`` on an uninstalled checkout finds ``hangscope`` and ``support`` too.
+from support import REPO_ROOT  # noqa: F401  # the name tests imported from here
+from support import cli_env as _cli_env  # noqa: F401  # the name tests imported from here
 
 if TYPE_CHECKING:
     from hangscope.demojobs import DemoJob

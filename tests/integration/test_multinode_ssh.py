@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
 from cluster import Cluster
 from support import poll
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import support
+from replay import ReplaySampler
 from support import until
 from textual.pilot import Pilot
 from textual.widgets import OptionList, TabbedContent
@@ -32,7 +33,6 @@ from hangscope.tui.diffview import diff_stacks
 from hangscope.tui.header import LiveState
 from hangscope.tui.history import History
 from hangscope.tui.ranks import RankTable, fit_site, row_cells, table_columns
-from hangscope.tui.replay import ReplaySampler
 from hangscope.tui.screens import KEYS, DiffPickScreen, FilterScreen, HelpScreen
 from hangscope.tui.stackview import StackPane
 from hangscope.words import duration_cell

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from replay import ReplaySampler
 from support import until
 from textual.pilot import Pilot
 
@@ -23,7 +24,6 @@ from hangscope.tui.app import HangscopeApp, make_app
 from hangscope.tui.diffview import DiffView
 from hangscope.tui.history import History
 from hangscope.tui.ranks import RankTable, row_cells, table_columns
-from hangscope.tui.replay import ReplaySampler
 from hangscope.tui.screens import DiffPickScreen, FilterScreen
 from hangscope.tui.stackview import StackPane
 
