@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -85,3 +88,61 @@ def py_spy() -> str:
     if path is None:
         pytest.skip("py-spy not installed")
     return path
+
+
+# -- parallel workers (pytest-xdist) --------------------------------------------------------
+#
+# ``python -m pytest`` runs the tests on several workers (``-n`` in pyproject.toml) with
+# ``--dist loadgroup``. Every test without an ``xdist_group`` mark is grouped by its module, so
+# a module's tests run on one worker, in order, and a module-scoped job (``shared_demo``, a
+# dumped broken server) is started once. A test marked ``quiet`` runs alone: no other test of
+# any worker runs while it does (its assertion measures time or needs the PIDs to itself).
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "quiet: runs alone, no other test alongside (timing, "
+                                       "PID reuse): see tests/conftest.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:  # before xdist's own hook reads the marks
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def _share_files() -> tuple[int, int] | None:
+    """The two lock files every worker of this run opens (None outside xdist): a turnstile
+    that makes a waiting ``quiet`` test first in line, and the shared/exclusive lock itself."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return None
+    base = Path(tempfile.gettempdir()) / f"hangscope-tests-{run}"
+    return tuple(os.open(f"{base}.{name}", os.O_RDWR | os.O_CREAT, 0o666)  # type: ignore[return-value]
+                 for name in ("turnstile", "lock"))
+
+
+_SHARE: tuple[int, int] | None = None
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Every test holds the run's lock shared; a ``quiet`` test holds it alone. Outermost
+    (tryfirst), so the wait for the lock is not counted by pytest-timeout."""
+    global _SHARE
+    if _SHARE is None:
+        _SHARE = _share_files() or (-1, -1)
+    turnstile, lock = _SHARE
+    if lock < 0:
+        yield
+        return
+    alone = item.get_closest_marker("quiet") is not None
+    fcntl.flock(turnstile, fcntl.LOCK_EX)  # a waiting quiet test holds it: nobody new starts
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    finally:
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)

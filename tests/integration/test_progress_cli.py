@@ -21,6 +21,8 @@ from support import TARGETS, run_cli, running_target
 
 from hangscope.collect.pyspy import find_pyspy
 
+# The progress jobs measure CPU and wakeups of 4 busy ranks: one such job at a time.
+pytestmark = pytest.mark.xdist_group("progress")
 NPROC = 4
 RUNS = 20
 

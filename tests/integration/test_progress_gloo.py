@@ -20,6 +20,8 @@ from support import running_target
 from hangscope.analyze.progress import PROGRESSING, STUCK, decide_all, job_progress
 from hangscope.collect.progress import ProgressWatcher
 
+# The progress jobs measure CPU and wakeups of 4 busy ranks: one such job at a time.
+pytestmark = pytest.mark.xdist_group("progress")
 TARGET = Path(__file__).resolve().parent.parent / "targets" / "progress_gloo.py"
 NPROC = 4
 WINDOW_S = 2.0

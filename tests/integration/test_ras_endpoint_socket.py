@@ -97,6 +97,7 @@ def test_unreadable_json_falls_back_to_text(ras_server) -> None:
     assert server.connections == 2
 
 
+@pytest.mark.quiet  # a time is the assertion
 @pytest.mark.parametrize("mode,status", [
     ("stall", ev.TIMEOUT), ("noaccept", ev.TIMEOUT), ("slow", ev.TIMEOUT),
     ("garbage", ev.GARBAGE), ("huge", ev.GARBAGE)])
@@ -109,6 +110,7 @@ def test_misbehaving_endpoint_costs_at_most_the_deadline(ras_server, mode: str,
     assert reading.note.startswith("NCCL RAS at 127.0.0.1:") and reading.report is None
 
 
+@pytest.mark.quiet  # a time is the assertion
 def test_refused_is_a_note() -> None:
     with socket.socket() as s:  # a port nobody listens on (bound, never listening)
         s.bind(("127.0.0.1", 0))
@@ -133,6 +135,7 @@ def test_another_jobs_listener_is_never_read(ras_server, tmp_path: Path) -> None
     assert server.connections == 0
 
 
+@pytest.mark.quiet  # a time is the assertion
 def test_no_listener_means_no_connect_and_a_reason() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

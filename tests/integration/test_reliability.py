@@ -311,6 +311,7 @@ def _ns_last_pid_writable() -> bool:
     return os.access("/proc/sys/kernel/ns_last_pid", os.W_OK)
 
 
+@pytest.mark.quiet  # the freed PID must not go to another test's process first
 @pytest.mark.skipif(not _ns_last_pid_writable(),
                     reason="needs root and a writable /proc/sys/kernel/ns_last_pid to reuse a PID")
 def test_pid_reused_between_discovery_and_sampling_is_not_sampled_as_the_rank(
@@ -339,6 +340,7 @@ def test_pid_reused_between_discovery_and_sampling_is_not_sampled_as_the_rank(
     assert victim in doc["verdict"]["suspects"]
 
 
+@pytest.mark.quiet  # the freed PID must not go to another test's process first
 @pytest.mark.skipif(not _ns_last_pid_writable(),
                     reason="needs root and a writable /proc/sys/kernel/ns_last_pid to reuse a PID")
 def test_live_view_stops_when_the_job_exits_and_its_pid_is_reused(job: Any,

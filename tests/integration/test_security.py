@@ -298,6 +298,7 @@ PATHOLOGICAL = {
 }
 
 
+@pytest.mark.quiet  # a time is the assertion
 @pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
 def test_redaction_stays_fast_on_pathological_text(name: str) -> None:
     """A 64 KiB log tail or a 128 KiB argument must not stall a dump (a quadratic rule once

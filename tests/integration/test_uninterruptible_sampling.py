@@ -16,7 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support import TARGETS, poll
+
+# Its assertion is a time (one short read, not a 4 s --timeout): run alone.
+pytestmark = pytest.mark.quiet
 
 
 def _state(pid: int) -> str | None:
