@@ -10,10 +10,12 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 # The repository root and tests/ are on sys.path through ``pythonpath`` in pyproject.toml, so
 # plain ``pytest`` on an uninstalled checkout finds ``hangscope`` and ``support`` too.
@@ -88,6 +90,13 @@ def py_spy() -> str:
     if path is None:
         pytest.skip("py-spy not installed")
     return path
+
+
+# Hypothesis's per-example deadline (200 ms by default) measures the machine, not the code, on
+# 4 workers sharing 2 cores; a generous one still catches a pathological example. (Speed is
+# asserted by the ``quiet`` tests, and measured in benchmarks/.)
+settings.register_profile("hangscope", deadline=timedelta(seconds=2))
+settings.load_profile("hangscope")
 
 
 # -- parallel workers (pytest-xdist) --------------------------------------------------------
