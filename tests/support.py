@@ -119,7 +119,8 @@ def read_ready(path: Path) -> dict[str, int]:
     """The ``"<pid> <tag>"`` lines of a ready file: PID by tag, the first line of a tag wins; a
     line still being written (no newline yet) is not read."""
     out: dict[str, int] = {}
-    with contextlib.suppress(FileNotFoundError):
+    # Not there yet, or a target whose ready signal is a folder of files (fr_job): no lines.
+    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
         for raw in path.read_text(errors="replace").splitlines(keepends=True):
             if not raw.endswith("\n"):
                 break
@@ -171,7 +172,7 @@ class Target:
         """The complete lines of the ready file now (a line still being written is not one)."""
         try:
             text = self.ready_file.read_text(errors="replace")
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):
             return []
         return [line for line in text.splitlines(keepends=True) if line.endswith("\n")]
 

@@ -281,8 +281,7 @@ def test_one_proc_pass_finds_the_tree_psutil_finds(barrier: Any) -> None:
 
 @pytest.mark.parametrize("scenario", ["mismatch", "straggler", "all_waiting"])
 def test_synthetic_jobs_get_the_right_diagnosis_raw_or_classified(scenario: str) -> None:
-    import synthetic
-
+    from benchmarks import synthetic
     from hangscope.analyze import analyze
     from hangscope.serialize import dumps as to_json
 

@@ -436,6 +436,7 @@ def test_pyspy_missing_from_venv_and_path_says_how_to_install(
     assert "pip install py-spy" in result.stderr
 
 
+@pytest.mark.quiet  # --timeout 1 must hold for the ranks that answer: run alone
 def test_hanging_pyspy_is_killed_at_timeout_and_the_other_ranks_report(
         job: Any, tmp_path: Path, hangscope_cli: Any, real_pyspy: str) -> None:
     """GIVEN py-spy hangs on one rank WHEN --timeout 1 THEN that py-spy is killed, the rank is
@@ -456,6 +457,7 @@ def test_hanging_pyspy_is_killed_at_timeout_and_the_other_ranks_report(
     assert_all_running(handle)
 
 
+@pytest.mark.quiet  # --timeout 1 must hold for the ranks that answer: run alone
 def test_native_dump_that_times_out_is_retried_python_only(
         job: Any, tmp_path: Path, hangscope_cli: Any, real_pyspy: str) -> None:
     """GIVEN py-spy --native hangs on one rank (a wedged native unwind) WHEN --samples 1 THEN
