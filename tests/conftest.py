@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-import importlib.util
+import fcntl
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-# Plain ``pytest`` (unlike ``python -m pytest``) does not put the repository
-# root on sys.path, so an uninstalled checkout would not find ``hangscope``.
-if importlib.util.find_spec("hangscope") is None:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from support import cli_env as _cli_env  # noqa: E402,F401  # tests/test_reliability.py uses it
+# The repository root and tests/ are on sys.path through ``pythonpath`` in pyproject.toml, so
+# plain ``pytest`` on an uninstalled checkout finds ``hangscope`` and ``support`` too.
+from support import REPO_ROOT  # noqa: F401  # the name tests imported from here
+from support import cli_env as _cli_env  # noqa: F401  # the name tests imported from here
 
 if TYPE_CHECKING:
     from hangscope.demojobs import DemoJob
@@ -90,3 +90,68 @@ def py_spy() -> str:
     if path is None:
         pytest.skip("py-spy not installed")
     return path
+
+
+# Hypothesis's per-example deadline (200 ms by default) measures the machine, not the code, on
+# 4 workers sharing 2 cores; a generous one still catches a pathological example. (Speed is
+# asserted by the ``quiet`` tests, and measured in benchmarks/.)
+settings.register_profile("hangscope", deadline=timedelta(seconds=2))
+settings.load_profile("hangscope")
+
+
+# -- parallel workers (pytest-xdist) --------------------------------------------------------
+#
+# ``python -m pytest`` runs the tests on several workers (``-n`` in pyproject.toml) with
+# ``--dist loadgroup``. Every test without an ``xdist_group`` mark is grouped by its module, so
+# a module's tests run on one worker, in order, and a module-scoped job (``shared_demo``, a
+# dumped broken server) is started once. A test marked ``quiet`` runs alone: no other test of
+# any worker runs while it does (its assertion measures time or needs the PIDs to itself).
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "quiet: runs alone, no other test alongside (timing, "
+                                       "PID reuse): see tests/conftest.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:  # before xdist's own hook reads the marks
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+def _share_files() -> tuple[int, int] | None:
+    """The two lock files every worker of this run opens (None outside xdist): a turnstile
+    that makes a waiting ``quiet`` test first in line, and the shared/exclusive lock itself."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return None
+    base = Path(tempfile.gettempdir()) / f"hangscope-tests-{run}"
+    return tuple(os.open(f"{base}.{name}", os.O_RDWR | os.O_CREAT, 0o666)  # type: ignore[return-value]
+                 for name in ("turnstile", "lock"))
+
+
+_SHARE: tuple[int, int] | None = None
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Every test holds the run's lock shared; a ``quiet`` test holds it alone. Outermost
+    (tryfirst), so the wait for the lock is not counted by pytest-timeout."""
+    global _SHARE
+    if _SHARE is None:
+        _SHARE = _share_files() or (-1, -1)
+    turnstile, lock = _SHARE
+    if lock < 0:
+        yield
+        return
+    alone = item.get_closest_marker("quiet") is not None
+    fcntl.flock(turnstile, fcntl.LOCK_EX)  # a waiting quiet test holds it: nobody new starts
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    finally:
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)

@@ -3,7 +3,6 @@ debug-info pipe (tests/targets/gloo_fr_mismatch.py), started for a test and kill
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from support import TARGETS, poll
+from support import TARGETS, running_target
 
 
 @dataclass(frozen=True)
@@ -20,7 +19,7 @@ class FrJob:
     launcher: int
     ranks: tuple[int, int]  # PIDs of rank 0 and rank 1
     folder: Path  # where the pipes (frpipe_<rank>.pipe) and dumps (nccl_trace_rank_<rank>) are
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
 
     def pipe(self, rank: int) -> Path:
         return self.folder / f"frpipe_{rank}.pipe"
@@ -40,20 +39,16 @@ def gloo_fr_job(folder: Path) -> Iterator[FrJob]:
     """Start the job, wait (with a deadline) until both ranks hang and their pipes exist."""
     ready = folder / "ready"
     ready.mkdir()
-    env = dict(os.environ, MASTER_PORT=str(_free_port()),
+    env = dict(MASTER_PORT=str(_free_port()),
                TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(folder / "frpipe_"),
                TORCH_FR_DUMP_TEMP_FILE=str(folder / "nccl_trace_rank_"),
                TORCH_FR_BUFFER_SIZE="100")
-    proc = subprocess.Popen([sys.executable, str(TARGETS / "gloo_fr_mismatch.py"), str(ready)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        poll(lambda: all((ready / n).exists() for n in ("launcher", "rank0", "rank1")),
-             "both ranks to reach their hanging collective", timeout=120)
-        poll(lambda: all((folder / f"frpipe_{r}.pipe").exists() for r in (0, 1)),
-             "both ranks' debug-info pipes", timeout=60)
+
+    def hung(_: object) -> bool:  # both ranks in their hanging collective, their pipes made
+        return (all((ready / n).exists() for n in ("launcher", "rank0", "rank1"))
+                and all((folder / f"frpipe_{r}.pipe").exists() for r in (0, 1)))
+
+    with running_target([sys.executable, str(TARGETS / "gloo_fr_mismatch.py"), str(ready)],
+                        folder, ready=hung, env=env, timeout=180) as target:
         r0, r1 = (int(p) for p in (ready / "launcher").read_text().split())
-        yield FrJob(proc.pid, (r0, r1), folder, proc)
-    finally:
-        os.killpg(proc.pid, 9)
-        proc.wait(timeout=30)
+        yield FrJob(target.launcher, (r0, r1), folder, target.popen)

@@ -1,20 +1,34 @@
-"""What the tests share: waiting with a deadline, running the CLI, real captured snapshots.
+"""What the tests share: the one harness for hung targets, waiting with a deadline, running
+the CLI, real captured snapshots.
 
-Imported by tests in every tier (tests/ is on sys.path through tests/conftest.py). Nothing
-here sleeps and hopes: every wait polls a condition against a deadline and says what it
-waited for when it gives up.
+Imported by tests in every tier as ``support`` (tests/ is on sys.path through the
+``pythonpath`` option in pyproject.toml), and by the recorder scripts as ``tests.support``;
+so it imports nothing else from tests/. Nothing here sleeps and hopes: every wait polls a
+condition against a deadline and says what it waited for when it gives up.
+
+Every test that starts a hung process goes through :func:`running_target`: it starts the
+target in its own session, waits for its ready signal (``"<pid> <tag>"`` lines in a ready
+file, or any condition) against a deadline, yields its PIDs, and kills the whole process group
+and every descendant it saw when the block ends, on failure too. (The bundled demos start
+through ``hangscope.demojobs.running_demo``, the product's own harness for ``hangscope demo``;
+the ``demo_job`` fixture in tests/conftest.py wraps it.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
+
+import psutil
 
 from hangscope.analyze import analyze
 from hangscope.model import Snapshot
@@ -26,6 +40,8 @@ FIXTURES = TESTS / "fixtures"
 SNAPSHOTS = FIXTURES / "snapshots"
 GPU_DUMPS = FIXTURES / "gpu" / "validation"
 TARGETS = TESTS / "targets"
+#: The verdict tests' jobs: ``verdict_jobs.py MODE READY_FILE WORKDIR``.
+VERDICT_JOBS = TARGETS / "verdict_jobs.py"
 
 if TYPE_CHECKING:
     from textual.pilot import Pilot
@@ -97,3 +113,215 @@ def recorded_names() -> list[str]:
     """Every recorded snapshot: the demo recordings, then the H200 validation dumps."""
     return sorted(p.stem for p in SNAPSHOTS.glob("*.json")) + sorted(
         p.name.removesuffix(".dump.json") for p in GPU_DUMPS.glob("*.dump.json"))
+
+
+def read_ready(path: Path) -> dict[str, int]:
+    """The ``"<pid> <tag>"`` lines of a ready file: PID by tag, the first line of a tag wins; a
+    line still being written (no newline yet) is not read."""
+    out: dict[str, int] = {}
+    # Not there yet, or a target whose ready signal is a folder of files (fr_job): no lines.
+    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+        for raw in path.read_text(errors="replace").splitlines(keepends=True):
+            if not raw.endswith("\n"):
+                break
+            pid, _, tag = raw.strip().partition(" ")
+            if pid.isdigit() and tag:
+                out.setdefault(tag, int(pid))
+    return out
+
+
+@dataclass
+class Target:
+    """A started target, valid inside :func:`running_target`."""
+
+    popen: subprocess.Popen[bytes]
+    #: PID by ready tag, as the ready file said when the target was ready (see ``wait_for``).
+    pids: dict[str, int]
+    workdir: Path
+    ready_file: Path
+    #: The target's stdout and stderr together.
+    log: Path
+    #: More PIDs to kill at the end (processes a test started on the side).
+    also_kill: list[int] = field(default_factory=list)
+
+    @property
+    def launcher(self) -> int:
+        """The PID that was started (the session and process group leader)."""
+        return self.popen.pid
+
+    @property
+    def pid(self) -> int:
+        """The same as ``launcher``."""
+        return self.popen.pid
+
+    def tree(self) -> list[psutil.Process]:
+        """The launcher and its live descendants."""
+        try:
+            top = psutil.Process(self.launcher)
+            return [top, *top.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def log_tail(self, size: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-size:]
+        except OSError as exc:
+            return f"<cannot read {self.log}: {exc}>"
+
+    def ready_lines(self) -> list[str]:
+        """The complete lines of the ready file now (a line still being written is not one)."""
+        try:
+            text = self.ready_file.read_text(errors="replace")
+        except (FileNotFoundError, IsADirectoryError):
+            return []
+        return [line for line in text.splitlines(keepends=True) if line.endswith("\n")]
+
+    def ready_tags(self) -> dict[str, int]:
+        """The ready file now: PID by tag."""
+        return read_ready(self.ready_file)
+
+    def wait_for(self, tags: Sequence[str], timeout: float) -> dict[str, int]:
+        """Wait until every tag in ``tags`` has a ready line (the target still running); the
+        PIDs by tag, also merged into ``pids``."""
+
+        def found() -> dict[str, int] | None:
+            if self.popen.poll() is not None:
+                raise AssertionError(f"the target exited ({self.popen.returncode}) before "
+                                     f"{list(tags)} were ready:\n{self.log_tail()}")
+            have = read_ready(self.ready_file)
+            return have if all(t in have for t in tags) else None
+
+        try:
+            have = poll(found, f"ready lines {list(tags)} in {self.ready_file}", timeout,
+                        interval=0.02)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; have {sorted(read_ready(self.ready_file))}; log:\n"
+                                 f"{self.log_tail()}") from None
+        self.pids.update(have)
+        return have
+
+
+def _gone(proc: psutil.Process) -> bool:
+    try:  # a zombie is dead: only its parent (maybe init) can reap it
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def kill_target(target: Target, seen: Sequence[psutil.Process] = (), *,
+                group: bool = True, timeout: float = 10.0) -> None:
+    """Resume and SIGKILL everything the target started: its process group (``group``), every
+    descendant seen now or in ``seen``, and ``also_kill``; wait until all are gone."""
+    procs = {p.pid: p for p in [*seen, *target.tree()]}
+    for pid in target.also_kill:  # may reuse a PID of the target: this is the process now
+        with contextlib.suppress(psutil.Error):
+            procs[pid] = psutil.Process(pid)
+    for proc in procs.values():  # a stopped process must not stay stopped if a kill fails
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGCONT)
+    if group and target.popen.returncode is None:
+        # Still our unreaped child, so its group ID cannot have been handed out again.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(target.launcher, signal.SIGKILL)
+    for proc in procs.values():
+        with contextlib.suppress(psutil.Error):
+            proc.kill()  # psutil refuses a PID that now belongs to another process
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        target.popen.wait(timeout=timeout)
+    with contextlib.suppress(AssertionError):
+        poll(lambda: all(_gone(p) for p in procs.values()) and not _group_alive(target.launcher),
+             "the target's processes to exit", timeout, interval=0.02)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def running_target(argv: Sequence[str], workdir: Path, *, tags: Sequence[str] = (),
+                   ready: Callable[[Target], object] | None = None,
+                   ready_file: Path | None = None, env: dict[str, str] | None = None,
+                   timeout: float = 90.0, new_session: bool = True,
+                   cwd: Path | None = None) -> Iterator[Target]:
+    """Start ``argv``, wait until it is ready, yield it as a :class:`Target`, then kill it all.
+
+    Ready means: every tag in ``tags`` has a ``"<pid> <tag>"`` line in ``ready_file``
+    (default ``workdir/ready``; the target gets its path on its command line), and then
+    ``ready(target)`` (if given) returns something true. Fails with the target's log tail if it
+    exits first or ``timeout`` passes. ``env`` adds to this process's environment (minus the
+    torchrun and pytest variables a target must not inherit). ``new_session``: the target leads
+    its own session and process group, so teardown kills the group; a test that needs the
+    launcher's PID freed while its children live passes False.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    ready_file = ready_file or workdir / "ready"
+    log = workdir / "target.log"
+    child_env = {k: v for k, v in os.environ.items()
+                 if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "PYTEST_CURRENT_TEST")}
+    child_env.update(env or {})
+    with open(log, "wb") as out:
+        popen = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=subprocess.STDOUT, env=child_env, cwd=cwd,
+                                 start_new_session=new_session)
+    target = Target(popen, {}, workdir, ready_file, log)
+    seen: list[psutil.Process] = []
+    try:
+        started = time.monotonic()
+        if tags:
+            target.wait_for(tags, timeout)
+        if ready is not None:
+            def check() -> object:
+                if popen.poll() is not None:
+                    raise AssertionError(f"the target exited ({popen.returncode}) before it "
+                                         f"was ready:\n{target.log_tail()}")
+                return ready(target)
+
+            poll(check, f"{argv[1] if len(argv) > 1 else argv[0]} to be ready",
+                 max(1.0, timeout - (time.monotonic() - started)), interval=0.02)
+        target.pids.update({t: p for t, p in read_ready(ready_file).items()
+                            if t not in target.pids})
+        seen = target.tree()
+        yield target
+    finally:
+        kill_target(target, seen, group=new_session)
+
+
+#: What ``verdict_job`` yields (``launcher``, ``pids`` by ready tag, ``workdir``, ``wait_for``).
+Job = Target
+
+
+@contextlib.contextmanager
+def verdict_job(mode: str, tmp_path: Path, tags: Sequence[str],
+                timeout: float = 60.0, jobs: Path = VERDICT_JOBS) -> Iterator[Target]:
+    """Run ``verdict_jobs.py MODE READY WORKDIR`` (or another ``jobs`` script of the same
+    interface, e.g. hang_shapes.py) until every tag in ``tags`` is ready; kill it after."""
+    workdir = tmp_path / f"job-{mode}"
+    ready = workdir / "ready"
+    with running_target([sys.executable, str(jobs), mode, str(ready), str(workdir)], workdir,
+                        tags=tags, timeout=timeout) as job:
+        yield job
+
+
+def dump_json(pid: int, *extra: str, timeout: float = 120.0) -> str:
+    """``python -m hangscope dump PID --format json`` on this checkout; its stdout."""
+    done = run_cli("dump", str(pid), "--format", "json", *extra, timeout=timeout)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.strip(), done.stderr
+    return done.stdout
+
+
+def show_text(data: str, where: Path) -> str:
+    """``python -m hangscope show FILE`` of a saved JSON dump: the text report a user reads,
+    unwrapped (box edges dropped, whitespace collapsed) so that a sentence is one string."""
+    path = where / "dump.json"
+    path.write_text(data)
+    done = run_cli("show", str(path), env={"COLUMNS": "200"})
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+    return " ".join(done.stdout.replace("│", " ").split())

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from hangscope.remote.multinode import MultiNodeSampler
     from hangscope.sampler import Sampler
     from hangscope.tui.app import run_live
-    from hangscope.tui.replay import SnapshotSource
+    from hangscope.tui.source import SnapshotSource
 
     pid = parse_pid(args.pid) if args.pid is not None else None
     if not 0.2 <= args.interval <= 3600:

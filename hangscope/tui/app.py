@@ -27,7 +27,7 @@ from hangscope.render.output import render, write_private
 from hangscope.tui.header import JobHeader, LiveState
 from hangscope.tui.history import History
 from hangscope.tui.mainscreen import MainScreen
-from hangscope.tui.replay import SnapshotSource
+from hangscope.tui.source import SnapshotSource
 
 #: How often the worker checks whether the app is closing while a sample runs.
 _POLL_S = 0.05

@@ -15,14 +15,9 @@ collectives section and no NCCL or Flight Recorder note.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from support import TARGETS, run_cli
-
-sys.path.insert(0, str(TARGETS))  # as the other verdict tests (issue 18 item 5 folds these)
-
-from verdict_support import dump_json, show_text, verdict_job
+from support import TARGETS, dump_json, run_cli, show_text, verdict_job
 
 JOBS = TARGETS / "calm_jobs.py"
 

@@ -10,16 +10,12 @@ the compiler was called "launcher").
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import psutil
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
-
-from verdict_support import dump_json, show_text, verdict_job
+from support import dump_json, show_text, verdict_job
 
 from hangscope.analyze.compiling import compile_activity, describe_compile
 from hangscope.analyze.roles import is_helper_role, refine_roles

@@ -20,45 +20,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 import support
-from support import poll
+from support import Target, poll, running_target
 
 from hangscope.collect import procfs
 
 TARGETS = support.TARGETS
 REPO_ROOT = support.REPO_ROOT
 DUMP_ARGS = ("--samples", "2", "--window", "0.5")
-READY_TIMEOUT_S = 20.0
+READY_TIMEOUT_S = 90.0  # generous: a loaded machine starts torch slowly
 
 pytest.importorskip("setproctitle")
 
 
 # -- harness ----------------------------------------------------------------------------
-
-@dataclass
-class Target:
-    proc: subprocess.Popen[bytes]
-    ready: dict[str, int]  # what -> pid, from the ready file
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-
-def _wait_ready(path: Path, lines: int, proc: subprocess.Popen[bytes]) -> dict[str, int]:
-    """Poll the ready file until it has ``lines`` lines; fail fast if the target died."""
-
-    def ready() -> dict[str, int] | None:
-        if proc.poll() is not None:
-            raise AssertionError(f"target exited early with code {proc.returncode}")
-        text = path.read_text() if path.exists() else ""
-        found = [line.split(None, 1) for line in text.splitlines() if line.strip()]
-        return {what: int(pid) for pid, what in found} if len(found) >= lines else None
-
-    return poll(ready, f"{lines} lines in {path}", READY_TIMEOUT_S, interval=0.02)
-
 
 def _wait_state(pid: int, state: str) -> None:
     """Poll /proc/PID/stat until the process is in ``state`` (T, D, ...)."""
@@ -66,30 +42,14 @@ def _wait_state(pid: int, state: str) -> None:
          f"PID {pid} in state {state}", READY_TIMEOUT_S, interval=0.02)
 
 
-def _kill_tree(pid: int) -> None:
-    """SIGCONT (never leave a target stopped) and SIGKILL the process and its descendants."""
-    try:
-        top = psutil.Process(pid)
-        procs = [*top.children(recursive=True), top]
-    except psutil.NoSuchProcess:
-        return
-    for proc in reversed(procs):  # the top first: it cannot respawn what dies below it
-        for sig in (signal.SIGCONT, signal.SIGKILL):
-            try:
-                proc.send_signal(sig)
-            except psutil.NoSuchProcess:
-                break
-    psutil.wait_procs(procs, timeout=10)
-
-
 def start_target(stack: ExitStack, tmp: Path, script: str, *args: str,
                  ready_lines: int) -> Target:
-    ready = tmp / f"{script}.ready"
-    proc = subprocess.Popen([sys.executable, str(TARGETS / script), "--ready-file", str(ready),
-                             *args], stdin=subprocess.DEVNULL)
-    stack.callback(proc.wait, 10)
-    stack.callback(_kill_tree, proc.pid)
-    return Target(proc, _wait_ready(ready, ready_lines, proc))
+    """``tests/targets/SCRIPT --ready-file F ARGS`` once F has ``ready_lines`` lines (its
+    ``pids``: PID by what each line says); killed, group and all, when ``stack`` closes."""
+    workdir = tmp / script.removesuffix(".py")
+    return stack.enter_context(running_target(
+        [sys.executable, str(TARGETS / script), "--ready-file", str(workdir / "ready"), *args],
+        workdir, ready=lambda t: len(t.ready_lines()) >= ready_lines, timeout=READY_TIMEOUT_S))
 
 
 def free_port() -> int:
@@ -159,7 +119,7 @@ def broken_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokenSe
             + kmsg_record(2, uptime, "Out of memory: Killed process 4190001 (python) "
                           "total-vm:81234567kB, anon-rss:23456789kB, file-rss:0kB")
             + kmsg_record(3, uptime, f"NVRM: Xid (PCI:0000:3b:00): 79, "
-                          f"pid={target.ready['worker0']}, name=python, GPU has fallen off "
+                          f"pid={target.pids['worker0']}, name=python, GPU has fallen off "
                           "the bus."))
         saved = tmp / "dump.json"
         run_cli("dump", str(target.pid), "--format", "json", "-o", str(saved), *DUMP_ARGS,
@@ -202,7 +162,7 @@ def test_zombie_child_with_its_exit_code(broken_server: BrokenServer) -> None:
 
 def test_log_file_error_lines_are_shown_and_redacted(broken_server: BrokenServer) -> None:
     doc = broken_server.doc
-    rank0 = broken_server.target.ready["worker0"]
+    rank0 = broken_server.target.pids["worker0"]
     (log,) = findings_of(doc)["log.errors"]
     assert log["severity"] == "warning"
     assert log["message"].startswith(f"Rank 0 (PID {rank0}) logged 2 error lines to "
@@ -224,7 +184,7 @@ def test_log_file_error_lines_are_shown_and_redacted(broken_server: BrokenServer
 
 def test_reserved_address_space_is_called_overcommit_not_use(broken_server: BrokenServer) -> None:
     doc = broken_server.doc
-    rank1 = broken_server.target.ready["worker1"]
+    rank1 = broken_server.target.pids["worker1"]
     (over,) = findings_of(doc)["mem.overcommit"]
     assert over["severity"] == "info"
     assert over["evidence"]["factor"] >= 2.0
@@ -240,7 +200,7 @@ def test_reserved_address_space_is_called_overcommit_not_use(broken_server: Brok
 
 def test_compiler_under_a_rank_and_its_age(broken_server: BrokenServer) -> None:
     (compiler,) = findings_of(broken_server.doc)["compile.running"]
-    rank1 = broken_server.target.ready["worker1"]
+    rank1 = broken_server.target.pids["worker1"]
     assert compiler["evidence"]["program"] == "ptxas"
     assert compiler["evidence"]["rank_pid"] == rank1
     assert 0 <= compiler["evidence"]["age_s"] < 60
@@ -266,7 +226,7 @@ def test_kernel_oom_kill_and_xid_since_the_job_started(broken_server: BrokenServ
     assert oom["severity"] == "critical"
     assert oom["message"].startswith("The kernel's OOM killer killed PID 4190001 (python) at ")
     (xid,) = found["kernel.xid"]
-    rank0 = broken_server.target.ready["worker0"]
+    rank0 = broken_server.target.pids["worker0"]
     assert xid["severity"] == "critical"
     assert xid["message"].startswith(
         "The GPU driver reported Xid 79 on PCI:0000:3b:00 at ")
@@ -295,7 +255,7 @@ def test_stopped_rank_is_named_and_left_stopped(tmp_path: Path) -> None:
     with ExitStack() as stack:
         target = start_target(stack, tmp_path, "server.py", "--port", str(port), "--bind",
                               "--tp-size", "2", "--workers", "2", ready_lines=3)
-        rank1 = target.ready["worker1"]
+        rank1 = target.pids["worker1"]
         os.kill(rank1, signal.SIGSTOP)
         stack.callback(os.kill, rank1, signal.SIGCONT)
         _wait_state(rank1, "T")
@@ -341,14 +301,12 @@ def test_sglang_demo_report_opens_with_port_schedulers_and_idle(tmp_path: Path) 
     pytest.importorskip("torch")
     port = free_port()
     with ExitStack() as stack:
-        ready = tmp_path / "sglang.ready"
-        proc = subprocess.Popen(
+        # Ready: two schedulers in their collectives, the detokenizer.
+        proc = stack.enter_context(running_target(
             [sys.executable, str(REPO_ROOT / "demo" / "sglang_like.py"), "--tp-size", "2",
-             "--port", str(port), "--ready-file", str(ready)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        stack.callback(proc.wait, 10)
-        stack.callback(_kill_tree, proc.pid)
-        _wait_ready(ready, 3, proc)  # two schedulers in their collectives, the detokenizer
+             "--port", str(port), "--ready-file", str(tmp_path / "sglang.ready")], tmp_path,
+            ready_file=tmp_path / "sglang.ready", ready=lambda t: len(t.ready_lines()) >= 3,
+            timeout=READY_TIMEOUT_S))
         text = run_cli("dump", str(proc.pid), *DUMP_ARGS, "--no-native").stdout
     words = " ".join(text.split())  # undo the terminal's line wrapping
     findings = words[words.index("Findings"):words.index("Where the ranks are")]

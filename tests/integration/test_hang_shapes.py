@@ -11,12 +11,9 @@ naming both threads where they block.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
-
-from verdict_support import dump_json, show_text, verdict_job
+from support import dump_json, show_text, verdict_job
 
 SHAPES = Path(__file__).resolve().parent.parent / "targets" / "hang_shapes.py"
 

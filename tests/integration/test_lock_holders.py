@@ -8,14 +8,10 @@ are in a lock and the conclusion names rank 0, its PID, the file and where rank 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
-
-from verdict_support import dump_json, show_text, verdict_job
+from support import dump_json, show_text, verdict_job
 
 from hangscope.analyze.locks import (
     describe_lock_wait,

@@ -19,15 +19,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
 from cluster import Cluster
 from support import poll
 
-pytestmark = pytest.mark.skipif(
+# One namespace cluster at a time (fixed addresses and rendezvous port): one worker.
+pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("sshd", path="/usr/sbin:/usr/bin") is None
     or shutil.which("unshare") is None or shutil.which("tmux") is None,
-    reason="needs root, unshare, openssh-server and tmux (.ci/run installs them)")
+    reason="needs root, unshare, openssh-server and tmux (.ci/run installs them)")]
 
 HANGSCOPE = str(Path(sys.executable).parent / "hangscope")
 ROW = re.compile(r"^\s*(\d)\s+(node0\d)\s+rank\s+(\d+)\s")

@@ -4,36 +4,26 @@ errors a user sees."""
 
 from __future__ import annotations
 
-import os
 import secrets
-import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
-from support import run_cli
+from support import Target, run_cli, running_target
 
 from hangscope.errors import ProcessNotFound, UsageError
 from hangscope.remote.find import find_job_pid, find_pids, parse_spec, spec_for
 
 
 @pytest.fixture
-def marked_process(tmp_path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """A real process whose environment carries a unique TORCHELASTIC_RUN_ID; ready by FIFO."""
+def marked_process(tmp_path) -> Iterator[tuple[Target, str]]:
+    """A real process whose environment carries a unique TORCHELASTIC_RUN_ID (a ready line)."""
     run_id = f"hs-find-{secrets.token_hex(4)}"
-    fifo = tmp_path / "ready"
-    os.mkfifo(fifo)
-    code = ("import sys, time\nopen(sys.argv[1], 'w').write('ready')\n"
+    code = ("import os, sys, time\nopen(sys.argv[1], 'a').write(f'{os.getpid()} ready\\n')\n"
             "while True: time.sleep(60)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(fifo)],
-                            env={**os.environ, "TORCHELASTIC_RUN_ID": run_id})
-    try:
-        with open(fifo) as fh:  # blocks until the child has started and opened it
-            assert fh.read() == "ready"
+    with running_target([sys.executable, "-c", code, str(tmp_path / "ready")], tmp_path,
+                        tags=["ready"], env={"TORCHELASTIC_RUN_ID": run_id}) as proc:
         yield proc, run_id
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_find_by_environment(marked_process) -> None:

@@ -15,15 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
 from slurm import SlurmCluster
 
-pytestmark = pytest.mark.skipif(
+# One namespace cluster at a time (fixed addresses and rendezvous port): one worker.
+pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.skipif(
     os.geteuid() != 0 or not all(shutil.which(t, path="/usr/sbin:/usr/bin") for t in
                                  ("slurmctld", "slurmd", "munged", "sshd", "unshare")),
     reason="the Slurm namespace cluster needs root, slurm-wlm, munge and openssh-server "
-    "(.ci/run installs them)")
+    "(.ci/run installs them)")]
 
 
 @pytest.fixture(scope="module")

@@ -16,15 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
 from cluster import Cluster
 from support import poll
 
-pytestmark = pytest.mark.skipif(
+# One namespace cluster at a time (fixed addresses and rendezvous port): one worker.
+pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("sshd", path="/usr/sbin:/usr/bin") is None
     or shutil.which("unshare") is None,
-    reason="the namespace cluster needs root, unshare and openssh-server (.ci/run installs it)")
+    reason="the namespace cluster needs root, unshare and openssh-server (.ci/run installs it)")]
 
 HANGSCOPE = str(Path(sys.executable).parent / "hangscope")
 FAST = ("--samples", "2", "--window", "1", "--format", "json")

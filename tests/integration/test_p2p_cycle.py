@@ -9,12 +9,9 @@ matched send/recv THEN the verdict is not a mismatch (nor a deadlock).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
-
-from verdict_support import dump_json, show_text, verdict_job
+from support import dump_json, show_text, verdict_job
 
 from hangscope.analyze.p2p import P2PCall, describe_points_at, p2p_call_of_thread, p2p_graph
 from hangscope.analyze.signatures import is_p2p

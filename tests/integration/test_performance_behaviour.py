@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,13 +29,10 @@ import psutil
 import pytest
 import support
 
-BENCHMARKS = support.REPO_ROOT / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-from hangscope.collect import procfs, pyspy, tree  # noqa: E402
-from hangscope.model import Process, Snapshot  # noqa: E402
-from hangscope.rounds import Marks  # noqa: E402
-from hangscope.sampler import SampleOptions, Sampler, _native_slots  # noqa: E402
+from hangscope.collect import procfs, pyspy, tree
+from hangscope.model import Process, Snapshot
+from hangscope.rounds import Marks
+from hangscope.sampler import SampleOptions, Sampler, _native_slots
 
 QUICK = SampleOptions(samples=1, window=0.0)
 
@@ -44,7 +40,7 @@ QUICK = SampleOptions(samples=1, window=0.0)
 @pytest.fixture
 def barrier(tmp_path: Path) -> Iterator[Callable[..., Any]]:
     """Factory: ``barrier(ranks, **kw) -> DemoJob`` of benchmarks/barrier_job.py, killed after."""
-    from jobs import barrier_job
+    from benchmarks.jobs import barrier_job
 
     with ExitStack() as stack:
         yield lambda ranks, **kw: stack.enter_context(barrier_job(ranks, **kw))
@@ -285,8 +281,7 @@ def test_one_proc_pass_finds_the_tree_psutil_finds(barrier: Any) -> None:
 
 @pytest.mark.parametrize("scenario", ["mismatch", "straggler", "all_waiting"])
 def test_synthetic_jobs_get_the_right_diagnosis_raw_or_classified(scenario: str) -> None:
-    import synthetic
-
+    from benchmarks import synthetic
     from hangscope.analyze import analyze
     from hangscope.serialize import dumps as to_json
 

@@ -10,42 +10,32 @@ Readiness: each rank appends a line to a ready file once in its steady state (po
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import stat
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import TARGETS, poll, run_cli
+from support import TARGETS, run_cli, running_target
 
 from hangscope.collect.pyspy import find_pyspy
 
+# The progress jobs measure CPU and wakeups of 4 busy ranks: one such job at a time.
+pytestmark = pytest.mark.xdist_group("progress")
 NPROC = 4
 RUNS = 20
 
 
 @pytest.fixture(scope="module")
 def sleepy_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """The launcher PID of a running sleepy job; its process group is killed at teardown."""
-    ready = tmp_path_factory.mktemp("progress-cli") / "ready"
-    launcher = subprocess.Popen(
-        [sys.executable, str(TARGETS / "progress_gloo.py"), "sleepy", "--nproc", str(NPROC),
-         "--ready-file", str(ready)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        poll(lambda: (ready.exists() and len(ready.read_text().splitlines()) >= NPROC)
-             or launcher.poll() is not None, "4 ranks in their steady state", timeout=90.0)
-        assert launcher.poll() is None, f"the job exited early with {launcher.returncode}"
-        yield launcher.pid
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(launcher.pid, signal.SIGKILL)
-        launcher.wait()
+    """The launcher PID of a running sleepy job (each rank in its steady state: a ready line
+    each); its process group is killed at teardown."""
+    workdir = tmp_path_factory.mktemp("progress-cli")
+    with running_target([sys.executable, str(TARGETS / "progress_gloo.py"), "sleepy", "--nproc",
+                         str(NPROC), "--ready-file", str(workdir / "ready")], workdir,
+                        ready=lambda t: len(t.ready_lines()) >= NPROC) as job:
+        yield job.launcher
 
 
 def dump_json(pid: int, *extra: str, env: dict[str, str] | None = None) -> dict[str, object]:
@@ -108,18 +98,12 @@ def test_given_py_spy_record_failing_then_a_note_and_the_stack_samples_decide(
 def test_given_one_process_busy_in_one_c_call_then_slow_not_proven_hung(tmp_path: Path) -> None:
     # A catastrophically backtracking regex: one Python line, 100% CPU, no GPU. Neither a move
     # nor a hang can be proven: the verdict says so, and which evidence it looked at.
-    ready = tmp_path / "ready"
-    target = subprocess.Popen([sys.executable, str(TARGETS / "progress_single.py"), "regex",
-                               str(ready)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        poll(lambda: ready.exists() and ready.read_text().strip(), "the regex process")
-        data = dump_json(target.pid)
-    finally:
-        target.kill()
-        target.wait()
+    with running_target([sys.executable, str(TARGETS / "progress_single.py"), "regex",
+                         str(tmp_path / "ready")], tmp_path, tags=["regex"], timeout=30) as job:
+        data = dump_json(job.launcher)
     assert data["progress"]["decision"] == "slow"
     assert [r["evidence"] for r in data["progress"]["ranks"]] == ["counters"]
     summary = data["verdict"]["summary"]
-    assert f"Slow, not proven hung: PID {target.pid} (the thread ran" in summary, summary
+    assert f"Slow, not proven hung: PID {job.launcher} (the thread ran" in summary, summary
     assert "a spin or work" in summary
     assert any("slow (kernel counters)" in line for line in data["verdict"]["evidence"])

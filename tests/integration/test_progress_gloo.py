@@ -8,8 +8,6 @@ to a ready file once in its steady state; the test polls that file with a deadli
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,46 +15,32 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import running_target
 
 from hangscope.analyze.progress import PROGRESSING, STUCK, decide_all, job_progress
 from hangscope.collect.progress import ProgressWatcher
 
+# The progress jobs measure CPU and wakeups of 4 busy ranks: one such job at a time.
+pytestmark = pytest.mark.xdist_group("progress")
 TARGET = Path(__file__).resolve().parent.parent / "targets" / "progress_gloo.py"
 NPROC = 4
 WINDOW_S = 2.0
 
 
-def _ranks_ready(ready: Path, deadline_s: float, launcher: subprocess.Popen[bytes]) -> list[int]:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if launcher.poll() is not None:
-            raise AssertionError(f"the job exited early with {launcher.returncode}")
-        lines = ready.read_text().splitlines() if ready.exists() else []
-        if len(lines) >= NPROC:
-            return sorted(int(line.split()[0]) for line in lines)
-        time.sleep(0.05)
-    raise AssertionError(f"the ranks were not ready within {deadline_s} s")
-
-
 @pytest.fixture
 def gloo_job(tmp_path: Path) -> Iterator[object]:
-    """Factory: start(mode) -> rank PIDs; the job's process group is killed at teardown."""
-    started: list[subprocess.Popen[bytes]] = []
+    """Factory: start(mode) -> rank PIDs, once each rank is in its steady state (a ready line
+    each); the job's process group is killed at teardown."""
+    with contextlib.ExitStack() as stack:
+        def start(mode: str) -> list[int]:
+            workdir = tmp_path / mode
+            ready = workdir / "ready"
+            job = stack.enter_context(running_target(
+                [sys.executable, str(TARGET), mode, "--nproc", str(NPROC), "--ready-file",
+                 str(ready)], workdir, ready=lambda t: len(t.ready_lines()) >= NPROC))
+            return sorted(int(line.split()[0]) for line in job.ready_lines())
 
-    def start(mode: str) -> list[int]:
-        ready = tmp_path / f"ready-{mode}"
-        launcher = subprocess.Popen(
-            [sys.executable, str(TARGET), mode, "--nproc", str(NPROC), "--ready-file", str(ready)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
-        started.append(launcher)
-        return _ranks_ready(ready, 90.0, launcher)
-
-    yield start
-    for launcher in started:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(launcher.pid, signal.SIGKILL)
-        launcher.wait()
+        yield start
 
 
 def _window(pids: list[int]) -> tuple[str, list[str]]:

@@ -4,6 +4,8 @@ costs at most the deadline and leaves a note; only a listener of *this* job is e
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import shutil
 import socket
@@ -14,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support import TARGETS, poll
+from support import TARGETS, running_target
 
 from hangscope import evidence as ev
 from hangscope.collect import procfs, ras
@@ -44,23 +46,24 @@ class Server:
 
 @pytest.fixture
 def ras_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
-    started: list[subprocess.Popen] = []
+    """Factory: ``start(mode, case, netns)`` -> a Server listening on the port it wrote to its
+    ready file; every server is killed at teardown (support.running_target)."""
+    started = itertools.count()
+    with contextlib.ExitStack() as stack:
+        def start(mode: str, case: str = "behind", netns: bool = False) -> Server:
+            workdir = tmp_path / f"server-{next(started)}"
+            ready = workdir / "port"
+            cmd = [sys.executable, str(TARGETS / "ras_server.py"), mode, str(ready), "--case",
+                   case]
+            if netns:
+                cmd = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh",
+                       *cmd]
+            server = stack.enter_context(running_target(
+                cmd, workdir, ready_file=ready, timeout=20,
+                ready=lambda t: t.ready_file.exists() and t.ready_file.read_text()))
+            return Server(server.popen, int(ready.read_text()), ready)
 
-    def start(mode: str, case: str = "behind", netns: bool = False) -> Server:
-        ready = tmp_path / f"ready-{len(started)}"
-        cmd = [sys.executable, str(TARGETS / "ras_server.py"), mode, str(ready), "--case", case]
-        if netns:
-            cmd = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
-        popen = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        started.append(popen)
-        port = int(poll(lambda: ready.exists() and ready.read_text(), f"{mode} server port",
-                        timeout=20))
-        return Server(popen, port, ready)
-
-    yield start
-    for popen in started:
-        popen.kill()
-        popen.wait(timeout=10)
+        yield start
 
 
 def _timed(fn: Callable[[], ev.RasReading]) -> tuple[ev.RasReading, float]:
@@ -97,6 +100,7 @@ def test_unreadable_json_falls_back_to_text(ras_server) -> None:
     assert server.connections == 2
 
 
+@pytest.mark.quiet  # a time is the assertion
 @pytest.mark.parametrize("mode,status", [
     ("stall", ev.TIMEOUT), ("noaccept", ev.TIMEOUT), ("slow", ev.TIMEOUT),
     ("garbage", ev.GARBAGE), ("huge", ev.GARBAGE)])
@@ -109,6 +113,7 @@ def test_misbehaving_endpoint_costs_at_most_the_deadline(ras_server, mode: str,
     assert reading.note.startswith("NCCL RAS at 127.0.0.1:") and reading.report is None
 
 
+@pytest.mark.quiet  # a time is the assertion
 def test_refused_is_a_note() -> None:
     with socket.socket() as s:  # a port nobody listens on (bound, never listening)
         s.bind(("127.0.0.1", 0))
@@ -133,6 +138,7 @@ def test_another_jobs_listener_is_never_read(ras_server, tmp_path: Path) -> None
     assert server.connections == 0
 
 
+@pytest.mark.quiet  # a time is the assertion
 def test_no_listener_means_no_connect_and_a_reason() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

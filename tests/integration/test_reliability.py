@@ -202,7 +202,7 @@ def test_sigkill_of_hangscope_mid_sample_leaves_targets_running(
     """GIVEN hangscope sampling a busy job WHEN it is SIGKILLed (alone, or with the py-spy that
     is attached to a rank at that moment) THEN every target keeps running, none stays stopped."""
     handle = job(ranks=2, mode="busy")
-    from conftest import _cli_env
+    from support import cli_env as _cli_env
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "hangscope", "dump", str(handle.launcher), "--samples", "100",
@@ -238,7 +238,7 @@ def test_ctrl_c_mid_sample_exits_130_and_leaves_targets_running(job: Any) -> Non
     the foreground process group: hangscope and its py-spy) THEN exit 130, one line, no
     traceback, and the ranks keep running."""
     handle = job(ranks=2, mode="busy")
-    from conftest import _cli_env
+    from support import cli_env as _cli_env
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "hangscope", "dump", str(handle.launcher), "--samples", "100",
@@ -266,7 +266,7 @@ def test_ctrl_c_mid_sample_exits_130_and_leaves_targets_running(job: Any) -> Non
 
 def test_reader_closing_the_pipe_early_is_not_an_error(tmp_path: Path) -> None:
     """`hangscope show big.json | head -1`: exit 0, nothing on stderr."""
-    from conftest import _cli_env
+    from support import cli_env as _cli_env
 
     doc = json.loads((Path(__file__).parents[1] / "fixtures/snapshots/mismatch.json").read_text())
     doc["processes"] = doc["processes"] * 60
@@ -311,6 +311,7 @@ def _ns_last_pid_writable() -> bool:
     return os.access("/proc/sys/kernel/ns_last_pid", os.W_OK)
 
 
+@pytest.mark.quiet  # the freed PID must not go to another test's process first
 @pytest.mark.skipif(not _ns_last_pid_writable(),
                     reason="needs root and a writable /proc/sys/kernel/ns_last_pid to reuse a PID")
 def test_pid_reused_between_discovery_and_sampling_is_not_sampled_as_the_rank(
@@ -339,6 +340,7 @@ def test_pid_reused_between_discovery_and_sampling_is_not_sampled_as_the_rank(
     assert victim in doc["verdict"]["suspects"]
 
 
+@pytest.mark.quiet  # the freed PID must not go to another test's process first
 @pytest.mark.skipif(not _ns_last_pid_writable(),
                     reason="needs root and a writable /proc/sys/kernel/ns_last_pid to reuse a PID")
 def test_live_view_stops_when_the_job_exits_and_its_pid_is_reused(job: Any,
@@ -434,6 +436,7 @@ def test_pyspy_missing_from_venv_and_path_says_how_to_install(
     assert "pip install py-spy" in result.stderr
 
 
+@pytest.mark.quiet  # --timeout 1 must hold for the ranks that answer: run alone
 def test_hanging_pyspy_is_killed_at_timeout_and_the_other_ranks_report(
         job: Any, tmp_path: Path, hangscope_cli: Any, real_pyspy: str) -> None:
     """GIVEN py-spy hangs on one rank WHEN --timeout 1 THEN that py-spy is killed, the rank is
@@ -454,6 +457,7 @@ def test_hanging_pyspy_is_killed_at_timeout_and_the_other_ranks_report(
     assert_all_running(handle)
 
 
+@pytest.mark.quiet  # --timeout 1 must hold for the ranks that answer: run alone
 def test_native_dump_that_times_out_is_retried_python_only(
         job: Any, tmp_path: Path, hangscope_cli: Any, real_pyspy: str) -> None:
     """GIVEN py-spy --native hangs on one rank (a wedged native unwind) WHEN --samples 1 THEN
@@ -546,7 +550,7 @@ def test_unprivileged_user_gets_exit_4_and_the_ptrace_remedy(
         job: Any, unprivileged_user: pwd.struct_passwd) -> None:
     """GIVEN a root-owned job WHEN an ordinary user runs hangscope on it THEN exit 4, a partial
     report, and the fix: root, CAP_SYS_PTRACE, ptrace_scope, Docker's --cap-add SYS_PTRACE."""
-    from conftest import _cli_env
+    from support import cli_env as _cli_env
 
     handle = job(ranks=2, mode="idle")
     env = _cli_env({"HOME": "/", "USER": TEST_USER})
@@ -574,7 +578,7 @@ def test_kernel_log_an_ordinary_user_cannot_read_is_said(
         unprivileged_user: pwd.struct_passwd) -> None:
     """GIVEN kernel.dmesg_restrict=1 (or no CAP_SYSLOG) THEN the reader says the kernel log
     was not checked instead of silently finding no OOM kill."""
-    from conftest import _cli_env
+    from support import cli_env as _cli_env
 
     if Path("/proc/sys/kernel/dmesg_restrict").read_text().strip() != "1":
         pytest.skip("kernel.dmesg_restrict is 0 here: an ordinary user may read the log")
@@ -595,7 +599,7 @@ def test_partial_report_on_permission_failure_honours_format_and_output(
     partial report is written to node.json in that format (the per-node merge needs it), exit 4."""
     import tempfile
 
-    from conftest import _cli_env
+    from support import cli_env as _cli_env
 
     handle = job(ranks=2, mode="idle")
     env = _cli_env({"HOME": "/", "USER": TEST_USER})
@@ -670,7 +674,7 @@ def test_no_nvml_no_driver_or_stuck_nvml_still_gives_a_report(
     shadow = tmp_path / "pynvml-shadow"
     shadow.mkdir()
     (shadow / "pynvml.py").write_text(FAKE_PYNVML[case])
-    from conftest import _cli_env
+    from support import cli_env as _cli_env
 
     path = os.pathsep.join(p for p in (str(shadow), _cli_env(None).get("PYTHONPATH")) if p)
     started = time.monotonic()
@@ -751,7 +755,7 @@ def test_bad_pid_gets_a_sentence_and_an_exit_code(hangscope_cli: Any, pid: str, 
 
 
 def test_hangscope_own_pid_is_refused(hangscope_cli: Any) -> None:
-    from conftest import _cli_env
+    from support import cli_env as _cli_env
 
     # `exec` keeps the shell's PID, so $$ is hangscope's own PID.
     result = subprocess.run(["sh", "-c", f'exec "{sys.executable}" -m hangscope dump $$'],

@@ -202,9 +202,10 @@ def test_saved_dump_shown_again_shows_no_secret(secret_job: JobHandle, hangscope
 
 def test_tui_save_and_screen_show_no_secret(secret_job: JobHandle, tmp_path: Path) -> None:
     """`s` in the TUI writes a Markdown and a JSON report (0600) with no secret in them."""
+    from replay import ReplaySampler
+
     from hangscope.sampler import SampleOptions, Sampler
     from hangscope.tui.app import make_app
-    from hangscope.tui.replay import ReplaySampler
 
     snap = Sampler(secret_job.launcher, SampleOptions(samples=2, window=0.3)).snapshot()
     app = make_app(ReplaySampler([snap]), interval=3600, save_dir=tmp_path)
@@ -297,6 +298,7 @@ PATHOLOGICAL = {
 }
 
 
+@pytest.mark.quiet  # a time is the assertion
 @pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
 def test_redaction_stays_fast_on_pathological_text(name: str) -> None:
     """A 64 KiB log tail or a 128 KiB argument must not stall a dump (a quadratic rule once

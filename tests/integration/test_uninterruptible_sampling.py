@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from support import TARGETS, poll
+import pytest
+from support import TARGETS, poll, running_target
+
+# Its assertion is a time (one short read, not a 4 s --timeout): run alone.
+pytestmark = pytest.mark.quiet
 
 
 def _state(pid: int) -> str | None:
@@ -28,11 +30,9 @@ def _state(pid: int) -> str | None:
 
 def test_process_in_state_d_costs_one_short_read_not_a_timeout_per_round(
         hangscope_cli: Any, tmp_path: Path) -> None:
-    ready = tmp_path / "vfork.ready"
-    proc = subprocess.Popen([sys.executable, str(TARGETS / "vfork_stuck.py"), "--ready-file",
-                             str(ready)], stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        poll(lambda: ready.exists() and ready.read_text().strip(), "the target's ready line")
+    with running_target([sys.executable, str(TARGETS / "vfork_stuck.py"), "--ready-file",
+                         str(tmp_path / "ready")], tmp_path,
+                        tags=["vfork"]) as proc:
         poll(lambda: _state(proc.pid) == "D", "state D")
         started = time.monotonic()
         result = hangscope_cli("dump", str(proc.pid), "--format", "json", "--samples", "3",
@@ -54,6 +54,3 @@ def test_process_in_state_d_costs_one_short_read_not_a_timeout_per_round(
         frames = [f["name"] for t in stuck["threads"] for f in t["frames"]]
         assert "main" in frames, "the one short read did not get the Python stack"
         assert _state(proc.pid) == "D", "hangscope changed the target's state"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)

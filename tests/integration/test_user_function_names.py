@@ -8,12 +8,9 @@ none is "inside CUDA graph capture": each waits on a lock, as its library frames
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
-
-from verdict_support import dump_json, verdict_job
+from support import dump_json, verdict_job
 
 NAMES = ["item", "tolist", "cpu", "capture_graph"]
 

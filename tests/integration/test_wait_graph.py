@@ -10,13 +10,10 @@ function names: the sentences quote them only because they are the jobs' own fra
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
-
-from verdict_support import TARGETS, dump_json, verdict_job
+from support import TARGETS, dump_json, verdict_job
 
 JOBS = TARGETS / "waitgraph_jobs.py"
 #: Two samples half a second apart: the progress watcher and a stuck/moved call, quickly.

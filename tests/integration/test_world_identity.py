@@ -9,12 +9,9 @@ named by its coordinates, and no two share a label or a key.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "targets"))
-
-from verdict_support import dump_json, show_text, verdict_job
+from support import dump_json, show_text, verdict_job
 
 from hangscope.analyze.identity import (
     comparable_groups,

@@ -8,11 +8,9 @@ stay in tests/unit/test_multinode_graph.py. Run: ``python -m pytest tests/scale`
 from __future__ import annotations
 
 import json
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
-from support import REPO_ROOT
 
 from hangscope.analyze.merge import merge
 from hangscope.model import Snapshot
@@ -22,8 +20,7 @@ from hangscope.serialize import from_dict
 
 @pytest.fixture(scope="module")
 def thousand_nodes() -> Snapshot:
-    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
-    from multinode import FIXTURE, synthetic_nodes
+    from benchmarks.multinode import FIXTURE, synthetic_nodes
 
     texts = synthetic_nodes(1000, json.loads(FIXTURE.read_text()))
     return merge([from_dict(json.loads(t)) for t in texts])

@@ -1,52 +1,39 @@
 """Helpers for the reliability and security tests: start ``reliability_job.py``, wait, clean up.
 
-Readiness is a file handshake with a deadline (never sleep-and-hope). Teardown resumes any
-stopped process (SIGCONT) and kills every process the job started, including ones a test
-created on the side (``JobHandle.also_kill``).
+The job runs through the one harness, ``support.running_target``: readiness is a file
+handshake with a deadline (never sleep-and-hope); teardown resumes any stopped process
+(SIGCONT) and kills every process the job started, including ones a test created on the side
+(``JobHandle.also_kill``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from support import Target, poll, read_ready, running_target
 
 TARGETS = Path(__file__).resolve().parent
 JOB_SCRIPT = TARGETS / "reliability_job.py"
-POLL_S = 0.02
+__all__ = ["JOB_SCRIPT", "JobHandle", "read_ready", "running_job", "wait_for"]
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> object:
     """Poll ``predicate`` until it returns something true; fail with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(POLL_S)
+    return poll(predicate, what, timeout, interval=0.02)
 
 
 @dataclass
-class JobHandle:
-    """A started ``reliability_job.py``: launcher PID, the PIDs by ready tag, its files."""
+class JobHandle(Target):
+    """A started ``reliability_job.py``: the harness's Target plus its control files."""
 
-    launcher: int
-    pids: dict[str, int]
-    control_dir: Path
-    ready_file: Path
-    log: Path
-    popen: subprocess.Popen[bytes]
-    also_kill: list[int] = field(default_factory=list)
+    control_dir: Path = Path()
     new_session: bool = True
 
     def rank(self, i: int) -> int:
@@ -56,16 +43,7 @@ class JobHandle:
     def ranks(self) -> list[int]:
         return [pid for tag, pid in sorted(self.pids.items()) if tag.startswith("rank")]
 
-    def tree(self) -> list[psutil.Process]:
-        try:
-            top = psutil.Process(self.launcher)
-            return [top, *top.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
-
     def stats(self, rank: int) -> dict[str, float] | None:
-        import json
-
         path = self.control_dir / f"stats-rank{rank}.json"
         try:
             return json.loads(path.read_text())
@@ -75,16 +53,6 @@ class JobHandle:
     def make_exit(self, pid: int) -> None:
         """Ask one process of the job to exit (it polls for the file every 10 ms)."""
         (self.control_dir / f"exit-{pid}").touch()
-
-
-def read_ready(path: Path) -> dict[str, int]:
-    out: dict[str, int] = {}
-    with contextlib.suppress(FileNotFoundError):
-        for line in path.read_text().splitlines():
-            pid, _, tag = line.partition(" ")
-            if pid.isdigit() and tag:
-                out.setdefault(tag, int(pid))
-    return out
 
 
 def task_states(pid: int) -> dict[int, str]:
@@ -126,26 +94,6 @@ def wait_dead(procs: Sequence[psutil.Process], timeout: float) -> None:
     wait_for(lambda: all(dead(p) for p in procs), timeout, "processes to exit")
 
 
-def _kill_everything(handle: JobHandle, extra: list[psutil.Process]) -> None:
-    procs = {p.pid: p for p in [*extra, *handle.tree()]}
-    for pid in handle.also_kill:  # may reuse a PID of the job: this is the process now
-        with contextlib.suppress(psutil.NoSuchProcess):
-            procs[pid] = psutil.Process(pid)
-    for proc in procs.values():
-        with contextlib.suppress(psutil.Error):
-            proc.send_signal(signal.SIGCONT)
-    for proc in procs.values():
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    if handle.new_session:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(handle.popen.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        handle.popen.wait(timeout=10)
-    with contextlib.suppress(AssertionError):
-        wait_dead(list(procs.values()), 10)
-
-
 @contextlib.contextmanager
 def running_job(workdir: Path, *, ranks: int = 2, mode: str = "busy",
                 args: Sequence[str] = (), expect: Sequence[str] = (),
@@ -157,35 +105,17 @@ def running_job(workdir: Path, *, ranks: int = 2, mode: str = "busy",
     process group; while any process of it lives, the launcher's PID (the session's ID)
     cannot be handed out again, so a test that reuses that PID passes False.
     """
-    workdir.mkdir(parents=True, exist_ok=True)
     control = workdir / "control"
-    control.mkdir(exist_ok=True)
+    control.mkdir(parents=True, exist_ok=True)
     ready = workdir / "ready"
-    log = workdir / "job.log"
-    child_env = {k: v for k, v in os.environ.items()
-                 if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "PYTEST_CURRENT_TEST")}
-    child_env.update(env or {})
     cmd = [python or sys.executable, str(JOB_SCRIPT), "--ready-file", str(ready),
            "--ranks", str(ranks), "--mode", mode, "--control-dir", str(control), *args]
-    with open(log, "wb") as log_fh:
-        popen = subprocess.Popen(cmd, stdout=log_fh, stderr=subprocess.STDOUT, env=child_env,
-                                 start_new_session=new_session)
-    handle = JobHandle(popen.pid, {}, control, ready, log, popen, new_session=new_session)
-    seen: list[psutil.Process] = []
-    wanted = {f"rank{i}" for i in range(ranks)} | {"launcher", *expect}
-    try:
-        def all_ready() -> bool:
-            if popen.poll() is not None:
-                raise AssertionError(f"the job exited ({popen.returncode}) before it was ready:"
-                                     f"\n{log.read_text(errors='replace')[-3000:]}")
-            handle.pids = read_ready(ready)
-            return wanted <= set(handle.pids)
-
-        wait_for(all_ready, timeout, f"ready lines {sorted(wanted)} in {ready}")
-        seen = handle.tree()
+    wanted = sorted({f"rank{i}" for i in range(ranks)} | {"launcher", *expect})
+    with running_target(cmd, workdir, tags=wanted, env=env, timeout=timeout,
+                        new_session=new_session) as target:
+        handle = JobHandle(target.popen, target.pids, workdir, ready, target.log,
+                           target.also_kill, control_dir=control, new_session=new_session)
         yield handle
-    finally:
-        _kill_everything(handle, seen)
 
 
 FAKE_PYSPY = '''#!{python}

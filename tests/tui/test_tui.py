@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import support
+from replay import ReplaySampler
 from support import until
 from textual.pilot import Pilot
 from textual.widgets import OptionList, TabbedContent
@@ -32,7 +33,6 @@ from hangscope.tui.diffview import diff_stacks
 from hangscope.tui.header import LiveState
 from hangscope.tui.history import History
 from hangscope.tui.ranks import RankTable, fit_site, row_cells, table_columns
-from hangscope.tui.replay import ReplaySampler
 from hangscope.tui.screens import KEYS, DiffPickScreen, FilterScreen, HelpScreen
 from hangscope.tui.stackview import StackPane
 from hangscope.words import duration_cell
@@ -502,6 +502,7 @@ async def test_other_sampling_errors_are_shown_and_sampling_goes_on() -> None:
 # -- responsiveness and quitting ---------------------------------------------------------------
 
 
+@pytest.mark.quiet  # a time is the assertion
 @run_async
 async def test_keys_are_handled_while_a_slow_sample_runs() -> None:
     sampler = ReplaySampler([recorded("mismatch")], delay=6.0)
@@ -519,6 +520,7 @@ async def test_keys_are_handled_while_a_slow_sample_runs() -> None:
         assert sampler.calls == 0
 
 
+@pytest.mark.quiet  # a time is the assertion
 def test_quit_returns_promptly_during_a_slow_sample() -> None:
     sampler = ReplaySampler([recorded("mismatch")], delay=30.0)
     app = make_app(sampler, interval=3600, clock=Clock())

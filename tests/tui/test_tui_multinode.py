@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from replay import ReplaySampler
 from support import until
 from textual.pilot import Pilot
 
@@ -23,7 +24,6 @@ from hangscope.tui.app import HangscopeApp, make_app
 from hangscope.tui.diffview import DiffView
 from hangscope.tui.history import History
 from hangscope.tui.ranks import RankTable, row_cells, table_columns
-from hangscope.tui.replay import ReplaySampler
 from hangscope.tui.screens import DiffPickScreen, FilterScreen
 from hangscope.tui.stackview import StackPane
 
@@ -92,8 +92,12 @@ def test_the_view_opens_on_rank_5_of_node03_and_tells_pid_14s_apart(merged) -> N
     async def body(app: HangscopeApp, pilot: Pilot) -> None:
         assert stack(app).key == ("node03", 14)  # the suspect, on its node
         await until(pilot, lambda: "log_metrics" in screen_text(app), "rank 5's stack")
+        # The stack pane can paint before the table: wait for the table's header too (a
+        # loaded machine showed the one without the other).
+        await until(pilot, lambda: any(re.match(r"^\s*rank\s+node\s+role\s+pid\s", line)
+                                       for line in screen_text(app).splitlines()),
+                    "the process table's header")
         lines = screen_text(app).splitlines()
-        assert any(re.match(r"^\s*rank\s+node\s+role\s+pid\s", line) for line in lines)
         rows = [m.groups() for line in lines
                 if (m := re.match(r"^\s*(\d)\s+(node0\d)\s+rank\s+(\d+)\s", line))]
         assert rows == [("0", "node01", "15"), ("1", "node01", "16"), ("2", "node02", "13"),

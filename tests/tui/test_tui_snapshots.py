@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 import support
+from replay import ReplaySampler
 from support import until
 from textual.pilot import Pilot
 
@@ -18,7 +19,6 @@ from hangscope.errors import ProcessNotFound
 from hangscope.model import Snapshot
 from hangscope.serialize import load
 from hangscope.tui.app import HangscopeApp, make_app
-from hangscope.tui.replay import ReplaySampler
 
 FIXTURES = support.SNAPSHOTS
 SMALL, LARGE = (80, 24), (160, 50)

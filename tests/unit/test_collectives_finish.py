@@ -6,10 +6,13 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future
 
+import pytest
+
 from hangscope import evidence as ev
 from hangscope.collect import collectives
 
 
+@pytest.mark.quiet  # a time is the assertion: run alone
 def test_a_collector_that_never_answers_costs_the_wait_and_leaves_a_note() -> None:
     never: Future = Future()  # nobody will ever set it
     t0 = time.monotonic()

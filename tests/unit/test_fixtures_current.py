@@ -1,7 +1,7 @@
 """The recorded snapshots carry what the current analyzer derives from their raw facts.
 
 When classification, a rule or a finding changes, this fails until
-``.venv/bin/python tests/fixtures/regen.py`` rewrites them (and the TUI snapshots that show
+``.venv/bin/python -m tests.fixtures.regen`` rewrites them (and the TUI snapshots that show
 them are reviewed with ``pytest tests/tui --snapshot-update``).
 """
 
@@ -20,7 +20,7 @@ _spec.loader.exec_module(regen)
 
 def test_recorded_snapshots_are_analysed_by_the_current_analyzer() -> None:
     stale = [p.name for p in regen.stale()]
-    assert stale == [], f"run tests/fixtures/regen.py: {stale}"
+    assert stale == [], f"run python -m tests.fixtures.regen: {stale}"
 
 
 def test_regeneration_replaces_an_older_analysis(tmp_path: Path) -> None:

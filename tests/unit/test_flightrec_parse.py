@@ -115,6 +115,7 @@ def test_size_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         flightrec.read_file(str(path), None, None)
 
 
+@pytest.mark.quiet  # a time is the assertion: run alone
 def test_no_reader_fifo_is_a_note_not_a_hang(tmp_path: Path) -> None:
     pipe = tmp_path / "frpipe_0.pipe"
     os.mkfifo(pipe)
@@ -124,6 +125,7 @@ def test_no_reader_fifo_is_a_note_not_a_hang(tmp_path: Path) -> None:
     assert time.monotonic() - start < 0.5
 
 
+@pytest.mark.quiet  # a time is the assertion: run alone
 def test_reader_that_never_reads_does_not_hang(tmp_path: Path) -> None:
     """A rank that opened its FIFO but never reads: the pipe fills, each poke returns at once."""
     pipe = tmp_path / "frpipe_0.pipe"
@@ -139,6 +141,7 @@ def test_reader_that_never_reads_does_not_hang(tmp_path: Path) -> None:
         os.close(fd)
 
 
+@pytest.mark.quiet  # a time is the assertion: run alone
 def test_trigger_waits_at_most_the_deadline(tmp_path: Path) -> None:
     """A rank whose pipe is read but who never writes a dump: the reader gives up on time."""
     pipe = tmp_path / "frpipe_3.pipe"

@@ -118,6 +118,7 @@ def test_read_gpus_without_gpu_records_reason() -> None:
     assert reading.per_pid == {}
 
 
+@pytest.mark.quiet  # a time is the assertion: run alone
 def test_read_gpus_twice_is_cheap_and_consistent() -> None:
     first = read_gpus()
     start = time.perf_counter()

@@ -129,6 +129,7 @@ def test_deeply_nested_json_is_a_format_error() -> None:
         parse("{" + '"a":[' * 100000 + "]" * 100000 + "}")
 
 
+@pytest.mark.quiet  # a time is the assertion: run alone
 def test_hostile_long_lines_parse_in_linear_time() -> None:
     """A listener sending megabytes of near-matching lines must not make the regexes crawl."""
     import time

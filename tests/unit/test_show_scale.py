@@ -57,6 +57,7 @@ def test_the_grown_dump_is_a_real_1000_process_diagnosis(big_dump: Path) -> None
     assert doc["verdict"]["suspects"] == [100_000 + RANKS // 2]
 
 
+@pytest.mark.quiet  # a time is the assertion: run alone
 @pytest.mark.parametrize("fmt", ["text", "md", "json"])
 def test_show_of_1000_processes_is_fast_in_every_format(hangscope_cli: Any, big_dump: Path,
                                                         fmt: str) -> None:

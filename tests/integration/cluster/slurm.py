@@ -20,9 +20,7 @@ import re
 import signal
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster import HERE, RDZV_PORT, Cluster
 
 _SLURM_CONF = """\

@@ -1,27 +1,16 @@
-"""A sampler that replays recorded Snapshots: drives the TUI in tests without a live job."""
+"""A sampler that replays recorded Snapshots: drives the TUI in tests without a live job.
+
+A test helper, so it lives in tests/ (``from replay import ReplaySampler``); the TUI takes
+any ``hangscope.tui.source.SnapshotSource``.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Sequence
-from typing import Protocol
 
 from hangscope.model import Snapshot
-
-
-class SnapshotSource(Protocol):
-    """What the TUI needs from a sampler (``hangscope.sampler.Sampler`` is one)."""
-
-    target: int
-
-    def snapshot(self) -> Snapshot:
-        """One complete Snapshot of the job.
-
-        Raises:
-            HangscopeError: e.g. ProcessNotFound once the whole job has exited.
-        """
-        ...
 
 
 class ReplaySampler:
