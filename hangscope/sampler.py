@@ -23,7 +23,7 @@ from hangscope.collect import collectives, exitcode, kmsg, logs, nvml, procfs, p
 from hangscope.collect.host import BoundedGpuReader, read_host
 from hangscope.collect.progress import ProgressWatcher
 from hangscope.collect.waits import read_waits
-from hangscope.discover import Discovery, not_sampleable, replaced
+from hangscope.discover import Discovery, check_python_job, not_sampleable, replaced
 from hangscope.errors import PermissionDenied
 from hangscope.model import Job, Process, Role, Snapshot
 from hangscope.progress_evidence import JobProgress, ProgressEvidence
@@ -97,6 +97,7 @@ class Sampler:
         tree.check_target(pid)
         # Start times tell a live process from a later one that got its PID (long `attach`).
         self.discovery = Discovery(pid, redact=self.options.redact)
+        check_python_job(pid, self.discover()[1])  # `hangscope dump $$`, `sleep`: refused now
         # What the last sample of each process learnt, to skip py-spy when nothing changed.
         self._refresh = Refresher(self._dump, _native_slots(self.options),
                                   self.options.nonblocking)

@@ -558,3 +558,26 @@ def cgroup_memory_limit() -> int | None:
             if value < 1 << 60:
                 return value
     return None
+
+
+def maps_libpython(pid: int) -> bool | None:
+    """``grep -q libpython /proc/PID/maps``: an interpreter embedded in another program (its
+    exe and command line do not say python) maps libpython. None: unreadable."""
+    try:
+        with open(PROC / str(pid) / "maps", errors="replace") as fh:
+            return any("libpython" in line for line in fh)
+    except OSError:
+        return None
+
+
+def ancestors(pid: int) -> tuple[int, ...]:
+    """``ps -o ppid`` climbed to init: the parents of ``pid``, nearest first."""
+    out: list[int] = []
+    current = pid
+    while len(out) < 4096:
+        stat = read_stat(current)
+        if stat is None or stat.ppid <= 0 or stat.ppid in out:
+            break
+        out.append(stat.ppid)
+        current = stat.ppid
+    return tuple(out)

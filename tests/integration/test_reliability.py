@@ -770,7 +770,7 @@ def test_pid_that_is_gone_is_exit_3(hangscope_cli: Any) -> None:
     no_traceback(result)
     assert result.returncode == 3
     assert f"No process with PID {child.pid} exists" in result.stderr
-    assert "ps -ef" in result.stderr
+    assert "pgrep -af python" in result.stderr
 
 
 def test_target_that_is_a_zombie_is_reported_as_exited(job: Any, hangscope_cli: Any) -> None:

@@ -1,0 +1,166 @@
+"""A newcomer's first hour (issue 20): hangscope run as a user runs it, from a shell.
+
+GIVEN a shell, a real hung demo job or a real non-Python process, WHEN ``hangscope`` runs as a
+process (in a shell, in a tmux pane for Ctrl-C), THEN the exit code and the words the user reads
+say what to do. Every process a test starts is killed at teardown, even when it fails.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import support
+
+HANGSCOPE = [sys.executable, "-m", "hangscope"]
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Processes a test starts; each is killed (its whole tree) at teardown."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for proc in procs:
+        try:
+            tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            tree = []
+        for p in tree:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                continue
+        proc.wait(timeout=10)
+
+
+def no_traceback(result: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+
+
+def test_dump_of_the_shell_it_runs_in_is_refused() -> None:
+    # WHEN a user types `hangscope dump $$` in a shell (not exec'd: the shell is its parent)
+    result = subprocess.run(["bash", "-c", f"{shlex.join(HANGSCOPE)} dump $$; exit $?"],
+                            capture_output=True, text=True, env=support.cli_env(), timeout=120,
+                            check=False)
+    # THEN hangscope does not diagnose itself: rc 2 and a sentence with the fix
+    no_traceback(result)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    assert "is the shell hangscope runs in" in result.stderr
+    assert "pgrep -af python" in result.stderr
+
+
+def test_shell_that_runs_a_job_and_hangscope_reports_the_job_not_hangscope(tmp_path: Path) \
+        -> None:
+    # GIVEN a shell that started a Python job in the background, then hangscope on itself
+    ready = tmp_path / "ready"
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text("import pathlib, sys, time\n"
+                       "pathlib.Path(sys.argv[1]).write_text('up')\ntime.sleep(600)\n")
+    script = (f"{shlex.quote(sys.executable)} {shlex.quote(str(sleeper))} "
+              f"{shlex.quote(str(ready))} >/dev/null 2>&1 & job=$!; "
+              f"while [ ! -s {shlex.quote(str(ready))} ]; do sleep 0.05; done; "
+              f"timeout 120 {shlex.join(HANGSCOPE)} dump $$ --format json --samples 2 "
+              "--window 0.5; rc=$?; kill $job; exit $rc")
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                            env=support.cli_env(), timeout=180, check=False)
+    no_traceback(result)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    snap = json.loads(result.stdout)
+    cmdlines = [" ".join(p["cmdline"]) for p in snap["processes"]]
+    # THEN the job is the shell and its sleeper: no hangscope, no py-spy, no `sampler.py` stack
+    # (the shell's own command line is the script, which names hangscope: it is the launcher)
+    assert len(cmdlines) == 2 and cmdlines[0].startswith("bash -c"), cmdlines
+    assert cmdlines[1].endswith("ready") and "sleeper.py" in cmdlines[1], cmdlines
+    assert "sampler.py" not in result.stdout
+
+
+def test_non_python_pid_is_refused_up_front(started: list[subprocess.Popen[bytes]]) -> None:
+    # GIVEN a process that is not Python and has no Python relatives
+    sleeper = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    started.append(sleeper)
+    t0 = time.monotonic()
+    result = support.run_cli("dump", str(sleeper.pid), timeout=120)
+    # THEN refused before any sampling: rc 2, what it is and what to give instead
+    no_traceback(result)
+    assert result.returncode == 2, result.stdout
+    assert result.stdout == ""
+    assert f"PID {sleeper.pid} (sleep) is not a Python process" in result.stderr
+    assert "pgrep -af python" in result.stderr
+    assert time.monotonic() - t0 < 60
+
+
+def test_non_python_child_of_a_python_process_names_the_parent(
+        started: list[subprocess.Popen[bytes]], tmp_path: Path) -> None:
+    # GIVEN `sleep` started by a Python process (a job's helper, say)
+    pid_file = tmp_path / "pid"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time; "
+         "p = subprocess.Popen(['sleep', '600']); open(sys.argv[1], 'w').write(str(p.pid)); "
+         "time.sleep(600)", str(pid_file)], start_new_session=True)
+    started.append(parent)
+    child = int(support.poll(lambda: pid_file.exists() and pid_file.read_text(), "the child"))
+    result = support.run_cli("dump", str(child), timeout=120)
+    # THEN the fix names the parent to give instead
+    no_traceback(result)
+    assert result.returncode == 2
+    assert f"Its parent, PID {parent.pid}, runs Python: `hangscope dump {parent.pid}`" \
+        in result.stderr
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+def test_ctrl_c_stops_every_py_spy_at_once(demo_job: Any, py_spy: str, tmp_path: Path) -> None:
+    # GIVEN a hung job and a long dump of it running in a terminal (tmux)
+    job = demo_job("deadlock")
+    rc_file, err_file = tmp_path / "rc", tmp_path / "err"
+    command = (f"{shlex.join(HANGSCOPE)} dump {job.pid} --window 30 --samples 30 "
+               f"> /dev/null 2> {shlex.quote(str(err_file))}; "
+               f"echo $? > {shlex.quote(str(rc_file))}")
+    socket = f"hangscope-ctrlc-{time.monotonic_ns()}"
+    env_prefix = f"PYTHONPATH={shlex.quote(support.cli_env().get('PYTHONPATH', ''))} "
+    subprocess.run(["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "hs",
+                    "-x", "80", "-y", "24", env_prefix + command], check=True, timeout=10)
+    try:
+        job_pids = {p.pid for p in (psutil.Process(job.pid),
+                                    *psutil.Process(job.pid).children(recursive=True))}
+
+        def samplers() -> list[psutil.Process]:
+            out = []
+            for p in psutil.process_iter(["cmdline"]):
+                cmd = p.info["cmdline"] or []
+                if any("py-spy" in c for c in cmd[:2]) and "--pid" in cmd and \
+                        int(cmd[cmd.index("--pid") + 1]) in job_pids:
+                    out.append(p)
+            return out
+
+        # WHEN the user presses Ctrl-C twice while py-spy runs (the recorders, at least)
+        support.poll(samplers, "py-spy to run on the job", timeout=120)
+        t0 = time.monotonic()
+        subprocess.run(["tmux", "-L", socket, "send-keys", "-t", "hs", "C-c"], check=True)
+        time.sleep(0.05)  # the second: the pane may be gone already (hangscope exited)
+        subprocess.run(["tmux", "-L", socket, "send-keys", "-t", "hs", "C-c"],
+                       capture_output=True, check=False)
+        rc = support.poll(lambda: rc_file.exists() and rc_file.read_text().strip(),
+                          "hangscope to exit", timeout=30)
+        took = time.monotonic() - t0
+        # THEN rc 130 within a fraction of a second, a sentence, no traceback, no py-spy left
+        assert rc == "130", err_file.read_text()
+        assert took < 1.5, f"Ctrl-C took {took:.2f} s"
+        err = err_file.read_text()
+        assert "interrupted (Ctrl-C)" in err and "Traceback" not in err, err
+        assert not samplers(), [p.cmdline() for p in samplers()]
+        # and the job is as it was: nothing stopped
+        assert all(psutil.Process(pid).status() != psutil.STATUS_STOPPED for pid in job_pids)
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10,
+                       check=False)
