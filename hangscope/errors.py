@@ -69,8 +69,15 @@ class PermissionDenied(HangscopeError):
 
 
 class ToolMissing(HangscopeError):
+    """py-spy is missing; ``snapshot``: the /proc-only report, when one was taken."""
+
     exit_code = 5
     help_text = "Install it with `pip install py-spy` (the wheel ships the binary)."
+
+    def __init__(self, message: str, help_text: str | None = None,
+                 snapshot: Snapshot | None = None) -> None:
+        super().__init__(message, help_text)
+        self.snapshot = snapshot
 
 
 class DumpFileError(HangscopeError):

@@ -91,6 +91,7 @@ class VerdictKind(str, Enum):
     ALL_WAITING = "all_waiting"
     PROGRESSING = "progressing"
     NO_TARGET = "no_target"
+    NO_STACKS = "no_stacks"  # py-spy refused (permission) or missing: /proc facts only
     UNKNOWN = "unknown"
 
     def __str__(self) -> str:

@@ -24,8 +24,8 @@ from hangscope.collect.host import BoundedGpuReader, read_host
 from hangscope.collect.progress import ProgressWatcher
 from hangscope.collect.waits import read_waits
 from hangscope.discover import Discovery, check_python_job, not_sampleable, replaced
-from hangscope.errors import PermissionDenied
-from hangscope.model import Job, Process, Role, Snapshot
+from hangscope.errors import PermissionDenied, ToolMissing
+from hangscope.model import Job, Process, Role, Severity, Snapshot, Verdict, VerdictKind
 from hangscope.progress_evidence import JobProgress, ProgressEvidence
 from hangscope.refresh import Refresher
 from hangscope.rounds import Round, Window, merge_rounds
@@ -93,7 +93,14 @@ class Sampler:
         self.target = pid
         self.options = options or SampleOptions()
         self.clock = clock
-        self._pyspy = pyspy.find_pyspy()
+        # Without py-spy the report is /proc facts only, and says so (as when py-spy is refused):
+        # states, wait channels, CPU and sockets still tell a lot about a hang.
+        self._pyspy: str | None
+        self._pyspy_missing: ToolMissing | None = None
+        try:
+            self._pyspy = pyspy.find_pyspy()
+        except ToolMissing as exc:
+            self._pyspy, self._pyspy_missing = None, exc
         tree.check_target(pid)
         # Start times tell a live process from a later one that got its PID (long `attach`).
         self.discovery = Discovery(pid, redact=self.options.redact)
@@ -130,6 +137,9 @@ class Sampler:
             return pyspy.DumpResult(proc.pid, error=skip[1], error_kind=skip[0])
         if stat is not None and stat.state == "D":
             return self._uninterruptible(proc)
+        if self._pyspy_missing is not None:
+            return pyspy.DumpResult(proc.pid, error=f"not sampled: {self._pyspy_missing}",
+                                    error_kind="missing")
         if nonblocking is None:
             nonblocking = self.options.nonblocking
         dump = pyspy.dump(proc.pid, native=native and not nonblocking,
@@ -258,11 +268,20 @@ class Sampler:
             waits=waits,
         )
         snap = analyze(scrub(snap))  # no control characters from the target reach a terminal
+        python = sum(1 for p in procs if p.python)
+        if self._pyspy_missing is not None:
+            snap = replace(snap, verdict=_no_stacks(
+                f"No stack could be read: {self._pyspy_missing.message.rstrip('.')}.",
+                (f"fix: {self._pyspy_missing.help_text}",)))
+            raise ToolMissing(self._pyspy_missing.message, self._pyspy_missing.help_text,
+                              snapshot=snap)
         if _refused(rounds, procs):
+            snap = replace(snap, verdict=_no_stacks(
+                f"No stack could be read: {_pids(python)} refused py-spy (tracing needs root "
+                "or CAP_SYS_PTRACE).", ptrace_fixes(job.target)))
             raise PermissionDenied(
                 f"Not allowed to read the stacks of PID {job.target} "
-                f"({sum(1 for p in procs if p.python)} Python process(es) refused py-spy).",
-                snapshot=snap)
+                f"({python} Python process(es) refused py-spy).", snapshot=snap)
         self.last = snap
         return snap
 
@@ -282,7 +301,8 @@ class Sampler:
             return None
         # the window may stretch by a --timeout per round; past that, the recorders stop alone
         cap = opts.window + opts.samples * opts.timeout + 30
-        watcher = ProgressWatcher(watched, pyspy=self._pyspy, record=self.last is None,
+        record = self.last is None and self._pyspy is not None
+        watcher = ProgressWatcher(watched, pyspy=self._pyspy, record=record,
                                   max_seconds=cap, record_limit=_record_limit())
         watcher.start()
         return watcher
@@ -337,6 +357,30 @@ def _import_analysis() -> None:
 
 def _seconds(ticks: int | None) -> float | None:
     return None if ticks is None else ticks / procfs.CLOCK_TICKS
+
+
+def ptrace_fixes(pid: int) -> tuple[str, ...]:
+    """The fixes for a refused py-spy, one per line of the verdict's evidence."""
+    return (
+        f"fix: run hangscope as root: `sudo hangscope dump {pid}`",
+        "or: let py-spy trace without root: `sudo setcap cap_sys_ptrace+ep $(which py-spy)`",
+        "or, where kernel.yama.ptrace_scope > 0: `sudo sysctl kernel.yama.ptrace_scope=0` "
+        "(a user may then trace their own processes)",
+        "in Docker: `docker run --cap-add SYS_PTRACE`; Kubernetes: "
+        "securityContext.capabilities.add: [SYS_PTRACE]",
+    )
+
+
+def _pids(n: int) -> str:
+    return "its Python process" if n == 1 else f"all {n} Python processes"
+
+
+def _no_stacks(summary: str, fixes: Sequence[str]) -> Verdict:
+    """The verdict of a report without stacks: the cause and its fix, never a diagnosis that
+    no stack supports (the rules would read "all waiting" from stacks that were not taken)."""
+    return Verdict(VerdictKind.NO_STACKS, Severity.WARNING,
+                   f"{summary} Everything below is from /proc: states, CPU, wait channels, "
+                   "sockets; no stack, so no diagnosis.", evidence=tuple(fixes))
 
 
 def _refused(rounds: Sequence[dict[int, Round]], procs: Sequence[Process]) -> bool:

@@ -36,6 +36,7 @@ from hangscope.collect import procfs
 from hangscope.collect.nvml import GpmWindow
 from hangscope.collect.pyspy import (
     CHILDREN,
+    PERMISSION_LINE,
     Interrupted,
     _classify_failure,
     _error_line,
@@ -227,8 +228,9 @@ def _stop_recorder(rec: _Recorder, deadline: float) -> None:
         CHILDREN.forget(proc)
     text = stderr.decode(errors="replace")
     if not os.path.exists(rec.out):
-        rec.error = _error_line(text) or f"py-spy record exited with {proc.returncode}"
         rec.error_kind = _classify_failure(text, proc.returncode or 0)
+        rec.error = (PERMISSION_LINE if rec.error_kind == "permission" else
+                     _error_line(text) or f"py-spy record exited with {proc.returncode}")
 
 
 def _cpu_of_children() -> float:

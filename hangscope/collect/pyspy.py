@@ -49,6 +49,12 @@ class DumpResult:
         return self.error is None
 
 
+#: py-spy's refusal in hangscope's words (its own advice, ``sudo env "PATH=$PATH" !!``, names
+#: a shell history trick, not the privilege that is missing).
+PERMISSION_LINE = ("permission denied: tracing this process needs root or CAP_SYS_PTRACE "
+                   "(Docker: --cap-add SYS_PTRACE)")
+
+
 class _Children:
     """Every py-spy this process runs, so that Ctrl-C ends them all at once.
 
@@ -140,7 +146,10 @@ def find_pyspy() -> str:
     if override:
         if Path(override).is_file() and os.access(override, os.X_OK):
             return override
-        raise ToolMissing(f"HANGSCOPE_PYSPY points to {override!r}, which is not an executable.")
+        raise ToolMissing(f"HANGSCOPE_PYSPY points to {override!r}, which is not an executable.",
+                          help_text="Point HANGSCOPE_PYSPY at the py-spy binary (`which py-spy` "
+                          "prints it), or unset it: hangscope then uses the py-spy installed "
+                          "beside it or on PATH.")
     beside = Path(sys.executable).parent / "py-spy"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
@@ -274,8 +283,7 @@ def dump(pid: int, native: bool = True, timeout: float = 10.0, nonblocking: bool
     kind = _classify_failure(stderr, returncode)
     last_line = _error_line(stderr) or f"exit status {returncode}"
     if kind == "permission":  # py-spy's own advice ("sudo env PATH=$PATH !!") misleads here
-        last_line = ("permission denied: tracing this process needs root or CAP_SYS_PTRACE "
-                     "(Docker: --cap-add SYS_PTRACE)")
+        last_line = PERMISSION_LINE
     failed = DumpResult(pid, native=native, error=f"py-spy: {last_line}", error_kind=kind,
                         seconds=seconds)
     if native and kind == "failed" and not CHILDREN.stopped:

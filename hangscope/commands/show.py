@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from hangscope.errors import DumpFileError
 from hangscope.render.output import FORMATS, emit
 from hangscope.serialize import load
 
@@ -19,6 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _refuse_a_report(Path(args.file))
     snap = load(args.file)
     if args.tui:
         from hangscope.tui.app import run_offline
@@ -26,3 +29,29 @@ def run(args: argparse.Namespace) -> int:
         return run_offline(snap)
     emit(snap, args.format, args.output)
     return 0
+
+
+#: How the rendered reports begin: ``# hangscope`` (Markdown), ``hangscope ... job`` (text).
+_REPORT_HEADS = {"#": "a Markdown report", "hangscope": "a text report"}
+
+
+def _refuse_a_report(path: Path) -> None:
+    """A rendered report given instead of its JSON: name the file to pass instead.
+
+    Raises:
+        DumpFileError: ``path`` holds a Markdown or text report, not a JSON dump.
+    """
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
+            head = fh.read(200).lstrip()
+    except OSError:
+        return  # load() says what is wrong with it
+    kind = next((what for start, what in _REPORT_HEADS.items() if head.startswith(start)), None)
+    if kind is None:
+        return
+    beside = path.with_suffix(".json")
+    fix = (f"Pass the JSON dump beside it: `hangscope show {beside}`." if beside.is_file() else
+           "`show` reads the JSON dump: write one with `hangscope dump PID --format json -o "
+           "dump.json` (attach's `s` key saves both, side by side).")
+    raise DumpFileError(f"{path} is {kind} (what `dump` prints), not a JSON dump.",
+                        help_text=fix)

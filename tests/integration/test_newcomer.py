@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 import pytest
 import support
+from test_reliability import unprivileged_user  # noqa: F401  (a fixture: a throwaway user)
 
 HANGSCOPE = [sys.executable, "-m", "hangscope"]
 
@@ -164,3 +165,64 @@ def test_ctrl_c_stops_every_py_spy_at_once(demo_job: Any, py_spy: str, tmp_path:
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=10,
                        check=False)
+
+
+@pytest.fixture
+def python_sleeper(started: list[subprocess.Popen[bytes]]) -> int:
+    """A Python process (root's, as the tests run), asleep for good."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                            start_new_session=True)
+    started.append(proc)
+    support.poll(lambda: "time" in " ".join(psutil.Process(proc.pid).cmdline()), "the sleeper")
+    return proc.pid
+
+
+def test_permission_denied_leads_with_the_cause_and_the_fix(
+        python_sleeper: int, unprivileged_user: Any) -> None:  # noqa: F811 (the fixture)
+    from test_reliability import TEST_USER, as_user
+
+    # GIVEN a root job WHEN an ordinary user dumps it
+    env = support.cli_env({"HOME": "/", "USER": TEST_USER})
+    env.pop("HANGSCOPE_PYSPY", None)
+    probe = [sys.executable, "-c", "import hangscope.sampler, hangscope.render.output"]
+    read_cap = as_user(unprivileged_user, probe, env).returncode != 0
+    result = as_user(unprivileged_user, [*HANGSCOPE, "dump", str(python_sleeper), "--samples",
+                                         "2", "--window", "0.5"], env, read_cap=read_cap)
+    no_traceback(result)
+    assert result.returncode == 4, result.stderr
+    # THEN the verdict is the cause, not a diagnosis no stack supports, and the fix in
+    # hangscope's words (never py-spy's `sudo env "PATH=$PATH" !!`)
+    head = "\n".join(result.stdout.splitlines()[:4])
+    assert "VERDICT: NO STACKS" in head and "No stack could be read" in head, result.stdout
+    assert "ALL WAITING" not in result.stdout
+    assert f"sudo hangscope dump {python_sleeper}" in result.stdout
+    assert "!!" not in result.stdout + result.stderr
+
+
+def test_pyspy_path_that_is_wrong_gives_a_proc_only_report(python_sleeper: int) -> None:
+    # WHEN HANGSCOPE_PYSPY names no binary
+    result = support.run_cli("dump", str(python_sleeper), "--samples", "2", "--window", "0.5",
+                             env={"HANGSCOPE_PYSPY": "/nope"}, timeout=120)
+    no_traceback(result)
+    # THEN a /proc-only report that says why, rc 5, and the fix is about that path
+    assert result.returncode == 5, result.stderr
+    assert "VERDICT: NO STACKS" in result.stdout and "ALL WAITING" not in result.stdout
+    assert str(python_sleeper) in result.stdout
+    assert "HANGSCOPE_PYSPY points to '/nope'" in result.stderr
+    assert "pip install" not in result.stderr
+    assert "unset it" in result.stderr
+
+
+def test_show_of_a_markdown_report_names_the_json_beside_it(tmp_path: Path) -> None:
+    # GIVEN a report saved as both Markdown and JSON (what attach's `s` key writes)
+    dump = tmp_path / "hangscope-1.json"
+    shutil.copy(support.SNAPSHOTS / "deadlock.json", dump)
+    md = tmp_path / "hangscope-1.md"
+    assert support.run_cli("show", str(dump), "--format", "md", "-o", str(md)).returncode == 0
+    # WHEN the user shows the Markdown one
+    result = support.run_cli("show", str(md))
+    no_traceback(result)
+    # THEN rc 6 and the file to pass instead
+    assert result.returncode == 6
+    assert "is a Markdown report" in result.stderr
+    assert f"hangscope show {dump}" in result.stderr
