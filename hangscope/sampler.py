@@ -217,24 +217,33 @@ class Sampler:
             version_read = host_reads.submit(self._read_pyspy_version)
             _warm_analysis(host_reads)
             host_reads.shutdown(wait=False)
-            self._watcher = self._start_watcher(procs)
-            t0 = self.clock()
             rounds.append(self._round(pool, procs, opts.native, fds=True))
             # NCCL RAS and the Flight Recorder, while the later rounds sample (own deadlines).
             coll_read = collectives.start(
                 procs, {pid: r.proc for pid, r in rounds[0].items()}, listening_read.result(),
                 job_started, opts.fr_trigger and not self._fr_asked)
             self._fr_asked = True
+            # The window asked for (--window) starts when the first round is in, not before
+            # it: native dumps of torch ranks can take seconds on a busy host, and a window
+            # that silently grew by them would be another window than the one asked for and
+            # reported. Progress is watched over that same window.
+            self._watcher = self._start_watcher(procs)
+            t0 = self.clock()
+            window, evidence = 0.0, None
             for i in range(1, samples):
                 delay = t0 + i * interval - self.clock()
                 if delay > 0:
                     time.sleep(delay)  # the sampling interval itself, not a readiness wait
+                if i == samples - 1:  # the window ends as the last round starts
+                    window, evidence = self.clock() - t0, self._stop_watcher()
                 rounds.append(self._round(pool, procs, False))
                 gpu_readings.append(self._gpus.read())
-            window = self.clock() - t0
-            watcher, self._watcher = self._watcher, None
-            evidence = watcher.stop() if watcher is not None else None
+            if samples == 1:
+                evidence = self._stop_watcher()
         cpu_after = {pid: _seconds(r.proc.cpu_ticks) for pid, r in rounds[-1].items()}
+        if samples > 1:  # CPU over the window: from the first round's read, as the window
+            cpu_before = {pid: _seconds(r.proc.cpu_ticks) if r.proc.exists else cpu_before[pid]
+                          for pid, r in rounds[0].items()}
         listening = listening_read.result()
         reading = nvml.merge_readings(gpu_readings)
         read = Window(seconds=window, cpu_before=cpu_before, cpu_after=cpu_after,
@@ -284,6 +293,10 @@ class Sampler:
                 f"({python} Python process(es) refused py-spy).", snapshot=snap)
         self.last = snap
         return snap
+
+    def _stop_watcher(self) -> ProgressEvidence | None:
+        watcher, self._watcher = self._watcher, None
+        return watcher.stop() if watcher is not None else None
 
     def _start_watcher(self, procs: Sequence[Process]) -> ProgressWatcher | None:
         """The progress watcher over the ranks (or main) that run Python, helpers left out.

@@ -30,6 +30,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run, samples=2, window=1.0)
 
 
+def need_terminal(command: str) -> None:
+    """Refuse to open the TUI where no one can see or drive it.
+
+    Without a terminal (``ssh node hangscope attach PID`` without ``-t``, a pipe, a script)
+    the screen would write escape codes until killed.
+
+    Raises:
+        UsageError: stdin or stdout is not a terminal.
+    """
+    import sys
+
+    from hangscope.errors import UsageError
+
+    missing = [name for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout))
+               if stream is None or not stream.isatty()]
+    if missing:
+        raise UsageError(
+            f"`hangscope {command}` opens a live screen and needs a terminal, but "
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not one (ssh "
+            "without -t, a pipe or a script).",
+            help_text="Over ssh add -t: `ssh -t NODE hangscope attach PID`; in a script, "
+            "`hangscope dump PID` prints one report (--format json for a program).")
+
+
 def run(args: argparse.Namespace) -> int:
     from hangscope.cli import parse_pid, warn_no_redact
     from hangscope.commands.dump import options_from
@@ -54,4 +78,5 @@ def run(args: argparse.Namespace) -> int:
         if pid is None:
             raise UsageError("Give the PID of the job's launcher or of any rank, or --find.")
         source = Sampler(pid, options)  # validates the PID before the screen opens
+    need_terminal("attach")
     return run_live(source, interval=args.interval, save_dir=args.save_dir)

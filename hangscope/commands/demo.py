@@ -49,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if args.name not in DEMOS:
         raise UsageError(f"No demo named {args.name!r}: choose from {', '.join(DEMOS)}.")
     options = options_from(args)
+    if args.attach:  # before a demo starts for nothing
+        from hangscope.commands.attach import need_terminal
+
+        need_terminal("demo --attach")
     from hangscope.cli import warn_no_redact
 
     warn_no_redact(options.redact)

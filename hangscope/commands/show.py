@@ -24,8 +24,10 @@ def run(args: argparse.Namespace) -> int:
     _refuse_a_report(Path(args.file))
     snap = load(args.file)
     if args.tui:
+        from hangscope.commands.attach import need_terminal
         from hangscope.tui.app import run_offline
 
+        need_terminal("show --tui")
         return run_offline(snap)
     emit(snap, args.format, args.output)
     return 0

@@ -226,3 +226,33 @@ def test_show_of_a_markdown_report_names_the_json_beside_it(tmp_path: Path) -> N
     assert result.returncode == 6
     assert "is a Markdown report" in result.stderr
     assert f"hangscope show {dump}" in result.stderr
+
+
+@pytest.mark.parametrize("argv", [["attach", "{pid}"], ["show", "{dump}", "--tui"]])
+def test_tui_without_a_terminal_is_refused(python_sleeper: int, argv: list[str]) -> None:
+    # WHEN the TUI is asked for with no terminal (`ssh node hangscope attach PID`, no -t)
+    args = [a.format(pid=python_sleeper, dump=support.SNAPSHOTS / "deadlock.json") for a in argv]
+    result = subprocess.run([*HANGSCOPE, *args], stdin=subprocess.DEVNULL, capture_output=True,
+                            text=True, env=support.cli_env(), timeout=120, check=False)
+    # THEN rc 2 at once, no escape codes, and the two ways out
+    no_traceback(result)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert "needs a terminal" in result.stderr
+    assert "ssh -t" in result.stderr and "hangscope dump PID" in result.stderr
+
+
+def test_window_asked_for_is_the_window_used_and_reported(shared_demo: Any, py_spy: str) -> None:
+    # GIVEN torch ranks, whose first (native) round takes seconds on a busy host
+    job = shared_demo("mismatch")
+    # WHEN the user asks for half a second between two samples
+    result = support.run_cli("dump", str(job.pid), "--window", "0.5", "--samples", "2",
+                             "--format", "json", timeout=300)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    doc = json.loads(result.stdout)
+    # THEN the window is that half second (not the first round's seconds added to it), and
+    # the progress measured agrees with it
+    assert 0.5 <= doc["window_s"] < 0.8, doc["window_s"]
+    assert abs(doc["progress"]["seconds"] - doc["window_s"]) < 0.1, doc["progress"]["seconds"]
