@@ -79,7 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, _interrupted)
     try:
         parser = build_parser()
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args, extra = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+        if extra:  # argparse would point at the top-level help, not the command's
+            where = f"hangscope {args.command}" if getattr(args, "command", None) else "hangscope"
+            raise UsageError(f"unrecognized argument{'s' if len(extra) > 1 else ''}: "
+                             f"{' '.join(extra)}. See `{where} --help`.")
         if not getattr(args, "func", None):
             parser.print_help()
             return 2

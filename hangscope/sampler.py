@@ -4,6 +4,9 @@ The sampler is the pipeline's only stage with side effects: it runs the collecto
 rounds over ``window`` seconds, then hands detached data to ``hangscope.analyze``.
 Round one takes native stacks (slow: py-spy reads libtorch's symbols); later rounds are
 Python-only (milliseconds) and only tell stuck (same stack) from slow (stack moved).
+
+Why one file: one snapshot's steps (discovery, rounds, the progress window, the reads on the
+host thread, the verdict of a report without stacks) share the Sampler's state of that snapshot.
 """
 
 from __future__ import annotations

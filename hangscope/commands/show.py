@@ -12,9 +12,10 @@ from hangscope.serialize import load
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("show", help="render a saved JSON dump (text, md, json, or --tui)",
-                            description=__doc__)
+                            description=__doc__.replace("``", "`"))
     parser.add_argument("file", help="a file written by `hangscope dump --format json -o FILE`")
-    parser.add_argument("--format", "-f", choices=FORMATS, default="text")
+    parser.add_argument("--format", "-f", choices=FORMATS, default="text",
+                        help="the report's format (default %(default)s)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (0600)")
     parser.add_argument("--tui", action="store_true", help="open the dump in the live TUI, offline")
     parser.set_defaults(func=run)
@@ -33,8 +34,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-#: How the rendered reports begin: ``# hangscope`` (Markdown), ``hangscope ... job`` (text).
-_REPORT_HEADS = {"#": "a Markdown report", "hangscope": "a text report"}
+#: How the rendered reports begin: ``## hangscope report`` (Markdown), ``hangscope ... job``
+#: (text).
+_REPORT_HEADS = {"## hangscope report": "a Markdown report", "hangscope ": "a text report"}
 
 
 def _refuse_a_report(path: Path) -> None:
@@ -43,6 +45,8 @@ def _refuse_a_report(path: Path) -> None:
     Raises:
         DumpFileError: ``path`` holds a Markdown or text report, not a JSON dump.
     """
+    if not path.is_file() or path.suffix == ".json":
+        return  # load() says what is wrong with it (a FIFO must not be opened here)
     try:
         with open(path, encoding="utf-8-sig", errors="replace") as fh:
             head = fh.read(200).lstrip()

@@ -45,9 +45,15 @@ class MainScreen(Screen[None]):
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("h,f1", "help", "Help", show=False),
+        # j/k as in less and vim: for whatever has the focus (table, thread list, stack)
+        Binding("j", "cursor('down')", show=False),
+        Binding("k", "cursor('up')", show=False),
         Binding("q", "app.quit", "Quit"),
         Binding("ctrl+c", "app.quit", "Quit", show=False, priority=True),
-        *(Binding(str(i + 1), f"show_tab('{tab}')", show=False) for i, tab in enumerate(TABS)),
+        # priority: a focused thread list or stack pane must not swallow the tab keys
+        *(Binding(str(i + 1), f"show_tab('{tab}')", show=False, priority=True)
+          for i, tab in enumerate(TABS)),
     ]
 
     def __init__(self, target: int | None = None) -> None:
@@ -196,6 +202,16 @@ class MainScreen(Screen[None]):
     def action_clear_filter(self) -> None:
         if self.rank_filter is not None:
             self.apply_filter(None)
+
+    def action_cursor(self, direction: str) -> None:
+        """j/k: move the cursor of the focused widget, or scroll it where it has none."""
+        widget = self.focused
+        if widget is None:
+            return
+        action = (getattr(widget, f"action_cursor_{direction}", None)
+                  or getattr(widget, f"action_scroll_{direction}", None))
+        if action is not None:
+            action()
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())

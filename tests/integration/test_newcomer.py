@@ -256,3 +256,80 @@ def test_window_asked_for_is_the_window_used_and_reported(shared_demo: Any, py_s
     # the progress measured agrees with it
     assert 0.5 <= doc["window_s"] < 0.8, doc["window_s"]
     assert abs(doc["progress"]["seconds"] - doc["window_s"]) < 0.1, doc["progress"]["seconds"]
+
+
+def test_help_says_the_defaults_each_command_uses_and_every_key() -> None:
+    attach = support.run_cli("attach", "--help").stdout
+    # attach samples 2 times over 1 s (dump: 3 over 2 s): its help says so
+    assert "over the window (default 2)" in attach and "(default 1.0)" in attach
+    for key in ("space", "1 2 3 4", "tab", "enter", "pgup", "home end", "h f1", " c ", " p "):
+        assert key in attach, key
+    dump = support.run_cli("dump", "--help").stdout
+    assert "over the window (default 3)" in dump and "(default 2.0)" in dump
+    assert "format (default text)" in dump
+    for text in (attach, dump, support.run_cli("demo", "--help").stdout,
+                 support.run_cli("show", "--help").stdout):
+        assert "``" not in text  # RST double backticks are not terminal text
+
+
+def test_pyspy_spellings_and_unknown_flags_point_at_the_commands_help(
+        python_sleeper: int) -> None:
+    # `-p PID` and `--json`, as a py-spy user types them
+    result = support.run_cli("dump", "-p", str(python_sleeper), "--json", "--samples", "1",
+                             timeout=120)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    assert python_sleeper in {p["pid"] for p in json.loads(result.stdout)["processes"]}
+    wrong = support.run_cli("dump", str(python_sleeper), "--bogus")
+    assert wrong.returncode == 2
+    assert "unrecognized argument: --bogus. See `hangscope dump --help`." in wrong.stderr
+    both = support.run_cli("dump", "1", "-p", "2")
+    assert both.returncode == 2 and "Two PIDs given" in both.stderr
+
+
+def test_demo_keep_leaves_the_demo_hung_until_ctrl_c(py_spy: str) -> None:
+    import signal
+
+    # WHEN `hangscope demo deadlock --keep` has printed its report
+    proc = subprocess.Popen([*HANGSCOPE, "demo", "deadlock", "--keep", "--samples", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=support.cli_env(), start_new_session=True)
+    try:
+        import threading
+
+        err: list[str] = []
+        threading.Thread(target=lambda: err.extend(proc.stderr or ()), daemon=True).start()
+
+        def kept() -> str | None:
+            text = "".join(err)
+            return text if "the demo stays hung" in text else None
+
+        text = support.poll(kept, "the --keep line", timeout=120)
+        pid = int(text.split("stays hung (launcher PID ")[1].split(")")[0])
+        # THEN the demo is still there for `hangscope dump PID`
+        other = support.run_cli("dump", str(pid), "--samples", "1", timeout=120)
+        assert other.returncode == 0 and "LOCAL DEADLOCK" in other.stdout, other.stderr
+        # and Ctrl-C stops it and cleans up
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def test_report_at_80_columns_keeps_bullets_indented_and_ends_with_the_verdict() -> None:
+    # WHEN a report is piped at 80 columns (tmux's default width)
+    result = support.run_cli("show", str(support.SNAPSHOTS / "straggler.json"),
+                             env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.rstrip("\n").split("\n")
+    # THEN no line is wider, none ends in padding, a wrapped bullet keeps its indent
+    assert max(len(line) for line in lines) <= 80
+    assert not [line for line in lines if line != line.rstrip()]
+    start = next(i for i, line in enumerate(lines) if "· rank 0 (PID" in line)
+    assert lines[start + 1].startswith("│     "), lines[start:start + 2]
+    # and the last line says the verdict again (it scrolled far up), as pytest does
+    assert lines[-1] == "== VERDICT: STRAGGLER · suspect: rank 3 (PID 8035) =="
