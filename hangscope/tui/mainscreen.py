@@ -51,9 +51,7 @@ class MainScreen(Screen[None]):
         Binding("k", "cursor('up')", show=False),
         Binding("q", "app.quit", "Quit"),
         Binding("ctrl+c", "app.quit", "Quit", show=False, priority=True),
-        # priority: a focused thread list or stack pane must not swallow the tab keys
-        *(Binding(str(i + 1), f"show_tab('{tab}')", show=False, priority=True)
-          for i, tab in enumerate(TABS)),
+        *(Binding(str(i + 1), f"show_tab('{tab}')", show=False) for i, tab in enumerate(TABS)),
     ]
 
     def __init__(self, target: int | None = None) -> None:
@@ -133,7 +131,13 @@ class MainScreen(Screen[None]):
 
     # -- actions -------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        tabs = self.query_one(TabbedContent)
+        focused = self.focused
+        if focused is not None and tabs in focused.ancestors:
+            # Focus left inside the pane being hidden (the thread list, the stack) would bring
+            # its tab straight back: TabbedContent shows the pane that holds the focus.
+            self.query_one(RankTable).focus()
+        tabs.active = tab
 
     def action_toggle_native(self) -> None:
         self.native = not self.native

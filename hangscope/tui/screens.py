@@ -6,7 +6,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
@@ -29,7 +29,8 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for key, what in KEYS:
             table.add_row(key, what)
-        with Vertical(id="help-box", classes="modal-box"):
+        # Scrolls (up/down, PgUp/PgDn, Home/End): at 80x24 the keys and the legend do not fit.
+        with VerticalScroll(id="help-box", classes="modal-box"):
             yield Static(Text("hangscope attach: keys", style="bold"))
             yield Static(table)
             legend = Table(box=None, show_header=False, pad_edge=False)
