@@ -6,13 +6,16 @@ Exit codes: see hangscope/errors.py and README.md ("Exit codes").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from hangscope import __version__
-from hangscope.errors import HangscopeError, UsageError
+from hangscope.errors import FIND_PID_HINT, HangscopeError, UsageError
 
 COMMANDS = ("dump", "attach", "watch", "show", "demo", "merge")
 
@@ -26,8 +29,8 @@ def parse_pid(text: str) -> int:
     try:
         pid = int(str(text).strip())
     except ValueError:
-        raise UsageError(f"{text!r} is not a process ID: give a number such as 12345 "
-                         "(find it with `pgrep -af python`).") from None
+        raise UsageError(f"{text!r} is not a process ID: give a number such as 12345.",
+                         help_text=f"{FIND_PID_HINT}.") from None
     if pid <= 0:
         raise UsageError(f"{pid} is not a process ID: process IDs are positive numbers.")
     if pid > 4_194_304:  # PID_MAX_LIMIT on 64-bit Linux
@@ -59,12 +62,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    """Ctrl-C: a second one is ignored (cleaning up takes a blink, and it must not reach the
+    shell as a traceback), every py-spy ends now, then KeyboardInterrupt unwinds the command."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from hangscope.collect.pyspy import stop_all
+
+    stop_all()
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run hangscope; return the exit code."""
     args: argparse.Namespace | None = None
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _interrupted)
     try:
         parser = build_parser()
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args, extra = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+        if extra:  # argparse would point at the top-level help, not the command's
+            where = f"hangscope {args.command}" if getattr(args, "command", None) else "hangscope"
+            raise UsageError(f"unrecognized argument{'s' if len(extra) > 1 else ''}: "
+                             f"{' '.join(extra)}. See `{where} --help`.")
         if not getattr(args, "func", None):
             parser.print_help()
             return 2
@@ -78,7 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"hangscope: fix: {exc.help_text}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("hangscope: interrupted", file=sys.stderr)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        from hangscope.collect.pyspy import stop_all
+
+        stop_all()  # also where KeyboardInterrupt came without the handler (a TUI's key)
+        print("hangscope: interrupted (Ctrl-C): every py-spy stopped, no process was left "
+              "paused.", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
@@ -107,4 +131,12 @@ def _emit_partial(partial: object, args: argparse.Namespace | None) -> None:
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    code = main()
+    if code == 130:
+        # Interrupted: leave now. A normal exit would join the sampling threads, and one may
+        # wait out a --timeout in a read that Ctrl-C cannot cut short (a RAS socket, NVML).
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)

@@ -9,6 +9,7 @@ still name the same process (same start time) before anything traces it.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterable
 from dataclasses import replace
@@ -23,7 +24,7 @@ from hangscope.analyze.roles import (
     role_and_rank,
 )
 from hangscope.collect import procfs, tree
-from hangscope.errors import ProcessNotFound
+from hangscope.errors import FIND_PID_HINT, ProcessNotFound, UsageError
 from hangscope.model import Job, Process, RankInfo, Role
 from hangscope.redact import redact_argv, redact_env
 from hangscope.titles import looks_like_python, title_of
@@ -231,3 +232,29 @@ class Discovery:
                   target=self.target, kind=kind, expected_ranks=expected,
                   expected_source=source, args=args)
         return job, procs
+
+
+def check_python_job(target: int, procs: list[Process]) -> None:
+    """Refuse, up front, a job in which no process runs Python: ``hangscope dump $$`` from a
+    shell (hangscope and its py-spy runs are never part of a job, so nothing is left), or the
+    PID of ``sleep``. An interpreter embedded in another program still counts (libpython).
+
+    Raises:
+        UsageError: no process of the job runs Python.
+    """
+    if any(p.python is not False or procfs.maps_libpython(p.pid) is not False for p in procs):
+        return
+    stat = procfs.read_stat(target)
+    name = f"PID {target} ({stat.comm})" if stat is not None else f"PID {target}"
+    fix = f"Give the PID of the job's launcher or of one of its ranks: {FIND_PID_HINT}."
+    if target in procfs.ancestors(os.getpid()):
+        raise UsageError(f"{name} is the shell hangscope runs in: leaving out hangscope itself "
+                         "and the py-spy it runs, no Python process is left to diagnose.",
+                         help_text=fix)
+    parent = stat.ppid if stat is not None else None
+    if parent and (looks_like_python(procfs.read_cmdline(parent))
+                   or procfs.maps_libpython(parent)):
+        fix = (f"Its parent, PID {parent}, runs Python: `hangscope dump {parent}` diagnoses "
+               f"that job. Else: {fix[0].lower()}{fix[1:]}")
+    raise UsageError(f"{name} is not a Python process, and no process of its job (it and its "
+                     "children) runs Python: hangscope reads Python stacks.", help_text=fix)

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # errors.py is imported before anything else: no runtime import of the model
     from hangscope.model import Snapshot
 
+#: How hangscope tells a user to find a job's PID: one hint, the same in every message.
+FIND_PID_HINT = "`pgrep -af python` lists the Python processes and their PIDs"
+
 PTRACE_HELP = (
     "Run hangscope as root (sudo hangscope ...), or give it CAP_SYS_PTRACE "
     "(sudo setcap cap_sys_ptrace+ep $(which py-spy)); where kernel.yama.ptrace_scope > 0, "
@@ -50,7 +53,7 @@ class UsageError(HangscopeError):
 
 class ProcessNotFound(HangscopeError):
     exit_code = 3
-    help_text = "Check the PID with `ps -ef | grep python`; the job may have exited."
+    help_text = f"The job may have exited; {FIND_PID_HINT}."
 
 
 class PermissionDenied(HangscopeError):
@@ -66,8 +69,15 @@ class PermissionDenied(HangscopeError):
 
 
 class ToolMissing(HangscopeError):
+    """py-spy is missing; ``snapshot``: the /proc-only report, when one was taken."""
+
     exit_code = 5
     help_text = "Install it with `pip install py-spy` (the wheel ships the binary)."
+
+    def __init__(self, message: str, help_text: str | None = None,
+                 snapshot: Snapshot | None = None) -> None:
+        super().__init__(message, help_text)
+        self.snapshot = snapshot
 
 
 class DumpFileError(HangscopeError):

@@ -98,6 +98,7 @@ class VerdictKind(str, Enum):
     IDLE = "idle"  # every process waits for work nobody asked for (a server, no request)
     PAUSED = "paused"  # every process sleeps between phases
     NO_TARGET = "no_target"
+    NO_STACKS = "no_stacks"  # py-spy refused (permission) or missing: /proc facts only
     UNKNOWN = "unknown"
 
     def __str__(self) -> str:

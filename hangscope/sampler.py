@@ -6,6 +6,9 @@ and never judges: NCCL RAS's answer, the Flight Recorder dumps and the progress 
 ``Snapshot.readings`` as read, and ``analyze`` draws every conclusion from them.
 Round one takes native stacks (slow: py-spy reads libtorch's symbols); later rounds are
 Python-only (milliseconds) and only tell stuck (same stack) from slow (stack moved).
+
+Why one file: one snapshot's steps (discovery, rounds, the progress window, the reads on the
+host thread, the verdict of a report without stacks) share the Sampler's state of that snapshot.
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ from hangscope.collect import collectives, exitcode, kmsg, logs, nvml, procfs, p
 from hangscope.collect.host import BoundedGpuReader, read_host
 from hangscope.collect.progress import ProgressWatcher
 from hangscope.collect.waits import read_waits
-from hangscope.discover import Discovery, not_sampleable, replaced
-from hangscope.errors import PermissionDenied
+from hangscope.discover import Discovery, check_python_job, not_sampleable, replaced
+from hangscope.errors import PermissionDenied, ToolMissing
 from hangscope.gpu_kernels import with_kernels
-from hangscope.model import Job, Process, Readings, Role, Snapshot
+from hangscope.model import Job, Process, Readings, Role, Severity, Snapshot, Verdict, VerdictKind
 from hangscope.progress_evidence import ProgressEvidence
 from hangscope.redact import redact_text
 from hangscope.refresh import Refresher
@@ -100,10 +103,18 @@ class Sampler:
         self.target = pid
         self.options = options or SampleOptions()
         self.clock = clock
-        self._pyspy = pyspy.find_pyspy()
+        # Without py-spy the report is /proc facts only, and says so (as when py-spy is refused):
+        # states, wait channels, CPU and sockets still tell a lot about a hang.
+        self._pyspy: str | None
+        self._pyspy_missing: ToolMissing | None = None
+        try:
+            self._pyspy = pyspy.find_pyspy()
+        except ToolMissing as exc:
+            self._pyspy, self._pyspy_missing = None, exc
         tree.check_target(pid)
         # Start times tell a live process from a later one that got its PID (long `attach`).
         self.discovery = Discovery(pid, redact=self.options.redact)
+        check_python_job(pid, self.discover()[1])  # `hangscope dump $$`, `sleep`: refused now
         # What the last sample of each process learnt, to skip py-spy when nothing changed.
         self._refresh = Refresher(self._dump, _native_slots(self.options),
                                   self.options.nonblocking)
@@ -141,6 +152,9 @@ class Sampler:
             return pyspy.DumpResult(proc.pid, error=skip[1], error_kind=skip[0])
         if stat is not None and stat.state == "D":
             return self._uninterruptible(proc)
+        if self._pyspy_missing is not None:
+            return pyspy.DumpResult(proc.pid, error=f"not sampled: {self._pyspy_missing}",
+                                    error_kind="missing")
         if nonblocking is None:
             nonblocking = self.options.nonblocking
         dump = pyspy.dump(proc.pid, native=native and not nonblocking,
@@ -218,24 +232,33 @@ class Sampler:
             version_read = host_reads.submit(self._read_pyspy_version)
             _warm_analysis(host_reads)
             host_reads.shutdown(wait=False)
-            self._watcher = self._start_watcher(procs)
-            t0 = self.clock()
             rounds.append(self._round(pool, procs, opts.native, fds=True))
             # NCCL RAS and the Flight Recorder, while the later rounds sample (own deadlines).
             coll_read = collectives.start(
                 procs, {pid: r.proc for pid, r in rounds[0].items()}, listening_read.result(),
                 job_started, opts.fr_trigger and not self._fr_asked)
             self._fr_asked = True
+            # The window asked for (--window) starts when the first round is in, not before
+            # it: native dumps of torch ranks can take seconds on a busy host, and a window
+            # that silently grew by them would be another window than the one asked for and
+            # reported. Progress is watched over that same window.
+            self._watcher = self._start_watcher(procs)
+            t0 = self.clock()
+            window, evidence = 0.0, None
             for i in range(1, samples):
                 delay = t0 + i * interval - self.clock()
                 if delay > 0:
                     time.sleep(delay)  # the sampling interval itself, not a readiness wait
+                if i == samples - 1:  # the window ends as the last round starts
+                    window, evidence = self.clock() - t0, self._stop_watcher()
                 rounds.append(self._round(pool, procs, False))
                 gpu_readings.append(self._gpus.read())
-            window = self.clock() - t0
-            watcher, self._watcher = self._watcher, None
-            evidence = watcher.stop() if watcher is not None else None
+            if samples == 1:
+                evidence = self._stop_watcher()
         cpu_after = {pid: _seconds(r.proc.cpu_ticks) for pid, r in rounds[-1].items()}
+        if samples > 1:  # CPU over the window: from the first round's read, as the window
+            cpu_before = {pid: _seconds(r.proc.cpu_ticks) if r.proc.exists else cpu_before[pid]
+                          for pid, r in rounds[0].items()}
         listening = listening_read.result()
         reading = nvml.merge_readings(gpu_readings)
         read = Window(seconds=window, cpu_before=cpu_before, cpu_after=cpu_after,
@@ -276,13 +299,26 @@ class Sampler:
         if opts.kernels or self._kernels_once:
             self._kernels_once = False
             snap = with_kernels(snap, raw, analyze, opts.kernels_timeout)
+        python = sum(1 for p in procs if p.python)
+        if self._pyspy_missing is not None:
+            snap = replace(snap, verdict=_no_stacks(
+                f"No stack could be read: {self._pyspy_missing.message.rstrip('.')}.",
+                (f"fix: {self._pyspy_missing.help_text}",)))
+            raise ToolMissing(self._pyspy_missing.message, self._pyspy_missing.help_text,
+                              snapshot=snap)
         if _refused(rounds, procs):
+            snap = replace(snap, verdict=_no_stacks(
+                f"No stack could be read: {_pids(python)} refused py-spy (tracing needs root "
+                "or CAP_SYS_PTRACE).", ptrace_fixes(job.target)))
             raise PermissionDenied(
                 f"Not allowed to read the stacks of PID {job.target} "
-                f"({sum(1 for p in procs if p.python)} Python process(es) refused py-spy).",
-                snapshot=snap)
+                f"({python} Python process(es) refused py-spy).", snapshot=snap)
         self.last = snap
         return snap
+
+    def _stop_watcher(self) -> ProgressEvidence | None:
+        watcher, self._watcher = self._watcher, None
+        return watcher.stop() if watcher is not None else None
 
     def _start_watcher(self, procs: Sequence[Process]) -> ProgressWatcher | None:
         """The progress watcher over the ranks (or main) that run Python, helpers left out.
@@ -301,7 +337,8 @@ class Sampler:
             return None
         # the window may stretch by a --timeout per round; past that, the recorders stop alone
         cap = opts.window + opts.samples * opts.timeout + 30
-        watcher = ProgressWatcher(watched, pyspy=self._pyspy, record=self.last is None,
+        record = self.last is None and self._pyspy is not None
+        watcher = ProgressWatcher(watched, pyspy=self._pyspy, record=record,
                                   max_seconds=cap, record_limit=_record_limit())
         watcher.start()
         return watcher
@@ -353,6 +390,30 @@ def _import_analysis() -> None:
 
 def _seconds(ticks: int | None) -> float | None:
     return None if ticks is None else ticks / procfs.CLOCK_TICKS
+
+
+def ptrace_fixes(pid: int) -> tuple[str, ...]:
+    """The fixes for a refused py-spy, one per line of the verdict's evidence."""
+    return (
+        f"fix: run hangscope as root: `sudo hangscope dump {pid}`",
+        "or: let py-spy trace without root: `sudo setcap cap_sys_ptrace+ep $(which py-spy)`",
+        "or, where kernel.yama.ptrace_scope > 0: `sudo sysctl kernel.yama.ptrace_scope=0` "
+        "(a user may then trace their own processes)",
+        "in Docker: `docker run --cap-add SYS_PTRACE`; Kubernetes: "
+        "securityContext.capabilities.add: [SYS_PTRACE]",
+    )
+
+
+def _pids(n: int) -> str:
+    return "its Python process" if n == 1 else f"all {n} Python processes"
+
+
+def _no_stacks(summary: str, fixes: Sequence[str]) -> Verdict:
+    """The verdict of a report without stacks: the cause and its fix, never a diagnosis that
+    no stack supports (the rules would read "all waiting" from stacks that were not taken)."""
+    return Verdict(VerdictKind.NO_STACKS, Severity.WARNING,
+                   f"{summary} Everything below is from /proc: states, CPU, wait channels, "
+                   "sockets; no stack, so no diagnosis.", evidence=tuple(fixes))
 
 
 def _refused(rounds: Sequence[dict[int, Round]], procs: Sequence[Process]) -> bool:

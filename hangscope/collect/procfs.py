@@ -668,6 +668,16 @@ def read_map_paths(pid: int, needle: str) -> set[str] | None:
         return None
 
 
+def maps_libpython(pid: int) -> bool | None:
+    """``grep -q libpython /proc/PID/maps``: an interpreter embedded in another program (its
+    exe and command line do not say python) maps libpython. None: unreadable."""
+    try:
+        with open(PROC / str(pid) / "maps", errors="replace") as fh:
+            return any("libpython" in line for line in fh)
+    except OSError:
+        return None
+
+
 def list_in_root(pid: int, path: str) -> list[str]:
     """``ls /proc/PID/root/PATH``: a directory as the process sees it (its container's
     filesystem); [] when unreadable."""
@@ -966,3 +976,16 @@ def read_kernel_waits(pids: Iterable[int],
     frozen = frozenset(inodes)
     return KernelWaits(platform.machine(), tuple(procs), read_unix_peers(frozen),
                        read_tcp_connections(frozen), round(time.monotonic() - started, 4))
+
+
+def ancestors(pid: int) -> tuple[int, ...]:
+    """``ps -o ppid`` climbed to init: the parents of ``pid``, nearest first."""
+    out: list[int] = []
+    current = pid
+    while len(out) < 4096:
+        stat = read_stat(current)
+        if stat is None or stat.ppid <= 0 or stat.ppid in out:
+            break
+        out.append(stat.ppid)
+        current = stat.ppid
+    return tuple(out)

@@ -34,7 +34,14 @@ from typing import Any
 
 from hangscope.collect import procfs
 from hangscope.collect.nvml import GpmWindow
-from hangscope.collect.pyspy import _classify_failure, _error_line, find_pyspy
+from hangscope.collect.pyspy import (
+    CHILDREN,
+    PERMISSION_LINE,
+    Interrupted,
+    _classify_failure,
+    _error_line,
+    find_pyspy,
+)
 from hangscope.errors import ToolMissing
 from hangscope.progress_evidence import (
     CounterDelta,
@@ -184,8 +191,10 @@ def _start_recorder(pyspy: str, pid: int, rate: int, folder: str,
     if duration is not None:  # a cap, also where setpriv is missing
         cmd += ["--duration", str(duration)]
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL)
+        proc = CHILDREN.popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL)
+    except Interrupted:
+        return _Recorder(pid, None, out, "interrupted (Ctrl-C)", "failed")
     except OSError as exc:
         return _Recorder(pid, None, out, f"py-spy could not start: {exc}", "failed")
     return _Recorder(pid, proc, out)
@@ -205,10 +214,13 @@ def _stop_recorder(rec: _Recorder, deadline: float) -> None:
         proc.communicate()
         rec.error, rec.error_kind = "py-spy did not stop in time; its samples are lost", "timeout"
         return
+    finally:
+        CHILDREN.forget(proc)
     text = stderr.decode(errors="replace")
     if not os.path.exists(rec.out):
-        rec.error = _error_line(text) or f"py-spy record exited with {proc.returncode}"
         rec.error_kind = _classify_failure(text, proc.returncode or 0)
+        rec.error = (PERMISSION_LINE if rec.error_kind == "permission" else
+                     _error_line(text) or f"py-spy record exited with {proc.returncode}")
 
 
 def _cpu_of_children() -> float:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +50,93 @@ class DumpResult:
         return self.error is None
 
 
+#: py-spy's refusal in hangscope's words (its own advice, ``sudo env "PATH=$PATH" !!``, names
+#: a shell history trick, not the privilege that is missing).
+PERMISSION_LINE = ("permission denied: tracing this process needs root or CAP_SYS_PTRACE "
+                   "(Docker: --cap-add SYS_PTRACE)")
+
+
+class _Children:
+    """Every py-spy this process runs, so that Ctrl-C ends them all at once.
+
+    A py-spy that pauses a target is ended by SIGKILL: the kernel detaches a dead tracer's
+    tracees and resumes them (the same as a --timeout), so no target is left stopped. Once
+    ``stop_all`` ran, nothing new starts: a worker thread that was about to run py-spy gets an
+    "interrupted" result at once instead of a fresh child.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: set[subprocess.Popen[bytes]] = set()
+        self.stopped = False
+
+    def popen(self, cmd: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+        """``subprocess.Popen(cmd)``, registered. Raises Interrupted after ``stop_all``."""
+        with self._lock:
+            if self.stopped:
+                raise Interrupted
+            proc: subprocess.Popen[bytes] = subprocess.Popen(cmd, **kwargs)  # type: ignore[call-overload]
+            self._live.add(proc)
+            return proc
+
+    def forget(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._live.discard(proc)
+
+    def run(self, cmd: list[str], timeout: float) -> tuple[int, str, str]:
+        """``subprocess.run(cmd, capture_output=True, timeout=timeout)``: (status, out, err).
+
+        Raises:
+            subprocess.TimeoutExpired: past ``timeout`` (the child is killed and reaped).
+            Interrupted: after ``stop_all``.
+            OSError: the binary cannot run.
+        """
+        proc = self.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        finally:
+            self.forget(proc)
+        if self.stopped and proc.returncode < 0:
+            raise Interrupted  # killed by stop_all, not a failure of the target
+        return (proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+    def stop_all(self, grace: float = 0.3) -> None:
+        """Kill every live py-spy, reap it (no zombies), and let none start from now on."""
+        with self._lock:
+            self.stopped = True
+            live = list(self._live)
+        for proc in live:
+            if proc.poll() is None:
+                try:
+                    proc.send_signal(signal.SIGKILL)
+                except OSError:  # reaped meanwhile
+                    continue
+        deadline = time.monotonic() + grace
+        for proc in live:
+            try:
+                proc.wait(timeout=max(0.01, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                continue  # in D state: the kernel ends it; its parent (init, once we exit) reaps
+
+
+class Interrupted(Exception):
+    """Raised where a py-spy would start or was killed after Ctrl-C (``stop_all``)."""
+
+
+#: The one registry of this process's py-spy children.
+CHILDREN = _Children()
+
+
+def stop_all() -> None:
+    """Ctrl-C: end every py-spy hangscope started (``cli.main`` calls it)."""
+    CHILDREN.stop_all()
+
+
 def find_pyspy() -> str:
     """Locate the py-spy binary: beside this Python (the wheel's), then on PATH.
 
@@ -58,7 +147,10 @@ def find_pyspy() -> str:
     if override:
         if Path(override).is_file() and os.access(override, os.X_OK):
             return override
-        raise ToolMissing(f"HANGSCOPE_PYSPY points to {override!r}, which is not an executable.")
+        raise ToolMissing(f"HANGSCOPE_PYSPY points to {override!r}, which is not an executable.",
+                          help_text="Point HANGSCOPE_PYSPY at the py-spy binary (`which py-spy` "
+                          "prints it), or unset it: hangscope then uses the py-spy installed "
+                          "beside it or on PATH.")
     beside = Path(sys.executable).parent / "py-spy"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
@@ -176,7 +268,10 @@ def dump(pid: int, native: bool = True, timeout: float = 10.0, nonblocking: bool
     try:
         # py-spy pauses the target while it reads it; the timeout kills py-spy, and the
         # kernel resumes the target when its tracer dies, so a target is never left stopped.
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        returncode, stdout, stderr_text = CHILDREN.run(cmd, timeout)
+    except Interrupted:
+        return DumpResult(pid, native=native, error="interrupted (Ctrl-C)", error_kind="failed",
+                          seconds=time.monotonic() - started)
     except subprocess.TimeoutExpired:
         failed = DumpResult(pid, native=native, error=f"py-spy did not answer within {timeout:g} s",
                             error_kind="timeout", seconds=time.monotonic() - started)
@@ -185,17 +280,16 @@ def dump(pid: int, native: bool = True, timeout: float = 10.0, nonblocking: bool
         return DumpResult(pid, native=native, error=f"could not run py-spy: {exc}",
                           error_kind="failed", seconds=time.monotonic() - started)
     seconds = time.monotonic() - started
-    if proc.returncode == 0 and proc.stdout.strip():
-        return parse_dump(pid, proc.stdout, native, seconds)
-    stderr = (proc.stderr or proc.stdout or "").strip()
-    kind = _classify_failure(stderr, proc.returncode)
-    last_line = _error_line(stderr) or f"exit status {proc.returncode}"
+    if returncode == 0 and stdout.strip():
+        return parse_dump(pid, stdout, native, seconds)
+    stderr = (stderr_text or stdout or "").strip()
+    kind = _classify_failure(stderr, returncode)
+    last_line = _error_line(stderr) or f"exit status {returncode}"
     if kind == "permission":  # py-spy's own advice ("sudo env PATH=$PATH !!") misleads here
-        last_line = ("permission denied: tracing this process needs root or CAP_SYS_PTRACE "
-                     "(Docker: --cap-add SYS_PTRACE)")
+        last_line = PERMISSION_LINE
     failed = DumpResult(pid, native=native, error=f"py-spy: {last_line}", error_kind=kind,
                         seconds=seconds)
-    if native and kind == "failed":
+    if native and kind == "failed" and not CHILDREN.stopped:
         return _python_only_retry(failed, timeout, nonblocking, binary)
     return failed
 
@@ -220,11 +314,10 @@ def dump_locals(pid: int, timeout: float = 10.0, pyspy: str | None = None) -> li
     frame); it cost the same as a plain dump on a CPU rank (<= 10 ms).
     """
     try:
-        proc = subprocess.run([pyspy or find_pyspy(), "dump", "--locals", "--json", "--pid",
-                               str(pid)], capture_output=True, text=True, timeout=timeout,
-                              check=False)
-        data = json.loads(proc.stdout) if proc.returncode == 0 else None
-    except (OSError, subprocess.TimeoutExpired, ToolMissing, json.JSONDecodeError):
+        returncode, stdout, _ = CHILDREN.run([pyspy or find_pyspy(), "dump", "--locals", "--json",
+                                              "--pid", str(pid)], timeout)
+        data = json.loads(stdout) if returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ToolMissing, json.JSONDecodeError, Interrupted):
         return None
     return data if isinstance(data, list) else None
 
@@ -232,8 +325,7 @@ def dump_locals(pid: int, timeout: float = 10.0, pyspy: str | None = None) -> li
 def version(pyspy: str | None = None) -> str | None:
     """``py-spy --version``: recorded in the snapshot's notes."""
     try:
-        out = subprocess.run([pyspy or find_pyspy(), "--version"], capture_output=True,
-                             text=True, timeout=5, check=False)
-    except (OSError, subprocess.TimeoutExpired, ToolMissing):
+        _, stdout, _ = CHILDREN.run([pyspy or find_pyspy(), "--version"], 5)
+    except (OSError, subprocess.TimeoutExpired, ToolMissing, Interrupted):
         return None
-    return out.stdout.strip() or None
+    return stdout.strip() or None

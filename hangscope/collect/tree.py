@@ -16,7 +16,7 @@ import psutil
 
 from hangscope.collect import procfs
 from hangscope.collect.procfs import read_cmdline, read_environ
-from hangscope.errors import PermissionDenied, ProcessNotFound, UsageError
+from hangscope.errors import FIND_PID_HINT, PermissionDenied, ProcessNotFound, UsageError
 from hangscope.titles import looks_like_python, looks_like_worker
 
 
@@ -108,12 +108,13 @@ def check_target(pid: int) -> psutil.Process:
         raise UsageError(f"{pid} is not a valid process ID.") from exc
     if _is_kernel_thread(pid):
         raise UsageError(f"PID {pid} is a kernel thread ({_name(proc)}), not part of a job: "
-                         "give the PID of the launcher or of a rank (`pgrep -af python`).")
+                         "give the PID of the launcher or of a rank.",
+                         help_text=f"{FIND_PID_HINT}.")
     if pid == 1 and not looks_like_python(read_cmdline(1)):
         # The whole machine descends from init: hangscope would trace every Python process
         # on it. A container whose PID 1 is the Python launcher is still accepted.
         raise UsageError(f"PID 1 is the init process ({_name(proc)}), not a job: give the PID "
-                         "of the launcher or of a rank (`pgrep -af python`).")
+                         "of the launcher or of a rank.", help_text=f"{FIND_PID_HINT}.")
     return proc
 
 
@@ -284,7 +285,13 @@ def walk(root: int, limit: int = 4096, fixed: Fixed | None = None) -> list[Found
     boot = procfs.boot_time()
     out: list[Found] = []
     queue = deque([root])
-    seen: set[int] = set()
+    # hangscope itself and what it runs (py-spy) are never part of a job: a shell that started
+    # both the job and hangscope, or `hangscope dump $$`, would otherwise diagnose hangscope.
+    # The shells between the root and hangscope (`bash` in a rank's terminal, `timeout`) host
+    # hangscope, not the job: walked through, never listed.
+    me = os.getpid()
+    seen: set[int] = {me} - {root}
+    hosts = _hosts_of(me, root, table)
     while queue and len(out) < limit:
         pid = queue.popleft()
         if pid in seen:
@@ -292,9 +299,12 @@ def walk(root: int, limit: int = 4096, fixed: Fixed | None = None) -> list[Found
         seen.add(pid)
         line = table[pid]
         # A child older than its parent holds a recycled PID (psutil's children() rule).
-        children = tuple(k for k in kids.get(pid, ()) if table[k].start_ticks >= line.start_ticks)
-        out.append(_info(line, children, boot, fixed))
+        children = tuple(k for k in kids.get(pid, ()) if table[k].start_ticks >= line.start_ticks
+                         and k != me)
         queue.extend(children)
+        if pid in hosts:
+            continue
+        out.append(_info(line, tuple(k for k in children if k not in hosts), boot, fixed))
     if fixed is not None:
         alive = {(f.pid, table[f.pid].start_ticks) for f in out}
         for key in [k for k in fixed if k not in alive]:
@@ -372,3 +382,16 @@ def _pipe_and_tcp_peers(known: set[int], table: dict[int, procfs.Stat],
         if pipes & job_pipes or socks & far_inodes:
             out.add(pid)
     return out
+
+
+def _hosts_of(me: int, root: int, table: dict[int, procfs.Stat]) -> set[int]:
+    """hangscope's non-Python ancestors strictly below ``root``, when ``root`` is one of its
+    ancestors (hangscope runs inside the job's tree): empty otherwise."""
+    chain: list[int] = []
+    pid = table[me].ppid if me in table else 0
+    while pid in table and pid != root and len(chain) < 4096:
+        chain.append(pid)
+        pid = table[pid].ppid
+    if pid != root:
+        return set()
+    return {p for p in chain if not looks_like_python(read_cmdline(p))}

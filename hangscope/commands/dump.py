@@ -23,16 +23,17 @@ from hangscope.sampler import SampleOptions, Sampler
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags shared by ``dump``, ``attach`` and ``demo``."""
     parser.add_argument("--samples", type=int, default=3, metavar="K",
-                        help="stack samples per process over the window (default 3)")
-    parser.add_argument("--window", type=float, default=2.0, metavar="SECONDS",
-                        help="how long to watch: tells stuck (same stack) from slow (default 2)")
+                        help="stack samples per process over the window (default %(default)s)")
+    parser.add_argument("-w", "--window", type=float, default=2.0, metavar="SECONDS",
+                        help="how long to watch: tells stuck (same stack) from slow "
+                        "(default %(default)s)")
     parser.add_argument("--no-native", dest="native", action="store_false",
                         help="Python stacks only (faster; no C++/CUDA/NCCL frames)")
     parser.add_argument("--nonblocking", action="store_true",
                         help="never pause the targets (py-spy --nonblocking; Python only, "
                         "stacks may be torn)")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="per-process py-spy timeout (default 10)")
+                        help="per-process py-spy timeout (default %(default)s)")
     parser.add_argument("--no-redact", dest="redact", action="store_false",
                         help="DANGER: keep tokens, keys and passwords in the report")
     parser.add_argument("--no-fr-trigger", dest="fr_trigger", action="store_false",
@@ -47,6 +48,28 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="parallel py-spy runs (default: native dumps one per core, "
                         "Python-only two per core, at most 32)")
+
+
+def plain(doc: str | None) -> str:
+    """A docstring as help text: code in single backticks (a terminal is not RST)."""
+    return (doc or "").replace("``", "`")
+
+
+def add_pid_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """``PID`` or ``-p/--pid PID`` (py-spy's spelling): either names the job."""
+    parser.add_argument("pid", nargs="?", help=what)
+    parser.add_argument("-p", "--pid", dest="pid_flag", metavar="PID",
+                        help="the same as the PID argument (py-spy's spelling)")
+
+
+def pid_of(args: argparse.Namespace) -> int | None:
+    """The PID given as an argument or with --pid; both: they must agree."""
+    from hangscope.cli import parse_pid
+
+    given = [parse_pid(v) for v in (args.pid, getattr(args, "pid_flag", None)) if v is not None]
+    if len(set(given)) > 1:
+        raise UsageError(f"Two PIDs given ({given[0]} and --pid {given[1]}): give one.")
+    return given[0] if given else None
 
 
 def options_from(args: argparse.Namespace) -> SampleOptions:
@@ -87,12 +110,14 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("dump", help="diagnose a hung job once and print the report",
-                            description=__doc__,
+                            description=plain(__doc__),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("pid", nargs="?",
-                        help="PID of the launcher or of any rank (or --find on every node)")
+    add_pid_arguments(parser, "PID of the launcher or of any rank (or --find on every node)")
     parser.add_argument("--format", "-f", choices=(*FORMATS, "svg"), default="text",
-                        help="svg (multi-node or --find): the merged call tree as a picture")
+                        help="the report's format (default %(default)s); svg (multi-node or "
+                        "--find): the merged call tree as a picture")
+    parser.add_argument("--json", dest="format", action="store_const", const="json",
+                        help="the same as --format json")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (0600)")
     add_sampling_arguments(parser)
     add_kernel_arguments(parser)
@@ -101,9 +126,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hangscope.cli import parse_pid, warn_no_redact
+    from hangscope.cli import warn_no_redact
 
-    pid = parse_pid(args.pid) if args.pid is not None else None
+    pid = pid_of(args)
     options = options_from(args)
     warn_no_redact(options.redact)
     if wanted(args):

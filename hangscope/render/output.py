@@ -33,7 +33,8 @@ def render(snap: Snapshot, fmt: str, color: bool = False, width: int = 120,
         console = Console(file=buf, width=width, force_terminal=color, no_color=not color,
                           color_system="truecolor" if color else None, soft_wrap=False)
         console.print(report(snap, native=native))
-        return buf.getvalue()
+        return buf.getvalue() if color else "\n".join(
+            line.rstrip() for line in buf.getvalue().split("\n"))
     raise UsageError(f"Unknown format {fmt!r}: use one of {', '.join(FORMATS)}.")
 
 
@@ -97,6 +98,11 @@ def emit(snap: Snapshot, fmt: str, output: str | None, native: bool = True) -> N
         return
     if fmt == "text":
         console = Console(soft_wrap=False)
+        if not console.is_terminal:  # a pipe or a file: no colour, no padding at line ends
+            text = render(snap, fmt, width=console.width, native=native)
+            sys.stdout.write("\n".join(line.rstrip() for line in text.split("\n")))
+            sys.stdout.flush()
+            return
         console.print(report(snap, native=native))
     else:
         sys.stdout.write(render(snap, fmt))

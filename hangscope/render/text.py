@@ -25,7 +25,15 @@ from hangscope.model import (
 from hangscope.render import collectives
 from hangscope.render.fold import fold_rows, pid_host, pid_label, rank_label
 from hangscope.render.stack import display_lines
-from hangscope.words import fit_site, fold_threads, group_names, ranks_found, size, threads_line
+from hangscope.words import (
+    fit_site,
+    fold_threads,
+    group_names,
+    ranks_found,
+    size,
+    threads_line,
+    who,
+)
 
 SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow",
                   Severity.INFO: "cyan"}
@@ -63,13 +71,18 @@ def verdict_panel(snap: Snapshot, evidence_lines: int = 8) -> RenderableType:
     if verdict is None:
         return Text("No verdict.")
     style = SEVERITY_STYLE[verdict.severity]
-    body = Text(verdict.summary)
+    body: RenderableType = Text(verdict.summary)
     if verdict.evidence:
-        body.append("\n")
-        for line in verdict.evidence[:evidence_lines]:
-            body.append("\n  · " + line, style="dim")
+        # A bullet that wraps keeps its indent (at 80 columns most do): a grid, not "\n  · ".
+        bullets = Table.grid(padding=0)
+        bullets.add_column(width=4, no_wrap=True)
+        bullets.add_column(ratio=1)
+        lines = list(verdict.evidence[:evidence_lines])
         if len(verdict.evidence) > evidence_lines:
-            body.append(f"\n  · … {len(verdict.evidence) - evidence_lines} more", style="dim")
+            lines.append(f"… {len(verdict.evidence) - evidence_lines} more")
+        for line in lines:
+            bullets.add_row(Text("  · ", style="dim"), Text(line, style="dim"))
+        body = RichGroup(body, Text(""), bullets)
     title = verdict.kind.value.replace("_", " ").upper()
     return Panel(body, title=f"[{style}]VERDICT: {title}[/]", title_align="left",
                  border_style=style)
@@ -265,7 +278,27 @@ def report(snap: Snapshot, native: bool = True) -> RenderableType:
                               style="yellow"))
     for note in snap.notes:
         parts.append(Text(f"Note: {note}", style="dim"))
+    closing = closing_line(snap)
+    if closing is not None:
+        parts.append(closing)
     return RichGroup(*parts)
+
+
+def closing_line(snap: Snapshot) -> Text | None:
+    """The verdict again on the report's last line (as pytest ends with its summary): after
+    a long report the panel has scrolled far up."""
+    verdict = snap.verdict
+    if verdict is None:
+        return None
+    style = SEVERITY_STYLE[verdict.severity]
+    line = Text("== ", style=style)
+    line.append(f"VERDICT: {verdict.kind.value.replace('_', ' ').upper()}", style=f"bold {style}")
+    names = [who(p) for p in snap.suspect_processes]
+    if names:
+        line.append(f" · suspect{'s' if len(names) > 1 else ''}: {', '.join(names[:4])}"
+                    + (f" and {len(names) - 4} more" if len(names) > 4 else ""))
+    line.append(" ==", style=style)
+    return line
 
 
 __all__ = [

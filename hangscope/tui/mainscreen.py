@@ -46,6 +46,10 @@ class MainScreen(Screen[None]):
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("h,f1", "help", "Help", show=False),
+        # j/k as in less and vim: for whatever has the focus (table, thread list, stack)
+        Binding("j", "cursor('down')", show=False),
+        Binding("k", "cursor('up')", show=False),
         Binding("q", "app.quit", "Quit"),
         Binding("ctrl+c", "app.quit", "Quit", show=False, priority=True),
         *(Binding(str(i + 1), f"show_tab('{tab}')", show=False) for i, tab in enumerate(TABS)),
@@ -128,7 +132,13 @@ class MainScreen(Screen[None]):
 
     # -- actions -------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        tabs = self.query_one(TabbedContent)
+        focused = self.focused
+        if focused is not None and tabs in focused.ancestors:
+            # Focus left inside the pane being hidden (the thread list, the stack) would bring
+            # its tab straight back: TabbedContent shows the pane that holds the focus.
+            self.query_one(RankTable).focus()
+        tabs.active = tab
 
     def action_toggle_native(self) -> None:
         self.native = not self.native
@@ -197,6 +207,16 @@ class MainScreen(Screen[None]):
     def action_clear_filter(self) -> None:
         if self.rank_filter is not None:
             self.apply_filter(None)
+
+    def action_cursor(self, direction: str) -> None:
+        """j/k: move the cursor of the focused widget, or scroll it where it has none."""
+        widget = self.focused
+        if widget is None:
+            return
+        action = (getattr(widget, f"action_cursor_{direction}", None)
+                  or getattr(widget, f"action_scroll_{direction}", None))
+        if action is not None:
+            action()
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen())

@@ -6,42 +6,22 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from hangscope.model import Process, ProcessKey, Snapshot, signature_of
 from hangscope.render.fold import pid_host
+from hangscope.tui.keys import KEYS, LEGEND
 from hangscope.tui.ranks import RankFilter
 from hangscope.words import group_names
-
-#: Every key of the main screen, for ``?`` and docs/tui.md.
-KEYS: tuple[tuple[str, str], ...] = (
-    ("space", "pause / resume sampling"),
-    ("r", "sample now"),
-    ("n", "show / hide native (C/C++) frames"),
-    ("p", "full file paths / short ones"),
-    ("d", "diff the selected rank's stack with another rank's"),
-    ("c", "collectives: each rank's position per NCCL communicator (RAS, Flight Recorder)"),
-    ("k", "kernels: name the CUDA kernel on each stuck rank whose GPU spins (cuda-gdb; pauses "
-          "each such rank for seconds)"),
-    ("s", "save a report: Markdown and JSON, like `hangscope dump`"),
-    ("/", "filter the ranks by group, node, category, op or text"),
-    ("escape", "clear the filter"),
-    ("1 2 3 4", "stack / call tree / diff / findings tab"),
-    ("up down", "select a rank (in the table) or a thread (in the list)"),
-    ("tab", "move between the table, the tabs and the thread list"),
-    ("enter", "rank table: show the selected rank's stack"),
-    ("?", "this help"),
-    ("q ctrl+c", "quit (the job keeps running, untouched)"),
-)
 
 
 class HelpScreen(ModalScreen[None]):
     """The key bindings."""
 
-    BINDINGS = [Binding("escape,q,question_mark,enter", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,question_mark,enter,h,f1", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
         table = Table(box=None, show_header=False, pad_edge=False)
@@ -49,9 +29,17 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for key, what in KEYS:
             table.add_row(key, what)
-        with Vertical(id="help-box", classes="modal-box"):
+        # Scrolls (up/down, PgUp/PgDn, Home/End): at 80x24 the keys and the legend do not fit.
+        with VerticalScroll(id="help-box", classes="modal-box"):
             yield Static(Text("hangscope attach: keys", style="bold"))
             yield Static(table)
+            legend = Table(box=None, show_header=False, pad_edge=False)
+            legend.add_column(style="bold", no_wrap=True)
+            legend.add_column()
+            for mark, what in LEGEND:
+                legend.add_row(mark, what)
+            yield Static(Text("In the rank table:", style="bold"))
+            yield Static(legend)
             yield Static(Text("Sampling runs in the background; the target is only read, "
                               "never signalled. Esc closes this.", style="dim"))
 

@@ -546,7 +546,8 @@ def test_quit_returns_promptly_during_a_slow_sample() -> None:
 @run_async
 async def test_help_lists_every_key() -> None:
     app = live([recorded("mismatch")])
-    async with app.run_test(size=SIZE) as pilot:
+    # tall enough for every key at once (at 80x24 the help scrolls: tests/tui/test_newcomer_tmux)
+    async with app.run_test(size=(100, 60)) as pilot:
         await first_sample(pilot)
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
