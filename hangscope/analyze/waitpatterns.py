@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.analyze.waitgraph import (
     blocked as _blocked,
 )
@@ -27,7 +28,7 @@ from hangscope.analyze.waitgraph import (
     user_frame,
     waits_on_lock,
 )
-from hangscope.model import Process, Role, Snapshot, Thread
+from hangscope.model import Process, Snapshot, Thread
 from hangscope.wait_evidence import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import verb, who
 
@@ -276,7 +277,7 @@ def _lost_result(g: _Graph) -> WaitPattern | None:
         workers = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited
                    and _pool_worker_idle(p)]
         others = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited
-                  and p not in workers and p.role not in (Role.HELPER,)
+                  and p not in workers and p.role not in HELPER_ROLES
                   and p.threads and not _resource_tracker(p)]
         if not workers or others:
             continue
