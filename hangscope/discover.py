@@ -176,12 +176,19 @@ class Discovery:
             known.update(f.pid for f in extra)
         return extra
 
-    def _peers(self, found: list[tree.Found]) -> list[tree.Found]:
-        """The job's processes outside the tree: its group, session, pipe and TCP peers."""
+    def _peers(self, found: list[tree.Found], root: int) -> list[tree.Found]:
+        """The job's processes outside the tree: its group, session, pipe and TCP peers.
+
+        A peer with a RANK of the job's rendezvous is left to ``_elsewhere`` (a fork an exited
+        rank left behind keeps its RANK and its group: it is no rank to take in)."""
         known = {f.pid for f in found}
+        keys = {k for f in found if f.environ and (k := tree.job_key(f.environ)) is not None}
         if self._peer_roots is None:  # one scan of the host per target; a refresh walks
             roots: dict[int, None] = {}
-            for pid in tree.job_peers(sorted(known)):
+            for pid in tree.job_peers(sorted(known), root):
+                env = procfs.read_environ(pid) or {}
+                if ("RANK" in env or "LOCAL_RANK" in env) and tree.job_key(env) in keys:
+                    continue
                 try:  # a peer's own job climbs to its launcher (a server's parent script)
                     roots[tree.find_root(pid)] = None
                 except psutil.Error:
@@ -203,7 +210,11 @@ class Discovery:
         root = self._root()
         found = tree.walk(root, fixed=self._fixed)
         found += self._elsewhere(found)
-        found += self._peers(found)
+        # A job with no Python process (`hangscope dump $$`, `sleep`) is refused as it is
+        # (check_python_job): its group, session and pipe peers would make it another job.
+        if any(is_python(f) is not False or procfs.maps_libpython(f.pid) is not False
+               for f in found):
+            found += self._peers(found, root)
         self.found = {info.pid: info for info in found}
         host = socket.gethostname()
         procs = []

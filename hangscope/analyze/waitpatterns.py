@@ -11,6 +11,9 @@ rules read them (analyze/rules_graph.py):
   pdb or ``input()``;
 - a sink: the thread that everything waits on, transitively, which itself waits on nothing
   in the job (or on something outside it).
+
+Why one file: the patterns are one ordered table over one graph (``PATTERNS``), each small and
+read against the others (what a cycle claims, a sink must not claim again).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from hangscope.analyze.calm import calm_kind
 from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.analyze.waitgraph import (
     blocked as _blocked,
@@ -312,9 +316,12 @@ def _prompt(g: _Graph) -> WaitPattern | None:
             continue
         prompt = any(f.name.rsplit(".", 1)[-1] in ("builtin_input", "cmdloop", "interaction")
                      or (f.file or "").endswith(("/pdb.py", "/cmd.py")) for f in thread.frames)
-        if not prompt and edge.fd != 0:
-            continue
         proc = g.procs[edge.pid]
+        # A Python prompt (input(), pdb, cmd), or a Python program reading its stdin from a
+        # terminal or a FIFO; a filter such as `cut` reading its stdin pipe is no prompt.
+        if not prompt and not (edge.fd == 0 and edge.kind in ("terminal", "fifo")
+                               and proc.python):
+            continue
         chain = (f"{_thread_words(proc, thread)} waits for input on {edge.object.split(' (')[0]}"
                  f"{_site(thread)} ({'a pdb prompt' if _pdb(thread) else 'a prompt'}), "
                  "which nobody answers")
@@ -342,8 +349,12 @@ def _sink(g: _Graph) -> WaitPattern | None:
     best: tuple[int, list[int]] | None = None
     # From every process's working thread, and from every thread that waits on another
     # thread of its own process (a Python lock, the GIL): they need not be the working one.
-    starts = [(p.pid, None) for p in g.snap.processes] + list(dict.fromkeys(
-        (e.pid, e.tid) for e in g.edges if e.to_tid is not None))
+    # A helper's wait (the resource tracker reading its pipe, a compile worker's queue) is how
+    # helpers always wait: it says nothing of the job, so no chain starts there.
+    helpers = {p.pid for p in g.snap.processes if p.role in HELPER_ROLES}
+    starts = [(p.pid, None) for p in g.snap.processes if p.pid not in helpers] + list(
+        dict.fromkeys((e.pid, e.tid) for e in g.edges
+                      if e.to_tid is not None and e.pid not in helpers))
     for pid, tid in starts:
         path, start = g.walk(pid, tid)
         # Waits for a child or a joined thread only say who waits for whom: the chain must
@@ -356,11 +367,31 @@ def _sink(g: _Graph) -> WaitPattern | None:
     if best is None:
         return None
     path = best[1]
+    end = g.procs.get(g.edges[path[-1]].to_pid or 0)
+    if end is not None and _calm(g.snap, end) == "paused" and not (
+            end.listening and g.edges[path[-1]].kind in ("unix", "tcp", "store")):
+        # everything waits on one long sleep between phases: paused, not hung (a client
+        # waiting for a reply from a server, one that listens, asleep in its handler is a
+        # lost request: kept)
+        return None
+    if end is not None and _calm(g.snap, end) == "idle" and all(
+            g.edges[i].kind in ("pipe", "fifo") and "read" in g.edges[i].how for i in path):
+        # workers reading their task pipe from a server that waits for requests: an idle
+        # service (a client waiting for a reply from an idle server is a lost request: kept)
+        return None
     suspect, tid = _suspect(g, path)
     members = tuple(dict.fromkeys([*(g.edges[i].pid for i in path),
                                    *(p for i in path if (p := g.edges[i].to_pid))]))
     chain = "; ".join(_hop(g, i) for i in path) + _end(g, path)
     return WaitPattern("sink", members, chain, tuple(path), suspect, tid)
+
+
+def _calm(snap: Snapshot, proc: Process) -> str | None:
+    """``paused`` (one long sleep, woken 0 times in the window: what waits on it waits for a
+    phase to end) or ``idle`` (a server waiting for requests), as analyze/calm.py reads it."""
+    measured = next((r for r in (snap.progress.ranks if snap.progress else ())
+                     if r.pid == proc.pid), None)
+    return calm_kind(proc, measured)
 
 
 PATTERNS = (_cycle, _event_loop, _fork_lock, _lost_result, _prompt, _sink)

@@ -3,6 +3,9 @@
 The only module that walks the process tree with psutil. Roles and rank coordinates come from
 process titles, the environment, the launcher's flags and, last, spawn order
 (see ``hangscope.analyze.roles`` for the pure rules).
+
+Why one file: the climb, the walk and the peers beyond the tree share one rule of what is the
+job and what is hangscope's own (its process, its shell, its runner, their inherited pipes).
 """
 
 from __future__ import annotations
@@ -189,11 +192,17 @@ def _my_ancestors(table: dict[int, procfs.Stat] | None = None) -> frozenset[int]
 
 def _belongs_to_parent(pid: int, parent: int, cmd: Sequence[str]) -> bool:
     """A child of a Python process that is part of its job though it is no worker by title or
-    environment: a non-Python child (``sh``, ``cat``, a tool it runs), or a child in the
-    parent's own process group (one shell job: the shell put both in it)."""
-    if not looks_like_python(cmd):
-        return True
+    environment: a non-Python child wired to it (``sh``, ``cat``, a tool whose output it reads:
+    a pipe the parent made, not one the parent inherited), or a child in the parent's own
+    process group (one shell job: the shell put both in it). A non-Python child that shares
+    no pipe of the parent's own (``sleep`` it started) is a job of its own: its PID is refused
+    with the parent's named (discover.check_python_job)."""
     mine, theirs = procfs.read_stat(pid), procfs.read_stat(parent)
+    if not looks_like_python(cmd):
+        shared = procfs.pipe_and_socket_inodes(pid)[0] & procfs.pipe_and_socket_inodes(parent)[0]
+        if shared and theirs is not None and theirs.ppid > 1:
+            shared -= procfs.pipe_and_socket_inodes(theirs.ppid)[0]  # the parent's own stdio
+        return bool(shared)
     return mine is not None and theirs is not None and mine.pgrp == theirs.pgrp
 
 
@@ -317,15 +326,18 @@ def walk(root: int, limit: int = 4096, fixed: Fixed | None = None) -> list[Found
 PEER_SCAN_LIMIT = 2048
 
 
-def _leader_is_job(leader: int, table: dict[int, procfs.Stat], mine: frozenset[int]) -> bool:
-    """A group or session leader that may be the job's: not hangscope's own shell or test
-    runner, not a login shell, tmux, sshd, init or a scheduler daemon."""
-    if leader <= 1 or leader in mine or leader not in table:
+def _leader_is_job(leader: int, table: dict[int, procfs.Stat], mine: frozenset[int],
+                   job: set[int]) -> bool:
+    """A group or session leader that is the job's: a process of the job (``job``), never
+    hangscope's own shell or test runner, a login shell, tmux, sshd, init or a scheduler
+    daemon. A leader outside the job (the terminal's shell, a runner that started this job
+    and others) leads unrelated jobs too: its members are no peers."""
+    if leader <= 1 or leader in mine or leader not in table or leader not in job:
         return False
     return launches_jobs(read_cmdline(leader)) or looks_like_python(read_cmdline(leader))
 
 
-def job_peers(known: Sequence[int]) -> list[int]:
+def job_peers(known: Sequence[int], root: int = 0) -> list[int]:
     """Processes of the job outside the tree walked (``known``), tops of their subtrees:
 
     - its process group and session, when their leader is the job's (a shell script that
@@ -335,13 +347,17 @@ def job_peers(known: Sequence[int]) -> list[int]:
       remote ports swapped in ``/proc/net/tcp``).
 
     Never hangscope's own ancestors (the user's shell, a test runner that holds a pipe to it).
+    ``root``: the root of the tree walked (its parent may lead the job's process group).
     """
     table = procfs.scan()
     mine = _my_ancestors(table)
     known_set = set(known)
     stats = [table[p] for p in known if p in table]
-    groups = {s.pgrp for s in stats if _leader_is_job(s.pgrp, table, mine)}
-    sessions = {s.session for s in stats if _leader_is_job(s.session, table, mine)}
+    # The group's leader may be the root's parent, a script that started the job and a peer of
+    # it in one shell job (``bash run.sh``); a session's leader must be of the job itself.
+    parents = known_set | ({table[root].ppid} if root in table else set())
+    groups = {s.pgrp for s in stats if _leader_is_job(s.pgrp, table, mine, parents)}
+    sessions = {s.session for s in stats if _leader_is_job(s.session, table, mine, known_set)}
     hits = {pid for pid, s in table.items()
             if pid not in known_set and (s.pgrp in groups or s.session in sessions)}
     hits |= _pipe_and_tcp_peers(known_set, table, mine)
@@ -360,8 +376,13 @@ def _pipe_and_tcp_peers(known: set[int], table: dict[int, procfs.Stat],
             holders[inode] = holders.get(inode, 0) + 1
         job_socks |= socks
     # A pipe two processes of the job hold already joins them; one that a single process
-    # holds has its other end elsewhere (or nowhere): only those are looked for.
+    # holds has its other end elsewhere (or nowhere): only those are looked for. A pipe an
+    # ancestor of the job (or hangscope, its shell, its runner) holds too was inherited: the
+    # stdout a terminal, a runner or a log collector gave every job it started, no link.
     job_pipes = {inode for inode, count in holders.items() if count == 1}
+    for pid in _outside_ancestors(known, table) | mine:
+        if job_pipes:
+            job_pipes -= procfs.pipe_and_socket_inodes(pid)[0]
     tcp = procfs.tcp_connections() if job_socks else {}
     # The far end of each of the job's TCP connections: (remote, local) as the peer sees it.
     far = {(remote, local) for inode, (local, remote) in tcp.items() if inode in job_socks}
@@ -381,6 +402,17 @@ def _pipe_and_tcp_peers(known: set[int], table: dict[int, procfs.Stat],
         pipes, socks = procfs.pipe_and_socket_inodes(pid)
         if pipes & job_pipes or socks & far_inodes:
             out.add(pid)
+    return out
+
+
+def _outside_ancestors(known: set[int], table: dict[int, procfs.Stat]) -> set[int]:
+    """The ancestors of the job's processes that are not of the job (init left out)."""
+    out: set[int] = set()
+    for pid in known:
+        parent = table[pid].ppid if pid in table else 0
+        while parent > 1 and parent in table and parent not in known and parent not in out:
+            out.add(parent)
+            parent = table[parent].ppid
     return out
 
 

@@ -50,6 +50,7 @@ def test_dump_names_mismatched_collectives_from_the_flight_recorder(tmp_path: Pa
         text = run_cli("dump", pid, "--samples", "1", timeout=120)
         assert text.returncode == 0, text.stderr
         assert "\nCollectives\n" in text.stdout
-        assert "process group 0 (Flight Recorder) · 2 ranks" in text.stdout
+        # gloo's entries name their group (process_group ["0", "default_pg"]): the title says it.
+        assert "process group 0 default_pg (Flight Recorder) · 2 ranks" in text.stdout
         assert "first disagreement at #2 (op)" in text.stdout
         assert job.process.poll() is None  # the job is still there, untouched

@@ -45,6 +45,9 @@ def dump_json(pid: int, *extra: str, env: dict[str, str] | None = None) -> dict[
     return json.loads(result.stdout)
 
 
+# 20 real dumps of ~2.5 s each (the native round, then the whole 2 s window: --window is the
+# window used since issue 20), more on a loaded machine: past the suite's 180 s default.
+@pytest.mark.timeout(480)
 def test_given_sleepy_torchrun_job_then_20_of_20_dumps_read_progressing(sleepy_job: int) -> None:
     wrong = []
     for _ in range(RUNS):

@@ -109,12 +109,13 @@ def _verdict(path: Path) -> str:
     return json.loads(path.read_text())["verdict"]["kind"]
 
 
+@pytest.mark.quiet  # "within --after + 10 s" is a time: measured with nothing else running
 def test_pauses_are_not_hangs_and_the_hang_is_captured_once_in_time(job) -> None:  # type: ignore[no-untyped-def]
     # GIVEN a torchrun job that trains, pauses 14 s for a checkpoint and 9 s for a data reload,
     # then hangs in mismatched collectives, watched with --after 20
     running = job("phases")
     running.wait_marks("training")
-    running.watch("--after", "20", "--interval", "2")
+    running.watch("--after", "20", "--interval", "1", "--samples", "2", "--window", "1")
     running.said("watching the job", timeout=30)
     hang = running.wait_marks("hang", timeout=120)
     # THEN no capture was written during the pauses

@@ -59,7 +59,11 @@ def ready(tag: str) -> None:
 def wait_for_line(tag: str, timeout: float = 60.0) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for line in Path(READY).read_text().splitlines():
+        try:
+            text = Path(READY).read_text()
+        except FileNotFoundError:  # the harness does not create it: the first ready() does
+            text = ""
+        for line in text.splitlines():
             pid, _, name = line.partition(" ")
             if name == tag:
                 return int(pid)
@@ -242,6 +246,9 @@ def pool_job() -> None:
     with mp.Pool(2) as pool:
         result = pool.apply_async(slow_square, (3,))
         busy = wait_for_line("busy")
+        # The worker dies a while into its task (as a real one does): the pool's handler
+        # starts the replacement at once, so it starts clearly after the first workers.
+        time.sleep(0.3)
         os.kill(busy, signal.SIGKILL)
         # Wait for the pool to replace the killed worker, then wait for the lost result.
         deadline = time.monotonic() + 30
