@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import pytest
 from support import cli_env, poll
 
@@ -97,12 +98,19 @@ def job(tmp_path: Path) -> Iterator[object]:
 
     yield start
     for running in started:
+        # torchrun starts each rank in a session of its own: kill the ranks by PID too.
+        ranks = []
+        with contextlib.suppress(psutil.Error):
+            ranks = psutil.Process(running.job.pid).children(recursive=True)
         for proc in (running.watcher, running.job):
             if proc is None:
                 continue
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        for rank in ranks:
+            with contextlib.suppress(psutil.Error):
+                rank.kill()
 
 
 def _verdict(path: Path) -> str:
