@@ -114,6 +114,20 @@ def _comms(pids: Iterable[int]) -> dict[int, str]:
     return out
 
 
+def _walk_new(roots: Iterable[int], known: set[int]) -> list[tree.Found]:
+    """The trees below ``roots`` that discovery has not found yet (``known`` grows)."""
+    extra: list[tree.Found] = []
+    for pid in roots:
+        if pid in known:
+            continue
+        try:
+            extra += [f for f in tree.walk(pid) if f.pid not in known]
+        except ProcessNotFound:
+            continue  # gone since the scan
+        known.update(f.pid for f in extra)
+    return extra
+
+
 class Discovery:
     """The job of one target PID, found again on every call (a live view refreshes it).
 
@@ -165,16 +179,7 @@ class Discovery:
         known = {f.pid for f in found}
         if self._elsewhere_roots is None:  # one scan of the host per target; a refresh walks
             self._elsewhere_roots = tree.same_rendezvous(next(iter(keys)), known)
-        extra: list[tree.Found] = []
-        for pid in self._elsewhere_roots:
-            if pid in known:
-                continue
-            try:
-                extra += [f for f in tree.walk(pid) if f.pid not in known]
-            except ProcessNotFound:
-                continue  # gone since the scan
-            known.update(f.pid for f in extra)
-        return extra
+        return _walk_new(self._elsewhere_roots, known)
 
     def _peers(self, found: list[tree.Found], root: int) -> list[tree.Found]:
         """The job's processes outside the tree: its group, session, pipe and TCP peers.
@@ -194,16 +199,7 @@ class Discovery:
                 except psutil.Error:
                     continue
             self._peer_roots = list(roots)
-        extra: list[tree.Found] = []
-        for pid in self._peer_roots:
-            if pid in known:
-                continue
-            try:
-                extra += [f for f in tree.walk(pid) if f.pid not in known]
-            except ProcessNotFound:
-                continue  # gone since the scan
-            known.update(f.pid for f in extra)
-        return extra
+        return _walk_new(self._peer_roots, known)
 
     def discover(self) -> tuple[Job, list[Process]]:
         """Find the job's processes and name their roles and ranks."""
