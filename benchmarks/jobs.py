@@ -19,20 +19,15 @@ from hangscope.demojobs import DemoJob, DemoSpec, running_demo
 BARRIER_JOB = Path(__file__).resolve().parent / "barrier_job.py"
 
 
-def _register(spec: DemoSpec) -> str:
-    demojobs.DEMOS[spec.name] = spec
-    return spec.name
-
-
 @contextmanager
 def gloo_job(ranks: int, timeout: float = 180.0) -> Iterator[DemoJob]:
     """The ``mismatch`` demo with ``ranks`` gloo torch ranks (rank N-1 in all_gather)."""
-    name = _register(DemoSpec(
+    spec = DemoSpec(
         name=f"bench-mismatch-{ranks}",
         description=f"mismatch demo, {ranks} gloo ranks",
         build_argv=demojobs._plain_demo("mismatch", "--nproc-per-node", str(ranks)),
-        ready_lines=ranks, ranks=ranks))
-    with running_demo(name, timeout=timeout) as job:
+        ready_lines=ranks, ranks=ranks)
+    with running_demo(spec, timeout=timeout) as job:
         yield job
 
 
@@ -52,7 +47,7 @@ def barrier_job(ranks: int, torch: bool = False, probe_dir: Path | None = None,
     def build(ready_file: Path) -> list[str]:
         return [sys.executable, str(BARRIER_JOB), *extra, "--ready-file", str(ready_file)]
 
-    name = _register(DemoSpec(name=f"bench-barrier-{key}", description=f"{ranks} barrier ranks",
-                              build_argv=build, ready_lines=ranks, ranks=ranks))
-    with running_demo(name, timeout=timeout) as job:
+    spec = DemoSpec(name=f"bench-barrier-{key}", description=f"{ranks} barrier ranks",
+                    build_argv=build, ready_lines=ranks, ranks=ranks)
+    with running_demo(spec, timeout=timeout) as job:
         yield job

@@ -280,7 +280,7 @@ def _kill_everything(
 
 @contextmanager
 def running_demo(
-    name: str,
+    name: str | DemoSpec,
     workdir: Path | None = None,
     timeout: float = 90.0,
     log_file: Path | None = None,
@@ -294,7 +294,10 @@ def running_demo(
     if *timeout* seconds pass or the launcher exits first. On exit, normal or
     not, SIGKILLs the process group and every descendant it saw, and waits.
     """
-    spec = get_demo(name)
+    # A spec of its own (the benchmarks' jobs) is run without entering the registry that
+    # `hangscope demo --list` shows.
+    spec = name if isinstance(name, DemoSpec) else get_demo(name)
+    name = spec.name
     with contextlib.ExitStack() as stack:
         if workdir is None:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix=f"hangscope-{name}-"))

@@ -20,6 +20,7 @@ _CAPTURE_MODULES = ("torch.cuda", "torch.cuda.graphs")
 Block = tuple[int, int, str, int]  # the body's first and last line, the with-item, its line
 _cache: dict[tuple[str, int, int], tuple[Block, ...]] = {}
 _lock = threading.Lock()
+_parse_lock = threading.Lock()
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -69,8 +70,13 @@ def _blocks(path: str) -> tuple[Block, ...]:
             with open(path, "rb") as fh:
                 source = fh.read()
             if b"graph" in source:  # most files have no capture block: skip their parse
-                blocks = capture_blocks(ast.parse(source))
-        except (OSError, SyntaxError, ValueError, RecursionError):
+                # One parse at a time: CPython 3.11 keeps the AST constructor's recursion depth
+                # in interpreter-wide state, and two threads parsing at once raise
+                # "SystemError: AST constructor recursion depth mismatch".
+                with _parse_lock:
+                    tree = ast.parse(source)
+                blocks = capture_blocks(tree)
+        except (OSError, SyntaxError, ValueError, RecursionError, SystemError):
             blocks = ()
     with _lock:
         _cache[key] = blocks
