@@ -53,14 +53,21 @@ def _window(pids: list[int]) -> tuple[str, list[str]]:
     return job_progress(ranks).decision, [f"{r.decision}/{r.evidence}: {r.reason}" for r in ranks]
 
 
-def test_sleepy_job_reads_progressing_in_20_of_20_windows(gloo_job) -> None:  # type: ignore[no-untyped-def]
-    # GIVEN a job whose rank 0 sleeps 300 ms per step while ranks 1-3 wait for it in all_reduce
-    pids = gloo_job("sleepy")
-    # WHEN it is watched for 20 default windows in a row
-    results = [_window(pids) for _ in range(20)]
-    # THEN every window says progressing
+def _progressing_windows(pids: list[int], count: int) -> None:
+    results = [_window(pids) for _ in range(count)]
     wrong = [detail for decision, detail in results if decision != PROGRESSING]
-    assert not wrong, f"{len(wrong)}/20 windows not progressing, first: {wrong[0]}"
+    assert not wrong, f"{len(wrong)}/{count} windows not progressing, first: {wrong[0]}"
+
+
+def test_sleepy_job_reads_progressing_in_5_of_5_windows(gloo_job) -> None:  # type: ignore[no-untyped-def]
+    # GIVEN a job whose rank 0 sleeps 300 ms per step while ranks 1-3 wait for it in all_reduce,
+    # WHEN it is watched for 5 default windows in a row, THEN every window says progressing
+    _progressing_windows(gloo_job("sleepy"), 5)
+
+
+@pytest.mark.slow
+def test_sleepy_job_reads_progressing_in_20_of_20_windows(gloo_job) -> None:  # type: ignore[no-untyped-def]
+    _progressing_windows(gloo_job("sleepy"), 20)  # the soak: 20 windows in a row
 
 
 @pytest.mark.parametrize("mode", ["mismatch", "blocked", "poll"])

@@ -145,19 +145,29 @@ def test_pauses_are_not_hangs_and_the_hang_is_captured_once_in_time(job) -> None
     assert len(running.captures()) == 1
 
 
-def test_a_healthy_job_is_never_captured(job) -> None:  # type: ignore[no-untyped-def]
-    # GIVEN a training job that progresses, watched with --after 10 for 60 s
+def _never_captured(job, seconds: float) -> None:  # type: ignore[no-untyped-def]
     running = job("healthy")
     running.wait_marks("training")
     running.watch("--after", "10", "--interval", "2")
     running.said("watching the job", timeout=30)
-    time.sleep(60)  # the length of the watch under test, not a readiness wait
+    time.sleep(seconds)  # the length of the watch under test, not a readiness wait
     # THEN nothing was captured, and SIGTERM ends the watch with exit 0
     assert running.watcher is not None
     running.watcher.send_signal(signal.SIGTERM)
     assert running.watcher.wait(timeout=30) == 0, running.text()
     assert running.captures() == [], running.text()
     assert "HANG" not in running.text()
+
+
+def test_a_healthy_job_is_never_captured(job) -> None:  # type: ignore[no-untyped-def]
+    # GIVEN a training job that progresses, watched with --after 10 for 3 times --after
+    _never_captured(job, 30)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_healthy_job_is_never_captured_in_10_minutes(job) -> None:  # type: ignore[no-untyped-def]
+    _never_captured(job, 600)
 
 
 def test_a_spinning_straggler_is_captured(job) -> None:  # type: ignore[no-untyped-def]
