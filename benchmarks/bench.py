@@ -51,12 +51,12 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from hangscope.demo.jobs import DemoJob  # noqa: E402
 from jobs import barrier_job, gloo_job  # noqa: E402
 
 from hangscope.collect import pyspy  # noqa: E402
-from hangscope.demojobs import DemoJob  # noqa: E402
+from hangscope.live.sampler import SampleOptions, Sampler  # noqa: E402
 from hangscope.model import VerdictKind  # noqa: E402
-from hangscope.sampler import SampleOptions, Sampler  # noqa: E402
 
 CORES = len(os.sched_getaffinity(0))
 JOBS: dict[str, tuple[Callable[[], contextlib.AbstractContextManager[DemoJob]], VerdictKind]] = {
@@ -192,7 +192,7 @@ def measure_job(name: str, repeats: int, default_runs: int) -> dict[str, Any]:
 
 _RSS_CHILD = """
 import resource, sys, json
-from hangscope.sampler import SampleOptions, Sampler
+from hangscope.live.sampler import SampleOptions, Sampler
 s = Sampler(int(sys.argv[1]), SampleOptions(samples=1, window=0.0))
 for _ in range(3):
     s.snapshot()

@@ -35,9 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hangscope import evidence as ev  # noqa: E402
-from hangscope import sampler as sampler_module  # noqa: E402
-from hangscope.sampler import SampleOptions, Sampler  # noqa: E402
+from hangscope.live import sampler as sampler_module  # noqa: E402
+from hangscope.live.sampler import SampleOptions, Sampler  # noqa: E402
+from hangscope.model import nccl as ev  # noqa: E402
 
 TARGET = ROOT / "tests" / "targets" / "gloo_fr_mismatch.py"
 

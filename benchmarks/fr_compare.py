@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import fr_builders as b  # noqa: E402
 
-from hangscope import evidence as ev  # noqa: E402
 from hangscope.analyze.collectives import analyze  # noqa: E402
 from hangscope.collect import flightrec  # noqa: E402
+from hangscope.model import nccl as ev  # noqa: E402
 
 GLOO = ROOT / "tests" / "fixtures" / "fr_gloo"
 NCCL = ROOT / "tests" / "fixtures" / "nccl" / "flight_recorder"

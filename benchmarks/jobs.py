@@ -1,4 +1,4 @@
-"""Real hung jobs for the benchmarks, started and killed through ``hangscope.demojobs``.
+"""Real hung jobs for the benchmarks, started and killed through ``hangscope.demo.jobs``.
 
 ``running_demo`` waits on the ready-file handshake (so a job is measured only once every rank
 is in its hanging call) and, on exit, normal or not, SIGKILLs the job's session and every
@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hangscope import demojobs
-from hangscope.demojobs import DemoJob, DemoSpec, running_demo
+from hangscope.demo import jobs as demojobs
+from hangscope.demo.jobs import DemoJob, DemoSpec, running_demo
 
 BARRIER_JOB = Path(__file__).resolve().parent / "barrier_job.py"
 

@@ -61,7 +61,7 @@ def synthetic_nodes(count: int, template: dict) -> list[str]:
 
 def bench_merge(count: int, repeat: int) -> None:
     from hangscope.analyze.merge import merge
-    from hangscope.serialize import from_dict
+    from hangscope.model.serialize import from_dict
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core

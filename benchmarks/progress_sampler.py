@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from hangscope.live.sampler import SampleOptions, Sampler  # noqa: E402
 from hangscope.model import Snapshot  # noqa: E402
-from hangscope.sampler import SampleOptions, Sampler  # noqa: E402
 
 TARGET = ROOT / "tests" / "targets" / "progress_gloo.py"
 

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from hangscope.analyze.waitpatterns import wait_graph  # noqa: E402
 from hangscope.collect import procfs  # noqa: E402
 from hangscope.collect.waits import syscall_tids  # noqa: E402
-from hangscope.sampler import SampleOptions, Sampler  # noqa: E402
+from hangscope.live.sampler import SampleOptions, Sampler  # noqa: E402
 
 
 def threads_job(ready: str) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from hangscope.categories import CATEGORIES
 from hangscope.model import Category, Group, Process, RankInfo, Role, Thread, rank_id
+from hangscope.model.categories import CATEGORIES
 from hangscope.titles import ray_actor
 
 

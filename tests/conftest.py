@@ -23,7 +23,7 @@ from support import REPO_ROOT  # noqa: F401  # the name tests imported from here
 from support import cli_env as _cli_env  # noqa: F401  # the name tests imported from here
 
 if TYPE_CHECKING:
-    from hangscope.demojobs import DemoJob
+    from hangscope.demo.jobs import DemoJob
 
 StartDemo = Callable[..., "DemoJob"]
 RunCli = Callable[..., "subprocess.CompletedProcess[str]"]
@@ -33,7 +33,7 @@ def _demo_factory(stack: ExitStack, workdir: Callable[[str], Path],
                   shared: bool) -> StartDemo:
     """``start(name, timeout=90.0) -> DemoJob``: each job killed when ``stack`` closes;
     ``shared``: one job per demo name, handed to every caller."""
-    from hangscope.demojobs import running_demo
+    from hangscope.demo.jobs import running_demo
 
     jobs: dict[str, DemoJob] = {}
 

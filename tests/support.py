@@ -10,7 +10,7 @@ Every test that starts a hung process goes through :func:`running_target`: it st
 target in its own session, waits for its ready signal (``"<pid> <tag>"`` lines in a ready
 file, or any condition) against a deadline, yields its PIDs, and kills the whole process group
 and every descendant it saw when the block ends, on failure too. (The bundled demos start
-through ``hangscope.demojobs.running_demo``, the product's own harness for ``hangscope demo``;
+through ``hangscope.demo.jobs.running_demo``, the product's own harness for ``hangscope demo``;
 the ``demo_job`` fixture in tests/conftest.py wraps it.)
 """
 
@@ -32,7 +32,7 @@ import psutil
 
 from hangscope.analyze import analyze
 from hangscope.model import Snapshot
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 
 TESTS = Path(__file__).resolve().parent
 REPO_ROOT = TESTS.parent

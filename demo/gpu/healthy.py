@@ -196,7 +196,7 @@ def run_workload(name: str, runs: int, window: float, folder: Path, cli_runs: in
     from hangscope.analyze.progress import decide
     from hangscope.collect import nvml
     from hangscope.collect.progress import watch
-    from hangscope.serialize import to_dict
+    from hangscope.model.serialize import to_dict
 
     ready = folder / f"ready-{name}"
     log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 (closed below)

@@ -58,7 +58,7 @@ EXPECTED = {
 }
 
 
-# The verdict `hangscope dump` must give for each conclusion kind (analyze/rules_collectives.py).
+# The verdict `hangscope dump` must give for each conclusion kind (analyze/rules/collectives.py).
 VERDICT_OF = {"behind": "straggler", "mismatch": "mismatched_collectives",
               "missing": "missing_rank"}
 
@@ -251,10 +251,10 @@ def _extra_reads(scenario: str, cap: Path, ranks: list[int]) -> dict:
 
 
 def run_one(scenario: str, variant: str, out: Path, dump: bool, port: int = 29623) -> dict:
-    from hangscope import evidence as ev
     from hangscope.analyze.collectives import analyze, live_ranks
     from hangscope.collect.collectives import collect
-    from hangscope.serialize import to_dict
+    from hangscope.model import nccl as ev
+    from hangscope.model.serialize import to_dict
 
     world = 1 if scenario == "single" else 2
     cap = out / "captures" / f"{scenario}-{variant}"

@@ -32,7 +32,7 @@ from hangscope.analyze.progress import (
     job_progress,
 )
 from hangscope.model import Category, Process, Snapshot
-from hangscope.progress_evidence import JobProgress, RankProgress
+from hangscope.model.progress import JobProgress, RankProgress
 
 #: The innermost Python frame of a server that waits for its next request or connection.
 _WAITS_FOR_WORK = re.compile(

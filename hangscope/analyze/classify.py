@@ -22,8 +22,8 @@ from hangscope.analyze.signatures import (
     Signature,
     op_from_name,
 )
-from hangscope.categories import CATEGORIES
 from hangscope.model import Category, Frame, Process, Thread, category_of
+from hangscope.model.categories import CATEGORIES
 
 # Kernel wait channels, for threads py-spy cannot see or whose Python stack ends in a builtin.
 _WCHAN_RULES: tuple[tuple[re.Pattern[str], Category], ...] = (

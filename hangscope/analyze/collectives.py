@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from hangscope import evidence as ev
 from hangscope.analyze.collectives_fr import from_fr, rank_names
 from hangscope.model import Process, Role
+from hangscope.model import nccl as ev
 
 _STATUS_WORD = {ev.DISABLED: "RAS is off (NCCL_RAS_ENABLE=0)",
                 ev.TOO_OLD: "NCCL is older than 2.24 (no RAS)",

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from hangscope import evidence as ev
 from hangscope.analyze import fr_match
+from hangscope.model import nccl as ev
 
 
 def rank_names(ranks: Sequence[int], global_ranks: bool = True) -> str:

@@ -1,6 +1,6 @@
 """The facts record: everything the verdict rules read, derived once per snapshot.
 
-A rule (analyze/rules.py) is a function of one :class:`Facts`; it never re-derives what is
+A rule (analyze/rules/) is a function of one :class:`Facts`; it never re-derives what is
 here. To give the rules a new kind of evidence (collective positions from the Flight
 Recorder or NCCL RAS, point-to-point wait-for edges, lock holders, rank coordinates across
 nodes), add one ``cached_property`` below that derives it from ``self.snapshot``:
@@ -32,8 +32,8 @@ from hangscope.model import (
     Snapshot,
     category_of,
 )
-from hangscope.progress_evidence import RankProgress
-from hangscope.wait_evidence import P2PCall
+from hangscope.model.progress import RankProgress
+from hangscope.model.waits import P2PCall
 
 
 class _PidRecord(Protocol):

@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hangscope import evidence as ev
+from hangscope.model import nccl as ev
 
 STATE_ORDER = {"scheduled": 0, "started": 1, "completed": 2}
 MARKERS = frozenset({"coalesced", "ALLGATHER_coalesced", "REDUCE_SCATTER_coalesced"})

@@ -15,9 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from hangscope import kernel_evidence as ke
-from hangscope.categories import WAITING
-from hangscope.kernel_evidence import kernel_text
 from hangscope.model import (
     Category,
     Finding,
@@ -31,6 +28,9 @@ from hangscope.model import (
     Thread,
     category_of,
 )
+from hangscope.model import kernels as ke
+from hangscope.model.categories import WAITING
+from hangscope.model.kernels import kernel_text
 from hangscope.words import compact_ranks, short_who, size
 
 # A GPU this busy on average over the window is running a kernel the whole time.
@@ -105,7 +105,7 @@ def describe_activity(kind: str | None) -> str:
 # cudaDeviceSynchronize: a kernel is spinning") and the findings built from the same facts.
 
 # Categories in which the host thread waits (on the GPU, a peer, a lock, a queue, a file).
-_WAITING: Final = WAITING  # the category table (categories.py) says which
+_WAITING: Final = WAITING  # the category table (model/categories.py) says which
 # Where the wait point is a native API (CUDA, NCCL, the c10d store), not the Python leaf.
 _NATIVE_WAITS: Final = frozenset({
     Category.COLLECTIVE, Category.COMM_INIT, Category.CUDA_SYNC, Category.CUDA_LAUNCH,

@@ -12,12 +12,12 @@ from hangscope.analyze.classify import classify_process
 from hangscope.analyze.locks import filelock_path, polls_filelock
 from hangscope.analyze.p2p import in_p2p, p2p_call_of_thread
 from hangscope.model import Process
-from hangscope.wait_evidence import LocalsRead
+from hangscope.model.waits import LocalsRead
 
 
 def wants_locals(proc: Process) -> bool:
     """Its working thread polls a filelock or waits in a point-to-point op."""
-    # Never a process in D: a ptrace attach to it may wait for the kernel (sampler.py).
+    # Never a process in D: a ptrace attach to it may wait for the kernel (live/sampler.py).
     return not proc.is_exited and proc.state != "D" and (polls_filelock(proc) or in_p2p(proc))
 
 

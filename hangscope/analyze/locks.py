@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from hangscope.analyze.pylocals import as_str, frame_locals, thread_frames
 from hangscope.model import Category, Process, Role, Thread
-from hangscope.wait_evidence import FileLockRecord
+from hangscope.model.waits import FileLockRecord
 from hangscope.words import verb, who, who_many
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from hangscope.analyze.pylocals import as_int, frame_locals, thread_frames
 from hangscope.analyze.signatures import is_p2p, op_from_name
 from hangscope.model import Category, Process
-from hangscope.wait_evidence import P2PCall
+from hangscope.model.waits import P2PCall
 
 
 def p2p_call(frames: Sequence[Mapping[str, object]]) -> P2PCall | None:

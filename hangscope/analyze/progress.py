@@ -1,4 +1,4 @@
-"""Progressing, stuck or slow: a pure decision per rank from :mod:`hangscope.progress_evidence`.
+"""Progressing, stuck or slow: a pure decision per rank from :mod:`hangscope.model.progress`.
 
 Rules, first that holds wins; each names the evidence that decided, in a sentence:
 
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from hangscope.analyze.progress_sites import collective_sites
-from hangscope.progress_evidence import (
+from hangscope.model.progress import (
     GpmReading,
     IoDelta,
     JobProgress,

@@ -2,7 +2,7 @@
 
 The dense samples of a rank that keeps running show every collective it passes through, not
 only the one it sits in when the three stack samples are taken. That is the normal path of its
-replica: a tie between two stuck ranks of another replica is broken by it (analyze/rules.py).
+replica: a tie between two stuck ranks of another replica is broken by it (analyze/rules/).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from hangscope.analyze.classify import classify_thread
 from hangscope.analyze.signatures import is_p2p
 from hangscope.model import Category, Frame, Thread
-from hangscope.progress_evidence import ThreadProgress
+from hangscope.model.progress import ThreadProgress
 
 #: ``func (file:line)``, py-spy's collapsed frame.
 _FRAME = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from hangscope import evidence as ev
 from hangscope.model import Process, RankInfo, Role
+from hangscope.model import nccl as ev
 
 SOURCE = "collectives"  # RankInfo.source: NCCL RAS or the Flight Recorder placed it
 _GUESSED = (None, "spawn-order")  # rank sources the evidence overrides

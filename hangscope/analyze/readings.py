@@ -15,9 +15,9 @@ from dataclasses import replace
 from hangscope.analyze.collectives import node_evidence
 from hangscope.analyze.progress import merge_progress, progress_of
 from hangscope.analyze.rank_evidence import with_collective_ranks
-from hangscope.evidence import CollectiveEvidence
 from hangscope.model import Process, Readings, Snapshot
-from hangscope.progress_evidence import JobProgress
+from hangscope.model.nccl import CollectiveEvidence
+from hangscope.model.progress import JobProgress
 
 
 def _node_processes(snap: Snapshot, reading: Readings) -> Sequence[Process]:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from hangscope.analyze.progress import IDLE_CPU_SHARE, PROGRESSING, STUCK
-from hangscope.progress_evidence import ProcessProgress, RankProgress, ThreadProgress
+from hangscope.model.progress import ProcessProgress, RankProgress, ThreadProgress
 
 #: Where the working thread could not be sampled but its counters say it sleeps.
 ASLEEP = ("(asleep: no Python samples)",)

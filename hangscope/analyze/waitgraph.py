@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from hangscope.model import Category, Frame, Process, Snapshot, Thread
-from hangscope.wait_evidence import FdRecord, KernelWaits, WaitEdge
+from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
 
 # Syscall numbers by machine: (reads, writes, waits for a child, flock, fcntl).
 _X86 = {"read": {0, 17, 19, 45, 47, 299}, "write": {1, 18, 20, 44, 46, 307},

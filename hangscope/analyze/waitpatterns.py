@@ -1,7 +1,7 @@
 """The patterns of the wait-for graph, each with its suspect and the chain in one sentence.
 
 Pure, over a classified Snapshot and its edges (analyze/waitgraph.py). In the order the verdict
-rules read them (analyze/rules_graph.py):
+rules read them (analyze/rules/graph.py):
 
 - a cycle: following each stuck thread's wait returns to where it started (a deadlock);
 - a blocked event loop: an asyncio loop thread blocked in a read inside a coroutine;
@@ -33,7 +33,7 @@ from hangscope.analyze.waitgraph import (
     waits_on_lock,
 )
 from hangscope.model import Process, Snapshot, Thread
-from hangscope.wait_evidence import WaitEdge, WaitGraph, WaitPattern
+from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import verb, who
 
 

@@ -12,9 +12,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from typing import Any
 
-from hangscope import evidence as ev
 from hangscope.collect import flightrec, procfs, ras
 from hangscope.model import Process, Socket
+from hangscope.model import nccl as ev
 
 
 def collect(processes: Sequence[Process], host_ports: Iterable[int] = (),

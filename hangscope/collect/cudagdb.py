@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from hangscope import kernel_evidence as ke
 from hangscope.collect import procfs
+from hangscope.model import kernels as ke
 
 #: How long one rank may be held by cuda-gdb before it is killed (an H200 answered in 8-11 s).
 DEADLINE_S = 30.0

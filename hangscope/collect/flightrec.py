@@ -6,7 +6,7 @@ regular files only, owned by the job's user, newer than the job's start, at most
 Where the ranks were started with ``TORCH_NCCL_DEBUG_INFO_PIPE_FILE``, asks each rank for a
 fresh dump through its FIFO (this makes the job write files) and waits for them until the
 deadline. Pickles are loaded with an unpickler that refuses every class: a file under /tmp can
-be planted by anyone (hangscope/fr_parse.py parses them, pure). Every outcome is an
+be planted by anyone (hangscope/collect/fr_parse.py parses them, pure). Every outcome is an
 FrReading with notes; nothing raises.
 """
 
@@ -20,9 +20,8 @@ import stat
 import time
 from collections.abc import Sequence
 
-from hangscope import evidence as ev
 from hangscope.collect import procfs
-from hangscope.fr_parse import (  # noqa: F401  (re-exported: the collector's own API)
+from hangscope.collect.fr_parse import (  # noqa: F401  (re-exported: the collector's own API)
     MAX_BYTES,
     DumpError,
     call_site,
@@ -30,6 +29,7 @@ from hangscope.fr_parse import (  # noqa: F401  (re-exported: the collector's ow
     parse_dump,
 )
 from hangscope.model import Process, Role
+from hangscope.model import nccl as ev
 
 DEFAULT_PREFIX = "/tmp/nccl_trace_rank_"
 PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")

@@ -13,7 +13,7 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import replace
 
-from hangscope.wait_evidence import FileLockRecord
+from hangscope.model.waits import FileLockRecord
 
 # "12: -> FLOCK  ADVISORY  WRITE 4321 fe:00:2147657 0 EOF"
 _LINE = re.compile(

@@ -31,7 +31,7 @@ from typing import Any
 
 from hangscope.collect import procfs
 from hangscope.model import Gpu, GpuProcessUse
-from hangscope.progress_evidence import GpmReading
+from hangscope.model.progress import GpmReading
 
 try:
     import pynvml

@@ -24,7 +24,7 @@ import psutil
 
 from hangscope.collect.locks import parse_proc_locks
 from hangscope.model import Socket
-from hangscope.wait_evidence import (
+from hangscope.model.waits import (
     FdRecord,
     FileLockRecord,
     KernelWaits,

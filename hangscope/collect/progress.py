@@ -43,7 +43,7 @@ from hangscope.collect.pyspy import (
     find_pyspy,
 )
 from hangscope.errors import ToolMissing
-from hangscope.progress_evidence import (
+from hangscope.model.progress import (
     CounterDelta,
     IoDelta,
     ProcessProgress,

@@ -21,10 +21,10 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
-from hangscope import evidence as ev
 from hangscope.collect import procfs
 from hangscope.collect.ras_format import RasFormatError, parse
 from hangscope.model import Process, Socket
+from hangscope.model import nccl as ev
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 28028

@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from hangscope.evidence import RasComm, RasMissing, RasRank, RasReport
+from hangscope.model.nccl import RasComm, RasMissing, RasRank, RasReport
 
 
 class RasFormatError(ValueError):

@@ -18,7 +18,7 @@ from hangscope.collect.locks import read_file_locks
 from hangscope.collect.procfs import read_kernel_waits
 from hangscope.collect.pyspy import dump_locals
 from hangscope.model import Process
-from hangscope.wait_evidence import LocalsRead, WaitEvidence
+from hangscope.model.waits import LocalsRead, WaitEvidence
 
 #: At most this many --locals reads per snapshot (a 1,000-rank pipeline: the first ones tell).
 MAX_LOCALS = 64

@@ -59,9 +59,9 @@ def run(args: argparse.Namespace) -> int:
     from hangscope.commands.dump import options_from, pid_of
     from hangscope.commands.nodes import request_from, wanted
     from hangscope.errors import UsageError
+    from hangscope.live.sampler import Sampler
     from hangscope.remote.find import find_job_pid, parse_spec
     from hangscope.remote.multinode import MultiNodeSampler
-    from hangscope.sampler import Sampler
     from hangscope.tui.app import run_live
     from hangscope.tui.source import SnapshotSource
 

@@ -40,11 +40,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from hangscope.commands.dump import options_from
     from hangscope.errors import ToolMissing, UsageError
+    from hangscope.live.sampler import Sampler
     from hangscope.render.output import emit
-    from hangscope.sampler import Sampler
 
     try:
-        from hangscope.demojobs import DEMOS, running_demo
+        from hangscope.demo.jobs import DEMOS, running_demo
     except ImportError as exc:  # torch or setproctitle missing
         raise ToolMissing(f"The demos need the demo extra ({exc.name} is missing).",
                           help_text="pip install 'hangscope[demo]' (torch, setproctitle)"

@@ -14,10 +14,10 @@ import argparse
 
 from hangscope.commands.nodes import add_arguments, request_from, wanted
 from hangscope.errors import UsageError
+from hangscope.live.sampler import SampleOptions, Sampler
 from hangscope.remote.find import find_job_pid, parse_spec
 from hangscope.remote.multinode import dump_everywhere
 from hangscope.render.output import FORMATS, emit
-from hangscope.sampler import SampleOptions, Sampler
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:

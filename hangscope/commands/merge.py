@@ -16,8 +16,8 @@ import argparse
 
 from hangscope.analyze.merge import merge
 from hangscope.model import Snapshot
+from hangscope.model.serialize import load
 from hangscope.render.output import FORMATS, emit
-from hangscope.serialize import load
 
 #: Formats of a multi-node report: the one-node ones plus the call-tree picture.
 MULTI_FORMATS = (*FORMATS, "svg")

@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 
 from hangscope.errors import UsageError
+from hangscope.live.sampler import SampleOptions
 from hangscope.remote.find import Spec, nodes_from_environment, parse_spec, spec_for
 from hangscope.remote.multinode import slurm_nodes
 from hangscope.remote.nodeset import expand
 from hangscope.remote.request import NodeRequest, Placement
 from hangscope.remote.transport import Kubectl, Slurm, Ssh, Transport
-from hangscope.sampler import SampleOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

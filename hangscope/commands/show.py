@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from hangscope.errors import DumpFileError
+from hangscope.model.serialize import load
 from hangscope.render.output import FORMATS, emit
-from hangscope.serialize import load
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -57,8 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from hangscope.cli import parse_pid, warn_no_redact
     from hangscope.commands.dump import options_from
+    from hangscope.live.watch import Watch, WatchOptions
     from hangscope.remote.find import find_job_pid, parse_spec
-    from hangscope.watch import Watch, WatchOptions
 
     if args.pid is None and not args.find:
         raise UsageError("Give the PID of the job's launcher or of any rank, or --find SPEC.")

@@ -43,7 +43,7 @@ def _hangscope_error(stderr: str) -> str | None:
 
 
 def _parse(stdout: str) -> Snapshot:
-    from hangscope.serialize import from_dict
+    from hangscope.model.serialize import from_dict
 
     return from_dict(json.loads(stdout))
 

@@ -16,12 +16,12 @@ from dataclasses import replace
 
 from hangscope.analyze.merge import merge
 from hangscope.errors import HangscopeError, ToolMissing, UsageError
+from hangscope.live.sampler import Sampler
 from hangscope.model import Snapshot
 from hangscope.remote.fanout import NodeAnswer, dump_nodes
 from hangscope.remote.nodeset import expand
 from hangscope.remote.request import NodeRequest, remote_argv
 from hangscope.remote.transport import Kubectl
-from hangscope.sampler import Sampler
 
 
 def slurm_nodes(job: str) -> list[str]:

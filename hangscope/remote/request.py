@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hangscope.live.sampler import SampleOptions
 from hangscope.remote.find import Spec
 from hangscope.remote.transport import Transport
-from hangscope.sampler import SampleOptions
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from hangscope import evidence as ev
 from hangscope.model import Snapshot
+from hangscope.model import nccl as ev
 
 SOURCE_NAME = {ev.SOURCE_RAS: "NCCL RAS", ev.SOURCE_FR: "Flight Recorder"}
 HEADER = ("comm rank", "rank", "pid", "gpu", "host", "position", "status")

@@ -14,9 +14,9 @@ from rich.console import Console
 
 from hangscope.errors import UsageError
 from hangscope.model import Snapshot
+from hangscope.model.serialize import dumps
 from hangscope.render.markdown import render_markdown
 from hangscope.render.text import report
-from hangscope.serialize import dumps
 
 FORMATS = ("text", "md", "json")
 

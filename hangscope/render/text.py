@@ -12,7 +12,6 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from hangscope.categories import CATEGORIES
 from hangscope.model import (
     Finding,
     Process,
@@ -22,6 +21,7 @@ from hangscope.model import (
     Thread,
     rank_id,
 )
+from hangscope.model.categories import CATEGORIES
 from hangscope.render import collectives
 from hangscope.render.fold import fold_rows, pid_host, pid_label, rank_label
 from hangscope.render.stack import display_lines

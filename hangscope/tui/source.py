@@ -9,7 +9,7 @@ from hangscope.model import Snapshot
 
 
 class SnapshotSource(Protocol):
-    """What the TUI needs from a sampler (``hangscope.sampler.Sampler`` is one)."""
+    """What the TUI needs from a sampler (``hangscope.live.sampler.Sampler`` is one)."""
 
     target: int
 

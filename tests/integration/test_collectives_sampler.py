@@ -10,7 +10,7 @@ import pytest
 from fr_job import gloo_fr_job
 from support import poll
 
-from hangscope.sampler import SampleOptions, Sampler
+from hangscope.live.sampler import SampleOptions, Sampler
 
 pytest.importorskip("torch")
 

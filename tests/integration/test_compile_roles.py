@@ -20,7 +20,7 @@ from support import dump_json, show_text, verdict_job
 from hangscope.analyze.compiling import compile_activity, describe_compile
 from hangscope.analyze.roles import is_helper_role, refine_roles
 from hangscope.model import Category, Role, subjects_of
-from hangscope.serialize import from_dict
+from hangscope.model.serialize import from_dict
 
 
 def _pool_started(pid: int, timeout: float) -> list[psutil.Process]:

@@ -17,9 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 import support
-from support import poll
-
-from hangscope.demojobs import (
+from hangscope.demo.jobs import (
     DEFAULT_DEMO,
     DEMOS,
     DemoJob,
@@ -28,6 +26,7 @@ from hangscope.demojobs import (
     read_ready_file,
     running_demo,
 )
+from support import poll
 
 REPO_ROOT = support.REPO_ROOT
 

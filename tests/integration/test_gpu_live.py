@@ -56,7 +56,7 @@ def test_given_no_driver_when_dump_then_works_and_says_it_once(
 def test_given_no_driver_when_attach_refreshes_then_note_stays_single(
         sleeper: subprocess.Popen[bytes]) -> None:
     _no_driver()
-    from hangscope.sampler import SampleOptions, Sampler
+    from hangscope.live.sampler import SampleOptions, Sampler
 
     sampler = Sampler(sleeper.pid, SampleOptions(samples=2, window=0.2))  # what attach runs
     for _ in range(3):

@@ -21,7 +21,7 @@ from hangscope.analyze.locks import (
 )
 from hangscope.collect.locks import read_file_locks
 from hangscope.collect.pyspy import dump_locals
-from hangscope.serialize import from_dict
+from hangscope.model.serialize import from_dict
 
 
 @pytest.mark.parametrize("mode", ["filelock", "flock"])

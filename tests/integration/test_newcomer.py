@@ -79,11 +79,11 @@ def test_shell_that_runs_a_job_and_hangscope_reports_the_job_not_hangscope(tmp_p
 
     snap = json.loads(result.stdout)
     cmdlines = [" ".join(p["cmdline"]) for p in snap["processes"]]
-    # THEN the job is the shell and its sleeper: no hangscope, no py-spy, no `sampler.py` stack
+    # THEN the job is the shell and its sleeper: no hangscope, no py-spy, no `live/sampler.py` stack
     # (the shell's own command line is the script, which names hangscope: it is the launcher)
     assert len(cmdlines) == 2 and cmdlines[0].startswith("bash -c"), cmdlines
     assert cmdlines[1].endswith("ready") and "sleeper.py" in cmdlines[1], cmdlines
-    assert "sampler.py" not in result.stdout
+    assert "live/sampler.py" not in result.stdout
 
 
 def test_non_python_pid_is_refused_up_front(started: list[subprocess.Popen[bytes]]) -> None:
@@ -184,7 +184,7 @@ def test_permission_denied_leads_with_the_cause_and_the_fix(
     # GIVEN a root job WHEN an ordinary user dumps it
     env = support.cli_env({"HOME": "/", "USER": TEST_USER})
     env.pop("HANGSCOPE_PYSPY", None)
-    probe = [sys.executable, "-c", "import hangscope.sampler, hangscope.render.output"]
+    probe = [sys.executable, "-c", "import hangscope.live.sampler, hangscope.render.output"]
     read_cap = as_user(unprivileged_user, probe, env).returncode != 0
     result = as_user(unprivileged_user, [*HANGSCOPE, "dump", str(python_sleeper), "--samples",
                                          "2", "--window", "0.5"], env, read_cap=read_cap)

@@ -17,7 +17,7 @@ from hangscope.analyze.p2p import P2PCall, describe_points_at, p2p_call_of_threa
 from hangscope.analyze.signatures import is_p2p
 from hangscope.collect.pyspy import dump_locals
 from hangscope.model import Snapshot
-from hangscope.serialize import from_dict
+from hangscope.model.serialize import from_dict
 
 RANKS = ["rank0", "rank1", "rank2"]
 

@@ -30,9 +30,9 @@ import pytest
 import support
 
 from hangscope.collect import procfs, pyspy, tree
+from hangscope.live.rounds import Marks
+from hangscope.live.sampler import SampleOptions, Sampler, _native_slots
 from hangscope.model import Process, Snapshot
-from hangscope.rounds import Marks
-from hangscope.sampler import SampleOptions, Sampler, _native_slots
 
 QUICK = SampleOptions(samples=1, window=0.0)
 
@@ -283,7 +283,7 @@ def test_one_proc_pass_finds_the_tree_psutil_finds(barrier: Any) -> None:
 def test_synthetic_jobs_get_the_right_diagnosis_raw_or_classified(scenario: str) -> None:
     from benchmarks import synthetic
     from hangscope.analyze import analyze
-    from hangscope.serialize import dumps as to_json
+    from hangscope.model.serialize import dumps as to_json
 
     raw = analyze(synthetic.make_snapshot(1024, scenario))
     synthetic.check(raw, scenario)

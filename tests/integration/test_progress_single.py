@@ -10,7 +10,7 @@ from support import running_target
 
 from hangscope.analyze.progress import IDLE_CPU_SHARE, SLOW, STUCK, decide
 from hangscope.collect.progress import watch
-from hangscope.progress_evidence import ProcessProgress
+from hangscope.model.progress import ProcessProgress
 
 TARGET = Path(__file__).resolve().parent.parent / "targets" / "progress_single.py"
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from support import poll
 
-from hangscope import evidence as ev
 from hangscope.collect import ras
 from hangscope.model import Process
+from hangscope.model import nccl as ev
 
 _LIBM = ctypes.util.find_library("m")
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from support import TARGETS, running_target
 
-from hangscope import evidence as ev
 from hangscope.collect import procfs, ras
 from hangscope.model import Process
+from hangscope.model import nccl as ev
 
 DEADLINE = 1.0
 SLACK = 0.4  # scheduling on a loaded 2-core VM

@@ -115,7 +115,7 @@ def soak(handle: JobHandle, snapshots: int, progress: bool = False) -> dict[str,
 
     Returns the numbers docs/reliability.md records.
     """
-    from hangscope.sampler import SampleOptions, Sampler
+    from hangscope.live.sampler import SampleOptions, Sampler
 
     ranks = handle.ranks
     expected = {handle.launcher, *ranks}
@@ -349,7 +349,7 @@ def test_live_view_stops_when_the_job_exits_and_its_pid_is_reused(job: Any,
     """GIVEN `attach`'s sampler on a job WHEN the job exits and a stranger gets the
     launcher's PID THEN the next snapshot says the job exited; the stranger is not traced."""
     from hangscope.errors import ProcessNotFound
-    from hangscope.sampler import SampleOptions, Sampler
+    from hangscope.live.sampler import SampleOptions, Sampler
 
     handle = job(ranks=2, mode="idle", new_session=False)
     sampler = Sampler(handle.launcher, SampleOptions(samples=1, window=0))
@@ -558,7 +558,7 @@ def test_unprivileged_user_gets_exit_4_and_the_ptrace_remedy(
     env = _cli_env({"HOME": "/", "USER": TEST_USER})
     env.pop("HANGSCOPE_PYSPY", None)
     # Everything a dump imports (the venv may sit in a directory that user cannot read).
-    probe = [sys.executable, "-c", "import hangscope.sampler, hangscope.render.output"]
+    probe = [sys.executable, "-c", "import hangscope.live.sampler, hangscope.render.output"]
     read_cap = as_user(unprivileged_user, probe, env).returncode != 0
     if read_cap and as_user(unprivileged_user, probe, env, read_cap=True).returncode != 0:
         pytest.skip(f"{TEST_USER} cannot run {sys.executable}")
@@ -606,7 +606,7 @@ def test_partial_report_on_permission_failure_honours_format_and_output(
     handle = job(ranks=2, mode="idle")
     env = _cli_env({"HOME": "/", "USER": TEST_USER})
     env.pop("HANGSCOPE_PYSPY", None)
-    probe = [sys.executable, "-c", "import hangscope.sampler, hangscope.render.output"]
+    probe = [sys.executable, "-c", "import hangscope.live.sampler, hangscope.render.output"]
     read_cap = as_user(unprivileged_user, probe, env).returncode != 0
     if read_cap and as_user(unprivileged_user, probe, env, read_cap=True).returncode != 0:
         pytest.skip(f"{TEST_USER} cannot run {sys.executable}")

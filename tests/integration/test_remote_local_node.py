@@ -14,11 +14,11 @@ import sys
 from dataclasses import dataclass
 
 from hangscope.collect import procfs
+from hangscope.live.sampler import SampleOptions
 from hangscope.remote.fanout import dump_nodes
 from hangscope.remote.find import Spec, spec_for
 from hangscope.remote.request import remote_argv
 from hangscope.remote.transport import Transport
-from hangscope.sampler import SampleOptions
 
 
 @dataclass(frozen=True)

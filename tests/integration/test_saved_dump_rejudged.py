@@ -18,7 +18,7 @@ from fr_job import gloo_fr_job
 from support import poll, run_cli
 
 from hangscope.analyze import analyze
-from hangscope.serialize import load, to_dict
+from hangscope.model.serialize import load, to_dict
 
 pytest.importorskip("torch")
 

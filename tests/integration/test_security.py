@@ -204,7 +204,7 @@ def test_tui_save_and_screen_show_no_secret(secret_job: JobHandle, tmp_path: Pat
     """`s` in the TUI writes a Markdown and a JSON report (0600) with no secret in them."""
     from replay import ReplaySampler
 
-    from hangscope.sampler import SampleOptions, Sampler
+    from hangscope.live.sampler import SampleOptions, Sampler
     from hangscope.tui.app import make_app
 
     snap = Sampler(secret_job.launcher, SampleOptions(samples=2, window=0.3)).snapshot()

@@ -20,7 +20,7 @@ from hangscope.analyze.identity import (
     rank_label,
 )
 from hangscope.analyze.world import describe_missing, missing_ranks
-from hangscope.serialize import from_dict
+from hangscope.model.serialize import from_dict
 
 
 def test_given_reaped_rank_then_expected_world_names_it_missing(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ import pytest
 
 from hangscope.analyze.merge import merge
 from hangscope.model import Snapshot
+from hangscope.model.serialize import from_dict
 from hangscope.render.graph import mermaid, svg
-from hangscope.serialize import from_dict
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,8 @@ from textual.widgets import OptionList, TabbedContent
 
 from hangscope.errors import PermissionDenied, ProcessNotFound
 from hangscope.model import Frame, Gpu, GpuProcessUse, ProcessKey, Role, Snapshot
+from hangscope.model.serialize import load
 from hangscope.render.output import render
-from hangscope.serialize import load
 from hangscope.tui.app import HangscopeApp, make_app, report_paths
 from hangscope.tui.calltree import CallTree
 from hangscope.tui.diffview import diff_stacks

@@ -6,7 +6,7 @@ from __future__ import annotations
 from support import FIXTURES
 from test_tui import first_sample, hides, live, row_of, run_async, screen_text, shows
 
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 from hangscope.tui.collectives import CollectivesScreen
 from hangscope.tui.screens import KEYS
 

@@ -19,7 +19,7 @@ from textual.pilot import Pilot
 
 from hangscope.analyze.merge import merge
 from hangscope.model import Snapshot
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 from hangscope.tui.app import HangscopeApp, make_app
 from hangscope.tui.diffview import DiffView
 from hangscope.tui.history import History

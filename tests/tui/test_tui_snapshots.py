@@ -17,7 +17,7 @@ from textual.pilot import Pilot
 
 from hangscope.errors import ProcessNotFound
 from hangscope.model import Snapshot
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 from hangscope.tui.app import HangscopeApp, make_app
 
 FIXTURES = support.SNAPSHOTS

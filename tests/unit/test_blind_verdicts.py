@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hangscope.analyze import analyze
 from hangscope.model import Snapshot, VerdictKind
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 
 BLIND = Path(__file__).parent.parent / "fixtures" / "blind"
 

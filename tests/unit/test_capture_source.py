@@ -18,7 +18,7 @@ from hangscope.analyze.classify import classify_thread
 from hangscope.collect import source
 from hangscope.collect.pyspy import parse_dump
 from hangscope.model import Thread
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 
 CAPTURE = FIXTURES / "gpu" / "capture_nccl"
 

@@ -1,4 +1,4 @@
-"""Every blocking category is complete: one row in hangscope/categories.py gives it a verb (one
+"""Every blocking category is complete: one row in model/categories.py gives it a verb (one
 and many), a specificity, whether its thread waits or works, a style and its meaning, and the
 JSON schema names it. A new ``Category`` without its row fails here, not in a report.
 """
@@ -9,15 +9,15 @@ import re
 
 from support import REPO_ROOT
 
-from hangscope.categories import CATEGORIES, NEITHER, WAITING, WAITS, WORKS
 from hangscope.model import Category
+from hangscope.model.categories import CATEGORIES, NEITHER, WAITING, WAITS, WORKS
 from hangscope.words import verb
 
 SCHEMA_DOC = REPO_ROOT / "docs" / "json-schema.md"
 
 
 def test_every_category_has_a_complete_row() -> None:
-    assert set(CATEGORIES) == set(Category), "add a row to hangscope/categories.py"
+    assert set(CATEGORIES) == set(Category), "add a row to hangscope/model/categories.py"
     for category, row in CATEGORIES.items():
         one, many = row.verb
         assert one and many and one != many, category

@@ -15,13 +15,13 @@ from dataclasses import replace
 import pytest
 from support import FIXTURES, fixture_path
 
-from hangscope import evidence as ev
 from hangscope.analyze import analyze
 from hangscope.analyze.collectives import node_evidence
 from hangscope.collect import flightrec
 from hangscope.collect.ras_format import parse
 from hangscope.model import Job, Process, RankInfo, Role, Snapshot, VerdictKind
-from hangscope.serialize import load
+from hangscope.model import nccl as ev
+from hangscope.model.serialize import load
 
 NCCL = FIXTURES / "nccl"
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from hangscope import evidence as ev
-from hangscope import serialize
 from hangscope.analyze.collectives import analyze, missing_evidence
 from hangscope.collect import flightrec
 from hangscope.collect.ras_format import parse
+from hangscope.model import nccl as ev
+from hangscope.model import serialize
 
 NCCL = Path(__file__).resolve().parent.parent / "fixtures" / "nccl"
 # The PIDs of the ranks still alive when each capture was taken (README of the captures).

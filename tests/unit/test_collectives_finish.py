@@ -8,8 +8,8 @@ from concurrent.futures import Future
 
 import pytest
 
-from hangscope import evidence as ev
 from hangscope.collect import collectives
+from hangscope.model import nccl as ev
 
 
 @pytest.mark.quiet  # a time is the assertion: run alone

@@ -9,7 +9,7 @@ from dataclasses import replace
 from support import FIXTURES
 
 from hangscope.analyze.merge import merge
-from hangscope.serialize import dumps, from_dict, load
+from hangscope.model.serialize import dumps, from_dict, load
 
 
 def test_merge_keeps_each_nodes_collective_evidence() -> None:

@@ -8,13 +8,13 @@ from dataclasses import replace
 from rich.console import Console
 from support import FIXTURES, fixture_path
 
-from hangscope import evidence as ev
 from hangscope.analyze.collectives import node_evidence
 from hangscope.collect.ras_format import parse
+from hangscope.model import nccl as ev
+from hangscope.model.serialize import from_dict, load
 from hangscope.render import collectives
 from hangscope.render.markdown import render_markdown
 from hangscope.render.text import report
-from hangscope.serialize import from_dict, load
 
 NCCL = FIXTURES / "nccl"
 

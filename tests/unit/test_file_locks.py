@@ -21,8 +21,8 @@ from hangscope.analyze.locks import (
 from hangscope.collect.locks import FileLockRecord, parse_proc_locks
 from hangscope.collect.pyspy import parse_dump
 from hangscope.model import Category, Job, Process, Snapshot, Thread, VerdictKind
-from hangscope.serialize import load
-from hangscope.wait_evidence import WaitEvidence
+from hangscope.model.serialize import load
+from hangscope.model.waits import WaitEvidence
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "locks"
 CAPTURE = FIXTURES / "proc_locks.txt"

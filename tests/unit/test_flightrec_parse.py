@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hangscope import evidence as ev
 from hangscope.collect import flightrec
 from hangscope.model import Process, RankInfo
+from hangscope.model import nccl as ev
 
 FR = Path(__file__).resolve().parent.parent / "fixtures" / "nccl" / "flight_recorder"
 

@@ -19,11 +19,11 @@ from typing import Any
 import fr_builders as b
 import pytest
 
-from hangscope import evidence as ev
 from hangscope.analyze import fr_match
 from hangscope.analyze.collectives import analyze
 from hangscope.analyze.collectives_fr import from_fr
 from hangscope.collect import flightrec
+from hangscope.model import nccl as ev
 
 GLOO = Path(__file__).resolve().parent.parent / "fixtures" / "fr_gloo"
 NCCL = Path(__file__).resolve().parent.parent / "fixtures" / "nccl" / "flight_recorder"

@@ -227,7 +227,7 @@ def test_given_h200_dump_when_reanalysed_then_true_category_op_and_gpu_evidence(
         name: str) -> None:
     """Each ``hangscope dump --format json`` taken on the H200 (docs/gpu.md), analysed again."""
     from demo.gpu.validate import SCENARIOS, Result, check
-    from hangscope.serialize import load, to_dict
+    from hangscope.model.serialize import load, to_dict
 
     scenario = next(s for s in SCENARIOS if s.name == name)
     recorded = {r["name"]: r for r in json.loads((VALIDATION / "summary.json").read_text())
@@ -250,7 +250,7 @@ def test_given_h200_dump_when_reanalysed_then_true_category_op_and_gpu_evidence(
 
 
 def test_given_h200_jit_dumps_then_ptxas_child_is_a_compiler_not_a_rank() -> None:
-    from hangscope.serialize import load
+    from hangscope.model.serialize import load
 
     for name in ("triton", "capture_jit", "inductor"):
         snap = analyze(load(VALIDATION / f"{name}.dump.json"))

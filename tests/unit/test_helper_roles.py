@@ -13,7 +13,7 @@ from hangscope.analyze.classify import classify_process
 from hangscope.analyze.compiling import compile_activity, describe_compile
 from hangscope.analyze.roles import refine_roles
 from hangscope.model import Role, subjects_of
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 
 DUMP = Path(__file__).parent.parent / "fixtures" / "roles" / "compile.dump.json"
 

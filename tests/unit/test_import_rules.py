@@ -1,6 +1,6 @@
 """The layering holds: which package may import which, read from the source with ast.
 
-- model.py imports nothing of hangscope but evidence.py (pure data); analyze/, render/, tui/
+- model/ imports nothing of hangscope outside itself (pure data); analyze/, render/, tui/
   never import collect/, the sampler, discovery or the round merge (they work on Snapshots,
   never on a live process);
 - render/ and tui/ never import analyze/ (facts they show live on the model, words in words.py);
@@ -21,9 +21,8 @@ from pathlib import Path
 from support import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "hangscope"
-LIVE = ("hangscope.collect", "hangscope.sampler", "hangscope.discover", "hangscope.rounds",
-        "hangscope.refresh",
-        "hangscope.remote", "hangscope.commands", "hangscope.cli")
+LIVE = ("hangscope.collect", "hangscope.live", "hangscope.remote", "hangscope.commands",
+        "hangscope.cli")
 
 
 def module_name(path: Path) -> str:
@@ -104,19 +103,19 @@ def violations(importer_prefixes: tuple[str, ...], banned: tuple[str, ...]) -> l
 
 
 def test_model_imports_only_pure_data() -> None:
-    """The model imports nothing of hangscope but the evidence records (pure data too)."""
+    """The model package imports nothing of hangscope outside itself (its codec's error type
+    aside), and the records imports nothing of hangscope at all (pure data)."""
     found = violations(("hangscope.model",), ("hangscope",))
-    assert [line for line in found if " imports hangscope.evidence" not in line
-            and " imports hangscope.progress_evidence" not in line
-            and " imports hangscope.wait_evidence" not in line
-            and " imports hangscope.kernel_evidence" not in line] == []
-    assert violations(("hangscope.evidence", "hangscope.progress_evidence",
-                       "hangscope.wait_evidence", "hangscope.kernel_evidence"),
+    assert [line for line in found if " imports hangscope.model" not in line
+            and not line.endswith(" imports hangscope")  # `from hangscope import model`
+            and " imports hangscope.errors" not in line] == []
+    assert violations(("hangscope.model.nccl", "hangscope.model.progress",
+                       "hangscope.model.waits", "hangscope.model.kernels"),
                       ("hangscope",)) == []
 
 
 #: Analyses that still import a record *type* from a collector (being written now, issue 11
-#: and 13): the types belong in hangscope/evidence.py or model.py. This list may only shrink.
+#: and 13): the types belong in hangscope/model/. This list may only shrink.
 PENDING: set[tuple[str, str]] = set()
 
 
@@ -124,8 +123,8 @@ def test_analysis_rendering_and_tui_never_touch_a_live_process() -> None:
     known = modules()
     found = set()
     for line in violations(("hangscope.analyze", "hangscope.render", "hangscope.tui",
-                            "hangscope.model", "hangscope.words", "hangscope.evidence",
-                            "hangscope.categories"), LIVE):
+                            "hangscope.model", "hangscope.words", "hangscope.model.nccl",
+                            "hangscope.model.categories"), LIVE):
         path, _, name = line.partition(" imports ")
         found.add((module_name(REPO_ROOT / path.split(":")[0]), resolve(name, known) or name))
     assert found - PENDING == set(), "new imports of live code from pure code"
@@ -157,7 +156,7 @@ PROC_PENDING: dict[str, str] = {
     "hangscope/collect/flightrec.py": "frtrace",  # /proc/PID/{root,cwd} and its owner
     "hangscope/collect/locks.py": "graph",  # /proc/locks (its proc= root is a test seam)
     "hangscope/collect/tree.py": "waits",  # /proc/PID/{exe,stat} of the climb
-    "hangscope/discover.py": "waits",  # /proc/PID/comm
+    "hangscope/live/discover.py": "waits",  # /proc/PID/comm
 }
 _PROC_PATH = re.compile(r"""["'](?:/proc/|/proc["'])|f["']/proc""")
 
@@ -219,9 +218,9 @@ def test_no_import_cycle() -> None:
 def test_the_checker_sees_real_imports() -> None:
     """The rules above can fail: the sampler does import the collectors and the analysis, and
     the CLI names its commands to importlib."""
-    names = {name for name, _, _ in imports(PACKAGE / "sampler.py")}
+    names = {name for name, _, _ in imports(PACKAGE / "live/sampler.py")}
     assert "hangscope.collect.procfs" in names or "hangscope.collect" in names
-    assert violations(("hangscope.sampler",), ("hangscope.analyze",)) != []
+    assert violations(("hangscope.live.sampler",), ("hangscope.analyze",)) != []
     assert "hangscope.commands" in {name for name, _, _ in imports(PACKAGE / "cli.py")}
 
 

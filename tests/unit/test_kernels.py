@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from support import FIXTURES, poll
 
-from hangscope import kernel_evidence as ke
 from hangscope.analyze import analyze
 from hangscope.collect import cudagdb
 from hangscope.collect.procfs import read_stat
+from hangscope.model import kernels as ke
+from hangscope.model.serialize import load, to_dict
 from hangscope.render.markdown import render_markdown
 from hangscope.render.text import gpu_cell
-from hangscope.serialize import load, to_dict
 
 KERNELS = FIXTURES / "kernels"
 

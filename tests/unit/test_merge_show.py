@@ -13,7 +13,7 @@ from typing import Any
 import support
 
 from hangscope.analyze.merge import merge
-from hangscope.serialize import dumps, from_dict, load
+from hangscope.model.serialize import dumps, from_dict, load
 
 SNAPSHOTS = support.SNAPSHOTS
 

@@ -18,7 +18,7 @@ from hangscope.analyze import analyze, rules
 from hangscope.analyze.facts import facts_of
 from hangscope.analyze.merge import merge
 from hangscope.model import Category, Snapshot, VerdictKind
-from hangscope.serialize import from_dict, load
+from hangscope.model.serialize import from_dict, load
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GLOO4X2 = FIXTURES / "multinode" / "gloo4x2-merged.json"

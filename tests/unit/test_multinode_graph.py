@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hangscope.analyze.merge import merge
+from hangscope.model.serialize import load
 from hangscope.render.graph import boxes_of, mermaid, svg
-from hangscope.serialize import load
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "multinode"

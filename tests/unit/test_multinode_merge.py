@@ -12,7 +12,7 @@ import pytest
 
 from hangscope.analyze.merge import merge
 from hangscope.model import Role, VerdictKind
-from hangscope.serialize import from_dict, load
+from hangscope.model.serialize import from_dict, load
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "multinode"
 NODES = ("node01", "node02", "node03")

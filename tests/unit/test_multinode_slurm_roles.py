@@ -10,7 +10,7 @@ import pytest
 
 from hangscope.analyze.roles import refine_roles
 from hangscope.model import Role
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "multinode"
 

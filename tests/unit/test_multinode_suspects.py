@@ -16,7 +16,7 @@ import support
 
 from hangscope.analyze import analyze
 from hangscope.analyze.merge import merge
-from hangscope.serialize import dumps, from_dict, load
+from hangscope.model.serialize import dumps, from_dict, load
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "multinode"
 NODE_FILES = [str(FIXTURES / f"gloo3x2-node0{n}.json") for n in (1, 2, 3)]

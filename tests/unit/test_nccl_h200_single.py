@@ -12,10 +12,10 @@ import json
 
 import support
 
-from hangscope import evidence as ev
 from hangscope.analyze.collectives import analyze
 from hangscope.collect import flightrec
 from hangscope.collect.ras_format import parse
+from hangscope.model import nccl as ev
 
 H200 = support.FIXTURES / "nccl" / "h200_single"
 

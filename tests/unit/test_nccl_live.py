@@ -14,7 +14,7 @@ from support import FIXTURES
 
 from hangscope.analyze import analyze
 from hangscope.model import VerdictKind
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 
 LIVE = FIXTURES / "nccl" / "live_h200"
 

@@ -19,8 +19,8 @@ from hangscope.analyze.progress import (
     job_progress,
 )
 from hangscope.collect.progress import parse_raw
-from hangscope.progress_evidence import GpmReading, ProgressEvidence
-from hangscope.serialize import decode, to_dict
+from hangscope.model.progress import GpmReading, ProgressEvidence
+from hangscope.model.serialize import decode, to_dict
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "progress"
 

@@ -13,7 +13,7 @@ import support
 
 from hangscope.analyze import analyze
 from hangscope.model import VerdictKind
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 
 GPU_CLI = support.FIXTURES / "progress" / "gpu_cli"
 

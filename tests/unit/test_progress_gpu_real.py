@@ -30,8 +30,8 @@ from hangscope.model import (
     Thread,
     VerdictKind,
 )
-from hangscope.progress_evidence import GpmReading, ProgressEvidence
-from hangscope.serialize import decode
+from hangscope.model.progress import GpmReading, ProgressEvidence
+from hangscope.model.serialize import decode
 
 FIXTURES = support.FIXTURES
 HEALTHY = ("matmul", "train", "decode")

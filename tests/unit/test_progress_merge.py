@@ -11,8 +11,8 @@ import json
 import support
 
 from hangscope.analyze.progress import merge_progress, progress_of
-from hangscope.progress_evidence import JobProgress, ProgressEvidence
-from hangscope.serialize import decode
+from hangscope.model.progress import JobProgress, ProgressEvidence
+from hangscope.model.serialize import decode
 
 PROGRESS = support.FIXTURES / "progress"
 

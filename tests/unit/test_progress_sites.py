@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from hangscope.analyze.progress import decide_all
-from hangscope.progress_evidence import ProgressEvidence
-from hangscope.serialize import decode
+from hangscope.model.progress import ProgressEvidence
+from hangscope.model.serialize import decode
 
 RECORDED = Path(__file__).parent.parent / "fixtures" / "progress" / "gloo_mismatch.json"
 

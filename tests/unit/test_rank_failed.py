@@ -13,10 +13,10 @@ from support import FIXTURES
 
 from hangscope.analyze import analyze
 from hangscope.analyze.facts import facts_of
-from hangscope.analyze.rules_failed import rank_failed
+from hangscope.analyze.rules.failed import rank_failed
 from hangscope.collect.logs import read_tail
 from hangscope.model import VerdictKind
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 
 LIVE = FIXTURES / "nccl" / "live_h200"
 

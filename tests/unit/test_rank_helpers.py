@@ -13,7 +13,7 @@ from pathlib import Path
 from hangscope.analyze import analyze
 from hangscope.analyze.roles import refine_roles
 from hangscope.model import Role, Severity
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 
 DUMP = Path(__file__).parent.parent / "fixtures" / "roles" / "jit_gcc_cc1.dump.json"
 

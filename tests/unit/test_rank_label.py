@@ -13,7 +13,7 @@ import re
 from support import FIXTURES, run_cli
 
 from hangscope.model import RankInfo
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 from hangscope.words import rank_label, short_who
 
 DUMP = FIXTURES / "waits" / "dp_tp_mismatch.dump.json"

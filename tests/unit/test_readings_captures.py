@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from support import FIXTURES, run_cli
 
-from hangscope import evidence as ev
 from hangscope.analyze import analyze
 from hangscope.analyze.merge import merge
 from hangscope.collect import flightrec
 from hangscope.collect.ras_format import parse
 from hangscope.model import Host, Job, Process, RankInfo, Readings, Role, Snapshot
-from hangscope.progress_evidence import ProgressEvidence
-from hangscope.serialize import decode, dumps, from_dict, load
+from hangscope.model import nccl as ev
+from hangscope.model.progress import ProgressEvidence
+from hangscope.model.serialize import decode, dumps, from_dict, load
 
 NCCL = FIXTURES / "nccl"
 # The PIDs of the ranks still alive when each capture was taken (README of the captures).

@@ -14,9 +14,9 @@ import pytest
 
 from hangscope.cli import build_parser
 from hangscope.commands.dump import options_from
+from hangscope.live.sampler import SampleOptions
 from hangscope.remote.find import Spec
 from hangscope.remote.request import remote_argv
-from hangscope.sampler import SampleOptions
 
 SPEC = Spec("env", "TORCHELASTIC_RUN_ID", "job-7")
 

@@ -6,7 +6,10 @@ import dataclasses
 
 from support import REPO_ROOT
 
-from hangscope import evidence, model, progress_evidence, wait_evidence
+from hangscope import model
+from hangscope.model import nccl as evidence
+from hangscope.model import progress as progress_evidence
+from hangscope.model import waits as wait_evidence
 
 DOC = REPO_ROOT / "docs" / "json-schema.md"
 

@@ -16,7 +16,7 @@ import pytest
 
 from hangscope.analyze import analyze
 from hangscope.model import Role
-from hangscope.serialize import dumps, load
+from hangscope.model.serialize import dumps, load
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "snapshots" / "mismatch.json"
 RANKS = 999

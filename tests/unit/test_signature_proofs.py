@@ -20,7 +20,7 @@ from hangscope.analyze.signatures import SIGNATURES
 from hangscope.collect.pyspy import parse_dump
 from hangscope.errors import HangscopeError
 from hangscope.model import Frame
-from hangscope.serialize import load
+from hangscope.model.serialize import load
 
 #: Rows with no real stack in the fixtures yet, and what recording one needs.
 UNPROVEN = {

@@ -18,8 +18,8 @@ from hangscope.analyze import analyze, rules
 from hangscope.analyze.facts import facts_of
 from hangscope.analyze.waitpatterns import wait_graph
 from hangscope.model import Snapshot, VerdictKind
-from hangscope.serialize import dumps, from_dict, load
-from hangscope.wait_evidence import WaitPattern
+from hangscope.model.serialize import dumps, from_dict, load
+from hangscope.model.waits import WaitPattern
 
 GRAPH = Path(__file__).resolve().parent.parent / "fixtures" / "waitgraph"
 WAITS = Path(__file__).resolve().parent.parent / "fixtures" / "waits"

@@ -14,8 +14,8 @@ from pathlib import Path
 from hangscope.analyze import analyze, rules
 from hangscope.analyze.facts import facts_of
 from hangscope.model import Role, Snapshot, VerdictKind
+from hangscope.model.serialize import load
 from hangscope.render.markdown import render_markdown
-from hangscope.serialize import load
 
 WAITS = Path(__file__).resolve().parent.parent / "fixtures" / "waits"
 

@@ -1,6 +1,6 @@
 """The verdict rule for a job that is paused or idle, not hung (analyze/calm.py decides).
 
-One row of analyze/rules.py's table, before *all waiting*: a job whose every process waits for
+One row of the table in analyze/rules/, before *all waiting*: a job whose every process waits for
 nobody in it (a server with no request in flight and its idle clients, a sleep between phases)
 is said to be so, with the evidence, and never called stuck.
 """

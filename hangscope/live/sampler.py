@@ -27,15 +27,15 @@ from hangscope.collect import collectives, exitcode, kmsg, logs, nvml, procfs, p
 from hangscope.collect.host import BoundedGpuReader, read_host
 from hangscope.collect.progress import ProgressWatcher
 from hangscope.collect.waits import read_waits
-from hangscope.discover import Discovery, check_python_job, not_sampleable, replaced
 from hangscope.errors import PermissionDenied, ToolMissing
-from hangscope.gpu_kernels import with_kernels
+from hangscope.live.discover import Discovery, check_python_job, not_sampleable, replaced
+from hangscope.live.kernels import with_kernels
+from hangscope.live.refresh import Refresher
+from hangscope.live.rounds import Round, Window, merge_rounds
 from hangscope.model import Job, Process, Readings, Role, Severity, Snapshot, Verdict, VerdictKind
-from hangscope.progress_evidence import ProgressEvidence
+from hangscope.model.progress import ProgressEvidence
+from hangscope.model.serialize import scrub
 from hangscope.redact import redact_text
-from hangscope.refresh import Refresher
-from hangscope.rounds import Round, Window, merge_rounds
-from hangscope.serialize import scrub
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ class Sampler:
         self._kernels_once = True
 
     def discover(self) -> tuple[Job, list[Process]]:
-        """Find the job's processes and name their roles and ranks (hangscope.discover)."""
+        """Find the job's processes and name their roles and ranks (hangscope.live.discover)."""
         return self.discovery.discover()
 
     def _read_pyspy_version(self) -> str | None:

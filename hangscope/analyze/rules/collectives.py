@@ -4,16 +4,16 @@ NCCL collectives are asynchronous: a rank's host does not wait inside ``all_redu
 at its next sync or kernel launch, so its stack cannot say which collective it is in. The
 collective evidence on the snapshot (``Snapshot.collectives``, analysed per node by
 analyze/collectives.py) can: these rules come before the stack-based rule of the same kind
-(analyze/rules.py), and their verdict states both where each rank's host waits and what the
+(analyze/rules/), and their verdict states both where each rank's host waits and what the
 collective evidence says. Suspects are the PIDs NCCL or a dump named, never a helper process.
 """
 
 from __future__ import annotations
 
-from hangscope import evidence as ev
 from hangscope.analyze.facts import Facts
 from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.model import Role, Severity, Verdict, VerdictKind, rank_id
+from hangscope.model import nccl as ev
 from hangscope.words import describe, rank_set
 
 #: Roles that are never the suspect of a collective verdict, whatever PID a source names.

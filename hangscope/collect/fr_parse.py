@@ -14,8 +14,8 @@ import pickle
 import re
 from typing import Any
 
-from hangscope import evidence as ev
 from hangscope.model import Frame
+from hangscope.model import nccl as ev
 
 MAX_BYTES = 64 << 20  # 2,000 entries with stacks are a few MiB; beyond this is not a dump
 

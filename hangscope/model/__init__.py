@@ -3,7 +3,7 @@
 Pure data. Nothing here imports psutil, pynvml or subprocess, and nothing reaches back into
 a live process: a vanished PID is a state, not an exception. ``None`` means unknown.
 Why one file: the whole JSON contract, and the facts derived from it, in one place (a field
-added here is one schema change); evidence records of their own kind live in evidence.py.
+added here is one schema change); evidence records of their own kind live in model/nccl.py.
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from hangscope.evidence import CollectiveEvidence, FrReading, RasReading
-from hangscope.kernel_evidence import KernelRead
-from hangscope.progress_evidence import JobProgress, ProgressEvidence
-from hangscope.wait_evidence import WaitEvidence, WaitGraph
+from hangscope.model.kernels import KernelRead
+from hangscope.model.nccl import CollectiveEvidence, FrReading, RasReading
+from hangscope.model.progress import JobProgress, ProgressEvidence
+from hangscope.model.waits import WaitEvidence, WaitGraph
 
 SCHEMA = "hangscope.dump/1"
 
 
 class Category(str, Enum):
     """Where a thread is blocked; the order of the signature table decides ties. Each member
-    has its row (verb, specificity, waits or works, style, meaning) in categories.py."""
+    has its row (verb, specificity, waits or works, style, meaning) in model/categories.py."""
 
     COLLECTIVE = "collective"
     COMM_INIT = "comm_init"

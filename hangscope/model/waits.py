@@ -2,8 +2,8 @@
 
 Pure, frozen data written by the sampler (collect/locks.py reads ``/proc/locks``; py-spy
 ``--locals`` gives a polling waiter's lock file and a p2p rank's peer) and read by the verdict
-rules (analyze/locks.py, analyze/p2p.py). Like evidence.py, no ``from __future__ import
-annotations``: field types are real objects, so serialize.py's generic reader resolves them.
+rules (analyze/locks.py, analyze/p2p.py). Like model/nccl.py, no ``from __future__ import
+annotations``: field types are real objects, so model/serialize.py's generic reader resolves them.
 Definitions in dependency order.
 """
 

@@ -1,6 +1,6 @@
 """Verdict rules on wait-for evidence: file locks, point-to-point peers, a compile in progress.
 
-Each is a rule of analyze/rules.py's table (``(Facts) -> Verdict | None``); the evidence comes
+Each is a rule of the table in analyze/rules/ (``(Facts) -> Verdict | None``); the evidence comes
 from ``Snapshot.waits`` (/proc/locks, py-spy ``--locals``) through the facts record.
 """
 

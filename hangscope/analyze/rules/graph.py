@@ -10,7 +10,7 @@ from __future__ import annotations
 from hangscope.analyze.facts import Facts
 from hangscope.analyze.subject_lines import evidence
 from hangscope.model import Severity, Verdict, VerdictKind
-from hangscope.wait_evidence import WaitGraph, WaitPattern
+from hangscope.model.waits import WaitGraph, WaitPattern
 
 _HEAD = {"cycle": "Deadlock", "fork_lock": "Deadlock (a lock inherited through fork)",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",

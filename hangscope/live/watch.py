@@ -1,6 +1,6 @@
 """``hangscope watch``: watch a job for its whole life, capture the hang the moment it starts.
 
-The live loop beside :mod:`hangscope.sampler`. Each *pulse* watches the job's working
+The live loop beside :mod:`hangscope.live.sampler`. Each *pulse* watches the job's working
 processes for ``interval`` seconds without pausing any of them (collect/progress.py: Python
 lines sampled by ``py-spy record --nonblocking`` at a low rate, per-thread kernel counters,
 ``/proc/PID/io``, GPU GPM), and the pure clock of analyze/stall.py says how long the longest
@@ -29,10 +29,10 @@ from hangscope.analyze.progress import progress_of
 from hangscope.analyze.stall import NOT_HUNG, StallClock, leaf, wait_of
 from hangscope.collect import procfs
 from hangscope.collect.progress import ProgressWatcher
-from hangscope.discover import Discovery
 from hangscope.errors import HangscopeError, PermissionDenied, ProcessNotFound
+from hangscope.live.discover import Discovery
+from hangscope.live.sampler import WATCHED, SampleOptions, Sampler
 from hangscope.model import Process, Role, Snapshot
-from hangscope.sampler import WATCHED, SampleOptions, Sampler
 
 #: Python samples per second where a wait is recorded: enough to see a line move in a pulse
 #: (~0.5% of a core per process recorded, benchmarks/watch_cost.py).

@@ -135,7 +135,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from hangscope.redact_context import (
+from hangscope.redact.context import (
     _BARE_CREDENTIALS,
     _LITERALS,
     _NETRC_LINE,

@@ -2,7 +2,7 @@
 
 Pure, frozen data; part of the JSON contract once a Snapshot carries it. This module does not
 use ``from __future__ import annotations`` on purpose: its field types are real objects, so
-serialize.py's generic reader (``typing.get_type_hints``, the one JSON codec) resolves
+model/serialize.py's generic reader (``typing.get_type_hints``, the one JSON codec) resolves
 them without the model having to import every class here. Keep definitions in dependency
 order (no forward references).
 """

@@ -19,15 +19,15 @@ from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
 from hangscope.analyze.group import group_ranks
 from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
 from hangscope.analyze.roles import is_helper_role
-from hangscope.analyze.rules_calm import calm
-from hangscope.analyze.rules_collectives import (
+from hangscope.analyze.rules.calm import calm
+from hangscope.analyze.rules.collectives import (
     collective_behind,
     collective_mismatch,
     collective_missing,
 )
-from hangscope.analyze.rules_failed import rank_failed
-from hangscope.analyze.rules_graph import lock_holder, wait_cycle, wait_shape, wait_sink
-from hangscope.analyze.rules_waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
+from hangscope.analyze.rules.failed import rank_failed
+from hangscope.analyze.rules.graph import lock_holder, wait_cycle, wait_shape, wait_sink
+from hangscope.analyze.rules.waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
 from hangscope.analyze.signatures import is_p2p
 from hangscope.analyze.subject_lines import evidence
 from hangscope.analyze.tiebreak import break_tie

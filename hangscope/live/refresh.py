@@ -5,7 +5,7 @@ view (``hangscope attach``) refreshes every few seconds, and a hung rank's stack
 change. So each process's last stacks are remembered with the scheduler counters of its
 threads at a moment they were exact: when no Python thread has run since, the stacks are
 still the same and py-spy is not run at all; when only Python stacks are asked for, a read
-that does not pause the process is used when it is exact. The sampler (sampler.py) decides
+that does not pause the process is used when it is exact. The sampler (live/sampler.py) decides
 what to sample and when; this module decides, per process and round, how cheaply.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 
 from hangscope.collect import procfs, pyspy
+from hangscope.live.rounds import ASLEEP, Marks, Round, stack_key
 from hangscope.model import Process, StackKey
-from hangscope.rounds import ASLEEP, Marks, Round, stack_key
 
 #: How the sampler dumps one process: (process, native, nonblocking) -> its dump, None when
 #: it does not run Python.

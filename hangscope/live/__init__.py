@@ -1,0 +1,1 @@
+"""The live pipeline: discovery, sampling rounds, refresh, watch."""
