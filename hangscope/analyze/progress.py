@@ -4,7 +4,11 @@ Rules, first that holds wins; each names the evidence that decided, in a sentenc
 
 1. *python*: the working thread's Python stack moved (dense sampling saw it at two or more
    places) -> progressing. A blocked rank shows one stack; a poll loop that never moves on shows
-   its wait line only (its check takes microseconds, below the sampling period).
+   its wait line only (its check takes microseconds, below the sampling period). A loop that
+   moves between waits only (idle CPU, no data, no GPU work) is a poll, judged by the counters,
+   unless a collective is among its stacks: it returned from the collective and went on, so
+   its peers answered (NCCL's data moves in its own threads' send/recv, which /proc/PID/io does
+   not count, and a small step's kernels leave the SMs nearly idle).
 2. *gpu*: its GPU's SMs do work (SM activity with DRAM traffic, FP/tensor math or NVLink
    traffic) -> progressing; the GPU is busy (graphics) while SMs, memory and math are idle -> a
    spinning kernel: stuck. ``utilization.gpu`` cannot tell these apart; GPM can.
@@ -127,10 +131,17 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     judged_gpus = [gpu_work(reading) for reading in gpus]
     gpu_text = "; ".join(sentence for _, sentence in judged_gpus) or None
     gpu_state = _gpu_state([state for state, _ in judged_gpus])
-    if _moved(thread) and not _poll_loop(proc, thread, seconds, gpu_state):
-        return RankProgress(proc.pid, PROGRESSING, "python", (
-            f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
-            f"samples"), judged, gpu_text, gpu_state)
+    if _moved(thread):
+        through = collective_sites(thread)
+        if through:  # a collective returned and the line went on: its peers answer each step
+            return RankProgress(proc.pid, PROGRESSING, "python", (
+                f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
+                f"samples, through {_sites(through)} and on: its collectives complete"),
+                judged, gpu_text, gpu_state)
+        if not _poll_loop(proc, thread, seconds, gpu_state):
+            return RankProgress(proc.pid, PROGRESSING, "python", (
+                f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
+                f"samples"), judged, gpu_text, gpu_state)
     for state, sentence in judged_gpus:
         if state in _GPU_DECIDES:
             return RankProgress(proc.pid, _GPU_DECIDES[state], "gpu", sentence, judged, gpu_text,
@@ -138,6 +149,10 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     gpu_idle = gpu_state == "idle"
     return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text), gpu=gpu_text,
                    gpu_state=gpu_state)
+
+
+def _sites(sites: Sequence[str]) -> str:
+    return ", ".join(sites[:2]) + (f" and {len(sites) - 2} more" if len(sites) > 2 else "")
 
 
 def _gpu_state(states: Sequence[str]) -> str | None:
