@@ -25,6 +25,7 @@ from hangscope.analyze.rules_collectives import (
     collective_mismatch,
     collective_missing,
 )
+from hangscope.analyze.rules_elsewhere import skipped_collective
 from hangscope.analyze.rules_failed import rank_failed
 from hangscope.analyze.rules_graph import lock_holder, wait_cycle, wait_shape, wait_sink
 from hangscope.analyze.rules_waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
@@ -144,6 +145,8 @@ def missing_rank(facts: Facts) -> Verdict | None:
     short = job.expected_ranks is not None and facts.ranks_found < job.expected_ranks
     if not short and not facts.gone and missing is None:
         return None
+    if not facts.has_ranks:
+        return None  # an exited child of a job without ranks: the wait-for graph tells it
     is_rank = facts.is_rank
     parts = []
     if missing is not None:  # which ranks, by what source, and what is left of them
@@ -343,6 +346,10 @@ RULES: tuple[Rule, ...] = (
          "fewer ranks than expected, or a rank exited, is a zombie or is stopped"),
     Rule(VerdictKind.P2P_DEADLOCK, p2p_deadlock,
          "stuck ranks wait for each other in send/recv around a cycle (py-spy --locals)"),
+    # Before the graph: the store waiter's chain ends at the store's owner, which waits in
+    # the collective the waiter skipped.
+    Rule(VerdictKind.MISMATCHED_COLLECTIVES, skipped_collective,
+         "most ranks wait in a collective, the others on the c10d store (a skipped collective)"),
     # The wait-for graph (analyze/waitpatterns.py): a cycle is a deadlock whatever waits in
     # it; then the shapes with one cause (a blocked loop, a lost result, a prompt); then one
     # thread holding the lock or GIL that the others want, before a lock-order inversion is

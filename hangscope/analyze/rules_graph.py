@@ -30,6 +30,23 @@ def edge_lines(graph: WaitGraph, pattern: WaitPattern) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def _suspects(facts: Facts, graph: WaitGraph, pattern: WaitPattern) -> tuple[int, ...]:
+    """The pattern's suspect; a chain that ends at a pipe or FIFO with several live
+    processes holding the other end: every one of them (any could be the one that never
+    writes or closes it)."""
+    if pattern.suspect is None:
+        return ()
+    if pattern.kind != "sink" or not pattern.edges:
+        return (pattern.suspect,)
+    last = graph.edges[pattern.edges[-1]]
+    if last.kind not in ("pipe", "fifo") or last.to_pid != pattern.suspect:
+        return (pattern.suspect,)
+    live = {p.pid for p in facts.processes if not p.is_exited}
+    holders = [e.to_pid for e in graph.edges if (e.pid, e.tid, e.object)
+               == (last.pid, last.tid, last.object) and e.to_pid in live and e.to_pid != e.pid]
+    return tuple(dict.fromkeys([pattern.suspect, *(pid for pid in holders if pid is not None)]))
+
+
 def _verdict(facts: Facts, kinds: tuple[str, ...],
              edge_kinds: frozenset[str] | None = None) -> Verdict | None:
     graph = facts.snapshot.wait_graph
@@ -43,7 +60,7 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
                 graph.edges[i].kind for i in pattern.edges):
             continue
         chain = pattern.chain[:1].upper() + pattern.chain[1:]
-        suspects = (pattern.suspect,) if pattern.suspect is not None else ()
+        suspects = _suspects(facts, graph, pattern)
         return Verdict(_KIND.get(pattern.kind, VerdictKind.WAIT_CHAIN), Severity.CRITICAL,
                        f"{_HEAD[pattern.kind]}: {chain}.", suspects,
                        (*edge_lines(graph, pattern), *evidence(facts)))

@@ -128,7 +128,11 @@ def _hop(g: _Graph, i: int) -> str:
         what = edge.object.split(" (")[0]
         if edge.fd in (1, 2):
             what = f"its {'stdout' if edge.fd == 1 else 'stderr'} ({what})"
-        return f"{me} is blocked {doing} {what}{site}, which only {them} {other}"
+        holders = _end_holders(g, i)
+        if len(holders) > 1:
+            them = " and ".join(who(g.procs[pid]) for pid in holders)
+        clause = f"{me} is blocked {doing} {what}{site}, which only {them} {other}"
+        return clause + (_outlived(g, edge, holders) if doing == "reading" else "")
     if edge.kind == "thread":
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
         return f"{me} joins {_thread_words(proc, holder)}{site}"
@@ -154,6 +158,35 @@ def _hop(g: _Graph, i: int) -> str:
         doing = "to send on" if edge.how.startswith(("write", "send")) else "for a reply on"
         return f"{me} waits {doing} {edge.object}{site}, from {them}"
     return f"{me} waits on {edge.object}{site} for {them}"
+
+
+def _end_holders(g: _Graph, i: int) -> list[int]:
+    """Every live process of the job holding the other end of edge ``i``'s pipe or FIFO
+    (its edges out of the same thread on the same object), in order."""
+    edge = g.edges[i]
+    return list(dict.fromkeys(
+        e.to_pid for e in g.edges if (e.pid, e.tid, e.object) == (edge.pid, edge.tid, edge.object)
+        and e.to_pid is not None and e.to_pid != edge.pid
+        and (p := g.procs.get(e.to_pid)) is not None and not p.is_exited))
+
+
+def _outlived(g: _Graph, edge: WaitEdge, holders: list[int]) -> str:
+    """The reader's children have exited while processes that are not its children hold the
+    write end: they inherited it from the child (a daemon a shell started with ``&``), so
+    the EOF the reader waits for (``communicate()``, ``for line in pipe``) never comes."""
+    gone = [p for p in g.snap.processes if p.ppid == edge.pid and p.is_exited]
+    strays = [g.procs[pid] for pid in holders if g.procs[pid].ppid != edge.pid]
+    if not gone or not strays:
+        return ""
+    kids = ", ".join(f"PID {p.pid}" + (f" ({p.cmdline[0]})" if p.cmdline else "") for p in gone)
+    codes = {p.exit_code for p in gone}
+    code = f" with code {codes.pop()}" if len(codes) == 1 and None not in codes else ""
+    zombie = ", a zombie not reaped yet" if all(p.is_zombie for p in gone) else ""
+    held = "; ".join(f"{who(p)}, " + (f"a child of PID {p.ppid}" if p.ppid in g.procs
+                                       else f"reparented to PID {p.ppid}") for p in strays)
+    return (f": it waits for EOF, but its child {kids} already exited{code}{zombie}, and "
+            f"{held}, inherited the write end and keeps it open, so no EOF ever comes "
+            "(redirect the background process's output, or stop reading once the child exits)")
 
 
 def _end(g: _Graph, edges: list[int]) -> str:
