@@ -14,7 +14,8 @@ from hangscope.wait_evidence import WaitGraph, WaitPattern
 
 _HEAD = {"cycle": "Deadlock", "fork_lock": "Deadlock (a lock inherited through fork)",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
-         "prompt": "A prompt nobody answers", "sink": "Wait chain"}
+         "prompt": "A prompt nobody answers", "sink": "Wait chain",
+         "pool_saturated": "Pool saturated"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "fork_lock": VerdictKind.DEADLOCK}
 
 
@@ -36,6 +37,8 @@ def _suspects(facts: Facts, graph: WaitGraph, pattern: WaitPattern) -> tuple[int
     writes or closes it)."""
     if pattern.suspect is None:
         return ()
+    if pattern.kind == "pool_saturated":  # every worker holds a task that waits: all of them
+        return pattern.members[:-1]
     if pattern.kind != "sink" or not pattern.edges:
         return (pattern.suspect,)
     last = graph.edges[pattern.edges[-1]]
@@ -73,8 +76,8 @@ def wait_cycle(facts: Facts) -> Verdict | None:
 
 
 def wait_shape(facts: Facts) -> Verdict | None:
-    """A blocked event loop, a lost pool result, or an unanswered prompt."""
-    return _verdict(facts, ("event_loop", "lost_result", "prompt"))
+    """A blocked event loop, a lost pool result, a saturated pool, or an unanswered prompt."""
+    return _verdict(facts, ("event_loop", "lost_result", "pool_saturated", "prompt"))
 
 
 def lock_holder(facts: Facts) -> Verdict | None:

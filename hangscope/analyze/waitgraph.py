@@ -58,6 +58,8 @@ class _Index:
     tcp_by_ends: dict[tuple[str, str], int] = field(default_factory=dict)
     lock_holders: dict[tuple[int, int, int], list[tuple[int, int | None, str]]] = field(
         default_factory=dict)  # file key -> (pid, fd or None, lock kind)
+    listeners: dict[int, list[tuple[str, int]]] = field(
+        default_factory=dict)  # TCP port -> (listening address, pid)
 
 
 def _key(rec: FdRecord) -> tuple[str, int, int, int] | None:
@@ -89,6 +91,10 @@ def _index(snap: Snapshot, kernel: KernelWaits) -> _Index:
             found = idx.lock_holders.setdefault(lock.file_key, [])
             if not any(pid == lock.pid for pid, _, _ in found):
                 found.append((lock.pid, None, lock.kind))
+    for proc in snap.processes:
+        for sock in proc.listening:
+            if sock.kind.startswith("tcp") and sock.port is not None and not proc.is_exited:
+                idx.listeners.setdefault(sock.port, []).append((sock.address, proc.pid))
     idx.unix_peer = {u.inode: u.peer for u in kernel.unix_peers}
     for conn in kernel.tcp:
         idx.tcp[conn.inode] = (conn.local, conn.remote)
@@ -163,10 +169,34 @@ def _socket_edges(idx: _Index, proc: Process, thread: Thread, rec: FdRecord, how
     obj = f"the c10d store at {shown[1]}" if store else f"TCP {shown[0]} -> {shown[1]}"
     how += "; its TCP ends match the other socket's, swapped"
     if not holders:
+        # No process holds the other end: on this host the connection may sit, established by
+        # the kernel, in a listening socket's accept queue; its listener has not accepted it.
+        holders = _listeners_of(idx, shown[0], shown[1]) if other is None else []
+        if holders:
+            how = (f"{how.split(';')[0]}; no process holds its other end: it waits in the "
+                   f"accept queue of the socket listening on {shown[1]} (not accepted yet)")
+    if not holders:
         yield WaitEdge(proc.pid, thread.tid, kind, obj, how, outside=f"{shown[1]} (remote)",
                        fd=rec.fd)
     for pid in holders:
         yield WaitEdge(proc.pid, thread.tid, kind, obj, how, to_pid=pid, fd=rec.fd)
+
+
+_ANY = ("0.0.0.0", "::", "0:0:0:0:0:0:0:0", "*", "")
+
+
+def _listeners_of(idx: _Index, local: str, remote: str) -> list[int]:
+    """The job's processes listening on ``remote`` (``127.0.0.1:8080``): a loopback or local
+    connection's server, when no accepted socket holds its other end (a connection to another
+    host's port of the same number is that host's)."""
+    address, _, port = remote.rpartition(":")
+    if not port.isdigit():
+        return []
+    address = address.strip("[]")
+    if not address.startswith(("127.", "::1")) and address != local.rpartition(":")[0].strip("[]"):
+        return []
+    return sorted({pid for listen, pid in idx.listeners.get(int(port), [])
+                   if listen in _ANY or listen == address})
 
 
 def _addr(end: str) -> str:
