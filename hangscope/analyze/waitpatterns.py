@@ -462,7 +462,7 @@ def _prompt(g: _Graph) -> WaitPattern | None:
         proc = g.procs[edge.pid]
         writers = _stdin_writers(g, i) if edge.kind == "pipe" else []
         what = edge.object.split(" (")[0]
-        if edge.fd == 0 and edge.kind != "terminal":
+        if edge.fd == 0 and edge.kind == "pipe":
             what = f"its stdin ({what})"
         chain = (f"{_thread_words(proc, thread)} waits for input on {what}"
                  f"{_site(thread)} ({'a pdb prompt' if _pdb(thread) else 'a prompt'}), "
@@ -499,7 +499,7 @@ def _prompt(g: _Graph) -> WaitPattern | None:
 def _chain_to(g: _Graph, ring: set[int]) -> list[int]:
     """The longest chain of waits from a process outside ``ring`` that reaches it (rank 1
     waiting on the store key that rank 0 sets after its child answers), up to ``ring``."""
-    best: tuple[bool, int, list[int]] = (False, 0, [])
+    best: list[int] = []
     for pid in g.out:
         if pid in ring:
             continue
@@ -507,11 +507,12 @@ def _chain_to(g: _Graph, ring: set[int]) -> list[int]:
         cut = next((n for n, k in enumerate(path) if g.edges[k].to_pid in ring), None)
         if cut is None or any(g.edges[k].pid in ring for k in path[:cut + 1]):
             continue
-        # A wait that says why (the store, a socket) before one that only waits for a child.
-        why = any(g.edges[k].kind not in ("child", "thread") for k in path[:cut + 1])
-        if (why, cut + 1) > best[:2]:
-            best = (why, cut + 1, path[:cut + 1])
-    return best[2]
+        # A chain of child waits only says who started whom: it must hold a wait that says
+        # why (the store, a socket, a pipe).
+        if cut + 1 > len(best) and any(g.edges[k].kind not in ("child", "thread")
+                                       for k in path[:cut + 1]):
+            best = path[:cut + 1]
+    return best
 
 
 def _pdb(thread: Thread) -> bool:
