@@ -145,8 +145,10 @@ def missing_rank(facts: Facts) -> Verdict | None:
     short = job.expected_ranks is not None and facts.ranks_found < job.expected_ranks
     if not short and not facts.gone and missing is None:
         return None
-    if not facts.has_ranks:
-        return None  # an exited child of a job without ranks: the wait-for graph tells it
+    if not facts.has_ranks and len(facts.gone) < len(facts.subjects):
+        # An exited child of a job without ranks, while the rest of it waits: the wait-for
+        # graph tells why (a job whose every process exited has nothing else to say).
+        return None
     is_rank = facts.is_rank
     parts = []
     if missing is not None:  # which ranks, by what source, and what is left of them

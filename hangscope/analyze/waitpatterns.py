@@ -364,9 +364,15 @@ def _pool_saturated(g: _Graph) -> WaitPattern | None:
             if task is None or not _blocked(main) or not path or any(
                     g.edges[k].to_pid not in family for k in path):
                 break
-            hops.append(_hop(g, path[0]) + f" (task {task.name}, {task.short_file}:{task.line})")
+            hops.append(f"in task {task.name} ({task.short_file}:{task.line}), "
+                        + _hop(g, path[0]))
             edges.extend(path[:1])
         else:
+            servers = {g.edges[k].to_pid for k in edges}
+            if len(servers) == 1 and (server := g.procs.get(servers.pop() or 0)) is not None \
+                    and _manager(server):
+                hops.append(f"{who(server)} is the multiprocessing Manager: it only serves "
+                            "the queues and events, idle until some task puts or sets")
             chain = (f"{who(proc)} waits for a result of its multiprocessing Pool"
                      f"{_site(waiting)}, and all {len(workers)} workers are busy with tasks "
                      "that themselves wait: " + "; ".join(hops) + ": the pool is saturated by "
@@ -406,6 +412,14 @@ def _lost_result(g: _Graph) -> WaitPattern | None:
         return WaitPattern("lost_result", (proc.pid, *(p.pid for p in workers)), chain, (),
                            proc.pid, waiting.tid)
     return None
+
+
+def _manager(proc: Process) -> bool:
+    """A ``multiprocessing.managers`` server process (its main thread in serve_forever)."""
+    main = next((t for t in proc.threads if t.tid == proc.pid), None)
+    return main is not None and any(
+        not f.native and (f.file or "").endswith("multiprocessing/managers.py")
+        and f.name.rsplit(".", 1)[-1] == "serve_forever" for f in main.frames)
 
 
 def _resource_tracker(proc: Process) -> bool:

@@ -57,6 +57,8 @@ def test_a_daemon_that_inherited_the_output_pipe_is_the_suspect_not_the_exited_s
     assert f"waits for EOF, but its child PID {shell} already exited with code 0, a zombie" \
         in summary
     assert "inherited the write end and keeps it open" in summary
+    (zombie,) = [f for f in data["findings"] if f["id"] == "proc.zombie"]
+    assert zombie["severity"] == "warning" and "waits forever" not in zombie["message"]
 
 
 def test_a_child_prompting_on_a_stdin_pipe_its_parent_never_writes_is_the_suspect(
@@ -124,5 +126,6 @@ def test_pool_workers_all_inside_tasks_that_wait_for_a_queued_task_saturate_the_
     assert summary.startswith(f"Pool saturated: PID {driver} (python) waits for a result of "
                               "its multiprocessing Pool at pool_chain (chain_jobs.py:"), summary
     assert "all 2 workers are busy with tasks that themselves wait" in summary
-    assert "(task stitch, chain_jobs.py:" in summary
+    assert "in task stitch (chain_jobs.py:" in summary
+    assert "is the multiprocessing Manager" in summary
     assert "saturated by tasks waiting for tasks" in summary
