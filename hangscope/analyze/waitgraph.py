@@ -7,7 +7,8 @@ other end can be read:
 - the syscall a thread is in (``/proc/PID/task/TID/syscall``: number and fd) names the fd;
   a pipe or FIFO fd leads to every process of the job holding its other end (fdinfo's
   O_ACCMODE), a Unix socket to the holder of its peer inode (sock_diag), a TCP socket to the
-  holder of the socket whose ends are this one's swapped, a terminal to the user;
+  holder of the socket whose ends are this one's swapped (none: the job's listener on that
+  local port, whose accept queue holds the connection), a terminal to the user;
 - ``wait4(pid)`` leads to that child (or every child, for -1);
 - ``flock``/``fcntl(F_SETLKW, F_OFD_SETLKW)`` on a file leads to the holders of a lock on it
   (fdinfo's ``lock:`` lines name OFD locks' holders, which /proc/locks shows as pid -1;

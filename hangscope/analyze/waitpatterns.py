@@ -7,8 +7,10 @@ rules read them (analyze/rules_graph.py):
 - a blocked event loop: an asyncio loop thread blocked in a read inside a coroutine;
 - a lock inherited held through fork: a forked child's only thread waits on a lock;
 - a result nobody computes: a driver waits on its Pool while every worker idles;
+- a saturated pool: a driver waits on its Pool while every worker is inside a task that waits
+  on the pool's family (tasks waiting for tasks queued behind them);
 - a prompt nobody answers: a read of a terminal, or of a FIFO or pipe nobody writes, under
-  pdb or ``input()``;
+  pdb or ``input()``, or a Python child's read of a stdin pipe whose writers wait for it;
 - a sink: the thread that everything waits on, transitively, which itself waits on nothing
   in the job (or on something outside it).
 
@@ -131,6 +133,7 @@ def _hop(g: _Graph, i: int) -> str:
         holders = _end_holders(g, i)
         if len(holders) > 1:
             them = " and ".join(who(g.procs[pid]) for pid in holders)
+            other = other[:-1]  # "which only A and B write"
         clause = f"{me} is blocked {doing} {what}{site}, which only {them} {other}"
         return clause + (_outlived(g, edge, holders) if doing == "reading" else "")
     if edge.kind == "thread":
