@@ -134,6 +134,9 @@ def _hop(g: _Graph, i: int) -> str:
         if len(holders) > 1:
             them = " and ".join(who(g.procs[pid]) for pid in holders)
             other = other[:-1]  # "which only A and B write"
+        polled = _polled_with(g, edge, holders)
+        if polled:
+            what = f"pipes {what.removeprefix('pipe ')} and {' and '.join(polled)}"
         clause = f"{me} is blocked {doing} {what}{site}, which only {them} {other}"
         return clause + (_outlived(g, edge, holders) if doing == "reading" else "")
     if edge.kind == "thread":
@@ -165,6 +168,22 @@ def _hop(g: _Graph, i: int) -> str:
                     "socket)")
         return f"{me} waits {doing} {edge.object}{site}, from {them}"
     return f"{me} waits on {edge.object}{site} for {them}"
+
+
+def _polled_with(g: _Graph, edge: WaitEdge, holders: list[int]) -> list[str]:
+    """The other pipes one poll waits on whose other end the same processes hold (a child's
+    stdout and stderr, read by communicate()): all of them are what it waits on."""
+    if edge.kind != "pipe" or not edge.how.startswith(("poll", "ppoll")):
+        return []
+    end = edge.object[edge.object.index(" ("):]
+    same = set(holders) or {edge.to_pid}
+    found: dict[str, set[int | None]] = {}
+    for e in g.edges:
+        if (e.pid, e.tid, e.kind) == (edge.pid, edge.tid, "pipe") and e.object != edge.object \
+                and e.object.endswith(end):
+            found.setdefault(e.object, set()).add(e.to_pid)
+    return [obj.split(" (")[0].removeprefix("pipe ") for obj, pids in found.items()
+            if pids == same]
 
 
 def _end_holders(g: _Graph, i: int) -> list[int]:
