@@ -375,6 +375,11 @@ def _pool_saturated(g: _Graph) -> WaitPattern | None:
         if not workers:
             continue
         family = {proc.pid, *(p.pid for p in g.snap.processes if p.ppid == proc.pid)}
+        # A producer of the family still at work (its stack moves) may yet feed the tasks.
+        if any(p.pid in family and p not in workers and not p.is_exited and not _manager(p)
+               and (t := p.working_thread) is not None and not _blocked(t)
+               for p in g.snap.processes):
+            continue
         hops: list[str] = []
         edges: list[int] = []
         for worker in workers:
