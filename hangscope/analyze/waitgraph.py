@@ -194,7 +194,8 @@ def _listeners_of(idx: _Index, local: str, remote: str) -> list[int]:
     if not port.isdigit():
         return []
     address = address.strip("[]")
-    if not address.startswith(("127.", "::1")) and address != local.rpartition(":")[0].strip("[]"):
+    loopback = address.startswith("127.") or address in ("::1", "0:0:0:0:0:0:0:1")
+    if not loopback and address != local.rpartition(":")[0].strip("[]"):
         return []
     return sorted({pid for listen, pid in idx.listeners.get(int(port), [])
                    if listen in _ANY or listen == address})
