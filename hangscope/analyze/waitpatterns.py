@@ -138,7 +138,8 @@ def _hop(g: _Graph, i: int) -> str:
         if polled:
             what = f"pipes {what.removeprefix('pipe ')} and {' and '.join(polled)}"
         clause = f"{me} is blocked {doing} {what}{site}, which only {them} {other}"
-        return clause + (_outlived(g, edge, holders) if doing == "reading" else "")
+        return clause + (_outlived(g, edge, holders, len(polled) + 1) if doing == "reading"
+                         else "")
     if edge.kind == "thread":
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
         return f"{me} joins {_thread_words(proc, holder)}{site}"
@@ -196,7 +197,7 @@ def _end_holders(g: _Graph, i: int) -> list[int]:
         and (p := g.procs.get(e.to_pid)) is not None and not p.is_exited))
 
 
-def _outlived(g: _Graph, edge: WaitEdge, holders: list[int]) -> str:
+def _outlived(g: _Graph, edge: WaitEdge, holders: list[int], pipes: int = 1) -> str:
     """The reader's children have exited while processes that are not its children hold the
     write end: they inherited it from the child (a daemon a shell started with ``&``), so
     the EOF the reader waits for (``communicate()``, ``for line in pipe``) never comes."""
@@ -211,7 +212,8 @@ def _outlived(g: _Graph, edge: WaitEdge, holders: list[int]) -> str:
     held = "; ".join(f"{who(p)}, " + (f"a child of PID {p.ppid}" if p.ppid in g.procs
                                        else f"reparented to PID {p.ppid}") for p in strays)
     return (f": it waits for EOF, but its child {kids} already exited{code}{zombie}, and "
-            f"{held}, inherited the write end and keeps it open, so no EOF ever comes "
+            f"{held}, inherited the write {'ends' if pipes > 1 else 'end'} and keeps "
+            f"{'them' if pipes > 1 else 'it'} open, so no EOF ever comes "
             "(redirect the background process's output, or stop reading once the child exits)")
 
 
