@@ -66,18 +66,27 @@ def skipped_collective(facts: Facts) -> Verdict | None:
 def _skipped(facts: Facts, members: Sequence[Process]) -> Verdict | None:
     inside = [p for p in members if _in_collective(facts, p)]
     odd = [p for p in members if p not in inside and store_wait(p.working_thread)]
-    if not odd or len(inside) <= len(odd) or len(inside) + len(odd) != len(members):
+    if not odd or len(inside) < len(odd) or len(inside) + len(odd) != len(members):
         return None
     is_rank = facts.is_rank
     waiting = group_ranks(inside)
     sites = "; ".join(f"{group_names(g, is_rank)} {'waits' if len(g.ranks) == 1 else 'wait'} "
                       "on the c10d store (TCPStore wait/get)" + (f" at {g.site}" if g.site else "")
                       for g in group_ranks(odd))
-    who_odd = rank_set([rank_id(p) for p in odd], is_rank)
     summary = ("Mismatched collectives: " + "; ".join(describe(g, is_rank) for g in waiting)
-               + f", while {sites}, in no collective: it skipped the collective the others "
-               "wait in (it left its loop early, as with uneven inputs per rank, or took "
-               f"another branch), so they wait for it. The odd one out is {who_odd}.")
+               + f", while {sites}, in no collective")
+    if len(inside) == len(odd):
+        # Two ranks, one in each: skipping a collective and entering one the other never
+        # calls (an `if rank == 0:` branch) look the same; no majority says which.
+        summary += (": either it skipped the collective the others wait in, or they entered "
+                    "one it never calls. The groups are the same size: no majority says which "
+                    "side is wrong.")
+        suspects = [*odd, *inside]
+    else:
+        summary += (": it skipped the collective the others wait in (it left its loop early, "
+                    "as with uneven inputs per rank, or took another branch), so they wait "
+                    f"for it. The odd one out is {rank_set([rank_id(p) for p in odd], is_rank)}.")
+        suspects = odd
     lines = tuple(f"{g.signature}: {group_names(g, is_rank)}" for g in group_ranks(members))
     return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
-                   tuple(p.pid for p in odd), lines, tuple(p.host for p in odd))
+                   tuple(p.pid for p in suspects), lines, tuple(p.host for p in suspects))

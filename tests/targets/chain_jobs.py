@@ -14,6 +14,7 @@ each the mechanism of a real report (the tests cite it):
 - ``early_store``   3 gloo ranks; rank 1 runs out of batches a step early and, its loop done,
                     waits with ``store.get`` for a "finished" key of the TCPStore that rank 0
                     serves, while ranks 0 and 2 wait in their next all_reduce.
+- ``early_pair``    the same with 2 ranks: rank 0 in all_reduce, rank 1 in the store get.
 - ``pool_chain``    a 2-worker Pool runs ``starmap`` over three tasks: the first two wait on a
                     Manager Event that only the third sets, queued behind them.
 - ``callback``      two single-threaded servers on 127.0.0.1: A's handler asks B, B's handler
@@ -104,26 +105,26 @@ def asker_peer(path: str) -> None:
 
 # -- a rank that left its loop early -------------------------------------------------------
 
-def early_job() -> None:
+def early_job(world: int) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    ranks = [subprocess.Popen(me("early_rank", str(rank), str(port)),
-                              env={**os.environ, "RANK": str(rank), "WORLD_SIZE": "3"})
-             for rank in range(3)]
+    ranks = [subprocess.Popen(me("early_rank", str(rank), str(port), str(world)),
+                              env={**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world)})
+             for rank in range(world)]
     for rank in ranks:
         rank.wait()
 
 
-def early_rank(rank: int, port: int) -> None:
+def early_rank(rank: int, port: int, world: int) -> None:
     import datetime
 
     import torch
     import torch.distributed as dist
 
-    store = dist.TCPStore("127.0.0.1", port, 3, is_master=rank == 0,
+    store = dist.TCPStore("127.0.0.1", port, world, is_master=rank == 0,
                           timeout=datetime.timedelta(hours=1))
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=3,
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
                             timeout=datetime.timedelta(hours=1))
     batches = 3 if rank == 1 else 4  # uneven shards: rank 1 has one batch fewer
     grad = torch.ones(8)
@@ -210,8 +211,8 @@ MODES = {
     "daemon_output": daemon_output, "daemon": daemon,
     "asker": asker_driver, "asker_child": asker_child,
     "asker_peer": lambda: asker_peer(sys.argv[4]),
-    "early_store": early_job,
-    "early_rank": lambda: early_rank(int(sys.argv[4]), int(sys.argv[5])),
+    "early_store": lambda: early_job(3), "early_pair": lambda: early_job(2),
+    "early_rank": lambda: early_rank(int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])),
     "pool_chain": pool_chain,
     "callback": callback_job,
     "callback_server": lambda: callback_server(sys.argv[4], int(sys.argv[5]), int(sys.argv[6])),

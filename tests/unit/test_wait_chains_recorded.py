@@ -70,6 +70,18 @@ def test_given_a_rank_in_a_store_get_while_the_others_all_reduce_then_it_is_the_
     assert "rank 1 waits on the c10d store (TCPStore wait/get)" in verdict.summary
 
 
+def test_given_one_rank_in_all_reduce_and_one_in_a_store_get_then_a_tie_not_the_owner() -> None:
+    """Two ranks: skipping the collective and entering one the other never calls look the
+    same, so both are suspects (not rank 0 alone as the store's owner)."""
+    snap = dump("early_pair")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES, verdict
+    ranks = {p.rank.global_rank: p.pid for p in snap.processes
+             if p.rank is not None and p.rank.global_rank is not None}
+    assert verdict.suspects == (ranks[1], ranks[0])  # the store waiter first
+    assert "no majority says which side is wrong" in verdict.summary
+
+
 def test_given_pool_workers_inside_waiting_tasks_then_the_pool_is_saturated() -> None:
     snap = dump("pool_chain")
     verdict = snap.verdict
