@@ -96,9 +96,12 @@ class Facts:
         there is an exited or zombie process a missing *rank*; a shell that a Python tool ran
         and that exited is a child not yet reaped."""
         job = self.job
+        # A process waiting in a collective or a rendezvous is a rank, numbered or not
+        # (mp.spawn's children carry no RANK variable).
         return job.expected_ranks is not None or job.kind in _RANK_LAUNCHERS or any(
             p.rank is not None or p.role in (Role.RANK, Role.ENGINE_CORE)
-            for p in self.processes)
+            for p in self.processes) or any(
+            c in (Category.COLLECTIVE, Category.COMM_INIT) for c in self.categories.values())
 
     @cached_property
     def moving(self) -> frozenset[ProcessKey]:
