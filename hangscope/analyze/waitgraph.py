@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from hangscope.analyze.listeners import listeners_of
 from hangscope.model import Category, Frame, Process, Snapshot, Thread
 from hangscope.wait_evidence import FdRecord, KernelWaits, WaitEdge
 
@@ -172,7 +173,7 @@ def _socket_edges(idx: _Index, proc: Process, thread: Thread, rec: FdRecord, how
     if not holders:
         # No process holds the other end: on this host the connection may sit, established by
         # the kernel, in a listening socket's accept queue; its listener has not accepted it.
-        holders = _listeners_of(idx, shown[0], shown[1]) if other is None else []
+        holders = listeners_of(idx.listeners, shown[0], shown[1]) if other is None else []
         if holders:
             how = (f"{how.split(';')[0]}; no process holds its other end: it waits in the "
                    f"accept queue of the socket listening on {shown[1]} (not accepted yet)")
@@ -181,24 +182,6 @@ def _socket_edges(idx: _Index, proc: Process, thread: Thread, rec: FdRecord, how
                        fd=rec.fd)
     for pid in holders:
         yield WaitEdge(proc.pid, thread.tid, kind, obj, how, to_pid=pid, fd=rec.fd)
-
-
-_ANY = ("0.0.0.0", "::", "0:0:0:0:0:0:0:0", "*", "")
-
-
-def _listeners_of(idx: _Index, local: str, remote: str) -> list[int]:
-    """The job's processes listening on ``remote`` (``127.0.0.1:8080``): a loopback or local
-    connection's server, when no accepted socket holds its other end (a connection to another
-    host's port of the same number is that host's)."""
-    address, _, port = remote.rpartition(":")
-    if not port.isdigit():
-        return []
-    address = address.strip("[]")
-    loopback = address.startswith("127.") or address in ("::1", "0:0:0:0:0:0:0:1")
-    if not loopback and address != local.rpartition(":")[0].strip("[]"):
-        return []
-    return sorted({pid for listen, pid in idx.listeners.get(int(port), [])
-                   if listen in _ANY or listen == address})
 
 
 def _addr(end: str) -> str:
