@@ -96,6 +96,18 @@ def test_a_rank_that_left_its_loop_early_into_a_store_wait_is_the_odd_one_out(
     assert "The odd one out is rank 1." in summary
 
 
+def test_a_rank_that_left_its_loop_early_into_a_barrier_is_the_odd_one_out(
+        tmp_path: Path) -> None:
+    """Real report: pytorch/pytorch#38174 (the Join RFC: a rank out of inputs enters the next
+    collective of its own, a barrier, while the others wait in their gradient all_reduce)."""
+    data, pids = _dump("early_barrier", tmp_path, ["rank0", "rank1", "rank2"])
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [pids["rank1"]]
+    assert "rank 1 waits in barrier at early_rank (chain_jobs.py:" in verdict["summary"]
+    assert "The odd one out is rank 1." in verdict["summary"]
+
+
 def test_two_single_threaded_servers_calling_each_other_over_loopback_are_a_deadlock(
         tmp_path: Path) -> None:
     """Real report: puma/puma#612 (a handler's request needs the same single-threaded server;

@@ -15,6 +15,8 @@ each the mechanism of a real report (the tests cite it):
                     waits with ``store.get`` for a "finished" key of the TCPStore that rank 0
                     serves, while ranks 0 and 2 wait in their next all_reduce.
 - ``early_pair``    the same with 2 ranks: rank 0 in all_reduce, rank 1 in the store get.
+- ``early_barrier`` 3 gloo ranks; rank 1, its loop done early, enters ``dist.barrier()``
+                    while ranks 0 and 2 wait in their next all_reduce (of a different size).
 - ``pool_chain``    a 2-worker Pool runs ``starmap`` over three tasks: the first two wait on a
                     Manager Event that only the third sets, queued behind them.
 - ``callback``      two single-threaded servers on 127.0.0.1: A's handler asks B, B's handler
@@ -105,11 +107,11 @@ def asker_peer(path: str) -> None:
 
 # -- a rank that left its loop early -------------------------------------------------------
 
-def early_job(world: int) -> None:
+def early_job(world: int, then: str = "store") -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    ranks = [subprocess.Popen(me("early_rank", str(rank), str(port), str(world)),
+    ranks = [subprocess.Popen(me("early_rank", str(rank), str(port), str(world), then),
                               env={**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world)})
              for rank in range(world)]
     for rank in ranks:
@@ -133,6 +135,8 @@ def early_rank(rank: int, port: int, world: int) -> None:
             ready(f"rank{rank}")
         dist.all_reduce(grad)
     ready(f"rank{rank}")
+    if sys.argv[7] == "barrier":
+        dist.barrier()  # the others' all_reduce moves 8 floats: gloo never pairs the two
     store.get("finished")  # nobody sets it: the others are still in the loop
 
 
@@ -212,6 +216,7 @@ MODES = {
     "asker": asker_driver, "asker_child": asker_child,
     "asker_peer": lambda: asker_peer(sys.argv[4]),
     "early_store": lambda: early_job(3), "early_pair": lambda: early_job(2),
+    "early_barrier": lambda: early_job(3, "barrier"),
     "early_rank": lambda: early_rank(int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])),
     "pool_chain": pool_chain,
     "callback": callback_job,
