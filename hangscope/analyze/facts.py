@@ -52,6 +52,10 @@ BUSY = frozenset({Category.RUNNING, Category.JIT_COMPILE, Category.IO, Category.
 GONE = NOT_RUNNING
 
 
+#: Job kinds whose launcher starts ranks (a multiprocessing or Ray job may have none).
+_RANK_LAUNCHERS = frozenset({"torchrun", "deepspeed", "sglang", "vllm"})
+
+
 @dataclass(frozen=True)
 class Facts:
     """What the verdict rules know about one job: the snapshot, plus what is derived from it.
@@ -85,6 +89,19 @@ class Facts:
     def is_rank(self) -> bool:
         """The subjects have rank numbers (else reports say ``PID``)."""
         return any(p.rank is not None for p in self.subjects)
+
+    @cached_property
+    def has_ranks(self) -> bool:
+        """The job is a world of ranks (a launcher asked for some, or a process is one): only
+        there is an exited or zombie process a missing *rank*; a shell that a Python tool ran
+        and that exited is a child not yet reaped."""
+        job = self.job
+        # A process waiting in a collective or a rendezvous is a rank, numbered or not
+        # (mp.spawn's children carry no RANK variable).
+        return job.expected_ranks is not None or job.kind in _RANK_LAUNCHERS or any(
+            p.rank is not None or p.role in (Role.RANK, Role.ENGINE_CORE)
+            for p in self.processes) or any(
+            c in (Category.COLLECTIVE, Category.COMM_INIT) for c in self.categories.values())
 
     @cached_property
     def moving(self) -> frozenset[ProcessKey]:

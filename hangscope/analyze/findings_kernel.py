@@ -53,10 +53,21 @@ def check_process_states(snap: Snapshot) -> Iterable[Finding]:
             if proc.role is Role.OTHER and parent is not None:
                 name = f"PID {proc.pid}, a child of {who(parent)},"
             reaper = who(parent) if parent is not None else f"PID {proc.ppid}"
+            evidence = {"pid": proc.pid, "ppid": proc.ppid, "exit_code": proc.exit_code}
+            if proc.exit_code == 0 and proc.role is Role.OTHER and proc.rank is None:
+                # A child that succeeded and is not a rank leaves no one waiting for it: its
+                # parent is still inside a call that waits for something else (the EOF of
+                # the child's output pipe, which a process it started may hold open).
+                yield Finding("proc.zombie", Severity.WARNING,
+                              f"{name} {how} and is a zombie (<defunct>): {reaper} has not "
+                              "reaped it yet, because it is still inside a call that waits "
+                              "for something else (the EOF of the child's output, which a "
+                              "process the child started may keep open).", evidence)
+                continue
             yield Finding("proc.zombie", Severity.CRITICAL,
                           f"{name} {how} and is a zombie (<defunct>): {reaper} has not reaped "
                           "it, so whatever waits for it (a collective, a pipe) waits forever.",
-                          {"pid": proc.pid, "ppid": proc.ppid, "exit_code": proc.exit_code})
+                          evidence)
         elif proc.vanished and proc.role is Role.COMPILER:
             # A JIT build runs gcc, cc1, as, ld one after another: each one leaving is normal.
             yield Finding("proc.exited", Severity.INFO,

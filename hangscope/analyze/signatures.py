@@ -218,6 +218,7 @@ HELPER_THREAD_FRAMES = _re(
 PLUMBING_FILES = _re(
     r"(?:^|/)(?:torch/(?:distributed|cuda|_ops|_tensor|nn/modules/module|utils|autograd|fx)|"
     r"threading\.py|queue\.py|multiprocessing/|selectors\.py|socket\.py|subprocess\.py|"
+    r"http/client\.py|http/server\.py|socketserver\.py|urllib/|ssl\.py|"
     r"asyncio/|concurrent/|zmq/|filelock/|triton/|torch/_inductor/|torch/_dynamo/|"
     r"c10d_logger\.py|contextlib\.py|functools\.py|runpy\.py|"
     r"pynccl(?:_wrapper)?\.py|shm_broadcast\.py|time\.py|"

@@ -7,7 +7,8 @@ other end can be read:
 - the syscall a thread is in (``/proc/PID/task/TID/syscall``: number and fd) names the fd;
   a pipe or FIFO fd leads to every process of the job holding its other end (fdinfo's
   O_ACCMODE), a Unix socket to the holder of its peer inode (sock_diag), a TCP socket to the
-  holder of the socket whose ends are this one's swapped, a terminal to the user;
+  holder of the socket whose ends are this one's swapped (none: the job's listener on that
+  local port, whose accept queue holds the connection), a terminal to the user;
 - ``wait4(pid)`` leads to that child (or every child, for -1);
 - ``flock``/``fcntl(F_SETLKW, F_OFD_SETLKW)`` on a file leads to the holders of a lock on it
   (fdinfo's ``lock:`` lines name OFD locks' holders, which /proc/locks shows as pid -1;
@@ -24,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from hangscope.analyze.listeners import listeners_of
 from hangscope.model import Category, Frame, Process, Snapshot, Thread
 from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
 
@@ -58,6 +60,8 @@ class _Index:
     tcp_by_ends: dict[tuple[str, str], int] = field(default_factory=dict)
     lock_holders: dict[tuple[int, int, int], list[tuple[int, int | None, str]]] = field(
         default_factory=dict)  # file key -> (pid, fd or None, lock kind)
+    listeners: dict[int, list[tuple[str, int]]] = field(
+        default_factory=dict)  # TCP port -> (listening address, pid)
 
 
 def _key(rec: FdRecord) -> tuple[str, int, int, int] | None:
@@ -89,6 +93,10 @@ def _index(snap: Snapshot, kernel: KernelWaits) -> _Index:
             found = idx.lock_holders.setdefault(lock.file_key, [])
             if not any(pid == lock.pid for pid, _, _ in found):
                 found.append((lock.pid, None, lock.kind))
+    for proc in snap.processes:
+        for sock in proc.listening:
+            if sock.kind.startswith("tcp") and sock.port is not None and not proc.is_exited:
+                idx.listeners.setdefault(sock.port, []).append((sock.address, proc.pid))
     idx.unix_peer = {u.inode: u.peer for u in kernel.unix_peers}
     for conn in kernel.tcp:
         idx.tcp[conn.inode] = (conn.local, conn.remote)
@@ -162,6 +170,13 @@ def _socket_edges(idx: _Index, proc: Process, thread: Thread, rec: FdRecord, how
     kind = "store" if store else "tcp"
     obj = f"the c10d store at {shown[1]}" if store else f"TCP {shown[0]} -> {shown[1]}"
     how += "; its TCP ends match the other socket's, swapped"
+    if not holders:
+        # No process holds the other end: on this host the connection may sit, established by
+        # the kernel, in a listening socket's accept queue; its listener has not accepted it.
+        holders = listeners_of(idx.listeners, shown[0], shown[1]) if other is None else []
+        if holders:
+            how = (f"{how.split(';')[0]}; no process holds its other end: it waits in the "
+                   f"accept queue of the socket listening on {shown[1]} (not accepted yet)")
     if not holders:
         yield WaitEdge(proc.pid, thread.tid, kind, obj, how, outside=f"{shown[1]} (remote)",
                        fd=rec.fd)

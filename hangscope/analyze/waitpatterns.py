@@ -7,8 +7,10 @@ rules read them (analyze/rules/graph.py):
 - a blocked event loop: an asyncio loop thread blocked in a read inside a coroutine;
 - a lock inherited held through fork: a forked child's only thread waits on a lock;
 - a result nobody computes: a driver waits on its Pool while every worker idles;
+- a saturated pool: a driver waits on its Pool while every worker is inside a task that waits
+  on the pool's family (tasks waiting for tasks queued behind them);
 - a prompt nobody answers: a read of a terminal, or of a FIFO or pipe nobody writes, under
-  pdb or ``input()``;
+  pdb or ``input()``, or a Python child's read of a stdin pipe whose writers wait for it;
 - a sink: the thread that everything waits on, transitively, which itself waits on nothing
   in the job (or on something outside it).
 
@@ -32,7 +34,7 @@ from hangscope.analyze.waitgraph import (
     user_frame,
     waits_on_lock,
 )
-from hangscope.model import Process, Snapshot, Thread
+from hangscope.model import Frame, Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import verb, who
 
@@ -128,7 +130,16 @@ def _hop(g: _Graph, i: int) -> str:
         what = edge.object.split(" (")[0]
         if edge.fd in (1, 2):
             what = f"its {'stdout' if edge.fd == 1 else 'stderr'} ({what})"
-        return f"{me} is blocked {doing} {what}{site}, which only {them} {other}"
+        holders = _end_holders(g, i)
+        if len(holders) > 1:
+            them = " and ".join(who(g.procs[pid]) for pid in holders)
+            other = other[:-1]  # "which only A and B write"
+        polled = _polled_with(g, edge, holders)
+        if polled:
+            what = f"pipes {what.removeprefix('pipe ')} and {' and '.join(polled)}"
+        clause = f"{me} is blocked {doing} {what}{site}, which only {them} {other}"
+        return clause + (_outlived(g, edge, holders, len(polled) + 1) if doing == "reading"
+                         else "")
     if edge.kind == "thread":
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
         return f"{me} joins {_thread_words(proc, holder)}{site}"
@@ -152,8 +163,58 @@ def _hop(g: _Graph, i: int) -> str:
                 f"{them} serves and nobody has set")
     if edge.kind in ("unix", "tcp"):
         doing = "to send on" if edge.how.startswith(("write", "send")) else "for a reply on"
+        if "accept queue" in edge.how:
+            return (f"{me} waits {doing} {edge.object}{site}, from {them}, which has not even "
+                    "accepted that connection (it waits in the accept queue of its listening "
+                    "socket)")
         return f"{me} waits {doing} {edge.object}{site}, from {them}"
     return f"{me} waits on {edge.object}{site} for {them}"
+
+
+def _polled_with(g: _Graph, edge: WaitEdge, holders: list[int]) -> list[str]:
+    """The other pipes one poll waits on whose other end the same processes hold (a child's
+    stdout and stderr, read by communicate()): all of them are what it waits on."""
+    if edge.kind != "pipe" or not edge.how.startswith(("poll", "ppoll")):
+        return []
+    end = edge.object[edge.object.index(" ("):]
+    same = set(holders) or {edge.to_pid}
+    found: dict[str, set[int | None]] = {}
+    for e in g.edges:
+        if (e.pid, e.tid, e.kind) == (edge.pid, edge.tid, "pipe") and e.object != edge.object \
+                and e.object.endswith(end):
+            found.setdefault(e.object, set()).add(e.to_pid)
+    return [obj.split(" (")[0].removeprefix("pipe ") for obj, pids in found.items()
+            if pids == same]
+
+
+def _end_holders(g: _Graph, i: int) -> list[int]:
+    """Every live process of the job holding the other end of edge ``i``'s pipe or FIFO
+    (its edges out of the same thread on the same object), in order."""
+    edge = g.edges[i]
+    return list(dict.fromkeys(
+        e.to_pid for e in g.edges if (e.pid, e.tid, e.object) == (edge.pid, edge.tid, edge.object)
+        and e.to_pid is not None and e.to_pid != edge.pid
+        and (p := g.procs.get(e.to_pid)) is not None and not p.is_exited))
+
+
+def _outlived(g: _Graph, edge: WaitEdge, holders: list[int], pipes: int = 1) -> str:
+    """The reader's children have exited while processes that are not its children hold the
+    write end: they inherited it from the child (a daemon a shell started with ``&``), so
+    the EOF the reader waits for (``communicate()``, ``for line in pipe``) never comes."""
+    gone = [p for p in g.snap.processes if p.ppid == edge.pid and p.is_exited]
+    strays = [g.procs[pid] for pid in holders if g.procs[pid].ppid != edge.pid]
+    if not gone or not strays:
+        return ""
+    kids = ", ".join(f"PID {p.pid}" + (f" ({p.cmdline[0]})" if p.cmdline else "") for p in gone)
+    codes = {p.exit_code for p in gone}
+    code = f" with code {codes.pop()}" if len(codes) == 1 and None not in codes else ""
+    zombie = ", a zombie not reaped yet" if all(p.is_zombie for p in gone) else ""
+    held = "; ".join(f"{who(p)}, " + (f"a child of PID {p.ppid}" if p.ppid in g.procs
+                                       else f"reparented to PID {p.ppid}") for p in strays)
+    return (f": it waits for EOF, but its child {kids} already exited{code}{zombie}, and "
+            f"{held}, inherited the write {'ends' if pipes > 1 else 'end'} and keeps "
+            f"{'them' if pipes > 1 else 'it'} open, so no EOF ever comes "
+            "(redirect the background process's output, or stop reading once the child exits)")
 
 
 def _end(g: _Graph, edges: list[int]) -> str:
@@ -186,18 +247,27 @@ _ADVICE = {
 }
 
 
+_CALLBACK = ("a server that calls a service which calls it back while it cannot accept or "
+             "serve another request (one thread): serve requests on more threads "
+             "(ThreadingHTTPServer, a worker pool), or do not call back into the caller")
+
+
 def _cycle(g: _Graph) -> WaitPattern | None:
     for pid in sorted(g.out):
         path, start = g.walk(pid, None)
         if start is None:
             continue
         ring = path[start:]
+        if any(_prompt_edge(g, i) for i in ring):
+            continue  # a prompt's parent holding its stdin: the prompt pattern tells it
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         if len(members) < 2 and not any(g.edges[i].kind in ("file_lock",) for i in ring):
             continue  # a thread waiting on its own process's thread is not a deadlock alone
         kinds = tuple(g.edges[i].kind for i in ring)
         advice = next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
                       "one of them must act first: break the cycle")
+        if set(kinds) <= {"tcp", "unix", "store"}:
+            advice = _CALLBACK
         chain = "; ".join(_hop(g, i) for i in ring) + f": {advice}"
         return WaitPattern("cycle", members, chain, tuple(ring), members[0], g.edges[ring[0]].tid)
     return None
@@ -265,10 +335,82 @@ def _in_pool_wait(thread: Thread) -> bool:
 
 
 def _pool_worker_idle(proc: Process) -> bool:
+    """A Pool worker's main thread blocked waiting for its next task (not inside one)."""
     main = next((t for t in proc.threads if t.tid == proc.pid), None)
-    return main is not None and any(
-        not f.native and f.file and f.file.endswith("multiprocessing/pool.py")
-        and f.name.rsplit(".", 1)[-1] == "worker" for f in main.frames) and _blocked(main)
+    return main is not None and _blocked(main) and _pool_frames(main) is not None \
+        and _pool_task(main) is None
+
+
+def _pool_frames(thread: Thread) -> list[Frame] | None:
+    """The Python frames inside ``multiprocessing.pool.worker`` (innermost first), or None:
+    the thread is no Pool worker."""
+    python = [f for f in thread.frames if not f.native]
+    at = next((k for k, f in enumerate(python) if f.file and f.name.rsplit(".", 1)[-1]
+               == "worker" and f.file.endswith("multiprocessing/pool.py")), None)
+    return None if at is None else python[:at]
+
+
+def _pool_task(thread: Thread) -> Frame | None:
+    """The task function a Pool worker runs (past map's ``mapstar``), or None: it waits for a
+    task (its frame inside ``worker`` is the task queue's ``get``)."""
+    inner = _pool_frames(thread)
+    while inner and inner[-1].name in ("mapstar", "starmapstar"):
+        inner = inner[:-1]
+    if not inner or (inner[-1].file or "").endswith(("multiprocessing/queues.py",
+                                                     "multiprocessing/connection.py")):
+        return None
+    return inner[-1]
+
+
+def _pool_saturated(g: _Graph) -> WaitPattern | None:
+    """A driver waits on its Pool while every worker is inside a task that itself waits on
+    the job (a Manager queue, another task's result): the tasks they wait for are queued
+    behind them, and no worker is free to run them."""
+    for proc in g.snap.processes:
+        waiting = next((t for t in proc.threads if t.tid in (proc.working_tid, proc.pid)
+                        and _blocked(t) and _in_pool_wait(t)), None)
+        if waiting is None:
+            continue
+        workers = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited
+                   and (main := next((t for t in p.threads if t.tid == p.pid), None))
+                   is not None and _pool_frames(main) is not None]
+        if not workers:
+            continue
+        family = {proc.pid, *(p.pid for p in g.snap.processes if p.ppid == proc.pid)}
+        # A producer of the family still at work (its stack moves) may yet feed the tasks.
+        if any(p.pid in family and p not in workers and not p.is_exited and not _manager(p)
+               and (t := p.working_thread) is not None and not _blocked(t)
+               for p in g.snap.processes):
+            continue
+        hops: list[str] = []
+        edges: list[int] = []
+        for worker in workers:
+            main = next(t for t in worker.threads if t.tid == worker.pid)
+            task = _pool_task(main)
+            path, _ = g.walk(worker.pid, worker.pid)
+            # Inside a task, blocked, on a wait that stays in the driver's family (its Manager,
+            # the driver, another worker): not on a server outside the job, not working.
+            if task is None or not _blocked(main) or not path or any(
+                    g.edges[k].to_pid not in family for k in path):
+                break
+            hops.append(f"in task {task.name} ({task.short_file}:{task.line}), "
+                        + _hop(g, path[0]))
+            edges.extend(path[:1])
+        else:
+            servers = {g.edges[k].to_pid for k in edges}
+            if len(servers) == 1 and (server := g.procs.get(servers.pop() or 0)) is not None \
+                    and _manager(server):
+                hops.append(f"{who(server)} is the multiprocessing Manager: it only serves "
+                            "the queues and events, idle until some task puts or sets")
+            chain = (f"{who(proc)} waits for a result of its multiprocessing Pool"
+                     f"{_site(waiting)}, and all {len(workers)} workers are busy with tasks "
+                     "that themselves wait: " + "; ".join(hops) + ": the pool is saturated by "
+                     "tasks waiting for tasks, since what they wait for comes from tasks still "
+                     "queued behind them with no free worker to run them; give the waiting "
+                     "tasks a pool of their own, add workers, or submit the producers first")
+            return WaitPattern("pool_saturated", (*(p.pid for p in workers), proc.pid), chain,
+                               tuple(edges), workers[0].pid, workers[0].pid)
+    return None
 
 
 def _lost_result(g: _Graph) -> WaitPattern | None:
@@ -301,6 +443,14 @@ def _lost_result(g: _Graph) -> WaitPattern | None:
     return None
 
 
+def _manager(proc: Process) -> bool:
+    """A ``multiprocessing.managers`` server process (its main thread in serve_forever)."""
+    main = next((t for t in proc.threads if t.tid == proc.pid), None)
+    return main is not None and any(
+        not f.native and (f.file or "").endswith("multiprocessing/managers.py")
+        and f.name.rsplit(".", 1)[-1] == "serve_forever" for f in main.frames)
+
+
 def _resource_tracker(proc: Process) -> bool:
     return any("resource_tracker" in part for part in proc.cmdline)
 
@@ -308,23 +458,64 @@ def _resource_tracker(proc: Process) -> bool:
 _FILTERS = ("--local-ranks-filter", "--local_ranks_filter", "--tee", "--redirects")
 
 
+def _prompt_edge(g: _Graph, i: int) -> bool:
+    """Edge ``i`` is a prompt's read: input(), pdb or cmd reading a terminal, or a FIFO or pipe
+    nobody writes; or a Python program reading its stdin (a terminal, a FIFO, or a pipe whose
+    writers wait for that very program: the parent of ``Popen(stdin=PIPE)`` that never writes
+    it and waits for the child's output or exit)."""
+    edge = g.edges[i]
+    thread = g.threads.get((edge.pid, edge.tid))
+    if thread is None or edge.kind not in ("terminal", "fifo", "pipe") or (
+            edge.kind != "terminal" and "(write end)" not in edge.object):
+        return False
+    proc = g.procs[edge.pid]
+    if edge.kind != "terminal" and edge.to_pid is not None:
+        # A filter such as `cut`, or a pipeline stage, reads its stdin from a writer that works
+        # or waits elsewhere: no prompt. Only writers waiting on the reader itself never write.
+        return bool(proc.python) and edge.fd == 0 and bool(_stdin_writers(g, i))
+    prompt = any(f.name.rsplit(".", 1)[-1] in ("builtin_input", "cmdloop", "interaction")
+                 or (f.file or "").endswith(("/pdb.py", "/cmd.py")) for f in thread.frames)
+    # A Python prompt (input(), pdb, cmd), or a Python program reading its stdin from a
+    # terminal or a FIFO; a filter such as `cut` reading its stdin pipe is no prompt.
+    return prompt or (edge.fd == 0 and edge.kind in ("terminal", "fifo") and bool(proc.python))
+
+
+def _stdin_writers(g: _Graph, i: int) -> list[tuple[int, int]]:
+    """(writer PID, the edge it waits on) for every holder of the write end of edge ``i``'s
+    pipe, when each waits on the reader (reads its output, waits for it to exit); [] else."""
+    edge = g.edges[i]
+    writers = [e.to_pid for e in g.edges if (e.pid, e.tid, e.object) == (edge.pid, edge.tid,
+               edge.object) and e.to_pid is not None and e.to_pid != edge.pid]
+    found = []
+    for pid in dict.fromkeys(writers):
+        out = g.live_edges(pid, None)
+        back = next((k for k in out if g.edges[k].to_pid == edge.pid
+                     and g.edges[k].kind in ("pipe", "child")), None)
+        if back is None:
+            return []
+        found.append((pid, back))
+    return found
+
+
 def _prompt(g: _Graph) -> WaitPattern | None:
     for i, edge in enumerate(g.edges):
+        if not _prompt_edge(g, i):
+            continue
         thread = g.threads.get((edge.pid, edge.tid))
-        if thread is None or edge.kind not in ("terminal", "fifo", "pipe") or (
-                edge.kind != "terminal" and edge.to_pid is not None):
-            continue
-        prompt = any(f.name.rsplit(".", 1)[-1] in ("builtin_input", "cmdloop", "interaction")
-                     or (f.file or "").endswith(("/pdb.py", "/cmd.py")) for f in thread.frames)
         proc = g.procs[edge.pid]
-        # A Python prompt (input(), pdb, cmd), or a Python program reading its stdin from a
-        # terminal or a FIFO; a filter such as `cut` reading its stdin pipe is no prompt.
-        if not prompt and not (edge.fd == 0 and edge.kind in ("terminal", "fifo")
-                               and proc.python):
-            continue
-        chain = (f"{_thread_words(proc, thread)} waits for input on {edge.object.split(' (')[0]}"
+        writers = _stdin_writers(g, i) if edge.kind == "pipe" else []
+        what = edge.object.split(" (")[0]
+        if edge.fd == 0 and edge.kind == "pipe":
+            what = f"its stdin ({what})"
+        chain = (f"{_thread_words(proc, thread)} waits for input on {what}"
                  f"{_site(thread)} ({'a pdb prompt' if _pdb(thread) else 'a prompt'}), "
                  "which nobody answers")
+        if writers:
+            held = "; ".join(_hop(g, back) for _, back in writers)
+            names = " and ".join(who(g.procs[pid]) for pid, _ in writers)
+            chain += (f": only {names} holds its write end, and never writes it: {held}; "
+                      "start the child with stdin=subprocess.DEVNULL, or answer the prompt "
+                      "(a --yes/--force flag)")
         ancestor = g.procs.get(proc.ppid or 0)
         while ancestor is not None:
             argv = ancestor.cmdline
@@ -336,8 +527,35 @@ def _prompt(g: _Graph) -> WaitPattern | None:
                           "its output, the prompt included, is not shown")
                 break
             ancestor = g.procs.get(ancestor.ppid or 0)
-        return WaitPattern("prompt", (proc.pid,), chain, (i,), proc.pid, thread.tid)
+        ring = {proc.pid, *(pid for pid, _ in writers)}
+        before = _chain_to(g, ring)
+        if before:
+            chain = "; ".join(_hop(g, k) for k in before) + "; " + chain
+        members = tuple(dict.fromkeys([proc.pid, *(pid for pid, _ in writers),
+                                       *(g.edges[k].pid for k in before)]))
+        edges = (*before, i, *(back for _, back in writers))
+        return WaitPattern("prompt", members, chain, edges, proc.pid, thread.tid if thread
+                           else None)
     return None
+
+
+def _chain_to(g: _Graph, ring: set[int]) -> list[int]:
+    """The longest chain of waits from a process outside ``ring`` that reaches it (rank 1
+    waiting on the store key that rank 0 sets after its child answers), up to ``ring``."""
+    best: list[int] = []
+    for pid in g.out:
+        if pid in ring:
+            continue
+        path, _ = g.walk(pid, None)
+        cut = next((n for n, k in enumerate(path) if g.edges[k].to_pid in ring), None)
+        if cut is None or any(g.edges[k].pid in ring for k in path[:cut + 1]):
+            continue
+        # A chain of child waits only says who started whom: it must hold a wait that says
+        # why (the store, a socket, a pipe).
+        if cut + 1 > len(best) and any(g.edges[k].kind not in ("child", "thread")
+                                       for k in path[:cut + 1]):
+            best = path[:cut + 1]
+    return best
 
 
 def _pdb(thread: Thread) -> bool:
@@ -394,7 +612,8 @@ def _calm(snap: Snapshot, proc: Process) -> str | None:
     return calm_kind(proc, measured)
 
 
-PATTERNS = (_cycle, _event_loop, _fork_lock, _lost_result, _prompt, _sink)
+PATTERNS = (_cycle, _event_loop, _fork_lock, _lost_result, _pool_saturated, _prompt,
+            _sink)
 
 
 def _what_else(g: _Graph, pattern: WaitPattern) -> str:

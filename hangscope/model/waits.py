@@ -156,7 +156,7 @@ class WaitEdge:
 class WaitPattern:
     """A shape found in the graph: a cycle, a sink, a blocked event loop, a lost result..."""
 
-    kind: str  # cycle | sink | event_loop | fork_lock | lost_result | prompt | lock_holder
+    kind: str  # cycle | sink | event_loop | fork_lock | lost_result | pool_saturated | prompt
     members: tuple[int, ...]  # PIDs, the suspect first where there is one
     chain: str  # the one sentence that states it
     edges: tuple[int, ...] = ()  # indexes into WaitGraph.edges

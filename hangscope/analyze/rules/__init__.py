@@ -25,6 +25,7 @@ from hangscope.analyze.rules.collectives import (
     collective_mismatch,
     collective_missing,
 )
+from hangscope.analyze.rules.elsewhere import skipped_collective
 from hangscope.analyze.rules.failed import rank_failed
 from hangscope.analyze.rules.graph import lock_holder, wait_cycle, wait_shape, wait_sink
 from hangscope.analyze.rules.waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
@@ -143,6 +144,10 @@ def missing_rank(facts: Facts) -> Verdict | None:
     job, missing = facts.job, facts.missing
     short = job.expected_ranks is not None and facts.ranks_found < job.expected_ranks
     if not short and not facts.gone and missing is None:
+        return None
+    if not facts.has_ranks and len(facts.gone) < len(facts.subjects):
+        # An exited child of a job without ranks, while the rest of it waits: the wait-for
+        # graph tells why (a job whose every process exited has nothing else to say).
         return None
     is_rank = facts.is_rank
     parts = []
@@ -343,6 +348,10 @@ RULES: tuple[Rule, ...] = (
          "fewer ranks than expected, or a rank exited, is a zombie or is stopped"),
     Rule(VerdictKind.P2P_DEADLOCK, p2p_deadlock,
          "stuck ranks wait for each other in send/recv around a cycle (py-spy --locals)"),
+    # Before the graph: the store waiter's chain ends at the store's owner, which waits in
+    # the collective the waiter skipped.
+    Rule(VerdictKind.MISMATCHED_COLLECTIVES, skipped_collective,
+         "most ranks wait in a collective, the others on the c10d store (a skipped collective)"),
     # The wait-for graph (analyze/waitpatterns.py): a cycle is a deadlock whatever waits in
     # it; then the shapes with one cause (a blocked loop, a lost result, a prompt); then one
     # thread holding the lock or GIL that the others want, before a lock-order inversion is

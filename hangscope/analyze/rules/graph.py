@@ -14,7 +14,8 @@ from hangscope.model.waits import WaitGraph, WaitPattern
 
 _HEAD = {"cycle": "Deadlock", "fork_lock": "Deadlock (a lock inherited through fork)",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
-         "prompt": "A prompt nobody answers", "sink": "Wait chain"}
+         "prompt": "A prompt nobody answers", "sink": "Wait chain",
+         "pool_saturated": "Pool saturated"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "fork_lock": VerdictKind.DEADLOCK}
 
 
@@ -30,6 +31,25 @@ def edge_lines(graph: WaitGraph, pattern: WaitPattern) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def _suspects(facts: Facts, graph: WaitGraph, pattern: WaitPattern) -> tuple[int, ...]:
+    """The pattern's suspect; a chain that ends at a pipe or FIFO with several live
+    processes holding the other end: every one of them (any could be the one that never
+    writes or closes it)."""
+    if pattern.suspect is None:
+        return ()
+    if pattern.kind == "pool_saturated":  # every worker holds a task that waits: all of them
+        return pattern.members[:-1]
+    if pattern.kind != "sink" or not pattern.edges:
+        return (pattern.suspect,)
+    last = graph.edges[pattern.edges[-1]]
+    if last.kind not in ("pipe", "fifo") or last.to_pid != pattern.suspect:
+        return (pattern.suspect,)
+    live = {p.pid for p in facts.processes if not p.is_exited}
+    holders = [e.to_pid for e in graph.edges if (e.pid, e.tid, e.object)
+               == (last.pid, last.tid, last.object) and e.to_pid in live and e.to_pid != e.pid]
+    return tuple(dict.fromkeys([pattern.suspect, *(pid for pid in holders if pid is not None)]))
+
+
 def _verdict(facts: Facts, kinds: tuple[str, ...],
              edge_kinds: frozenset[str] | None = None) -> Verdict | None:
     graph = facts.snapshot.wait_graph
@@ -43,7 +63,7 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
                 graph.edges[i].kind for i in pattern.edges):
             continue
         chain = pattern.chain[:1].upper() + pattern.chain[1:]
-        suspects = (pattern.suspect,) if pattern.suspect is not None else ()
+        suspects = _suspects(facts, graph, pattern)
         return Verdict(_KIND.get(pattern.kind, VerdictKind.WAIT_CHAIN), Severity.CRITICAL,
                        f"{_HEAD[pattern.kind]}: {chain}.", suspects,
                        (*edge_lines(graph, pattern), *evidence(facts)))
@@ -56,8 +76,8 @@ def wait_cycle(facts: Facts) -> Verdict | None:
 
 
 def wait_shape(facts: Facts) -> Verdict | None:
-    """A blocked event loop, a lost pool result, or an unanswered prompt."""
-    return _verdict(facts, ("event_loop", "lost_result", "prompt"))
+    """A blocked event loop, a lost pool result, a saturated pool, or an unanswered prompt."""
+    return _verdict(facts, ("event_loop", "lost_result", "pool_saturated", "prompt"))
 
 
 def lock_holder(facts: Facts) -> Verdict | None:

@@ -1,0 +1,143 @@
+"""Wait chains across processes end at the right suspect (issue 17): real hung jobs.
+
+GIVEN a real job of tests/targets/chain_jobs.py, hung the way a real report describes (each
+test cites it), WHEN ``hangscope dump PID --format json`` reads it, THEN the verdict names the
+process that keeps the chain waiting and says why. No rule reads these jobs' names: the
+sentences quote them only because they are the jobs' own frames.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+from support import TARGETS, Target, dump_json, running_target
+
+JOBS = TARGETS / "chain_jobs.py"
+FAST = ("--samples", "2", "--window", "0.5")
+
+
+def _dump(mode: str, tmp_path: Path, tags: list[str], *, zombie: str | None = None,
+          ) -> tuple[dict[str, Any], dict[str, int]]:
+    workdir = tmp_path / f"job-{mode}"
+    ready = workdir / "ready"
+
+    def settled(target: Target) -> bool:
+        # The exited child is a zombie before the dump (its parent never reaps it).
+        if zombie is None:
+            return True
+        pid = target.pids.get(zombie)
+        try:
+            return pid is not None and psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    with running_target([sys.executable, str(JOBS), mode, str(ready), str(workdir)], workdir,
+                        tags=tags + ([zombie] if zombie else []), ready=settled) as job:
+        data = json.loads(dump_json(job.launcher, *FAST))
+        pids = dict(job.pids)
+    return data, pids
+
+
+def test_a_daemon_that_inherited_the_output_pipe_is_the_suspect_not_the_exited_shell(
+        tmp_path: Path) -> None:
+    """Real report: python/cpython#76116 (communicate() waits for EOF on a pipe a background
+    grandchild inherited; the shell that started it exited)."""
+    data, pids = _dump("daemon_output", tmp_path, ["tool", "daemon"], zombie="shell")
+    tool, shell, daemon = pids["tool"], pids["shell"], pids["daemon"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict  # not a "missing rank": the job has none
+    assert verdict["suspects"] == [daemon]
+    summary = verdict["summary"]
+    assert f"(PID {tool}) is blocked reading pipe" in summary, summary
+    assert f"which only PID {daemon} (" in summary
+    assert f"waits for EOF, but its child PID {shell} already exited with code 0, a zombie" \
+        in summary
+    assert "inherited the write end and keeps it open" in summary
+    (zombie,) = [f for f in data["findings"] if f["id"] == "proc.zombie"]
+    assert zombie["severity"] == "warning" and "waits forever" not in zombie["message"]
+
+
+def test_a_child_prompting_on_a_stdin_pipe_its_parent_never_writes_is_the_suspect(
+        tmp_path: Path) -> None:
+    """Real report: nco/pynco#56 (a tool run with stdin=PIPE asks to overwrite; no input ever
+    comes and its caller waits for it)."""
+    data, pids = _dump("asker", tmp_path, ["peer", "child", "driver"])
+    child, driver, peer = pids["child"], pids["driver"], pids["peer"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict  # not a deadlock of two pipes
+    assert verdict["suspects"] == [child]
+    summary = verdict["summary"]
+    assert summary.startswith("A prompt nobody answers: "), summary
+    assert f"PID {child} (python) waits for input on its stdin (pipe" in summary
+    assert "asker_child (chain_jobs.py:" in summary
+    assert f"(PID {driver}) holds its write end, and never writes it" in summary
+    assert f"waits for its child PID {child}" in summary
+    assert "stdin=subprocess.DEVNULL" in summary
+    # The peer waiting on the driver leads the chain.
+    assert summary.index(f"PID {peer}") < summary.index(f"PID {child} (python) waits for input")
+
+
+def test_a_rank_that_left_its_loop_early_into_a_store_wait_is_the_odd_one_out(
+        tmp_path: Path) -> None:
+    """Real report: pytorch/pytorch#33148 (uneven inputs: a rank with fewer batches leaves the
+    loop and waits on the store while the others wait in the gradient all_reduce)."""
+    data, pids = _dump("early_store", tmp_path, ["rank0", "rank1", "rank2"])
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [pids["rank1"]]  # not rank 0, the store's owner
+    summary = verdict["summary"]
+    assert summary.startswith("Mismatched collectives: ranks 0,2 wait in all_reduce at "
+                              "early_rank (chain_jobs.py:"), summary
+    assert "rank 1 waits on the c10d store (TCPStore wait/get) at early_rank" in summary
+    assert "The odd one out is rank 1." in summary
+
+
+def test_a_rank_that_left_its_loop_early_into_a_barrier_is_the_odd_one_out(
+        tmp_path: Path) -> None:
+    """Real report: pytorch/pytorch#38174 (the Join RFC: a rank out of inputs enters the next
+    collective of its own, a barrier, while the others wait in their gradient all_reduce)."""
+    data, pids = _dump("early_barrier", tmp_path, ["rank0", "rank1", "rank2"])
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [pids["rank1"]]
+    assert "rank 1 waits in barrier at early_rank (chain_jobs.py:" in verdict["summary"]
+    assert "The odd one out is rank 1." in verdict["summary"]
+
+
+def test_two_single_threaded_servers_calling_each_other_over_loopback_are_a_deadlock(
+        tmp_path: Path) -> None:
+    """Real report: puma/puma#612 (a handler's request needs the same single-threaded server;
+    the connection waits in its accept queue)."""
+    data, pids = _dump("callback", tmp_path, ["client", "a_asks_b", "b_asks_a"])
+    a, b = pids["a_asks_b"], pids["b_asks_a"]
+    backlog = [e for e in data["wait_graph"]["edges"]
+               if e["kind"] == "tcp" and e["pid"] == b and "accept queue" in e["how"]]
+    assert backlog and backlog[0]["to_pid"] == a, data["wait_graph"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", verdict
+    assert set(verdict["suspects"]) <= {a, b} and verdict["suspects"]
+    summary = verdict["summary"]
+    assert f"from PID {a} (python), which has not even accepted that connection" in summary
+    assert "serve requests on more threads" in summary
+
+
+def test_pool_workers_all_inside_tasks_that_wait_for_a_queued_task_saturate_the_pool(
+        tmp_path: Path) -> None:
+    """Real report: PrefectHQ/prefect#14194 (tasks that wait for other tasks hang once they
+    fill the bounded pool: the tasks they wait for stay queued behind them)."""
+    data, pids = _dump("pool_chain", tmp_path, ["driver", "task_0", "task_1"])
+    driver, workers = pids["driver"], {pids["task_0"], pids["task_1"]}
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert set(verdict["suspects"]) == workers  # not the Manager, nor the driver
+    summary = verdict["summary"]
+    assert summary.startswith(f"Pool saturated: PID {driver} (python) waits for a result of "
+                              "its multiprocessing Pool at pool_chain (chain_jobs.py:"), summary
+    assert "all 2 workers are busy with tasks that themselves wait" in summary
+    assert "in task stitch (chain_jobs.py:" in summary
+    assert "is the multiprocessing Manager" in summary
+    assert "saturated by tasks waiting for tasks" in summary
