@@ -156,12 +156,13 @@ class WaitEdge:
 class WaitPattern:
     """A shape found in the graph: a cycle, a sink, a blocked event loop, a lost result..."""
 
-    kind: str  # cycle | sink | event_loop | fork_lock | lost_result | prompt | lock_holder
+    kind: str  # cycle | self_lock | self_wait | orphan_wait | sink | event_loop | fork_lock...
     members: tuple[int, ...]  # PIDs, the suspect first where there is one
     chain: str  # the one sentence that states it
     edges: tuple[int, ...] = ()  # indexes into WaitGraph.edges
     suspect: int | None = None  # PID
     suspect_tid: int | None = None
+    also: tuple[int, ...] = ()  # PIDs suspect as much as ``suspect`` (forked siblings)
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,14 @@ from hangscope.analyze.subject_lines import evidence
 from hangscope.model import Severity, Verdict, VerdictKind
 from hangscope.wait_evidence import WaitGraph, WaitPattern
 
-_HEAD = {"cycle": "Deadlock", "fork_lock": "Deadlock (a lock inherited through fork)",
+_HEAD = {"cycle": "Deadlock", "fork_lock": "Deadlock (a lock inherited locked across fork)",
+         "self_lock": "Deadlock (a thread waits for itself)",
+         "self_wait": "Deadlock (an event loop waits for itself)",
+         "orphan_wait": "A wait nobody can end",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
          "prompt": "A prompt nobody answers", "sink": "Wait chain"}
-_KIND = {"cycle": VerdictKind.DEADLOCK, "fork_lock": VerdictKind.DEADLOCK}
+_KIND = {"cycle": VerdictKind.DEADLOCK, "fork_lock": VerdictKind.DEADLOCK,
+         "self_lock": VerdictKind.DEADLOCK, "self_wait": VerdictKind.DEADLOCK}
 
 
 def edge_lines(graph: WaitGraph, pattern: WaitPattern) -> tuple[str, ...]:
@@ -43,7 +47,7 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
                 graph.edges[i].kind for i in pattern.edges):
             continue
         chain = pattern.chain[:1].upper() + pattern.chain[1:]
-        suspects = (pattern.suspect,) if pattern.suspect is not None else ()
+        suspects = ((pattern.suspect, *pattern.also) if pattern.suspect is not None else ())
         return Verdict(_KIND.get(pattern.kind, VerdictKind.WAIT_CHAIN), Severity.CRITICAL,
                        f"{_HEAD[pattern.kind]}: {chain}.", suspects,
                        (*edge_lines(graph, pattern), *evidence(facts)))
@@ -52,12 +56,12 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
 
 def wait_cycle(facts: Facts) -> Verdict | None:
     """Following each stuck thread's wait comes back to it: a deadlock."""
-    return _verdict(facts, ("cycle", "fork_lock"))
+    return _verdict(facts, ("cycle", "self_lock", "self_wait", "fork_lock"))
 
 
 def wait_shape(facts: Facts) -> Verdict | None:
     """A blocked event loop, a lost pool result, or an unanswered prompt."""
-    return _verdict(facts, ("event_loop", "lost_result", "prompt"))
+    return _verdict(facts, ("orphan_wait", "event_loop", "lost_result", "prompt"))
 
 
 def lock_holder(facts: Facts) -> Verdict | None:
