@@ -343,12 +343,11 @@ def _held_edge(proc: Process, thread: Thread,
     holders = held.get(lock_key(frame, frame.takes), [])
     mine = next((f for t, f in holders if t.tid == thread.tid), None)
     others = [(t, f) for t, f in holders if t.tid != thread.tid]
-    # Holding it itself decides: a non-reentrant lock its own outer frame took blocks it
-    # whoever else may hold a lock of the same name.
-    holder, where = (thread, mine) if mine is not None else others[0] if len(
-        others) == 1 else (None, None)
-    if holder is None or where is None:
+    # One holder or none: the same name held by two threads is two objects (a lock per
+    # instance, a recursive walk over nodes), and which one this thread wants is unknown.
+    if len(holders) != 1:
         return None
+    holder, where = (thread, mine) if mine is not None else others[0]
     site = f"{frame.name} ({frame.short_file}:{frame.line})"
     held_at = f"{where.name} ({where.short_file}:{where.line})"
     who_holds = "its own outer frame" if holder.tid == thread.tid else \

@@ -392,11 +392,11 @@ def _future_wait(thread: Thread) -> Frame | None:
                  and f.name.rsplit(".", 1)[-1] in ("result", "exception", "wait")), None)
 
 
-def _running_work(thread: Thread) -> bool:
-    """A thread that could complete a future: not idling for work (an executor's idle worker
-    waits on its queue; a blocked or idle thread runs nothing)."""
-    return not thread.helper and thread.python and thread.category not in (
-        Category.IDLE, Category.LOCK, Category.IPC_WAIT, Category.SLEEP)
+def _could_produce(thread: Thread) -> bool:
+    """A thread that could set an event, fill a queue or complete a future: any thread of the
+    process that is not itself idling in such a wait (an executor's idle worker waits on its
+    queue; one blocked in recv may be computing the result)."""
+    return not thread.helper and thread.python and _notified_wait(thread) is None
 
 
 def _self_wait(g: _Graph) -> WaitPattern | None:
@@ -413,7 +413,7 @@ def _self_wait(g: _Graph) -> WaitPattern | None:
                          and f.name.rsplit(".", 1)[-1] in _LOOP), None)
             if waits is None or loop is None or python.index(waits) > loop:
                 continue
-            if any(_running_work(t) for t in proc.threads if t.tid != thread.tid):
+            if any(_could_produce(t) for t in proc.threads if t.tid != thread.tid):
                 continue  # another thread may be computing it: a blocked loop, not a self-wait
             inner = user_frame(thread)
             site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
@@ -470,7 +470,7 @@ def _orphan_wait(g: _Graph) -> WaitPattern | None:
                 continue
             others = [t for t in proc.threads if t.tid != thread.tid and t.python
                       and not t.helper]
-            if any(_notified_wait(t) is None for t in others):
+            if any(_could_produce(t) for t in others):
                 continue  # another thread runs or waits on something else: it may set it
             died = _died(proc)
             waiters = sorted({e.pid for e in g.edges if e.to_pid == proc.pid
