@@ -3,9 +3,17 @@
 Pure, over a classified Snapshot and its edges (analyze/waitgraph.py). In the order the verdict
 rules read them (analyze/rules_graph.py):
 
-- a cycle: following each stuck thread's wait returns to where it started (a deadlock);
+- a cycle: following each stuck thread's wait returns to where it started (a deadlock), two
+  threads of one process each holding the lock the other takes among them (ABBA);
+- a self-lock: a thread waits on a lock an outer frame of its own stack holds (a signal
+  handler over the frame it interrupted);
+- a self-wait: an asyncio loop's thread blocks on a concurrent future nothing else can
+  complete (``run_coroutine_threadsafe`` on its own loop);
+- an orphan wait: a thread waits on an Event, Condition, Queue or Future of its process and no
+  thread is left that could set it (the producer died);
 - a blocked event loop: an asyncio loop thread blocked in a read inside a coroutine;
-- a lock inherited held through fork: a forked child's only thread waits on a lock;
+- a lock inherited locked across fork: a forked child's main thread waits on a lock and its
+  other threads (a queue feeder, idle helpers) cannot hold it;
 - a result nobody computes: a driver waits on its Pool while every worker idles;
 - a prompt nobody answers: a read of a terminal, or of a FIFO or pipe nobody writes, under
   pdb or ``input()``;
@@ -326,11 +334,12 @@ def _forked(proc: Process, parent: Process | None) -> bool:
 
 def _bystander(thread: Thread) -> bool:
     """A thread of a forked child that cannot hold the inherited lock: a helper (a queue's
-    feeder, pin memory), a native-only thread, or one idling for work (it started in the
-    child, after the fork, so it holds none of the parent's locks)."""
-    return thread.helper or not thread.python or (
-        not waits_on_lock(thread) and thread.category is Category.LOCK) or (
-        thread.category in (Category.IDLE, Category.IPC_WAIT, Category.SLEEP))
+    feeder, pin memory), a native-only thread, one idling for work in an Event/Condition/Queue
+    wait, or one blocked elsewhere whose source holds no lock (it started in the child, after
+    the fork, and took none)."""
+    return thread.helper or not thread.python or _notified_wait(thread) is not None or (
+        thread.category in (Category.IDLE, Category.IPC_WAIT, Category.SLEEP)
+        and not any(f.holds for f in thread.frames if not f.native))
 
 
 def _fork_lock(g: _Graph) -> WaitPattern | None:
