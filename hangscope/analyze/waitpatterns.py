@@ -596,7 +596,7 @@ def _pdb(thread: Thread) -> bool:
 
 def _sink(g: _Graph) -> WaitPattern | None:
     """The longest chain from a stuck subject that holds a wait other than a child's."""
-    best: tuple[int, list[int]] | None = None
+    best: tuple[tuple[int, bool], list[int]] | None = None
     # From every process's working thread, and from every thread that waits on another
     # thread of its own process (a Python lock, the GIL): they need not be the working one.
     # A helper's wait (the resource tracker reading its pipe, a compile worker's queue) is how
@@ -612,8 +612,11 @@ def _sink(g: _Graph) -> WaitPattern | None:
         if not path or start is not None or all(g.edges[i].kind in ("child", "thread")
                                                 for i in path):
             continue
-        if best is None or len(path) > best[0]:
-            best = (len(path), path)
+        # Of chains as long, one that starts with a request to a listening port: a client
+        # waits for an answer, where a worker reading its parent's socket waits for work.
+        rank = (len(path), _asks(g, g.edges[path[0]]))
+        if best is None or rank > best[0]:
+            best = (rank, path)
     if best is None:
         return None
     path = best[1]
@@ -632,8 +635,41 @@ def _sink(g: _Graph) -> WaitPattern | None:
     suspect, tid = _suspect(g, path)
     members = tuple(dict.fromkeys([*(g.edges[i].pid for i in path),
                                    *(p for i in path if (p := g.edges[i].to_pid))]))
-    chain = "; ".join(_hop(g, i) for i in path) + _end(g, path)
+    last = g.edges[path[-1]]
+    idle = _idle_loop(end, g.threads.get((end.pid, last.to_tid)) if last.to_tid else
+                      end.working_thread) if end is not None and last.kind in ("tcp",
+                                                                              "unix") else ""
+    chain = "; ".join(_hop(g, i) for i in path) + (idle or _end(g, path))
     return WaitPattern("sink", members, chain, tuple(path), suspect, tid)
+
+
+def _asks(g: _Graph, edge: WaitEdge) -> bool:
+    """A TCP wait for a reply from a port the other process listens on (a request)."""
+    peer = g.procs.get(edge.to_pid or 0)
+    if edge.kind != "tcp" or peer is None or " -> " not in edge.object:
+        return False
+    port = edge.object.rsplit(":", 1)[-1]
+    return port.isdigit() and any(s.port == int(port) for s in peer.listening)
+
+
+def _idle_loop(proc: Process, thread: Thread | None) -> str:
+    """What an asyncio server idle in its selector while a client waits for its reply means:
+    the request's coroutine is suspended on an await nothing completes."""
+    if thread is None:
+        return ""
+    python = [f for f in thread.frames if not f.native]
+    if not python or not (python[0].file or "").endswith("selectors.py") or not any(
+            "asyncio" in (f.file or "") and f.name.rsplit(".", 1)[-1] in _LOOP for f in python):
+        return ""
+    died = [line.strip() for line in proc.log_errors
+            if "Task exception was never retrieved" in line or "exception=" in line]
+    text = (f"; the asyncio loop of {who(proc)} is idle, not blocked: the request's coroutine "
+            "is suspended on an await that nothing will complete (a future whose setter, "
+            "a task or callback, died or was never scheduled; py-spy cannot see suspended "
+            "coroutines: list them with asyncio.all_tasks(), aiomonitor, or python -X dev)")
+    if died:
+        text += f"; its output says: {died[-1][:160]!r}"
+    return text
 
 
 def _calm(snap: Snapshot, proc: Process) -> str | None:

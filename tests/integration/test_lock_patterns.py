@@ -115,3 +115,19 @@ def test_an_event_loop_blocking_on_a_future_of_its_own_loop_waits_for_itself(
     assert "waits for itself: it blocks synchronously in concurrent.futures.Future.result() " \
            "at on_tick (lock_jobs.py:" in summary, summary
     assert "run_coroutine_threadsafe" in summary, summary
+
+
+def test_a_request_awaiting_a_future_whose_setter_task_died_is_named_on_an_idle_loop(
+        tmp_path: Path) -> None:
+    """Real report: vllm-project/vllm#36941 (the output handler task dies silently; every
+    request waits on a future nobody sets while the loop idles in epoll)."""
+    data, pids = _dump("lost_future", tmp_path, ["server", "client"])
+    server, client = pids["server"], pids["client"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [server], verdict
+    summary = verdict["summary"]
+    assert summary.startswith(f"Wait chain: PID {client} (python) waits for a reply on TCP"), \
+        summary
+    assert (f"the asyncio loop of PID {server} (python) is idle, not blocked: the request's "
+            "coroutine is suspended on an await that nothing will complete") in summary, summary

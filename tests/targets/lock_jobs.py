@@ -17,6 +17,9 @@ Each process appends ``"<pid> <tag>"`` to READY_FILE right before the call it st
 - ``fork_feeder``    the parent forks a multiprocessing child (fork start method) while a
                      thread of the parent holds the registry lock; the child starts a queue
                      feeder thread, then waits on the inherited lock; the parent joins it.
+- ``lost_future``    an asyncio server's handler awaits a future that its dispatcher task
+                     should set; the dispatcher died of an exception (never retrieved); a
+                     client child waits over TCP for the reply while the loop idles.
 - ``loop_callback``  an asyncio loop callback (call_soon) blocks on
                      ``run_coroutine_threadsafe(coro, its own loop).result()``; the loop's
                      default executor has an idle worker thread.
@@ -220,7 +223,56 @@ def loop_callback() -> None:
     asyncio.run(loop_main())
 
 
-MODES = {"abba_store": abba_store, "abba_client": abba_client, "handler_lock": handler_lock,
+class Dispatcher:
+    """Routes replies to the requests waiting for them."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[int, asyncio.Future[bytes]] = {}
+        self.replies: asyncio.Queue[tuple[int, bytes | None]] = asyncio.Queue()
+
+    async def run(self) -> None:
+        while True:
+            rid, body = await self.replies.get()
+            fut = self.waiting.pop(rid)
+            fut.set_result(body.upper())  # type: ignore[union-attr]  # None: AttributeError
+
+
+async def lost_future_main() -> None:
+    dispatcher = Dispatcher()
+    task = asyncio.get_running_loop().create_task(dispatcher.run())
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        rid = int((await reader.readline()).decode())
+        fut = asyncio.get_running_loop().create_future()
+        dispatcher.waiting[rid] = fut
+        await dispatcher.replies.put((rid, None))  # a reply without a body
+        writer.write(await fut)
+        await writer.drain()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "lost_client", READY, str(WORKDIR), str(port))
+    while not task.done():
+        await asyncio.sleep(0.01)
+    ready("server")
+    await child.wait()
+    del task
+
+
+def lost_future() -> None:
+    asyncio.run(lost_future_main())
+
+
+def lost_client() -> None:
+    conn = socket.create_connection(("127.0.0.1", int(sys.argv[4])))
+    conn.sendall(b"1\n")
+    ready("client")
+    conn.recv(16)
+
+
+MODES = {"lost_future": lost_future, "lost_client": lost_client, "abba_store": abba_store,
+         "abba_client": abba_client, "handler_lock": handler_lock,
          "dead_producer": dead_producer, "fork_feeder": fork_feeder,
          "loop_callback": loop_callback}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import logging
 import textwrap
+from pathlib import Path
 
 from support import TARGETS
 
@@ -19,7 +20,7 @@ JOBS = str(TARGETS / "lock_jobs.py")
 
 
 def _line(text: str, path: str = JOBS, after: int = 0) -> int:
-    lines = open(path).read().splitlines()
+    lines = Path(path).read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if i > after and text in line)
 
 
