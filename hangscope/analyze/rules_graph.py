@@ -12,7 +12,8 @@ from hangscope.analyze.subject_lines import evidence
 from hangscope.model import Severity, Verdict, VerdictKind
 from hangscope.wait_evidence import WaitGraph, WaitPattern
 
-_HEAD = {"cycle": "Deadlock", "fork_lock": "Deadlock (a lock inherited locked across fork)",
+_HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
+         "fork_lock": "Deadlock (a lock inherited locked across fork)",
          "self_lock": "Deadlock (a thread waits for itself)",
          "self_wait": "Deadlock (an event loop waits for itself)",
          "orphan_wait": "A wait nobody can end",
@@ -52,6 +53,27 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
                        f"{_HEAD[pattern.kind]}: {chain}.", suspects,
                        (*edge_lines(graph, pattern), *evidence(facts)))
     return None
+
+
+def lock_ring(facts: Facts, pid: int) -> tuple[list[tuple[int, str, str, str]], int] | None:
+    """The threads of ``pid`` in a lock-order cycle (analyze/waitpatterns.py ``lock_ring``):
+    (tid, the lock it holds, the lock it takes, where) each, and how many threads wait behind
+    them; None without one."""
+    graph = facts.snapshot.wait_graph
+    pattern = next((p for p in graph.patterns if p.kind == "lock_ring" and p.suspect == pid),
+                   None) if graph is not None else None
+    if graph is None or pattern is None:
+        return None
+    edges = [graph.edges[i] for i in pattern.edges]
+    out = []
+    for edge in edges:
+        wants, _, site = edge.object.partition(" (taken at ")
+        holds = [e.object.partition(" (taken at ")[0] for e in edges if e.to_tid == edge.tid]
+        out.append((edge.tid, ", ".join(holds), wants, site[:-1]))
+    tids = {e.tid for e in edges}
+    behind = {e.tid for e in graph.edges if e.kind == "py_lock" and e.pid == pid
+              and e.to_tid in tids and e.tid not in tids}
+    return out, len(behind)
 
 
 def wait_cycle(facts: Facts) -> Verdict | None:

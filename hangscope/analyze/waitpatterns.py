@@ -198,6 +198,16 @@ _ADVICE = {
 
 
 def _cycle(g: _Graph) -> WaitPattern | None:
+    return _find_cycle(g, rings=False)
+
+
+def _lock_cycle(g: _Graph) -> WaitPattern | None:
+    return _find_cycle(g, rings=True)
+
+
+def _find_cycle(g: _Graph, rings: bool) -> WaitPattern | None:
+    """A cycle across processes (``rings`` False), or threads of one process each holding the
+    lock the next one takes (``rings`` True: rules.py's local deadlock states it)."""
     # From each process's working thread, then from each thread waiting on a Python lock: two
     # request threads of a server deadlock while its main thread idles in accept().
     starts = [(pid, None) for pid in sorted(g.out)] + list(dict.fromkeys(
@@ -213,7 +223,9 @@ def _cycle(g: _Graph) -> WaitPattern | None:
         if len(members) < 2 and "file_lock" not in kinds and not (
                 len(threads) >= 2 and "py_lock" in kinds):
             continue  # a thread waiting on its own process's thread is not a deadlock alone
-        if len(members) == 1 and set(kinds) == {"py_lock"}:
+        if (len(members) == 1 and set(kinds) == {"py_lock"}) is not rings:
+            continue
+        if rings:
             return _lock_ring(g, ring)
         advice = next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
                       "one of them must act first: break the cycle")
@@ -252,7 +264,7 @@ def _lock_ring(g: _Graph, ring: list[int]) -> WaitPattern:
     chain = (f"lock-order inversion in {who(proc)}: " + "; ".join(parts) + tail
              + ": take the locks in the same order in every thread")
     first = g.edges[ring[0]]
-    return WaitPattern("cycle", (pid, *clients), chain, tuple(ring), pid, first.tid)
+    return WaitPattern("lock_ring", (pid, *clients), chain, tuple(ring), pid, first.tid)
 
 
 def _self_lock(g: _Graph) -> WaitPattern | None:
@@ -680,8 +692,8 @@ def _calm(snap: Snapshot, proc: Process) -> str | None:
     return calm_kind(proc, measured)
 
 
-PATTERNS = (_cycle, _self_lock, _self_wait, _orphan_wait, _event_loop, _fork_lock, _lost_result,
-            _prompt, _sink)
+PATTERNS = (_cycle, _lock_cycle, _self_lock, _self_wait, _orphan_wait, _event_loop, _fork_lock,
+            _lost_result, _prompt, _sink)
 
 
 def _what_else(g: _Graph, pattern: WaitPattern) -> str:
