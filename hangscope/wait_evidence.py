@@ -156,7 +156,7 @@ class WaitEdge:
 class WaitPattern:
     """A shape found in the graph: a cycle, a sink, a blocked event loop, a lost result..."""
 
-    kind: str  # cycle | self_lock | self_wait | orphan_wait | sink | event_loop | fork_lock...
+    kind: str  # cycle | lock_ring | self_lock | self_wait | orphan_wait | fork_lock | sink ...
     members: tuple[int, ...]  # PIDs, the suspect first where there is one
     chain: str  # the one sentence that states it
     edges: tuple[int, ...] = ()  # indexes into WaitGraph.edges
