@@ -20,117 +20,43 @@ rules read them (analyze/rules_graph.py):
 - a sink: the thread that everything waits on, transitively, which itself waits on nothing
   in the job (or on something outside it).
 
-Why one file: the patterns are one ordered table over one graph (``PATTERNS``), each small and
-read against the others (what a cycle claims, a sink must not claim again).
+The patterns are one ordered table over one graph (``PATTERNS``), each read against the others
+(what a cycle claims, a sink must not claim again); those of threads inside one process live in
+analyze/threadpatterns.py, the walk in analyze/waitwalk.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
 from hangscope.analyze.calm import calm_kind
 from hangscope.analyze.roles import HELPER_ROLES
-from hangscope.analyze.waitgraph import (
-    blocked as _blocked,
+from hangscope.analyze.threadpatterns import (
+    fork_lock,
+    lock_ring,
+    orphan_wait,
+    self_lock,
+    self_wait,
 )
-from hangscope.analyze.waitgraph import (
-    build_edges,
-    edges_from,
-    held_locks,
-    lock_key,
-    taking_frame,
-    user_frame,
-    waits_on_lock,
-)
-from hangscope.model import Category, Frame, Process, Snapshot, Thread
+from hangscope.analyze.waitgraph import blocked as _blocked
+from hangscope.analyze.waitgraph import build_edges, user_frame
+from hangscope.analyze.waitwalk import LOOP, Graph, site_words, thread_words
+from hangscope.model import Process, Snapshot, Thread
 from hangscope.wait_evidence import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import verb, who
 
 
-class _Graph:
-    def __init__(self, snap: Snapshot, edges: Sequence[WaitEdge]) -> None:
-        self.snap = snap
-        self.edges = edges
-        self.procs = {p.pid: p for p in snap.processes}
-        self.out = edges_from(edges)
-        self.threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
-
-    def live_edges(self, pid: int, tid: int | None) -> list[int]:
-        """Edges out of a thread still blocked; tid None: out of the process's working thread
-        (the thread that says where it is: a pool's reader threads wait for data, they are
-        not what the process waits on)."""
-        if tid is None:
-            proc = self.procs.get(pid)
-            tid = proc.working_tid if proc is not None else None
-        found = [i for i in self.out.get(pid, []) if self.edges[i].tid == tid
-                 and (t := self.threads.get((pid, tid))) is not None and _blocked(t)]
-        # Another process before its own; a thread that itself waits before an idle one.
-        found.sort(key=lambda i: (self.edges[i].to_pid == pid and self.edges[i].to_tid is None,
-                                  not self._waits(self.edges[i])))
-        return found
-
-    def _waits(self, edge: WaitEdge) -> bool:
-        if edge.to_pid is None:
-            return True
-        if edge.to_tid is None:
-            return edge.to_pid != edge.pid
-        return any(self.edges[i].tid == edge.to_tid for i in self.out.get(edge.to_pid, []))
-
-    def walk(self, pid: int, tid: int | None) -> tuple[list[int], int | None]:
-        """Follow the first wait from (pid, tid): (edges followed, index where a cycle
-        starts in that list, or None: it ended at a sink)."""
-        path: list[int] = []
-        seen: dict[tuple[int, int | None], int] = {}
-        node: tuple[int, int | None] = (pid, tid)
-        while True:
-            out = self.live_edges(*node)
-            if not out:
-                return path, None
-            edge = self.edges[out[0]]
-            here = (edge.pid, edge.tid)
-            if here in seen:
-                return path, seen[here]
-            seen[here] = len(path)
-            path.append(out[0])
-            if edge.to_pid is None or edge.to_pid not in self.procs or (
-                    edge.to_pid == edge.pid and edge.to_tid is None):
-                return path, None  # outside the job, or its own process holds the other end
-            node = (edge.to_pid, edge.to_tid)
-
-
-def _proc_words(proc: Process) -> str:
-    return who(proc)
-
-
-def _thread_words(proc: Process, thread: Thread | None) -> str:
-    if thread is None or len([t for t in proc.threads if t.python]) <= 1:
-        return who(proc)
-    return f"thread {thread.name or thread.tid} of {who(proc)}"
-
-
-def _site(thread: Thread | None) -> str:
-    if thread is None:
-        return ""
-    if thread.site:  # the user's line that called into the wait (classify.py)
-        return f" at {thread.site}"
-    frame = user_frame(thread)
-    if frame is not None:
-        return f" at {frame.name} ({frame.short_file}:{frame.line})"
-    return f" at {thread.site}" if thread.site else ""
-
-
-def _hop(g: _Graph, i: int) -> str:
+def _hop(g: Graph, i: int) -> str:
     """One edge as a clause: ``PID 9 waits for child 10 (wait4) at run (x.py:3)``."""
     edge = g.edges[i]
     proc = g.procs[edge.pid]
     thread = g.threads.get((edge.pid, edge.tid))
-    me = _thread_words(proc, thread)
+    me = thread_words(proc, thread)
     target = g.procs.get(edge.to_pid) if edge.to_pid is not None else None
     them = who(target) if target is not None else (edge.outside or "something outside the job")
     if edge.to_pid == edge.pid and edge.to_tid is None:
         them = "its own process (no other process holds the other end)"
-    site = _site(thread)
+    site = site_words(thread)
     if edge.kind == "child":
         return f"{me} waits for its child {them}{site}"
     if edge.kind in ("pipe", "fifo"):
@@ -142,7 +68,7 @@ def _hop(g: _Graph, i: int) -> str:
         return f"{me} is blocked {doing} {what}{site}, which only {them} {other}"
     if edge.kind == "thread":
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
-        return f"{me} joins {_thread_words(proc, holder)}{site}"
+        return f"{me} joins {thread_words(proc, holder)}{site}"
     if edge.kind in ("gil", "py_lock"):
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
         peers = [e for e in g.edges if e.kind == edge.kind and e.pid == edge.pid
@@ -151,9 +77,9 @@ def _hop(g: _Graph, i: int) -> str:
             me = f"{len(peers)} threads of {who(proc)}"
         waits = "wait" if len(peers) > 1 else "waits"
         if edge.kind == "gil":
-            return f"{me} {waits} for the GIL, which {_thread_words(proc, holder)} owns"
+            return f"{me} {waits} for the GIL, which {thread_words(proc, holder)} owns"
         return (f"{me} {waits} for {edge.object}, probably held by "
-                f"{_thread_words(proc, holder)} ({edge.how})")
+                f"{thread_words(proc, holder)} ({edge.how})")
     if edge.kind == "file_lock":
         return f"{me} waits for the {edge.object}{site}, held by {them}"
     if edge.kind == "terminal":
@@ -167,7 +93,7 @@ def _hop(g: _Graph, i: int) -> str:
     return f"{me} waits on {edge.object}{site} for {them}"
 
 
-def _end(g: _Graph, edges: list[int]) -> str:
+def _end(g: Graph, edges: list[int]) -> str:
     """What the last thread of a chain does: ``; PID 9 sleeps at x (y.py:3)``."""
     last = g.edges[edges[-1]]
     if last.to_pid is None or last.to_pid not in g.procs or (
@@ -177,10 +103,11 @@ def _end(g: _Graph, edges: list[int]) -> str:
     thread = g.threads.get((proc.pid, last.to_tid)) if last.to_tid else proc.working_thread
     if thread is None or thread.category is None:
         return ""
-    return f"; {_thread_words(proc, thread)} {verb(thread.category, op=thread.op)}{_site(thread)}"
+    doing = verb(thread.category, op=thread.op)
+    return f"; {thread_words(proc, thread)} {doing}{site_words(thread)}"
 
 
-def _suspect(g: _Graph, edges: list[int]) -> tuple[int | None, int | None]:
+def _suspect(g: Graph, edges: list[int]) -> tuple[int | None, int | None]:
     last = g.edges[edges[-1]]
     if last.to_pid is None or last.to_pid not in g.procs or (
             last.to_pid == last.pid and last.to_tid is None):
@@ -197,15 +124,15 @@ _ADVICE = {
 }
 
 
-def _cycle(g: _Graph) -> WaitPattern | None:
+def _cycle(g: Graph) -> WaitPattern | None:
     return _find_cycle(g, rings=False)
 
 
-def _lock_cycle(g: _Graph) -> WaitPattern | None:
+def _lock_cycle(g: Graph) -> WaitPattern | None:
     return _find_cycle(g, rings=True)
 
 
-def _find_cycle(g: _Graph, rings: bool) -> WaitPattern | None:
+def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
     """A cycle across processes (``rings`` False), or threads of one process each holding the
     lock the next one takes (``rings`` True: rules.py's local deadlock states it)."""
     # From each process's working thread, then from each thread waiting on a Python lock: two
@@ -226,7 +153,7 @@ def _find_cycle(g: _Graph, rings: bool) -> WaitPattern | None:
         if (len(members) == 1 and set(kinds) == {"py_lock"}) is not rings:
             continue
         if rings:
-            return _lock_ring(g, ring)
+            return lock_ring(g, ring)
         advice = next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
                       "one of them must act first: break the cycle")
         chain = "; ".join(_hop(g, i) for i in ring) + f": {advice}"
@@ -234,85 +161,14 @@ def _find_cycle(g: _Graph, rings: bool) -> WaitPattern | None:
     return None
 
 
-def _lock_ring(g: _Graph, ring: list[int]) -> WaitPattern:
-    """Threads of one process, each holding the lock the next one wants (ABBA)."""
-    pid = g.edges[ring[0]].pid
-    proc = g.procs[pid]
-    parts = []
-    for i in ring:
-        edge = g.edges[i]
-        me = g.threads.get((pid, edge.tid))
-        wants = edge.object.split(" (taken at ", 1)
-        held = [f"{g.edges[j].object.split(' (taken at ', 1)[0]}" for j in ring
-                if g.edges[j].to_tid == edge.tid]
-        site = f" at {wants[1][:-1]}" if len(wants) > 1 else _site(me)
-        holds = f"holds {', '.join(held)} and " if held else ""
-        parts.append(f"thread {me.name if me and me.name else edge.tid} {holds}waits for "
-                     f"{wants[0]}{site}")
-    ring_tids = {g.edges[i].tid for i in ring}
-    behind = {e.tid for e in g.edges if e.kind == "py_lock" and e.pid == pid
-              and e.to_tid in ring_tids and e.tid not in ring_tids}
-    clients = sorted({e.pid for e in g.edges if e.to_pid == pid and e.pid != pid
-                      and e.kind in ("unix", "tcp", "pipe", "fifo", "store")})
-    tail = ""
-    if behind:
-        n = len(behind)
-        tail += f"; {n} more thread{'s wait' if n > 1 else ' waits'} behind them"
-    if clients:
-        tail += "; " + ", ".join(who(g.procs[c]) for c in clients[:4]) + (
-            " wait" if len(clients) > 1 else " waits") + " for it"
-    chain = (f"lock-order inversion in {who(proc)}: " + "; ".join(parts) + tail
-             + ": take the locks in the same order in every thread")
-    first = g.edges[ring[0]]
-    return WaitPattern("lock_ring", (pid, *clients), chain, tuple(ring), pid, first.tid)
-
-
-def _self_lock(g: _Graph) -> WaitPattern | None:
-    """A thread waits for a non-reentrant lock that an outer frame of its own stack holds."""
-    for i, edge in enumerate(g.edges):
-        if edge.kind != "py_lock" or edge.to_tid != edge.tid:
-            continue
-        proc = g.procs[edge.pid]
-        thread = g.threads.get((edge.pid, edge.tid))
-        if thread is None or not _blocked(thread):
-            continue
-        taking = taking_frame(thread)
-        python = [f for f in thread.frames if not f.native]
-        text = edge.object.split(" (taken at ", 1)[0]
-        holder = next((f for f in reversed(python) if f is not taking and text in f.holds),
-                      taking)
-        frames = python[python.index(taking) if taking in python else 0:]
-        below = frames[1] if len(frames) > 1 else None
-        held_at = f"{holder.name} ({holder.short_file}:{holder.line})" if holder else "?"
-        how = ""
-        if below is not None and taking is not None and below.calls and \
-                taking.name.rsplit(".", 1)[-1] not in below.calls:
-            # The caller's line calls no function of that name: the frame was not called
-            # from it but run over it, as CPython runs a signal handler on the main thread.
-            how = (f"; {taking.name} runs on top of {below.name} ({below.short_file}:"
-                   f"{below.line}), whose line does not call it: a signal handler that "
-                   f"interrupted the thread inside the block holding {text}")
-        chain = (f"{_thread_words(proc, thread)} deadlocks itself: it waits for {text} at "
-                 f"{taking.name if taking else '?'} ({taking.short_file if taking else '?'}:"
-                 f"{taking.line if taking else '?'}), which its own outer frame {held_at} holds "
-                 f"and cannot release until this wait returns{how}; a threading.Lock is not "
-                 "reentrant: do not take it in a signal handler or callback (set a flag, or "
-                 "use an RLock)")
-        return WaitPattern("self_lock", (proc.pid,), chain, (i,), proc.pid, thread.tid)
-    return None
-
-
-_LOOP = ("_run_once", "run_forever", "run_until_complete")
-
-
-def _event_loop(g: _Graph) -> WaitPattern | None:
+def _event_loop(g: Graph) -> WaitPattern | None:
     for i, edge in enumerate(g.edges):
         thread = g.threads.get((edge.pid, edge.tid))
         if thread is None or edge.kind not in ("unix", "tcp", "pipe", "fifo", "store"):
             continue
         python = [f for f in thread.frames if not f.native]
         loop = next((k for k, f in enumerate(python) if f.file and "asyncio" in f.file
-                     and f.name.rsplit(".", 1)[-1] in _LOOP), None)
+                     and f.name.rsplit(".", 1)[-1] in LOOP), None)
         if loop is None or loop == 0:
             continue
         inner = user_frame(thread)
@@ -330,196 +186,6 @@ def _event_loop(g: _Graph) -> WaitPattern | None:
     return None
 
 
-def _forked(proc: Process, parent: Process | None) -> bool:
-    """A fork without exec: multiprocessing's fork start method (``popen_fork`` at the bottom
-    of the child's stack: the parent's frames, copied), or the parent's command line, and not
-    multiprocessing's spawn or forkserver (a fresh interpreter: ``spawn_main``)."""
-    if parent is None or any("--multiprocessing-fork" in a or "spawn_main" in a
-                             for a in proc.cmdline):
-        return False
-    main = next((t for t in proc.threads if t.tid == proc.pid), None)
-    if main is not None and any(not f.native and (f.file or "").endswith(
-            "multiprocessing/popen_fork.py") for f in main.frames):
-        return True
-    return bool(proc.cmdline) and proc.cmdline == parent.cmdline
-
-
-def _bystander(thread: Thread) -> bool:
-    """A thread of a forked child that cannot hold the inherited lock: a helper (a queue's
-    feeder, pin memory), a native-only thread, one idling for work in an Event/Condition/Queue
-    wait, or one blocked elsewhere whose source holds no lock (it started in the child, after
-    the fork, and took none)."""
-    return thread.helper or not thread.python or _notified_wait(thread) is not None or (
-        thread.category in (Category.IDLE, Category.IPC_WAIT, Category.SLEEP)
-        and not any(f.holds for f in thread.frames if not f.native))
-
-
-def _fork_lock(g: _Graph) -> WaitPattern | None:
-    found: list[tuple[Process, Process, Thread]] = []
-    for proc in g.snap.processes:
-        if proc.is_exited:
-            continue
-        main = next((t for t in proc.threads if t.tid == proc.pid), None)
-        parent = g.procs.get(proc.ppid or 0)
-        # The forking thread's copy is the child's main thread: the one the lock wait is on.
-        if main is None or not _blocked(main) or not waits_on_lock(main) or not _forked(
-                proc, parent):
-            continue
-        others = [t for t in proc.threads if t.tid != main.tid]
-        if not all(_bystander(t) for t in others):
-            continue
-        taking = taking_frame(main)
-        if taking is not None and taking.takes is not None and any(
-                t.tid == main.tid for t, _ in held_locks(proc).get(
-                    lock_key(taking, taking.takes), [])):
-            continue  # its own outer frame holds it: a self-deadlock (_self_lock)
-        assert parent is not None
-        found.append((proc, parent, main))
-    if not found:
-        return None
-    proc, parent, thread = found[0]
-    siblings = [p for p, par, _ in found if par.pid == parent.pid]
-    frame = next((f for f in thread.frames if not f.native and f.takes), None) or next(
-        (f for f in thread.frames if not f.native), None)
-    where = f" at {frame.name} ({frame.short_file}:{frame.line})" if frame else ""
-    lock = f" {frame.takes}" if frame is not None and frame.takes else ""
-    one = len(siblings) == 1
-    them = who(proc) if one else (", ".join(who(p) for p in siblings[:4])
-                                  + (f" and {len(siblings) - 4} more" if len(siblings) > 4 else ""))
-    helpers = [t for p in siblings for t in p.threads if t.tid != p.pid]
-    child = "the child has" if one else "each child has"
-    threads = (f"{child} no other thread that could hold it" if not helpers else
-               f"{child} only helper threads besides, started after the fork, that cannot "
-               "hold it")
-    chain = (f"{them}, forked from {who(parent)} without exec, {'waits' if one else 'wait'} "
-             f"on the lock{lock}{where}, inherited locked across fork: the thread that held "
-             f"it when {parent.pid} forked exists only in {parent.pid}, and {threads}, so "
-             "nothing can release it; do not fork while holding a lock (start children "
-             "with 'spawn' or 'forkserver', or outside the critical section)")
-    waiting = [e.pid for e in g.edges if e.to_pid in {p.pid for p in siblings}
-               and e.pid == parent.pid]
-    if waiting:
-        chain += f"; {who(parent)} waits for {'it' if len(siblings) == 1 else 'them'}"
-    return WaitPattern("fork_lock", (*(p.pid for p in siblings), parent.pid), chain, (),
-                       proc.pid, thread.tid, tuple(p.pid for p in siblings[1:]))
-
-
-_FUTURE = ("concurrent/futures/_base.py",)
-
-
-def _future_wait(thread: Thread) -> Frame | None:
-    """The ``concurrent.futures.Future.result``/``wait`` frame a thread blocks in."""
-    return next((f for f in thread.frames if not f.native and (f.file or "").endswith(_FUTURE)
-                 and f.name.rsplit(".", 1)[-1] in ("result", "exception", "wait")), None)
-
-
-def _could_produce(thread: Thread) -> bool:
-    """A thread that could set an event, fill a queue or complete a future: any thread of the
-    process that is not itself idling in such a wait (an executor's idle worker waits on its
-    queue; one blocked in recv may be computing the result)."""
-    return not thread.helper and thread.python and _notified_wait(thread) is None
-
-
-def _self_wait(g: _Graph) -> WaitPattern | None:
-    """An asyncio loop's thread blocks on a concurrent future that no other thread is
-    working on: its work is scheduled on this loop (``run_coroutine_threadsafe``), which
-    cannot run it until the wait returns."""
-    for proc in g.snap.processes:
-        for thread in proc.threads:
-            if proc.is_exited or not _blocked(thread) or thread.category is not Category.LOCK:
-                continue
-            python = [f for f in thread.frames if not f.native]
-            waits = _future_wait(thread)
-            loop = next((k for k, f in enumerate(python) if "asyncio" in (f.file or "")
-                         and f.name.rsplit(".", 1)[-1] in _LOOP), None)
-            if waits is None or loop is None or python.index(waits) > loop:
-                continue
-            if any(_could_produce(t) for t in proc.threads if t.tid != thread.tid):
-                continue  # another thread may be computing it: a blocked loop, not a self-wait
-            inner = user_frame(thread)
-            site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
-            chain = (f"the asyncio event loop of {who(proc)} (thread {thread.name or thread.tid})"
-                     f" waits for itself: it blocks synchronously in concurrent.futures."
-                     f"Future.result(){site}, and no other thread of the process runs "
-                     "anything that could complete that future: its coroutine is scheduled "
-                     "on this same loop (asyncio.run_coroutine_threadsafe on the loop's own "
-                     "thread), which cannot run it until the wait returns; await the "
-                     "coroutine instead of blocking on its future")
-            return WaitPattern("self_wait", (proc.pid,), chain, (), proc.pid, thread.tid)
-    return None
-
-
-_PRODUCED = {"threading.py": ("wait", "wait_for"), "queue.py": ("get",),
-             "concurrent/futures/_base.py": ("result", "exception")}
-
-
-def _notified_wait(thread: Thread) -> Frame | None:
-    """The frame of a thread-to-thread wait (``Event.wait``, ``Condition.wait``, ``Queue.get``,
-    ``Future.result``): a thread of the same process must set, notify, put or complete it."""
-    python = [f for f in thread.frames if not f.native]
-    found = None
-    for f in python:  # the outermost plumbing frame: Event.wait over Condition.wait
-        file = f.file or ""
-        names = next((n for suffix, n in _PRODUCED.items() if file.endswith(suffix)), None)
-        if names is None:
-            break
-        if f.name.rsplit(".", 1)[-1] in names:
-            found = f
-    return found
-
-
-def _died(proc: Process) -> list[str]:
-    """Threads the process's output says died: threading.excepthook's ``Exception in thread
-    NAME:`` line (the thread's traceback follows it)."""
-    lines = [*proc.log_errors, *proc.log_tail]
-    names = [line.split("Exception in thread ", 1)[1].rstrip(":").strip()
-             for line in lines if line.startswith("Exception in thread ")]
-    return list(dict.fromkeys(n for n in names if n))
-
-
-def _orphan_wait(g: _Graph) -> WaitPattern | None:
-    """A thread waits for another thread of its process to set an Event, put on a queue or
-    complete a future, and none is left that could: the producer died (its traceback in the
-    output), or every other thread waits too."""
-    for proc in g.snap.processes:
-        if proc.is_exited or not proc.threads:
-            continue
-        for thread in proc.threads:
-            frame = _notified_wait(thread)
-            if frame is None or thread.helper or not _blocked(thread) or any(
-                    "asyncio" in (f.file or "") for f in thread.frames if not f.native):
-                continue
-            others = [t for t in proc.threads if t.tid != thread.tid and t.python
-                      and not t.helper]
-            if any(_could_produce(t) for t in others):
-                continue  # another thread runs or waits on something else: it may set it
-            died = _died(proc)
-            waiters = sorted({e.pid for e in g.edges if e.to_pid == proc.pid
-                              and e.pid != proc.pid and e.kind != "child"})
-            if not died and not waiters:
-                continue  # a lone wait nobody needs (a signal handler may end it): not a hang
-            inner = user_frame(thread)
-            site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
-            what = frame.name
-            rest = "no other thread of it is left" if not others else (
-                f"its {len(others)} other thread{'s wait' if len(others) > 1 else ' waits'} "
-                "too")
-            chain = (f"{_thread_words(proc, thread)} waits in {what}{site} for another thread "
-                     f"to set it, and {rest}: the producer is gone")
-            if died:
-                chain += (f"; its output says thread {', '.join(died[:3])} died of an "
-                          "exception (threading's 'Exception in thread' traceback), before "
-                          "it could set it")
-            if waiters:
-                chain += "; " + ", ".join(who(g.procs[w]) for w in waiters[:3]) + (
-                    " wait" if len(waiters) > 1 else " waits") + f" for {who(proc)}"
-            chain += ("; wait with a timeout and check the producer thread is_alive(), or "
-                      "set the event in a finally")
-            return WaitPattern("orphan_wait", (proc.pid, *waiters), chain, (), proc.pid,
-                               thread.tid)
-    return None
-
-
 def _in_pool_wait(thread: Thread) -> bool:
     return any(not f.native and f.file and f.file.endswith("multiprocessing/pool.py")
                and f.name.rsplit(".", 1)[-1] in ("get", "wait", "next", "__next__")
@@ -533,7 +199,7 @@ def _pool_worker_idle(proc: Process) -> bool:
         and f.name.rsplit(".", 1)[-1] == "worker" for f in main.frames) and _blocked(main)
 
 
-def _lost_result(g: _Graph) -> WaitPattern | None:
+def _lost_result(g: Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
         # The driver waits in its working or its main thread (not a pool's handler threads).
         waiting = next((t for t in proc.threads if t.tid in (proc.working_tid, proc.pid)
@@ -554,7 +220,7 @@ def _lost_result(g: _Graph) -> WaitPattern | None:
             late = (f"; worker {starts[-1][1]} started {starts[-1][0] - starts[0][0]:.1f} s "
                     "after the pool's first workers: the pool replaced a worker that died "
                     "holding the task")
-        chain = (f"{who(proc)} waits for a result of its multiprocessing Pool{_site(waiting)} "
+        chain = (f"{who(proc)} waits for a result of its multiprocessing Pool{site_words(waiting)} "
                  f"while all {len(workers)} workers idle waiting for tasks: the task was "
                  f"lost{late}; use concurrent.futures.ProcessPoolExecutor (it raises "
                  "BrokenProcessPool) or a timeout on get()")
@@ -570,7 +236,7 @@ def _resource_tracker(proc: Process) -> bool:
 _FILTERS = ("--local-ranks-filter", "--local_ranks_filter", "--tee", "--redirects")
 
 
-def _prompt(g: _Graph) -> WaitPattern | None:
+def _prompt(g: Graph) -> WaitPattern | None:
     for i, edge in enumerate(g.edges):
         thread = g.threads.get((edge.pid, edge.tid))
         if thread is None or edge.kind not in ("terminal", "fifo", "pipe") or (
@@ -584,8 +250,8 @@ def _prompt(g: _Graph) -> WaitPattern | None:
         if not prompt and not (edge.fd == 0 and edge.kind in ("terminal", "fifo")
                                and proc.python):
             continue
-        chain = (f"{_thread_words(proc, thread)} waits for input on {edge.object.split(' (')[0]}"
-                 f"{_site(thread)} ({'a pdb prompt' if _pdb(thread) else 'a prompt'}), "
+        chain = (f"{thread_words(proc, thread)} waits for input on {edge.object.split(' (')[0]}"
+                 f"{site_words(thread)} ({'a pdb prompt' if _pdb(thread) else 'a prompt'}), "
                  "which nobody answers")
         ancestor = g.procs.get(proc.ppid or 0)
         while ancestor is not None:
@@ -606,7 +272,7 @@ def _pdb(thread: Thread) -> bool:
     return any((f.file or "").endswith("/pdb.py") for f in thread.frames)
 
 
-def _sink(g: _Graph) -> WaitPattern | None:
+def _sink(g: Graph) -> WaitPattern | None:
     """The longest chain from a stuck subject that holds a wait other than a child's."""
     best: tuple[tuple[int, bool], list[int]] | None = None
     # From every process's working thread, and from every thread that waits on another
@@ -655,7 +321,7 @@ def _sink(g: _Graph) -> WaitPattern | None:
     return WaitPattern("sink", members, chain, tuple(path), suspect, tid)
 
 
-def _asks(g: _Graph, edge: WaitEdge) -> bool:
+def _asks(g: Graph, edge: WaitEdge) -> bool:
     """A TCP wait for a reply from a port the other process listens on (a request)."""
     peer = g.procs.get(edge.to_pid or 0)
     if edge.kind != "tcp" or peer is None or " -> " not in edge.object:
@@ -671,7 +337,7 @@ def _idle_loop(proc: Process, thread: Thread | None) -> str:
         return ""
     python = [f for f in thread.frames if not f.native]
     if not python or not (python[0].file or "").endswith("selectors.py") or not any(
-            "asyncio" in (f.file or "") and f.name.rsplit(".", 1)[-1] in _LOOP for f in python):
+            "asyncio" in (f.file or "") and f.name.rsplit(".", 1)[-1] in LOOP for f in python):
         return ""
     died = [line.strip() for line in proc.log_errors
             if "Task exception was never retrieved" in line or "exception=" in line]
@@ -692,11 +358,11 @@ def _calm(snap: Snapshot, proc: Process) -> str | None:
     return calm_kind(proc, measured)
 
 
-PATTERNS = (_cycle, _lock_cycle, _self_lock, _self_wait, _orphan_wait, _event_loop, _fork_lock,
+PATTERNS = (_cycle, _lock_cycle, self_lock, self_wait, orphan_wait, _event_loop, fork_lock,
             _lost_result, _prompt, _sink)
 
 
-def _what_else(g: _Graph, pattern: WaitPattern) -> str:
+def _what_else(g: Graph, pattern: WaitPattern) -> str:
     """What the report knows of the chain's members beyond their waits (issue 17, item 8):
     an exited member's exit code, and the last error line (a traceback's exception, an
     error) of a log only that member writes, the same facts the findings read."""
@@ -718,7 +384,7 @@ def _what_else(g: _Graph, pattern: WaitPattern) -> str:
 def wait_graph(snap: Snapshot) -> WaitGraph:
     """The graph of a classified snapshot and every pattern that holds in it."""
     edges = build_edges(snap)
-    g = _Graph(snap, edges)
+    g = Graph(snap, edges)
     patterns = tuple(replace(p, chain=p.chain + _what_else(g, p))
                      for find in PATTERNS if (p := find(g)) is not None)
     return WaitGraph(edges, patterns)
