@@ -173,11 +173,18 @@ def _future_wait(thread: Thread) -> Frame | None:
                  and f.name.rsplit(".", 1)[-1] in ("result", "exception", "wait")), None)
 
 
+def _runs_task(thread: Thread) -> bool:
+    """A pool's worker thread (a helper while it idles) running a task: a frame of the task,
+    outside the standard library's plumbing, over the worker loop."""
+    return _executor_worker(thread) and user_frame(thread) is not None
+
+
 def _could_produce(thread: Thread) -> bool:
     """A thread that could set an event, fill a queue or complete a future: any thread of the
     process that is not itself idling in such a wait (an executor's idle worker waits on its
     queue; one blocked in recv may be computing the result)."""
-    return not thread.helper and thread.python and _notified_wait(thread) is None
+    return (not thread.helper or _runs_task(thread)) and thread.python \
+        and _notified_wait(thread) is None
 
 
 def self_wait(g: Graph) -> WaitPattern | None:
@@ -246,21 +253,24 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
             continue
         for thread in proc.threads:
             frame = _notified_wait(thread)
-            if frame is None or thread.helper or not _blocked(thread) or any(
-                    "asyncio" in (f.file or "") for f in thread.frames if not f.native):
+            if frame is None or (thread.helper and not _runs_task(thread)) or not _blocked(
+                    thread) or any("asyncio" in (f.file or "") for f in thread.frames
+                                   if not f.native):
                 continue
             others = [t for t in proc.threads if t.tid != thread.tid and t.python
-                      and not t.helper]
+                      and (not t.helper or _runs_task(t))]
             if any(_could_produce(t) for t in others):
                 continue  # another thread runs or waits on something else: it may set it
             died = _died(proc)
             waiters = sorted({e.pid for e in g.edges if e.to_pid == proc.pid
                               and e.pid != proc.pid and e.kind != "child"})
-            if not died and not waiters:
-                continue  # a lone wait nobody needs (a signal handler may end it): not a hang
             inner = user_frame(thread)
             site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
             what = frame.name
+            if _executor_worker(thread) and what.endswith(("result", "exception")):
+                return _pool_self_wait(g, proc, thread, what + site, others, waiters)
+            if not died and not waiters:
+                continue  # a lone wait nobody needs (a signal handler may end it): not a hang
             rest = "no other thread of it is left" if not others else (
                 f"its {len(others)} other thread{'s wait' if len(others) > 1 else ' waits'} "
                 "too")
@@ -278,3 +288,24 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
             return WaitPattern("orphan_wait", (proc.pid, *waiters), chain, (), proc.pid,
                                thread.tid)
     return None
+
+
+def _executor_worker(thread: Thread) -> bool:
+    """The thread is a ``concurrent.futures.ThreadPoolExecutor`` worker."""
+    return any(not f.native and (f.file or "").endswith("concurrent/futures/thread.py")
+               and f.name.rsplit(".", 1)[-1] == "_worker" for f in thread.frames)
+
+
+def _pool_self_wait(g: Graph, proc: Process, thread: Thread, where: str, others: list[Thread],
+                    waiters: list[int]) -> WaitPattern:
+    """A pool worker waits on a future of its own pool with no worker left to run it."""
+    idle = f"its {len(others)} other threads wait too" if others else \
+        "no other thread of the process is left"
+    chain = (f"{thread_words(proc, thread)}, a ThreadPoolExecutor worker, waits in {where} on a "
+             f"future that no thread can run: {idle}, so the task it waits for is queued "
+             "behind the one this worker runs (it waits for itself); do not wait on the "
+             "pool's futures from inside its tasks, or give it more workers")
+    if waiters:
+        chain += "; " + ", ".join(who(g.procs[w]) for w in waiters[:3]) + (
+            " wait" if len(waiters) > 1 else " waits") + f" for {who(proc)}"
+    return WaitPattern("orphan_wait", (proc.pid, *waiters), chain, (), proc.pid, thread.tid)

@@ -141,3 +141,18 @@ def test_a_request_awaiting_a_future_whose_setter_task_died_is_named_on_an_idle_
         summary
     assert (f"the asyncio loop of PID {server} (python) is idle, not blocked: the request's "
             "coroutine is suspended on an await that nothing will complete") in summary, summary
+
+
+def test_a_pool_task_waiting_on_a_task_of_its_own_full_pool_waits_for_itself(
+        tmp_path: Path) -> None:
+    """Real report: python/cpython#121075 family (a task blocks on a future of its own
+    executor, whose only worker is the one running it)."""
+    data, pids = _dump("pool_self", tmp_path, ["pool"])
+    pool = pids["pool"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [pool], verdict
+    summary = verdict["summary"]
+    assert ("a ThreadPoolExecutor worker, waits in Future.result at checksum (lock_jobs.py:"
+            in summary), summary
+    assert "queued behind the one this worker runs (it waits for itself)" in summary, summary

@@ -20,6 +20,8 @@ Each process appends ``"<pid> <tag>"`` to READY_FILE right before the call it st
 - ``lost_future``    an asyncio server's handler awaits a future that its dispatcher task
                      should set; the dispatcher died of an exception (never retrieved); a
                      client child waits over TCP for the reply while the loop idles.
+- ``pool_self``      a one-worker ThreadPoolExecutor's task submits a second task to the
+                     same pool and waits on its result; the main thread waits on the first.
 - ``loop_callback``  an asyncio loop callback (call_soon) blocks on
                      ``run_coroutine_threadsafe(coro, its own loop).result()``; the loop's
                      default executor has an idle worker thread.
@@ -37,6 +39,7 @@ import socket
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 MODE, READY, WORKDIR = sys.argv[1], sys.argv[2], Path(sys.argv[3])
@@ -271,7 +274,23 @@ def lost_client() -> None:
     conn.recv(16)
 
 
-MODES = {"lost_future": lost_future, "lost_client": lost_client, "abba_store": abba_store,
+def checksum_part(n: int) -> int:
+    return n * 7
+
+
+def checksum(pool: ThreadPoolExecutor) -> int:
+    part = pool.submit(checksum_part, 3)  # queued: the pool's only worker is running this
+    ready("pool")
+    return part.result()
+
+
+def pool_self() -> None:
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checksum")
+    pool.submit(checksum, pool).result()
+
+
+MODES = {"pool_self": pool_self, "lost_future": lost_future, "lost_client": lost_client,
+         "abba_store": abba_store,
          "abba_client": abba_client, "handler_lock": handler_lock,
          "dead_producer": dead_producer, "fork_feeder": fork_feeder,
          "loop_callback": loop_callback}
