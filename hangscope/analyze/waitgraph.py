@@ -14,8 +14,11 @@ other end can be read:
   (fdinfo's ``lock:`` lines name OFD locks' holders, which /proc/locks shows as pid -1;
   /proc/locks the rest);
 - a thread in ``take_gil`` leads to the thread of its process that owns the GIL (py-spy);
-- threads waiting on one Python lock lead to the one thread of the process that is inside the
-  same function past that line ("probable holder": Python does not say who holds a lock).
+- a thread waiting on a Python lock leads to the thread whose stack is inside a block that
+  holds it (``with self.lock:`` enclosing a frame's line, collect/source.py: the same name in
+  the same class or module; itself, when its own outer frame holds it); without one, threads
+  waiting on one lock lead to the one thread of the process that is inside the same function
+  past that line ("probable holder": Python does not say who holds a lock).
 
 Collectives and point-to-point waits stay with analyze/p2p.py and the collective rules.
 """
@@ -307,11 +310,81 @@ def _gil_edges(proc: Process) -> Iterator[WaitEdge]:
                            to_pid=proc.pid, to_tid=owner.tid)
 
 
-def _py_lock_edges(proc: Process) -> Iterator[WaitEdge]:
-    """Threads waiting at one lock site -> the one thread inside that function past it."""
-    sites: dict[tuple[str | None, str, int | None], list[Thread]] = {}
+LockKey = tuple[str | None, str | None, str]  # file, class (for self.X), the lock's text
+
+
+def lock_key(frame: Frame, text: str) -> LockKey:
+    """Which lock ``text`` names in ``frame``: ``self.X`` is the attribute of the method's
+    class (py-spy's ``Class.method``), any other name is the module's."""
+    scope = None
+    if text == "self" or text.startswith(("self.", "cls.")):
+        scope = frame.name.rsplit(".", 1)[0] if "." in frame.name else None
+    return frame.file, scope, text
+
+
+def taking_frame(thread: Thread) -> Frame | None:
+    """The frame whose statement takes the lock the thread waits on (its source says
+    ``with X:`` or ``X.acquire()`` at that line), below the locking plumbing it calls."""
+    for frame in thread.frames:
+        if frame.native:
+            continue
+        if frame.takes is not None:
+            return frame
+        if not frame.file or not any(m in frame.file for m in _LIB):
+            return None
+    return None
+
+
+def held_locks(proc: Process) -> dict[LockKey, list[tuple[Thread, Frame]]]:
+    """Each lock some thread of ``proc`` is inside a block holding, with those threads and the
+    outermost frame of each that holds it (one pass over the stacks)."""
+    out: dict[LockKey, list[tuple[Thread, Frame]]] = {}
     for thread in proc.threads:
-        if waits_on_lock(thread) and (frame := user_frame(thread)) is not None:
+        outer: dict[LockKey, Frame] = {}
+        for f in thread.frames:
+            for text in f.holds if not f.native else ():
+                outer[lock_key(f, text)] = f  # innermost first: the last one is outermost
+        for key, f in outer.items():
+            out.setdefault(key, []).append((thread, f))
+    return out
+
+
+def _held_edge(proc: Process, thread: Thread,
+               held: dict[LockKey, list[tuple[Thread, Frame]]]) -> WaitEdge | None:
+    """A lock waiter -> the one thread whose stack is inside a block holding that lock."""
+    frame = taking_frame(thread)
+    if frame is None or frame.takes is None:
+        return None
+    holders = held.get(lock_key(frame, frame.takes), [])
+    mine = next((f for t, f in holders if t.tid == thread.tid), None)
+    others = [(t, f) for t, f in holders if t.tid != thread.tid]
+    # One holder or none: the same name held by two threads is two objects (a lock per
+    # instance, a recursive walk over nodes), and which one this thread wants is unknown.
+    if len(holders) != 1:
+        return None
+    holder, where = (thread, mine) if mine is not None else others[0]
+    site = f"{frame.name} ({frame.short_file}:{frame.line})"
+    held_at = f"{where.name} ({where.short_file}:{where.line})"
+    who_holds = "its own outer frame" if holder.tid == thread.tid else \
+        f"thread {holder.name or holder.tid}"
+    return WaitEdge(proc.pid, thread.tid, "py_lock", f"{frame.takes} (taken at {site})",
+                    f"the source: {who_holds} is inside a block holding {frame.takes} at "
+                    f"{held_at}", to_pid=proc.pid, to_tid=holder.tid, probable=True)
+
+
+def _py_lock_edges(proc: Process) -> Iterator[WaitEdge]:
+    """Lock waiters -> the thread inside a block that holds their lock (the source's with-
+    blocks); else threads waiting at one lock site -> the one thread inside that function
+    past it."""
+    sites: dict[tuple[str | None, str, int | None], list[Thread]] = {}
+    held = held_locks(proc)
+    for thread in proc.threads:
+        if not waits_on_lock(thread):
+            continue
+        edge = _held_edge(proc, thread, held)
+        if edge is not None:
+            yield edge
+        elif (frame := user_frame(thread)) is not None:
             sites.setdefault((frame.file, frame.name, frame.line), []).append(thread)
     if not sites:
         return

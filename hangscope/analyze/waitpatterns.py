@@ -3,9 +3,17 @@
 Pure, over a classified Snapshot and its edges (analyze/waitgraph.py). In the order the verdict
 rules read them (analyze/rules/graph.py):
 
-- a cycle: following each stuck thread's wait returns to where it started (a deadlock);
+- a cycle: following each stuck thread's wait returns to where it started (a deadlock), two
+  threads of one process each holding the lock the other takes among them (ABBA);
+- a self-lock: a thread waits on a lock an outer frame of its own stack holds (a signal
+  handler over the frame it interrupted);
+- a self-wait: an asyncio loop's thread blocks on a concurrent future nothing else can
+  complete (``run_coroutine_threadsafe`` on its own loop);
+- an orphan wait: a thread waits on an Event, Condition, Queue or Future of its process and no
+  thread is left that could set it (the producer died);
 - a blocked event loop: an asyncio loop thread blocked in a read inside a coroutine;
-- a lock inherited held through fork: a forked child's only thread waits on a lock;
+- a lock inherited locked across fork: a forked child's main thread waits on a lock and its
+  other threads (a queue feeder, idle helpers) cannot hold it;
 - a result nobody computes: a driver waits on its Pool while every worker idles;
 - a saturated pool: a driver waits on its Pool while every worker is inside a task that waits
   on the pool's family (tasks waiting for tasks queued behind them);
@@ -14,114 +22,43 @@ rules read them (analyze/rules/graph.py):
 - a sink: the thread that everything waits on, transitively, which itself waits on nothing
   in the job (or on something outside it).
 
-Why one file: the patterns are one ordered table over one graph (``PATTERNS``), each small and
-read against the others (what a cycle claims, a sink must not claim again).
+The patterns are one ordered table over one graph (``PATTERNS``), each read against the others
+(what a cycle claims, a sink must not claim again); those of threads inside one process live in
+analyze/threadpatterns.py, the walk in analyze/waitwalk.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
 from hangscope.analyze.calm import calm_kind
 from hangscope.analyze.roles import HELPER_ROLES
-from hangscope.analyze.waitgraph import (
-    blocked as _blocked,
+from hangscope.analyze.threadpatterns import (
+    fork_lock,
+    lock_ring,
+    orphan_wait,
+    self_lock,
+    self_wait,
 )
-from hangscope.analyze.waitgraph import (
-    build_edges,
-    edges_from,
-    user_frame,
-    waits_on_lock,
-)
+from hangscope.analyze.waitgraph import blocked as _blocked
+from hangscope.analyze.waitgraph import build_edges, user_frame
+from hangscope.analyze.waitwalk import LOOP, Graph, site_words, thread_words
 from hangscope.model import Frame, Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import verb, who
 
 
-class _Graph:
-    def __init__(self, snap: Snapshot, edges: Sequence[WaitEdge]) -> None:
-        self.snap = snap
-        self.edges = edges
-        self.procs = {p.pid: p for p in snap.processes}
-        self.out = edges_from(edges)
-        self.threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
-
-    def live_edges(self, pid: int, tid: int | None) -> list[int]:
-        """Edges out of a thread still blocked; tid None: out of the process's working thread
-        (the thread that says where it is: a pool's reader threads wait for data, they are
-        not what the process waits on)."""
-        if tid is None:
-            proc = self.procs.get(pid)
-            tid = proc.working_tid if proc is not None else None
-        found = [i for i in self.out.get(pid, []) if self.edges[i].tid == tid
-                 and (t := self.threads.get((pid, tid))) is not None and _blocked(t)]
-        # Another process before its own; a thread that itself waits before an idle one.
-        found.sort(key=lambda i: (self.edges[i].to_pid == pid and self.edges[i].to_tid is None,
-                                  not self._waits(self.edges[i])))
-        return found
-
-    def _waits(self, edge: WaitEdge) -> bool:
-        if edge.to_pid is None:
-            return True
-        if edge.to_tid is None:
-            return edge.to_pid != edge.pid
-        return any(self.edges[i].tid == edge.to_tid for i in self.out.get(edge.to_pid, []))
-
-    def walk(self, pid: int, tid: int | None) -> tuple[list[int], int | None]:
-        """Follow the first wait from (pid, tid): (edges followed, index where a cycle
-        starts in that list, or None: it ended at a sink)."""
-        path: list[int] = []
-        seen: dict[tuple[int, int | None], int] = {}
-        node: tuple[int, int | None] = (pid, tid)
-        while True:
-            out = self.live_edges(*node)
-            if not out:
-                return path, None
-            edge = self.edges[out[0]]
-            here = (edge.pid, edge.tid)
-            if here in seen:
-                return path, seen[here]
-            seen[here] = len(path)
-            path.append(out[0])
-            if edge.to_pid is None or edge.to_pid not in self.procs or (
-                    edge.to_pid == edge.pid and edge.to_tid is None):
-                return path, None  # outside the job, or its own process holds the other end
-            node = (edge.to_pid, edge.to_tid)
-
-
-def _proc_words(proc: Process) -> str:
-    return who(proc)
-
-
-def _thread_words(proc: Process, thread: Thread | None) -> str:
-    if thread is None or len([t for t in proc.threads if t.python]) <= 1:
-        return who(proc)
-    return f"thread {thread.name or thread.tid} of {who(proc)}"
-
-
-def _site(thread: Thread | None) -> str:
-    if thread is None:
-        return ""
-    if thread.site:  # the user's line that called into the wait (classify.py)
-        return f" at {thread.site}"
-    frame = user_frame(thread)
-    if frame is not None:
-        return f" at {frame.name} ({frame.short_file}:{frame.line})"
-    return f" at {thread.site}" if thread.site else ""
-
-
-def _hop(g: _Graph, i: int) -> str:
+def _hop(g: Graph, i: int) -> str:
     """One edge as a clause: ``PID 9 waits for child 10 (wait4) at run (x.py:3)``."""
     edge = g.edges[i]
     proc = g.procs[edge.pid]
     thread = g.threads.get((edge.pid, edge.tid))
-    me = _thread_words(proc, thread)
+    me = thread_words(proc, thread)
     target = g.procs.get(edge.to_pid) if edge.to_pid is not None else None
     them = who(target) if target is not None else (edge.outside or "something outside the job")
     if edge.to_pid == edge.pid and edge.to_tid is None:
         them = "its own process (no other process holds the other end)"
-    site = _site(thread)
+    site = site_words(thread)
     if edge.kind == "child":
         return f"{me} waits for its child {them}{site}"
     if edge.kind in ("pipe", "fifo"):
@@ -142,7 +79,7 @@ def _hop(g: _Graph, i: int) -> str:
                          else "")
     if edge.kind == "thread":
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
-        return f"{me} joins {_thread_words(proc, holder)}{site}"
+        return f"{me} joins {thread_words(proc, holder)}{site}"
     if edge.kind in ("gil", "py_lock"):
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
         peers = [e for e in g.edges if e.kind == edge.kind and e.pid == edge.pid
@@ -151,9 +88,9 @@ def _hop(g: _Graph, i: int) -> str:
             me = f"{len(peers)} threads of {who(proc)}"
         waits = "wait" if len(peers) > 1 else "waits"
         if edge.kind == "gil":
-            return f"{me} {waits} for the GIL, which {_thread_words(proc, holder)} owns"
+            return f"{me} {waits} for the GIL, which {thread_words(proc, holder)} owns"
         return (f"{me} {waits} for {edge.object}, probably held by "
-                f"{_thread_words(proc, holder)} ({edge.how})")
+                f"{thread_words(proc, holder)} ({edge.how})")
     if edge.kind == "file_lock":
         return f"{me} waits for the {edge.object}{site}, held by {them}"
     if edge.kind == "terminal":
@@ -171,7 +108,7 @@ def _hop(g: _Graph, i: int) -> str:
     return f"{me} waits on {edge.object}{site} for {them}"
 
 
-def _polled_with(g: _Graph, edge: WaitEdge, holders: list[int]) -> list[str]:
+def _polled_with(g: Graph, edge: WaitEdge, holders: list[int]) -> list[str]:
     """The other pipes one poll waits on whose other end the same processes hold (a child's
     stdout and stderr, read by communicate()): all of them are what it waits on."""
     if edge.kind != "pipe" or not edge.how.startswith(("poll", "ppoll")):
@@ -187,7 +124,7 @@ def _polled_with(g: _Graph, edge: WaitEdge, holders: list[int]) -> list[str]:
             if pids == same]
 
 
-def _end_holders(g: _Graph, i: int) -> list[int]:
+def _end_holders(g: Graph, i: int) -> list[int]:
     """Every live process of the job holding the other end of edge ``i``'s pipe or FIFO
     (its edges out of the same thread on the same object), in order."""
     edge = g.edges[i]
@@ -197,7 +134,7 @@ def _end_holders(g: _Graph, i: int) -> list[int]:
         and (p := g.procs.get(e.to_pid)) is not None and not p.is_exited))
 
 
-def _outlived(g: _Graph, edge: WaitEdge, holders: list[int], pipes: int = 1) -> str:
+def _outlived(g: Graph, edge: WaitEdge, holders: list[int], pipes: int = 1) -> str:
     """The reader's children have exited while processes that are not its children hold the
     write end: they inherited it from the child (a daemon a shell started with ``&``), so
     the EOF the reader waits for (``communicate()``, ``for line in pipe``) never comes."""
@@ -217,7 +154,7 @@ def _outlived(g: _Graph, edge: WaitEdge, holders: list[int], pipes: int = 1) -> 
             "(redirect the background process's output, or stop reading once the child exits)")
 
 
-def _end(g: _Graph, edges: list[int]) -> str:
+def _end(g: Graph, edges: list[int]) -> str:
     """What the last thread of a chain does: ``; PID 9 sleeps at x (y.py:3)``."""
     last = g.edges[edges[-1]]
     if last.to_pid is None or last.to_pid not in g.procs or (
@@ -227,10 +164,11 @@ def _end(g: _Graph, edges: list[int]) -> str:
     thread = g.threads.get((proc.pid, last.to_tid)) if last.to_tid else proc.working_thread
     if thread is None or thread.category is None:
         return ""
-    return f"; {_thread_words(proc, thread)} {verb(thread.category, op=thread.op)}{_site(thread)}"
+    doing = verb(thread.category, op=thread.op)
+    return f"; {thread_words(proc, thread)} {doing}{site_words(thread)}"
 
 
-def _suspect(g: _Graph, edges: list[int]) -> tuple[int | None, int | None]:
+def _suspect(g: Graph, edges: list[int]) -> tuple[int | None, int | None]:
     last = g.edges[edges[-1]]
     if last.to_pid is None or last.to_pid not in g.procs or (
             last.to_pid == last.pid and last.to_tid is None):
@@ -252,18 +190,38 @@ _CALLBACK = ("a server that calls a service which calls it back while it cannot 
              "(ThreadingHTTPServer, a worker pool), or do not call back into the caller")
 
 
-def _cycle(g: _Graph) -> WaitPattern | None:
-    for pid in sorted(g.out):
-        path, start = g.walk(pid, None)
+def _cycle(g: Graph) -> WaitPattern | None:
+    return _find_cycle(g, rings=False)
+
+
+def _lock_cycle(g: Graph) -> WaitPattern | None:
+    return _find_cycle(g, rings=True)
+
+
+def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
+    """A cycle across processes (``rings`` False), or threads of one process each holding the
+    lock the next one takes (``rings`` True: rules.py's local deadlock states it)."""
+    # From each process's working thread, then from each thread waiting on a Python lock: two
+    # request threads of a server deadlock while its main thread idles in accept().
+    starts = [(pid, None) for pid in sorted(g.out)] + list(dict.fromkeys(
+        (e.pid, e.tid) for e in g.edges if e.kind == "py_lock" and e.to_tid != e.tid))
+    for pid, tid in starts:
+        path, start = g.walk(pid, tid)
         if start is None:
             continue
         ring = path[start:]
         if any(_prompt_edge(g, i) for i in ring):
             continue  # a prompt's parent holding its stdin: the prompt pattern tells it
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
-        if len(members) < 2 and not any(g.edges[i].kind in ("file_lock",) for i in ring):
-            continue  # a thread waiting on its own process's thread is not a deadlock alone
+        threads = {(g.edges[i].pid, g.edges[i].tid) for i in ring}
         kinds = tuple(g.edges[i].kind for i in ring)
+        if len(members) < 2 and "file_lock" not in kinds and not (
+                len(threads) >= 2 and "py_lock" in kinds):
+            continue  # a thread waiting on its own process's thread is not a deadlock alone
+        if (len(members) == 1 and set(kinds) == {"py_lock"}) is not rings:
+            continue
+        if rings:
+            return lock_ring(g, ring)
         advice = next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
                       "one of them must act first: break the cycle")
         if set(kinds) <= {"tcp", "unix", "store"}:
@@ -273,17 +231,14 @@ def _cycle(g: _Graph) -> WaitPattern | None:
     return None
 
 
-_LOOP = ("_run_once", "run_forever", "run_until_complete")
-
-
-def _event_loop(g: _Graph) -> WaitPattern | None:
+def _event_loop(g: Graph) -> WaitPattern | None:
     for i, edge in enumerate(g.edges):
         thread = g.threads.get((edge.pid, edge.tid))
         if thread is None or edge.kind not in ("unix", "tcp", "pipe", "fifo", "store"):
             continue
         python = [f for f in thread.frames if not f.native]
         loop = next((k for k, f in enumerate(python) if f.file and "asyncio" in f.file
-                     and f.name.rsplit(".", 1)[-1] in _LOOP), None)
+                     and f.name.rsplit(".", 1)[-1] in LOOP), None)
         if loop is None or loop == 0:
             continue
         inner = user_frame(thread)
@@ -298,33 +253,6 @@ def _event_loop(g: _Graph) -> WaitPattern | None:
                  "task of the loop runs until it returns; await it (loop.sock_recv, asyncio "
                  "streams) or run it in an executor")
         return WaitPattern("event_loop", (proc.pid,), chain, (i,), proc.pid, thread.tid)
-    return None
-
-
-def _forked(proc: Process, parent: Process | None) -> bool:
-    """A fork without exec: the parent's command line, and not multiprocessing's spawn or
-    forkserver (a fresh interpreter: ``spawn_main``/``--multiprocessing-fork``)."""
-    return parent is not None and bool(proc.cmdline) and proc.cmdline == parent.cmdline \
-        and not any("--multiprocessing-fork" in a or "spawn_main" in a for a in proc.cmdline)
-
-
-def _fork_lock(g: _Graph) -> WaitPattern | None:
-    for proc in g.snap.processes:
-        if proc.is_exited or (proc.num_threads or len(proc.threads)) != 1:
-            continue
-        thread = proc.threads[0] if proc.threads else None
-        parent = g.procs.get(proc.ppid or 0)
-        if thread is None or not _blocked(thread) or not waits_on_lock(thread) or not _forked(
-                proc, parent):
-            continue
-        assert parent is not None
-        frame = next((f for f in thread.frames if not f.native), None)
-        where = f" at {frame.name} ({frame.short_file}:{frame.line})" if frame else ""
-        chain = (f"{who(proc)}, forked from {who(parent)} without exec, has one thread, which "
-                 f"waits on a lock{where}: the thread that held it when {parent.pid} forked "
-                 f"exists only in {parent.pid}, so nothing in {proc.pid} can release it; start "
-                 "children with 'spawn' or 'forkserver', or fork before starting threads")
-        return WaitPattern("fork_lock", (proc.pid, parent.pid), chain, (), proc.pid, thread.tid)
     return None
 
 
@@ -362,7 +290,7 @@ def _pool_task(thread: Thread) -> Frame | None:
     return inner[-1]
 
 
-def _pool_saturated(g: _Graph) -> WaitPattern | None:
+def _pool_saturated(g: Graph) -> WaitPattern | None:
     """A driver waits on its Pool while every worker is inside a task that itself waits on
     the job (a Manager queue, another task's result): the tasks they wait for are queued
     behind them, and no worker is free to run them."""
@@ -403,7 +331,7 @@ def _pool_saturated(g: _Graph) -> WaitPattern | None:
                 hops.append(f"{who(server)} is the multiprocessing Manager: it only serves "
                             "the queues and events, idle until some task puts or sets")
             chain = (f"{who(proc)} waits for a result of its multiprocessing Pool"
-                     f"{_site(waiting)}, and all {len(workers)} workers are busy with tasks "
+                     f"{site_words(waiting)}, and all {len(workers)} workers are busy with tasks "
                      "that themselves wait: " + "; ".join(hops) + ": the pool is saturated by "
                      "tasks waiting for tasks, since what they wait for comes from tasks still "
                      "queued behind them with no free worker to run them; give the waiting "
@@ -413,7 +341,7 @@ def _pool_saturated(g: _Graph) -> WaitPattern | None:
     return None
 
 
-def _lost_result(g: _Graph) -> WaitPattern | None:
+def _lost_result(g: Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
         # The driver waits in its working or its main thread (not a pool's handler threads).
         waiting = next((t for t in proc.threads if t.tid in (proc.working_tid, proc.pid)
@@ -434,7 +362,7 @@ def _lost_result(g: _Graph) -> WaitPattern | None:
             late = (f"; worker {starts[-1][1]} started {starts[-1][0] - starts[0][0]:.1f} s "
                     "after the pool's first workers: the pool replaced a worker that died "
                     "holding the task")
-        chain = (f"{who(proc)} waits for a result of its multiprocessing Pool{_site(waiting)} "
+        chain = (f"{who(proc)} waits for a result of its multiprocessing Pool{site_words(waiting)} "
                  f"while all {len(workers)} workers idle waiting for tasks: the task was "
                  f"lost{late}; use concurrent.futures.ProcessPoolExecutor (it raises "
                  "BrokenProcessPool) or a timeout on get()")
@@ -458,7 +386,7 @@ def _resource_tracker(proc: Process) -> bool:
 _FILTERS = ("--local-ranks-filter", "--local_ranks_filter", "--tee", "--redirects")
 
 
-def _prompt_edge(g: _Graph, i: int) -> bool:
+def _prompt_edge(g: Graph, i: int) -> bool:
     """Edge ``i`` is a prompt's read: input(), pdb or cmd reading a terminal, or a FIFO or pipe
     nobody writes; or a Python program reading its stdin (a terminal, a FIFO, or a pipe whose
     writers wait for that very program: the parent of ``Popen(stdin=PIPE)`` that never writes
@@ -480,7 +408,7 @@ def _prompt_edge(g: _Graph, i: int) -> bool:
     return prompt or (edge.fd == 0 and edge.kind in ("terminal", "fifo") and bool(proc.python))
 
 
-def _stdin_writers(g: _Graph, i: int) -> list[tuple[int, int]]:
+def _stdin_writers(g: Graph, i: int) -> list[tuple[int, int]]:
     """(writer PID, the edge it waits on) for every holder of the write end of edge ``i``'s
     pipe, when each waits on the reader (reads its output, waits for it to exit); [] else."""
     edge = g.edges[i]
@@ -497,7 +425,7 @@ def _stdin_writers(g: _Graph, i: int) -> list[tuple[int, int]]:
     return found
 
 
-def _prompt(g: _Graph) -> WaitPattern | None:
+def _prompt(g: Graph) -> WaitPattern | None:
     for i, edge in enumerate(g.edges):
         if not _prompt_edge(g, i):
             continue
@@ -507,8 +435,8 @@ def _prompt(g: _Graph) -> WaitPattern | None:
         what = edge.object.split(" (")[0]
         if edge.fd == 0 and edge.kind == "pipe":
             what = f"its stdin ({what})"
-        chain = (f"{_thread_words(proc, thread)} waits for input on {what}"
-                 f"{_site(thread)} ({'a pdb prompt' if _pdb(thread) else 'a prompt'}), "
+        chain = (f"{thread_words(proc, thread)} waits for input on {what}"
+                 f"{site_words(thread)} ({'a pdb prompt' if _pdb(thread) else 'a prompt'}), "
                  "which nobody answers")
         if writers:
             held = "; ".join(_hop(g, back) for _, back in writers)
@@ -539,7 +467,7 @@ def _prompt(g: _Graph) -> WaitPattern | None:
     return None
 
 
-def _chain_to(g: _Graph, ring: set[int]) -> list[int]:
+def _chain_to(g: Graph, ring: set[int]) -> list[int]:
     """The longest chain of waits from a process outside ``ring`` that reaches it (rank 1
     waiting on the store key that rank 0 sets after its child answers), up to ``ring``."""
     best: list[int] = []
@@ -562,9 +490,9 @@ def _pdb(thread: Thread) -> bool:
     return any((f.file or "").endswith("/pdb.py") for f in thread.frames)
 
 
-def _sink(g: _Graph) -> WaitPattern | None:
+def _sink(g: Graph) -> WaitPattern | None:
     """The longest chain from a stuck subject that holds a wait other than a child's."""
-    best: tuple[int, list[int]] | None = None
+    best: tuple[tuple[int, bool], list[int]] | None = None
     # From every process's working thread, and from every thread that waits on another
     # thread of its own process (a Python lock, the GIL): they need not be the working one.
     # A helper's wait (the resource tracker reading its pipe, a compile worker's queue) is how
@@ -580,8 +508,11 @@ def _sink(g: _Graph) -> WaitPattern | None:
         if not path or start is not None or all(g.edges[i].kind in ("child", "thread")
                                                 for i in path):
             continue
-        if best is None or len(path) > best[0]:
-            best = (len(path), path)
+        # Of chains as long, one that starts with a request to a listening port: a client
+        # waits for an answer, where a worker reading its parent's socket waits for work.
+        rank = (len(path), _asks(g, g.edges[path[0]]))
+        if best is None or rank > best[0]:
+            best = (rank, path)
     if best is None:
         return None
     path = best[1]
@@ -600,8 +531,41 @@ def _sink(g: _Graph) -> WaitPattern | None:
     suspect, tid = _suspect(g, path)
     members = tuple(dict.fromkeys([*(g.edges[i].pid for i in path),
                                    *(p for i in path if (p := g.edges[i].to_pid))]))
-    chain = "; ".join(_hop(g, i) for i in path) + _end(g, path)
+    last = g.edges[path[-1]]
+    idle = _idle_loop(end, g.threads.get((end.pid, last.to_tid)) if last.to_tid else
+                      end.working_thread) if end is not None and last.kind in ("tcp",
+                                                                              "unix") else ""
+    chain = "; ".join(_hop(g, i) for i in path) + (idle or _end(g, path))
     return WaitPattern("sink", members, chain, tuple(path), suspect, tid)
+
+
+def _asks(g: Graph, edge: WaitEdge) -> bool:
+    """A TCP wait for a reply from a port the other process listens on (a request)."""
+    peer = g.procs.get(edge.to_pid or 0)
+    if edge.kind != "tcp" or peer is None or " -> " not in edge.object:
+        return False
+    port = edge.object.rsplit(":", 1)[-1]
+    return port.isdigit() and any(s.port == int(port) for s in peer.listening)
+
+
+def _idle_loop(proc: Process, thread: Thread | None) -> str:
+    """What an asyncio server idle in its selector while a client waits for its reply means:
+    the request's coroutine is suspended on an await nothing completes."""
+    if thread is None:
+        return ""
+    python = [f for f in thread.frames if not f.native]
+    if not python or not (python[0].file or "").endswith("selectors.py") or not any(
+            "asyncio" in (f.file or "") and f.name.rsplit(".", 1)[-1] in LOOP for f in python):
+        return ""
+    died = [line.strip() for line in proc.log_errors
+            if "Task exception was never retrieved" in line or "exception=" in line]
+    text = (f"; the asyncio loop of {who(proc)} is idle, not blocked: the request's coroutine "
+            "is suspended on an await that nothing will complete (a future whose setter, "
+            "a task or callback, died or was never scheduled; py-spy cannot see suspended "
+            "coroutines: list them with asyncio.all_tasks(), aiomonitor, or python -X dev)")
+    if died:
+        text += f"; its output says: {died[-1][:160]!r}"
+    return text
 
 
 def _calm(snap: Snapshot, proc: Process) -> str | None:
@@ -612,11 +576,11 @@ def _calm(snap: Snapshot, proc: Process) -> str | None:
     return calm_kind(proc, measured)
 
 
-PATTERNS = (_cycle, _event_loop, _fork_lock, _lost_result, _pool_saturated, _prompt,
-            _sink)
+PATTERNS = (_cycle, _lock_cycle, self_lock, self_wait, orphan_wait, _event_loop, fork_lock,
+            _lost_result, _pool_saturated, _prompt, _sink)
 
 
-def _what_else(g: _Graph, pattern: WaitPattern) -> str:
+def _what_else(g: Graph, pattern: WaitPattern) -> str:
     """What the report knows of the chain's members beyond their waits (issue 17, item 8):
     an exited member's exit code, and the last error line (a traceback's exception, an
     error) of a log only that member writes, the same facts the findings read."""
@@ -638,7 +602,7 @@ def _what_else(g: _Graph, pattern: WaitPattern) -> str:
 def wait_graph(snap: Snapshot) -> WaitGraph:
     """The graph of a classified snapshot and every pattern that holds in it."""
     edges = build_edges(snap)
-    g = _Graph(snap, edges)
+    g = Graph(snap, edges)
     patterns = tuple(replace(p, chain=p.chain + _what_else(g, p))
                      for find in PATTERNS if (p := find(g)) is not None)
     return WaitGraph(edges, patterns)

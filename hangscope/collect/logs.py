@@ -30,6 +30,8 @@ MAX_LINE_CHARS = 300
 # timeouts. Case matters where the word is common in healthy logs ("error" in "error_rate").
 ERROR_PATTERN = re.compile(
     r"Traceback \(most recent call last\)"
+    # threading.excepthook's line for a thread that died of an exception (it names the thread)
+    r"|^Exception in thread \S"
     r"|\b[A-Z]\w*(?:Error|Exception)\b"
     r"|\bCUDA error\b|\bNCCL (?:WARN|ERROR)\b|\bncclSystemError\b|\bncclInternalError\b"
     # a c10d collective that failed: the error, NCCL's reason, the watchdog's state

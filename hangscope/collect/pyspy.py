@@ -15,10 +15,10 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hangscope.collect.source import capture_block
+from hangscope.collect.source import calls_at, capture_block, lock_scope
 from hangscope.errors import ToolMissing
 from hangscope.model import Frame
 
@@ -201,6 +201,8 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
         # py-spy marks native frames by giving the shared object as ``module``;
         # Python frames have ``module`` null.
         native = raw.get("module") is not None
+        at = line if isinstance(line, int) else None
+        takes, holds = (None, ()) if native or not filename else lock_scope(str(filename), at)
         frames.append(
             Frame(
                 name=name,
@@ -208,10 +210,15 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 line=int(line) if isinstance(line, int) and line > 0 else None,
                 native=native,
                 module=str(raw["module"]) if raw.get("module") else None,
-                capture=None if native or not filename else capture_block(
-                    str(filename), line if isinstance(line, int) else None),
+                capture=None if native or not filename else capture_block(str(filename), at),
+                takes=takes,
+                holds=holds,
             )
         )
+    # A stack that takes a lock: what each of its lines calls says which frame was entered
+    # without a call (a signal handler over the frame it interrupted).
+    if any(f.takes for f in frames):
+        frames = [f if f.native else replace(f, calls=calls_at(f.file, f.line)) for f in frames]
     return tuple(frames)
 
 

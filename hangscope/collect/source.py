@@ -1,9 +1,12 @@
-"""Whether a Python frame's current line lies inside ``with torch.cuda.graph(g):``: the
-frame's own source file, parsed (``ast``) once per file version.
+"""What a Python frame's current line lies inside, from the frame's own source file, parsed
+(``ast``) once per file version: ``with torch.cuda.graph(g):`` (a capture block), and the locks
+it holds or enters (``with self.lock:``, ``lock.acquire()`` then ``try: ... finally:
+lock.release()``).
 
 Inside a capture block no torch frame is on the stack (``__enter__`` has returned), so the
 source is the evidence: a frame whose line is in the body of a ``with`` over
-``torch.cuda.graph(...)`` runs under capture, and so does everything it calls.
+``torch.cuda.graph(...)`` runs under capture, and so does everything it calls. Python does not
+say who holds a ``threading.Lock`` either; the with-blocks that enclose each frame's line do.
 """
 
 from __future__ import annotations
@@ -18,7 +21,13 @@ _CAPTURE_SUFFIXES = ("cuda.graph", "cuda.graphs.graph")
 _CAPTURE_MODULES = ("torch.cuda", "torch.cuda.graphs")
 
 Block = tuple[int, int, str, int]  # the body's first and last line, the with-item, its line
-_cache: dict[tuple[str, int, int], tuple[Block, ...]] = {}
+#: A lock block: the held region's first and last line, the lock's source text, the line of
+#: the statement that takes it.
+LockBlock = tuple[int, int, str, int]
+#: line -> the names of the functions called on it (``self.save(x)``: "save").
+Calls = dict[int, frozenset[str]]
+_Parsed = tuple[tuple[Block, ...], tuple[LockBlock, ...], Calls]
+_cache: dict[tuple[str, int, int], _Parsed] = {}
 _lock = threading.Lock()
 _parse_lock = threading.Lock()
 
@@ -55,32 +64,124 @@ def capture_blocks(tree: ast.AST) -> tuple[Block, ...]:
     return tuple(out)
 
 
-def _blocks(path: str) -> tuple[Block, ...]:
+def _lock_item(node: ast.expr) -> str | None:
+    """A with-item that can be a lock: an object (``self.lock``, ``LOCK``, ``locks[i]``), not a
+    call (``open(p)``, ``torch.no_grad()``), which builds a fresh context manager."""
+    if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)):
+        return ast.unparse(node)[:80]
+    return None
+
+
+def _acquired(stmt: ast.stmt) -> str | None:
+    """``X`` of a statement ``X.acquire()`` (its result unused: a blocking acquire)."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(
+            stmt.value.func, ast.Attribute) and stmt.value.func.attr == "acquire":
+        return _lock_item(stmt.value.func.value)
+    return None
+
+
+def _releases(stmts: list[ast.stmt], text: str) -> bool:
+    return any(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+               and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "release"
+               and _lock_item(s.value.func.value) == text for s in stmts)
+
+
+def lock_blocks(tree: ast.AST) -> tuple[LockBlock, ...]:
+    """The regions where a lock is held: the body of ``with X:`` over an object ``X``, and the
+    ``try`` body after ``X.acquire()`` whose ``finally`` calls ``X.release()``."""
+    out: list[LockBlock] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and node.body:
+            last = node.end_lineno or node.body[-1].lineno
+            for item in node.items:
+                text = _lock_item(item.context_expr)
+                if text is not None:
+                    out.append((node.body[0].lineno, last, text, item.context_expr.lineno))
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for k, stmt in enumerate(body):
+            text = _acquired(stmt)
+            if text is None:
+                continue
+            after = body[k + 1] if k + 1 < len(body) else None
+            if isinstance(after, ast.Try) and after.body and _releases(after.finalbody, text):
+                out.append((after.body[0].lineno, after.body[-1].end_lineno or after.lineno,
+                            text, stmt.lineno))
+            else:  # taken here, released who knows where: the line takes it, holds nothing
+                out.append((0, -1, text, stmt.lineno))
+    return tuple(out)
+
+
+def call_names(tree: ast.AST) -> Calls:
+    """The functions each line calls, by their last name: a frame whose caller's line calls
+    no function of its name was entered some other way (a signal handler, a callback)."""
+    out: dict[int, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(
+                func, ast.Name) else None
+            if name is not None:
+                for line in {node.lineno, getattr(func, "end_lineno", None) or node.lineno}:
+                    out.setdefault(line, set()).add(name)
+    return {line: frozenset(names) for line, names in out.items()}
+
+
+def _parsed(path: str) -> _Parsed:
     try:
         st = os.stat(path)
     except OSError:
-        return ()
+        return (), (), {}
     key = (path, st.st_mtime_ns, st.st_size)
     with _lock:
         if key in _cache:
             return _cache[key]
-    blocks: tuple[Block, ...] = ()
+    parsed: _Parsed = (), (), {}
     if st.st_size <= MAX_SOURCE_BYTES:
         try:
             with open(path, "rb") as fh:
                 source = fh.read()
-            if b"graph" in source:  # most files have no capture block: skip their parse
+            # Most files have no capture block and take no lock: skip their parse.
+            if b"graph" in source or b"with " in source or b".acquire(" in source:
                 # One parse at a time: CPython 3.11 keeps the AST constructor's recursion depth
                 # in interpreter-wide state, and two threads parsing at once raise
                 # "SystemError: AST constructor recursion depth mismatch".
                 with _parse_lock:
                     tree = ast.parse(source)
-                blocks = capture_blocks(tree)
+                locks = lock_blocks(tree)
+                parsed = (capture_blocks(tree) if b"graph" in source else (), locks,
+                          call_names(tree) if locks else {})
         except (OSError, SyntaxError, ValueError, RecursionError, SystemError):
-            blocks = ()
+            parsed = (), (), {}
     with _lock:
-        _cache[key] = blocks
-    return blocks
+        _cache[key] = parsed
+    return parsed
+
+
+def _blocks(path: str) -> tuple[Block, ...]:
+    return _parsed(path)[0]
+
+
+def calls_at(path: str | None, line: int | None) -> tuple[str, ...]:
+    """The names of the functions called at ``path:line`` (sorted), where the file takes a
+    lock somewhere (the only frames whose callees are read: a lock waiter's stack)."""
+    if not path or not line:
+        return ()
+    return tuple(sorted(_parsed(path)[2].get(line, ())))
+
+
+def lock_scope(path: str | None, line: int | None) -> tuple[str | None, tuple[str, ...]]:
+    """(the lock the statement at ``path:line`` takes, the locks held at that line, outermost
+    first): ``("self.b", ("self.a",))`` on the inner ``with self.b:`` of ``with self.a:``.
+    A statement taking several locks at once names none (which one blocks is unknown)."""
+    if not path or not line:
+        return None, ()
+    blocks = _parsed(path)[1]
+    taking = [text for _, _, text, at in blocks if at == line]
+    held = sorted(((first, text) for first, last, text, _ in blocks if first <= line <= last),
+                  key=lambda b: b[0])
+    return (taking[0] if len(taking) == 1 else None), tuple(text for _, text in held)
 
 
 def capture_block(path: str | None, line: int | None) -> str | None:

@@ -117,6 +117,15 @@ class Frame:
     # The ``with torch.cuda.graph(...)`` block this Python frame's line is inside, from its
     # source (collect/source.py): "torch.cuda.graph(g) (train.py:151)"; None: not in one.
     capture: str | None = None
+    # The locks of this frame's line, from its source (collect/source.py): the one its
+    # statement takes (``with self.lock:``, ``lock.acquire()``), and those held there (the
+    # with-blocks and acquire/try/finally-release regions enclosing it, outermost first), as
+    # source text: "self.cache_lock".
+    takes: str | None = None
+    holds: tuple[str, ...] = ()
+    # The functions its line calls (by last name), read only in a stack that takes a lock: a
+    # frame its caller's line does not call was entered without a call (a signal handler).
+    calls: tuple[str, ...] = ()
 
     @property
     def short_file(self) -> str | None:

@@ -156,12 +156,15 @@ class WaitEdge:
 class WaitPattern:
     """A shape found in the graph: a cycle, a sink, a blocked event loop, a lost result..."""
 
-    kind: str  # cycle | sink | event_loop | fork_lock | lost_result | pool_saturated | prompt
+    # cycle | lock_ring | self_lock | self_wait | orphan_wait | fork_lock | event_loop |
+    # lost_result | pool_saturated | prompt | sink
+    kind: str
     members: tuple[int, ...]  # PIDs, the suspect first where there is one
     chain: str  # the one sentence that states it
     edges: tuple[int, ...] = ()  # indexes into WaitGraph.edges
     suspect: int | None = None  # PID
     suspect_tid: int | None = None
+    also: tuple[int, ...] = ()  # PIDs suspect as much as ``suspect`` (forked siblings)
 
 
 @dataclass(frozen=True)

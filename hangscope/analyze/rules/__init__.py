@@ -27,7 +27,13 @@ from hangscope.analyze.rules.collectives import (
 )
 from hangscope.analyze.rules.elsewhere import skipped_collective
 from hangscope.analyze.rules.failed import rank_failed
-from hangscope.analyze.rules.graph import lock_holder, wait_cycle, wait_shape, wait_sink
+from hangscope.analyze.rules.graph import (
+    lock_holder,
+    lock_ring,
+    wait_cycle,
+    wait_shape,
+    wait_sink,
+)
 from hangscope.analyze.rules.waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
 from hangscope.analyze.signatures import is_p2p
 from hangscope.analyze.subject_lines import evidence
@@ -247,20 +253,40 @@ def lock_threads(proc: Process) -> list[Thread]:
 
 def local_deadlock(facts: Facts) -> Verdict | None:
     """Two or more threads of one process stuck acquiring locks."""
-    for proc in facts.subjects:
+    graph = facts.snapshot.wait_graph
+    # A process whose threads close a lock cycle is a subject of it, the launcher included.
+    rings = {p.suspect for p in graph.patterns if p.kind == "lock_ring"} if graph else set()
+    for proc in (*facts.subjects, *(p for p in facts.processes
+                                    if p.pid in rings and p not in facts.subjects)):
         locked = lock_threads(proc)
-        if len(locked) < 2 or proc.key not in facts.stuck or not all(
-                t.stuck or facts.samples <= 1 for t in locked):
+        ring = lock_ring(facts, proc.pid)
+        cycle = ring is not None and all(t.stuck or facts.samples <= 1 for t in proc.threads
+                                         if t.tid in {tid for tid, *_ in ring[0]})
+        if not cycle and (len(locked) < 2 or proc.key not in facts.stuck or not all(
+                t.stuck or facts.samples <= 1 for t in locked)):
             continue
-        names = ", ".join(f"{t.name or t.tid} at {t.site or '?'}" for t in locked[:6])
-        if len(locked) > 6:
-            names += f", and {len(locked) - 6} more"
+        behind = ""
+        if ring is not None and cycle:
+            # The source names the cycle: the threads in it, what each holds and takes; the
+            # others queue behind them (victims, not holders).
+            by_tid = {t.tid: t for t in proc.threads}
+            locked = [by_tid[tid] for tid, *_ in ring[0] if tid in by_tid]
+            names = ", ".join(f"{by_tid[tid].name if tid in by_tid else tid} at {site}, "
+                              f"holding {holds} and taking {wants}"
+                              for tid, holds, wants, site in ring[0])
+            if ring[1]:
+                behind = (f"; {ring[1]} more thread{'s wait' if ring[1] > 1 else ' waits'} "
+                          "behind them")
+        else:
+            names = ", ".join(f"{t.name or t.tid} at {t.site or '?'}" for t in locked[:6])
+            if len(locked) > 6:
+                names += f", and {len(locked) - 6} more"
         # A rank is named as a rank; the ranks that wait for it are the deadlock's effect.
         where = who(proc) if proc.role is Role.RANK and proc.is_rank_numbered \
             else f"PID {proc.pid}"
         waiting = [g for g in facts.groups if proc.key not in g.keys and g.category not in GONE]
         summary = (f"Local deadlock in {where}: {len(locked)} threads wait on locks "
-                   f"that the others hold ({names})"
+                   f"that the others hold ({names}){behind}"
                    + "".join(f"; {describe(g, facts.is_rank)} for it" for g in waiting)
                    + ". A lock-order inversion: make every thread take the locks in the same "
                    "order.")

@@ -12,11 +12,16 @@ from hangscope.analyze.subject_lines import evidence
 from hangscope.model import Severity, Verdict, VerdictKind
 from hangscope.model.waits import WaitGraph, WaitPattern
 
-_HEAD = {"cycle": "Deadlock", "fork_lock": "Deadlock (a lock inherited through fork)",
+_HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
+         "fork_lock": "Deadlock (a lock inherited locked across fork)",
+         "self_lock": "Deadlock (a thread waits for itself)",
+         "self_wait": "Deadlock (an event loop waits for itself)",
+         "orphan_wait": "A wait nobody can end",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
          "prompt": "A prompt nobody answers", "sink": "Wait chain",
          "pool_saturated": "Pool saturated"}
-_KIND = {"cycle": VerdictKind.DEADLOCK, "fork_lock": VerdictKind.DEADLOCK}
+_KIND = {"cycle": VerdictKind.DEADLOCK, "fork_lock": VerdictKind.DEADLOCK,
+         "self_lock": VerdictKind.DEADLOCK, "self_wait": VerdictKind.DEADLOCK}
 
 
 def edge_lines(graph: WaitGraph, pattern: WaitPattern) -> tuple[str, ...]:
@@ -37,6 +42,8 @@ def _suspects(facts: Facts, graph: WaitGraph, pattern: WaitPattern) -> tuple[int
     writes or closes it)."""
     if pattern.suspect is None:
         return ()
+    if pattern.also:  # the pattern names more than one (both ends of a lock ring, ...)
+        return tuple(dict.fromkeys((pattern.suspect, *pattern.also)))
     if pattern.kind == "pool_saturated":  # every worker holds a task that waits: all of them
         return pattern.members[:-1]
     if pattern.kind != "sink" or not pattern.edges:
@@ -70,14 +77,37 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
     return None
 
 
+def lock_ring(facts: Facts, pid: int) -> tuple[list[tuple[int, str, str, str]], int] | None:
+    """The threads of ``pid`` in a lock-order cycle (analyze/waitpatterns.py ``lock_ring``):
+    (tid, the lock it holds, the lock it takes, where) each, and how many threads wait behind
+    them; None without one."""
+    graph = facts.snapshot.wait_graph
+    pattern = next((p for p in graph.patterns if p.kind == "lock_ring" and p.suspect == pid),
+                   None) if graph is not None else None
+    if graph is None or pattern is None:
+        return None
+    edges = [graph.edges[i] for i in pattern.edges]
+    out = []
+    for edge in edges:
+        wants, _, site = edge.object.partition(" (taken at ")
+        holds = [e.object.partition(" (taken at ")[0] for e in edges if e.to_tid == edge.tid]
+        out.append((edge.tid, ", ".join(holds), wants, site[:-1]))
+    tids = {e.tid for e in edges}
+    behind = {e.tid for e in graph.edges if e.kind == "py_lock" and e.pid == pid
+              and e.to_tid in tids and e.tid not in tids}
+    return out, len(behind)
+
+
 def wait_cycle(facts: Facts) -> Verdict | None:
     """Following each stuck thread's wait comes back to it: a deadlock."""
-    return _verdict(facts, ("cycle", "fork_lock"))
+    return _verdict(facts, ("cycle", "self_lock", "self_wait", "fork_lock"))
 
 
 def wait_shape(facts: Facts) -> Verdict | None:
-    """A blocked event loop, a lost pool result, a saturated pool, or an unanswered prompt."""
-    return _verdict(facts, ("event_loop", "lost_result", "pool_saturated", "prompt"))
+    """A wait nobody can end, a blocked event loop, a lost pool result, a saturated pool, or an
+    unanswered prompt."""
+    return _verdict(facts, ("orphan_wait", "event_loop", "lost_result", "pool_saturated",
+                            "prompt"))
 
 
 def lock_holder(facts: Facts) -> Verdict | None:

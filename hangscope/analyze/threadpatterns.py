@@ -1,0 +1,311 @@
+"""The patterns of threads inside one process: a lock-order ring (ABBA), a thread waiting on
+a lock its own outer frame holds, an event loop blocked on its own future, a wait whose
+producer thread is gone, a lock inherited locked across fork.
+
+Pure, over the wait-for graph (analyze/waitwalk.py); analyze/waitpatterns.py places them in
+its ordered table.
+"""
+
+from __future__ import annotations
+
+from hangscope.analyze.waitgraph import blocked as _blocked
+from hangscope.analyze.waitgraph import (
+    held_locks,
+    lock_key,
+    taking_frame,
+    user_frame,
+    waits_on_lock,
+)
+from hangscope.analyze.waitwalk import LOOP, Graph, site_words, thread_words
+from hangscope.model import Category, Frame, Process, Thread
+from hangscope.model.waits import WaitPattern
+from hangscope.words import who
+
+
+def lock_ring(g: Graph, ring: list[int]) -> WaitPattern:
+    """Threads of one process, each holding the lock the next one wants (ABBA)."""
+    pid = g.edges[ring[0]].pid
+    proc = g.procs[pid]
+    parts = []
+    for i in ring:
+        edge = g.edges[i]
+        me = g.threads.get((pid, edge.tid))
+        wants = edge.object.split(" (taken at ", 1)
+        held = [f"{g.edges[j].object.split(' (taken at ', 1)[0]}" for j in ring
+                if g.edges[j].to_tid == edge.tid]
+        site = f" at {wants[1][:-1]}" if len(wants) > 1 else site_words(me)
+        holds = f"holds {', '.join(held)} and " if held else ""
+        parts.append(f"thread {me.name if me and me.name else edge.tid} {holds}waits for "
+                     f"{wants[0]}{site}")
+    ring_tids = {g.edges[i].tid for i in ring}
+    behind = {e.tid for e in g.edges if e.kind == "py_lock" and e.pid == pid
+              and e.to_tid in ring_tids and e.tid not in ring_tids}
+    clients = sorted({e.pid for e in g.edges if e.to_pid == pid and e.pid != pid
+                      and e.kind in ("unix", "tcp", "pipe", "fifo", "store")})
+    tail = ""
+    if behind:
+        n = len(behind)
+        tail += f"; {n} more thread{'s wait' if n > 1 else ' waits'} behind them"
+    if clients:
+        tail += "; " + ", ".join(who(g.procs[c]) for c in clients[:4]) + (
+            " wait" if len(clients) > 1 else " waits") + " for it"
+    chain = (f"lock-order inversion in {who(proc)}: " + "; ".join(parts) + tail
+             + ": take the locks in the same order in every thread")
+    first = g.edges[ring[0]]
+    return WaitPattern("lock_ring", (pid, *clients), chain, tuple(ring), pid, first.tid)
+
+
+def self_lock(g: Graph) -> WaitPattern | None:
+    """A thread waits for a non-reentrant lock that an outer frame of its own stack holds."""
+    for i, edge in enumerate(g.edges):
+        if edge.kind != "py_lock" or edge.to_tid != edge.tid:
+            continue
+        proc = g.procs[edge.pid]
+        thread = g.threads.get((edge.pid, edge.tid))
+        if thread is None or not _blocked(thread):
+            continue
+        taking = taking_frame(thread)
+        python = [f for f in thread.frames if not f.native]
+        text = edge.object.split(" (taken at ", 1)[0]
+        holder = next((f for f in reversed(python) if f is not taking and text in f.holds),
+                      taking)
+        frames = python[python.index(taking) if taking in python else 0:]
+        below = frames[1] if len(frames) > 1 else None
+        held_at = f"{holder.name} ({holder.short_file}:{holder.line})" if holder else "?"
+        how = ""
+        if below is not None and taking is not None and below.calls and \
+                taking.name.rsplit(".", 1)[-1] not in below.calls:
+            # The caller's line calls no function of that name: the frame was not called
+            # from it but run over it, as CPython runs a signal handler on the main thread.
+            how = (f"; {taking.name} runs on top of {below.name} ({below.short_file}:"
+                   f"{below.line}), whose line does not call it: a signal handler that "
+                   f"interrupted the thread inside the block holding {text}")
+        chain = (f"{thread_words(proc, thread)} deadlocks itself: it waits for {text} at "
+                 f"{taking.name if taking else '?'} ({taking.short_file if taking else '?'}:"
+                 f"{taking.line if taking else '?'}), which its own outer frame {held_at} holds "
+                 f"and cannot release until this wait returns{how}; a threading.Lock is not "
+                 "reentrant: do not take it in a signal handler or callback (set a flag, or "
+                 "use an RLock)")
+        return WaitPattern("self_lock", (proc.pid,), chain, (i,), proc.pid, thread.tid)
+    return None
+
+
+def _forked(proc: Process, parent: Process | None) -> bool:
+    """A fork without exec: multiprocessing's fork start method (``popen_fork`` at the bottom
+    of the child's stack: the parent's frames, copied), or the parent's command line, and not
+    multiprocessing's spawn or forkserver (a fresh interpreter: ``spawn_main``)."""
+    if parent is None or any("--multiprocessing-fork" in a or "spawn_main" in a
+                             for a in proc.cmdline):
+        return False
+    main = next((t for t in proc.threads if t.tid == proc.pid), None)
+    if main is not None and any(not f.native and (f.file or "").endswith(
+            "multiprocessing/popen_fork.py") for f in main.frames):
+        return True
+    return bool(proc.cmdline) and proc.cmdline == parent.cmdline
+
+
+def _bystander(thread: Thread) -> bool:
+    """A thread of a forked child that cannot hold the inherited lock: a helper (a queue's
+    feeder, pin memory), a native-only thread, one idling for work in an Event/Condition/Queue
+    wait, or one blocked elsewhere whose source holds no lock (it started in the child, after
+    the fork, and took none)."""
+    return thread.helper or not thread.python or _notified_wait(thread) is not None or (
+        thread.category in (Category.IDLE, Category.IPC_WAIT, Category.SLEEP)
+        and not any(f.holds for f in thread.frames if not f.native))
+
+
+def fork_lock(g: Graph) -> WaitPattern | None:
+    found: list[tuple[Process, Process, Thread]] = []
+    for proc in g.snap.processes:
+        if proc.is_exited:
+            continue
+        main = next((t for t in proc.threads if t.tid == proc.pid), None)
+        parent = g.procs.get(proc.ppid or 0)
+        # The forking thread's copy is the child's main thread: the one the lock wait is on.
+        if main is None or not _blocked(main) or not waits_on_lock(main) or not _forked(
+                proc, parent):
+            continue
+        others = [t for t in proc.threads if t.tid != main.tid]
+        if not all(_bystander(t) for t in others):
+            continue
+        taking = taking_frame(main)
+        if taking is not None and taking.takes is not None and any(
+                t.tid == main.tid for t, _ in held_locks(proc).get(
+                    lock_key(taking, taking.takes), [])):
+            continue  # its own outer frame holds it: a self-deadlock (_self_lock)
+        assert parent is not None
+        found.append((proc, parent, main))
+    if not found:
+        return None
+    proc, parent, thread = found[0]
+    siblings = [p for p, par, _ in found if par.pid == parent.pid]
+    frame = next((f for f in thread.frames if not f.native and f.takes), None) or next(
+        (f for f in thread.frames if not f.native), None)
+    where = f" at {frame.name} ({frame.short_file}:{frame.line})" if frame else ""
+    lock = f" {frame.takes}" if frame is not None and frame.takes else ""
+    one = len(siblings) == 1
+    them = who(proc) if one else (", ".join(who(p) for p in siblings[:4])
+                                  + (f" and {len(siblings) - 4} more" if len(siblings) > 4 else ""))
+    helpers = [t for p in siblings for t in p.threads if t.tid != p.pid]
+    child = "the child has" if one else "each child has"
+    threads = (f"{child} no other thread that could hold it" if not helpers else
+               f"{child} only helper threads besides, started after the fork, that cannot "
+               "hold it")
+    chain = (f"{them}, forked from {who(parent)} without exec, {'waits' if one else 'wait'} "
+             f"on the lock{lock}{where}, inherited locked across fork: the thread that held "
+             f"it when {parent.pid} forked exists only in {parent.pid}, and {threads}, so "
+             "nothing can release it; do not fork while holding a lock (start children "
+             "with 'spawn' or 'forkserver', or outside the critical section)")
+    waiting = [e.pid for e in g.edges if e.to_pid in {p.pid for p in siblings}
+               and e.pid == parent.pid]
+    if waiting:
+        chain += f"; {who(parent)} waits for {'it' if len(siblings) == 1 else 'them'}"
+    return WaitPattern("fork_lock", (*(p.pid for p in siblings), parent.pid), chain, (),
+                       proc.pid, thread.tid, tuple(p.pid for p in siblings[1:]))
+
+
+_FUTURE = ("concurrent/futures/_base.py",)
+
+
+def _future_wait(thread: Thread) -> Frame | None:
+    """The ``concurrent.futures.Future.result``/``wait`` frame a thread blocks in."""
+    return next((f for f in thread.frames if not f.native and (f.file or "").endswith(_FUTURE)
+                 and f.name.rsplit(".", 1)[-1] in ("result", "exception", "wait")), None)
+
+
+def _runs_task(thread: Thread) -> bool:
+    """A pool's worker thread (a helper while it idles) running a task: a frame of the task,
+    outside the standard library's plumbing, over the worker loop."""
+    return _executor_worker(thread) and user_frame(thread) is not None
+
+
+def _could_produce(thread: Thread) -> bool:
+    """A thread that could set an event, fill a queue or complete a future: any thread of the
+    process that is not itself idling in such a wait (an executor's idle worker waits on its
+    queue; one blocked in recv may be computing the result)."""
+    return (not thread.helper or _runs_task(thread)) and thread.python \
+        and _notified_wait(thread) is None
+
+
+def self_wait(g: Graph) -> WaitPattern | None:
+    """An asyncio loop's thread blocks on a concurrent future that no other thread is
+    working on: its work is scheduled on this loop (``run_coroutine_threadsafe``), which
+    cannot run it until the wait returns."""
+    for proc in g.snap.processes:
+        for thread in proc.threads:
+            if proc.is_exited or not _blocked(thread) or thread.category is not Category.LOCK:
+                continue
+            python = [f for f in thread.frames if not f.native]
+            waits = _future_wait(thread)
+            loop = next((k for k, f in enumerate(python) if "asyncio" in (f.file or "")
+                         and f.name.rsplit(".", 1)[-1] in LOOP), None)
+            if waits is None or loop is None or python.index(waits) > loop:
+                continue
+            if any(_could_produce(t) for t in proc.threads if t.tid != thread.tid):
+                continue  # another thread may be computing it: a blocked loop, not a self-wait
+            inner = user_frame(thread)
+            site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
+            chain = (f"the asyncio event loop of {who(proc)} (thread {thread.name or thread.tid})"
+                     f" waits for itself: it blocks synchronously in concurrent.futures."
+                     f"Future.result(){site}, and no other thread of the process runs "
+                     "anything that could complete that future: its coroutine is scheduled "
+                     "on this same loop (asyncio.run_coroutine_threadsafe on the loop's own "
+                     "thread), which cannot run it until the wait returns; await the "
+                     "coroutine instead of blocking on its future")
+            return WaitPattern("self_wait", (proc.pid,), chain, (), proc.pid, thread.tid)
+    return None
+
+
+_PRODUCED = {"threading.py": ("wait", "wait_for"), "queue.py": ("get",),
+             "concurrent/futures/_base.py": ("result", "exception")}
+
+
+def _notified_wait(thread: Thread) -> Frame | None:
+    """The frame of a thread-to-thread wait (``Event.wait``, ``Condition.wait``, ``Queue.get``,
+    ``Future.result``): a thread of the same process must set, notify, put or complete it."""
+    python = [f for f in thread.frames if not f.native]
+    found = None
+    for f in python:  # the outermost plumbing frame: Event.wait over Condition.wait
+        file = f.file or ""
+        names = next((n for suffix, n in _PRODUCED.items() if file.endswith(suffix)), None)
+        if names is None:
+            break
+        if f.name.rsplit(".", 1)[-1] in names:
+            found = f
+    return found
+
+
+def _died(proc: Process) -> list[str]:
+    """Threads the process's output says died: threading.excepthook's ``Exception in thread
+    NAME:`` line (the thread's traceback follows it)."""
+    lines = [*proc.log_errors, *proc.log_tail]
+    names = [line.split("Exception in thread ", 1)[1].rstrip(":").strip()
+             for line in lines if line.startswith("Exception in thread ")]
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def orphan_wait(g: Graph) -> WaitPattern | None:
+    """A thread waits for another thread of its process to set an Event, put on a queue or
+    complete a future, and none is left that could: the producer died (its traceback in the
+    output), or every other thread waits too."""
+    for proc in g.snap.processes:
+        if proc.is_exited or not proc.threads:
+            continue
+        for thread in proc.threads:
+            frame = _notified_wait(thread)
+            if frame is None or (thread.helper and not _runs_task(thread)) or not _blocked(
+                    thread) or any("asyncio" in (f.file or "") for f in thread.frames
+                                   if not f.native):
+                continue
+            others = [t for t in proc.threads if t.tid != thread.tid and t.python
+                      and (not t.helper or _runs_task(t))]
+            if any(_could_produce(t) for t in others):
+                continue  # another thread runs or waits on something else: it may set it
+            died = _died(proc)
+            waiters = sorted({e.pid for e in g.edges if e.to_pid == proc.pid
+                              and e.pid != proc.pid and e.kind != "child"})
+            inner = user_frame(thread)
+            site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
+            what = frame.name
+            if _executor_worker(thread) and what.endswith(("result", "exception")):
+                return _pool_self_wait(g, proc, thread, what + site, others, waiters)
+            if not died and not waiters:
+                continue  # a lone wait nobody needs (a signal handler may end it): not a hang
+            rest = "no other thread of it is left" if not others else (
+                f"its {len(others)} other thread{'s wait' if len(others) > 1 else ' waits'} "
+                "too")
+            chain = (f"{thread_words(proc, thread)} waits in {what}{site} for another thread "
+                     f"to set it, and {rest}: the producer is gone")
+            if died:
+                chain += (f"; its output says thread {', '.join(died[:3])} died of an "
+                          "exception (threading's 'Exception in thread' traceback), before "
+                          "it could set it")
+            if waiters:
+                chain += "; " + ", ".join(who(g.procs[w]) for w in waiters[:3]) + (
+                    " wait" if len(waiters) > 1 else " waits") + f" for {who(proc)}"
+            chain += ("; wait with a timeout and check the producer thread is_alive(), or "
+                      "set the event in a finally")
+            return WaitPattern("orphan_wait", (proc.pid, *waiters), chain, (), proc.pid,
+                               thread.tid)
+    return None
+
+
+def _executor_worker(thread: Thread) -> bool:
+    """The thread is a ``concurrent.futures.ThreadPoolExecutor`` worker."""
+    return any(not f.native and (f.file or "").endswith("concurrent/futures/thread.py")
+               and f.name.rsplit(".", 1)[-1] == "_worker" for f in thread.frames)
+
+
+def _pool_self_wait(g: Graph, proc: Process, thread: Thread, where: str, others: list[Thread],
+                    waiters: list[int]) -> WaitPattern:
+    """A pool worker waits on a future of its own pool with no worker left to run it."""
+    idle = f"its {len(others)} other threads wait too" if others else \
+        "no other thread of the process is left"
+    chain = (f"{thread_words(proc, thread)}, a ThreadPoolExecutor worker, waits in {where} on a "
+             f"future that no thread can run: {idle}, so the task it waits for is queued "
+             "behind the one this worker runs (it waits for itself); do not wait on the "
+             "pool's futures from inside its tasks, or give it more workers")
+    if waiters:
+        chain += "; " + ", ".join(who(g.procs[w]) for w in waiters[:3]) + (
+            " wait" if len(waiters) > 1 else " waits") + f" for {who(proc)}"
+    return WaitPattern("orphan_wait", (proc.pid, *waiters), chain, (), proc.pid, thread.tid)

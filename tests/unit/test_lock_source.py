@@ -1,0 +1,60 @@
+"""Which lock a frame's line takes and which it holds, from its source (collect/source.py).
+
+GIVEN the real source of tests/targets/lock_jobs.py and of the standard library's logging,
+WHEN a frame's line is looked up, THEN the lock its statement takes and the locks held there
+(with-blocks, ``acquire()`` then ``try/finally: release()``) are named by their source text.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import textwrap
+from pathlib import Path
+
+from support import TARGETS
+
+from hangscope.collect import source
+
+JOBS = str(TARGETS / "lock_jobs.py")
+
+
+def _line(text: str, path: str = JOBS, after: int = 0) -> int:
+    lines = Path(path).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if i > after and text in line)
+
+
+def test_the_inner_with_of_nested_locks_takes_one_and_holds_the_other() -> None:
+    write = _line("def write(self")
+    inner = _line("with self.journal_lock:", after=write)
+    assert source.lock_scope(JOBS, inner) == ("self.journal_lock", ("self.index_lock",))
+    outer = _line("with self.index_lock:", after=write)
+    assert source.lock_scope(JOBS, outer) == ("self.index_lock", ())
+    wait = _line("self.compactor_in.wait()", after=write)
+    assert source.lock_scope(JOBS, wait) == (None, ("self.index_lock",))
+
+
+def test_a_module_lock_held_around_a_blocking_call_and_a_call_that_is_not_a_lock() -> None:
+    blocked = _line("select.select([fd], [], [])")
+    assert source.lock_scope(JOBS, blocked) == (None, ("_BUFFER_LOCK",))
+    # ``with open(...)`` builds a fresh context manager: no lock.
+    assert source.lock_scope(JOBS, _line('f.write(f"{os.getpid()} {tag}\\n")')) == (None, ())
+
+
+def test_acquire_then_try_finally_release_holds_the_try_body() -> None:
+    """Python 3.11's logging.Handler.handle: ``self.acquire()``, then ``try: self.emit(record)
+    finally: self.release()``."""
+    path = logging.__file__
+    emit = _line("self.emit(record)", path, after=_line("def handle(self, record)", path))
+    assert source.lock_scope(path, emit)[1][-1:] in (("self",), ("self.lock",))
+
+
+def test_a_line_calls_the_functions_it_names() -> None:
+    code = textwrap.dedent("""\
+        def f(self):
+            x = self.reader.read(4)
+            g(x)
+        """)
+    calls = source.call_names(ast.parse(code))
+    assert calls[2] == frozenset({"read"}) and calls[3] == frozenset({"g"})
+    assert source.calls_at(JOBS, _line("select.select([fd], [], [])")) == ("select",)
