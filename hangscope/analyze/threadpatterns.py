@@ -8,8 +8,8 @@ its ordered table.
 
 from __future__ import annotations
 
-from hangscope.analyze.waitgraph import blocked as _blocked
-from hangscope.analyze.waitgraph import (
+from hangscope.analyze.threadedges import blocked as _blocked
+from hangscope.analyze.threadedges import (
     held_locks,
     lock_key,
     taking_frame,
@@ -269,8 +269,11 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
             what = frame.name
             if _executor_worker(thread) and what.endswith(("result", "exception")):
                 return _pool_self_wait(g, proc, thread, what + site, others, waiters)
-            if not died and not waiters:
-                continue  # a lone wait nobody needs (a signal handler may end it): not a hang
+            if not died:
+                # No producer seen dying: an Event nobody sets is also how a daemon idles on
+                # purpose (``Event().wait()`` for ever); what waits on it is then a chain's
+                # end, which the sink states with the process's own stack.
+                continue
             rest = "no other thread of it is left" if not others else (
                 f"its {len(others)} other thread{'s wait' if len(others) > 1 else ' waits'} "
                 "too")

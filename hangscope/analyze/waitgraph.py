@@ -29,7 +29,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from hangscope.analyze.listeners import listeners_of
-from hangscope.model import Category, Frame, Process, Snapshot, Thread
+from hangscope.analyze.threadedges import gil_edges, join_edges, py_lock_edges
+from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
 
 # Syscall numbers by machine: (reads, writes, waits for a child, flock, fcntl).
@@ -250,188 +251,6 @@ def _kernel_edges(idx: _Index, arch: str, proc: Process, thread: Thread) -> Iter
 
 # -- the interpreter's waits -------------------------------------------------------------
 
-_LIB = ("/threading.py", "/queue.py", "/multiprocessing/", "/concurrent/", "/importlib/")
-
-
-def user_frame(thread: Thread) -> Frame | None:
-    """The innermost Python frame outside the standard library's locking plumbing."""
-    return next((f for f in thread.frames if not f.native and f.file
-                 and not f.file.endswith(_LIB) and not any(m in f.file for m in _LIB)), None)
-
-
-def waits_on_lock(thread: Thread) -> bool:
-    """Blocked acquiring a lock, not joining a thread or waiting to be notified."""
-    if thread.helper or not thread.python or thread.category is not Category.LOCK:
-        return False
-    # Waiting to be notified (Event, Condition, Queue, threading's or multiprocessing's) is
-    # idling for a producer, not contending for a lock somebody holds.
-    leaf = next((f for f in thread.frames if not f.native), None)
-    if leaf is not None and leaf.file and leaf.file.endswith(_NOTIFY) \
-            and leaf.name.rsplit(".", 1)[-1] in ("wait", "get", "wait_for", "put"):
-        return False
-    return not _joins(thread)
-
-
-def _joins(thread: Thread) -> bool:
-    """Inside ``Thread.join`` (its lock wait is the joined thread's end, not a lock)."""
-    return any(not f.native and f.name.endswith(("join", "_wait_for_tstate_lock"))
-               for f in thread.frames[:8])
-
-
-_NOTIFY = ("threading.py", "queue.py", "multiprocessing/synchronize.py",
-           "multiprocessing/queues.py")
-
-
-def waits_for_gil(thread: Thread) -> bool:
-    """In ``take_gil``: the signature says so, or (take_gil inlined, no symbol) the innermost
-    named native frame is a condition-variable wait: CPython's locks wait on semaphores on
-    Linux (``sem_clockwait``), its GIL on a condition variable. Read only where a GIL owner
-    is blocked in the kernel (:func:`_gil_edges`)."""
-    if thread.category is Category.GIL_WAIT:
-        return True
-    for frame in thread.frames:
-        if not frame.native:
-            return False
-        if not frame.name.startswith("0x"):
-            return frame.name.startswith(("pthread_cond_timedwait", "pthread_cond_wait",
-                                          "pthread_cond_clockwait"))
-    return False
-
-
-def _gil_edges(proc: Process) -> Iterator[WaitEdge]:
-    owner = next((t for t in proc.threads if t.owns_gil), None)
-    if owner is None or owner.active or owner.state not in ("S", "D"):
-        return  # a GIL owner that runs Python releases it every 5 ms: no one waits on it
-    for thread in proc.threads:
-        if thread.tid != owner.tid and waits_for_gil(thread):
-            yield WaitEdge(proc.pid, thread.tid, "gil", f"the GIL of PID {proc.pid}",
-                           "take_gil (a bare condition wait) in its native stack; py-spy: "
-                           "the other thread owns_gil while blocked in the kernel",
-                           to_pid=proc.pid, to_tid=owner.tid)
-
-
-LockKey = tuple[str | None, str | None, str]  # file, class (for self.X), the lock's text
-
-
-def lock_key(frame: Frame, text: str) -> LockKey:
-    """Which lock ``text`` names in ``frame``: ``self.X`` is the attribute of the method's
-    class (py-spy's ``Class.method``), any other name is the module's."""
-    scope = None
-    if text == "self" or text.startswith(("self.", "cls.")):
-        scope = frame.name.rsplit(".", 1)[0] if "." in frame.name else None
-    return frame.file, scope, text
-
-
-def taking_frame(thread: Thread) -> Frame | None:
-    """The frame whose statement takes the lock the thread waits on (its source says
-    ``with X:`` or ``X.acquire()`` at that line), below the locking plumbing it calls."""
-    for frame in thread.frames:
-        if frame.native:
-            continue
-        if frame.takes is not None:
-            return frame
-        if not frame.file or not any(m in frame.file for m in _LIB):
-            return None
-    return None
-
-
-def held_locks(proc: Process) -> dict[LockKey, list[tuple[Thread, Frame]]]:
-    """Each lock some thread of ``proc`` is inside a block holding, with those threads and the
-    outermost frame of each that holds it (one pass over the stacks)."""
-    out: dict[LockKey, list[tuple[Thread, Frame]]] = {}
-    for thread in proc.threads:
-        outer: dict[LockKey, Frame] = {}
-        for f in thread.frames:
-            for text in f.holds if not f.native else ():
-                outer[lock_key(f, text)] = f  # innermost first: the last one is outermost
-        for key, f in outer.items():
-            out.setdefault(key, []).append((thread, f))
-    return out
-
-
-def _held_edge(proc: Process, thread: Thread,
-               held: dict[LockKey, list[tuple[Thread, Frame]]]) -> WaitEdge | None:
-    """A lock waiter -> the one thread whose stack is inside a block holding that lock."""
-    frame = taking_frame(thread)
-    if frame is None or frame.takes is None:
-        return None
-    holders = held.get(lock_key(frame, frame.takes), [])
-    mine = next((f for t, f in holders if t.tid == thread.tid), None)
-    others = [(t, f) for t, f in holders if t.tid != thread.tid]
-    # One holder or none: the same name held by two threads is two objects (a lock per
-    # instance, a recursive walk over nodes), and which one this thread wants is unknown.
-    if len(holders) != 1:
-        return None
-    holder, where = (thread, mine) if mine is not None else others[0]
-    site = f"{frame.name} ({frame.short_file}:{frame.line})"
-    held_at = f"{where.name} ({where.short_file}:{where.line})"
-    who_holds = "its own outer frame" if holder.tid == thread.tid else \
-        f"thread {holder.name or holder.tid}"
-    return WaitEdge(proc.pid, thread.tid, "py_lock", f"{frame.takes} (taken at {site})",
-                    f"the source: {who_holds} is inside a block holding {frame.takes} at "
-                    f"{held_at}", to_pid=proc.pid, to_tid=holder.tid, probable=True)
-
-
-def _py_lock_edges(proc: Process) -> Iterator[WaitEdge]:
-    """Lock waiters -> the thread inside a block that holds their lock (the source's with-
-    blocks); else threads waiting at one lock site -> the one thread inside that function
-    past it."""
-    sites: dict[tuple[str | None, str, int | None], list[Thread]] = {}
-    held = held_locks(proc)
-    for thread in proc.threads:
-        if not waits_on_lock(thread):
-            continue
-        edge = _held_edge(proc, thread, held)
-        if edge is not None:
-            yield edge
-        elif (frame := user_frame(thread)) is not None:
-            sites.setdefault((frame.file, frame.name, frame.line), []).append(thread)
-    if not sites:
-        return
-    # Where each function of the waiters' sites is on every other thread's stack, in one pass
-    # over the stacks (a 1,000-thread process: not once per site).
-    wanted = {(file, name) for file, name, _ in sites}
-    found: dict[tuple[str | None, str], dict[int, tuple[Thread, int | None]]] = {}
-    for thread in proc.threads:
-        if thread.python:
-            for f in thread.frames:
-                if not f.native and (f.file, f.name) in wanted:
-                    found.setdefault((f.file, f.name), {}).setdefault(thread.tid, (thread, f.line))
-    for (file, name, line), waiters in sites.items():
-        waiting = {t.tid for t in waiters}
-        inside = [t for tid, (t, at) in found.get((file, name), {}).items()
-                  if tid not in waiting and at != line]
-        if len(inside) != 1:
-            continue
-        holder = inside[0]
-        where = next(f for f in holder.frames if f.file == file and f.name == name)
-        site = f"{name} ({(where.short_file or '?')}:{line})"
-        for thread in waiters:
-            yield WaitEdge(proc.pid, thread.tid, "py_lock", f"the lock taken at {site}",
-                           f"probable holder: the only other thread inside {name} past "
-                           f"that line (at line {where.line})", to_pid=proc.pid,
-                           to_tid=holder.tid, probable=True)
-
-
-def _join_edges(proc: Process) -> Iterator[WaitEdge]:
-    """A thread joining at exit (``threading._shutdown``, multiprocessing's finalizers
-    joining a queue's feeder) -> the other live Python threads of its process."""
-    for thread in proc.threads:
-        if thread.category is not Category.LOCK or not _joins(thread) or not blocked(thread):
-            continue
-        for other in proc.threads:
-            # A helper counts: a queue's feeder thread is one, and it is what the join waits for.
-            if other.tid != thread.tid and other.python and other.frames:
-                yield WaitEdge(proc.pid, thread.tid, "thread", f"thread {other.name or other.tid}",
-                               "Thread.join in its stack; the process's other live threads",
-                               to_pid=proc.pid, to_tid=other.tid, probable=True)
-
-
-def blocked(thread: Thread) -> bool:
-    """Its stack never moved in the window (one sample: assumed)."""
-    return thread.samples <= 1 or thread.unchanged_samples >= thread.samples
-
-
 def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
     """Every wait-for edge of a single-host snapshot ((): no kernel facts, or several hosts:
     PIDs repeat across nodes and fds do not cross them)."""
@@ -447,9 +266,9 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         if idx is not None and kernel is not None:
             for thread in proc.threads:
                 edges.extend(_kernel_edges(idx, kernel.arch, proc, thread))
-        edges.extend(_gil_edges(proc))
-        edges.extend(_join_edges(proc))
-        edges.extend(_py_lock_edges(proc))
+        edges.extend(gil_edges(proc))
+        edges.extend(join_edges(proc))
+        edges.extend(py_lock_edges(proc))
     return tuple(edges)
 
 

@@ -32,7 +32,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hangscope.analyze.calm import calm_kind
+from hangscope.analyze.poolpatterns import lost_result, pool_saturated
 from hangscope.analyze.roles import HELPER_ROLES
+from hangscope.analyze.threadedges import user_frame
 from hangscope.analyze.threadpatterns import (
     fork_lock,
     lock_ring,
@@ -40,118 +42,11 @@ from hangscope.analyze.threadpatterns import (
     self_lock,
     self_wait,
 )
-from hangscope.analyze.waitgraph import blocked as _blocked
-from hangscope.analyze.waitgraph import build_edges, user_frame
-from hangscope.analyze.waitwalk import LOOP, Graph, site_words, thread_words
-from hangscope.model import Frame, Process, Snapshot, Thread
+from hangscope.analyze.waitgraph import build_edges
+from hangscope.analyze.waitwalk import LOOP, Graph, hop, site_words, thread_words
+from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import verb, who
-
-
-def _hop(g: Graph, i: int) -> str:
-    """One edge as a clause: ``PID 9 waits for child 10 (wait4) at run (x.py:3)``."""
-    edge = g.edges[i]
-    proc = g.procs[edge.pid]
-    thread = g.threads.get((edge.pid, edge.tid))
-    me = thread_words(proc, thread)
-    target = g.procs.get(edge.to_pid) if edge.to_pid is not None else None
-    them = who(target) if target is not None else (edge.outside or "something outside the job")
-    if edge.to_pid == edge.pid and edge.to_tid is None:
-        them = "its own process (no other process holds the other end)"
-    site = site_words(thread)
-    if edge.kind == "child":
-        return f"{me} waits for its child {them}{site}"
-    if edge.kind in ("pipe", "fifo"):
-        doing = "writing" if "(read end)" in edge.object else "reading"
-        other = "reads" if doing == "writing" else "writes"
-        what = edge.object.split(" (")[0]
-        if edge.fd in (1, 2):
-            what = f"its {'stdout' if edge.fd == 1 else 'stderr'} ({what})"
-        holders = _end_holders(g, i)
-        if len(holders) > 1:
-            them = " and ".join(who(g.procs[pid]) for pid in holders)
-            other = other[:-1]  # "which only A and B write"
-        polled = _polled_with(g, edge, holders)
-        if polled:
-            what = f"pipes {what.removeprefix('pipe ')} and {' and '.join(polled)}"
-        clause = f"{me} is blocked {doing} {what}{site}, which only {them} {other}"
-        return clause + (_outlived(g, edge, holders, len(polled) + 1) if doing == "reading"
-                         else "")
-    if edge.kind == "thread":
-        holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
-        return f"{me} joins {thread_words(proc, holder)}{site}"
-    if edge.kind in ("gil", "py_lock"):
-        holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
-        peers = [e for e in g.edges if e.kind == edge.kind and e.pid == edge.pid
-                 and e.to_tid == edge.to_tid]
-        if len(peers) > 1:
-            me = f"{len(peers)} threads of {who(proc)}"
-        waits = "wait" if len(peers) > 1 else "waits"
-        if edge.kind == "gil":
-            return f"{me} {waits} for the GIL, which {thread_words(proc, holder)} owns"
-        return (f"{me} {waits} for {edge.object}, probably held by "
-                f"{thread_words(proc, holder)} ({edge.how})")
-    if edge.kind == "file_lock":
-        return f"{me} waits for the {edge.object}{site}, held by {them}"
-    if edge.kind == "terminal":
-        return f"{me} reads {edge.object}{site}"
-    if edge.kind == "store":
-        return (f"{me} waits in TCPStore get/wait for a key of {edge.object}{site}, which "
-                f"{them} serves and nobody has set")
-    if edge.kind in ("unix", "tcp"):
-        doing = "to send on" if edge.how.startswith(("write", "send")) else "for a reply on"
-        if "accept queue" in edge.how:
-            return (f"{me} waits {doing} {edge.object}{site}, from {them}, which has not even "
-                    "accepted that connection (it waits in the accept queue of its listening "
-                    "socket)")
-        return f"{me} waits {doing} {edge.object}{site}, from {them}"
-    return f"{me} waits on {edge.object}{site} for {them}"
-
-
-def _polled_with(g: Graph, edge: WaitEdge, holders: list[int]) -> list[str]:
-    """The other pipes one poll waits on whose other end the same processes hold (a child's
-    stdout and stderr, read by communicate()): all of them are what it waits on."""
-    if edge.kind != "pipe" or not edge.how.startswith(("poll", "ppoll")):
-        return []
-    end = edge.object[edge.object.index(" ("):]
-    same = set(holders) or {edge.to_pid}
-    found: dict[str, set[int | None]] = {}
-    for e in g.edges:
-        if (e.pid, e.tid, e.kind) == (edge.pid, edge.tid, "pipe") and e.object != edge.object \
-                and e.object.endswith(end):
-            found.setdefault(e.object, set()).add(e.to_pid)
-    return [obj.split(" (")[0].removeprefix("pipe ") for obj, pids in found.items()
-            if pids == same]
-
-
-def _end_holders(g: Graph, i: int) -> list[int]:
-    """Every live process of the job holding the other end of edge ``i``'s pipe or FIFO
-    (its edges out of the same thread on the same object), in order."""
-    edge = g.edges[i]
-    return list(dict.fromkeys(
-        e.to_pid for e in g.edges if (e.pid, e.tid, e.object) == (edge.pid, edge.tid, edge.object)
-        and e.to_pid is not None and e.to_pid != edge.pid
-        and (p := g.procs.get(e.to_pid)) is not None and not p.is_exited))
-
-
-def _outlived(g: Graph, edge: WaitEdge, holders: list[int], pipes: int = 1) -> str:
-    """The reader's children have exited while processes that are not its children hold the
-    write end: they inherited it from the child (a daemon a shell started with ``&``), so
-    the EOF the reader waits for (``communicate()``, ``for line in pipe``) never comes."""
-    gone = [p for p in g.snap.processes if p.ppid == edge.pid and p.is_exited]
-    strays = [g.procs[pid] for pid in holders if g.procs[pid].ppid != edge.pid]
-    if not gone or not strays:
-        return ""
-    kids = ", ".join(f"PID {p.pid}" + (f" ({p.cmdline[0]})" if p.cmdline else "") for p in gone)
-    codes = {p.exit_code for p in gone}
-    code = f" with code {codes.pop()}" if len(codes) == 1 and None not in codes else ""
-    zombie = ", a zombie not reaped yet" if all(p.is_zombie for p in gone) else ""
-    held = "; ".join(f"{who(p)}, " + (f"a child of PID {p.ppid}" if p.ppid in g.procs
-                                       else f"reparented to PID {p.ppid}") for p in strays)
-    return (f": it waits for EOF, but its child {kids} already exited{code}{zombie}, and "
-            f"{held}, inherited the write {'ends' if pipes > 1 else 'end'} and keeps "
-            f"{'them' if pipes > 1 else 'it'} open, so no EOF ever comes "
-            "(redirect the background process's output, or stop reading once the child exits)")
 
 
 def _end(g: Graph, edges: list[int]) -> str:
@@ -226,7 +121,7 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
                       "one of them must act first: break the cycle")
         if set(kinds) <= {"tcp", "unix", "store"}:
             advice = _CALLBACK
-        chain = "; ".join(_hop(g, i) for i in ring) + f": {advice}"
+        chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
         return WaitPattern("cycle", members, chain, tuple(ring), members[0], g.edges[ring[0]].tid)
     return None
 
@@ -254,133 +149,6 @@ def _event_loop(g: Graph) -> WaitPattern | None:
                  "streams) or run it in an executor")
         return WaitPattern("event_loop", (proc.pid,), chain, (i,), proc.pid, thread.tid)
     return None
-
-
-def _in_pool_wait(thread: Thread) -> bool:
-    return any(not f.native and f.file and f.file.endswith("multiprocessing/pool.py")
-               and f.name.rsplit(".", 1)[-1] in ("get", "wait", "next", "__next__")
-               for f in thread.frames)
-
-
-def _pool_worker_idle(proc: Process) -> bool:
-    """A Pool worker's main thread blocked waiting for its next task (not inside one)."""
-    main = next((t for t in proc.threads if t.tid == proc.pid), None)
-    return main is not None and _blocked(main) and _pool_frames(main) is not None \
-        and _pool_task(main) is None
-
-
-def _pool_frames(thread: Thread) -> list[Frame] | None:
-    """The Python frames inside ``multiprocessing.pool.worker`` (innermost first), or None:
-    the thread is no Pool worker."""
-    python = [f for f in thread.frames if not f.native]
-    at = next((k for k, f in enumerate(python) if f.file and f.name.rsplit(".", 1)[-1]
-               == "worker" and f.file.endswith("multiprocessing/pool.py")), None)
-    return None if at is None else python[:at]
-
-
-def _pool_task(thread: Thread) -> Frame | None:
-    """The task function a Pool worker runs (past map's ``mapstar``), or None: it waits for a
-    task (its frame inside ``worker`` is the task queue's ``get``)."""
-    inner = _pool_frames(thread)
-    while inner and inner[-1].name in ("mapstar", "starmapstar"):
-        inner = inner[:-1]
-    if not inner or (inner[-1].file or "").endswith(("multiprocessing/queues.py",
-                                                     "multiprocessing/connection.py")):
-        return None
-    return inner[-1]
-
-
-def _pool_saturated(g: Graph) -> WaitPattern | None:
-    """A driver waits on its Pool while every worker is inside a task that itself waits on
-    the job (a Manager queue, another task's result): the tasks they wait for are queued
-    behind them, and no worker is free to run them."""
-    for proc in g.snap.processes:
-        waiting = next((t for t in proc.threads if t.tid in (proc.working_tid, proc.pid)
-                        and _blocked(t) and _in_pool_wait(t)), None)
-        if waiting is None:
-            continue
-        workers = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited
-                   and (main := next((t for t in p.threads if t.tid == p.pid), None))
-                   is not None and _pool_frames(main) is not None]
-        if not workers:
-            continue
-        family = {proc.pid, *(p.pid for p in g.snap.processes if p.ppid == proc.pid)}
-        # A producer of the family still at work (its stack moves) may yet feed the tasks.
-        if any(p.pid in family and p not in workers and not p.is_exited and not _manager(p)
-               and (t := p.working_thread) is not None and not _blocked(t)
-               for p in g.snap.processes):
-            continue
-        hops: list[str] = []
-        edges: list[int] = []
-        for worker in workers:
-            main = next(t for t in worker.threads if t.tid == worker.pid)
-            task = _pool_task(main)
-            path, _ = g.walk(worker.pid, worker.pid)
-            # Inside a task, blocked, on a wait that stays in the driver's family (its Manager,
-            # the driver, another worker): not on a server outside the job, not working.
-            if task is None or not _blocked(main) or not path or any(
-                    g.edges[k].to_pid not in family for k in path):
-                break
-            hops.append(f"in task {task.name} ({task.short_file}:{task.line}), "
-                        + _hop(g, path[0]))
-            edges.extend(path[:1])
-        else:
-            servers = {g.edges[k].to_pid for k in edges}
-            if len(servers) == 1 and (server := g.procs.get(servers.pop() or 0)) is not None \
-                    and _manager(server):
-                hops.append(f"{who(server)} is the multiprocessing Manager: it only serves "
-                            "the queues and events, idle until some task puts or sets")
-            chain = (f"{who(proc)} waits for a result of its multiprocessing Pool"
-                     f"{site_words(waiting)}, and all {len(workers)} workers are busy with tasks "
-                     "that themselves wait: " + "; ".join(hops) + ": the pool is saturated by "
-                     "tasks waiting for tasks, since what they wait for comes from tasks still "
-                     "queued behind them with no free worker to run them; give the waiting "
-                     "tasks a pool of their own, add workers, or submit the producers first")
-            return WaitPattern("pool_saturated", (*(p.pid for p in workers), proc.pid), chain,
-                               tuple(edges), workers[0].pid, workers[0].pid)
-    return None
-
-
-def _lost_result(g: Graph) -> WaitPattern | None:
-    for proc in g.snap.processes:
-        # The driver waits in its working or its main thread (not a pool's handler threads).
-        waiting = next((t for t in proc.threads if t.tid in (proc.working_tid, proc.pid)
-                        and _blocked(t) and _in_pool_wait(t)), None)
-        if waiting is None:
-            continue
-        workers = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited
-                   and _pool_worker_idle(p)]
-        others = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited
-                  and p not in workers and p.role not in HELPER_ROLES
-                  and p.threads and not _resource_tracker(p)]
-        if not workers or others:
-            continue
-        starts = sorted((p.create_time or 0.0, p.pid) for p in workers)
-        late = ""
-        # The pool starts its workers together; a later one replaced a worker that died.
-        if len(starts) > 1 and starts[-1][0] - starts[-2][0] >= 0.05:
-            late = (f"; worker {starts[-1][1]} started {starts[-1][0] - starts[0][0]:.1f} s "
-                    "after the pool's first workers: the pool replaced a worker that died "
-                    "holding the task")
-        chain = (f"{who(proc)} waits for a result of its multiprocessing Pool{site_words(waiting)} "
-                 f"while all {len(workers)} workers idle waiting for tasks: the task was "
-                 f"lost{late}; use concurrent.futures.ProcessPoolExecutor (it raises "
-                 "BrokenProcessPool) or a timeout on get()")
-        return WaitPattern("lost_result", (proc.pid, *(p.pid for p in workers)), chain, (),
-                           proc.pid, waiting.tid)
-    return None
-
-
-def _manager(proc: Process) -> bool:
-    """A ``multiprocessing.managers`` server process (its main thread in serve_forever)."""
-    main = next((t for t in proc.threads if t.tid == proc.pid), None)
-    return main is not None and any(
-        not f.native and (f.file or "").endswith("multiprocessing/managers.py")
-        and f.name.rsplit(".", 1)[-1] == "serve_forever" for f in main.frames)
-
-
-def _resource_tracker(proc: Process) -> bool:
-    return any("resource_tracker" in part for part in proc.cmdline)
 
 
 _FILTERS = ("--local-ranks-filter", "--local_ranks_filter", "--tee", "--redirects")
@@ -439,7 +207,7 @@ def _prompt(g: Graph) -> WaitPattern | None:
                  f"{site_words(thread)} ({'a pdb prompt' if _pdb(thread) else 'a prompt'}), "
                  "which nobody answers")
         if writers:
-            held = "; ".join(_hop(g, back) for _, back in writers)
+            held = "; ".join(hop(g, back) for _, back in writers)
             names = " and ".join(who(g.procs[pid]) for pid, _ in writers)
             chain += (f": only {names} holds its write end, and never writes it: {held}; "
                       "start the child with stdin=subprocess.DEVNULL, or answer the prompt "
@@ -458,7 +226,7 @@ def _prompt(g: Graph) -> WaitPattern | None:
         ring = {proc.pid, *(pid for pid, _ in writers)}
         before = _chain_to(g, ring)
         if before:
-            chain = "; ".join(_hop(g, k) for k in before) + "; " + chain
+            chain = "; ".join(hop(g, k) for k in before) + "; " + chain
         members = tuple(dict.fromkeys([proc.pid, *(pid for pid, _ in writers),
                                        *(g.edges[k].pid for k in before)]))
         edges = (*before, i, *(back for _, back in writers))
@@ -535,7 +303,7 @@ def _sink(g: Graph) -> WaitPattern | None:
     idle = _idle_loop(end, g.threads.get((end.pid, last.to_tid)) if last.to_tid else
                       end.working_thread) if end is not None and last.kind in ("tcp",
                                                                               "unix") else ""
-    chain = "; ".join(_hop(g, i) for i in path) + (idle or _end(g, path))
+    chain = "; ".join(hop(g, i) for i in path) + (idle or _end(g, path))
     return WaitPattern("sink", members, chain, tuple(path), suspect, tid)
 
 
@@ -577,7 +345,7 @@ def _calm(snap: Snapshot, proc: Process) -> str | None:
 
 
 PATTERNS = (_cycle, _lock_cycle, self_lock, self_wait, orphan_wait, _event_loop, fork_lock,
-            _lost_result, _pool_saturated, _prompt, _sink)
+            lost_result, pool_saturated, _prompt, _sink)
 
 
 def _what_else(g: Graph, pattern: WaitPattern) -> str:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hangscope.analyze.waitgraph import blocked as _blocked
-from hangscope.analyze.waitgraph import edges_from, user_frame
+from hangscope.analyze.threadedges import blocked as _blocked
+from hangscope.analyze.threadedges import user_frame
+from hangscope.analyze.waitgraph import edges_from
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge
 from hangscope.words import who
@@ -86,3 +87,109 @@ def site_words(thread: Thread | None) -> str:
     if frame is not None:
         return f" at {frame.name} ({frame.short_file}:{frame.line})"
     return f" at {thread.site}" if thread.site else ""
+
+
+def hop(g: Graph, i: int) -> str:
+    """One edge as a clause: ``PID 9 waits for child 10 (wait4) at run (x.py:3)``."""
+    edge = g.edges[i]
+    proc = g.procs[edge.pid]
+    thread = g.threads.get((edge.pid, edge.tid))
+    me = thread_words(proc, thread)
+    target = g.procs.get(edge.to_pid) if edge.to_pid is not None else None
+    them = who(target) if target is not None else (edge.outside or "something outside the job")
+    if edge.to_pid == edge.pid and edge.to_tid is None:
+        them = "its own process (no other process holds the other end)"
+    site = site_words(thread)
+    if edge.kind == "child":
+        return f"{me} waits for its child {them}{site}"
+    if edge.kind in ("pipe", "fifo"):
+        doing = "writing" if "(read end)" in edge.object else "reading"
+        other = "reads" if doing == "writing" else "writes"
+        what = edge.object.split(" (")[0]
+        if edge.fd in (1, 2):
+            what = f"its {'stdout' if edge.fd == 1 else 'stderr'} ({what})"
+        holders = _end_holders(g, i)
+        if len(holders) > 1:
+            them = " and ".join(who(g.procs[pid]) for pid in holders)
+            other = other[:-1]  # "which only A and B write"
+        polled = _polled_with(g, edge, holders)
+        if polled:
+            what = f"pipes {what.removeprefix('pipe ')} and {' and '.join(polled)}"
+        clause = f"{me} is blocked {doing} {what}{site}, which only {them} {other}"
+        return clause + (_outlived(g, edge, holders, len(polled) + 1) if doing == "reading"
+                         else "")
+    if edge.kind == "thread":
+        holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
+        return f"{me} joins {thread_words(proc, holder)}{site}"
+    if edge.kind in ("gil", "py_lock"):
+        holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
+        peers = [e for e in g.edges if e.kind == edge.kind and e.pid == edge.pid
+                 and e.to_tid == edge.to_tid]
+        if len(peers) > 1:
+            me = f"{len(peers)} threads of {who(proc)}"
+        waits = "wait" if len(peers) > 1 else "waits"
+        if edge.kind == "gil":
+            return f"{me} {waits} for the GIL, which {thread_words(proc, holder)} owns"
+        return (f"{me} {waits} for {edge.object}, probably held by "
+                f"{thread_words(proc, holder)} ({edge.how})")
+    if edge.kind == "file_lock":
+        return f"{me} waits for the {edge.object}{site}, held by {them}"
+    if edge.kind == "terminal":
+        return f"{me} reads {edge.object}{site}"
+    if edge.kind == "store":
+        return (f"{me} waits in TCPStore get/wait for a key of {edge.object}{site}, which "
+                f"{them} serves and nobody has set")
+    if edge.kind in ("unix", "tcp"):
+        doing = "to send on" if edge.how.startswith(("write", "send")) else "for a reply on"
+        if "accept queue" in edge.how:
+            return (f"{me} waits {doing} {edge.object}{site}, from {them}, which has not even "
+                    "accepted that connection (it waits in the accept queue of its listening "
+                    "socket)")
+        return f"{me} waits {doing} {edge.object}{site}, from {them}"
+    return f"{me} waits on {edge.object}{site} for {them}"
+
+
+def _polled_with(g: Graph, edge: WaitEdge, holders: list[int]) -> list[str]:
+    """The other pipes one poll waits on whose other end the same processes hold (a child's
+    stdout and stderr, read by communicate()): all of them are what it waits on."""
+    if edge.kind != "pipe" or not edge.how.startswith(("poll", "ppoll")):
+        return []
+    end = edge.object[edge.object.index(" ("):]
+    same = set(holders) or {edge.to_pid}
+    found: dict[str, set[int | None]] = {}
+    for e in g.edges:
+        if (e.pid, e.tid, e.kind) == (edge.pid, edge.tid, "pipe") and e.object != edge.object \
+                and e.object.endswith(end):
+            found.setdefault(e.object, set()).add(e.to_pid)
+    return [obj.split(" (")[0].removeprefix("pipe ") for obj, pids in found.items()
+            if pids == same]
+
+
+def _end_holders(g: Graph, i: int) -> list[int]:
+    """Every live process of the job holding the other end of edge ``i``'s pipe or FIFO
+    (its edges out of the same thread on the same object), in order."""
+    edge = g.edges[i]
+    return list(dict.fromkeys(
+        e.to_pid for e in g.edges if (e.pid, e.tid, e.object) == (edge.pid, edge.tid, edge.object)
+        and e.to_pid is not None and e.to_pid != edge.pid
+        and (p := g.procs.get(e.to_pid)) is not None and not p.is_exited))
+
+
+def _outlived(g: Graph, edge: WaitEdge, holders: list[int], pipes: int = 1) -> str:
+    """The reader's children have exited while processes that are not its children hold the
+    write end: they inherited it from the child (a daemon a shell started with ``&``), so
+    the EOF the reader waits for (``communicate()``, ``for line in pipe``) never comes."""
+    gone = [p for p in g.snap.processes if p.ppid == edge.pid and p.is_exited]
+    strays = [g.procs[pid] for pid in holders if g.procs[pid].ppid != edge.pid]
+    if not gone or not strays:
+        return ""
+    kids = ", ".join(f"PID {p.pid}" + (f" ({p.cmdline[0]})" if p.cmdline else "") for p in gone)
+    codes = {p.exit_code for p in gone}
+    code = f" with code {codes.pop()}" if len(codes) == 1 and None not in codes else ""
+    zombie = ", a zombie not reaped yet" if all(p.is_zombie for p in gone) else ""
+    held = "; ".join(f"{who(p)}, " + (f"a child of PID {p.ppid}" if p.ppid in g.procs
+                                       else f"reparented to PID {p.ppid}") for p in strays)
+    return (f": it waits for EOF, but its child {kids} already exited{code}{zombie}, and "
+            f"{held}, inherited the write {'ends' if pipes > 1 else 'end'} and keeps "
+            f"{'them' if pipes > 1 else 'it'} open, so no EOF ever comes "
+            "(redirect the background process's output, or stop reading once the child exits)")
