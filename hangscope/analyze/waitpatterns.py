@@ -360,30 +360,37 @@ def _sink(g: _Graph) -> WaitPattern | None:
         # Waits for a child or a joined thread only say who waits for whom: the chain must
         # hold a wait that says why (a pipe, a socket, a lock, the GIL, a terminal).
         if not path or start is not None or all(g.edges[i].kind in ("child", "thread")
-                                                for i in path):
+                                                for i in path) or _calm_end(g, path):
             continue
         if best is None or len(path) > best[0]:
             best = (len(path), path)
     if best is None:
         return None
     path = best[1]
-    end = g.procs.get(g.edges[path[-1]].to_pid or 0)
-    if end is not None and _calm(g.snap, end) == "paused" and not (
-            end.listening and g.edges[path[-1]].kind in ("unix", "tcp", "store")):
-        # everything waits on one long sleep between phases: paused, not hung (a client
-        # waiting for a reply from a server, one that listens, asleep in its handler is a
-        # lost request: kept)
-        return None
-    if end is not None and _calm(g.snap, end) == "idle" and all(
-            g.edges[i].kind in ("pipe", "fifo") and "read" in g.edges[i].how for i in path):
-        # workers reading their task pipe from a server that waits for requests: an idle
-        # service (a client waiting for a reply from an idle server is a lost request: kept)
-        return None
     suspect, tid = _suspect(g, path)
     members = tuple(dict.fromkeys([*(g.edges[i].pid for i in path),
                                    *(p for i in path if (p := g.edges[i].to_pid))]))
     chain = "; ".join(_hop(g, i) for i in path) + _end(g, path)
     return WaitPattern("sink", members, chain, tuple(path), suspect, tid)
+
+
+def _calm_end(g: _Graph, path: list[int]) -> bool:
+    """The chain ends in a calm process it waits on for work: no sink. Judged chain by chain:
+    a worker's idle task pipe must not hide a client's lost request beside it."""
+    end = g.procs.get(g.edges[path[-1]].to_pid or 0)
+    if end is None:
+        return False
+    calm = _calm(g.snap, end)
+    if calm == "paused" and not (
+            end.listening and g.edges[path[-1]].kind in ("unix", "tcp", "store")):
+        # everything waits on one long sleep between phases: paused, not hung (a client
+        # waiting for a reply from a server, one that listens, asleep in its handler is a
+        # lost request: kept)
+        return True
+    # workers reading their task pipe from a server that waits for requests: an idle
+    # service (a client waiting for a reply from an idle server is a lost request: kept)
+    return calm == "idle" and all(
+        g.edges[i].kind in ("pipe", "fifo") and "read" in g.edges[i].how for i in path)
 
 
 def _calm(snap: Snapshot, proc: Process) -> str | None:
