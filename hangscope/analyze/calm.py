@@ -84,14 +84,15 @@ def _reworded(measured: RankProgress, kind: str, proc: Process) -> RankProgress:
     return replace(measured, decision=kind, reason=reason)
 
 
-def _chained(measured: RankProgress, why: Calm, procs: dict[int, Process]) -> RankProgress:
+def _chained(measured: RankProgress, why: Calm, calm: dict[int, Calm]) -> RankProgress:
     """A waiter on a calm process: idle, waiting for the work it will send."""
-    root = procs.get(why.via or 0)
-    state = "paused between phases" if why.kind == PAUSED else "idle"
-    whose = f"PID {why.via}" if root is None else f"PID {root.pid} ({state})"
+    via = calm.get(why.via or 0)
+    state = "paused between phases" if via is not None and via.kind == PAUSED and \
+        via.via is None else "idle"
     reason = measured.reason.removeprefix("blocked: ")
     return replace(measured, decision=IDLE, reason=(
-        f"waits for work from {whose} on {why.what}, none asked for yet: {reason}"))
+        f"waits for work from PID {why.via} ({state}) on {why.what}, none asked for yet: "
+        f"{reason}"))
 
 
 def calm_progress(snap: Snapshot) -> JobProgress | None:
@@ -114,7 +115,7 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
     procs = {p.pid: p for p in subjects}
     ranks = tuple(r if r.pid not in calm or r.pid not in procs
                   else _reworded(r, calm[r.pid].kind, procs[r.pid]) if calm[r.pid].via is None
-                  else _chained(r, calm[r.pid], procs) for r in progress.ranks)
+                  else _chained(r, calm[r.pid], calm) for r in progress.ranks)
     # A server waiting for requests makes the job idle; else it sleeps between phases.
     job = IDLE if IDLE in roots.values() else PAUSED
     first = next((r for r in ranks if r.pid in roots and roots[r.pid] == job), ranks[0])

@@ -85,7 +85,7 @@ def _queue_turn(proc: Process, thread: Thread, procs: dict[int, Process],
         sibling = procs.get(pid)
         if (sibling is not None and why.via is not None and sibling.ppid == proc.ppid
                 and (t := sibling.working_thread) is not None and _in_queue_get(t)):
-            return Calm(why.kind, pid, "the read lock of the multiprocessing.Queue it reads")
+            return Calm(why.kind, pid, "the read lock of the multiprocessing.Queue both read")
     return None
 
 

@@ -249,6 +249,11 @@ def _fork_lock(g: _Graph) -> WaitPattern | None:
             continue
         assert parent is not None
         frame = next((f for f in thread.frames if not f.native), None)
+        if frame is not None and (frame.file or "").endswith("multiprocessing/synchronize.py"):
+            # A multiprocessing SemLock is a semaphore shared by every process that holds it
+            # (a forked sibling reading the same Queue holds its read lock): fork copies no
+            # holder thread of it, so nothing is stranded.
+            continue
         where = f" at {frame.name} ({frame.short_file}:{frame.line})" if frame else ""
         chain = (f"{who(proc)}, forked from {who(parent)} without exec, has one thread, which "
                  f"waits on a lock{where}: the thread that held it when {parent.pid} forked "

@@ -19,9 +19,10 @@ Modes:
                 idle-pool shape of pbench#698).
 - ``asyncio_lost`` (hung twin) the same service, and a client process that sent a request
                 the server never answers (it drops it): the client waits for a reply.
-- ``phases``    (paused) a coordinator ran phase one on two forked workers through
-                ``SimpleQueue`` pipes, then sleeps before phase two (a rate-limit window);
-                the workers wait for their next task.
+- ``phases``    (paused) a coordinator ran phase one on two forked workers through one
+                ``multiprocessing.Queue``, then sleeps before phase two (a rate-limit
+                window); the workers wait for their next task (one in the queue's pipe, one
+                for its read lock).
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ def ranks(mode: str, ready_file: str) -> None:
 
 # -- an idle service: an asyncio server and its pool of workers ------------------------------
 
-def _worker(tasks: mp.SimpleQueue, results: mp.SimpleQueue, ready_file: str, n: int) -> None:
+def _worker(tasks: mp.SimpleQueue | mp.Queue, results: mp.SimpleQueue, ready_file: str,
+            n: int) -> None:
     ready(ready_file, f"worker{n}")
     while True:
         task = tasks.get()  # the next task from the server
@@ -164,19 +166,21 @@ def service(ready_file: str, lost: bool) -> None:
 def phases(ready_file: str) -> None:
     ctx = mp.get_context("fork")
     results: mp.SimpleQueue = ctx.SimpleQueue()
-    queues = [ctx.SimpleQueue() for _ in range(2)]
-    workers = [ctx.Process(target=_worker, args=(q, results, ready_file, n), daemon=True)
-               for n, q in enumerate(queues)]
+    # One queue both workers read: one of them reads its pipe holding the queue's read lock,
+    # the other waits for that lock.
+    tasks: mp.Queue = ctx.Queue()
+    workers = [ctx.Process(target=_worker, args=(tasks, results, ready_file, n), daemon=True)
+               for n in range(2)]
     for worker in workers:
         worker.start()
-    for q in queues:  # phase one
-        q.put("phase one")
-    done = [results.get() for _ in queues]
+    for _ in workers:  # phase one
+        tasks.put("phase one")
+    done = [results.get() for _ in workers]
     print(f"phase one: {done}; next phase in an hour", flush=True)
     ready(ready_file, "coordinator")
     time.sleep(3600)  # the quota window
-    for q in queues:
-        q.put("phase two")
+    for _ in workers:
+        tasks.put("phase two")
 
 
 MODES = {"vocab": lambda r: ranks("vocab", r), "spin": lambda r: ranks("spin", r),

@@ -63,3 +63,7 @@ def test_given_a_coordinator_asleep_between_phases_then_paused_with_idle_workers
     assert verdict is not None and verdict.kind is VerdictKind.PAUSED, verdict
     assert verdict.summary.count(" is idle at _worker (healthy_jobs.py:") == 2, verdict.summary
     assert " is paused at phases (healthy_jobs.py:" in verdict.summary
+    # The worker waiting for the shared queue's read lock waits behind the one in its pipe: a
+    # multiprocessing SemLock is shared, no lock stranded by fork.
+    assert snap.progress is not None
+    assert any("read lock of the multiprocessing.Queue" in r.reason for r in snap.progress.ranks)
