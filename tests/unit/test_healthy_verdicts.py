@@ -10,7 +10,7 @@ from pathlib import Path
 from hangscope.analyze import analyze
 from hangscope.analyze.facts import facts_of
 from hangscope.analyze.rules_slow import working_straggler
-from hangscope.model import Snapshot, VerdictKind
+from hangscope.model import Severity, Snapshot, VerdictKind
 from hangscope.serialize import load
 
 HEALTHY = Path(__file__).parent.parent / "fixtures" / "healthy"
@@ -67,3 +67,5 @@ def test_given_a_coordinator_asleep_between_phases_then_paused_with_idle_workers
     # multiprocessing SemLock is shared, no lock stranded by fork.
     assert snap.progress is not None
     assert any("read lock of the multiprocessing.Queue" in r.reason for r in snap.progress.ranks)
+    idle_cpu = next(f for f in snap.findings if f.id == "activity.idle")
+    assert idle_cpu.severity is Severity.INFO and "as a job that is paused does" in idle_cpu.message
