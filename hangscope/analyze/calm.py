@@ -11,6 +11,10 @@ anything is wrong. Two such waits are healthy when they are all there is:
   under ``socketserver``/``asyncio``'s loop, or ``accept``), not a blocking call inside a
   handler or a coroutine (an event loop blocked by a synchronous ``recv`` is hung).
 
+What waits only on those, for work they will send (a worker reading its task pipe from an
+idle server, a worker waiting for a coordinator asleep between phases), is idle too
+(analyze/calm_chain.py); a client waiting for a reply never is.
+
 Only when every subject is paused or idle is the job so: a process that sleeps while ranks
 wait for it in a collective is a straggler, and a server that a waiting client talks to has a
 request in flight. :func:`calm_progress` then rewrites the measured decisions to ``paused`` or

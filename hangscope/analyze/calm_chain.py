@@ -58,8 +58,8 @@ def _through(edges: list[WaitEdge], target: Process, calm: Calm) -> bool:
     return all(e.kind in ("pipe", "fifo") and "read" in e.how for e in onto)
 
 
-def _by_graph(proc: Process, thread: Thread, edges: list[WaitEdge],
-              procs: dict[int, Process], calm: dict[int, Calm]) -> Calm | None:
+def _by_graph(proc: Process, edges: list[WaitEdge], procs: dict[int, Process],
+              calm: dict[int, Calm]) -> Calm | None:
     targets = {e.to_pid for e in edges if not (e.to_pid == proc.pid and e.to_tid is None)}
     if not targets or None in targets:
         return None  # waits on nothing known, or on something outside the job
@@ -103,7 +103,7 @@ def calm_chain(snap: Snapshot, subjects: list[Process], roots: dict[int, str],
             if proc.pid in calm or thread is None or not _blocked_window(measured.get(proc.pid)):
                 continue
             mine = [e for e in edges if e.pid == proc.pid and e.tid == thread.tid]
-            why = (_by_graph(proc, thread, mine, procs, calm) if mine
+            why = (_by_graph(proc, mine, procs, calm) if mine
                    else _queue_turn(proc, thread, procs, calm))
             if why is not None:
                 calm[proc.pid] = why
