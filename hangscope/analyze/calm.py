@@ -11,6 +11,10 @@ anything is wrong. Two such waits are healthy when they are all there is:
   under ``socketserver``/``asyncio``'s loop, or ``accept``), not a blocking call inside a
   handler or a coroutine (an event loop blocked by a synchronous ``recv`` is hung).
 
+What waits only on those, for work they will send (a worker reading its task pipe from an
+idle server, a worker waiting for a coordinator asleep between phases), is idle too
+(analyze/calm_chain.py); a client waiting for a reply never is.
+
 Only when every subject is paused or idle is the job so: a process that sleeps while ranks
 wait for it in a collective is a straggler, and a server that a waiting client talks to has a
 request in flight. :func:`calm_progress` then rewrites the measured decisions to ``paused`` or
@@ -22,6 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from hangscope.analyze.calm_chain import Calm, calm_chain
 from hangscope.analyze.progress import (
     IDLE,
     PAUSED,
@@ -31,6 +36,7 @@ from hangscope.analyze.progress import (
     WAITING,
     job_progress,
 )
+from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.model import Category, Process, Snapshot
 from hangscope.model.progress import JobProgress, RankProgress
 
@@ -82,6 +88,17 @@ def _reworded(measured: RankProgress, kind: str, proc: Process) -> RankProgress:
     return replace(measured, decision=kind, reason=reason)
 
 
+def _chained(measured: RankProgress, why: Calm, calm: dict[int, Calm]) -> RankProgress:
+    """A waiter on a calm process: idle, waiting for the work it will send."""
+    via = calm.get(why.via or 0)
+    state = "paused between phases" if via is not None and via.kind == PAUSED and \
+        via.via is None else "idle"
+    reason = measured.reason.removeprefix("blocked: ")
+    return replace(measured, decision=IDLE, reason=(
+        f"waits for work from PID {why.via} ({state}) on {why.what}, none asked for yet: "
+        f"{reason}"))
+
+
 def calm_progress(snap: Snapshot) -> JobProgress | None:
     """The measured decisions with paused/idle in place of stuck, when every subject is."""
     progress = snap.progress
@@ -91,14 +108,21 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
     subjects = [p for p in snap.subjects if not p.is_exited]
     if not subjects or len({p.pid for p in snap.processes}) != len(snap.processes):
         return progress  # a merged dump: PIDs repeat, a decision cannot be matched
-    kinds = {p.pid: calm_kind(p, by_pid.get(p.pid)) for p in subjects}
-    if not all(kinds.values()):
+    roots = {p.pid: kind for p in subjects if (kind := calm_kind(p, by_pid.get(p.pid)))}
+    calm = calm_chain(snap, subjects, roots, by_pid)
+    # A helper (the resource tracker reading its pipe) waits as helpers always do: it is no
+    # evidence either way, unless it was seen to work.
+    judged = [p for p in subjects if not (p.role in HELPER_ROLES and (
+        by_pid.get(p.pid) is None or by_pid[p.pid].decision != PROGRESSING))]
+    if not judged or not all(p.pid in calm for p in judged):
         return progress
     procs = {p.pid: p for p in subjects}
-    ranks = tuple(_reworded(r, kinds[r.pid], procs[r.pid]) if kinds.get(r.pid) else r
-                  for r in progress.ranks)
-    job = IDLE if IDLE in kinds.values() else PAUSED
-    first = next(r for r in ranks if r.decision == job)
+    ranks = tuple(r if r.pid not in calm or r.pid not in procs
+                  else _reworded(r, calm[r.pid].kind, procs[r.pid]) if calm[r.pid].via is None
+                  else _chained(r, calm[r.pid], calm) for r in progress.ranks)
+    # A server waiting for requests makes the job idle; else it sleeps between phases.
+    job = IDLE if IDLE in roots.values() else PAUSED
+    first = next((r for r in ranks if r.pid in roots and roots[r.pid] == job), ranks[0])
     return replace(progress, decision=job, ranks=ranks, reason=(
         f"every process waits for nobody in the job ({job}); for example PID {first.pid}: "
         f"{first.reason}"))

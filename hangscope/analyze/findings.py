@@ -168,10 +168,15 @@ def check_cpu_idle(snap: Snapshot) -> Iterable[Finding]:
     noun = "rank" if _ranks(snap) else "process"
     per = {rank_id(p): p.cpu_percent for p in ranks}
     if max(cpus) < IDLE_CPU_PERCENT:
-        yield Finding("activity.idle", Severity.WARNING,
+        # An idle or paused job is meant to use no CPU: a fact, no warning.
+        calm = snap.verdict is not None and snap.verdict.kind in (VerdictKind.IDLE,
+                                                                  VerdictKind.PAUSED)
+        yield Finding("activity.idle", Severity.INFO if calm else Severity.WARNING,
                       f"Every {noun} was idle on CPU for the whole {snap.window_s:.1f} s "
                       f"window (the busiest used {max(cpus):.0f}%): none is computing; they "
-                      "all wait.", {"cpu_percent": per, "window_s": snap.window_s})
+                      + (f"all wait, as a job that is {snap.verdict.kind} does."  # type: ignore[union-attr]
+                         if calm else "all wait."),
+                      {"cpu_percent": per, "window_s": snap.window_s})
     busy = [p for p in ranks if (p.cpu_percent or 0) >= 50.0]
     if busy and len(busy) < len(ranks):
         numbers = compact_ranks(rank_id(p) for p in busy)

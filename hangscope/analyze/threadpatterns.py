@@ -125,6 +125,12 @@ def fork_lock(g: Graph) -> WaitPattern | None:
         if main is None or not _blocked(main) or not waits_on_lock(main) or not _forked(
                 proc, parent):
             continue
+        inner = next((f for f in main.frames if not f.native), None)
+        if inner is not None and (inner.file or "").endswith("multiprocessing/synchronize.py"):
+            # A multiprocessing SemLock is a semaphore shared by every process that holds it
+            # (a forked sibling reading the same Queue holds its read lock): fork copies no
+            # holder thread of it, so nothing is stranded.
+            continue
         others = [t for t in proc.threads if t.tid != main.tid]
         if not all(_bystander(t) for t in others):
             continue

@@ -274,7 +274,7 @@ def _sink(g: Graph) -> WaitPattern | None:
         # Waits for a child or a joined thread only say who waits for whom: the chain must
         # hold a wait that says why (a pipe, a socket, a lock, the GIL, a terminal).
         if not path or start is not None or all(g.edges[i].kind in ("child", "thread")
-                                                for i in path):
+                                                for i in path) or _calm_end(g, path):
             continue
         # Of chains as long, one that starts with a request to a listening port: a client
         # waits for an answer, where a worker reading its parent's socket waits for work.
@@ -284,22 +284,11 @@ def _sink(g: Graph) -> WaitPattern | None:
     if best is None:
         return None
     path = best[1]
-    end = g.procs.get(g.edges[path[-1]].to_pid or 0)
-    if end is not None and _calm(g.snap, end) == "paused" and not (
-            end.listening and g.edges[path[-1]].kind in ("unix", "tcp", "store")):
-        # everything waits on one long sleep between phases: paused, not hung (a client
-        # waiting for a reply from a server, one that listens, asleep in its handler is a
-        # lost request: kept)
-        return None
-    if end is not None and _calm(g.snap, end) == "idle" and all(
-            g.edges[i].kind in ("pipe", "fifo") and "read" in g.edges[i].how for i in path):
-        # workers reading their task pipe from a server that waits for requests: an idle
-        # service (a client waiting for a reply from an idle server is a lost request: kept)
-        return None
     suspect, tid = _suspect(g, path)
     members = tuple(dict.fromkeys([*(g.edges[i].pid for i in path),
                                    *(p for i in path if (p := g.edges[i].to_pid))]))
     last = g.edges[path[-1]]
+    end = g.procs.get(last.to_pid or 0)
     idle = _idle_loop(end, g.threads.get((end.pid, last.to_tid)) if last.to_tid else
                       end.working_thread) if end is not None and last.kind in ("tcp",
                                                                               "unix") else ""
@@ -334,6 +323,23 @@ def _idle_loop(proc: Process, thread: Thread | None) -> str:
     if died:
         text += f"; its output says: {died[-1][:160]!r}"
     return text
+def _calm_end(g: Graph, path: list[int]) -> bool:
+    """The chain ends in a calm process it waits on for work: no sink. Judged chain by chain:
+    a worker's idle task pipe must not hide a client's lost request beside it."""
+    end = g.procs.get(g.edges[path[-1]].to_pid or 0)
+    if end is None:
+        return False
+    calm = _calm(g.snap, end)
+    if calm == "paused" and not (
+            end.listening and g.edges[path[-1]].kind in ("unix", "tcp", "store")):
+        # everything waits on one long sleep between phases: paused, not hung (a client
+        # waiting for a reply from a server, one that listens, asleep in its handler is a
+        # lost request: kept)
+        return True
+    # workers reading their task pipe from a server that waits for requests: an idle
+    # service (a client waiting for a reply from an idle server is a lost request: kept)
+    return calm == "idle" and all(
+        g.edges[i].kind in ("pipe", "fifo") and "read" in g.edges[i].how for i in path)
 
 
 def _calm(snap: Snapshot, proc: Process) -> str | None:

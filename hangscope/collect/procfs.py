@@ -765,6 +765,19 @@ def pipe_and_socket_inodes(pid: int, limit: int = PEER_FDS_PER_PROCESS) -> tuple
     return pipes, sockets
 
 
+def stdio_pipes(pid: int) -> set[int]:
+    """``ls -l /proc/PID/fd/{0,1,2}``: the inodes of the pipes on its stdin, stdout, stderr."""
+    out: set[int] = set()
+    for fd in (0, 1, 2):
+        try:
+            target = os.readlink(f"{PROC}/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("pipe:[") and target.endswith("]") and target[6:-1].isdigit():
+            out.add(int(target[6:-1]))
+    return out
+
+
 def tcp_connections() -> dict[int, tuple[str, str]]:
     """``cat /proc/net/tcp /proc/net/tcp6``: socket inode -> (local, remote) address of every
     established connection of this network namespace (hex, as the kernel writes them)."""

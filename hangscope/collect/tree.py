@@ -362,7 +362,47 @@ def job_peers(known: Sequence[int], root: int = 0) -> list[int]:
             if pid not in known_set and (s.pgrp in groups or s.session in sessions)}
     hits |= _pipe_and_tcp_peers(known_set, table, mine)
     hits -= mine | known_set
+    hits -= _shell_pipeline(hits, known_set, root, table)
     return sorted(pid for pid in hits if table[pid].ppid not in hits)
+
+
+def _shell_pipeline(hits: set[int], known: set[int], root: int,
+                    table: dict[int, procfs.Stat]) -> set[int]:
+    """The rest of the shell pipeline that started the job (``python train.py | tee log``,
+    ``| cut -c1-80``): filters the root's non-Python parent started beside it, joined to the
+    job only by a pipe on their stdin or stdout, and that shell itself when it started nothing
+    else. They carry its output; they are no part of the job (their reads are no waits of it)."""
+    shell = table[root].ppid if root in table else 0
+    if shell <= 1 or shell not in table or looks_like_python(read_cmdline(shell)):
+        return set()
+    job_pipes: set[int] = set()
+    for pid in known:
+        job_pipes |= procfs.pipe_and_socket_inodes(pid)[0]
+    # What the shell holds itself, every child of it inherited (its own stdout): no link.
+    job_pipes -= procfs.pipe_and_socket_inodes(shell)[0]
+    filters = set()
+    for pid in hits:
+        if table[pid].ppid != shell or looks_like_python(read_cmdline(pid)):
+            continue
+        shared = procfs.pipe_and_socket_inodes(pid)[0] & job_pipes
+        if shared and shared <= procfs.stdio_pipes(pid):
+            filters.add(pid)
+    if not filters:
+        return set()
+    others = {pid for pid, s in table.items() if s.ppid == shell} - filters - known
+    below = {pid for pid in hits if _descends(pid, filters, table)}
+    return filters | below | ({shell} if shell in hits and not others else set())
+
+
+def _descends(pid: int, tops: set[int], table: dict[int, procfs.Stat]) -> bool:
+    """``pid`` is below one of ``tops`` (a filter's own children)."""
+    seen = 0
+    while pid > 1 and pid in table and seen < 4096:
+        pid = table[pid].ppid
+        if pid in tops:
+            return True
+        seen += 1
+    return False
 
 
 def _pipe_and_tcp_peers(known: set[int], table: dict[int, procfs.Stat],

@@ -329,10 +329,7 @@ class Sampler:
         opts = self.options
         if not opts.progress or opts.samples < 2 or opts.window < MIN_WATCH_S:
             return None  # no window to watch: a single round is over in milliseconds
-        python = [p for p in procs if p.python is not False]
-        watched = ([p.pid for p in python if p.role in WATCHED]
-                   # a lone script, or a job without ranks: its root may be the work
-                   or [p.pid for p in python if p.role in (Role.OTHER, Role.LAUNCHER)])
+        watched = watched_pids(procs)
         if not watched:
             return None
         # the window may stretch by a --timeout per round; past that, the recorders stop alone
@@ -353,6 +350,25 @@ class Sampler:
 
 #: The processes whose progress is watched: those that do the job's work.
 WATCHED = frozenset({Role.RANK, Role.MAIN, Role.ENGINE_CORE})
+#: Environment a torch.distributed launcher gives its ranks (analyze/roots.py's list).
+_DISTRIBUTED_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")
+
+
+def watched_pids(procs: Sequence[Process]) -> list[int]:
+    """The ranks (or main) that run Python; a lone script, or a job without ranks: every
+    Python process, its root included (it may be the work). Ranks numbered only by spawn
+    order outside torch.distributed are a Python program's multiprocessing children: their
+    parent is watched too (a server or an orchestrator the children wait on, whose own wait
+    says whether the job is idle, paused or hung)."""
+    python = [p for p in procs if p.python is not False]
+    ranks = [p for p in python if p.role in WATCHED]
+    if not ranks:
+        return [p.pid for p in python if p.role in (Role.OTHER, Role.LAUNCHER)]
+    plain = all(p.rank is not None and p.rank.source == "spawn-order" for p in ranks) and not any(
+        k in p.environ for p in procs for k in _DISTRIBUTED_ENV)
+    parents = {p.ppid for p in ranks}
+    return [p.pid for p in python if p.role in WATCHED or (
+        plain and p.role is Role.LAUNCHER and p.pid in parents)]
 
 
 def _record_limit() -> int:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from hangscope.analyze.blocked import exiting_note, straggler_head
-from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
+from hangscope.analyze.facts import BUSY, GONE, Facts
 from hangscope.analyze.group import group_ranks
 from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
 from hangscope.analyze.roles import is_helper_role
@@ -34,6 +34,7 @@ from hangscope.analyze.rules.graph import (
     wait_shape,
     wait_sink,
 )
+from hangscope.analyze.rules.slow import straggler_sides, working_straggler
 from hangscope.analyze.rules.waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
 from hangscope.analyze.signatures import is_p2p
 from hangscope.analyze.subject_lines import evidence
@@ -208,22 +209,15 @@ def _coordinators_waiting(facts: Facts) -> tuple[str, ...]:
 
 def straggler(facts: Facts) -> Verdict | None:
     """Some ranks work (CPU, JIT, I/O) while the others wait for them in a collective."""
-    waiting, categories = facts.waiting, facts.categories
-    if not waiting or not all(p.key in facts.stuck for p in waiting):
+    sides = straggler_sides(facts)
+    if sides is None:
         return None
-    most_wait = len(waiting) >= len(facts.subjects) / 2
-    busy = [p for p in facts.subjects if categories[p.key] in BUSY or (
-        most_wait and categories[p.key] not in WAITING and categories[p.key] not in GONE)]
-    if not busy:
-        return None
-    busy_keys = {p.key for p in busy}  # (host, PID): a busy rank's PID may wait on another node
-    busy_groups = [g for g in facts.groups if not busy_keys.isdisjoint(g.keys)]
-    chosen = {id(g) for g in busy_groups}
-    wait_groups = [g for g in facts.groups if id(g) not in chosen]
+    busy = list(sides.busy)
     # A rank that works is a straggler; one blocked on a lock, a pipe or at exit is not.
     summary = (straggler_head(facts, busy)
-               + "; ".join(describe(g, facts.is_rank) for g in busy_groups) + exiting_note(busy)
-               + ", while " + "; ".join(describe(g, facts.is_rank) for g in wait_groups)
+               + "; ".join(describe(g, facts.is_rank) for g in sides.busy_groups)
+               + exiting_note(busy)
+               + ", while " + "; ".join(describe(g, facts.is_rank) for g in sides.wait_groups)
                + " for it.")
     return Verdict(VerdictKind.STRAGGLER, Severity.CRITICAL, summary,
                    tuple(p.pid for p in busy), evidence(facts), tuple(p.host for p in busy))
@@ -402,6 +396,9 @@ RULES: tuple[Rule, ...] = (
          "everything waits, through pipes, sockets, locks or children, on one thread"),
     Rule(VerdictKind.STRAGGLER, p2p_points_at,
          "stuck ranks wait in send/recv for a rank that is elsewhere (or missing)"),
+    # The same two sides, but every busy rank's window shows work: slow, not a hang.
+    Rule(VerdictKind.PROGRESSING, working_straggler,
+         "the ranks the others wait for in a collective work (calls, I/O, GPU): slow"),
     Rule(VerdictKind.STRAGGLER, straggler,
          "some ranks run (CPU, JIT, I/O) while the others wait in a collective"),
     Rule(VerdictKind.IDLE, calm, "every process is idle or paused: none waits for the job"),

@@ -32,9 +32,9 @@ def calm(facts: Facts) -> Verdict | None:
         parts.append(f"{_name(proc)} is {measured.decision}{where}")
         lines.append(f"{_name(proc)}, state {proc.state or '?'}: "
                      f"{measured.decision} ({DECIDED_BY[measured.evidence]}): {measured.reason}")
-    summary = (f"{_HEAD[progress.decision]}: " + "; ".join(parts) + ". Nothing in the job waits "
-               "for another of its processes; send it work (or wait for its next phase) and "
-               "dump again if it does not move.")
+    summary = (f"{_HEAD[progress.decision]}: " + "; ".join(parts) + ". No request is in flight: "
+               "nothing in the job waits for an answer, only for work or for a timer; send it "
+               "work (or wait for its next phase) and dump again if it does not move.")
     return Verdict(_KIND[progress.decision], Severity.INFO, summary, (), tuple(lines))
 
 

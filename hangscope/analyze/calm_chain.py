@@ -1,0 +1,111 @@
+"""Calm by the wait-for graph: a process blocked only on an idle or paused one is calm too.
+
+analyze/calm.py finds the roots (a server waiting for its next request; a sleep between
+phases). What waits on them, and on nothing else, waits for work that nobody has asked for
+yet, not for an answer that will never come:
+
+- on a *paused* process through any wait (a worker's task socket from an orchestrator asleep
+  between phases): it goes on when the sleep ends. Not a socket to a paused process that
+  listens: that is a client waiting for a reply from a server asleep in its handler;
+- on an *idle* server only by reading a pipe or FIFO it writes (a worker's task pipe, a
+  ``multiprocessing.Queue``): a socket to an idle server is a client whose request was lost
+  (the reply never comes), which stays a hang;
+- a ``multiprocessing.Queue`` reader blocked on the queue's read lock waits its turn behind a
+  sibling that reads the same queue (the one holding the lock is in the pipe's read): calm when
+  that sibling is.
+
+The waiter must have been blocked the whole window (never woke): a poll or a waiter that
+woke is judged by its own counters. Its other ends may be held by its siblings or by the
+root's other children (a pipe end inherited at spawn), never by anyone else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hangscope.analyze.progress import PAUSED, STUCK
+from hangscope.model import Category, Process, Snapshot, Thread
+from hangscope.model.progress import RankProgress
+from hangscope.model.waits import WaitEdge
+
+_SOCKETS = ("unix", "tcp", "store")
+
+
+@dataclass(frozen=True)
+class Calm:
+    """Why a process is calm: its kind (idle or paused) and, if through another, whose."""
+
+    kind: str
+    via: int | None = None  # the calm process it waits on (None: a root)
+    what: str = ""  # the object it waits on: "pipe 824005 (write end)"
+
+
+def _blocked_window(measured: RankProgress | None) -> bool:
+    return (measured is not None and measured.decision == STUCK
+            and measured.evidence == "counters" and measured.wakes == 0)
+
+
+def _in_queue_get(thread: Thread) -> bool:
+    return any(not f.native and (f.file or "").endswith("multiprocessing/queues.py")
+               and f.name.rsplit(".", 1)[-1] == "get" for f in thread.frames)
+
+
+def _through(edges: list[WaitEdge], target: Process, calm: Calm) -> bool:
+    """The waits onto ``target`` are of a kind that waits for work (the module's rules)."""
+    onto = [e for e in edges if e.to_pid == target.pid]
+    if calm.kind == PAUSED:
+        return not (target.listening and any(e.kind in _SOCKETS for e in onto))
+    return all(e.kind in ("pipe", "fifo") and "read" in e.how for e in onto)
+
+
+def _by_graph(proc: Process, edges: list[WaitEdge], procs: dict[int, Process],
+              calm: dict[int, Calm]) -> Calm | None:
+    targets = {e.to_pid for e in edges if not (e.to_pid == proc.pid and e.to_tid is None)}
+    if not targets or None in targets:
+        return None  # waits on nothing known, or on something outside the job
+    roots = [procs[t] for t in targets if t in calm and t in procs]
+    if not roots:
+        return None
+    kin = {p.pid for p in procs.values() if p.ppid in {proc.ppid, *(r.pid for r in roots)}}
+    if not targets - {r.pid for r in roots} <= kin:
+        return None  # another end is held by a process that is neither calm nor kin
+    if not all(_through(edges, r, calm[r.pid]) for r in roots):
+        return None
+    # Paused wins: the phase that ends the sleep is what it waits for.
+    root = next((r for r in roots if calm[r.pid].kind == PAUSED), roots[0])
+    what = next(e.object for e in edges if e.to_pid == root.pid)
+    return Calm(calm[root.pid].kind, root.pid, what)
+
+
+def _queue_turn(proc: Process, thread: Thread, procs: dict[int, Process],
+                calm: dict[int, Calm]) -> Calm | None:
+    if thread.category is not Category.LOCK or not _in_queue_get(thread):
+        return None
+    for pid, why in calm.items():
+        sibling = procs.get(pid)
+        if (sibling is not None and why.via is not None and sibling.ppid == proc.ppid
+                and (t := sibling.working_thread) is not None and _in_queue_get(t)):
+            return Calm(why.kind, pid, "the read lock of the multiprocessing.Queue both read")
+    return None
+
+
+def calm_chain(snap: Snapshot, subjects: list[Process], roots: dict[int, str],
+               measured: dict[int, RankProgress]) -> dict[int, Calm]:
+    """PID -> why it is calm: the roots, then what waits only on calm processes."""
+    calm = {pid: Calm(kind) for pid, kind in roots.items()}
+    edges = snap.wait_graph.edges if snap.wait_graph is not None else ()
+    procs = {p.pid: p for p in snap.processes}
+    changed = True
+    while changed:
+        changed = False
+        for proc in subjects:
+            thread = proc.working_thread
+            if proc.pid in calm or thread is None or not _blocked_window(measured.get(proc.pid)):
+                continue
+            mine = [e for e in edges if e.pid == proc.pid and e.tid == thread.tid]
+            why = (_by_graph(proc, mine, procs, calm) if mine
+                   else _queue_turn(proc, thread, procs, calm))
+            if why is not None:
+                calm[proc.pid] = why
+                changed = True
+    return calm

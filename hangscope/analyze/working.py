@@ -1,0 +1,82 @@
+"""Does a process that others wait for work, or spin? A pure reading of the progress window.
+
+A rank the others wait for in a collective is a straggler only if it will never arrive: it
+is blocked elsewhere, or spins in a loop that cannot end. One that works (rank 0 tokenising a
+dataset behind ``main_process_first`` while the others sit in a barrier: LongLoRA#45,
+axolotl#2684) makes the job slow, not hung. The window tells them apart:
+
+- its GPU's kernels do work (GPM), or its waits complete while data moves (counters): work;
+- its Python stack moved through more than one chain of *functions* (calls are made and
+  return: an encoder, a tokeniser, a loader), or the thread read or wrote data (log lines,
+  cache shards): work;
+- it moved only between lines of one loop of one function, with no call and no I/O (``while
+  padded % 8: padded += 16``): a spin that may never end, still a straggler.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangscope.analyze.progress import MIN_MOVED_SAMPLES, MIN_WAKES, PROGRESSING
+from hangscope.model import Process, Snapshot
+from hangscope.model.progress import ProcessProgress, RankProgress, ThreadProgress
+from hangscope.words import size
+
+_LINE = re.compile(r":\d+\)$")
+
+
+def _raw(snap: Snapshot, proc: Process) -> ProcessProgress | None:
+    """The watcher's raw window of this process (its node's readings; None: not watched)."""
+    found = [p for r in snap.readings if r.progress is not None
+             and (r.host is None or proc.host is None or r.host == proc.host)
+             for p in r.progress.processes if p.pid == proc.pid]
+    return found[0] if len(found) == 1 else None
+
+
+def _thread(raw: ProcessProgress, measured: RankProgress) -> ThreadProgress | None:
+    tid = measured.tid if measured.tid is not None else raw.pid
+    return next((t for t in raw.threads if t.tid == tid), None)
+
+
+def _call_chains(thread: ThreadProgress) -> int:
+    """Distinct chains of functions (lines dropped) sampled at least MIN_MOVED_SAMPLES times
+    in all: a loop inside one function is one chain whatever line it is on."""
+    counts: dict[tuple[str, ...], int] = {}
+    for stack in thread.stacks:
+        chain = tuple(_LINE.sub(")", frame) for frame in stack.frames)
+        counts[chain] = counts.get(chain, 0) + stack.count
+    if len(counts) < 2:
+        return len(counts)
+    ordered = sorted(counts.values(), reverse=True)
+    return len(counts) if sum(ordered[1:]) >= MIN_MOVED_SAMPLES else 1
+
+
+def work_words(snap: Snapshot, proc: Process, measured: RankProgress | None) -> str | None:
+    """What shows that ``proc`` works (``its kernels do work``, ``its Python stack went
+    through 6 call chains ... and it wrote 6.6M``); None where the window shows no work (it
+    was blocked, spun in one loop, or was not watched)."""
+    if measured is None or measured.decision != PROGRESSING:
+        return None
+    if measured.evidence == "gpu":
+        return measured.reason
+    raw = _raw(snap, proc)
+    thread = _thread(raw, measured) if raw is not None else None
+    io = thread.io if thread is not None and thread.io is not None else (
+        raw.io if raw is not None else None)
+    data = None
+    if io is not None and io.syscr + io.syscw >= MIN_WAKES:
+        moved = " and ".join(f"{verb} {size(amount)}" for verb, amount in
+                             (("read", io.rchar), ("wrote", io.wchar)) if amount)
+        data = f"it {moved or 'made'} in {io.syscr + io.syscw:,} reads/writes"
+    if measured.evidence == "counters":
+        return measured.reason if data is None else f"{measured.reason}; {data}"
+    if thread is None:
+        return None
+    chains = _call_chains(thread)
+    cpu = (f" ({thread.counters.cpu_ns / 1e9:.1f} s of CPU)"
+           if thread.counters is not None and thread.counters.cpu_ns is not None else "")
+    moved = (f"its Python stack went through {chains} call chains in {thread.samples} "
+             f"samples{cpu}") if chains >= 2 else None
+    if moved is None and data is None:
+        return None  # one loop of one function, no call, no I/O: a spin, not proven work
+    return "; ".join(w for w in (moved, data) if w)

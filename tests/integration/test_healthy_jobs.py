@@ -1,0 +1,108 @@
+"""Healthy jobs are never called hung (issue 17: slow, idle and paused jobs), and their hung
+twins still are, on real processes (tests/targets/healthy_jobs.py).
+
+GIVEN three gloo ranks where rank 1 builds a vocabulary (calls that come and go, a checkpoint
+written) while ranks 0 and 2 wait in all_reduce, THEN the verdict is progressing (slow, not
+hung), names rank 1 and its frame, and says the others wait for it; GIVEN the same job with
+rank 1 spinning in one loop, THEN it stays a straggler. GIVEN an idle asyncio server whose
+forked workers read their task pipes, THEN idle; GIVEN the same server and a client whose
+request it dropped, THEN not idle. GIVEN a coordinator asleep between phases while its workers
+wait for tasks, THEN paused. GIVEN a job started as ``python job.py | cut``, THEN ``cut`` and
+the shell are no part of it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import TARGETS, dump_json, running_target, show_text, verdict_job
+
+JOBS = TARGETS / "healthy_jobs.py"
+HUNG = ("straggler", "deadlock", "wait_chain", "all_waiting", "unknown", "local_deadlock")
+
+
+def _dump(mode: str, tmp_path: Path, tags: list[str], target: str,
+          timeout: float = 120) -> tuple[dict[str, int], dict[str, Any], str]:
+    with verdict_job(mode, tmp_path, tags, timeout=timeout, jobs=JOBS) as job:
+        raw = dump_json(job.pids[target])
+    return dict(job.pids), json.loads(raw), show_text(raw, tmp_path)
+
+
+@pytest.mark.xdist_group("progress")
+def test_given_a_rank_building_a_vocabulary_while_the_others_all_reduce_then_slow_not_hung(
+        tmp_path: Path) -> None:
+    pids, data, text = _dump("vocab", tmp_path, ["launcher", "rank0", "rank1", "rank2"],
+                             "launcher")
+    verdict = data["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+    assert verdict["suspects"] == [pids["rank1"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith("Slow, not hung: rank 1 "), summary
+    assert "healthy_jobs.py:" in summary and "call chains" in summary, summary
+    assert "Ranks 0,2 wait in all_reduce" in summary or "Ranks 0, 2 wait" in summary, summary
+    assert "STRAGGLER" not in text, text
+
+
+@pytest.mark.xdist_group("progress")
+def test_given_a_rank_spinning_in_one_loop_while_the_others_all_reduce_then_a_straggler(
+        tmp_path: Path) -> None:
+    pids, data, _ = _dump("spin", tmp_path, ["launcher", "rank0", "rank1", "rank2"], "launcher")
+    verdict = data["verdict"]
+    assert verdict["kind"] == "straggler", verdict
+    assert verdict["suspects"] == [pids["rank1"]], verdict
+    assert "pad_forever (healthy_jobs.py:" in verdict["summary"], verdict
+
+
+def test_given_an_idle_asyncio_server_and_workers_reading_their_task_pipes_then_idle(
+        tmp_path: Path) -> None:
+    pids, data, text = _dump("asyncio_pool", tmp_path, ["server", "worker0", "worker1"],
+                             "server")
+    verdict = data["verdict"]
+    assert verdict["kind"] == "idle", verdict
+    for tag in ("server", "worker0", "worker1"):
+        assert f"PID {pids[tag]} is idle" in verdict["summary"], verdict
+    assert f"waits for work from PID {pids['server']}" in text, text
+    assert "stuck" not in text.lower(), text
+
+
+def test_given_the_same_server_and_a_client_whose_request_it_dropped_then_not_idle(
+        tmp_path: Path) -> None:
+    pids, data, _ = _dump("asyncio_lost", tmp_path, ["server", "worker0", "worker1", "client"],
+                          "server")
+    verdict = data["verdict"]
+    # The workers' idle task pipes beside it hide nothing: the client's request was lost.
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [pids["server"]], verdict
+    assert f"PID {pids['client']} (python) waits for a reply on TCP" in verdict["summary"]
+
+
+def test_given_a_coordinator_asleep_between_phases_and_its_waiting_workers_then_paused(
+        tmp_path: Path) -> None:
+    pids, data, text = _dump("phases", tmp_path, ["coordinator", "worker0", "worker1"],
+                             "coordinator")
+    verdict = data["verdict"]
+    assert verdict["kind"] == "paused", verdict
+    assert f"PID {pids['coordinator']} is paused" in verdict["summary"], verdict
+    assert f"PID {pids['worker0']} is idle" in verdict["summary"], verdict
+    assert "stuck" not in text.lower(), text
+
+
+def test_given_a_job_piped_into_cut_by_its_shell_then_the_pipeline_is_no_part_of_it(
+        tmp_path: Path) -> None:
+    workdir = tmp_path / "job"
+    workdir.mkdir()
+    ready = workdir / "ready"
+    # The shell of a pipeline: the job's stdout goes to `cut`, beside it in one group.
+    argv = ["bash", "-c", f"{sys.executable} {JOBS} phases {ready} {workdir} | cut -c1-80"]
+    with running_target(argv, workdir, tags=["coordinator", "worker0", "worker1"],
+                        ready_file=ready) as job:
+        data = json.loads(dump_json(job.pids["coordinator"]))
+        shell = job.launcher
+    found = {p["pid"] for p in data["processes"]}
+    assert shell not in found, data["processes"]
+    assert not [p for p in data["processes"] if p["cmdline"][:1] == ["cut"]], found
+    assert data["verdict"]["kind"] == "paused", data["verdict"]

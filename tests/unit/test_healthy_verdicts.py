@@ -1,0 +1,71 @@
+"""Healthy jobs are never called hung, on real dumps of tests/targets/healthy_jobs.py
+(tests/fixtures/healthy/*.dump.json: ``hangscope dump PID --format json`` of each mode),
+analysed again by this analyzer; and their hung twins keep their verdicts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangscope.analyze import analyze
+from hangscope.analyze.facts import facts_of
+from hangscope.analyze.rules.slow import working_straggler
+from hangscope.model import Severity, Snapshot, VerdictKind
+from hangscope.model.serialize import load
+
+HEALTHY = Path(__file__).parent.parent / "fixtures" / "healthy"
+
+
+def reread(name: str) -> Snapshot:
+    return analyze(load(HEALTHY / f"{name}.dump.json"))
+
+
+def _rank(snap: Snapshot, rank: int) -> int:
+    return next(p.pid for p in snap.ranks if p.rank is not None and p.rank.global_rank == rank)
+
+
+def test_given_a_rank_that_calls_and_writes_while_the_others_wait_then_slow() -> None:
+    snap = reread("vocab")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.PROGRESSING, verdict
+    assert verdict.suspects == (_rank(snap, 1),)
+    assert verdict.summary.startswith("Slow, not hung: rank 1 runs on CPU at "), verdict.summary
+    assert "call chains" in verdict.summary and "wrote" in verdict.summary
+    assert "Ranks 0,2 wait in all_reduce at rank_main (healthy_jobs.py:" in verdict.summary
+
+
+def test_given_a_rank_spinning_in_one_loop_then_the_working_rule_does_not_hold() -> None:
+    snap = reread("spin")
+    assert working_straggler(facts_of(snap)) is None
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.STRAGGLER
+    assert snap.verdict.suspects == (_rank(snap, 1),)
+
+
+def test_given_an_idle_server_and_its_pool_reading_task_pipes_then_idle() -> None:
+    snap = reread("asyncio_pool")
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.IDLE, snap.verdict
+    assert snap.progress is not None and snap.progress.decision == "idle"
+    workers = [r for r in snap.progress.ranks if r.reason.startswith("waits for work from PID")]
+    assert len(workers) == 2, snap.progress.ranks
+
+
+def test_given_a_client_whose_request_was_dropped_then_a_wait_chain_to_the_server() -> None:
+    snap = reread("asyncio_lost")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert "waits for a reply on TCP" in verdict.summary
+    assert snap.progress is not None and snap.progress.decision not in ("idle", "paused")
+
+
+def test_given_a_coordinator_asleep_between_phases_then_paused_with_idle_workers() -> None:
+    snap = reread("phases")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.PAUSED, verdict
+    assert verdict.summary.count(" is idle at _worker (healthy_jobs.py:") == 2, verdict.summary
+    assert " is paused at phases (healthy_jobs.py:" in verdict.summary
+    # The worker waiting for the shared queue's read lock waits behind the one in its pipe: a
+    # multiprocessing SemLock is shared, no lock stranded by fork.
+    assert snap.progress is not None
+    assert any("read lock of the multiprocessing.Queue" in r.reason for r in snap.progress.ranks)
+    idle_cpu = next(f for f in snap.findings if f.id == "activity.idle")
+    assert idle_cpu.severity is Severity.INFO and "as a job that is paused does" in idle_cpu.message
