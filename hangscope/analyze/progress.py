@@ -24,10 +24,17 @@ Rules, first that holds wins; each names the evidence that decided, in a sentenc
    - it woke once and moved nothing -> slow (a step longer than the window).
 4. *counters*: the working thread ran on CPU in one place -> with an idle GPU, a spin-wait
    (``cudaStreamSynchronize`` spins, ``sched_yield``): stuck; without a GPU to judge, slow.
+
+Then across ranks: a poll-loop verdict is taken back where a peer completed a collective in the
+same loop function (a collective returns only once every rank has called it).
+
+Why one file: the rules above are one ordered list, each reading the ones before it; split, the
+order would live in two places.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
@@ -285,6 +292,52 @@ def decide_all(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] 
         tid = (working or {}).get(proc.pid)
         decided = decide(proc, evidence.seconds, mine, tid)
         out.append(replace(decided, seen=collective_sites(_working_thread(proc, tid))))
+    return _peers_answered(evidence, out, working or {})
+
+
+_SITE = re.compile(r" at (?P<func>.+) \((?P<file>[^()]*):\d+\)$")
+_STACK_FRAME = re.compile(r"^(?P<func>.+) \((?P<file>[^()]*):\d+\)$")
+
+
+def _loop_key(func: str, file: str) -> tuple[str, str]:
+    return func, file.rsplit("/", 1)[-1]
+
+
+def _peers_answered(evidence: ProgressEvidence, decided: list[RankProgress],
+                    working: Mapping[int, int]) -> tuple[RankProgress, ...]:
+    """A poll-loop verdict taken back where a peer completed a collective in the same loop.
+
+    A collective returns only once every member has called it: when rank A's samples pass
+    through ``all_reduce at train (x.py:51)`` and on, a rank B whose moving loop is in that
+    same function called it too, even if its own samples missed the call (an NCCL launch takes
+    microseconds; a 100 Hz window can see only B's sleep and ``.item()``)."""
+    loops: dict[tuple[str, str], tuple[int, str]] = {}
+    for r in decided:
+        if r.decision != PROGRESSING:
+            continue
+        for site in r.seen:
+            m = _SITE.search(site)
+            if m:
+                loops.setdefault(_loop_key(m["func"], m["file"]), (r.pid, site))
+    if not loops:
+        return tuple(decided)
+    procs = {p.pid: p for p in evidence.processes}
+    out = []
+    for r in decided:
+        thread = _working_thread(procs[r.pid], working.get(r.pid)) if r.pid in procs else None
+        peer = None
+        if (r.decision == STUCK and r.evidence == "counters" and (r.wakes or 0) >= MIN_WAKES
+                and thread is not None and _moved(thread)):
+            peer = next((loops[key] for stack in thread.stacks for frame in stack.frames
+                         if (m := _STACK_FRAME.match(frame))
+                         and (key := _loop_key(m["func"], m["file"])) in loops), None)
+        if peer is None:
+            out.append(r)
+            continue
+        out.append(replace(r, decision=PROGRESSING, evidence="python", reason=(
+            f"its loop is the one where PID {peer[0]} completed {peer[1]} in this window: a "
+            "collective returns only once every rank has called it (this rank's own call was "
+            "too short to be sampled)")))
     return tuple(out)
 
 

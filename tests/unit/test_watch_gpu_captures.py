@@ -7,6 +7,9 @@ matmul, an all_reduce, ``.item()`` and a 50 ms sleep per step): its dense sample
 ``all_reduce`` and the sleep, and the poll-loop rule called it "polling without progress"
 because NCCL's socket traffic is invisible to /proc/PID/io and the small kernels leave the SMs
 idle. A loop that returns from a collective and goes on is progress: its peers answered.
+The second run (``nccl_train_healthy_2``) was captured twice more: rank 0's samples in one
+window missed its microsecond NCCL launch, while rank 1 passed through the all_reduce of the
+same loop; a collective returns only once every rank has called it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import json
 import support
 
 from hangscope.analyze import analyze
-from hangscope.analyze.progress import PROGRESSING, STUCK, decide
+from hangscope.analyze.progress import PROGRESSING, STUCK, decide, decide_all
 from hangscope.analyze.stall import wait_of
 from hangscope.model.serialize import from_dict
 
@@ -53,3 +56,20 @@ def test_the_hang_it_captured_stays_a_mismatch_with_stuck_ranks() -> None:
     ranks = [p for p in evidence.processes if p.threads]
     assert len(ranks) == 2
     assert all(decide(p, evidence.seconds, evidence.gpus).decision == STUCK for p in ranks)
+
+
+def test_a_rank_whose_samples_missed_the_collective_its_peer_completed_is_progressing() -> None:
+    snap = _snapshot("nccl_train_healthy_2")
+    (reading,) = snap.readings
+    evidence = reading.progress
+    assert evidence is not None
+    alone = {p.pid: decide(p, evidence.seconds, evidence.gpus).decision
+             for p in evidence.processes if p.threads}
+    assert sorted(alone.values()) == [PROGRESSING, STUCK]  # what the device's watch read
+    together = {r.pid: r for r in decide_all(evidence) if r.pid in alone}
+    assert {r.decision for r in together.values()} == {PROGRESSING}
+    (was_stuck,) = [pid for pid, d in alone.items() if d == STUCK]
+    assert "completed all_reduce at train (watch21.py:51) in this window" in (
+        together[was_stuck].reason)
+    verdict = analyze(snap).verdict
+    assert verdict is not None and verdict.kind.value == "progressing", verdict.summary
