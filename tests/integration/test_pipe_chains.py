@@ -67,3 +67,31 @@ def test_children_of_a_thread_pool_reading_a_stdin_pipe_never_closed_are_the_sus
     other = [pid for pid in graders if f"PID {pid} (python) waits for input" not in summary]
     assert f"and so does PID {other[0]} (python)" in summary, summary
     assert "stdin=subprocess.DEVNULL" in summary
+
+
+def test_a_flock_held_by_a_detached_daemon_whose_worker_died_leads_to_that_daemon(
+        tmp_path: Path) -> None:
+    """Real report: instructlab/training#566 (a rank blocked saving a checkpoint outside any
+    collective); here the checkpoint lock is held by a daemon started with setsid, whose
+    worker thread died (its traceback in its own log), so its main thread never lets go."""
+    with verdict_job("flock_daemon", tmp_path, ["daemon", "waiter", "parent"],
+                     jobs=JOBS) as job:
+        daemon = job.pids["daemon"]
+        job.also_kill.append(daemon)  # in its own session: the group kill misses it
+        data = json.loads(dump_json(job.launcher, *FAST))
+        pids = dict(job.pids)
+    waiter = pids["waiter"]
+    # Discovery takes in the lock's holder although it is no descendant of the job.
+    assert daemon in {p["pid"] for p in data["processes"]}, [p["pid"] for p in data["processes"]]
+    lock = [e for e in _edges(data, "file_lock") if e["pid"] == waiter]
+    assert lock and lock[0]["to_pid"] == daemon, data["wait_graph"]["edges"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"][0] == daemon, verdict
+    summary = verdict["summary"]
+    assert "inherited locked across fork" not in summary  # a kernel lock has a named holder
+    assert f"PID {daemon} (python) waits in Event.wait" in summary, summary
+    assert "thread pusher died of an exception" in summary
+    assert f"PID {waiter} (python) waits for the FLOCK lock on" in summary
+    assert f"held by PID {daemon} (python)" in summary
+    assert "SHARD_SYNC_TARGET" in summary  # the daemon's log: its stdout file
