@@ -116,10 +116,13 @@ def _bystander(thread: Thread) -> bool:
 
 def _kernel_lock_wait(g: Graph, thread: Thread) -> bool:
     """The thread waits on a kernel lock (flock, fcntl: /proc/locks names its holder), not
-    on an in-process one: a Python lock, a pthread mutex, both a futex (wchan futex_*)."""
+    on an in-process one (a Python lock, a pthread mutex: both a futex). The wchan says so
+    even when the holder was not found (``locks_lock_inode_wait``, ``flock_lock_inode_wait``);
+    a kernel that hides wchans ("0") leaves the file-lock edge to say it."""
     if any(e.kind == "file_lock" and e.tid == thread.tid for e in g.edges):
         return True
-    return thread.wchan is not None and "futex" not in thread.wchan
+    wchan = thread.wchan or ""
+    return wchan.startswith("locks_") or "flock" in wchan or "posix_lock" in wchan
 
 
 def fork_lock(g: Graph) -> WaitPattern | None:

@@ -249,7 +249,8 @@ def _prompt(g: Graph) -> WaitPattern | None:
         if writers:
             held = "; ".join(hop(g, back) for _, back in writers)
             names = " and ".join(who(g.procs[pid]) for pid, _ in writers)
-            chain += (f": only {names} holds its write end, and never writes it: {held}; "
+            chain += (f": only {names} holds its write end, and never writes it nor closes "
+                      f"it: {held}; "
                       "start the child with stdin=subprocess.DEVNULL, or answer the prompt "
                       "(a --yes/--force flag)")
         ancestor = g.procs.get(proc.ppid or 0)

@@ -61,7 +61,8 @@ def test_children_of_a_thread_pool_reading_a_stdin_pipe_never_closed_are_the_sus
     assert summary.startswith("A prompt nobody answers: "), summary
     assert "waits for input on its stdin (pipe" in summary and "grader (pipe_chain_jobs.py:" \
         in summary
-    assert f"PID {parent} (python) holds its write end, and never writes it" in summary
+    assert f"PID {parent} (python) holds its write end, and never writes it nor closes it" \
+        in summary
     # The one that holds it waits on them in a pool thread, not in its main thread.
     assert f"thread grade_0 of PID {parent} (python) is blocked reading pipe" in summary
     other = [pid for pid in graders if f"PID {pid} (python) waits for input" not in summary]

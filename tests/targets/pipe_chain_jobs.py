@@ -15,8 +15,8 @@ tests cite it):
                   parent never writes nor closes.
 - ``flock_daemon`` the parent starts a detached daemon (its own session, parent pid 1) that
                   takes an exclusive flock on a file and waits for an Event its worker thread,
-                  which dies at once, should set; then the parent's child blocks in flock on
-                  the same file.
+                  which dies at once, should set; then the parent's forked child blocks in
+                  flock on the same file.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import fcntl
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -135,16 +136,19 @@ def shard_job() -> None:
                    stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env,
                    start_new_session=True, check=True)
     wait_for_line("daemon")
-    child = subprocess.Popen(_me("shard_writer"))
+    # Forked without exec, as torch.multiprocessing starts ranks: a lock wait in a fork is no
+    # lock inherited across it when the kernel names the lock's holder.
+    child = multiprocessing.get_context("fork").Process(target=shard_writer)
+    child.start()
     wait_for_line("waiter")
     ready("parent")
-    child.wait()
+    child.join()
 
 
 MODES = {
     "shell_pipe": report_builder, "table_writer": table_writer,
     "stdin_pool": grading_pool, "grader": grader,
-    "flock_daemon": shard_job, "sync_daemon": sync_daemon, "shard_writer": shard_writer,
+    "flock_daemon": shard_job, "sync_daemon": sync_daemon,
 }
 
 if __name__ == "__main__":
