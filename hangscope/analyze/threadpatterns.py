@@ -16,7 +16,7 @@ from hangscope.analyze.threadedges import (
     user_frame,
     waits_on_lock,
 )
-from hangscope.analyze.waitwalk import LOOP, Graph, site_words, thread_words
+from hangscope.analyze.waitwalk import LOOP, Graph, hop, site_words, thread_words
 from hangscope.model import Category, Frame, Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -114,6 +114,17 @@ def _bystander(thread: Thread) -> bool:
         and not any(f.holds for f in thread.frames if not f.native))
 
 
+def _kernel_lock_wait(g: Graph, thread: Thread) -> bool:
+    """The thread waits on a kernel lock (flock, fcntl: /proc/locks names its holder), not
+    on an in-process one (a Python lock, a pthread mutex: both a futex). The wchan says so
+    even when the holder was not found (``locks_lock_inode_wait``, ``flock_lock_inode_wait``);
+    a kernel that hides wchans ("0") leaves the file-lock edge to say it."""
+    if any(e.kind == "file_lock" and e.tid == thread.tid for e in g.edges):
+        return True
+    wchan = thread.wchan or ""
+    return wchan.startswith("locks_") or "flock" in wchan or "posix_lock" in wchan
+
+
 def fork_lock(g: Graph) -> WaitPattern | None:
     found: list[tuple[Process, Process, Thread]] = []
     for proc in g.snap.processes:
@@ -125,6 +136,8 @@ def fork_lock(g: Graph) -> WaitPattern | None:
         if main is None or not _blocked(main) or not waits_on_lock(main) or not _forked(
                 proc, parent):
             continue
+        if _kernel_lock_wait(g, main):
+            continue  # a file lock's holder is a process the kernel names, not a lost thread
         inner = next((f for f in main.frames if not f.native), None)
         if inner is not None and (inner.file or "").endswith("multiprocessing/synchronize.py"):
             # A multiprocessing SemLock is a semaphore shared by every process that holds it
@@ -289,14 +302,43 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
                 chain += (f"; its output says thread {', '.join(died[:3])} died of an "
                           "exception (threading's 'Exception in thread' traceback), before "
                           "it could set it")
-            if waiters:
-                chain += "; " + ", ".join(who(g.procs[w]) for w in waiters[:3]) + (
-                    " wait" if len(waiters) > 1 else " waits") + f" for {who(proc)}"
+            # What the waiters wait on, in their own words (a flock the process holds, a pipe
+            # it should write): the first edge of each onto it.
+            into = [next(i for i, e in enumerate(g.edges) if e.pid == w and e.to_pid == proc.pid
+                         and e.kind != "child") for w in waiters[:3]]
+            if into:
+                chain += "; " + "; ".join(hop(g, i) for i in into) + _collective_behind(
+                    g, waiters)
             chain += ("; wait with a timeout and check the producer thread is_alive(), or "
                       "set the event in a finally")
-            return WaitPattern("orphan_wait", (proc.pid, *waiters), chain, (), proc.pid,
-                               thread.tid)
+            return WaitPattern("orphan_wait", (proc.pid, *waiters), chain, tuple(into),
+                               proc.pid, thread.tid)
     return None
+
+
+def _collective_behind(g: Graph, waiters: list[int]) -> str:
+    """``; rank 1 (PID 5) and rank 2 (PID 6) wait in barrier for them``: the job's other ranks
+    sit in a collective that the waiting ranks, blocked outside any, never join."""
+    ranked = [g.procs[w] for w in waiters if g.procs[w].rank is not None]
+    if not ranked:
+        return ""
+    behind, ops = [], []
+    for proc in g.snap.processes:
+        working = next((t for t in proc.threads if t.tid == proc.working_tid), None)
+        if (proc.is_exited or proc.rank is None or proc.pid in waiters or working is None
+                or working.category is not Category.COLLECTIVE):
+            continue
+        behind.append(proc)
+        ops.append(working.op or "a collective")
+    if not behind:
+        return ""
+    shown = [who(p) for p in behind[:4]] + (
+        [f"{len(behind) - 4} more"] if len(behind) > 4 else [])
+    names = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+    op = ops[0] if len(set(ops)) == 1 else "collectives"
+    them = who(ranked[0]) if len(ranked) == 1 else "them"
+    return (f"; {names} {'wait' if len(behind) > 1 else 'waits'} in {op} for {them}, which "
+            "is in no collective")
 
 
 def _executor_worker(thread: Thread) -> bool:

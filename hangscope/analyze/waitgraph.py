@@ -112,6 +112,12 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
+def _pid_t(value: int) -> int:
+    """A syscall's pid argument as the kernel reads it: a signed 32-bit pid_t."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
 def _holders_of(idx: _Index, inode: int) -> list[int]:
     return sorted({pid for pid, _ in idx.holders.get(("inode", 0, 0, inode), [])})
 
@@ -227,14 +233,19 @@ def _kernel_edges(idx: _Index, arch: str, proc: Process, thread: Thread) -> Iter
         yield from _fd_edges(idx, proc, thread, "read" if nr in table["read"] else "write",
                              name, args[0] if args else -1)
     elif nr in table["wait"]:
-        child = _signed(args[0]) if args else -1
-        if nr == 247:  # waitid(idtype, id, ...): P_PID is 1
-            child = args[1] if args and args[0] == 1 else -1
+        # pid_t is 32 bits: a shell's wait4(-1) shows as 4294967295 in the register.
+        child = _pid_t(args[0]) if args else -1
+        if nr in (247, 95):  # waitid(idtype, id, ...): P_PID is 1; P_ALL, P_PGID: any child
+            child = _pid_t(args[1]) if len(args) > 1 and args[0] == 1 else -1
+        # -1 is any child; 0 and -PGID a child of a process group. The group is not read, so
+        # every live child stands for it (a group's members are among them): a shell's `wait`
+        # then leads on to the command it runs instead of out of the job.
         kids = [child] if child > 0 else [p.pid for p in idx.procs.values()
                                          if p.ppid == proc.pid and not p.is_exited]
+        shown = "any child" if child == -1 else str(child)
         for kid in kids:
             yield WaitEdge(proc.pid, thread.tid, "child", f"child {kid}",
-                           f"{name}({child}) in the kernel", to_pid=kid)
+                           f"{name}({shown}) in the kernel", to_pid=kid)
     elif (nr in table["flock"] and args and not args[1] & _LOCK_NB) or (
             nr in table["fcntl"] and len(args) > 1 and args[1] in _SETLKW):
         rec = idx.fds.get(proc.pid, {}).get(args[0])

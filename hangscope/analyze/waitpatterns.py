@@ -80,6 +80,23 @@ _ADVICE = {
 }
 
 
+#: A cycle where a writer blocks on a pipe (its buffer full) read only by a process waiting
+#: for that writer, or its shell, to exit.
+_FULL_PIPE = ("the pipe is full (its buffer, 64 KiB by default) and its only reader waits "
+              "for the child to exit without reading it (Popen.wait() with stdout=PIPE): "
+              "read the child's output while waiting (communicate()) or send it to a file")
+
+
+def _cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
+    if "child" in kinds and any(g.edges[i].kind in ("pipe", "fifo")
+                                and "(read end)" in g.edges[i].object for i in ring):
+        return _FULL_PIPE  # the writer waits for a reader: the pipe is full
+    if set(kinds) <= {"tcp", "unix", "store"}:
+        return _CALLBACK
+    return next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
+                "one of them must act first: break the cycle")
+
+
 _CALLBACK = ("a server that calls a service which calls it back while it cannot accept or "
              "serve another request (one thread): serve requests on more threads "
              "(ThreadingHTTPServer, a worker pool), or do not call back into the caller")
@@ -117,10 +134,7 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
             continue
         if rings:
             return lock_ring(g, ring)
-        advice = next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
-                      "one of them must act first: break the cycle")
-        if set(kinds) <= {"tcp", "unix", "store"}:
-            advice = _CALLBACK
+        advice = _cycle_advice(g, ring, kinds)
         chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
         return WaitPattern("cycle", members, chain, tuple(ring), members[0], g.edges[ring[0]].tid)
     return None
@@ -178,19 +192,40 @@ def _prompt_edge(g: Graph, i: int) -> bool:
 
 def _stdin_writers(g: Graph, i: int) -> list[tuple[int, int]]:
     """(writer PID, the edge it waits on) for every holder of the write end of edge ``i``'s
-    pipe, when each waits on the reader (reads its output, waits for it to exit); [] else."""
+    pipe, when each waits on the reader (reads its output, waits for it to exit); [] else.
+
+    Any thread of the writer counts, its working thread first: a parent that runs its children
+    from a thread pool waits on a future in its main thread, while the pool's threads read the
+    children's output or wait for them to exit."""
     edge = g.edges[i]
     writers = [e.to_pid for e in g.edges if (e.pid, e.tid, e.object) == (edge.pid, edge.tid,
                edge.object) and e.to_pid is not None and e.to_pid != edge.pid]
     found = []
     for pid in dict.fromkeys(writers):
-        out = g.live_edges(pid, None)
+        proc = g.procs.get(pid)
+        tids = [None, *(t.tid for t in proc.threads)] if proc is not None else [None]
+        out = [k for tid in tids for k in g.live_edges(pid, tid)]
         back = next((k for k in out if g.edges[k].to_pid == edge.pid
                      and g.edges[k].kind in ("pipe", "child")), None)
         if back is None:
             return []
         found.append((pid, back))
     return found
+
+
+def _same_prompts(g: Graph, i: int, writers: list[tuple[int, int]]) -> list[int]:
+    """The other processes' stdin reads held the way edge ``i``'s is: the same writers, each
+    waiting on its reader (a parent's pool running several such children at once)."""
+    if not writers:
+        return []
+    edge, pids = g.edges[i], {pid for pid, _ in writers}
+    found: dict[int, int] = {}
+    for j, other in enumerate(g.edges):
+        if (other.pid != edge.pid and other.pid not in found and other.kind == "pipe"
+                and other.fd == 0 and _prompt_edge(g, j)
+                and {pid for pid, _ in _stdin_writers(g, j)} == pids):
+            found[other.pid] = j
+    return list(found.values())
 
 
 def _prompt(g: Graph) -> WaitPattern | None:
@@ -206,10 +241,16 @@ def _prompt(g: Graph) -> WaitPattern | None:
         chain = (f"{thread_words(proc, thread)} waits for input on {what}"
                  f"{site_words(thread)} ({'a pdb prompt' if _pdb(thread) else 'a prompt'}), "
                  "which nobody answers")
+        same = _same_prompts(g, i, writers)
+        if same:
+            chain += (", and so " + ("does " if len(same) == 1 else "do ")
+                      + " and ".join(who(g.procs[g.edges[j].pid]) for j in same)
+                      + " on " + ("its" if len(same) == 1 else "theirs"))
         if writers:
             held = "; ".join(hop(g, back) for _, back in writers)
             names = " and ".join(who(g.procs[pid]) for pid, _ in writers)
-            chain += (f": only {names} holds its write end, and never writes it: {held}; "
+            chain += (f": only {names} holds its write end, and never writes it nor closes "
+                      f"it: {held}; "
                       "start the child with stdin=subprocess.DEVNULL, or answer the prompt "
                       "(a --yes/--force flag)")
         ancestor = g.procs.get(proc.ppid or 0)
@@ -223,15 +264,16 @@ def _prompt(g: Graph) -> WaitPattern | None:
                           "its output, the prompt included, is not shown")
                 break
             ancestor = g.procs.get(ancestor.ppid or 0)
-        ring = {proc.pid, *(pid for pid, _ in writers)}
+        also = tuple(dict.fromkeys(g.edges[j].pid for j in same))
+        ring = {proc.pid, *also, *(pid for pid, _ in writers)}
         before = _chain_to(g, ring)
         if before:
             chain = "; ".join(hop(g, k) for k in before) + "; " + chain
-        members = tuple(dict.fromkeys([proc.pid, *(pid for pid, _ in writers),
+        members = tuple(dict.fromkeys([proc.pid, *also, *(pid for pid, _ in writers),
                                        *(g.edges[k].pid for k in before)]))
-        edges = (*before, i, *(back for _, back in writers))
+        edges = (*before, i, *same, *(back for _, back in writers))
         return WaitPattern("prompt", members, chain, edges, proc.pid, thread.tid if thread
-                           else None)
+                           else None, also=also)
     return None
 
 

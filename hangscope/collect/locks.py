@@ -83,3 +83,21 @@ def read_file_locks(pids: Iterable[int], proc: str = "/proc") -> tuple[FileLockR
             break
         paths.update(open_files(pid, missing, proc))
     return tuple(replace(r, path=paths.get(r.file_key)) for r in chain)
+
+
+def lock_holders_of_waiters(pids: Collection[int], proc: str = "/proc") -> set[int]:
+    """The PIDs holding a file lock that one of ``pids`` is blocked waiting for.
+
+    A holder may be no descendant of the job at all (a daemon it started with setsid, now a
+    child of init): the kernel still names it, so the wait has somewhere to lead. OFD locks
+    show pid -1 and name no one here (fdinfo names their holders to the wait-for graph).
+    """
+    try:
+        with open(f"{proc}/locks") as f:
+            records = parse_proc_locks(f.read())
+    except OSError:
+        return set()
+    waiting = {r.file_key for r in records if r.blocked and r.pid in pids}
+    return {r.pid for r in records if not r.blocked and r.file_key in waiting
+            and r.pid is not None and r.pid not in pids}
+

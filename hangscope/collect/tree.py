@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from hangscope.collect import procfs
+from hangscope.collect.locks import lock_holders_of_waiters
 from hangscope.collect.procfs import read_cmdline, read_environ
 from hangscope.errors import FIND_PID_HINT, PermissionDenied, ProcessNotFound, UsageError
 from hangscope.titles import looks_like_python, looks_like_worker
@@ -344,7 +345,9 @@ def job_peers(known: Sequence[int], root: int = 0) -> list[int]:
       started a server and its client: ``bash run.sh`` leads both);
     - processes of the same user holding the other end of one of its pipes (the same pipe
       inode), or the other end of one of its TCP connections on this host (the local and
-      remote ports swapped in ``/proc/net/tcp``).
+      remote ports swapped in ``/proc/net/tcp``);
+    - the holder of a file lock (flock, POSIX) one of its processes is blocked on
+      (``/proc/locks``): a detached daemon the job started, in a session of its own.
 
     Never hangscope's own ancestors (the user's shell, a test runner that holds a pipe to it).
     ``root``: the root of the tree walked (its parent may lead the job's process group).
@@ -361,6 +364,8 @@ def job_peers(known: Sequence[int], root: int = 0) -> list[int]:
     hits = {pid for pid, s in table.items()
             if pid not in known_set and (s.pgrp in groups or s.session in sessions)}
     hits |= _pipe_and_tcp_peers(known_set, table, mine)
+    hits |= {pid for pid in lock_holders_of_waiters(known_set) if pid in table
+             and (os.getuid() == 0 or procfs.owner_uid(pid) == os.getuid())}
     hits -= mine | known_set
     hits -= _shell_pipeline(hits, known_set, root, table)
     return sorted(pid for pid in hits if table[pid].ppid not in hits)
