@@ -7,7 +7,8 @@ Pure, over classified threads; analyze/waitgraph.py joins these with the kernel'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from hangscope.model import Category, Frame, Process, Thread
 from hangscope.model.waits import WaitEdge
@@ -70,6 +71,37 @@ def gil_edges(proc: Process) -> Iterator[WaitEdge]:
                            "take_gil (a bare condition wait) in its native stack; py-spy: "
                            "the other thread owns_gil while blocked in the kernel",
                            to_pid=proc.pid, to_tid=owner.tid)
+
+
+def own_end_writers(proc: Process, edges: Sequence[WaitEdge]) -> list[WaitEdge]:
+    """``edges`` of ``proc``, with each pipe or FIFO wait whose other end only ``proc`` holds
+    pointed at the thread that would write it, where that is known: the waiter owns the GIL
+    while blocked in the kernel (a ctypes.PyDLL call, a C extension that never releases it)
+    and every other Python thread of the process waits for that GIL. Whichever of them is the
+    writer, it cannot run: the wait is a cycle, not a thread idling for its own process."""
+    gil = [e for e in edges if e.kind == "gil" and e.pid == proc.pid]
+    python = [t for t in proc.threads if t.python]
+    out = []
+    for edge in edges:
+        if edge.kind not in ("pipe", "fifo") or edge.to_pid != proc.pid \
+                or edge.to_tid is not None:
+            out.append(edge)
+            continue
+        starved = [e.tid for e in gil if e.to_tid == edge.tid]
+        others = [t for t in python if t.tid != edge.tid]
+        if not starved or {t.tid for t in others} != set(starved):
+            out.append(edge)
+            continue
+        by_tid = {t.tid: t for t in others}
+        # A helper (a heartbeat, a watchdog) is the least likely writer of a program's pipe.
+        starved.sort(key=lambda tid: by_tid[tid].helper)
+        first = by_tid[starved[0]]
+        rest = len(starved) - 1
+        also = f" (and {rest} other thread{'s' if rest > 1 else ''})" if rest else ""
+        out.append(replace(edge, to_tid=first.tid, how=(
+            f"{edge.how}; only its own process holds the other end, and its other thread "
+            f"{first.name or first.tid}{also} waits for the GIL this thread owns")))
+    return out
 
 
 LockKey = tuple[str | None, str | None, str]  # file, class (for self.X), the lock's text

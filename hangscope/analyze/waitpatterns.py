@@ -37,6 +37,7 @@ from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.analyze.threadedges import user_frame
 from hangscope.analyze.threadpatterns import (
     fork_lock,
+    gil_ring,
     lock_ring,
     orphan_wait,
     self_lock,
@@ -85,6 +86,12 @@ _CALLBACK = ("a server that calls a service which calls it back while it cannot 
              "(ThreadingHTTPServer, a worker pool), or do not call back into the caller")
 
 
+# A process blocked writing its stdout or stderr, a pipe whose reader waits on something else.
+_CAPTURED = ("its reader captures that output but reads another pipe first: the pipe fills "
+             "and the write blocks; read every captured pipe (Popen.communicate(), a thread "
+             "per pipe) or send the output to a file")
+
+
 def _cycle(g: Graph) -> WaitPattern | None:
     return _find_cycle(g, rings=False)
 
@@ -111,19 +118,44 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         threads = {(g.edges[i].pid, g.edges[i].tid) for i in ring}
         kinds = tuple(g.edges[i].kind for i in ring)
         if len(members) < 2 and "file_lock" not in kinds and not (
-                len(threads) >= 2 and "py_lock" in kinds):
+                len(threads) >= 2 and ("py_lock" in kinds or "gil" in kinds)):
             continue  # a thread waiting on its own process's thread is not a deadlock alone
         if (len(members) == 1 and set(kinds) == {"py_lock"}) is not rings:
             continue
         if rings:
             return lock_ring(g, ring)
+        if len(members) == 1 and "gil" in kinds:
+            return gil_ring(g, ring)
         advice = next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
                       "one of them must act first: break the cycle")
         if set(kinds) <= {"tcp", "unix", "store"}:
             advice = _CALLBACK
+        if any(g.edges[i].kind == "pipe" and g.edges[i].fd in (1, 2)
+               and "(read end)" in g.edges[i].object for i in ring):
+            advice = _CAPTURED
+        ring = _from_lock_holder(g, ring)
+        members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
-        return WaitPattern("cycle", members, chain, tuple(ring), members[0], g.edges[ring[0]].tid)
+        # A lock's holder blocked on another process: the holder is where the cycle is held,
+        # and the process it waits on is the one that never acts: both are suspects.
+        also = members[1:] if ring != path[start:] else ()
+        return WaitPattern("cycle", members, chain, tuple(ring), members[0],
+                           g.edges[ring[0]].tid, also)
     return None
+
+
+def _from_lock_holder(g: Graph, ring: list[int]) -> list[int]:
+    """``ring`` turned to start at the wait of the thread that holds the ring's Python lock
+    (the others queue on it; its own wait is the cause): a logging handler's lock held by a
+    thread blocked writing a pipe nobody reads."""
+    for k, i in enumerate(ring):
+        edge = g.edges[i]
+        if edge.kind != "py_lock":
+            continue
+        nxt = ring[(k + 1) % len(ring)]
+        if g.edges[nxt].tid == edge.to_tid and g.edges[nxt].pid == edge.to_pid:
+            return ring[k + 1:] + ring[:k + 1]
+    return ring
 
 
 def _event_loop(g: Graph) -> WaitPattern | None:
