@@ -124,9 +124,11 @@ def gil_ring(g: Graph, ring: list[int]) -> WaitPattern:
     if clients:
         tail = "; " + ", ".join(who(g.procs[c]) for c in clients[:4]) + (
             " wait" if len(clients) > 1 else " waits") + " for it"
+    one = len(names) == 1
     chain = (f"{thread_words(proc, owner)} holds the GIL while blocked in {call} on {what}"
-             f"{site}{via}, and {threads}, the only ones that could write that pipe (no other "
-             f"process holds its write end), wait{'s' if len(names) == 1 else ''} for the GIL"
+             f"{site}{via}, and {threads}, the only {'one' if one else 'ones'} that could "
+             f"write that pipe (no other process holds its write end), wait{'s' if one else ''}"
+             " for the GIL"
              f"{tail}: release the GIL around the blocking call (ctypes.CDLL rather than "
              "PyDLL; Py_BEGIN_ALLOW_THREADS in a C extension)")
     return WaitPattern("gil_hold", (pid, *clients), chain, tuple(ring), pid, pipe.tid)
