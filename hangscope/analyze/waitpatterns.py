@@ -126,13 +126,13 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
             return lock_ring(g, ring)
         if len(members) == 1 and "gil" in kinds:
             return gil_ring(g, ring)
-        advice = next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
-                      "one of them must act first: break the cycle")
+        advice = next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)), None)
+        if advice is None and any(g.edges[i].kind == "pipe" and g.edges[i].fd in (1, 2)
+                                  and "(read end)" in g.edges[i].object for i in ring):
+            advice = _CAPTURED  # no child wait: the reader reads another pipe, not waitpid
+        advice = advice or "one of them must act first: break the cycle"
         if set(kinds) <= {"tcp", "unix", "store"}:
             advice = _CALLBACK
-        if any(g.edges[i].kind == "pipe" and g.edges[i].fd in (1, 2)
-               and "(read end)" in g.edges[i].object for i in ring):
-            advice = _CAPTURED
         ring = _from_lock_holder(g, ring)
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
