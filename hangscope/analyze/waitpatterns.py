@@ -92,6 +92,18 @@ _CAPTURED = ("its reader captures that output but reads another pipe first: the 
              "per pipe) or send the output to a file")
 
 
+def _captured(g: Graph, ring: list[int]) -> bool:
+    """A process blocked writing its stdout or stderr to a reader that is itself blocked
+    reading another pipe of that same process (its stdout, while its stderr fills)."""
+    for k, i in enumerate(ring):
+        edge, nxt = g.edges[i], g.edges[ring[(k + 1) % len(ring)]]
+        if edge.kind == "pipe" and edge.fd in (1, 2) and "(read end)" in edge.object \
+                and nxt.kind == "pipe" and "(write end)" in nxt.object \
+                and nxt.pid == edge.to_pid and nxt.to_pid == edge.pid:
+            return True
+    return False
+
+
 def _cycle(g: Graph) -> WaitPattern | None:
     return _find_cycle(g, rings=False)
 
@@ -127,8 +139,7 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         if len(members) == 1 and "gil" in kinds:
             return gil_ring(g, ring)
         advice = next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)), None)
-        if advice is None and any(g.edges[i].kind == "pipe" and g.edges[i].fd in (1, 2)
-                                  and "(read end)" in g.edges[i].object for i in ring):
+        if advice is None and _captured(g, ring):
             advice = _CAPTURED  # no child wait: the reader reads another pipe, not waitpid
         advice = advice or "one of them must act first: break the cycle"
         if set(kinds) <= {"tcp", "unix", "store"}:
