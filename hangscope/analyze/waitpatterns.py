@@ -4,7 +4,8 @@ Pure, over a classified Snapshot and its edges (analyze/waitgraph.py). In the or
 rules read them (analyze/rules/graph.py):
 
 - a cycle: following each stuck thread's wait returns to where it started (a deadlock), two
-  threads of one process each holding the lock the other takes among them (ABBA);
+  threads of one process each holding the lock the other takes among them (ABBA), a thread
+  owning the GIL while blocked on a pipe only the threads waiting for that GIL could write;
 - a self-lock: a thread waits on a lock an outer frame of its own stack holds (a signal
   handler over the frame it interrupted);
 - a self-wait: an asyncio loop's thread blocks on a concurrent future nothing else can
