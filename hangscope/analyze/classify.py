@@ -18,6 +18,7 @@ from hangscope.analyze.signatures import (
     HELPER_THREAD_FRAMES,
     HELPER_THREAD_NAMES,
     PLUMBING_FILES,
+    POOL_WORKER_FRAMES,
     SIGNATURES,
     Signature,
     op_from_name,
@@ -146,8 +147,20 @@ def is_helper(thread: Thread) -> bool:
     """An always-there helper thread (watchdog, tqdm monitor, compile-pool reader, ...)."""
     if thread.name and HELPER_THREAD_NAMES.match(thread.name):
         return True
-    return any(not f.native and f.file and HELPER_THREAD_FRAMES.search(f"({f.file})")
-               for f in thread.frames)
+    for depth, frame in enumerate(thread.frames):
+        if frame.native or not frame.file or not HELPER_THREAD_FRAMES.search(f"({frame.file})"):
+            continue
+        # A pool's worker thread is plumbing while it waits for a task; once it runs one, the
+        # task's code is the program's own work (a pool worker deadlocked on the user's locks
+        # is the culprit, not an always-there helper).
+        return not (POOL_WORKER_FRAMES.search(f"({frame.file})")
+                    and any(_user_code(f) for f in thread.frames[:depth]))
+    return False
+
+
+def _user_code(frame: Frame) -> bool:
+    """A Python frame of the program's own code: outside the plumbing libraries."""
+    return not frame.native and bool(frame.file) and not PLUMBING_FILES.search(frame.file)
 
 
 def _classification(thread: Thread) -> dict[str, Any]:

@@ -212,6 +212,9 @@ HELPER_THREAD_FRAMES = _re(
     r"multiprocessing/pool\.py|concurrent/futures/thread\.py|"
     r"torch/utils/data/_utils/pin_memory\.py|wandb/[^)]*)\)"
 )
+# The pools among those: their worker threads run the program's tasks.
+POOL_WORKER_FRAMES = _re(
+    r"\((?:[^)]*/)?(?:multiprocessing/pool\.py|concurrent/futures/thread\.py)\)")
 
 # Python files that are plumbing: the call site a user cares about is the first frame
 # outside these (the line of *their* code that called into the blocking library).

@@ -7,7 +7,8 @@ Pure, over classified threads; analyze/waitgraph.py joins these with the kernel'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from hangscope.model import Category, Frame, Process, Thread
 from hangscope.model.waits import WaitEdge
@@ -72,6 +73,37 @@ def gil_edges(proc: Process) -> Iterator[WaitEdge]:
                            to_pid=proc.pid, to_tid=owner.tid)
 
 
+def own_end_writers(proc: Process, edges: Sequence[WaitEdge]) -> list[WaitEdge]:
+    """``edges`` of ``proc``, with each pipe or FIFO wait whose other end only ``proc`` holds
+    pointed at the thread that would write it, where that is known: the waiter owns the GIL
+    while blocked in the kernel (a ctypes.PyDLL call, a C extension that never releases it)
+    and every other Python thread of the process waits for that GIL. Whichever of them is the
+    writer, it cannot run: the wait is a cycle, not a thread idling for its own process."""
+    gil = [e for e in edges if e.kind == "gil" and e.pid == proc.pid]
+    python = [t for t in proc.threads if t.python]
+    out = []
+    for edge in edges:
+        if edge.kind not in ("pipe", "fifo") or edge.to_pid != proc.pid \
+                or edge.to_tid is not None:
+            out.append(edge)
+            continue
+        starved = [e.tid for e in gil if e.to_tid == edge.tid]
+        others = [t for t in python if t.tid != edge.tid]
+        if not starved or {t.tid for t in others} != set(starved):
+            out.append(edge)
+            continue
+        by_tid = {t.tid: t for t in others}
+        # A helper (a heartbeat, a watchdog) is the least likely writer of a program's pipe.
+        starved.sort(key=lambda tid: by_tid[tid].helper)
+        first = by_tid[starved[0]]
+        rest = len(starved) - 1
+        also = f" (and {rest} other thread{'s' if rest > 1 else ''})" if rest else ""
+        out.append(replace(edge, to_tid=first.tid, how=(
+            f"{edge.how}; only its own process holds the other end, and its other thread "
+            f"{first.name or first.tid}{also} waits for the GIL this thread owns")))
+    return out
+
+
 LockKey = tuple[str | None, str | None, str]  # file, class (for self.X), the lock's text
 
 
@@ -97,6 +129,24 @@ def taking_frame(thread: Thread) -> Frame | None:
     return None
 
 
+def taking_frames(thread: Thread) -> list[Frame]:
+    """:func:`taking_frame`, then each caller whose own line is the acquire call that called
+    it: a wrapper such as logging's ``Handler.acquire`` takes ``self.lock`` for its caller's
+    ``self.acquire()``, and the holder's source names the lock as the caller does (``self``,
+    inside the acquire()/try/finally release region)."""
+    first = taking_frame(thread)
+    if first is None:
+        return []
+    python = [f for f in thread.frames if not f.native]
+    out = [first]
+    for caller in python[python.index(first) + 1:] if first in python else ():
+        callee = out[-1]
+        if caller.takes is None or callee.name.rsplit(".", 1)[-1] not in caller.calls:
+            break
+        out.append(caller)
+    return out
+
+
 def held_locks(proc: Process) -> dict[LockKey, list[tuple[Thread, Frame]]]:
     """Each lock some thread of ``proc`` is inside a block holding, with those threads and the
     outermost frame of each that holds it (one pass over the stacks)."""
@@ -114,9 +164,12 @@ def held_locks(proc: Process) -> dict[LockKey, list[tuple[Thread, Frame]]]:
 def _held_edge(proc: Process, thread: Thread,
                held: dict[LockKey, list[tuple[Thread, Frame]]]) -> WaitEdge | None:
     """A lock waiter -> the one thread whose stack is inside a block holding that lock."""
-    frame = taking_frame(thread)
-    if frame is None or frame.takes is None:
+    frames = [f for f in taking_frames(thread) if f.takes is not None]
+    if not frames:
         return None
+    # The innermost name some thread holds: the wrapper's own lock text, else its caller's.
+    frame = next((f for f in frames if held.get(lock_key(f, f.takes or ""))), frames[0])
+    assert frame.takes is not None
     holders = held.get(lock_key(frame, frame.takes), [])
     mine = next((f for t, f in holders if t.tid == thread.tid), None)
     others = [(t, f) for t, f in holders if t.tid != thread.tid]
@@ -125,13 +178,20 @@ def _held_edge(proc: Process, thread: Thread,
     if len(holders) != 1:
         return None
     holder, where = (thread, mine) if mine is not None else others[0]
-    site = f"{frame.name} ({frame.short_file}:{frame.line})"
+    # The lock as the innermost frame names it (``self.lock`` at Handler.acquire), the hold
+    # as the holder's source does (the caller's ``self.acquire()`` ... release region).
+    inner = frames[0]
+    site = f"{inner.name} ({inner.short_file}:{inner.line})"
     held_at = f"{where.name} ({where.short_file}:{where.line})"
     who_holds = "its own outer frame" if holder.tid == thread.tid else \
         f"thread {holder.name or holder.tid}"
-    return WaitEdge(proc.pid, thread.tid, "py_lock", f"{frame.takes} (taken at {site})",
-                    f"the source: {who_holds} is inside a block holding {frame.takes} at "
-                    f"{held_at}", to_pid=proc.pid, to_tid=holder.tid, probable=True)
+    how = f"is inside a block holding {frame.takes}"
+    if frame is not inner:
+        callee = frames[frames.index(frame) - 1].name.rsplit(".", 1)[-1]
+        how = f"is past {frame.takes}.{callee}() and before its release"
+    return WaitEdge(proc.pid, thread.tid, "py_lock", f"{inner.takes} (taken at {site})",
+                    f"the source: {who_holds} {how} at {held_at}", to_pid=proc.pid,
+                    to_tid=holder.tid, probable=True)
 
 
 def py_lock_edges(proc: Process) -> Iterator[WaitEdge]:

@@ -90,6 +90,8 @@ def self_lock(g: Graph) -> WaitPattern | None:
     return None
 
 
+#: Native frames of a ctypes call: a ``ctypes.PyDLL`` (or PYFUNCTYPE) function runs with the
+#: GIL held, CDLL's releases it; an owner of the GIL blocked under one is a PyDLL call.
 def _forked(proc: Process, parent: Process | None) -> bool:
     """A fork without exec: multiprocessing's fork start method (``popen_fork`` at the bottom
     of the child's stack: the parent's frames, copied), or the parent's command line, and not

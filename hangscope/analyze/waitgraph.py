@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from hangscope.analyze.listeners import listeners_of
-from hangscope.analyze.threadedges import gil_edges, join_edges, py_lock_edges
+from hangscope.analyze.threadedges import gil_edges, join_edges, own_end_writers, py_lock_edges
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
 
@@ -274,10 +274,12 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
     for proc in snap.processes:
         if proc.is_exited:
             continue
+        mine: list[WaitEdge] = []
         if idx is not None and kernel is not None:
             for thread in proc.threads:
-                edges.extend(_kernel_edges(idx, kernel.arch, proc, thread))
-        edges.extend(gil_edges(proc))
+                mine.extend(_kernel_edges(idx, kernel.arch, proc, thread))
+        gil = list(gil_edges(proc))
+        edges.extend(own_end_writers(proc, [*mine, *gil]))
         edges.extend(join_edges(proc))
         edges.extend(py_lock_edges(proc))
     return tuple(edges)

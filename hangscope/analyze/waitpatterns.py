@@ -4,7 +4,8 @@ Pure, over a classified Snapshot and its edges (analyze/waitgraph.py). In the or
 rules read them (analyze/rules/graph.py):
 
 - a cycle: following each stuck thread's wait returns to where it started (a deadlock), two
-  threads of one process each holding the lock the other takes among them (ABBA);
+  threads of one process each holding the lock the other takes among them (ABBA), a thread
+  owning the GIL while blocked on a pipe only the threads waiting for that GIL could write;
 - a self-lock: a thread waits on a lock an outer frame of its own stack holds (a signal
   handler over the frame it interrupted);
 - a self-wait: an asyncio loop's thread blocks on a concurrent future nothing else can
@@ -32,7 +33,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hangscope.analyze.calm import calm_kind
+from hangscope.analyze.gilpatterns import gil_ring
 from hangscope.analyze.poolpatterns import lost_result, pool_saturated
+from hangscope.analyze.promptpatterns import prompt, prompt_edge
 from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.analyze.threadedges import user_frame
 from hangscope.analyze.threadpatterns import (
@@ -102,6 +105,24 @@ _CALLBACK = ("a server that calls a service which calls it back while it cannot 
              "(ThreadingHTTPServer, a worker pool), or do not call back into the caller")
 
 
+# A process blocked writing its stdout or stderr, a pipe whose reader waits on something else.
+_CAPTURED = ("its reader captures that output but reads another pipe first: the pipe fills "
+             "and the write blocks; read every captured pipe (Popen.communicate(), a thread "
+             "per pipe) or send the output to a file")
+
+
+def _captured(g: Graph, ring: list[int]) -> bool:
+    """A process blocked writing its stdout or stderr to a reader that is itself blocked
+    reading another pipe of that same process (its stdout, while its stderr fills)."""
+    for k, i in enumerate(ring):
+        edge, nxt = g.edges[i], g.edges[ring[(k + 1) % len(ring)]]
+        if edge.kind == "pipe" and edge.fd in (1, 2) and "(read end)" in edge.object \
+                and nxt.kind == "pipe" and "(write end)" in nxt.object \
+                and nxt.pid == edge.to_pid and nxt.to_pid == edge.pid:
+            return True
+    return False
+
+
 def _cycle(g: Graph) -> WaitPattern | None:
     return _find_cycle(g, rings=False)
 
@@ -122,22 +143,46 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         if start is None:
             continue
         ring = path[start:]
-        if any(_prompt_edge(g, i) for i in ring):
+        if any(prompt_edge(g, i) for i in ring):
             continue  # a prompt's parent holding its stdin: the prompt pattern tells it
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         threads = {(g.edges[i].pid, g.edges[i].tid) for i in ring}
         kinds = tuple(g.edges[i].kind for i in ring)
         if len(members) < 2 and "file_lock" not in kinds and not (
-                len(threads) >= 2 and "py_lock" in kinds):
+                len(threads) >= 2 and ("py_lock" in kinds or "gil" in kinds)):
             continue  # a thread waiting on its own process's thread is not a deadlock alone
         if (len(members) == 1 and set(kinds) == {"py_lock"}) is not rings:
             continue
         if rings:
             return lock_ring(g, ring)
+        if len(members) == 1 and "gil" in kinds:
+            return gil_ring(g, ring)
         advice = _cycle_advice(g, ring, kinds)
+        if advice.startswith("one of them must act first") and _captured(g, ring):
+            advice = _CAPTURED  # no child wait: the reader reads another pipe, not waitpid
+        ring = _from_lock_holder(g, ring)
+        members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
-        return WaitPattern("cycle", members, chain, tuple(ring), members[0], g.edges[ring[0]].tid)
+        # A lock's holder blocked on another process: the holder is where the cycle is held,
+        # and the process it waits on is the one that never acts: both are suspects.
+        also = members[1:] if ring != path[start:] else ()
+        return WaitPattern("cycle", members, chain, tuple(ring), members[0],
+                           g.edges[ring[0]].tid, also)
     return None
+
+
+def _from_lock_holder(g: Graph, ring: list[int]) -> list[int]:
+    """``ring`` turned to start at the wait of the thread that holds the ring's Python lock
+    (the others queue on it; its own wait is the cause): a logging handler's lock held by a
+    thread blocked writing a pipe nobody reads."""
+    for k, i in enumerate(ring):
+        edge = g.edges[i]
+        if edge.kind != "py_lock":
+            continue
+        nxt = ring[(k + 1) % len(ring)]
+        if g.edges[nxt].tid == edge.to_tid and g.edges[nxt].pid == edge.to_pid:
+            return ring[k + 1:] + ring[:k + 1]
+    return ring
 
 
 def _event_loop(g: Graph) -> WaitPattern | None:
@@ -163,141 +208,6 @@ def _event_loop(g: Graph) -> WaitPattern | None:
                  "streams) or run it in an executor")
         return WaitPattern("event_loop", (proc.pid,), chain, (i,), proc.pid, thread.tid)
     return None
-
-
-_FILTERS = ("--local-ranks-filter", "--local_ranks_filter", "--tee", "--redirects")
-
-
-def _prompt_edge(g: Graph, i: int) -> bool:
-    """Edge ``i`` is a prompt's read: input(), pdb or cmd reading a terminal, or a FIFO or pipe
-    nobody writes; or a Python program reading its stdin (a terminal, a FIFO, or a pipe whose
-    writers wait for that very program: the parent of ``Popen(stdin=PIPE)`` that never writes
-    it and waits for the child's output or exit)."""
-    edge = g.edges[i]
-    thread = g.threads.get((edge.pid, edge.tid))
-    if thread is None or edge.kind not in ("terminal", "fifo", "pipe") or (
-            edge.kind != "terminal" and "(write end)" not in edge.object):
-        return False
-    proc = g.procs[edge.pid]
-    if edge.kind != "terminal" and edge.to_pid is not None:
-        # A filter such as `cut`, or a pipeline stage, reads its stdin from a writer that works
-        # or waits elsewhere: no prompt. Only writers waiting on the reader itself never write.
-        return bool(proc.python) and edge.fd == 0 and bool(_stdin_writers(g, i))
-    prompt = any(f.name.rsplit(".", 1)[-1] in ("builtin_input", "cmdloop", "interaction")
-                 or (f.file or "").endswith(("/pdb.py", "/cmd.py")) for f in thread.frames)
-    # A Python prompt (input(), pdb, cmd), or a Python program reading its stdin from a
-    # terminal or a FIFO; a filter such as `cut` reading its stdin pipe is no prompt.
-    return prompt or (edge.fd == 0 and edge.kind in ("terminal", "fifo") and bool(proc.python))
-
-
-def _stdin_writers(g: Graph, i: int) -> list[tuple[int, int]]:
-    """(writer PID, the edge it waits on) for every holder of the write end of edge ``i``'s
-    pipe, when each waits on the reader (reads its output, waits for it to exit); [] else.
-
-    Any thread of the writer counts, its working thread first: a parent that runs its children
-    from a thread pool waits on a future in its main thread, while the pool's threads read the
-    children's output or wait for them to exit."""
-    edge = g.edges[i]
-    writers = [e.to_pid for e in g.edges if (e.pid, e.tid, e.object) == (edge.pid, edge.tid,
-               edge.object) and e.to_pid is not None and e.to_pid != edge.pid]
-    found = []
-    for pid in dict.fromkeys(writers):
-        proc = g.procs.get(pid)
-        tids = [None, *(t.tid for t in proc.threads)] if proc is not None else [None]
-        out = [k for tid in tids for k in g.live_edges(pid, tid)]
-        back = next((k for k in out if g.edges[k].to_pid == edge.pid
-                     and g.edges[k].kind in ("pipe", "child")), None)
-        if back is None:
-            return []
-        found.append((pid, back))
-    return found
-
-
-def _same_prompts(g: Graph, i: int, writers: list[tuple[int, int]]) -> list[int]:
-    """The other processes' stdin reads held the way edge ``i``'s is: the same writers, each
-    waiting on its reader (a parent's pool running several such children at once)."""
-    if not writers:
-        return []
-    edge, pids = g.edges[i], {pid for pid, _ in writers}
-    found: dict[int, int] = {}
-    for j, other in enumerate(g.edges):
-        if (other.pid != edge.pid and other.pid not in found and other.kind == "pipe"
-                and other.fd == 0 and _prompt_edge(g, j)
-                and {pid for pid, _ in _stdin_writers(g, j)} == pids):
-            found[other.pid] = j
-    return list(found.values())
-
-
-def _prompt(g: Graph) -> WaitPattern | None:
-    for i, edge in enumerate(g.edges):
-        if not _prompt_edge(g, i):
-            continue
-        thread = g.threads.get((edge.pid, edge.tid))
-        proc = g.procs[edge.pid]
-        writers = _stdin_writers(g, i) if edge.kind == "pipe" else []
-        what = edge.object.split(" (")[0]
-        if edge.fd == 0 and edge.kind == "pipe":
-            what = f"its stdin ({what})"
-        chain = (f"{thread_words(proc, thread)} waits for input on {what}"
-                 f"{site_words(thread)} ({'a pdb prompt' if _pdb(thread) else 'a prompt'}), "
-                 "which nobody answers")
-        same = _same_prompts(g, i, writers)
-        if same:
-            chain += (", and so " + ("does " if len(same) == 1 else "do ")
-                      + " and ".join(who(g.procs[g.edges[j].pid]) for j in same)
-                      + " on " + ("its" if len(same) == 1 else "theirs"))
-        if writers:
-            held = "; ".join(hop(g, back) for _, back in writers)
-            names = " and ".join(who(g.procs[pid]) for pid, _ in writers)
-            chain += (f": only {names} holds its write end, and never writes it nor closes "
-                      f"it: {held}; "
-                      "start the child with stdin=subprocess.DEVNULL, or answer the prompt "
-                      "(a --yes/--force flag)")
-        ancestor = g.procs.get(proc.ppid or 0)
-        while ancestor is not None:
-            argv = ancestor.cmdline
-            flags = [" ".join(argv[k:k + 2]) if "=" not in a and k + 1 < len(argv)
-                     and not argv[k + 1].startswith("-") else a
-                     for k, a in enumerate(argv) if a.split("=", 1)[0] in _FILTERS]
-            if flags:
-                chain += (f": its launcher {who(ancestor)} runs with {' '.join(flags)}, so "
-                          "its output, the prompt included, is not shown")
-                break
-            ancestor = g.procs.get(ancestor.ppid or 0)
-        also = tuple(dict.fromkeys(g.edges[j].pid for j in same))
-        ring = {proc.pid, *also, *(pid for pid, _ in writers)}
-        before = _chain_to(g, ring)
-        if before:
-            chain = "; ".join(hop(g, k) for k in before) + "; " + chain
-        members = tuple(dict.fromkeys([proc.pid, *also, *(pid for pid, _ in writers),
-                                       *(g.edges[k].pid for k in before)]))
-        edges = (*before, i, *same, *(back for _, back in writers))
-        return WaitPattern("prompt", members, chain, edges, proc.pid, thread.tid if thread
-                           else None, also=also)
-    return None
-
-
-def _chain_to(g: Graph, ring: set[int]) -> list[int]:
-    """The longest chain of waits from a process outside ``ring`` that reaches it (rank 1
-    waiting on the store key that rank 0 sets after its child answers), up to ``ring``."""
-    best: list[int] = []
-    for pid in g.out:
-        if pid in ring:
-            continue
-        path, _ = g.walk(pid, None)
-        cut = next((n for n, k in enumerate(path) if g.edges[k].to_pid in ring), None)
-        if cut is None or any(g.edges[k].pid in ring for k in path[:cut + 1]):
-            continue
-        # A chain of child waits only says who started whom: it must hold a wait that says
-        # why (the store, a socket, a pipe).
-        if cut + 1 > len(best) and any(g.edges[k].kind not in ("child", "thread")
-                                       for k in path[:cut + 1]):
-            best = path[:cut + 1]
-    return best
-
-
-def _pdb(thread: Thread) -> bool:
-    return any((f.file or "").endswith("/pdb.py") for f in thread.frames)
 
 
 def _sink(g: Graph) -> WaitPattern | None:
@@ -393,7 +303,7 @@ def _calm(snap: Snapshot, proc: Process) -> str | None:
 
 
 PATTERNS = (_cycle, _lock_cycle, self_lock, self_wait, orphan_wait, _event_loop, fork_lock,
-            lost_result, pool_saturated, _prompt, _sink)
+            lost_result, pool_saturated, prompt, _sink)
 
 
 def _what_else(g: Graph, pattern: WaitPattern) -> str:

@@ -156,7 +156,7 @@ class WaitEdge:
 class WaitPattern:
     """A shape found in the graph: a cycle, a sink, a blocked event loop, a lost result..."""
 
-    # cycle | lock_ring | self_lock | self_wait | orphan_wait | fork_lock | event_loop |
+    # cycle | lock_ring | gil_hold | self_lock | self_wait | orphan_wait | fork_lock | event_loop |
     # lost_result | pool_saturated | prompt | sink
     kind: str
     members: tuple[int, ...]  # PIDs, the suspect first where there is one

@@ -13,6 +13,7 @@ from hangscope.model import Severity, Verdict, VerdictKind
 from hangscope.model.waits import WaitGraph, WaitPattern
 
 _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
+         "gil_hold": "GIL held in a blocking call",
          "fork_lock": "Deadlock (a lock inherited locked across fork)",
          "self_lock": "Deadlock (a thread waits for itself)",
          "self_wait": "Deadlock (an event loop waits for itself)",
@@ -20,8 +21,9 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
          "prompt": "A prompt nobody answers", "sink": "Wait chain",
          "pool_saturated": "Pool saturated"}
-_KIND = {"cycle": VerdictKind.DEADLOCK, "fork_lock": VerdictKind.DEADLOCK,
-         "self_lock": VerdictKind.DEADLOCK, "self_wait": VerdictKind.DEADLOCK}
+_KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
+         "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
+         "self_wait": VerdictKind.DEADLOCK}
 
 
 def edge_lines(graph: WaitGraph, pattern: WaitPattern) -> tuple[str, ...]:
@@ -100,7 +102,7 @@ def lock_ring(facts: Facts, pid: int) -> tuple[list[tuple[int, str, str, str]], 
 
 def wait_cycle(facts: Facts) -> Verdict | None:
     """Following each stuck thread's wait comes back to it: a deadlock."""
-    return _verdict(facts, ("cycle", "self_lock", "self_wait", "fork_lock"))
+    return _verdict(facts, ("cycle", "gil_hold", "self_lock", "self_wait", "fork_lock"))
 
 
 def wait_shape(facts: Facts) -> Verdict | None:
