@@ -30,7 +30,7 @@ KEYS: tuple[tuple[str, str], ...] = (
 LEGEND: tuple[tuple[str, str], ...] = (
     ("st", "the kernel's process state: R running, S sleeping, D uninterruptible (I/O), "
            "T stopped, Z zombie, X gone"),
-    ("stuck", "how long the rank's stack has not changed, at least: from the first "
+    ("stuck", "how long the rank's stack has not changed, at least (≥): from the first "
               "sample that saw it; `moving` when it changed"),
     ("★", "the suspect: the verdict names this rank"),
     ("·n", "n threads of the process share this name"),

@@ -15,7 +15,7 @@ from textual.widgets import DataTable
 from hangscope.model import Process, ProcessKey, Role, Snapshot, key_in, signature_of
 from hangscope.render import collectives
 from hangscope.render.text import CATEGORY_STYLE, gpu_cell
-from hangscope.words import duration_cell, fit_site, rank_label
+from hangscope.words import at_least, fit_site, rank_label
 
 _ROLE_SHORT = {Role.RESOURCE_TRACKER: "res.track", Role.COMPILE_WORKER: "compile",
                Role.ENGINE_CORE: "engine", Role.DETOKENIZER: "detok"}
@@ -109,7 +109,7 @@ def row_cells(proc: Process, snap: Snapshot, stuck_for: dict[ProcessKey, float |
     if gone:
         stuck = "exited"
     elif proc.key in stuck_for:
-        stuck = duration_cell(stuck_for[proc.key])
+        stuck = at_least(stuck_for[proc.key])
     else:
         stuck = "-"
     values = {
