@@ -132,7 +132,7 @@ def render_markdown(snap: Snapshot) -> str:
     out.append("### Processes")
     out.append("")
     out.append("| rank | pid | " + ("host | " if several else "")
-               + "role | state | cpu% | category | op | stuck | site |")
+               + "role | state | cpu% | category | op | same | site |")
     out.append("|---:|---:|" + ("---|" if several else "") + "---|---|---:|---|---|---:|---|")
     for proc in snap.processes:
         working = proc.working_thread

@@ -221,7 +221,7 @@ def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> T
                        if several else ()),
                      ("role", {}), ("st", {}), ("cpu%", {"justify": "right"}),
                      *((("gpu", {}),) if gpu else ()), ("category", {}), ("op", {}),
-                     ("stuck", {"justify": "right"}), ("site", {})):
+                     ("same", {"justify": "right"}), ("site", {})):
         table.add_column(name, **kw) if name == "site" else table.add_column(
             name, no_wrap=True, **kw)
     verdict = snap.verdict

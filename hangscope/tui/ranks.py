@@ -66,7 +66,7 @@ def table_columns(snap: Snapshot) -> tuple[str, ...]:
     coll = ("coll",) if positions(snap) else ()  # NCCL RAS / Flight Recorder evidence
     node = ("node",) if len(snap.host_names) > 1 else ()
     return ("rank", *node, "role", "pid", "st", "cpu%", *(("gpu",) if gpu else ()), "category",
-            "op", *coll, "stuck", "site")
+            "op", *coll, "same", "site")
 
 
 _POSITIONS: list[tuple[Snapshot, dict[ProcessKey, str], dict[int, str]]] = []
@@ -123,7 +123,7 @@ def row_cells(proc: Process, snap: Snapshot, stuck_for: dict[ProcessKey, float |
         "category": str(category),
         "op": (working.op if working and not gone else None) or "-",
         "coll": position_of(proc, snap),
-        "stuck": stuck,
+        "same": stuck,
         "site": (working.site if working else None) or (proc.errors[0] if proc.errors else "-"),
     }
     cells = []
@@ -131,7 +131,7 @@ def row_cells(proc: Process, snap: Snapshot, stuck_for: dict[ProcessKey, float |
         style = base
         if name == "category" and not base:
             style = CATEGORY_STYLE.get(category, "")
-        justify = "right" if name in ("rank", "pid", "cpu%", "stuck") else "left"
+        justify = "right" if name in ("rank", "pid", "cpu%", "same") else "left"
         cells.append(Text(values[name], style=style, justify=justify))  # type: ignore[arg-type]
     return cells
 
