@@ -121,3 +121,15 @@ def test_a_job_without_ranks_names_each_process_once(tmp_path: Any) -> None:
     assert not re.search(r"PID (\d+) \(PID \1\)", text), text
     assert "stack of other" not in text, text
     assert f"PID {job.pids['server']}" in text
+
+
+def test_demo_says_what_it_does_in_a_whole_sentence() -> None:
+    import support
+
+    # WHEN a newcomer runs a demo
+    result = support.run_cli("demo", "deadlock", "--samples", "2", "--window", "0.5",
+                             timeout=180)
+    assert result.returncode == 0, result.stderr
+    # THEN the line before the report is a whole sentence naming the command it stands for
+    line = next(row for row in result.stderr.splitlines() if "demo is hung" in row)
+    assert re.search(r"diagnosing it, as `hangscope dump \d+` does\.$", line), line

@@ -122,3 +122,27 @@ def test_frames_not_shown_in_the_diff_have_a_key(tmux_pane, tmp_path: Path) -> N
     pane.send("a")
     text = pane.wait_gone("not shown")
     assert "_run_module_as_main" in text, text
+
+
+def test_toasts_stay_off_the_stack_and_keep_file_names_whole(
+        tmux_pane, tmp_path: Path) -> None:  # noqa: F811 (the fixture)
+    command = shlex.join([sys.executable, "-m", "hangscope", "show",
+                          str(support.SNAPSHOTS / "mismatch.json"), "--tui"])
+    env = f"PYTHONPATH={shlex.quote(support.cli_env().get('PYTHONPATH', ''))} "
+    pane = tmux_pane(f"cd {shlex.quote(str(tmp_path))} && {env}{command}")
+    pane.wait_text("MISMATCHED COLLECTIVES", FIRST_SCREEN_S)
+    # WHEN a key answers with a toast
+    pane.send("n")
+    text = pane.wait_text("Native frames hidden.")
+    # THEN it is in the header's rows, not over the stack pane below the tabs
+    rows = text.splitlines()
+    at = next(i for i, row in enumerate(rows) if "Native frames hidden." in row)
+    tabs = next(i for i, row in enumerate(rows) if "1 Stack" in row)
+    assert at < tabs, text
+    # and a saved report's paths are each on one line, whole
+    pane.send("s")
+    text = pane.wait_text("Report saved")
+    saved = sorted(p.name for p in tmp_path.glob("hangscope-*"))
+    assert len(saved) == 2, saved
+    for name in saved:
+        assert any(row.rstrip().endswith(name) for row in text.splitlines()), text

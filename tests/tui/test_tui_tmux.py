@@ -159,6 +159,8 @@ def test_attach_mismatch_every_key(demo_job, py_spy: str, tmux_pane, tmp_path: P
     for path in saved:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert "all_gather" in saved[1].read_text()
+    # The toast is over the header's row (off the stack): the header's age is read after it.
+    pane.wait_gone("Report saved", timeout=15)
 
     pane.send("Space")
     pane.wait_text("⏸ paused")
