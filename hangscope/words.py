@@ -87,10 +87,12 @@ def rank_label(info: RankInfo | None) -> str:
     (``short_who``) all name ranks with it."""
     if info is None:
         return "-"
-    coords = coordinates_label({axis: value for axis in LABEL_AXES
-                                if (value := getattr(info, axis, None)) is not None})
-    if coords:
-        return coords
+    present = {axis: value for axis in LABEL_AXES
+               if (value := getattr(info, axis, None)) is not None}
+    # A lone TP coordinate is the rank number users know, as sentences say it (analyze/
+    # identity.py): the table's "TP3" beside the banner's "rank 3" read as two ranks.
+    if present and set(present) != {"tp"}:
+        return coordinates_label(present)
     return str(info.key) if info.key is not None else "?"
 
 
@@ -98,8 +100,8 @@ def short_who(proc: Process) -> str:
     """``rank 3``, ``DP1·TP1``, else ``PID 123``: the name inside a sentence that already gives
     the PID (with a DP or PP coordinate, "rank 1" would name one process of each replica)."""
     info = proc.rank
-    if info is not None and rank_label(info) not in ("?", str(info.key)):
-        return rank_label(info)  # the table's label (``TP3``): one name for one rank
+    if info is not None and info.replicated:
+        return rank_label(info)
     if info is not None and info.key is not None:
         return f"rank {info.key}"
     return f"PID {proc.pid}"
