@@ -7,6 +7,7 @@ Pure functions over the model; no I/O.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -41,11 +42,23 @@ def ranks_found(found: int, expected: int | None) -> str:
 
 
 def rank_set(ranks: Sequence[int], is_rank: bool) -> str:
-    """``rank 3``, ``ranks 0-2,7``; ``PID 12``, ``PIDs 12-14`` when the numbers are PIDs."""
-    word = "rank" if is_rank else "PID"
+    """``rank 3``, ``ranks 0-2,7``; ``PID 12``, ``PIDs 12, 13, 14`` when the numbers are PIDs."""
+    if not is_rank:
+        return pid_list(ranks)
     if len(ranks) == 1:  # one rank: no sort of a set (this runs once per rank in evidence)
-        return f"{word} {ranks[0]}"
-    return f"{word}s {compact_ranks(ranks)}"
+        return f"rank {ranks[0]}"
+    return f"ranks {compact_ranks(ranks)}"
+
+
+def pid_list(pids: Sequence[int], limit: int = 6) -> str:
+    """``PID 12``, ``PIDs 12, 13, 95``: PIDs are listed, never a range (``12-13`` reads as
+    ranks, and consecutive PIDs are chance), the first ``limit`` and a count of the rest."""
+    if len(pids) == 1:
+        return f"PID {pids[0]}"
+    values = sorted(set(pids))
+    shown = ", ".join(map(str, values[:limit]))
+    more = f" and {len(values) - limit} more" if len(values) > limit else ""
+    return f"PIDs {shown}{more}"
 
 
 def program(proc: Process) -> str:
@@ -74,10 +87,12 @@ def rank_label(info: RankInfo | None) -> str:
     (``short_who``) all name ranks with it."""
     if info is None:
         return "-"
-    coords = coordinates_label({axis: value for axis in LABEL_AXES
-                                if (value := getattr(info, axis, None)) is not None})
-    if coords:
-        return coords
+    present = {axis: value for axis in LABEL_AXES
+               if (value := getattr(info, axis, None)) is not None}
+    # A lone TP coordinate is the rank number users know, as sentences say it (analyze/
+    # identity.py): the table's "TP3" beside the banner's "rank 3" read as two ranks.
+    if present and set(present) != {"tp"}:
+        return coordinates_label(present)
     return str(info.key) if info.key is not None else "?"
 
 
@@ -101,6 +116,14 @@ def who(proc: Process) -> str:
     if proc.role is Role.OTHER:
         return f"PID {proc.pid}" + (f" ({program(proc)})" if proc.cmdline else "")
     return f"the {str(proc.role).replace('_', ' ')} (PID {proc.pid})"
+
+
+def who_on(proc: Process, several: bool) -> str:
+    """:func:`who`, with the node where the job spans hosts (PIDs repeat there):
+    ``rank 5 (PID 14 on node03)``."""
+    if not (several and proc.host):
+        return who(proc)
+    return who(proc).replace(f"PID {proc.pid}", f"PID {proc.pid} on {proc.host}", 1)
 
 
 def who_many(procs: Sequence[Process]) -> str:
@@ -167,6 +190,22 @@ def duration_cell(seconds: float | None) -> str:
     if total < 3600:
         return f"{total // 60}m{total % 60:02d}s"
     return f"{total // 3600}h{(total % 3600) // 60:02d}m"
+
+
+def at_least(seconds: float | None) -> str:
+    """A stuck time, which is a lower bound (the stack has not changed since the first sample
+    that saw it, and may not have for long before): ``≥ 5 s``, ``≥ 3 min``, ``≥ 2 h``, rounded
+    down; ``moving`` when the stack just changed."""
+    if seconds is None:
+        return "moving"
+    if not math.isfinite(seconds):  # a hand-edited dump's window
+        return "-"
+    total = int(seconds)
+    if total < 60:
+        return f"≥ {total} s"
+    if total < 3600:
+        return f"≥ {total // 60} min"
+    return f"≥ {total // 3600} h"
 
 
 def verb(category: Category, plural: bool = False, op: str | None = None) -> str:

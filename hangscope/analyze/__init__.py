@@ -11,12 +11,19 @@ from hangscope.model import Snapshot
 
 
 def _without_collectives(snap: Snapshot) -> Snapshot:
-    """A job outside torch.distributed has no collectives section and no NCCL RAS or Flight
-    Recorder notes (issue 17 item 9): nothing of it could have answered them."""
+    """A job outside torch.distributed, or one where no rank maps libnccl (gloo, CPU), has no
+    collectives section and no NCCL RAS or Flight Recorder notes (issue 17 item 9, issue 20
+    item 10): nothing of it could have answered them, and the advice to set
+    TORCH_NCCL_DEBUG_INFO_PIPE_FILE does nothing without NCCL."""
     from hangscope.analyze.roots import job_in_distributed
+    from hangscope.evidence import NO_NCCL, READ
 
-    if not snap.collectives or any(c.communicators for c in snap.collectives) \
-            or job_in_distributed(snap.processes):
+    if not snap.collectives or any(c.communicators for c in snap.collectives):
+        return snap
+    # A Flight Recorder dump a gloo rank did write is evidence: it stays.
+    without_nccl = all(c.ras_status == NO_NCCL and c.fr_status != READ and not c.conclusions
+                       for c in snap.collectives)
+    if job_in_distributed(snap.processes) and not without_nccl:
         return snap
     dropped = {n for c in snap.collectives for n in c.notes}
     return replace(snap, collectives=(), notes=tuple(n for n in snap.notes if n not in dropped))

@@ -147,7 +147,9 @@ def check_listening(snap: Snapshot) -> Iterable[Finding]:
                       f"no process of the job holds it; {why}.",
                       {"port": port, "launcher": snap.job.launcher, "listening": listed,
                        "taken_by_another_process": elsewhere})
-    elif tcp:
+    elif tcp and snap.verdict is not None and snap.verdict.kind is VerdictKind.IDLE:
+        # Only where it bears on the verdict: an idle server's ports say where to send it a
+        # request; a training job's (its store, gloo's pairs) said on every report are noise.
         ports = sorted({s.port for _, s in tcp if s.port})
         owners = sorted({p.pid for p, _ in tcp})
         yield Finding("listen.ports", Severity.INFO,

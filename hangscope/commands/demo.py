@@ -66,8 +66,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"hangscope: starting demo {args.name!r} and waiting until it hangs...", file=sys.stderr)
     with running_demo(args.name) as job:
         command = "attach" if args.attach else "dump"
-        print(f"hangscope: demo is hung (launcher PID {job.pid}); diagnosing it as "
-              f"`hangscope {command} {job.pid}` would", file=sys.stderr)
+        # A whole sentence: "diagnosing it as `hangscope dump PID` would" read as cut off.
+        doing = "opening the live view" if args.attach else "diagnosing it"
+        print(f"hangscope: demo is hung (launcher PID {job.pid}); {doing}, as "
+              f"`hangscope {command} {job.pid}` does.", file=sys.stderr)
         sampler = Sampler(job.pid, options)
         if args.attach:
             from hangscope.tui.app import run_live

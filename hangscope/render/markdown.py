@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
+
 from hangscope.model import Snapshot, Thread
 from hangscope.render import collectives
 from hangscope.render.fold import pid_host
 from hangscope.render.stack import display_lines
-from hangscope.words import fold_threads, group_names, rank_label, ranks_found, threads_line
+from hangscope.render.text import stuck_cell
+from hangscope.words import (
+    fold_threads,
+    group_names,
+    rank_label,
+    ranks_found,
+    threads_line,
+    who_on,
+)
 
 _MARK = {"critical": "🔴", "warning": "🟡", "info": "🔵"}
 
@@ -15,15 +25,40 @@ def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _line(text: object) -> str:
+    """One list item: a ``|`` needs no escape outside a table (in a code span it would show)."""
+    return str(text).replace("\n", " ")
+
+
+# What reads as code in a sentence: a frame ``name (file.py:12)``, a path, ``NAME=value``, an
+# identifier with an underscore. Outside a code span CommonMark eats ``_`` and ``*`` in them
+# (``/tmp/frpipe_`` opens italics that a later ``_`` closes) and ``<module>`` is an HTML tag.
+_CODE = re.compile(
+    r"[\w.<>\[\]-]+ \([^()\s]+:\d+\)"  # a frame and its place
+    r"|(?<![\w`])[A-Z][A-Z0-9_]*=[^\s,;()`]*[^\s,;()`.]"  # an environment setting
+    r"|(?<![\w`])(?:~|\.{1,2})?/[^\s,;()`]*[^\s,;()`.]"  # a path
+    r"|(?<![\w`/])[\w.<>-]*(?:_[\w.<>-]*|<\w+>)[\w.<>-]*[\w>](?:\(\))?"  # snake_case, <module>
+)
+
+
+def code_spans(text: str) -> str:
+    """``text`` with the frames, paths, settings and identifiers in it as code spans; what is
+    already a code span stays as it is."""
+    out = []
+    for i, part in enumerate(re.split(r"(`[^`]*`)", text)):
+        out.append(part if i % 2 else _CODE.sub(lambda m: f"`{m.group()}`", part))
+    return "".join(out)
+
+
 def _stack_block(thread: Thread) -> str:
     rows = []
     for line in display_lines(thread.frames):
         if line.folded:
             rows.append(f"    {line.text}" + (f" [{line.location}]" if line.location else ""))
-        elif line.native:
+        elif line.native:  # the same indent as Python frames: a deeper one reads as nesting
             rows.append(f"    {line.text} [{line.location}]")
         else:
-            rows.append(f"  {line.text} ({line.location})")
+            rows.append(f"    {line.text} ({line.location})")
     return "```\n" + "\n".join(rows or ["(no stack)"]) + "\n```"
 
 
@@ -41,10 +76,10 @@ def render_markdown(snap: Snapshot) -> str:
         out.append(f"### {_MARK[v.severity.value]} Verdict: "
                    f"{v.kind.value.replace('_', ' ')}")
         out.append("")
-        out.append(v.summary)
+        out.append(code_spans(v.summary))
         if v.evidence:
             out.append("")
-            out.extend(f"- {_cell(e)}" for e in v.evidence)
+            out.extend(f"- {code_spans(_line(e))}" for e in v.evidence)
         out.append("")
     if snap.findings:
         out.append("### Findings")
@@ -85,7 +120,7 @@ def render_markdown(snap: Snapshot) -> str:
             working = rep.working_thread if rep else None
             if working is not None:
                 out.append("")
-                out.append(f"<details><summary>stack of {rep.name} ({pid_host(rep, several)}), "
+                out.append(f"<details><summary>stack of {who_on(rep, several)}, "
                            "thread "
                            f"{_cell(working.name or working.tid)}</summary>")
                 out.append("")
@@ -97,15 +132,15 @@ def render_markdown(snap: Snapshot) -> str:
     out.append("### Processes")
     out.append("")
     out.append("| rank | pid | " + ("host | " if several else "")
-               + "role | state | cpu% | category | op | site |")
-    out.append("|---:|---:|" + ("---|" if several else "") + "---|---|---:|---|---|---|")
+               + "role | state | cpu% | category | op | same | site |")
+    out.append("|---:|---:|" + ("---|" if several else "") + "---|---|---:|---|---|---:|---|")
     for proc in snap.processes:
         working = proc.working_thread
         out.append("| " + " | ".join(_cell(x) for x in (
             rank_label(proc.rank), proc.pid,
             *((proc.host or "?",) if several else ()), proc.role, proc.state or "?",
             f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "?",
-            proc.category, (working.op if working else None) or "-",
+            proc.category, (working.op if working else None) or "-", stuck_cell(proc, snap),
             f"`{working.site}`" if working and working.site else "-")) + " |")
     errors = [(p, e) for p in snap.processes for e in p.errors]
     if errors:
@@ -115,8 +150,9 @@ def render_markdown(snap: Snapshot) -> str:
         out.extend(f"- {pid_host(p, several)} ({p.name}): {_cell(e)}" for p, e in errors)
         out.append("")
         out.append("</details>")
-    for note in snap.notes:
-        out.append("")
-        out.append(f"_Note: {note}_")
+    if snap.notes:
+        # A list, not italics: a note quotes paths and settings whose ``_`` would end them.
+        out += ["", "### Notes", ""]
+        out.extend(f"- {code_spans(_line(note))}" for note in snap.notes)
     out.append("")
     return "\n".join(out)

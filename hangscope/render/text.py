@@ -26,6 +26,7 @@ from hangscope.render import collectives
 from hangscope.render.fold import fold_rows, pid_host, pid_label, rank_label
 from hangscope.render.stack import display_lines
 from hangscope.words import (
+    at_least,
     fit_site,
     fold_threads,
     group_names,
@@ -33,6 +34,7 @@ from hangscope.words import (
     size,
     threads_line,
     who,
+    who_on,
 )
 
 SEVERITY_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow",
@@ -155,8 +157,7 @@ def groups_view(snap: Snapshot, native: bool = True, stack_limit: int = 25) -> R
         rep = snap.find(group.first_key)
         working = rep.working_thread if rep else None
         if working is not None:
-            who = pid_host(rep, len(snap.host_names) > 1)
-            label = Text(f"  stack of {rep.name} ({who}), thread "
+            label = Text(f"  stack of {who_on(rep, len(snap.host_names) > 1)}, thread "
                          f"{working.name or working.tid}:", style="dim")
             parts.append(label)
             parts.append(stack_text(working, native=native, limit=stack_limit))
@@ -196,38 +197,53 @@ def gpu_cell(proc: Process, snap: Snapshot, memory: bool = True, sep: str = " ")
     return f"{text} {kernel.short[:40]}" if kernel is not None else text
 
 
+def stuck_cell(proc: Process, snap: Snapshot) -> str:
+    """How long the working stack has not changed, as far as this dump saw: ``≥ 2 s`` (its
+    window: before the first sample nothing is known), ``moving``, ``-`` (one sample, none)."""
+    working = proc.working_thread
+    if working is None or proc.is_exited or working.samples < 2:
+        return "-"
+    return at_least(snap.window_s if working.stuck else None)
+
+
 def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> Table:
-    """Per process: rank, PID, host (several), role, state, CPU, GPU, category, op, call site."""
+    """Per process: rank, PID, host (several), role, state, CPU, GPU (where any process has
+    one), category, op, how long stuck, call site."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     several = len(snap.host_names) > 1  # PIDs repeat across nodes: say whose
+    procs = processes if processes is not None else snap.processes
+    # A column of "-" on a CPU job costs the site the room it needs at 80 columns.
+    gpu = any(p.gpus or p.kernels is not None for p in snap.processes)
     # Only the site column gives way on a narrow terminal: it is cut to what still says
     # something (``init_memor…:97``), one line per process, as in the TUI.
     for name, kw in (("rank", {"justify": "right"}), ("pid", {"justify": "right"}),
                      *((("host", {"min_width": max(map(len, snap.host_names))}),)
                        if several else ()),
                      ("role", {}), ("st", {}), ("cpu%", {"justify": "right"}),
-                     ("gpu", {}), ("category", {}), ("op", {}), ("site", {})):
+                     *((("gpu", {}),) if gpu else ()), ("category", {}), ("op", {}),
+                     ("same", {"justify": "right"}), ("site", {})):
         table.add_column(name, **kw) if name == "site" else table.add_column(
             name, no_wrap=True, **kw)
     verdict = snap.verdict
-    procs = processes if processes is not None else snap.processes
     rows = []
     for proc in procs:
         working = proc.working_thread
         category = proc.category
         style = "bold red" if verdict is not None and verdict.is_suspect(proc) else ""
-        cells = (str(proc.role), proc.state or "?",
-                 f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "?",
-                 gpu_cell(proc, snap), str(category), (working.op if working else None) or "-",
-                 (working.site if working else None) or (proc.errors[0] if proc.errors else "-"))
-        host = (proc.host or "?",) if several else ()
-        rows.append((proc, (cells, style, host), (cells, style, category, host)))
+        cells: list[RenderableType] = [
+            *((proc.host or "?",) if several else ()), str(proc.role), proc.state or "?",
+            f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "?",
+            *((gpu_cell(proc, snap),) if gpu else ()),
+            Text(str(category), style=CATEGORY_STYLE.get(category, "")),
+            (working.op if working else None) or "-", stuck_cell(proc, snap),
+            _Site((working.site if working else None)
+                  or (proc.errors[0] if proc.errors else "-"))]
+        key = tuple(str(c) if not isinstance(c, _Site) else c.site for c in cells)
+        rows.append((proc, (key, style), (cells, style)))
     # Runs of look-alike ranks are one row (render/fold.py): 1,000 rows cost ~1 s in rich.
     for row in fold_rows(rows):
-        cells, style, category, host = row.payload
-        table.add_row(rank_label(row.members), pid_label(row.members), *host, *cells[:4],
-                      Text(cells[4], style=CATEGORY_STYLE.get(category, "")), cells[5],
-                      _Site(cells[6]), style=style)
+        cells, style = row.payload
+        table.add_row(rank_label(row.members), pid_label(row.members), *cells, style=style)
     return table
 
 

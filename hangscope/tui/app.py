@@ -269,7 +269,10 @@ class HangscopeApp(App[int]):
             self.notify(exc.message, severity="error", timeout=8)
             return
         self.saved = (md.resolve(), js.resolve())
-        self.notify(f"{self.saved[0]}\n{self.saved[1]}", title="Report saved", timeout=8)
+        # Relative to where hangscope runs when they are below it: a toast at 80 columns
+        # breaks a long absolute path over two lines, and a broken name cannot be pasted.
+        shown = [_near(path) for path in self.saved]
+        self.notify("\n".join(shown), title="Report saved", timeout=8)
 
     async def action_quit(self) -> None:
         self._quitting.set()
@@ -299,3 +302,11 @@ def run_offline(snapshot: Snapshot) -> int:
     app = make_app(snapshot=snapshot)
     app.run()
     return app.return_code or 0
+
+
+def _near(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it, else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -92,7 +92,8 @@ def _fork_line(frames: Sequence[Frame], full_paths: bool) -> Text:
 
 
 def diff_text(snap: Snapshot, left_key: ProcessKey, right_key: ProcessKey, native: bool = True,
-              full_paths: bool = False, side_by_side: bool = False) -> RenderableType:
+              full_paths: bool = False, side_by_side: bool = False,
+              all_common: bool = False) -> RenderableType:
     """The diff of two processes' working threads (by (host, PID)), the first divergent frame
     highlighted."""
     left, right = snap.find(left_key), snap.find(right_key)
@@ -110,10 +111,12 @@ def diff_text(snap: Snapshot, left_key: ProcessKey, right_key: ProcessKey, nativ
     if diff.identical:
         head.append(f"The stacks are identical ({len(diff.common)} frames).", style="green")
         return head
-    hidden = len(diff.common) - COMMON_SHOWN
+    hidden = 0 if all_common else len(diff.common) - COMMON_SHOWN
     if diff.common:
         head.append(f"  {len(diff.common)} frames in common, outermost first", style="dim")
-        head.append(f" ({hidden} not shown):\n" if hidden > 0 else ":\n", style="dim")
+        # A count with no way to see what it counts is a dead end: say the key.
+        head.append(f" ({hidden} not shown; a: show them):\n" if hidden > 0 else ":\n",
+                    style="dim")
         head.append_text(_frame_lines(diff.common[max(0, hidden):], native, full_paths))
         head.append("\n")
     else:
@@ -152,6 +155,7 @@ class DiffView(VerticalScroll):
         self.pair: tuple[ProcessKey, ProcessKey] | None = None  # (host, PID) of each side
         self.native = True
         self.full_paths = False
+        self.all_common = False  # ``a``: every frame the two stacks share, not the last two
 
     def compose(self) -> ComposeResult:
         yield Static("Press d to compare the selected rank with another one.", id="diff-body")
@@ -166,7 +170,8 @@ class DiffView(VerticalScroll):
                              style="dim"))
             return
         body.update(diff_text(self.snapshot, *self.pair, native=self.native,
-                              full_paths=self.full_paths, side_by_side=self.size.width >= 120))
+                              full_paths=self.full_paths, side_by_side=self.size.width >= 120,
+                              all_common=self.all_common))
 
     def on_resize(self) -> None:
         self.redraw()

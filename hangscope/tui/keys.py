@@ -10,6 +10,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("n", "show / hide native (C/C++) frames"),
     ("p", "full file paths / short ones"),
     ("d", "diff the selected rank's stack with another rank's"),
+    ("a", "diff: show every frame the two stacks share / only the two nearest the fork"),
     ("c", "collectives: each rank's position per NCCL communicator (RAS, Flight Recorder)"),
     ("k", "kernels: name the CUDA kernel on each stuck rank whose GPU spins (cuda-gdb; pauses "
           "each such rank for seconds)"),
@@ -30,7 +31,7 @@ KEYS: tuple[tuple[str, str], ...] = (
 LEGEND: tuple[tuple[str, str], ...] = (
     ("st", "the kernel's process state: R running, S sleeping, D uninterruptible (I/O), "
            "T stopped, Z zombie, X gone"),
-    ("stuck", "how long the rank's stack has not changed, at least: from the first "
+    ("same", "how long the rank's stack has stayed the same, at least (≥): from the first "
               "sample that saw it; `moving` when it changed"),
     ("★", "the suspect: the verdict names this rank"),
     ("·n", "n threads of the process share this name"),

@@ -40,6 +40,7 @@ class MainScreen(Screen[None]):
         Binding("n", "toggle_native", "Native"),
         Binding("p", "toggle_paths", "Paths", show=False),
         Binding("d", "diff", "Diff"),
+        Binding("a", "all_common", "All frames", show=False),
         Binding("c", "collectives", "Collectives", show=False),
         Binding("k", "app.kernels", "Kernels", show=False),
         Binding("s", "app.save", "Save"),
@@ -149,6 +150,12 @@ class MainScreen(Screen[None]):
         self.full_paths = not self.full_paths
         self._restack()
         self.notify(f"{'Full' if self.full_paths else 'Short'} file paths.", timeout=2)
+
+    def action_all_common(self) -> None:
+        """The diff's shared frames: all of them, or the two nearest the fork again."""
+        diff = self.query_one(DiffView)
+        diff.all_common = not diff.all_common
+        diff.redraw()
 
     def _restack(self) -> None:
         stack = self.query_one(StackPane)

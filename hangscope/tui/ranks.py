@@ -15,7 +15,7 @@ from textual.widgets import DataTable
 from hangscope.model import Process, ProcessKey, Role, Snapshot, key_in, signature_of
 from hangscope.render import collectives
 from hangscope.render.text import CATEGORY_STYLE, gpu_cell
-from hangscope.words import duration_cell, fit_site, rank_label
+from hangscope.words import at_least, fit_site, rank_label
 
 _ROLE_SHORT = {Role.RESOURCE_TRACKER: "res.track", Role.COMPILE_WORKER: "compile",
                Role.ENGINE_CORE: "engine", Role.DETOKENIZER: "detok"}
@@ -66,7 +66,7 @@ def table_columns(snap: Snapshot) -> tuple[str, ...]:
     coll = ("coll",) if positions(snap) else ()  # NCCL RAS / Flight Recorder evidence
     node = ("node",) if len(snap.host_names) > 1 else ()
     return ("rank", *node, "role", "pid", "st", "cpu%", *(("gpu",) if gpu else ()), "category",
-            "op", *coll, "stuck", "site")
+            "op", *coll, "same", "site")
 
 
 _POSITIONS: list[tuple[Snapshot, dict[ProcessKey, str], dict[int, str]]] = []
@@ -109,7 +109,7 @@ def row_cells(proc: Process, snap: Snapshot, stuck_for: dict[ProcessKey, float |
     if gone:
         stuck = "exited"
     elif proc.key in stuck_for:
-        stuck = duration_cell(stuck_for[proc.key])
+        stuck = at_least(stuck_for[proc.key])
     else:
         stuck = "-"
     values = {
@@ -123,7 +123,7 @@ def row_cells(proc: Process, snap: Snapshot, stuck_for: dict[ProcessKey, float |
         "category": str(category),
         "op": (working.op if working and not gone else None) or "-",
         "coll": position_of(proc, snap),
-        "stuck": stuck,
+        "same": stuck,
         "site": (working.site if working else None) or (proc.errors[0] if proc.errors else "-"),
     }
     cells = []
@@ -131,7 +131,7 @@ def row_cells(proc: Process, snap: Snapshot, stuck_for: dict[ProcessKey, float |
         style = base
         if name == "category" and not base:
             style = CATEGORY_STYLE.get(category, "")
-        justify = "right" if name in ("rank", "pid", "cpu%", "stuck") else "left"
+        justify = "right" if name in ("rank", "pid", "cpu%", "same") else "left"
         cells.append(Text(values[name], style=style, justify=justify))  # type: ignore[arg-type]
     return cells
 

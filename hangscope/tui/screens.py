@@ -162,6 +162,19 @@ def _counterpart(snap: Snapshot, selected: Process, candidates: list[Process]) -
     return ranked[0] if ranked else 0
 
 
+class _StopAtEnds(OptionList):
+    """An option list whose cursor stops at the first and last entry (as htop's and a
+    pager's do): wrapping from the last rank to the first reads as a jump in the list."""
+
+    def action_cursor_down(self) -> None:
+        if self.highlighted is None or self.highlighted < self.option_count - 1:
+            super().action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        if self.highlighted is None or self.highlighted > 0:
+            super().action_cursor_up()
+
+
 class DiffPickScreen(ModalScreen[ProcessKey | None]):
     """Pick the rank whose working stack to compare with the selected one; answers its
     (host, PID)."""
@@ -190,7 +203,7 @@ class DiffPickScreen(ModalScreen[ProcessKey | None]):
                                             (signature_of(p)[0], "dim"), no_wrap=True,
                                             overflow="ellipsis"), id=str(i))
                        for i, p in enumerate(self.candidates)]
-            yield OptionList(*options, id="diff-choices")
+            yield _StopAtEnds(*options, id="diff-choices")
 
     def on_mount(self) -> None:
         options = self.query_one("#diff-choices", OptionList)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
@@ -72,13 +74,16 @@ def notes_text(proc: Process, thread: Thread | None) -> Text:
     return text
 
 
-def thread_label(thread: Thread, working: bool, count: int = 1) -> Text:
-    """One entry of the thread list; ``count``: threads of the same stack it stands for."""
+def thread_label(thread: Thread, working: bool, count: int = 1, tid: bool = False) -> Text:
+    """One entry of the thread list; ``count``: threads of the same stack it stands for;
+    ``tid``: name its TID too (another entry has the same name)."""
     text = Text()
     text.append("★ " if working else "  ", style="bold cyan")
     text.append(thread.name or str(thread.tid),
                 style="bold" if working else ("dim" if not thread.python or thread.helper
                                               else ""))
+    if tid and thread.name and count == 1:
+        text.append(f" {thread.tid}", style="dim")
     if count > 1:
         text.append(f" (x{count})", style="bold")
     if not thread.python:
@@ -102,6 +107,9 @@ class StackPane(Horizontal):
         self.native = True
         self.full_paths = False
         self._threads_shown: tuple[object, ...] = ()
+        # What the stack was last scrolled for: a new sample of the same thread keeps the
+        # user's scroll; a new process, thread or n/p view brings the call site into view.
+        self._scrolled_for: tuple[object, ...] | None = None
 
     def compose(self) -> ComposeResult:
         yield ThreadList(id="threads")
@@ -160,7 +168,9 @@ class StackPane(Horizontal):
         if shown != self._threads_shown:
             self._threads_shown = shown
             threads.clear_options()
-            threads.add_options([Option(thread_label(t, t.tid == proc.working_tid, len(m)),
+            names = Counter(t.name for t, _ in folded)
+            threads.add_options([Option(thread_label(t, t.tid == proc.working_tid, len(m),
+                                                     tid=names[t.name] > 1),
                                         id=str(t.tid)) for t, m in folded])
         if self.tid is not None:
             self.tid = head_of.get(self.tid, self.tid)
@@ -176,6 +186,43 @@ class StackPane(Horizontal):
             body = stack_text(thread, native=self.native, full_paths=self.full_paths, limit=None)
             body.rstrip()
             stack.update(body)
+            shown_for = (proc.key, thread.tid, self.native, self.full_paths)
+            if shown_for != self._scrolled_for:
+                self._scrolled_for = shown_for
+                self._bring_site_into_view(thread, body)
+
+    def _bring_site_into_view(self, thread: Thread, body: Text) -> None:
+        """Scroll so the user's own line (the call site) is on screen: at 80x24 a waiting
+        rank's native and library frames fill the pane and push it below the fold."""
+        scroll = self.query_one("#stack-scroll", VerticalScroll)
+        site = thread.site
+        line = None
+        if site:
+            func = site.split(" (", 1)[0]
+            lines = body.plain.splitlines()
+            line = next((i for i, text in enumerate(lines) if text.strip() == site), None)
+            if line is None:  # full paths: the same function, its place written longer
+                line = next((i for i, text in enumerate(lines)
+                             if text.strip().startswith(f"{func} (")), None)
+
+        def scroll_now() -> None:
+            if line is None:
+                scroll.scroll_home(animate=False)
+                return
+            facts = self.query_one("#facts", Static).outer_size.height
+            width = self.query_one("#stack", Static).content_region.width
+            # Long frames wrap: count the screen rows of the lines above the site.
+            above = body.split("\n")[:line]
+            rows = sum(len(part.wrap(self.app.console, max(1, width))) for part in above)
+            row = facts + rows  # the site's row inside the scrolled content
+            height = scroll.scrollable_content_region.height
+            # Leave it where it is when it is already on screen; else lead with the frame
+            # above it (the library call it made, one line at most), the site second.
+            above_site = len(above[-1].wrap(self.app.console, max(1, width))) if above else 0
+            lead = 1 if above_site == 1 else 0
+            scroll.scroll_to(y=0 if row < height else max(0, row - lead), animate=False)
+
+        self.call_after_refresh(scroll_now)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         event.stop()

@@ -329,7 +329,7 @@ def test_report_at_80_columns_keeps_bullets_indented_and_ends_with_the_verdict()
     # THEN no line is wider, none ends in padding, a wrapped bullet keeps its indent
     assert max(len(line) for line in lines) <= 80
     assert not [line for line in lines if line != line.rstrip()]
-    start = next(i for i, line in enumerate(lines) if "· rank 0 (PID" in line)
+    start = next(i for i, line in enumerate(lines) if "· ranks 0-2 (PIDs" in line)
     assert lines[start + 1].startswith("│     "), lines[start:start + 2]
     # and the last line says the verdict again (it scrolled far up), as pytest does
     assert lines[-1] == "== VERDICT: STRAGGLER · suspect: rank 3 (PID 8035) =="

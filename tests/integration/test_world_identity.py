@@ -90,7 +90,9 @@ def test_given_dp_tp_titled_schedulers_then_named_by_coordinates(tmp_path: Path)
     assert data["verdict"]["summary"].startswith(
         "All waiting: DP0·TP0, DP0·TP1, DP1·TP0, DP1·TP1 wait "), (
         data["verdict"]["summary"])
-    assert any(line.startswith(f"DP1·TP1 (PID {job.pids['rank3']})")
+    # Alike ranks are one evidence line (issue 20 item 12): it names DP1·TP1 and its PID.
+    assert any(line.startswith(("DP1·TP1 (PID ", "ranks DP0·TP0, ")) and "DP1·TP1" in line
+               and str(job.pids["rank3"]) in line
                for line in data["verdict"]["evidence"]), data["verdict"]["evidence"]
     report = show_text(raw, tmp_path)
     assert "DP1·TP1" in report, report

@@ -131,11 +131,13 @@ def test_attach_mismatch_every_key(demo_job, py_spy: str, tmux_pane, tmp_path: P
     pane.send("Escape")
     pane.wait_gone("hangscope attach: keys")
 
-    pane.wait_text("pthread_cond_wait")  # native frames are on by default
+    # Native frames are on by default. At 80x24 the pane leads with the user's line (issue 20
+    # item 6), so the native frame on screen is libc's outermost one, below it.
+    pane.wait_text("[libc.so.6]")
     pane.send("n")
-    pane.wait_gone("pthread_cond_wait")
+    pane.wait_gone("[libc.so.6]")
     pane.send("n")
-    pane.wait_text("pthread_cond_wait")
+    pane.wait_text("[libc.so.6]")
 
     pane.send("d")
     pane.wait_text(f"Diff rank 3 (PID {rank3}) with:")
@@ -157,6 +159,8 @@ def test_attach_mismatch_every_key(demo_job, py_spy: str, tmux_pane, tmp_path: P
     for path in saved:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert "all_gather" in saved[1].read_text()
+    # The toast is over the header's row (off the stack): the header's age is read after it.
+    pane.wait_gone("Report saved", timeout=15)
 
     pane.send("Space")
     pane.wait_text("⏸ paused")

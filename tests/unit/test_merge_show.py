@@ -52,7 +52,7 @@ def test_merge_cli_reads_files_and_prints_the_verdict(tmp_path: Path, hangscope_
     result = hangscope_cli("merge", str(a), str(b), "--format", "md")
     assert result.returncode == 0, result.stderr
     assert "Verdict: mismatched collectives" in result.stdout
-    assert "rank 3 waits in all_gather" in result.stdout
+    assert "rank 3 waits in `all_gather`" in result.stdout  # a code span (issue 20 item 11)
 
 
 def test_saved_dump_round_trips_through_json() -> None:

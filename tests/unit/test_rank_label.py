@@ -21,7 +21,9 @@ DUMP = FIXTURES / "waits" / "dp_tp_mismatch.dump.json"
 
 def test_the_label_names_coordinates_else_the_number() -> None:
     assert rank_label(RankInfo(global_rank=4, dp=1, tp=1)) == "DP1·TP1"
-    assert rank_label(RankInfo(global_rank=3, tp=3)) == "TP3"
+    # A lone TP coordinate is the number sentences say ("rank 3"), not "TP3" (issue 20 item 15)
+    assert rank_label(RankInfo(global_rank=3, tp=3)) == "3"
+    assert rank_label(RankInfo(tp=3, ep=3)) == "TP3·EP3"
     assert rank_label(RankInfo(global_rank=3)) == "3"
     assert rank_label(RankInfo()) == "?"
     assert rank_label(None) == "-"

@@ -170,7 +170,8 @@ def missing_rank(facts: Facts) -> Verdict | None:
         if proc.key in said:
             continue  # describe_missing named it with its exit code
         last = _last_log_line(facts, proc)
-        parts.append(f"{rank_set([rank_id(proc)], is_rank)} (PID {proc.pid}) "
+        name = rank_set([rank_id(proc)], is_rank)  # without ranks it is "PID N": once
+        parts.append(f"{name}{f' (PID {proc.pid})' if is_rank else ''} "
                      f"{verb(facts.categories[proc.key])}{last}")
     rest = [g for g in facts.groups if g.category not in GONE]
     if rest:
