@@ -16,7 +16,7 @@ def _without_collectives(snap: Snapshot) -> Snapshot:
     item 10): nothing of it could have answered them, and the advice to set
     TORCH_NCCL_DEBUG_INFO_PIPE_FILE does nothing without NCCL."""
     from hangscope.analyze.roots import job_in_distributed
-    from hangscope.evidence import NO_NCCL, READ
+    from hangscope.model.nccl import NO_NCCL, READ
 
     if not snap.collectives or any(c.communicators for c in snap.collectives):
         return snap

@@ -13,8 +13,8 @@ from dataclasses import replace
 import support
 from markdown_it import MarkdownIt
 
+from hangscope.model.serialize import load
 from hangscope.render.markdown import code_spans, render_markdown
-from hangscope.serialize import load
 
 FR_NOTE = ("Flight Recorder: no dump of this job at /tmp/nccl_trace_rank_* (start the job with "
            "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=/tmp/frpipe_ to be able to ask for one).")
