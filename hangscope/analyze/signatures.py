@@ -210,6 +210,9 @@ HELPER_THREAD_NAMES = _re(
 HELPER_THREAD_FRAMES = _re(
     r"\((?:[^)]*/)?(?:tqdm/_monitor\.py|torch/_inductor/compile_worker/(?:subproc_pool|timer)\.py|"
     r"multiprocessing/pool\.py|concurrent/futures/thread\.py|"
+    # multiprocessing's fd-sharing server thread (torch's file_descriptor sharing strategy
+    # starts one in every DataLoader worker): it waits in accept() for the life of the process
+    r"multiprocessing/resource_sharer\.py|"
     r"torch/utils/data/_utils/pin_memory\.py|wandb/[^)]*)\)"
 )
 # The pools among those: their worker threads run the program's tasks.
