@@ -77,8 +77,10 @@ def own_end_writers(proc: Process, edges: Sequence[WaitEdge]) -> list[WaitEdge]:
     """``edges`` of ``proc``, with each pipe or FIFO wait whose other end only ``proc`` holds
     pointed at the thread that would write it, where that is known: the waiter owns the GIL
     while blocked in the kernel (a ctypes.PyDLL call, a C extension that never releases it)
-    and every other Python thread of the process waits for that GIL. Whichever of them is the
-    writer, it cannot run: the wait is a cycle, not a thread idling for its own process."""
+    and another Python thread of the process waits for that GIL. While the owner blocks, no
+    other thread can run Python (one sleeping now waits for the GIL when it wakes), so
+    whichever is the writer cannot write: the wait is a cycle, not a thread idling for its
+    own process."""
     gil = [e for e in edges if e.kind == "gil" and e.pid == proc.pid]
     python = [t for t in proc.threads if t.python]
     out = []
@@ -89,7 +91,7 @@ def own_end_writers(proc: Process, edges: Sequence[WaitEdge]) -> list[WaitEdge]:
             continue
         starved = [e.tid for e in gil if e.to_tid == edge.tid]
         others = [t for t in python if t.tid != edge.tid]
-        if not starved or {t.tid for t in others} != set(starved):
+        if not starved:
             out.append(edge)
             continue
         by_tid = {t.tid: t for t in others}
