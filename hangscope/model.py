@@ -218,10 +218,9 @@ class RankInfo:
     @property
     def key(self) -> int | None:
         """The number that names this rank in groups: global rank, else TP rank."""
-        for value in (self.global_rank, self.tp, self.local_rank):
-            if value is not None:
-                return value
-        return None
+        if self.global_rank is not None:
+            return self.global_rank
+        return self.tp if self.tp is not None else self.local_rank
 
     @property
     def replicated(self) -> bool:
@@ -623,6 +622,6 @@ def _rank_sort_key(proc: Process) -> tuple[int, int]:
 
 def rank_id(proc: Process) -> int:
     """The number shown for a process in rank sets: its rank, else its PID."""
-    if proc.rank is not None and proc.rank.key is not None:
-        return proc.rank.key
-    return proc.pid
+    rank = proc.rank
+    key = rank.key if rank is not None else None
+    return proc.pid if key is None else key

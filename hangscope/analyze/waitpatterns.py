@@ -23,6 +23,7 @@ from dataclasses import replace
 
 from hangscope.analyze.calm import calm_kind
 from hangscope.analyze.roles import HELPER_ROLES
+from hangscope.analyze.stackmemo import per_stack
 from hangscope.analyze.waitgraph import (
     blocked as _blocked,
 )
@@ -32,7 +33,7 @@ from hangscope.analyze.waitgraph import (
     user_frame,
     waits_on_lock,
 )
-from hangscope.model import Process, Snapshot, Thread
+from hangscope.model import Frame, Process, Snapshot, Thread
 from hangscope.wait_evidence import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import verb, who
 
@@ -259,9 +260,14 @@ def _fork_lock(g: _Graph) -> WaitPattern | None:
 
 
 def _in_pool_wait(thread: Thread) -> bool:
+    return _pool_wait_frames(thread.frames)
+
+
+@per_stack  # asked of every rank's working thread: once per distinct stack
+def _pool_wait_frames(frames: tuple[Frame, ...]) -> bool:
     return any(not f.native and f.file and f.file.endswith("multiprocessing/pool.py")
                and f.name.rsplit(".", 1)[-1] in ("get", "wait", "next", "__next__")
-               for f in thread.frames)
+               for f in frames)
 
 
 def _pool_worker_idle(proc: Process) -> bool:
