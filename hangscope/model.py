@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 
 from hangscope.evidence import CollectiveEvidence, FrReading, RasReading
 from hangscope.kernel_evidence import KernelRead
@@ -307,12 +308,15 @@ class Process:
     # The CUDA kernels cuda-gdb saw running (dump --kernels; None: not asked for this rank).
     kernels: KernelRead | None = None
 
-    @property
+    # Cached (in the instance dict, which equality and serialisation never read): each is
+    # asked about every rank many times over, 131,072 ranks in a merged job. A Process is
+    # frozen, so the answer cannot go stale; ``dataclasses.replace`` builds a new one.
+    @cached_property
     def key(self) -> ProcessKey:
         """(host, PID): what names one process across nodes, where PIDs repeat."""
         return (self.host, self.pid)
 
-    @property
+    @cached_property
     def working_thread(self) -> Thread | None:
         for thread in self.threads:
             if thread.tid == self.working_tid:
@@ -344,7 +348,7 @@ class Process:
         """Stopped by a signal or a tracer (state T or t)."""
         return self.state in STOPPED_STATES
 
-    @property
+    @cached_property
     def category(self) -> Category:
         """Where the process is: its state when exited or stopped, else its working thread's."""
         return category_of(self, self.working_thread)
@@ -531,7 +535,8 @@ class Snapshot:
             return ()
         return tuple(p for p in self.processes if verdict.is_suspect(p))
 
-    @property
+    # Cached as on Process: every stage of the analysis asks, over 131,072 ranks.
+    @cached_property
     def subjects(self) -> tuple[Process, ...]:
         """The processes the verdict is about (see :func:`subjects_of`)."""
         return subjects_of(self.processes)
@@ -546,7 +551,7 @@ class Snapshot:
         """No process of the job is left alive."""
         return all(p.is_exited for p in self.processes)
 
-    @property
+    @cached_property
     def rank_processes(self) -> tuple[Process, ...]:
         """The processes whose role is rank, in process order: what "ranks 3/4" counts."""
         return tuple(p for p in self.processes if p.role is Role.RANK)

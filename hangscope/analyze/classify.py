@@ -9,6 +9,7 @@ import operator
 import re
 from collections.abc import Sequence
 from dataclasses import fields, replace
+from functools import cached_property
 from typing import Any, TypeVar
 
 from hangscope.analyze.signatures import (
@@ -222,7 +223,9 @@ def canonical_frames(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
 
 
 _T = TypeVar("_T")
-_COPYABLE: set[type] = set()  # model classes whose instances ``_evolve`` may copy
+# Model classes whose instances ``_evolve`` may copy, and the cached properties of each
+# (kept in the instance dict, derived from the fields: never copied to an evolved object).
+_COPYABLE: dict[type, tuple[str, ...]] = {}
 
 
 def _plain(cls: type) -> bool:
@@ -237,18 +240,22 @@ def _evolve(obj: _T, changes: dict[str, Any]) -> _T:
     """``dataclasses.replace(obj, **changes)`` for the frozen model classes, at a fifth of its
     cost: it runs for every thread and process of a job of 131,072 ranks.
 
-    The model classes hold nothing but their fields (no cached properties, no
-    ``__post_init__``), so copying the instance dict and overwriting the changed fields
-    builds the object the generated ``__init__`` would, without one frozen
-    ``object.__setattr__`` per field.
+    The model classes hold nothing but their fields and cached properties (dropped here: they
+    derive from the fields that change) and have no ``__post_init__``, so copying the
+    instance dict and overwriting the changed fields builds the object the generated
+    ``__init__`` would, without one frozen ``object.__setattr__`` per field.
     """
     cls = obj.__class__
-    if cls not in _COPYABLE:
+    cached = _COPYABLE.get(cls)
+    if cached is None:
         if not _plain(cls):
             return replace(obj, **changes)  # type: ignore[type-var]
-        _COPYABLE.add(cls)
+        cached = _COPYABLE[cls] = tuple(name for name, value in vars(cls).items()
+                                        if isinstance(value, cached_property))
     values = obj.__dict__.copy()
     values.update(changes)
+    for name in cached:
+        values.pop(name, None)
     new = object.__new__(cls)
     object.__setattr__(new, "__dict__", values)
     return new
