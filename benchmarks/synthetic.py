@@ -338,17 +338,24 @@ GOALS = {8192: 0.5, 131072: 5.0}
 def _child(root: str | None, ranks: int, scenario: str, classified: bool) -> dict[str, object]:
     """One ``bench`` run in a fresh interpreter pinned to one core, on the hangscope under
     ``root`` (None: this checkout): its heap, memo and imports are its own."""
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import synthetic; "
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import synthetic, hangscope; "
             "synthetic.pin_one_core(); "
-            "print(json.dumps(synthetic.bench(int(sys.argv[2]), sys.argv[3], 1, "
-            "sys.argv[4] == '1')))")
+            "row = synthetic.bench(int(sys.argv[2]), sys.argv[3], 1, sys.argv[4] == '1'); "
+            "print(json.dumps({**row, 'hangscope': hangscope.__file__}))")
+    checkout = root or str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ)
-    env["PYTHONPATH"] = root or str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = checkout
+    # Run from the checkout: ``python -c`` puts the working directory first on sys.path, and
+    # from another checkout it would import that one's hangscope.
     out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent),
                           str(ranks), scenario, "1" if classified else "0"],
-                         capture_output=True, text=True, check=False, timeout=1800, env=env)
+                         capture_output=True, text=True, check=False, timeout=1800, env=env,
+                         cwd=checkout)
     try:
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        if not str(row["hangscope"]).startswith(str(Path(checkout).resolve())):
+            return {"error": f"imported {row['hangscope']}, not the one under {checkout}"}
+        return row
     except (ValueError, IndexError):
         return {"error": (out.stderr or out.stdout)[-400:]}
 
