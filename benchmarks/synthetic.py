@@ -17,20 +17,27 @@ Scenarios (the diagnosis the analysis must reach):
   (verdict straggler, suspect = that rank);
 - ``all_waiting``: every rank waits in the same all_reduce (verdict all_waiting).
 
-``analyze()`` runs pinned to one core (``sched_setaffinity``); the report times it as a whole
-and by stage: classify (every thread), diagnose (group + verdict), call tree, and the rest
-(GPU evidence, findings).
+Each run is pinned to one core (``sched_setaffinity``) and reports CPU seconds: the whole
+``hangscope.analyze.analyze`` on a fresh snapshot (the goal: 8,192 ranks in 0.5 s, 131,072 in
+5 s), then its stages on the same snapshot: classify (every thread, the roots and readings),
+the wait-for graph, group + verdict (with the GPU evidence), the call tree, the findings.
+``--baseline ROOT`` runs the same harness on another checkout (``git worktree add /tmp/base
+5e1c12c``), each of its runs in a fresh interpreter interleaved with one of this checkout, and
+prints the two side by side.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from hangscope.model import (
     Category,
@@ -212,31 +219,51 @@ def check(snap: Snapshot, scenario: str) -> None:
 
 
 def stages(snap: Snapshot, scenario: str, findings: bool) -> dict[str, float]:
-    """CPU seconds of each stage of ``hangscope.analyze.analyze``, chained the same way."""
+    """CPU seconds of each stage of ``hangscope.analyze.analyze``, chained the same way.
+
+    Runs against whichever hangscope is importable (``--baseline`` runs it on the old code):
+    the collector pause is used where that hangscope's ``analyze`` has one.
+    """
+    import contextlib
+
+    import hangscope.analyze as analysis
+    from hangscope.analyze.calm import calm_progress, waiting_progress
     from hangscope.analyze.classify import classify_process
     from hangscope.analyze.findings import find_all
     from hangscope.analyze.group import merged_call_tree
+    from hangscope.analyze.readings import judge_readings
+    from hangscope.analyze.roles import renumber_spawn_order
+    from hangscope.analyze.roots import working_roots
     from hangscope.analyze.verdict import diagnose, with_gpu_evidence
-    from hangscope.model import subjects_of
+    from hangscope.analyze.waitpatterns import wait_graph
 
+    paused = getattr(analysis, "collector_paused", contextlib.nullcontext)
     clock = time.process_time
     times = {}
-    t = clock()
-    processes = tuple(classify_process(p) for p in snap.processes)
-    times["classify"] = clock() - t
-    t = clock()
-    verdict, groups = diagnose(replace(snap, processes=processes))
-    verdict = with_gpu_evidence(verdict, processes, snap.hosts)
-    times["group+verdict"] = clock() - t
-    t = clock()
-    tree = merged_call_tree(subjects_of(processes))
-    times["call tree"] = clock() - t
-    done = replace(snap, processes=processes, groups=groups, call_tree=tree, verdict=verdict)
-    check(done, scenario)
-    if findings:
+    with paused():
         t = clock()
-        find_all(done)
-        times["findings"] = clock() - t
+        processes = tuple(classify_process(p) for p in snap.processes)
+        done = judge_readings(replace(snap, processes=working_roots(renumber_spawn_order(
+            processes))))
+        times["classify"] = clock() - t
+        t = clock()
+        done = replace(done, wait_graph=wait_graph(done))
+        times["wait graph"] = clock() - t
+        done = analysis._without_collectives(replace(  # the chain analyze() runs
+            done, progress=waiting_progress(calm_progress(done))))
+        t = clock()
+        verdict, groups = diagnose(done)
+        verdict = with_gpu_evidence(verdict, done.processes, done.hosts)
+        times["group+verdict"] = clock() - t
+        t = clock()
+        tree = merged_call_tree(done.subjects)
+        times["call tree"] = clock() - t
+        done = replace(done, groups=groups, call_tree=tree, verdict=verdict)
+        check(done, scenario)
+        if findings:
+            t = clock()
+            find_all(done)
+            times["findings"] = clock() - t
     return times
 
 
@@ -251,27 +278,31 @@ def pin_one_core() -> int | None:
 
 
 def bench(ranks: int, scenario: str, repeats: int, classified: bool = False,
-          findings_max: int = 8192) -> dict[str, object]:
-    """Median CPU seconds of the analysis of a fresh synthetic snapshot, by stage.
+          findings_max: int = 1 << 30) -> dict[str, object]:
+    """Median CPU seconds of the analysis of a fresh synthetic snapshot, whole and by stage.
 
-    ``diagnose`` = classify + group + verdict + call tree (the goal); ``analyze`` adds the
-    findings (``hangscope.analyze.findings``), run only up to ``findings_max`` ranks.
+    ``analyze`` = ``hangscope.analyze.analyze`` as a whole, timed first on the fresh snapshot
+    (the goal); the stages are timed after it on the same snapshot. ``diagnose`` = classify
+    + group + verdict + call tree (without the wait graph and the findings).
     """
     from hangscope.analyze import analyze
 
+    analyze(make_snapshot(2, scenario))  # its imports are not the analysis
     rows = []
     for _ in range(repeats):
         snap = make_snapshot(ranks, scenario, classified=classified)
-        gc.collect()
-        row = stages(snap, scenario, findings=False)
-        row["diagnose"] = row["classify"] + row["group+verdict"] + row["call tree"]
-        if ranks <= findings_max:
+        row: dict[str, float] = {}
+        with_findings = ranks <= findings_max
+        if with_findings:
             gc.collect()
             t = time.process_time()
             result = analyze(snap)
             row["analyze"] = time.process_time() - t
             check(result, scenario)
             del result
+        gc.collect()
+        row.update(stages(snap, scenario, findings=with_findings))
+        row["diagnose"] = row["classify"] + row["group+verdict"] + row["call tree"]
         rows.append(row)
         del snap
     keys = list(rows[0])
@@ -279,7 +310,7 @@ def bench(ranks: int, scenario: str, repeats: int, classified: bool = False,
         "ranks": ranks, "scenario": scenario, "classified": classified,
         "frames": len(STACKS["all_reduce"]), "threads_per_rank": 1 + len(_NATIVE_THREADS),
         **{k: statistics.median(r[k] for r in rows) for k in keys},
-        "runs": [round(r["diagnose"], 3) for r in rows],
+        "runs": [round(r.get("analyze", r["diagnose"]), 3) for r in rows],
     }
 
 
@@ -298,6 +329,68 @@ def scale_table(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+STAGES = ("classify", "wait graph", "group+verdict", "call tree", "findings", "diagnose",
+          "analyze")
+#: The goals of issue 22 (one core): the whole analysis of 8,192 and 131,072 ranks.
+GOALS = {8192: 0.5, 131072: 5.0}
+
+
+def _child(root: str | None, ranks: int, scenario: str, classified: bool) -> dict[str, object]:
+    """One ``bench`` run in a fresh interpreter pinned to one core, on the hangscope under
+    ``root`` (None: this checkout): its heap, memo and imports are its own."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import synthetic, hangscope; "
+            "synthetic.pin_one_core(); "
+            "row = synthetic.bench(int(sys.argv[2]), sys.argv[3], 1, sys.argv[4] == '1'); "
+            "print(json.dumps({**row, 'hangscope': hangscope.__file__}))")
+    checkout = root or str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = checkout
+    # Run from the checkout: ``python -c`` puts the working directory first on sys.path, and
+    # from another checkout it would import that one's hangscope.
+    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent),
+                          str(ranks), scenario, "1" if classified else "0"],
+                         capture_output=True, text=True, check=False, timeout=1800, env=env,
+                         cwd=checkout)
+    try:
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        if not str(row["hangscope"]).startswith(str(Path(checkout).resolve())):
+            return {"error": f"imported {row['hangscope']}, not the one under {checkout}"}
+        return row
+    except (ValueError, IndexError):
+        return {"error": (out.stderr or out.stdout)[-400:]}
+
+
+def side_by_side(ranks: int, scenario: str, repeats: int, classified: bool,
+                 baseline: str) -> dict[str, dict[str, float]]:
+    """Median seconds of each stage, baseline and now, their runs interleaved (the machine
+    is shared: what load there is hits both alike)."""
+    runs: dict[str, list[dict[str, object]]] = {"baseline": [], "now": []}
+    for _ in range(repeats):
+        for label, root in (("baseline", baseline), ("now", None)):
+            row = _child(root, ranks, scenario, classified)
+            if "error" in row:
+                raise SystemExit(f"{label} at {ranks} ranks failed: {row['error']}")
+            runs[label].append(row)
+    return {label: {k: statistics.median(float(r[k]) for r in rows)  # type: ignore[arg-type]
+                    for k in STAGES if k in rows[0]} for label, rows in runs.items()}
+
+
+def side_by_side_table(results: list[tuple[int, bool, dict[str, dict[str, float]]]]) -> str:
+    """Markdown: per size and input, each stage's baseline and current median seconds."""
+    lines = ["| ranks | input | stage | baseline s | now s | speed-up | goal s |",
+             "|---|---|---|---|---|---|---|"]
+    for ranks, classified, result in results:
+        kind = "classified (merge)" if classified else "raw (sampler)"
+        for stage in STAGES:
+            if stage not in result["now"]:
+                continue
+            old, new = result["baseline"][stage], result["now"][stage]
+            goal = f"{GOALS[ranks]:.1f}" if stage == "analyze" and ranks in GOALS else ""
+            lines.append(f"| {ranks:,} | {kind} | {stage} | {old:.3f} | {new:.3f} | "
+                         f"{old / new:.1f}x | {goal} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="the analysis on synthetic jobs of many ranks")
     parser.add_argument("--ranks", type=int, nargs="+", default=[8192, 131072])
@@ -305,7 +398,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--classified", action="store_true",
                         help="threads arrive classified, as `hangscope merge` reads them")
-    parser.add_argument("--findings-max", type=int, default=8192,
+    parser.add_argument("--both", action="store_true", help="raw and classified input")
+    parser.add_argument("--baseline", metavar="ROOT",
+                        help="a checkout of the code to compare with (e.g. `git worktree add "
+                             "/tmp/base 5e1c12c`): each run of it is interleaved with one of "
+                             "this checkout, each in its own interpreter pinned to one core")
+    parser.add_argument("--findings-max", type=int, default=1 << 30,
                         help="run the whole analyze() (with findings) up to this many ranks")
     args = parser.parse_args(argv)
     cpu = pin_one_core()
@@ -313,12 +411,27 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(STACKS['all_reduce'])} frames in each MainThread, "
           f"{1 + len(_NATIVE_THREADS)} threads per rank"
           + (", input already classified" if args.classified else ""))
+    inputs = (False, True) if args.both else (args.classified,)
+    if args.baseline:
+        results = []
+        for ranks in args.ranks:
+            for classified in inputs:
+                result = side_by_side(ranks, args.scenario, args.repeats, classified,
+                                      args.baseline)
+                results.append((ranks, classified, result))
+                print(f"{ranks:>7} ranks{' (classified)' if classified else ''}: "
+                      + "; ".join(f"{k} {result['baseline'][k]:.3f} -> {result['now'][k]:.3f}"
+                                  for k in STAGES if k in result["now"]), flush=True)
+        print()
+        print(side_by_side_table(results))
+        return 0
     for ranks in args.ranks:
-        row = bench(ranks, args.scenario, args.repeats, args.classified, args.findings_max)
-        parts = ", ".join(f"{k} {row[k]:.3f}" for k in ("classify", "group+verdict", "call tree"))
-        whole = f"; analyze() with findings {row['analyze']:.3f}" if "analyze" in row else ""
-        print(f"{ranks:>7} ranks: diagnose {row['diagnose']:.3f} s (runs {row['runs']}; "
-              f"{parts}){whole}")
+        for classified in inputs:
+            row = bench(ranks, args.scenario, args.repeats, classified, args.findings_max)
+            parts = ", ".join(f"{k} {row[k]:.3f}" for k in STAGES[:5] if k in row)
+            whole = f"; analyze() {row['analyze']:.3f}" if "analyze" in row else ""
+            print(f"{ranks:>7} ranks{' (classified)' if classified else ''}: diagnose "
+                  f"{row['diagnose']:.3f} s (runs {row['runs']}; {parts}){whole}")
     return 0
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import fields, replace
+from functools import cached_property
 from typing import Any, TypeVar
 
 from hangscope.analyze.signatures import (
@@ -211,11 +212,11 @@ def _classification(thread: Thread) -> dict[str, Any]:
 # rank. Stacks are interned (equal frames -> one canonical tuple, which the analysis then keys
 # on by identity) and each (stack, state, wchan, active, name) is classified once. Entries hold
 # their canonical tuple, so an id() used as a key can never be reused while it is stored.
-_FRAME_FIELDS = operator.attrgetter("name", "file", "line", "native", "module")
+_FRAME_FIELDS = operator.attrgetter("name", "file", "line", "native", "module", "capture")
 _MEMO_LIMIT = 4096  # distinct stacks kept; a real job has tens
 _stacks: dict[tuple[Any, ...], tuple[Frame, ...]] = {}
 _canonical: dict[int, tuple[Frame, ...]] = {}
-_classified: dict[tuple[Any, ...], _Classified] = {}
+_memo: dict[tuple[Any, ...], _Classified] = {}
 
 
 def canonical_frames(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
@@ -228,84 +229,95 @@ def canonical_frames(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
         if len(_stacks) >= _MEMO_LIMIT:
             _stacks.clear()
             _canonical.clear()
-            _classified.clear()
+            _memo.clear()
         _stacks[key] = found = frames
         _canonical[id(frames)] = frames
     return found
 
 
 _T = TypeVar("_T")
-# Per model class: its field names in order, a getter of all of them, each one's position;
-# None where the fast path does not apply (then: dataclasses.replace).
-_Constructor = tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]], dict[str, int]]
-_CONSTRUCTORS: dict[type, _Constructor | None] = {}
+# Model classes whose instances ``_evolve`` may copy, and the cached properties of each
+# (kept in the instance dict, derived from the fields: never copied to an evolved object).
+_COPYABLE: dict[type, tuple[str, ...]] = {}
 
 
-def _constructor(cls: type) -> _Constructor | None:
-    if cls not in _CONSTRUCTORS:
-        spec = fields(cls)  # type: ignore[arg-type]
-        names = tuple(f.name for f in spec)
-        plain = (len(names) > 1 and all(f.init for f in spec) and "__slots__" not in vars(cls)
-                 and not hasattr(cls, "__post_init__"))
-        _CONSTRUCTORS[cls] = ((names, operator.attrgetter(*names),
-                               {n: i for i, n in enumerate(names)}) if plain else None)
-    return _CONSTRUCTORS[cls]
+def _plain(cls: type) -> bool:
+    """Every field is an ``__init__`` argument, kept in the instance dict, and nothing runs
+    after ``__init__``: a copy of the dict is a copy of the object."""
+    spec = fields(cls)  # type: ignore[arg-type]
+    return (all(f.init for f in spec) and "__slots__" not in vars(cls)
+            and not hasattr(cls, "__post_init__"))
 
 
-def _evolve(obj: _T, _keep_equal: bool = True, **changes: Any) -> _T:
-    """``dataclasses.replace`` for the frozen model classes, faster, and ``obj`` itself when
-    nothing changes (a merged job arrives classified by each node's dump).
+def _evolve(obj: _T, changes: dict[str, Any]) -> _T:
+    """``dataclasses.replace(obj, **changes)`` for the frozen model classes, at a fifth of its
+    cost: it runs for every thread and process of a job of 131,072 ranks.
 
-    It runs for every thread and process of a job of 131,072 ranks. These classes have no
-    ``__post_init__`` and every field is an ``__init__`` argument, so filling the new
-    object's fields directly (as the generated ``__init__`` does, one ``object.__setattr__``
-    at a time) gives the same object for a third of ``replace``'s cost.
+    The model classes hold nothing but their fields and cached properties (dropped here: they
+    derive from the fields that change) and have no ``__post_init__``, so copying the
+    instance dict and overwriting the changed fields builds the object the generated
+    ``__init__`` would, without one frozen ``object.__setattr__`` per field.
     """
-    # getattr, not __dict__: reading __dict__ would materialise one per object.
-    if _keep_equal and all((old := getattr(obj, k)) is v or old == v
-                           for k, v in changes.items()):
-        return obj
-    spec = _constructor(type(obj))
-    if spec is None:
-        return replace(obj, **changes)  # type: ignore[type-var]
-    names, getter, position = spec
-    values = list(getter(obj))
-    for name, value in changes.items():
-        values[position[name]] = value
-    new = object.__new__(type(obj))
-    new.__dict__.update(zip(names, values, strict=True))
+    cls = obj.__class__
+    cached = _COPYABLE.get(cls)
+    if cached is None:
+        if not _plain(cls):
+            return replace(obj, **changes)  # type: ignore[type-var]
+        cached = _COPYABLE[cls] = tuple(name for name, value in vars(cls).items()
+                                        if isinstance(value, cached_property))
+    values = obj.__dict__.copy()
+    values.update(changes)
+    for name in cached:
+        values.pop(name, None)
+    new = object.__new__(cls)
+    object.__setattr__(new, "__dict__", values)
     return new
 
 
 class _Classified:
-    """One memo entry: the interned stack, and the fields classification sets."""
+    """One memo entry: the interned stack, the fields classification sets, and the thread's
+    score as a working-thread candidate (``pick_working_thread``)."""
 
-    __slots__ = ("changes", "frames", "get", "values")
+    __slots__ = ("changes", "frames", "get", "interned", "score", "score_native", "values")
 
-    def __init__(self, frames: tuple[Frame, ...], changes: dict[str, Any]) -> None:
+    def __init__(self, thread: Thread, frames: tuple[Frame, ...],
+                 changes: dict[str, Any]) -> None:
         self.frames = frames  # holds the interned tuple, whose id() is in the key
         self.changes = changes
+        self.interned = {**changes, "frames": frames}  # for an equal stack's other copies
         self.get = operator.attrgetter(*changes)
         self.values = tuple(changes.values())
         if len(changes) == 1:
             self.values = self.values[0]
+        category = changes.get("category") or Category.UNKNOWN
+        rest = (_SPECIFICITY.get(category, 0), int(thread.name == "MainThread"), len(frames))
+        # The candidate tier first: a Python thread not a helper, a Python helper, the rest.
+        self.score = (1 if changes.get("helper") else 2, *rest)
+        self.score_native = (0, *rest)
+
+
+def _classified(thread: Thread) -> tuple[Thread, _Classified]:
+    """The classified thread, and its memo entry."""
+    frames = thread.frames
+    if frames:
+        frames = canonical_frames(frames)
+    key = (id(frames), thread.state, thread.wchan, thread.active, thread.name)
+    hit = _memo.get(key)
+    if hit is None:
+        if len(_memo) >= 8 * _MEMO_LIMIT:  # thread names churn in a long live session
+            _memo.clear()
+        hit = _memo[key] = _Classified(thread, frames, _classification(thread))
+    if frames is thread.frames:
+        if hit.get(thread) == hit.values:
+            return thread, hit  # already classified so (a merged job's per-node dumps)
+        return _evolve(thread, hit.changes), hit
+    # An equal stack, swapped for the interned one that the call tree keys on.
+    return _evolve(thread, hit.interned), hit
 
 
 def classify_thread(thread: Thread) -> Thread:
     """Give a thread its category, op, call site, context and hint."""
-    frames = canonical_frames(thread.frames) if thread.frames else thread.frames
-    key = (id(frames), thread.state, thread.wchan, thread.active, thread.name)
-    hit = _classified.get(key)
-    if hit is None:
-        if len(_classified) >= 8 * _MEMO_LIMIT:  # thread names churn in a long live session
-            _classified.clear()
-        hit = _classified[key] = _Classified(frames, _classification(thread))
-    if frames is thread.frames:
-        if hit.get(thread) == hit.values:
-            return thread  # already classified so (a merged job's per-node dumps)
-        return _evolve(thread, False, **hit.changes)
-    # An equal stack, swapped for the interned one that the call tree keys on.
-    return _evolve(thread, False, frames=frames, **hit.changes)
+    return _classified(thread)[0]
 
 
 def pick_working_thread(threads: Sequence[Thread]) -> Thread | None:
@@ -329,17 +341,27 @@ def pick_working_thread(threads: Sequence[Thread]) -> Thread | None:
 
 def classify_process(proc: Process) -> Process:
     """Classify every thread of a process and pick its working thread."""
-    threads = tuple(map(classify_thread, proc.threads))
-    if all(map(operator.is_, threads, proc.threads)):
-        threads = proc.threads  # every thread came classified as it is (a merged dump)
+    # One pass: each thread's memo entry also carries its score as a working-thread
+    # candidate, so the pick (``pick_working_thread``, first best score wins) costs a
+    # comparison per thread, for each of 131,072 ranks.
+    threads = []
+    same = True
+    working_tid = None
+    best: tuple[int, int, int, int] | None = None
+    for thread in proc.threads:
+        done, hit = _classified(thread)
+        threads.append(done)
+        same = same and done is thread
+        score = hit.score if thread.python else hit.score_native
+        if best is None or score > best:
+            best, working_tid = score, thread.tid
     if proc.is_exited:
         working_tid = None
-    else:
-        working = pick_working_thread(threads)
-        working_tid = working.tid if working else None
-    if threads is proc.threads and working_tid == proc.working_tid:
-        return proc
-    return _evolve(proc, False, threads=threads, working_tid=working_tid)
+    if same:
+        if working_tid == proc.working_tid:
+            return proc  # every thread came classified as it is (a merged dump)
+        return _evolve(proc, {"working_tid": working_tid})
+    return _evolve(proc, {"threads": tuple(threads), "working_tid": working_tid})
 
 
 _FIND = object()  # process_category: look the working thread up

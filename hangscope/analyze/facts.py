@@ -30,6 +30,7 @@ from hangscope.model import (
     ProcessKey,
     Role,
     Snapshot,
+    Thread,
     category_of,
 )
 from hangscope.model.progress import RankProgress
@@ -172,10 +173,15 @@ class Facts:
 
 def is_stuck(proc: Process, samples: int) -> bool:
     """The process did not move in the window (one sample: assumed stuck)."""
+    working = proc.working_thread
+    return _stuck(working, category_of(proc, working), samples)
+
+
+def _stuck(working: Thread | None, category: Category, samples: int) -> bool:
+    """``is_stuck`` of a process whose working thread and category the caller holds."""
     if samples <= 1:
         return True
-    working = proc.working_thread
-    if category_of(proc, working) in GONE:
+    if category in GONE:
         return True
     if working is None:
         return False
@@ -210,21 +216,33 @@ def measured(snap: Snapshot) -> dict[ProcessKey, RankProgress]:
 
 def stuck_measured(proc: Process, samples: int, progress: RankProgress | None) -> bool:
     """Stuck by the measured evidence where it decided; else by the stack samples."""
-    if progress is not None and category_of(proc, proc.working_thread) not in GONE:
+    working = proc.working_thread
+    return _stuck_measured(working, category_of(proc, working), samples, progress)
+
+
+def _stuck_measured(working: Thread | None, category: Category, samples: int,
+                    progress: RankProgress | None) -> bool:
+    if progress is not None and category not in GONE:
         if progress.decision == PROGRESSING:
             return False
         if progress.decision == STUCK:
             return True
-    return is_stuck(proc, samples)  # slow, or no evidence: what the samples saw
+    return _stuck(working, category, samples)  # slow, or no evidence: what the samples saw
 
 
 def facts_of(snap: Snapshot) -> Facts:
     """Derive the facts record from a snapshot whose processes are classified."""
     subjects = snap.subjects
     progress = measured(snap)
-    return Facts(
-        snapshot=snap, subjects=subjects, groups=group_ranks(subjects),
-        categories={p.key: p.category for p in subjects},
-        stuck=frozenset(p.key for p in subjects
-                        if stuck_measured(p, snap.samples, progress.get(p.key))),
-    )
+    samples = snap.samples
+    # One pass, each subject's working thread found once (131,072 ranks).
+    categories: dict[ProcessKey, Category] = {}
+    stuck = []
+    for proc in subjects:
+        key = (proc.host, proc.pid)  # Process.key
+        working = proc.working_thread
+        category = categories[key] = category_of(proc, working)
+        if _stuck_measured(working, category, samples, progress.get(key) if progress else None):
+            stuck.append(key)
+    return Facts(snapshot=snap, subjects=subjects, groups=group_ranks(subjects),
+                 categories=categories, stuck=frozenset(stuck))

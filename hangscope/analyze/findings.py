@@ -93,11 +93,12 @@ def check_expected_ranks(snap: Snapshot) -> Iterable[Finding]:
     expected = snap.job.expected_ranks
     if expected is None:
         return
-    found = len(_ranks(snap))
+    ranks = _ranks(snap)
+    found = len(ranks)
     noun = _rank_noun(snap)
     source = snap.job.expected_source
     facts = {"expected": expected, "found": found, "source": source,
-             "pids": [p.pid for p in _ranks(snap)]}
+             "pids": [p.pid for p in ranks]}
     if found < expected:
         missing = expected - found
         yield Finding("ranks.missing", Severity.CRITICAL,
@@ -163,13 +164,14 @@ def check_listening(snap: Snapshot) -> Iterable[Finding]:
 
 def check_cpu_idle(snap: Snapshot) -> Iterable[Finding]:
     """Every rank idle on CPU for the whole window; or a few ranks busy while others idle."""
-    ranks = _ranks(snap) or [p for p in snap.processes if p.threads]
+    rank_procs = _ranks(snap)
+    ranks = rank_procs or [p for p in snap.processes if p.threads]
     cpus = [p.cpu_percent for p in ranks if p.cpu_percent is not None]
     if not cpus or len(cpus) < len(ranks) or snap.window_s <= 0:
         return
-    noun = "rank" if _ranks(snap) else "process"
-    per = {rank_id(p): p.cpu_percent for p in ranks}
+    noun = "rank" if rank_procs else "process"
     if max(cpus) < IDLE_CPU_PERCENT:
+        per = {rank_id(p): p.cpu_percent for p in ranks}
         # An idle or paused job is meant to use no CPU: a fact, no warning.
         calm = snap.verdict is not None and snap.verdict.kind in (VerdictKind.IDLE,
                                                                   VerdictKind.PAUSED)

@@ -14,7 +14,17 @@ from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
 
-from hangscope.model import Finding, Host, Process, Role, Severity, Snapshot
+from hangscope.model import (
+    GONE_STATES,
+    STOPPED_STATES,
+    ZOMBIE_STATES,
+    Finding,
+    Host,
+    Process,
+    Role,
+    Severity,
+    Snapshot,
+)
 from hangscope.words import size, who
 
 #: Resident memory against RAM (or the cgroup limit): warning, then critical.
@@ -43,9 +53,18 @@ def _exit_text(code: int) -> str:
 
 # -- dead, zombie, stopped, uninterruptible ------------------------------------------
 
+#: Process states a finding is about: zombie or being reaped, vanished, stopped, D.
+_NOTABLE_STATES = ZOMBIE_STATES | GONE_STATES | STOPPED_STATES | {"D"}
+
+
 def check_process_states(snap: Snapshot) -> Iterable[Finding]:
     """Zombies, processes that exited while sampled, stopped and uninterruptible ones."""
     for proc in snap.processes:
+        state = proc.state
+        # The common case first, in one test: a live, running or sleeping process with no
+        # thread in D has nothing to say (asked of each of 131,072 ranks).
+        if state not in _NOTABLE_STATES and not any(t.state == "D" for t in proc.threads):
+            continue
         name = who(proc)
         if proc.is_zombie:
             parent = snap.process(proc.ppid) if proc.ppid is not None else None

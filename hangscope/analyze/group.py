@@ -7,36 +7,50 @@ sibling branches.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 
 from hangscope.analyze.identity import AXES, coordinates, rank_label
-from hangscope.model import Category, Group, Process, TreeNode, rank_id, signature_of
+from hangscope.model import Group, Process, Signature, TreeNode, rank_id, signature_of
+
+_RANK = operator.attrgetter("rank")
 
 
 def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
     """Ranks that share a signature, largest group first (ties: lowest rank first)."""
     labelled = _replicated(procs)
+    # One pass over the ranks; a signature is worded once per distinct (state, working
+    # thread's classification), never once per rank: 131,072 ranks share a handful.
+    signatures: dict[tuple[object, ...], Signature] = {}
     buckets: dict[str, list[Process]] = {}
-    meta: dict[str, tuple[Category, str | None, str | None, str | None]] = {}
+    meta: dict[str, Signature] = {}
     for proc in procs:
-        text, category, op, site, context = signature_of(proc)
-        buckets.setdefault(text, []).append(proc)
-        meta[text] = (category, op, site, context)
+        working = proc.working_thread
+        key = (proc.state,) if working is None else (
+            proc.state, working.category, working.op, working.site, working.context)
+        signature = signatures.get(key)
+        if signature is None:
+            signature = signatures[key] = signature_of(proc)
+        members = buckets.get(signature[0])
+        if members is None:
+            members = buckets[signature[0]] = []
+            meta[signature[0]] = signature
+        members.append(proc)
     groups = []
     for text, members in buckets.items():
-        category, op, site, context = meta[text]
-        ordered = sorted(members, key=_coordinate_order if labelled else _number_order)
+        _, category, op, site, context = meta[text]
+        if labelled:
+            ordered = sorted(members, key=_coordinate_order)
+            ranks = tuple(rank_id(p) for p in ordered)
+        else:  # by (rank, PID): sort the pairs, not the processes through a key function
+            pairs = sorted([(rank_id(p), p.pid, i) for i, p in enumerate(members)])
+            ranks = tuple(pair[0] for pair in pairs)
         groups.append(Group(signature=text, category=category, op=op, site=site,
-                            ranks=tuple(rank_id(p) for p in ordered),
-                            pids=tuple(p.pid for p in members), context=context,
+                            ranks=ranks, pids=tuple(p.pid for p in members), context=context,
                             hosts=tuple(p.host for p in members),
                             labels=tuple(rank_label(p) for p in ordered) if labelled else ()))
     groups.sort(key=lambda g: (-len(g.ranks), g.ranks))
     return tuple(groups)
-
-
-def _number_order(proc: Process) -> tuple[int, int]:
-    return rank_id(proc), proc.pid
 
 
 def _coordinate_order(proc: Process) -> tuple[object, ...]:
@@ -47,7 +61,7 @@ def _coordinate_order(proc: Process) -> tuple[object, ...]:
 
 def _replicated(procs: Sequence[Process]) -> bool:
     """Some rank has a DP or PP coordinate: "rank 1" alone would name two processes."""
-    return any(p.rank is not None and p.rank.replicated for p in procs)
+    return any(rank is not None and rank.replicated for rank in map(_RANK, procs))
 
 
 def _frame_label(frame_name: str, location: str, native: bool) -> str:

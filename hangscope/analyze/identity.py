@@ -28,12 +28,15 @@ def coordinates(proc: Process) -> dict[str, int]:
     """Every coordinate known of a process: title first, then RankInfo, then environment."""
     out = title_coordinates(proc.title)
     info = proc.rank
-    if info is not None:
+    # (Each test first: asked of every rank, and most ranks have none of these.)
+    if info is not None and (info.dp is not None or info.pp is not None
+                             or info.tp is not None or info.ep is not None):
         for axis in ("dp", "pp", "tp", "ep"):
             value = getattr(info, axis)
             if value is not None:
                 out.setdefault(axis, value)
-    dp = int_or_none(proc.environ.get("SGLANG_DP_RANK"))
+    env_dp = proc.environ.get("SGLANG_DP_RANK")
+    dp = int_or_none(env_dp) if env_dp is not None else None
     if dp is not None:
         out.setdefault("dp", dp)
     return out
@@ -78,8 +81,11 @@ def duplicate_labels(procs: Sequence[Process]) -> dict[str, tuple[int, ...]]:
 def replica_key(proc: Process, axis: str = "tp") -> tuple[tuple[str, int], ...]:
     """The coordinates that name ``proc``'s process group along ``axis``: all but ``axis`` and
     the axes inside it (EP and MoE-DP partition the TP ranks; they do not make a new group)."""
+    coords = coordinates(proc)
+    if not coords:
+        return ()
     inner = {axis, "ep", "moe_ep", "moe_dp"} if axis == "tp" else {axis}
-    return tuple((a, v) for a, v in sorted(coordinates(proc).items()) if a not in inner)
+    return tuple((a, v) for a, v in sorted(coords.items()) if a not in inner)
 
 
 def comparable_groups(procs: Sequence[Process], axis: str = "tp") -> list[list[Process]]:

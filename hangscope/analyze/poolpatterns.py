@@ -10,6 +10,7 @@ saturated by tasks waiting for tasks (read in analyze/waitpatterns.py's order).
 from __future__ import annotations
 
 from hangscope.analyze.roles import HELPER_ROLES
+from hangscope.analyze.stackmemo import per_stack
 from hangscope.analyze.threadedges import blocked as _blocked
 from hangscope.analyze.waitwalk import Graph, hop, site_words
 from hangscope.model import Frame, Process, Thread
@@ -18,9 +19,14 @@ from hangscope.words import who
 
 
 def _in_pool_wait(thread: Thread) -> bool:
+    return _pool_wait_frames(thread.frames)
+
+
+@per_stack  # asked of every rank's working thread: once per distinct stack
+def _pool_wait_frames(frames: tuple[Frame, ...]) -> bool:
     return any(not f.native and f.file and f.file.endswith("multiprocessing/pool.py")
                and f.name.rsplit(".", 1)[-1] in ("get", "wait", "next", "__next__")
-               for f in thread.frames)
+               for f in frames)
 
 
 def _pool_worker_idle(proc: Process) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 
 from hangscope.model.kernels import KernelRead
 from hangscope.model.nccl import CollectiveEvidence, FrReading, RasReading
@@ -227,10 +228,9 @@ class RankInfo:
     @property
     def key(self) -> int | None:
         """The number that names this rank in groups: global rank, else TP rank."""
-        for value in (self.global_rank, self.tp, self.local_rank):
-            if value is not None:
-                return value
-        return None
+        if self.global_rank is not None:
+            return self.global_rank
+        return self.tp if self.tp is not None else self.local_rank
 
     @property
     def replicated(self) -> bool:
@@ -317,12 +317,15 @@ class Process:
     # The CUDA kernels cuda-gdb saw running (dump --kernels; None: not asked for this rank).
     kernels: KernelRead | None = None
 
-    @property
+    # Cached (in the instance dict, which equality and serialisation never read): each is
+    # asked about every rank many times over, 131,072 ranks in a merged job. A Process is
+    # frozen, so the answer cannot go stale; ``dataclasses.replace`` builds a new one.
+    @cached_property
     def key(self) -> ProcessKey:
         """(host, PID): what names one process across nodes, where PIDs repeat."""
         return (self.host, self.pid)
 
-    @property
+    @cached_property
     def working_thread(self) -> Thread | None:
         for thread in self.threads:
             if thread.tid == self.working_tid:
@@ -354,7 +357,7 @@ class Process:
         """Stopped by a signal or a tracer (state T or t)."""
         return self.state in STOPPED_STATES
 
-    @property
+    @cached_property
     def category(self) -> Category:
         """Where the process is: its state when exited or stopped, else its working thread's."""
         return category_of(self, self.working_thread)
@@ -541,7 +544,8 @@ class Snapshot:
             return ()
         return tuple(p for p in self.processes if verdict.is_suspect(p))
 
-    @property
+    # Cached as on Process: every stage of the analysis asks, over 131,072 ranks.
+    @cached_property
     def subjects(self) -> tuple[Process, ...]:
         """The processes the verdict is about (see :func:`subjects_of`)."""
         return subjects_of(self.processes)
@@ -556,7 +560,7 @@ class Snapshot:
         """No process of the job is left alive."""
         return all(p.is_exited for p in self.processes)
 
-    @property
+    @cached_property
     def rank_processes(self) -> tuple[Process, ...]:
         """The processes whose role is rank, in process order: what "ranks 3/4" counts."""
         return tuple(p for p in self.processes if p.role is Role.RANK)
@@ -632,6 +636,6 @@ def _rank_sort_key(proc: Process) -> tuple[int, int]:
 
 def rank_id(proc: Process) -> int:
     """The number shown for a process in rank sets: its rank, else its PID."""
-    if proc.rank is not None and proc.rank.key is not None:
-        return proc.rank.key
-    return proc.pid
+    rank = proc.rank
+    key = rank.key if rank is not None else None
+    return proc.pid if key is None else key

@@ -1,0 +1,59 @@
+"""The analysis of many ranks copies and caches: what it derives must stay what it would
+derive from scratch (real recorded snapshots, GIVEN / WHEN / THEN)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hangscope.analyze import analyze
+from hangscope.analyze.classify import classify_process, pick_working_thread
+from hangscope.model.serialize import dumps, load
+from tests.support import fixture_path
+
+
+def _unclassified(name: str):
+    """The recorded snapshot's raw facts: every thread and process without a conclusion."""
+    snap = load(fixture_path(name))
+    procs = tuple(replace(p, working_tid=None, threads=tuple(
+        replace(t, category=None, op=None, site=None, context=None, hint=None, helper=False)
+        for t in p.threads)) for p in snap.processes)
+    return replace(snap, processes=procs, groups=(), call_tree=(), verdict=None, findings=())
+
+
+def test_given_a_process_whose_working_thread_was_asked_then_classify_gives_the_new_one() -> None:
+    # GIVEN raw processes of a real mismatch whose (cached) working thread was read: none yet
+    snap = _unclassified("mismatch")
+    for proc in snap.processes:
+        assert proc.working_thread is None
+        assert proc.category is not None  # asked, and cached, before classification
+    # WHEN they are classified (a copy of each process with its working thread named)
+    done = [classify_process(p) for p in snap.processes]
+    # THEN each copy answers for itself, as a process built from scratch would
+    for proc in done:
+        fresh = replace(proc)  # dataclasses.replace: built by __init__, nothing cached
+        assert proc.working_tid is not None
+        assert proc.working_thread is fresh.working_thread
+        assert proc.working_thread is pick_working_thread(proc.threads)
+        assert proc.category is fresh.category
+        assert proc.key == fresh.key
+
+
+def test_given_the_same_job_twice_then_the_second_analysis_says_the_same() -> None:
+    # GIVEN a recorded job, analysed once (the memo now holds its stacks)
+    first = dumps(analyze(load(fixture_path("straggler"))))
+    # WHEN it is loaded again (new objects, equal stacks) and analysed
+    second = dumps(analyze(load(fixture_path("straggler"))))
+    # THEN every conclusion is the same
+    assert second == first
+
+
+def test_given_an_unclassified_copy_then_the_analysis_equals_the_recorded_one() -> None:
+    # GIVEN a recorded job stripped of every conclusion, and the recording itself
+    raw = _unclassified("deadlock")
+    recorded = analyze(load(fixture_path("deadlock")))
+    # WHEN the raw copy is analysed
+    again = analyze(raw)
+    # THEN the verdict, groups and call tree are those of the recording
+    assert again.verdict == recorded.verdict
+    assert again.groups == recorded.groups
+    assert again.call_tree == recorded.call_tree
