@@ -43,7 +43,7 @@ from hangscope.analyze.threadpatterns import (
     self_wait,
 )
 from hangscope.analyze.waitgraph import build_edges
-from hangscope.analyze.waitwalk import LOOP, Graph, hop, site_words, thread_words
+from hangscope.analyze.waitwalk import LOOP, Graph, hop, sends, site_words, thread_words
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import verb, who
@@ -122,8 +122,32 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         if set(kinds) <= {"tcp", "unix", "store"}:
             advice = _CALLBACK
         chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
-        return WaitPattern("cycle", members, chain, tuple(ring), members[0], g.edges[ring[0]].tid)
+        both = _both_read(g, ring)
+        if both:
+            chain = both
+        return WaitPattern("cycle", members, chain, tuple(ring), members[0], g.edges[ring[0]].tid,
+                           also=members[1:] if both else ())
     return None
+
+
+def _both_read(g: Graph, ring: list[int]) -> str:
+    """Both ends of one connection each wait to read it, each from the thread blocked on the
+    other's socket: nobody will send (a request read until EOF, or a length, the other never
+    sends): the cycle's sentence, or "" when it is not that."""
+    if len(ring) != 2:
+        return ""
+    a, b = (g.edges[i] for i in ring)
+    if not {a.kind, b.kind} <= {"unix", "tcp"} or sends(a) or sends(b) or (
+            a.to_tid, b.to_tid) != (b.tid, a.tid) or (a.to_pid, b.to_pid) != (b.pid, a.pid):
+        return ""
+    first = thread_words(g.procs[a.pid], g.threads.get((a.pid, a.tid)))
+    second = thread_words(g.procs[b.pid], g.threads.get((b.pid, b.tid)))
+    return (f"{first} and {second} both wait to read the same connection "
+            f"({a.object.split(' (')[0]}), and neither sends: "
+            + "; ".join(hop(g, i) for i in ring)
+            + ": a framing bug: one side reads until EOF, or for more than the other sends; "
+            "one side must send, or shut down its write half (sock.shutdown(socket.SHUT_WR)), "
+            "first")
 
 
 def _event_loop(g: Graph) -> WaitPattern | None:

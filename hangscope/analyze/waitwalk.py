@@ -140,13 +140,20 @@ def hop(g: Graph, i: int) -> str:
         return (f"{me} waits in TCPStore get/wait for a key of {edge.object}{site}, which "
                 f"{them} serves and nobody has set")
     if edge.kind in ("unix", "tcp"):
-        doing = "to send on" if edge.how.startswith(("write", "send")) else "for a reply on"
+        doing = "to send on" if sends(edge) else "for a reply on"
+        if target is not None and edge.to_tid is not None:
+            them = thread_words(target, g.threads.get((target.pid, edge.to_tid)))
         if "accept queue" in edge.how:
             return (f"{me} waits {doing} {edge.object}{site}, from {them}, which has not even "
                     "accepted that connection (it waits in the accept queue of its listening "
                     "socket)")
         return f"{me} waits {doing} {edge.object}{site}, from {them}"
     return f"{me} waits on {edge.object}{site} for {them}"
+
+
+def sends(edge: WaitEdge) -> bool:
+    """The edge's thread is blocked writing its fd (``write``/``send*``), not reading it."""
+    return edge.how.startswith(("write", "send"))
 
 
 def _polled_with(g: Graph, edge: WaitEdge, holders: list[int]) -> list[str]:

@@ -8,12 +8,14 @@ sentences quote them only because they are the jobs' own frames.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 from support import TARGETS, Target, dump_json, running_target
 
 JOBS = TARGETS / "chain_jobs.py"
@@ -141,3 +143,38 @@ def test_pool_workers_all_inside_tasks_that_wait_for_a_queued_task_saturate_the_
     assert "in task stitch (chain_jobs.py:" in summary
     assert "is the multiprocessing Manager" in summary
     assert "saturated by tasks waiting for tasks" in summary
+
+
+@pytest.mark.parametrize("family", ["tcp", "unix"])
+def test_both_ends_of_one_connection_reading_it_are_a_deadlock_of_the_handler_thread(
+        tmp_path: Path, family: str) -> None:
+    """Real report: rust-lang/socket2#39 (a server reads a request to EOF; the client sends it
+    and, keeping its socket open, waits for the answer): the uploader's wait leads to the
+    server's handler thread blocked on the peer socket, not to its main thread in accept."""
+    workdir = tmp_path / f"job-half_close-{family}"
+    ready = workdir / "ready"
+
+    def reading(target: Target) -> bool:
+        pid = target.pids.get("uploader")
+        with contextlib.suppress(OSError):
+            wchan = Path(f"/proc/{pid}/wchan").read_text() if pid is not None else ""
+            # in its recv (unix_stream_read_generic, wait_woken), past its ready-file write
+            return wchan not in ("", "0") and "sleep" not in wchan
+        return False
+
+    argv = [sys.executable, str(JOBS), "half_close", str(ready), str(workdir), family]
+    with running_target(argv, workdir, tags=["server", "reader", "uploader"],
+                        ready=reading) as job:
+        data = json.loads(dump_json(job.launcher, *FAST))
+        server, uploader = job.pids["server"], job.pids["uploader"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", verdict
+    assert set(verdict["suspects"]) == {server, uploader}, verdict
+    summary = verdict["summary"]
+    assert f"PID {uploader} (python) and thread Thread-1 (process_request_thread) of PID " \
+           f"{server} (python) both wait to read the same connection" in summary, summary
+    assert "neither sends" in summary and "shutdown(socket.SHUT_WR)" in summary
+    assert "in the accept queue" not in summary
+    handler = [e for e in data["wait_graph"]["edges"] if e["pid"] == uploader
+               and e["kind"] in ("tcp", "unix")]
+    assert handler and handler[0]["to_pid"] == server and handler[0]["to_tid"], handler

@@ -21,6 +21,9 @@ each the mechanism of a real report (the tests cite it):
                     Manager Event that only the third sets, queued behind them.
 - ``callback``      two single-threaded servers on 127.0.0.1: A's handler asks B, B's handler
                     asks A back, which cannot accept while in its handler; a client asks A.
+- ``half_close``    a threaded report server (TCP, or ``half_close unix``: a Unix socket) whose
+                    handler thread reads each upload until EOF; an uploader sends its report
+                    and, without shutting down its write half, waits for the receipt.
 """
 
 from __future__ import annotations
@@ -211,6 +214,56 @@ def callback_client(port: int) -> None:
     print(ask(port, b"lookup"))
 
 
+# -- both ends of one connection wait to read it ----------------------------------------
+
+def half_close_job(family: str) -> None:
+    path = WORKDIR / "reports.sock"
+    if family == "unix":
+        address: str = str(path)
+    else:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            address = str(probe.getsockname()[1])
+    server = subprocess.Popen(me("half_close_server", family, address))
+    wait_for_line("server")
+    uploader = subprocess.Popen(me("half_close_uploader", family, address))
+    uploader.wait()
+    server.wait()
+
+
+def _connect(family: str, address: str) -> socket.socket:
+    if family == "unix":
+        conn = socket.socket(socket.AF_UNIX)
+        conn.connect(address)
+        return conn
+    return socket.create_connection(("127.0.0.1", int(address)))
+
+
+def half_close_server(family: str, address: str) -> None:
+    class Upload(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            ready("reader")
+            report = self.rfile.read()  # the upload ends at EOF
+            self.wfile.write(b"receipt %d\n" % len(report))
+
+    server: socketserver.BaseServer
+    if family == "unix":
+        server = socketserver.ThreadingUnixStreamServer(address, Upload)
+    else:
+        server = socketserver.ThreadingTCPServer(("127.0.0.1", int(address)), Upload)
+    ready("server")
+    server.serve_forever()
+
+
+def half_close_uploader(family: str, address: str) -> None:
+    conn = _connect(family, address)
+    conn.sendall(b'{"step": 7, "loss": 0.25}\n')
+    wait_for_line("reader")
+    time.sleep(0.2)  # the reader is in its read, past the bytes sent
+    ready("uploader")
+    print(conn.recv(64))  # no conn.shutdown(socket.SHUT_WR): the reader never sees EOF
+
+
 MODES = {
     "daemon_output": daemon_output, "daemon": daemon,
     "asker": asker_driver, "asker_child": asker_child,
@@ -222,6 +275,9 @@ MODES = {
     "callback": callback_job,
     "callback_server": lambda: callback_server(sys.argv[4], int(sys.argv[5]), int(sys.argv[6])),
     "callback_client": lambda: callback_client(int(sys.argv[4])),
+    "half_close": lambda: half_close_job(sys.argv[4] if len(sys.argv) > 4 else "tcp"),
+    "half_close_server": lambda: half_close_server(sys.argv[4], sys.argv[5]),
+    "half_close_uploader": lambda: half_close_uploader(sys.argv[4], sys.argv[5]),
 }
 
 if __name__ == "__main__":
