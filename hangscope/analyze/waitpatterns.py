@@ -43,14 +43,24 @@ from hangscope.analyze.threadpatterns import (
     self_wait,
 )
 from hangscope.analyze.waitgraph import build_edges
-from hangscope.analyze.waitwalk import LOOP, Graph, hop, sends, site_words, thread_words
-from hangscope.model import Process, Snapshot, Thread
+from hangscope.analyze.waitwalk import (
+    LOOP,
+    Graph,
+    hop,
+    sends,
+    site_words,
+    store_keys,
+    store_peers,
+    thread_words,
+)
+from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
-from hangscope.words import verb, who
+from hangscope.words import short_who, verb, who
 
 
-def _end(g: Graph, edges: list[int]) -> str:
-    """What the last thread of a chain does: ``; PID 9 sleeps at x (y.py:3)``."""
+def _end(g: Graph, edges: list[int], waiters: int = 1) -> str:
+    """What the last thread of a chain does: ``; PID 9 sleeps at x (y.py:3)``; a collective
+    the store waiters never join (``waiters`` of them) says it waits for them."""
     last = g.edges[edges[-1]]
     if last.to_pid is None or last.to_pid not in g.procs or (
             last.to_pid == last.pid and last.to_tid is None):
@@ -60,7 +70,10 @@ def _end(g: Graph, edges: list[int]) -> str:
     if thread is None or thread.category is None:
         return ""
     doing = verb(thread.category, op=thread.op)
-    return f"; {thread_words(proc, thread)} {doing}{site_words(thread)}"
+    them = ""
+    if last.kind == "store" and thread.category is Category.COLLECTIVE:
+        them = " for them" if waiters > 1 else " for it"
+    return f"; {thread_words(proc, thread)} {doing}{site_words(thread)}{them}"
 
 
 def _suspect(g: Graph, edges: list[int]) -> tuple[int | None, int | None]:
@@ -140,12 +153,12 @@ def _both_read(g: Graph, ring: list[int]) -> str:
     if not {a.kind, b.kind} <= {"unix", "tcp"} or sends(a) or sends(b) or (
             a.to_tid, b.to_tid) != (b.tid, a.tid) or (a.to_pid, b.to_pid) != (b.pid, a.pid):
         return ""
-    first = thread_words(g.procs[a.pid], g.threads.get((a.pid, a.tid)))
-    second = thread_words(g.procs[b.pid], g.threads.get((b.pid, b.tid)))
-    return (f"{first} and {second} both wait to read the same connection "
-            f"({a.object.split(' (')[0]}), and neither sends: "
-            + "; ".join(hop(g, i) for i in ring)
-            + ": a framing bug: one side reads until EOF, or for more than the other sends; "
+    ta, tb = g.threads.get((a.pid, a.tid)), g.threads.get((b.pid, b.tid))
+    first, second = thread_words(g.procs[a.pid], ta), thread_words(g.procs[b.pid], tb)
+    return (f"{first} and {second} both wait to read the same connection, and neither "
+            f"sends: {first} reads {a.object.split(' (')[0]}{site_words(ta)}; {second} reads "
+            f"its peer, {b.object.split(' (')[0]},{site_words(tb)}"
+            ": a framing bug: one side reads until EOF, or for more than the other sends; "
             "one side must send, or shut down its write half (sock.shutdown(socket.SHUT_WR)), "
             "first")
 
@@ -316,8 +329,27 @@ def _sink(g: Graph) -> WaitPattern | None:
     idle = _idle_loop(end, g.threads.get((end.pid, last.to_tid)) if last.to_tid else
                       end.working_thread) if end is not None and last.kind in ("tcp",
                                                                               "unix") else ""
-    chain = "; ".join(hop(g, i) for i in path) + (idle or _end(g, path))
-    return WaitPattern("sink", members, chain, tuple(path), suspect, tid)
+    together = store_peers(g, path[0])
+    chain = "; ".join([hop(g, path[0], together), *(hop(g, i) for i in path[1:])]) + (
+        idle or _end(g, path, waiters=len(together) + 1)) + _unset_key(g, path, suspect)
+    members = tuple(dict.fromkeys([*members, *(g.edges[k].pid for k in together)]))
+    return WaitPattern("sink", members, chain, (path[0], *together, *path[1:]), suspect, tid)
+
+
+def _unset_key(g: Graph, path: list[int], suspect: int | None) -> str:
+    """What to check where a chain ends at the store's owner, whose key nobody set."""
+    last = g.edges[path[-1]]
+    keys = store_keys(g, last.pid)
+    owner = g.procs.get(suspect or 0)
+    if last.kind != "store" or not keys or owner is None or last.to_pid != suspect:
+        return ""
+    named = " and ".join(map(repr, keys))
+    thread = owner.working_thread
+    before = (", and that it sets it before the collective it waits in"
+              if thread is not None and thread.category is Category.COLLECTIVE else "")
+    return (f": nobody set {named}; look where {short_who(owner)} sets it: a key set under "
+            f"another name (a PrefixStore prepends its prefix; a version or rank in the "
+            f"name){before}")
 
 
 def _asks(g: Graph, edge: WaitEdge) -> bool:

@@ -98,6 +98,29 @@ def test_a_rank_that_left_its_loop_early_into_a_store_wait_is_the_odd_one_out(
     assert "The odd one out is rank 1." in summary
 
 
+def test_ranks_waiting_for_a_store_key_set_under_a_prefix_are_grouped_and_the_key_named(
+        tmp_path: Path) -> None:
+    """Real report: pytorch/pytorch#67972 (a store get of a key that is not set blocks until
+    the timeout); here rank 0 marks a step done through a PrefixStore, so the key gains its
+    prefix, and enters all_reduce, while ranks 1 and 2 wait for the bare key. The key comes
+    from the waiters' line and its locals (py-spy --locals), not from any name of this job."""
+    data, pids = _dump("prefixed_key", tmp_path, ["rank0", "rank1", "rank2"])
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [pids["rank0"]]  # where the key was (not) set
+    summary = verdict["summary"]
+    assert summary.startswith("Wait chain: Ranks 1-2 wait in TCPStore.wait for key "
+                              "'step2/saved' of the c10d store at 127.0.0.1:"), summary
+    assert "at prefixed_rank (chain_jobs.py:" in summary
+    assert "outside any collective" in summary
+    assert f"rank 0 (PID {pids['rank0']}) waits in all_reduce at prefixed_rank " \
+           "(chain_jobs.py:" in summary and " for them" in summary
+    assert "nobody set 'step2/saved'; look where rank 0 sets it" in summary
+    assert "PrefixStore prepends its prefix" in summary
+    keys = {r["pid"]: r["store_keys"] for r in data["waits"]["locals"]}
+    assert keys[pids["rank1"]] == keys[pids["rank2"]] == ["step2/saved"], keys
+
+
 def test_a_rank_that_left_its_loop_early_into_a_barrier_is_the_odd_one_out(
         tmp_path: Path) -> None:
     """Real report: pytorch/pytorch#38174 (the Join RFC: a rank out of inputs enters the next

@@ -21,6 +21,9 @@ each the mechanism of a real report (the tests cite it):
                     Manager Event that only the third sets, queued behind them.
 - ``callback``      two single-threaded servers on 127.0.0.1: A's handler asks B, B's handler
                     asks A back, which cannot accept while in its handler; a client asks A.
+- ``prefixed_key`` 3 gloo ranks; rank 0 saves step 2 and marks it through a PrefixStore
+                    (its key gains the prefix), then waits in all_reduce; ranks 1 and 2
+                    ``store.wait`` for the unprefixed key on the raw TCPStore.
 - ``half_close``    a threaded report server (TCP, or ``half_close unix``: a Unix socket) whose
                     handler thread reads each upload until EOF; an uploader sends its report
                     and, without shutting down its write half, waits for the receipt.
@@ -214,6 +217,39 @@ def callback_client(port: int) -> None:
     print(ask(port, b"lookup"))
 
 
+# -- a key set under a prefix, waited for without it ----------------------------------------
+
+def prefixed_job() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ranks = [subprocess.Popen(me("prefixed_rank", str(rank), str(port)),
+                              env={**os.environ, "RANK": str(rank), "WORLD_SIZE": "3"})
+             for rank in range(3)]
+    for rank in ranks:
+        rank.wait()
+
+
+def prefixed_rank(rank: int, port: int) -> None:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", port, 3, is_master=rank == 0,
+                          timeout=datetime.timedelta(hours=1))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=3,
+                            timeout=datetime.timedelta(hours=1))
+    step = 2
+    if rank == 0:
+        dist.PrefixStore("ckpt", store).set(f"step{step}/saved", "1")  # "ckpt/step2/saved"
+        ready("rank0")
+        dist.all_reduce(torch.ones(4))  # the others never come: they wait for the marker
+    else:
+        ready(f"rank{rank}")
+        store.wait([f"step{step}/saved"])
+
+
 # -- both ends of one connection wait to read it ----------------------------------------
 
 def half_close_job(family: str) -> None:
@@ -275,6 +311,8 @@ MODES = {
     "callback": callback_job,
     "callback_server": lambda: callback_server(sys.argv[4], int(sys.argv[5]), int(sys.argv[6])),
     "callback_client": lambda: callback_client(int(sys.argv[4])),
+    "prefixed_key": prefixed_job,
+    "prefixed_rank": lambda: prefixed_rank(int(sys.argv[4]), int(sys.argv[5])),
     "half_close": lambda: half_close_job(sys.argv[4] if len(sys.argv) > 4 else "tcp"),
     "half_close_server": lambda: half_close_server(sys.argv[4], sys.argv[5]),
     "half_close_uploader": lambda: half_close_uploader(sys.argv[4], sys.argv[5]),
