@@ -8,7 +8,10 @@ other end can be read:
   a pipe or FIFO fd leads to every process of the job holding its other end (fdinfo's
   O_ACCMODE), a Unix socket to the holder of its peer inode (sock_diag), a TCP socket to the
   holder of the socket whose ends are this one's swapped (none: the job's listener on that
-  local port, whose accept queue holds the connection), a terminal to the user;
+  local port, whose accept queue holds the connection), a terminal to the user; a socket's
+  edge leads to the holder's threads blocked on that peer socket alone (their syscall's fd:
+  a connection's handler thread, not the main thread idle in accept), to the process where
+  none is (or for a store: its daemon polls every client);
 - ``wait4(pid)`` leads to that child (or every child, for -1);
 - ``flock``/``fcntl(F_SETLKW, F_OFD_SETLKW)`` on a file leads to the holders of a lock on it
   (fdinfo's ``lock:`` lines name OFD locks' holders, which /proc/locks shows as pid -1;

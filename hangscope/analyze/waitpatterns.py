@@ -146,15 +146,22 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
 def _both_read(g: Graph, ring: list[int]) -> str:
     """Both ends of one connection each wait to read it, each from the thread blocked on the
     other's socket: nobody will send (a request read until EOF, or a length, the other never
-    sends): the cycle's sentence, or "" when it is not that."""
+    sends); or both wait to write it (both buffers full): the cycle's sentence, or "" when it
+    is not that."""
     if len(ring) != 2:
         return ""
     a, b = (g.edges[i] for i in ring)
-    if not {a.kind, b.kind} <= {"unix", "tcp"} or sends(a) or sends(b) or (
+    if not {a.kind, b.kind} <= {"unix", "tcp"} or sends(a) != sends(b) or (
             a.to_tid, b.to_tid) != (b.tid, a.tid) or (a.to_pid, b.to_pid) != (b.pid, a.pid):
         return ""
     ta, tb = g.threads.get((a.pid, a.tid)), g.threads.get((b.pid, b.tid))
     first, second = thread_words(g.procs[a.pid], ta), thread_words(g.procs[b.pid], tb)
+    if sends(a):  # both send buffers full: each writes, neither reads
+        return (f"{first} and {second} both wait to send on the same connection, and neither "
+                f"reads: {first} writes {a.object.split(' (')[0]}{site_words(ta)}; {second} "
+                f"writes its peer, {b.object.split(' (')[0]},{site_words(tb)}: both socket "
+                "buffers are full; one side must read while it writes (a reader thread, "
+                "non-blocking I/O, or smaller messages with replies in between)")
     return (f"{first} and {second} both wait to read the same connection, and neither "
             f"sends: {first} reads {a.object.split(' (')[0]}{site_words(ta)}; {second} reads "
             f"its peer, {b.object.split(' (')[0]},{site_words(tb)}"

@@ -201,3 +201,30 @@ def test_both_ends_of_one_connection_reading_it_are_a_deadlock_of_the_handler_th
     handler = [e for e in data["wait_graph"]["edges"] if e["pid"] == uploader
                and e["kind"] in ("tcp", "unix")]
     assert handler and handler[0]["to_pid"] == server and handler[0]["to_tid"], handler
+
+
+def test_both_ends_of_one_connection_writing_it_with_full_buffers_are_a_deadlock(
+        tmp_path: Path) -> None:
+    """The classic socket pitfall (each side sendall()s a large payload before it reads the
+    other's: both kernel buffers fill and both block in send): no side's main thread, no
+    accept queue, just the two senders."""
+    workdir = tmp_path / "job-both_send"
+
+    def sending(target: Target) -> bool:
+        for tag in ("primary", "replica"):
+            pid = target.pids.get(tag)
+            with contextlib.suppress(OSError):
+                if pid is None or "wait" not in Path(f"/proc/{pid}/wchan").read_text():
+                    return False
+        return True
+
+    argv = [sys.executable, str(JOBS), "both_send", str(workdir / "ready"), str(workdir)]
+    with running_target(argv, workdir, tags=["primary", "replica"], ready=sending) as job:
+        data = json.loads(dump_json(job.launcher, *FAST))
+        primary, replica = job.pids["primary"], job.pids["replica"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", verdict
+    assert set(verdict["suspects"]) == {primary, replica}, verdict
+    summary = verdict["summary"]
+    assert "both wait to send on the same connection, and neither reads" in summary, summary
+    assert "both socket buffers are full" in summary

@@ -24,6 +24,8 @@ each the mechanism of a real report (the tests cite it):
 - ``prefixed_key`` 3 gloo ranks; rank 0 saves step 2 and marks it through a PrefixStore
                     (its key gains the prefix), then waits in all_reduce; ranks 1 and 2
                     ``store.wait`` for the unprefixed key on the raw TCPStore.
+- ``both_send``     a mirror sync over loopback TCP: each side pushes its whole snapshot with
+                    ``sendall`` before it reads the other's; both socket buffers fill up.
 - ``half_close``    a threaded report server (TCP, or ``half_close unix``: a Unix socket) whose
                     handler thread reads each upload until EOF; an uploader sends its report
                     and, without shutting down its write half, waits for the receipt.
@@ -300,6 +302,30 @@ def half_close_uploader(family: str, address: str) -> None:
     print(conn.recv(64))  # no conn.shutdown(socket.SHUT_WR): the reader never sees EOF
 
 
+# -- both ends of one connection wait to write it ---------------------------------------
+
+SNAPSHOT = b"x" * (64 << 20)  # far more than both socket buffers hold
+
+
+def both_send_job() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    peer = subprocess.Popen(me("both_send_peer", str(listener.getsockname()[1])))
+    conn, _ = listener.accept()
+    ready("primary")
+    conn.sendall(SNAPSHOT)  # reads the replica's snapshot only after sending its own
+    conn.recv(1)
+    peer.wait()
+
+
+def both_send_peer(port: int) -> None:
+    conn = socket.create_connection(("127.0.0.1", port))
+    ready("replica")
+    conn.sendall(SNAPSHOT)
+    conn.recv(1)
+
+
 MODES = {
     "daemon_output": daemon_output, "daemon": daemon,
     "asker": asker_driver, "asker_child": asker_child,
@@ -313,6 +339,8 @@ MODES = {
     "callback_client": lambda: callback_client(int(sys.argv[4])),
     "prefixed_key": prefixed_job,
     "prefixed_rank": lambda: prefixed_rank(int(sys.argv[4]), int(sys.argv[5])),
+    "both_send": both_send_job,
+    "both_send_peer": lambda: both_send_peer(int(sys.argv[4])),
     "half_close": lambda: half_close_job(sys.argv[4] if len(sys.argv) > 4 else "tcp"),
     "half_close_server": lambda: half_close_server(sys.argv[4], sys.argv[5]),
     "half_close_uploader": lambda: half_close_uploader(sys.argv[4], sys.argv[5]),
