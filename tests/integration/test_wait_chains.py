@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -177,13 +178,18 @@ def test_both_ends_of_one_connection_reading_it_are_a_deadlock_of_the_handler_th
     workdir = tmp_path / f"job-half_close-{family}"
     ready = workdir / "ready"
 
-    def reading(target: Target) -> bool:
-        pid = target.pids.get("uploader")
+    def blocked(pid: int | None, tid: int | None = None) -> bool:
+        # in its recv (unix_stream_read_generic, wait_woken), past its ready-file write
         with contextlib.suppress(OSError):
-            wchan = Path(f"/proc/{pid}/wchan").read_text() if pid is not None else ""
-            # in its recv (unix_stream_read_generic, wait_woken), past its ready-file write
-            return wchan not in ("", "0") and "sleep" not in wchan
+            wchan = Path(f"/proc/{pid}/task/{tid or pid}/wchan").read_text()
+            return wchan not in ("", "0") and "sleep" not in wchan and "poll" not in wchan
         return False
+
+    def reading(target: Target) -> bool:
+        server = target.pids.get("server")
+        handlers = [int(t) for t in os.listdir(f"/proc/{server}/task") if int(t) != server] \
+            if server is not None else []
+        return blocked(target.pids.get("uploader")) and any(blocked(server, t) for t in handlers)
 
     argv = [sys.executable, str(JOBS), "half_close", str(ready), str(workdir), family]
     with running_target(argv, workdir, tags=["server", "reader", "uploader"],
