@@ -8,7 +8,10 @@ other end can be read:
   a pipe or FIFO fd leads to every process of the job holding its other end (fdinfo's
   O_ACCMODE), a Unix socket to the holder of its peer inode (sock_diag), a TCP socket to the
   holder of the socket whose ends are this one's swapped (none: the job's listener on that
-  local port, whose accept queue holds the connection), a terminal to the user;
+  local port, whose accept queue holds the connection), a terminal to the user; a socket's
+  edge leads to the holder's threads blocked on that peer socket alone (their syscall's fd:
+  a connection's handler thread, not the main thread idle in accept), to the process where
+  none is (or for a store: its daemon polls every client);
 - ``wait4(pid)`` leads to that child (or every child, for -1);
 - ``flock``/``fcntl(F_SETLKW, F_OFD_SETLKW)`` on a file leads to the holders of a lock on it
   (fdinfo's ``lock:`` lines name OFD locks' holders, which /proc/locks shows as pid -1;
@@ -66,6 +69,8 @@ class _Index:
         default_factory=dict)  # file key -> (pid, fd or None, lock kind)
     listeners: dict[int, list[tuple[str, int]]] = field(
         default_factory=dict)  # TCP port -> (listening address, pid)
+    tids: dict[int, list[int]] = field(default_factory=dict)  # pid -> tids with a syscall read
+    arch: str = ""
 
 
 def _key(rec: FdRecord) -> tuple[str, int, int, int] | None:
@@ -77,12 +82,13 @@ def _key(rec: FdRecord) -> tuple[str, int, int, int] | None:
 
 
 def _index(snap: Snapshot, kernel: KernelWaits) -> _Index:
-    idx = _Index({p.pid: p for p in snap.processes})
+    idx = _Index({p.pid: p for p in snap.processes}, arch=kernel.arch)
     for pf in kernel.processes:
         by_fd = {r.fd: r for r in pf.fds}
         idx.fds[pf.pid] = by_fd
         for call in pf.syscalls:
             idx.calls[call.tid] = (call.nr, call.args, call.polled)
+            idx.tids.setdefault(pf.pid, []).append(call.tid)
         for rec in pf.fds:
             key = _key(rec)
             if key is not None:
@@ -120,6 +126,27 @@ def _pid_t(value: int) -> int:
 
 def _holders_of(idx: _Index, inode: int) -> list[int]:
     return sorted({pid for pid, _ in idx.holders.get(("inode", 0, 0, inode), [])})
+
+
+def _socket_threads(idx: _Index, pid: int, inode: int) -> list[int]:
+    """The threads of ``pid`` blocked on its fd of socket ``inode`` alone: a read, write or
+    recv of that fd, or a poll of that one fd (a socket with a timeout). A thread polling many
+    fds (a selector, a store's daemon) serves whichever speaks first: the process, not that
+    thread, is what the peer waits on."""
+    table = SYSCALLS.get(idx.arch)
+    if table is None:
+        return []
+    fds = {fd for fd, rec in idx.fds.get(pid, {}).items()
+           if rec.inode == inode and rec.target.startswith("socket:")}
+    found = []
+    for tid in idx.tids.get(pid, []):
+        nr, args, polled = idx.calls[tid]
+        if nr in table["poll"] or polled:
+            if len(polled) == 1 and polled[0][0] in fds:
+                found.append(tid)
+        elif (nr in table["read"] or nr in table["write"]) and args and args[0] in fds:
+            found.append(tid)
+    return found
 
 
 def _fd_edges(idx: _Index, proc: Process, thread: Thread, what: str, name: str,
@@ -168,7 +195,7 @@ def _socket_edges(idx: _Index, proc: Process, thread: Thread, rec: FdRecord, how
             yield WaitEdge(proc.pid, thread.tid, "unix", obj, how, fd=rec.fd,
                            outside="a process outside the job (the peer's holder)")
         for pid in holders:
-            yield WaitEdge(proc.pid, thread.tid, "unix", obj, how, to_pid=pid, fd=rec.fd)
+            yield from _peer_edges(idx, proc, thread, "unix", obj, how, pid, peer, rec.fd)
         return
     ends = idx.tcp.get(rec.inode)
     if ends is None:
@@ -191,7 +218,24 @@ def _socket_edges(idx: _Index, proc: Process, thread: Thread, rec: FdRecord, how
         yield WaitEdge(proc.pid, thread.tid, kind, obj, how, outside=f"{shown[1]} (remote)",
                        fd=rec.fd)
     for pid in holders:
-        yield WaitEdge(proc.pid, thread.tid, kind, obj, how, to_pid=pid, fd=rec.fd)
+        if other is None or store:  # the accept queue, or a store's daemon: the process
+            yield WaitEdge(proc.pid, thread.tid, kind, obj, how, to_pid=pid, fd=rec.fd)
+        else:
+            yield from _peer_edges(idx, proc, thread, kind, obj, how, pid, other, rec.fd)
+
+
+def _peer_edges(idx: _Index, proc: Process, thread: Thread, kind: str, obj: str, how: str,
+                pid: int, peer: int, fd: int) -> Iterator[WaitEdge]:
+    """The edge to the holder ``pid`` of the peer socket ``peer``: to each of its threads
+    blocked on that very socket (the connection's handler thread, not the main thread idle in
+    accept), or to the process where none is."""
+    tids = [t for t in _socket_threads(idx, pid, peer) if (pid, t) != (proc.pid, thread.tid)]
+    if not tids:
+        yield WaitEdge(proc.pid, thread.tid, kind, obj, how, to_pid=pid, fd=fd)
+    for tid in tids:
+        yield WaitEdge(proc.pid, thread.tid, kind, obj,
+                       f"{how}; thread {tid} of PID {pid} is blocked on that peer socket",
+                       to_pid=pid, to_tid=tid, fd=fd)
 
 
 def _addr(end: str) -> str:

@@ -46,14 +46,24 @@ from hangscope.analyze.threadpatterns import (
     self_wait,
 )
 from hangscope.analyze.waitgraph import build_edges
-from hangscope.analyze.waitwalk import LOOP, Graph, hop, site_words, thread_words
-from hangscope.model import Process, Snapshot, Thread
+from hangscope.analyze.waitwalk import (
+    LOOP,
+    Graph,
+    hop,
+    sends,
+    site_words,
+    store_keys,
+    store_peers,
+    thread_words,
+)
+from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
-from hangscope.words import verb, who
+from hangscope.words import short_who, verb, who
 
 
-def _end(g: Graph, edges: list[int]) -> str:
-    """What the last thread of a chain does: ``; PID 9 sleeps at x (y.py:3)``."""
+def _end(g: Graph, edges: list[int], waiters: int = 1) -> str:
+    """What the last thread of a chain does: ``; PID 9 sleeps at x (y.py:3)``; a collective
+    the store waiters never join (``waiters`` of them) says it waits for them."""
     last = g.edges[edges[-1]]
     if last.to_pid is None or last.to_pid not in g.procs or (
             last.to_pid == last.pid and last.to_tid is None):
@@ -63,7 +73,10 @@ def _end(g: Graph, edges: list[int]) -> str:
     if thread is None or thread.category is None:
         return ""
     doing = verb(thread.category, op=thread.op)
-    return f"; {thread_words(proc, thread)} {doing}{site_words(thread)}"
+    them = ""
+    if last.kind == "store" and thread.category is Category.COLLECTIVE:
+        them = " for them" if waiters > 1 else " for it"
+    return f"; {thread_words(proc, thread)} {doing}{site_words(thread)}{them}"
 
 
 def _suspect(g: Graph, edges: list[int]) -> tuple[int | None, int | None]:
@@ -163,9 +176,13 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         ring = _from_lock_holder(g, ring)
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
+        both = _both_read(g, ring)
+        if both:
+            chain = both
         # A lock's holder blocked on another process: the holder is where the cycle is held,
-        # and the process it waits on is the one that never acts: both are suspects.
-        also = members[1:] if ring != path[start:] else ()
+        # and the process it waits on is the one that never acts: both are suspects (and both
+        # ends of one connection that each wait to read it).
+        also = members[1:] if both or ring != path[start:] else ()
         return WaitPattern("cycle", members, chain, tuple(ring), members[0],
                            g.edges[ring[0]].tid, also)
     return None
@@ -183,6 +200,33 @@ def _from_lock_holder(g: Graph, ring: list[int]) -> list[int]:
         if g.edges[nxt].tid == edge.to_tid and g.edges[nxt].pid == edge.to_pid:
             return ring[k + 1:] + ring[:k + 1]
     return ring
+
+
+def _both_read(g: Graph, ring: list[int]) -> str:
+    """Both ends of one connection each wait to read it, each from the thread blocked on the
+    other's socket: nobody will send (a request read until EOF, or a length, the other never
+    sends); or both wait to write it (both buffers full): the cycle's sentence, or "" when it
+    is not that."""
+    if len(ring) != 2:
+        return ""
+    a, b = (g.edges[i] for i in ring)
+    if not {a.kind, b.kind} <= {"unix", "tcp"} or sends(a) != sends(b) or (
+            a.to_tid, b.to_tid) != (b.tid, a.tid) or (a.to_pid, b.to_pid) != (b.pid, a.pid):
+        return ""
+    ta, tb = g.threads.get((a.pid, a.tid)), g.threads.get((b.pid, b.tid))
+    first, second = thread_words(g.procs[a.pid], ta), thread_words(g.procs[b.pid], tb)
+    if sends(a):  # both send buffers full: each writes, neither reads
+        return (f"{first} and {second} both wait to send on the same connection, and neither "
+                f"reads: {first} writes {a.object.split(' (')[0]}{site_words(ta)}; {second} "
+                f"writes its peer, {b.object.split(' (')[0]},{site_words(tb)}: both socket "
+                "buffers are full; one side must read while it writes (a reader thread, "
+                "non-blocking I/O, or smaller messages with replies in between)")
+    return (f"{first} and {second} both wait to read the same connection, and neither "
+            f"sends: {first} reads {a.object.split(' (')[0]}{site_words(ta)}; {second} reads "
+            f"its peer, {b.object.split(' (')[0]},{site_words(tb)}"
+            ": a framing bug: one side reads until EOF, or for more than the other sends; "
+            "one side must send, or shut down its write half (sock.shutdown(socket.SHUT_WR)), "
+            "first")
 
 
 def _event_loop(g: Graph) -> WaitPattern | None:
@@ -244,8 +288,27 @@ def _sink(g: Graph) -> WaitPattern | None:
     idle = _idle_loop(end, g.threads.get((end.pid, last.to_tid)) if last.to_tid else
                       end.working_thread) if end is not None and last.kind in ("tcp",
                                                                               "unix") else ""
-    chain = "; ".join(hop(g, i) for i in path) + (idle or _end(g, path))
-    return WaitPattern("sink", members, chain, tuple(path), suspect, tid)
+    together = store_peers(g, path[0])
+    chain = "; ".join([hop(g, path[0], together), *(hop(g, i) for i in path[1:])]) + (
+        idle or _end(g, path, waiters=len(together) + 1)) + _unset_key(g, path, suspect)
+    members = tuple(dict.fromkeys([*members, *(g.edges[k].pid for k in together)]))
+    return WaitPattern("sink", members, chain, (path[0], *together, *path[1:]), suspect, tid)
+
+
+def _unset_key(g: Graph, path: list[int], suspect: int | None) -> str:
+    """What to check where a chain ends at the store's owner, whose key nobody set."""
+    last = g.edges[path[-1]]
+    keys = store_keys(g, last.pid)
+    owner = g.procs.get(suspect or 0)
+    if last.kind != "store" or not keys or owner is None or last.to_pid != suspect:
+        return ""
+    named = " and ".join(map(repr, keys))
+    thread = owner.working_thread
+    before = (", and that it sets it before the collective it waits in"
+              if thread is not None and thread.category is Category.COLLECTIVE else "")
+    return (f": nobody set {named}; look where {short_who(owner)} sets it: a key set under "
+            f"another name (a PrefixStore prepends its prefix; a version or rank in the "
+            f"name){before}")
 
 
 def _asks(g: Graph, edge: WaitEdge) -> bool:

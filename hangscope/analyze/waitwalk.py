@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hangscope.analyze.store_key import store_op
 from hangscope.analyze.threadedges import blocked as _blocked
 from hangscope.analyze.threadedges import user_frame
 from hangscope.analyze.waitgraph import edges_from
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge
-from hangscope.words import who
+from hangscope.words import who, who_many
 
 #: The frames of a running asyncio loop (base_events.py).
 LOOP = ("_run_once", "run_forever", "run_until_complete")
@@ -89,8 +90,9 @@ def site_words(thread: Thread | None) -> str:
     return f" at {thread.site}" if thread.site else ""
 
 
-def hop(g: Graph, i: int) -> str:
-    """One edge as a clause: ``PID 9 waits for child 10 (wait4) at run (x.py:3)``."""
+def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
+    """One edge as a clause: ``PID 9 waits for child 10 (wait4) at run (x.py:3)``;
+    ``together``: the edges of other processes waiting the same way (a store key)."""
     edge = g.edges[i]
     proc = g.procs[edge.pid]
     thread = g.threads.get((edge.pid, edge.tid))
@@ -137,16 +139,70 @@ def hop(g: Graph, i: int) -> str:
     if edge.kind == "terminal":
         return f"{me} reads {edge.object}{site}"
     if edge.kind == "store":
-        return (f"{me} waits in TCPStore get/wait for a key of {edge.object}{site}, which "
-                f"{them} serves and nobody has set")
+        return _store_hop(g, i, together, them)
     if edge.kind in ("unix", "tcp"):
-        doing = "to send on" if edge.how.startswith(("write", "send")) else "for a reply on"
+        doing = "to send on" if sends(edge) else "for a reply on"
+        if target is not None and edge.to_tid is not None:
+            them = thread_words(target, g.threads.get((target.pid, edge.to_tid)))
         if "accept queue" in edge.how:
             return (f"{me} waits {doing} {edge.object}{site}, from {them}, which has not even "
                     "accepted that connection (it waits in the accept queue of its listening "
                     "socket)")
         return f"{me} waits {doing} {edge.object}{site}, from {them}"
     return f"{me} waits on {edge.object}{site} for {them}"
+
+
+def store_keys(g: Graph, pid: int) -> tuple[str, ...]:
+    """The keys ``pid``'s store get/wait waits for, where its --locals said them
+    (analyze/store_key.py)."""
+    waits = g.snap.waits
+    read = next((r for r in waits.locals if r.pid == pid), None) if waits is not None else None
+    return read.store_keys if read is not None else ()
+
+
+def store_peers(g: Graph, i: int) -> list[int]:
+    """The store edges of other processes' working threads waiting as edge ``i`` does: on the
+    same store, at the same line, for the same keys (ranks 1-3 in one ``store.get``)."""
+    edge = g.edges[i]
+    if edge.kind != "store":
+        return []
+    site = site_words(g.threads.get((edge.pid, edge.tid)))
+    keys = store_keys(g, edge.pid)
+    found = []
+    for pid in sorted(g.out):
+        if pid == edge.pid:
+            continue
+        for k in g.live_edges(pid, None)[:1]:
+            e = g.edges[k]
+            if (e.kind, e.to_pid, e.object) == ("store", edge.to_pid, edge.object) and site_words(
+                    g.threads.get((e.pid, e.tid))) == site and store_keys(g, pid) == keys:
+                found.append(k)
+    return found
+
+
+def _store_hop(g: Graph, i: int, together: Sequence[int], them: str) -> str:
+    edge = g.edges[i]
+    thread = g.threads.get((edge.pid, edge.tid))
+    procs = [g.procs[g.edges[k].pid] for k in (i, *together)]
+    me = who_many(procs) if len(procs) > 1 else thread_words(procs[0], thread)
+    op = store_op(thread)
+    call = f"TCPStore.{op}" if op else "TCPStore get/wait"
+    keys = store_keys(g, edge.pid)
+    what = (f"for key {keys[0]!r}" if len(keys) == 1 else
+            f"for keys {', '.join(map(repr, keys))}" if keys else "for a key")
+    # A rank whose own line calls the store waits outside any collective: a collective's
+    # own store waits (a store-based barrier) sit under a torch.distributed frame.
+    inner = next((f for f in thread.frames if not f.native), None) if thread else None
+    outside = (", outside any collective" if all(p.rank is not None for p in procs)
+               and inner is not None and "torch/distributed/" not in (inner.file or "") else "")
+    waits = "wait" if len(procs) > 1 else "waits"
+    return (f"{me} {waits} in {call} {what} of {edge.object}{site_words(thread)}{outside}, "
+            f"which {them} serves and nobody has set")
+
+
+def sends(edge: WaitEdge) -> bool:
+    """The edge's thread is blocked writing its fd (``write``/``send*``), not reading it."""
+    return edge.how.startswith(("write", "send"))
 
 
 def _polled_with(g: Graph, edge: WaitEdge, holders: list[int]) -> list[str]:

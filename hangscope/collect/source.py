@@ -192,3 +192,20 @@ def capture_block(path: str | None, line: int | None) -> str | None:
         if first <= line <= last:
             return f"{text} ({os.path.basename(path)}:{at})"
     return None
+
+
+def line_text(path: str | None, line: int | None) -> str | None:
+    """The text of ``path:line`` (a store call whose key the locals fill in), or None: no
+    such file or line, or a file too large to be source."""
+    if not path or not line or line < 1:
+        return None
+    try:
+        if os.stat(path).st_size > MAX_SOURCE_BYTES:
+            return None
+        with open(path, "rb") as fh:
+            for number, raw in enumerate(fh, 1):
+                if number == line:
+                    return raw.decode("utf-8", "replace").rstrip("\r\n")
+    except OSError:
+        return None
+    return None

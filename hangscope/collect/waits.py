@@ -4,7 +4,8 @@
 /proc/locks and the kernel wait facts (fds with their ends and locks, blocked syscalls, socket
 peers: collect/procfs.py ``read_kernel_waits``) are cheap reads of the job's processes.
 ``py-spy dump --locals --json`` is asked only of the processes the live pipeline names (it
-decides whom: the ranks polling a ``filelock`` or waiting in send/recv, analyze/locals_wanted.py);
+decides whom: the ranks polling a ``filelock``, waiting in send/recv or in a store get/wait,
+analyze/locals_wanted.py);
 it costs what a plain dump costs (tests/fixtures/p2p/README.md). This module only reads: what
 the locals mean is the caller's ``interpret``.
 """

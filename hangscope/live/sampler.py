@@ -26,6 +26,7 @@ from hangscope.analyze.locals_wanted import interpreter, locals_wanted
 from hangscope.collect import collectives, exitcode, kmsg, logs, nvml, procfs, pyspy, tree
 from hangscope.collect.host import BoundedGpuReader, read_host
 from hangscope.collect.progress import ProgressWatcher
+from hangscope.collect.source import line_text
 from hangscope.collect.waits import read_waits
 from hangscope.errors import PermissionDenied, ToolMissing
 from hangscope.live.discover import Discovery, check_python_job, not_sampleable, replaced
@@ -267,8 +268,9 @@ class Sampler:
                           if r.proc.exists and r.proc.state in ("Z", "X")})
         merged = [merge_rounds(p, rounds, read, opts.redact) for p in procs]
         merged = logs.attach_tails(merged, redact=opts.redact)
-        asked, tids = locals_wanted(merged) if not opts.nonblocking else ((), {})
-        waits = read_waits(merged, asked, interpreter(tids), min(5.0, opts.timeout), self._pyspy)
+        asked, tids, ops = locals_wanted(merged) if not opts.nonblocking else ((), {}, {})
+        waits = read_waits(merged, asked, interpreter(tids, ops, line_text),
+                           min(5.0, opts.timeout), self._pyspy)
         host_name = merged[0].host if merged else None
         ras, flight_recorder = collectives.finish(coll_read)
         readings = Readings(host=host_name, ras=replace(ras, raw=None),

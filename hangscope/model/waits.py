@@ -43,11 +43,13 @@ class P2PCall:
 @dataclass(frozen=True)
 class LocalsRead:
     """What ``py-spy dump --locals`` said of one process's working thread (asked only of
-    ranks polling a ``filelock`` or blocked in send/recv)."""
+    ranks polling a ``filelock``, blocked in send/recv or in a c10d store get/wait)."""
 
     pid: int
     lock_file: str | None = None  # the file a polling filelock waiter wants
     p2p: P2PCall | None = None  # its pending send/recv and the peer
+    # The keys its store get/wait waits for (its calling line and locals: analyze/store_key.py)
+    store_keys: tuple[str, ...] = ()
     error: str | None = None  # why nothing was read (py-spy failed or timed out)
 
 

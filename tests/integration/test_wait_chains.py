@@ -8,12 +8,15 @@ sentences quote them only because they are the jobs' own frames.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 from support import TARGETS, Target, dump_json, running_target
 
 JOBS = TARGETS / "chain_jobs.py"
@@ -96,6 +99,29 @@ def test_a_rank_that_left_its_loop_early_into_a_store_wait_is_the_odd_one_out(
     assert "The odd one out is rank 1." in summary
 
 
+def test_ranks_waiting_for_a_store_key_set_under_a_prefix_are_grouped_and_the_key_named(
+        tmp_path: Path) -> None:
+    """Real report: pytorch/pytorch#67972 (a store get of a key that is not set blocks until
+    the timeout); here rank 0 marks a step done through a PrefixStore, so the key gains its
+    prefix, and enters all_reduce, while ranks 1 and 2 wait for the bare key. The key comes
+    from the waiters' line and its locals (py-spy --locals), not from any name of this job."""
+    data, pids = _dump("prefixed_key", tmp_path, ["rank0", "rank1", "rank2"])
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [pids["rank0"]]  # where the key was (not) set
+    summary = verdict["summary"]
+    assert summary.startswith("Wait chain: Ranks 1-2 wait in TCPStore.wait for key "
+                              "'step2/saved' of the c10d store at 127.0.0.1:"), summary
+    assert "at prefixed_rank (chain_jobs.py:" in summary
+    assert "outside any collective" in summary
+    assert f"rank 0 (PID {pids['rank0']}) waits in all_reduce at prefixed_rank " \
+           "(chain_jobs.py:" in summary and " for them" in summary
+    assert "nobody set 'step2/saved'; look where rank 0 sets it" in summary
+    assert "PrefixStore prepends its prefix" in summary
+    keys = {r["pid"]: r["store_keys"] for r in data["waits"]["locals"]}
+    assert keys[pids["rank1"]] == keys[pids["rank2"]] == ["step2/saved"], keys
+
+
 def test_a_rank_that_left_its_loop_early_into_a_barrier_is_the_odd_one_out(
         tmp_path: Path) -> None:
     """Real report: pytorch/pytorch#38174 (the Join RFC: a rank out of inputs enters the next
@@ -141,3 +167,70 @@ def test_pool_workers_all_inside_tasks_that_wait_for_a_queued_task_saturate_the_
     assert "in task stitch (chain_jobs.py:" in summary
     assert "is the multiprocessing Manager" in summary
     assert "saturated by tasks waiting for tasks" in summary
+
+
+@pytest.mark.parametrize("family", ["tcp", "unix"])
+def test_both_ends_of_one_connection_reading_it_are_a_deadlock_of_the_handler_thread(
+        tmp_path: Path, family: str) -> None:
+    """Real report: rust-lang/socket2#39 (a server reads a request to EOF; the client sends it
+    and, keeping its socket open, waits for the answer): the uploader's wait leads to the
+    server's handler thread blocked on the peer socket, not to its main thread in accept."""
+    workdir = tmp_path / f"job-half_close-{family}"
+    ready = workdir / "ready"
+
+    def blocked(pid: int | None, tid: int | None = None) -> bool:
+        # in its recv (unix_stream_read_generic, wait_woken), past its ready-file write
+        with contextlib.suppress(OSError):
+            wchan = Path(f"/proc/{pid}/task/{tid or pid}/wchan").read_text()
+            return wchan not in ("", "0") and "sleep" not in wchan and "poll" not in wchan
+        return False
+
+    def reading(target: Target) -> bool:
+        server = target.pids.get("server")
+        handlers = [int(t) for t in os.listdir(f"/proc/{server}/task") if int(t) != server] \
+            if server is not None else []
+        return blocked(target.pids.get("uploader")) and any(blocked(server, t) for t in handlers)
+
+    argv = [sys.executable, str(JOBS), "half_close", str(ready), str(workdir), family]
+    with running_target(argv, workdir, tags=["server", "reader", "uploader"],
+                        ready=reading) as job:
+        data = json.loads(dump_json(job.launcher, *FAST))
+        server, uploader = job.pids["server"], job.pids["uploader"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", verdict
+    assert set(verdict["suspects"]) == {server, uploader}, verdict
+    summary = verdict["summary"]
+    assert f"PID {uploader} (python) and thread Thread-1 (process_request_thread) of PID " \
+           f"{server} (python) both wait to read the same connection" in summary, summary
+    assert "neither sends" in summary and "shutdown(socket.SHUT_WR)" in summary
+    assert "in the accept queue" not in summary
+    handler = [e for e in data["wait_graph"]["edges"] if e["pid"] == uploader
+               and e["kind"] in ("tcp", "unix")]
+    assert handler and handler[0]["to_pid"] == server and handler[0]["to_tid"], handler
+
+
+def test_both_ends_of_one_connection_writing_it_with_full_buffers_are_a_deadlock(
+        tmp_path: Path) -> None:
+    """The classic socket pitfall (each side sendall()s a large payload before it reads the
+    other's: both kernel buffers fill and both block in send): no side's main thread, no
+    accept queue, just the two senders."""
+    workdir = tmp_path / "job-both_send"
+
+    def sending(target: Target) -> bool:
+        for tag in ("primary", "replica"):
+            pid = target.pids.get(tag)
+            with contextlib.suppress(OSError):
+                if pid is None or "wait" not in Path(f"/proc/{pid}/wchan").read_text():
+                    return False
+        return True
+
+    argv = [sys.executable, str(JOBS), "both_send", str(workdir / "ready"), str(workdir)]
+    with running_target(argv, workdir, tags=["primary", "replica"], ready=sending) as job:
+        data = json.loads(dump_json(job.launcher, *FAST))
+        primary, replica = job.pids["primary"], job.pids["replica"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", verdict
+    assert set(verdict["suspects"]) == {primary, replica}, verdict
+    summary = verdict["summary"]
+    assert "both wait to send on the same connection, and neither reads" in summary, summary
+    assert "both socket buffers are full" in summary

@@ -211,5 +211,7 @@ def test_a_tcpstore_get_of_a_key_never_set_waits_for_the_stores_owner(tmp_path: 
     assert edge and edge[0]["pid"] == waiter and edge[0]["to_pid"] == owner, data["wait_graph"]
     verdict = data["verdict"]
     assert verdict["kind"] == "wait_chain" and verdict["suspects"] == [owner], verdict
-    assert "waits in TCPStore get/wait for a key of the c10d store at 127.0.0.1:" in (
+    # The key comes from the waiter's line and locals (py-spy --locals of its caller's frame).
+    assert "waits in TCPStore.get for key 'ready_to_train' of the c10d store at 127.0.0.1:" in (
         verdict["summary"])
+    assert "nobody set 'ready_to_train'; look where PID " in verdict["summary"]

@@ -21,6 +21,14 @@ each the mechanism of a real report (the tests cite it):
                     Manager Event that only the third sets, queued behind them.
 - ``callback``      two single-threaded servers on 127.0.0.1: A's handler asks B, B's handler
                     asks A back, which cannot accept while in its handler; a client asks A.
+- ``prefixed_key`` 3 gloo ranks; rank 0 saves step 2 and marks it through a PrefixStore
+                    (its key gains the prefix), then waits in all_reduce; ranks 1 and 2
+                    ``store.wait`` for the unprefixed key on the raw TCPStore.
+- ``both_send``     a mirror sync over loopback TCP: each side pushes its whole snapshot with
+                    ``sendall`` before it reads the other's; both socket buffers fill up.
+- ``half_close``    a threaded report server (TCP, or ``half_close unix``: a Unix socket) whose
+                    handler thread reads each upload until EOF; an uploader sends its report
+                    and, without shutting down its write half, waits for the receipt.
 """
 
 from __future__ import annotations
@@ -211,6 +219,113 @@ def callback_client(port: int) -> None:
     print(ask(port, b"lookup"))
 
 
+# -- a key set under a prefix, waited for without it ----------------------------------------
+
+def prefixed_job() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ranks = [subprocess.Popen(me("prefixed_rank", str(rank), str(port)),
+                              env={**os.environ, "RANK": str(rank), "WORLD_SIZE": "3"})
+             for rank in range(3)]
+    for rank in ranks:
+        rank.wait()
+
+
+def prefixed_rank(rank: int, port: int) -> None:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", port, 3, is_master=rank == 0,
+                          timeout=datetime.timedelta(hours=1))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=3,
+                            timeout=datetime.timedelta(hours=1))
+    step = 2
+    if rank == 0:
+        dist.PrefixStore("ckpt", store).set(f"step{step}/saved", "1")  # "ckpt/step2/saved"
+        ready("rank0")
+        dist.all_reduce(torch.ones(4))  # the others never come: they wait for the marker
+    else:
+        ready(f"rank{rank}")
+        store.wait([f"step{step}/saved"])
+
+
+# -- both ends of one connection wait to read it ----------------------------------------
+
+def half_close_job(family: str) -> None:
+    path = WORKDIR / "reports.sock"
+    if family == "unix":
+        address: str = str(path)
+    else:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            address = str(probe.getsockname()[1])
+    server = subprocess.Popen(me("half_close_server", family, address))
+    wait_for_line("server")
+    uploader = subprocess.Popen(me("half_close_uploader", family, address))
+    uploader.wait()
+    server.wait()
+
+
+def _connect(family: str, address: str) -> socket.socket:
+    if family == "unix":
+        conn = socket.socket(socket.AF_UNIX)
+        conn.connect(address)
+        return conn
+    return socket.create_connection(("127.0.0.1", int(address)))
+
+
+def half_close_server(family: str, address: str) -> None:
+    class Upload(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            ready("reader")
+            report = self.rfile.read()  # the upload ends at EOF
+            self.wfile.write(b"receipt %d\n" % len(report))
+
+    server: socketserver.BaseServer
+    if family == "unix":
+        server = socketserver.ThreadingUnixStreamServer(address, Upload)
+    else:
+        server = socketserver.ThreadingTCPServer(("127.0.0.1", int(address)), Upload)
+    ready("server")
+    server.serve_forever()
+
+
+def half_close_uploader(family: str, address: str) -> None:
+    conn = _connect(family, address)
+    conn.sendall(b'{"step": 7, "loss": 0.25}\n')
+    wait_for_line("reader")
+    time.sleep(0.2)  # the reader is in its read, past the bytes sent
+    ready("uploader")
+    print(conn.recv(64))  # no conn.shutdown(socket.SHUT_WR): the reader never sees EOF
+
+
+# -- both ends of one connection wait to write it ---------------------------------------
+
+SNAPSHOT = b"x" * (64 << 20)  # far more than both socket buffers hold
+
+
+def both_send_job() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    peer = subprocess.Popen(me("both_send_peer", str(listener.getsockname()[1])))
+    conn, _ = listener.accept()
+    ready("primary")
+    conn.sendall(SNAPSHOT)  # reads the replica's snapshot only after sending its own
+    conn.recv(1)
+    peer.wait()
+
+
+def both_send_peer(port: int) -> None:
+    conn = socket.create_connection(("127.0.0.1", port))
+    ready("replica")
+    conn.sendall(SNAPSHOT)
+    conn.recv(1)
+
+
 MODES = {
     "daemon_output": daemon_output, "daemon": daemon,
     "asker": asker_driver, "asker_child": asker_child,
@@ -222,6 +337,13 @@ MODES = {
     "callback": callback_job,
     "callback_server": lambda: callback_server(sys.argv[4], int(sys.argv[5]), int(sys.argv[6])),
     "callback_client": lambda: callback_client(int(sys.argv[4])),
+    "prefixed_key": prefixed_job,
+    "prefixed_rank": lambda: prefixed_rank(int(sys.argv[4]), int(sys.argv[5])),
+    "both_send": both_send_job,
+    "both_send_peer": lambda: both_send_peer(int(sys.argv[4])),
+    "half_close": lambda: half_close_job(sys.argv[4] if len(sys.argv) > 4 else "tcp"),
+    "half_close_server": lambda: half_close_server(sys.argv[4], sys.argv[5]),
+    "half_close_uploader": lambda: half_close_uploader(sys.argv[4], sys.argv[5]),
 }
 
 if __name__ == "__main__":
