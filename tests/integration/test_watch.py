@@ -50,7 +50,15 @@ class Running:
                 raise AssertionError(f"the job exited early with {self.job.returncode}")
             found = self.marks(what)
             return max(found) if len(found) >= count else None
-        return poll(reached, f"{count} ranks to mark {what!r}", timeout=timeout)
+        try:
+            return poll(reached, f"{count} ranks to mark {what!r}", timeout=timeout)
+        except AssertionError as exc:  # say what the job and the watch were doing
+            marks = self.ready.read_text(errors="replace") if self.ready.exists() else "-"
+            logs = "".join(p.read_text(errors="replace")[-2000:]
+                           for p in self.ready.parent.glob("job-*.log"))
+            raise AssertionError(f"{exc}\n--- marks ---\n{marks}\n--- job ---\n{logs}\n"
+                                 "--- watch ---\n"
+                                 f"{self.text() if self.watcher else '(not started)'}") from None
 
     def watch(self, *args: str) -> None:
         self.watcher = subprocess.Popen(
@@ -87,10 +95,10 @@ def job(tmp_path: Path) -> Iterator[object]:
         env = dict(os.environ, OMP_NUM_THREADS="1")
         launcher = (["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={NPROC}",
                      str(TARGET)] if torchrun else [str(TARGET), "launch"])
-        proc = subprocess.Popen(
-            [sys.executable, *launcher, mode, str(ready)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            env=env)
+        with open(tmp_path / f"job-{mode}.log", "wb") as log:  # said if a phase never comes
+            proc = subprocess.Popen(
+                [sys.executable, *launcher, mode, str(ready)],
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         running = Running(proc, ready, tmp_path / "captures")
         started.append(running)
         running.wait_marks("started")
