@@ -18,6 +18,13 @@ from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
 
+def _driver_wait(proc: Process) -> Thread | None:
+    """The thread of ``proc`` blocked waiting on its Pool: its working or its main thread (not
+    a pool's handler threads)."""
+    return next((t for t in proc.threads if t.tid in (proc.working_tid, proc.pid)
+                 and _blocked(t) and _in_pool_wait(t)), None)
+
+
 def _in_pool_wait(thread: Thread) -> bool:
     return _pool_wait_frames(thread.frames)
 
@@ -62,8 +69,7 @@ def pool_saturated(g: Graph) -> WaitPattern | None:
     the job (a Manager queue, another task's result): the tasks they wait for are queued
     behind them, and no worker is free to run them."""
     for proc in g.snap.processes:
-        waiting = next((t for t in proc.threads if t.tid in (proc.working_tid, proc.pid)
-                        and _blocked(t) and _in_pool_wait(t)), None)
+        waiting = _driver_wait(proc)
         if waiting is None:
             continue
         workers = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited
@@ -110,9 +116,7 @@ def pool_saturated(g: Graph) -> WaitPattern | None:
 
 def lost_result(g: Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
-        # The driver waits in its working or its main thread (not a pool's handler threads).
-        waiting = next((t for t in proc.threads if t.tid in (proc.working_tid, proc.pid)
-                        and _blocked(t) and _in_pool_wait(t)), None)
+        waiting = _driver_wait(proc)
         if waiting is None:
             continue
         workers = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited
