@@ -116,6 +116,18 @@ def job(tmp_path: Path) -> Iterator[object]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        # A test that killed the launcher itself left its ranks orphaned (reparented, no
+        # longer its children): every rank wrote its PID to the ready file; kill those too,
+        # where the process is still this target (a leftover rank of an earlier run held the
+        # port and the store of the next one).
+        marked = {int(line.split()[0]) for line in (
+            running.ready.read_text().splitlines() if running.ready.exists() else ())
+            if line.split() and line.split()[0].isdigit()}
+        for pid in marked:
+            with contextlib.suppress(psutil.Error):
+                proc = psutil.Process(pid)
+                if str(running.ready) in " ".join(proc.cmdline()):
+                    ranks.append(proc)
         for rank in ranks:
             with contextlib.suppress(psutil.Error):
                 rank.kill()
