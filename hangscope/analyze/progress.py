@@ -34,11 +34,10 @@ order would live in two places.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from hangscope.analyze.progress_sites import collective_sites
+from hangscope.analyze.progress_sites import collective_sites, parse_frame
 from hangscope.model.progress import (
     GpmReading,
     IoDelta,
@@ -295,12 +294,10 @@ def decide_all(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] 
     return _peers_answered(evidence, out, working or {})
 
 
-_SITE = re.compile(r" at (?P<func>.+) \((?P<file>[^()]*):\d+\)$")
-_STACK_FRAME = re.compile(r"^(?P<func>.+) \((?P<file>[^()]*):\d+\)$")
-
-
-def _loop_key(func: str, file: str) -> tuple[str, str]:
-    return func, file.rsplit("/", 1)[-1]
+def _loop_key(text: str) -> tuple[str, str] | None:
+    """(function, file name) of a ``func (file:line)`` frame; None without a file."""
+    frame = parse_frame(text)
+    return (frame.name, frame.file.rsplit("/", 1)[-1]) if frame.file else None
 
 
 def _peers_answered(evidence: ProgressEvidence, decided: list[RankProgress],
@@ -315,10 +312,10 @@ def _peers_answered(evidence: ProgressEvidence, decided: list[RankProgress],
     for r in decided:
         if r.decision != PROGRESSING:
             continue
-        for site in r.seen:
-            m = _SITE.search(site)
-            if m:
-                loops.setdefault(_loop_key(m["func"], m["file"]), (r.pid, site))
+        for site in r.seen:  # "all_reduce at train (x.py:51)"
+            key = _loop_key(site.partition(" at ")[2])
+            if key is not None:
+                loops.setdefault(key, (r.pid, site))
     if not loops:
         return tuple(decided)
     procs = {p.pid: p for p in evidence.processes}
@@ -329,8 +326,7 @@ def _peers_answered(evidence: ProgressEvidence, decided: list[RankProgress],
         if (r.decision == STUCK and r.evidence == "counters" and (r.wakes or 0) >= MIN_WAKES
                 and thread is not None and _moved(thread)):
             peer = next((loops[key] for stack in thread.stacks for frame in stack.frames
-                         if (m := _STACK_FRAME.match(frame))
-                         and (key := _loop_key(m["func"], m["file"])) in loops), None)
+                         if (key := _loop_key(frame)) in loops), None)
         if peer is None:
             out.append(r)
             continue

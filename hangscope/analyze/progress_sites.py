@@ -21,7 +21,8 @@ _FRAME = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*):(?P<line>\d+)\)$")
 _MAX_STACKS = 200
 
 
-def _frame(text: str) -> Frame:
+def parse_frame(text: str) -> Frame:
+    """py-spy's collapsed ``func (file:line)`` as a Frame (the name alone when it is not)."""
     match = _FRAME.match(text)
     if match is None:
         return Frame(name=text)
@@ -39,7 +40,7 @@ def collective_sites(thread: ThreadProgress | None) -> tuple[str, ...]:
         return ()
     out: dict[str, None] = {}
     for stack in thread.stacks[:_MAX_STACKS]:
-        frames = tuple(_frame(f) for f in reversed(stack.frames))  # innermost first
+        frames = tuple(parse_frame(f) for f in reversed(stack.frames))  # innermost first
         seen = classify_thread(Thread(tid=thread.tid, frames=frames))
         if seen.category is Category.COLLECTIVE and seen.op and not is_p2p(seen.op):
             out[signature(seen.op, seen.site)] = None
