@@ -38,10 +38,16 @@ class Running:
     watcher: subprocess.Popen[str] | None = None
     lines: list[tuple[float, str]] = field(default_factory=list)
 
-    def marks(self, what: str) -> list[float]:
+    def _lines(self) -> list[list[str]]:
         text = self.ready.read_text() if self.ready.exists() else ""
-        return [float(parts[2]) for line in text.splitlines()
-                if len(parts := line.split()) == 3 and parts[1] == what]
+        return [parts for line in text.splitlines() if len(parts := line.split()) == 3]
+
+    def marks(self, what: str) -> list[float]:
+        return [float(parts[2]) for parts in self._lines() if parts[1] == what]
+
+    def pids(self) -> set[int]:
+        """Every rank that wrote a mark."""
+        return {int(parts[0]) for parts in self._lines() if parts[0].isdigit()}
 
     def wait_marks(self, what: str, count: int = NPROC, timeout: float = 120) -> float:
         """The time of the last of ``count`` ranks to reach ``what``."""
@@ -120,10 +126,7 @@ def job(tmp_path: Path) -> Iterator[object]:
         # longer its children): every rank wrote its PID to the ready file; kill those too,
         # where the process is still this target (a leftover rank of an earlier run held the
         # port and the store of the next one).
-        marked = {int(line.split()[0]) for line in (
-            running.ready.read_text().splitlines() if running.ready.exists() else ())
-            if line.split() and line.split()[0].isdigit()}
-        for pid in marked:
+        for pid in running.pids():
             with contextlib.suppress(psutil.Error):
                 proc = psutil.Process(pid)
                 if str(running.ready) in " ".join(proc.cmdline()):
