@@ -8,7 +8,7 @@ from hangscope.model import Snapshot, Thread
 from hangscope.render import collectives
 from hangscope.render.fold import pid_host
 from hangscope.render.stack import display_lines
-from hangscope.render.text import stuck_cell
+from hangscope.render.text import measured_moving, stuck_cell
 from hangscope.words import (
     fold_threads,
     group_names,
@@ -134,13 +134,14 @@ def render_markdown(snap: Snapshot) -> str:
     out.append("| rank | pid | " + ("host | " if several else "")
                + "role | state | cpu% | category | op | same | site |")
     out.append("|---:|---:|" + ("---|" if several else "") + "---|---|---:|---|---|---:|---|")
+    moving = measured_moving(snap)
     for proc in snap.processes:
         working = proc.working_thread
         out.append("| " + " | ".join(_cell(x) for x in (
             rank_label(proc.rank), proc.pid,
             *((proc.host or "?",) if several else ()), proc.role, proc.state or "?",
             f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "?",
-            proc.category, (working.op if working else None) or "-", stuck_cell(proc, snap),
+            proc.category, (working.op if working else None) or "-", stuck_cell(proc, snap, moving),
             f"`{working.site}`" if working and working.site else "-")) + " |")
     errors = [(p, e) for p in snap.processes for e in p.errors]
     if errors:

@@ -197,13 +197,26 @@ def gpu_cell(proc: Process, snap: Snapshot, memory: bool = True, sep: str = " ")
     return f"{text} {kernel.short[:40]}" if kernel is not None else text
 
 
-def stuck_cell(proc: Process, snap: Snapshot) -> str:
+def measured_moving(snap: Snapshot) -> frozenset[int]:
+    """PIDs whose lines the progress watcher saw move over the window (py-spy record at
+    100 Hz), where that PID names one process: a spin whose few stack samples all landed on
+    one line still moved. Computed once per table (131,072 rows)."""
+    if snap.progress is None:
+        return frozenset()
+    pids = Counter(p.pid for p in snap.processes)
+    return frozenset(r.pid for r in snap.progress.ranks
+                     if r.decision == "progressing" and pids[r.pid] == 1)
+
+
+def stuck_cell(proc: Process, snap: Snapshot, moving: frozenset[int] = frozenset()) -> str:
     """How long the working stack has not changed, as far as this dump saw: ``≥ 2 s`` (its
-    window: before the first sample nothing is known), ``moving``, ``-`` (one sample, none)."""
+    window: before the first sample nothing is known), ``moving`` (the samples differ, or the
+    progress watcher saw its lines move: ``moving`` from :func:`measured_moving`), ``-`` (one
+    sample, none)."""
     working = proc.working_thread
     if working is None or proc.is_exited or working.samples < 2:
         return "-"
-    return at_least(snap.window_s if working.stuck else None)
+    return at_least(snap.window_s if working.stuck and proc.pid not in moving else None)
 
 
 def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> Table:
@@ -225,6 +238,7 @@ def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> T
         table.add_column(name, **kw) if name == "site" else table.add_column(
             name, no_wrap=True, **kw)
     verdict = snap.verdict
+    moving = measured_moving(snap)
     rows = []
     for proc in procs:
         working = proc.working_thread
@@ -235,7 +249,7 @@ def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> T
             f"{proc.cpu_percent:.0f}" if proc.cpu_percent is not None else "?",
             *((gpu_cell(proc, snap),) if gpu else ()),
             Text(str(category), style=CATEGORY_STYLE.get(category, "")),
-            (working.op if working else None) or "-", stuck_cell(proc, snap),
+            (working.op if working else None) or "-", stuck_cell(proc, snap, moving),
             _Site((working.site if working else None)
                   or (proc.errors[0] if proc.errors else "-"))]
         key = tuple(str(c) if not isinstance(c, _Site) else c.site for c in cells)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hangscope.model import Process, ProcessKey, Role, Snapshot, StackKey
+from hangscope.render.text import measured_moving
 
 #: Roles that stay on screen, marked exited, after their process is gone.
 _REMEMBERED = (Role.RANK, Role.ENGINE_CORE, Role.LAUNCHER)
@@ -31,6 +32,7 @@ class History:
         """Record ``snap`` taken at ``now``; return it with ranks that exited since added back."""
         since: dict[tuple[ProcessKey, int], tuple[StackKey, float]] = {}
         stuck_for: dict[ProcessKey, float | None] = {}
+        measured = measured_moving(snap)  # lines seen moving at 100 Hz: a spin on one line
         for proc in snap.processes:
             working = proc.working_thread
             if working is None or proc.is_exited:
@@ -38,13 +40,13 @@ class History:
             key = working.stack_key
             slot = (proc.key, working.tid)
             previous = self._since.get(slot)
-            if previous is not None and previous[0] == key:
+            moved = (working.samples > 1 and not working.stuck) or proc.pid in measured
+            if previous is not None and previous[0] == key and not moved:
                 first_seen = previous[1]
             else:
                 # Unchanged over this snapshot's own window: it has been stuck at least that long.
-                first_seen = now - (snap.window_s if working.stuck else 0.0)
+                first_seen = now - (snap.window_s if working.stuck and not moved else 0.0)
             since[slot] = (key, first_seen)
-            moved = working.samples > 1 and not working.stuck
             stuck_for[proc.key] = None if moved else max(0.0, now - first_seen)
         self._since = since
         self.stuck_for = stuck_for
