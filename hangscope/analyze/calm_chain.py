@@ -8,8 +8,10 @@ yet, not for an answer that will never come:
   between phases): it goes on when the sleep ends. Not a socket to a paused process that
   listens: that is a client waiting for a reply from a server asleep in its handler;
 - on an *idle* server only by reading a pipe or FIFO it writes (a worker's task pipe, a
-  ``multiprocessing.Queue``): a socket to an idle server is a client whose request was lost
-  (the reply never comes), which stays a hang;
+  ``multiprocessing.Queue``), or by a server's read of a connection the idle one opened to
+  it (a model worker waiting for the router's next request: the worker accepted it on its
+  own listening socket); a client reading a socket to an idle server is a client whose
+  request was lost (the reply never comes), which stays a hang;
 - a ``multiprocessing.Queue`` reader blocked on the queue's read lock waits its turn behind a
   sibling that reads the same queue (the one holding the lock is in the pipe's read): calm when
   that sibling is.
@@ -50,15 +52,40 @@ def _in_queue_get(thread: Thread) -> bool:
                and f.name.rsplit(".", 1)[-1] == "get" for f in thread.frames)
 
 
-def _through(edges: list[WaitEdge], target: Process, calm: Calm) -> bool:
+def _through(snap: Snapshot, edges: list[WaitEdge], target: Process, calm: Calm) -> bool:
     """The waits onto ``target`` are of a kind that waits for work (the module's rules)."""
     onto = [e for e in edges if e.to_pid == target.pid]
     if calm.kind == PAUSED:
         return not (target.listening and any(e.kind in _SOCKETS for e in onto))
-    return all(e.kind in ("pipe", "fifo") and "read" in e.how for e in onto)
+    return all(waits_for_work(snap, e) for e in onto)
 
 
-def _by_graph(proc: Process, edges: list[WaitEdge], procs: dict[int, Process],
+def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
+    """A wait for the next piece of work: the read of a task pipe or FIFO, or a server's read
+    of a connection it accepted on its own listening socket (it waits for the client's next
+    request; a client reading is waiting for a reply, which an idle peer never sends)."""
+    if edge.kind in ("pipe", "fifo"):
+        return "read" in edge.how
+    if edge.kind not in ("unix", "tcp") or edge.how.startswith(("write", "send")) \
+            or edge.fd is None:  # a read, recv or poll of the connection
+        return False
+    kernel = snap.waits.kernel if snap.waits is not None else None
+    proc = next((p for p in snap.processes if p.pid == edge.pid), None)
+    if kernel is None or proc is None or not proc.listening:
+        return False
+    mine = next((pf for pf in kernel.processes if pf.pid == edge.pid), None)
+    rec = next((r for r in mine.fds if r.fd == edge.fd), None) if mine is not None else None
+    if rec is None or rec.inode is None:
+        return False
+    if edge.kind == "unix":
+        paths = {s.address for s in proc.listening if s.kind == "unix"}
+        return any(u.inode == rec.inode and u.name in paths for u in kernel.unix_peers)
+    ports = {s.port for s in proc.listening if s.kind.startswith("tcp") and s.port}
+    return any(c.inode == rec.inode and c.local.rpartition(":")[2].isdigit()
+               and int(c.local.rpartition(":")[2]) in ports for c in kernel.tcp)
+
+
+def _by_graph(snap: Snapshot, proc: Process, edges: list[WaitEdge], procs: dict[int, Process],
               calm: dict[int, Calm]) -> Calm | None:
     targets = {e.to_pid for e in edges if not (e.to_pid == proc.pid and e.to_tid is None)}
     if not targets or None in targets:
@@ -69,7 +96,7 @@ def _by_graph(proc: Process, edges: list[WaitEdge], procs: dict[int, Process],
     kin = {p.pid for p in procs.values() if p.ppid in {proc.ppid, *(r.pid for r in roots)}}
     if not targets - {r.pid for r in roots} <= kin:
         return None  # another end is held by a process that is neither calm nor kin
-    if not all(_through(edges, r, calm[r.pid]) for r in roots):
+    if not all(_through(snap, edges, r, calm[r.pid]) for r in roots):
         return None
     # Paused wins: the phase that ends the sleep is what it waits for.
     root = next((r for r in roots if calm[r.pid].kind == PAUSED), roots[0])
@@ -103,7 +130,7 @@ def calm_chain(snap: Snapshot, subjects: list[Process], roots: dict[int, str],
             if proc.pid in calm or thread is None or not _blocked_window(measured.get(proc.pid)):
                 continue
             mine = [e for e in edges if e.pid == proc.pid and e.tid == thread.tid]
-            why = (_by_graph(proc, mine, procs, calm) if mine
+            why = (_by_graph(snap, proc, mine, procs, calm) if mine
                    else _queue_turn(proc, thread, procs, calm))
             if why is not None:
                 calm[proc.pid] = why

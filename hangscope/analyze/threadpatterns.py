@@ -8,6 +8,7 @@ its ordered table.
 
 from __future__ import annotations
 
+from hangscope.analyze.behind import collective_behind
 from hangscope.analyze.threadedges import blocked as _blocked
 from hangscope.analyze.threadedges import (
     held_locks,
@@ -111,7 +112,7 @@ def _bystander(thread: Thread) -> bool:
     feeder, pin memory), a native-only thread, one idling for work in an Event/Condition/Queue
     wait, or one blocked elsewhere whose source holds no lock (it started in the child, after
     the fork, and took none)."""
-    return thread.helper or not thread.python or _notified_wait(thread) is not None or (
+    return thread.helper or not thread.python or notified_wait(thread) is not None or (
         thread.category in (Category.IDLE, Category.IPC_WAIT, Category.SLEEP)
         and not any(f.holds for f in thread.frames if not f.native))
 
@@ -194,18 +195,18 @@ def _future_wait(thread: Thread) -> Frame | None:
                  and f.name.rsplit(".", 1)[-1] in ("result", "exception", "wait")), None)
 
 
-def _runs_task(thread: Thread) -> bool:
+def runs_task(thread: Thread) -> bool:
     """A pool's worker thread (a helper while it idles) running a task: a frame of the task,
     outside the standard library's plumbing, over the worker loop."""
     return _executor_worker(thread) and user_frame(thread) is not None
 
 
-def _could_produce(thread: Thread) -> bool:
+def could_produce(thread: Thread) -> bool:
     """A thread that could set an event, fill a queue or complete a future: any thread of the
     process that is not itself idling in such a wait (an executor's idle worker waits on its
     queue; one blocked in recv may be computing the result)."""
-    return (not thread.helper or _runs_task(thread)) and thread.python \
-        and _notified_wait(thread) is None
+    return (not thread.helper or runs_task(thread)) and thread.python \
+        and notified_wait(thread) is None
 
 
 def self_wait(g: Graph) -> WaitPattern | None:
@@ -222,7 +223,7 @@ def self_wait(g: Graph) -> WaitPattern | None:
                          and f.name.rsplit(".", 1)[-1] in LOOP), None)
             if waits is None or loop is None or python.index(waits) > loop:
                 continue
-            if any(_could_produce(t) for t in proc.threads if t.tid != thread.tid):
+            if any(could_produce(t) for t in proc.threads if t.tid != thread.tid):
                 continue  # another thread may be computing it: a blocked loop, not a self-wait
             inner = user_frame(thread)
             site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
@@ -237,11 +238,11 @@ def self_wait(g: Graph) -> WaitPattern | None:
     return None
 
 
-_PRODUCED = {"threading.py": ("wait", "wait_for"), "queue.py": ("get",),
+_PRODUCED = {"threading.py": ("wait", "wait_for"), "queue.py": ("get", "join"),
              "concurrent/futures/_base.py": ("result", "exception")}
 
 
-def _notified_wait(thread: Thread) -> Frame | None:
+def notified_wait(thread: Thread) -> Frame | None:
     """The frame of a thread-to-thread wait (``Event.wait``, ``Condition.wait``, ``Queue.get``,
     ``Future.result``): a thread of the same process must set, notify, put or complete it."""
     python = [f for f in thread.frames if not f.native]
@@ -256,7 +257,7 @@ def _notified_wait(thread: Thread) -> Frame | None:
     return found
 
 
-def _died(proc: Process) -> list[str]:
+def died_threads(proc: Process) -> list[str]:
     """Threads the process's output says died: threading.excepthook's ``Exception in thread
     NAME:`` line (the thread's traceback follows it)."""
     lines = [*proc.log_errors, *proc.log_tail]
@@ -272,17 +273,19 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
         if proc.is_exited or not proc.threads:
             continue
-        for thread in proc.threads:
-            frame = _notified_wait(thread)
-            if frame is None or (thread.helper and not _runs_task(thread)) or not _blocked(
+        # The working thread first: a main thread in Queue.join() is what the job waits on,
+        # its workers idle in Queue.get() only wait for more work.
+        for thread in sorted(proc.threads, key=lambda t: t.tid != proc.working_tid):
+            frame = notified_wait(thread)
+            if frame is None or (thread.helper and not runs_task(thread)) or not _blocked(
                     thread) or any("asyncio" in (f.file or "") for f in thread.frames
                                    if not f.native):
                 continue
             others = [t for t in proc.threads if t.tid != thread.tid and t.python
-                      and (not t.helper or _runs_task(t))]
-            if any(_could_produce(t) for t in others):
+                      and (not t.helper or runs_task(t))]
+            if any(could_produce(t) for t in others):
                 continue  # another thread runs or waits on something else: it may set it
-            died = _died(proc)
+            died = died_threads(proc)
             waiters = sorted({e.pid for e in g.edges if e.to_pid == proc.pid
                               and e.pid != proc.pid and e.kind != "child"})
             inner = user_frame(thread)
@@ -298,49 +301,29 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
             rest = "no other thread of it is left" if not others else (
                 f"its {len(others)} other thread{'s wait' if len(others) > 1 else ' waits'} "
                 "too")
+            joins = what.endswith("Queue.join")
             chain = (f"{thread_words(proc, thread)} waits in {what}{site} for another thread "
-                     f"to set it, and {rest}: the producer is gone")
+                     f"to set it, and {rest}: the producer is gone") if not joins else (
+                f"{thread_words(proc, thread)} waits in {what}{site} for task_done() of "
+                f"every task taken from the queue, and {rest} (for more work): a task "
+                "taken will never be marked done")
             if died:
                 chain += (f"; its output says thread {', '.join(died[:3])} died of an "
                           "exception (threading's 'Exception in thread' traceback), before "
-                          "it could set it")
+                          + ("it could call task_done()" if joins else "it could set it"))
             # What the waiters wait on, in their own words (a flock the process holds, a pipe
             # it should write): the first edge of each onto it.
             into = [next(i for i, e in enumerate(g.edges) if e.pid == w and e.to_pid == proc.pid
                          and e.kind != "child") for w in waiters[:3]]
             if into:
-                chain += "; " + "; ".join(hop(g, i) for i in into) + _collective_behind(
+                chain += "; " + "; ".join(hop(g, i) for i in into) + collective_behind(
                     g, waiters)
-            chain += ("; wait with a timeout and check the producer thread is_alive(), or "
-                      "set the event in a finally")
+            chain += ("; call task_done() in a finally (and catch BaseException in the "
+                      "worker loop)" if joins else "; wait with a timeout and check the "
+                      "producer thread is_alive(), or set the event in a finally")
             return WaitPattern("orphan_wait", (proc.pid, *waiters), chain, tuple(into),
                                proc.pid, thread.tid)
     return None
-
-
-def _collective_behind(g: Graph, waiters: list[int]) -> str:
-    """``; rank 1 (PID 5) and rank 2 (PID 6) wait in barrier for them``: the job's other ranks
-    sit in a collective that the waiting ranks, blocked outside any, never join."""
-    ranked = [g.procs[w] for w in waiters if g.procs[w].rank is not None]
-    if not ranked:
-        return ""
-    behind, ops = [], []
-    for proc in g.snap.processes:
-        working = next((t for t in proc.threads if t.tid == proc.working_tid), None)
-        if (proc.is_exited or proc.rank is None or proc.pid in waiters or working is None
-                or working.category is not Category.COLLECTIVE):
-            continue
-        behind.append(proc)
-        ops.append(working.op or "a collective")
-    if not behind:
-        return ""
-    shown = [who(p) for p in behind[:4]] + (
-        [f"{len(behind) - 4} more"] if len(behind) > 4 else [])
-    names = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
-    op = ops[0] if len(set(ops)) == 1 else "collectives"
-    them = who(ranked[0]) if len(ranked) == 1 else "them"
-    return (f"; {names} {'wait' if len(behind) > 1 else 'waits'} in {op} for {them}, which "
-            "is in no collective")
 
 
 def _executor_worker(thread: Thread) -> bool:

@@ -38,16 +38,17 @@ from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
 
 # Syscall numbers by machine: (reads, writes, waits for a child, flock, fcntl).
 _X86 = {"read": {0, 17, 19, 45, 47, 299}, "write": {1, 18, 20, 44, 46, 307},
-        "wait": {61, 247}, "flock": {73}, "fcntl": {72}, "poll": {7, 271}}
+        "wait": {61, 247}, "flock": {73}, "fcntl": {72}, "poll": {7, 271}, "open": {2, 257}}
 _ARM = {"read": {63, 65, 67, 207, 212, 243}, "write": {64, 66, 68, 206, 211, 269},
-        "wait": {260, 95}, "flock": {32}, "fcntl": {25}, "poll": {73}}
+        "wait": {260, 95}, "flock": {32}, "fcntl": {25}, "poll": {73}, "open": {56}}
 SYSCALLS = {"x86_64": _X86, "aarch64": _ARM}
-_NAMES = {"x86_64": {0: "read", 1: "write", 45: "recvfrom", 44: "sendto", 47: "recvmsg",
-                     46: "sendmsg", 61: "wait4", 247: "waitid", 73: "flock", 72: "fcntl",
-                     17: "pread64", 19: "readv", 20: "writev", 7: "poll", 271: "ppoll"},
-          "aarch64": {63: "read", 64: "write", 207: "recvfrom", 206: "sendto", 212: "recvmsg",
-                      211: "sendmsg", 260: "wait4", 95: "waitid", 32: "flock", 25: "fcntl",
-                      73: "ppoll"}}
+_NAMES = {"x86_64": {2: "open", 257: "openat", 0: "read", 1: "write", 45: "recvfrom",
+                     44: "sendto", 47: "recvmsg", 46: "sendmsg", 61: "wait4", 247: "waitid",
+                     73: "flock", 72: "fcntl", 17: "pread64", 19: "readv", 20: "writev",
+                     7: "poll", 271: "ppoll"},
+          "aarch64": {56: "openat", 63: "read", 64: "write", 207: "recvfrom", 206: "sendto",
+                      212: "recvmsg", 211: "sendmsg", 260: "wait4", 95: "waitid", 32: "flock",
+                      25: "fcntl", 73: "ppoll"}}
 _LOCK_NB = 4
 _SETLKW = {7, 38}  # F_SETLKW, F_OFD_SETLKW
 
@@ -70,6 +71,7 @@ class _Index:
     listeners: dict[int, list[tuple[str, int]]] = field(
         default_factory=dict)  # TCP port -> (listening address, pid)
     tids: dict[int, list[int]] = field(default_factory=dict)  # pid -> tids with a syscall read
+    fifo_paths: dict[int, str] = field(default_factory=dict)  # tid -> FIFO it blocks opening
     arch: str = ""
 
 
@@ -89,6 +91,8 @@ def _index(snap: Snapshot, kernel: KernelWaits) -> _Index:
         for call in pf.syscalls:
             idx.calls[call.tid] = (call.nr, call.args, call.polled)
             idx.tids.setdefault(pf.pid, []).append(call.tid)
+            if call.path is not None:
+                idx.fifo_paths[call.tid] = call.path
         for rec in pf.fds:
             key = _key(rec)
             if key is not None:
@@ -290,6 +294,8 @@ def _kernel_edges(idx: _Index, arch: str, proc: Process, thread: Thread) -> Iter
         for kid in kids:
             yield WaitEdge(proc.pid, thread.tid, "child", f"child {kid}",
                            f"{name}({shown}) in the kernel", to_pid=kid)
+    elif nr in table["open"] and thread.tid in idx.fifo_paths:
+        yield _fifo_open_edge(idx, proc, thread, name, nr, args)
     elif (nr in table["flock"] and args and not args[1] & _LOCK_NB) or (
             nr in table["fcntl"] and len(args) > 1 and args[1] in _SETLKW):
         rec = idx.fds.get(proc.pid, {}).get(args[0])
@@ -302,6 +308,20 @@ def _kernel_edges(idx: _Index, arch: str, proc: Process, thread: Thread) -> Iter
                 continue
             yield WaitEdge(proc.pid, thread.tid, "file_lock", f"{kind} lock on {rec.target}",
                            how, to_pid=pid)
+
+
+def _fifo_open_edge(idx: _Index, proc: Process, thread: Thread, name: str, nr: int,
+                    args: tuple[int, ...]) -> WaitEdge:
+    """A thread blocked opening a FIFO waits for a process to open its other end; none of the
+    job has (the open would have returned), so the edge leads outside, to whoever should."""
+    path = idx.fifo_paths[thread.tid]
+    flags = args[1 if nr == 2 else 2] if len(args) > 2 else 0
+    mode = "writing" if flags & 3 == 1 else "reading"
+    other = "reading" if mode == "writing" else "writing"
+    return WaitEdge(proc.pid, thread.tid, "fifo_open", f"FIFO {path} (opened for {mode})",
+                    f"{name}() of a FIFO blocks in the kernel (wchan wait_for_partner) until a "
+                    f"process opens it for {other}; the path read from its memory",
+                    outside=f"no process of the job opens it for {other}")
 
 
 # -- the interpreter's waits -------------------------------------------------------------

@@ -12,6 +12,8 @@ rules read them (analyze/rules/graph.py):
   complete (``run_coroutine_threadsafe`` on its own loop);
 - an orphan wait: a thread waits on an Event, Condition, Queue or Future of its process and no
   thread is left that could set it (the producer died);
+- a lost wake-up: every thread of a process waits for another of its threads to notify it
+  (analyze/wakepatterns.py);
 - a blocked event loop: an asyncio loop thread blocked in a read inside a coroutine;
 - a lock inherited locked across fork: a forked child's main thread waits on a lock and its
   other threads (a queue feeder, idle helpers) cannot hold it;
@@ -20,6 +22,8 @@ rules read them (analyze/rules/graph.py):
   on the pool's family (tasks waiting for tasks queued behind them);
 - a prompt nobody answers: a read of a terminal, or of a FIFO or pipe nobody writes, under
   pdb or ``input()``, or a Python child's read of a stdin pipe whose writers wait for it;
+- a FIFO nobody opens: threads blocked in ``open()`` of a named pipe whose other end no
+  process opens (analyze/fifopatterns.py);
 - a sink: the thread that everything waits on, transitively, which itself waits on nothing
   in the job (or on something outside it).
 
@@ -32,7 +36,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hangscope.analyze.behind import behind
 from hangscope.analyze.calm import calm_kind
+from hangscope.analyze.calm_chain import waits_for_work
+from hangscope.analyze.cycleadvice import CAPTURED, captured, cycle_advice
+from hangscope.analyze.fifopatterns import fifo_open
 from hangscope.analyze.gilpatterns import gil_ring
 from hangscope.analyze.poolpatterns import lost_result, pool_saturated
 from hangscope.analyze.promptpatterns import prompt, prompt_edge
@@ -56,6 +64,7 @@ from hangscope.analyze.waitwalk import (
     store_peers,
     thread_words,
 )
+from hangscope.analyze.wakepatterns import lost_wakeup
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import short_who, verb, who
@@ -85,55 +94,6 @@ def _suspect(g: Graph, edges: list[int]) -> tuple[int | None, int | None]:
             last.to_pid == last.pid and last.to_tid is None):
         return last.pid, last.tid
     return last.to_pid, last.to_tid
-
-
-_ADVICE = {
-    ("file_lock",): "take the locks in the same order in every process",
-    ("child", "pipe"): "read the child's output while waiting (Popen.communicate(), or drain "
-                       "the queue before join())",
-    ("pipe", "child"): "read the child's output while waiting (Popen.communicate(), or drain "
-                       "the queue before join())",
-}
-
-
-#: A cycle where a writer blocks on a pipe (its buffer full) read only by a process waiting
-#: for that writer, or its shell, to exit.
-_FULL_PIPE = ("the pipe is full (its buffer, 64 KiB by default) and its only reader waits "
-              "for the child to exit without reading it (Popen.wait() with stdout=PIPE): "
-              "read the child's output while waiting (communicate()) or send it to a file")
-
-
-def _cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
-    if "child" in kinds and any(g.edges[i].kind in ("pipe", "fifo")
-                                and "(read end)" in g.edges[i].object for i in ring):
-        return _FULL_PIPE  # the writer waits for a reader: the pipe is full
-    if set(kinds) <= {"tcp", "unix", "store"}:
-        return _CALLBACK
-    return next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
-                "one of them must act first: break the cycle")
-
-
-_CALLBACK = ("a server that calls a service which calls it back while it cannot accept or "
-             "serve another request (one thread): serve requests on more threads "
-             "(ThreadingHTTPServer, a worker pool), or do not call back into the caller")
-
-
-# A process blocked writing its stdout or stderr, a pipe whose reader waits on something else.
-_CAPTURED = ("its reader captures that output but reads another pipe first: the pipe fills "
-             "and the write blocks; read every captured pipe (Popen.communicate(), a thread "
-             "per pipe) or send the output to a file")
-
-
-def _captured(g: Graph, ring: list[int]) -> bool:
-    """A process blocked writing its stdout or stderr to a reader that is itself blocked
-    reading another pipe of that same process (its stdout, while its stderr fills)."""
-    for k, i in enumerate(ring):
-        edge, nxt = g.edges[i], g.edges[ring[(k + 1) % len(ring)]]
-        if edge.kind == "pipe" and edge.fd in (1, 2) and "(read end)" in edge.object \
-                and nxt.kind == "pipe" and "(write end)" in nxt.object \
-                and nxt.pid == edge.to_pid and nxt.to_pid == edge.pid:
-            return True
-    return False
 
 
 def _cycle(g: Graph) -> WaitPattern | None:
@@ -170,15 +130,16 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
             return lock_ring(g, ring)
         if len(members) == 1 and "gil" in kinds:
             return gil_ring(g, ring)
-        advice = _cycle_advice(g, ring, kinds)
-        if advice.startswith("one of them must act first") and _captured(g, ring):
-            advice = _CAPTURED  # no child wait: the reader reads another pipe, not waitpid
+        advice = cycle_advice(g, ring, kinds)
+        if advice.startswith("one of them must act first") and captured(g, ring):
+            advice = CAPTURED  # no child wait: the reader reads another pipe, not waitpid
         ring = _from_lock_holder(g, ring)
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
         both = _both_read(g, ring)
         if both:
             chain = both
+        chain += behind(g, members)  # the ranks or threads that wait on the cycle
         # A lock's holder blocked on another process: the holder is where the cycle is held,
         # and the process it waits on is the one that never acts: both are suspects (and both
         # ends of one connection that each wait to read it).
@@ -353,8 +314,7 @@ def _calm_end(g: Graph, path: list[int]) -> bool:
         return True
     # workers reading their task pipe from a server that waits for requests: an idle
     # service (a client waiting for a reply from an idle server is a lost request: kept)
-    return calm == "idle" and all(
-        g.edges[i].kind in ("pipe", "fifo") and "read" in g.edges[i].how for i in path)
+    return calm == "idle" and all(waits_for_work(g.snap, g.edges[i]) for i in path)
 
 
 def _calm(snap: Snapshot, proc: Process) -> str | None:
@@ -365,8 +325,8 @@ def _calm(snap: Snapshot, proc: Process) -> str | None:
     return calm_kind(proc, measured)
 
 
-PATTERNS = (_cycle, _lock_cycle, self_lock, self_wait, orphan_wait, _event_loop, fork_lock,
-            lost_result, pool_saturated, prompt, _sink)
+PATTERNS = (_cycle, _lock_cycle, self_lock, self_wait, orphan_wait, lost_wakeup, _event_loop,
+            fork_lock, lost_result, pool_saturated, prompt, fifo_open, _sink)
 
 
 def _what_else(g: Graph, pattern: WaitPattern) -> str:

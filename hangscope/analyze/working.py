@@ -17,12 +17,19 @@ from __future__ import annotations
 
 import re
 
-from hangscope.analyze.progress import MIN_MOVED_SAMPLES, MIN_WAKES, PROGRESSING
+from hangscope.analyze.progress import MIN_MOVED_SAMPLES, MIN_WAKES, PROGRESSING, SLOW
 from hangscope.model import Process, Snapshot
 from hangscope.model.progress import ProcessProgress, RankProgress, ThreadProgress
 from hangscope.words import size
 
 _LINE = re.compile(r":\d+\)$")
+#: Native libraries whose frames under a Python line are arithmetic (BLAS/LAPACK, OpenMP,
+#: torch's CPU kernels, NumPy's loops): a thread on CPU in them computes. Waiting libraries
+#: (libcuda, libnccl, libc, libpython) are not here: their spins are waits (classify.py).
+_MATH = ("libtorch_cpu", "blas", "lapack", "libmkl", "libgomp", "libiomp", "libomp",
+         "_multiarray_umath", "dnnl", "faiss", "libopenblas")
+#: On CPU this share of the window at least: running, not sleeping in between.
+_BUSY_SHARE = 0.8
 
 
 def _raw(snap: Snapshot, proc: Process) -> ProcessProgress | None:
@@ -55,12 +62,15 @@ def work_words(snap: Snapshot, proc: Process, measured: RankProgress | None) -> 
     """What shows that ``proc`` works (``its kernels do work``, ``its Python stack went
     through 6 call chains ... and it wrote 6.6M``); None where the window shows no work (it
     was blocked, spun in one loop, or was not watched)."""
-    if measured is None or measured.decision != PROGRESSING:
+    if measured is None or measured.decision not in (PROGRESSING, SLOW):
         return None
-    if measured.evidence == "gpu":
-        return measured.reason
     raw = _raw(snap, proc)
     thread = _thread(raw, measured) if raw is not None else None
+    if measured.decision == SLOW:  # neither proven: a native library's math still is work
+        seconds = snap.progress.seconds if snap.progress is not None else 0.0
+        return _native_math(proc, thread, seconds) if thread is not None else None
+    if measured.evidence == "gpu":
+        return measured.reason
     io = thread.io if thread is not None and thread.io is not None else (
         raw.io if raw is not None else None)
     data = None
@@ -80,3 +90,27 @@ def work_words(snap: Snapshot, proc: Process, measured: RankProgress | None) -> 
     if moved is None and data is None:
         return None  # one loop of one function, no call, no I/O: a spin, not proven work
     return "; ".join(w for w in (moved, data) if w)
+
+
+def _native_math(proc: Process, thread: ThreadProgress, seconds: float) -> str | None:
+    """``it computes inside torch/lib/libtorch_cpu.so under <module> (x.py:26): 2.0 s of CPU in
+    2.0 s``: the working thread ran the whole window inside a math library's native frames,
+    below one Python line (a long torch or NumPy call: ``torch.linalg.eigh``). A Python spin
+    has no such frames under its line: its loop is bytecode."""
+    working = proc.working_thread
+    counters = thread.counters
+    if working is None or counters is None or counters.cpu_ns is None or seconds <= 0 or \
+            counters.cpu_ns < _BUSY_SHARE * seconds * 1e9:
+        return None
+    native = []
+    for frame in working.frames:
+        if not frame.native:
+            break
+        native.append(frame)
+    lib = next((f for f in native if any(m in (f.file or "") for m in _MATH)), None)
+    if lib is None or len(native) == len(working.frames):
+        return None
+    return (f"it computes inside {lib.short_file} under {working.site or '?'}: "
+            f"{counters.cpu_ns / 1e9:.1f} s of CPU in {seconds:.1f} s, in a native math "
+            "library's frames (a long torch or NumPy call), not a Python loop")
+

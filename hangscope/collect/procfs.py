@@ -884,7 +884,9 @@ def read_syscalls(pid: int, tids: Iterable[int] | None = None) -> tuple[TaskSysc
             nr, args = int(parts[0]), tuple(int(a, 16) for a in parts[1:7])
             polled = _pollfds(pid, args) if nr in _POLL.get(_ARCH, ()) or (
                 nr == _RESTART.get(_ARCH) and _in_poll(f"{base}/{tid}")) else ()
-            out.append(TaskSyscall(int(tid), nr, args, polled))
+            path = _fifo_path(pid, nr, args) if nr in _OPEN.get(_ARCH, {}) and (
+                _cat(f"{base}/{tid}/wchan") or "") in _FIFO_OPEN else None
+            out.append(TaskSyscall(int(tid), nr, args, polled, path))
     out.sort(key=lambda t: t.tid)
     return tuple(out)
 
@@ -895,6 +897,39 @@ _MAX_POLLED = 64
 # A poll with a timeout that a ptrace stop (py-spy's) interrupted goes on as restart_syscall,
 # its registers still holding poll's arguments; the wait channel says it is a poll.
 _RESTART = {"x86_64": 219, "aarch64": 128}
+
+
+#: open, openat (x86_64); openat (aarch64): which argument holds the path, after a dirfd or not.
+_OPEN = {"x86_64": {2: 0, 257: 1}, "aarch64": {56: 1}}
+_FIFO_OPEN = ("wait_for_partner", "fifo_open")
+_AT_FDCWD = -100
+_MAX_PATH = 4096
+
+
+def _fifo_path(pid: int, nr: int, args: tuple[int, ...]) -> str | None:
+    """The path a thread blocked opening a FIFO opens: the string at its path argument, read
+    from /proc/PID/mem (the access py-spy has), made absolute from its cwd or dirfd. The
+    kernel keeps no name for an open still waiting for its partner: no fd exists yet."""
+    at = _OPEN[_ARCH][nr]
+    if len(args) <= at or not args[at]:
+        return None
+    try:
+        with open(f"{PROC}/{pid}/mem", "rb", buffering=0) as mem:
+            mem.seek(args[at])
+            raw = mem.read(_MAX_PATH)
+    except (OSError, ValueError, OverflowError):
+        return None
+    name = raw.split(b"\0", 1)[0].decode(errors="replace")
+    if not name or name.startswith("/"):
+        return name or None
+    dirfd = args[0] - (1 << 64) if at == 1 and args[0] >= 1 << 63 else args[0]
+    if at == 1 and dirfd & 0xFFFFFFFF == _AT_FDCWD & 0xFFFFFFFF:
+        dirfd = _AT_FDCWD
+    where = f"{PROC}/{pid}/cwd" if at == 0 or dirfd == _AT_FDCWD else f"{PROC}/{pid}/fd/{dirfd}"
+    try:
+        return os.path.normpath(os.path.join(os.readlink(where), name))
+    except OSError:
+        return name
 
 
 def _in_poll(task: str) -> bool:
@@ -918,6 +953,7 @@ def _pollfds(pid: int, args: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
 
 
 _UDIAG_SHOW_PEER = 4
+_UNIX_DIAG_NAME = 0
 _UNIX_DIAG_PEER = 2
 
 
@@ -933,18 +969,24 @@ def read_unix_peers(inodes: frozenset[int]) -> tuple[UnixPeer, ...]:
         if inode not in inodes:
             return
         offset = 16
+        peer, name = 0, None
         while offset + 4 <= len(payload):
             length, kind = struct.unpack_from("=HH", payload, offset)
             if length < 4:
                 break
             if kind == _UNIX_DIAG_PEER and length >= 8:
                 peer = struct.unpack_from("=I", payload, offset + 4)[0]
-                if peer:
-                    found.append(UnixPeer(inode, peer))
+            elif kind == _UNIX_DIAG_NAME and length > 4:
+                raw = payload[offset + 4:offset + length]
+                # an abstract name starts with NUL; ss shows it with "@"
+                name = ("@" + raw[1:].decode(errors="replace") if raw[:1] == b"\0"
+                        else raw.split(b"\0", 1)[0].decode(errors="replace"))
             offset += (length + 3) & ~3
+        if peer:
+            found.append(UnixPeer(inode, peer, name or None))
 
     request = struct.pack("=BBHIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0,
-                          _UDIAG_SHOW_PEER) + bytes(8)
+                          _UDIAG_SHOW_PEER | _UDIAG_SHOW_NAME) + bytes(8)
     return tuple(found) if inodes and _diag_dump(request, unix) else ()
 
 

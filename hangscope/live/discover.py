@@ -79,22 +79,45 @@ def is_python(info: tree.Found) -> bool | None:
 
 
 def assign_spawn_order(procs: list[Process]) -> list[Process]:
-    """Number unnamed multiprocessing children of one parent by start time, when 2+ exist."""
+    """Number unnamed multiprocessing children of one parent by start time, when 2+ exist;
+    and the workers of a torchrun launcher whose environment is unreadable."""
     by_pid = {p.pid: p for p in procs}
     by_parent: dict[int | None, list[Process]] = {}
     for proc in procs:
         if proc.role is Role.OTHER and proc.rank is None and proc.python and (
-                "multiprocessing" in (proc.title or "") or _forked_copy(proc, by_pid)):
+                "multiprocessing" in (proc.title or "") or _forked_copy(proc, by_pid)
+                or _torchrun_worker(proc, by_pid)):
             by_parent.setdefault(proc.ppid, []).append(proc)
     renumbered: dict[int, Process] = {}
     for siblings in by_parent.values():
         if len(siblings) < 2:
             continue
         siblings.sort(key=lambda p: (p.create_time or 0.0, p.pid))
+        parent = by_pid.get(siblings[0].ppid) if siblings[0].ppid is not None else None
+        one_node = parent is None or _single_node(parent.cmdline)
         for i, proc in enumerate(siblings):
-            renumbered[proc.pid] = replace(proc, role=Role.RANK,
-                                           rank=RankInfo(global_rank=i, source="spawn-order"))
+            # torchrun starts local rank 0, 1, ... in order; the global rank is the local one
+            # only on one node (on several, the node's rank is the rendezvous's choice).
+            rank = (RankInfo(global_rank=i, source="spawn-order") if one_node
+                    else RankInfo(local_rank=i, source="spawn-order"))
+            renumbered[proc.pid] = replace(proc, role=Role.RANK, rank=rank)
     return [renumbered.get(p.pid, p) for p in procs]
+
+
+def _torchrun_worker(proc: Process, by_pid: dict[int, Process]) -> bool:
+    """A Python child of torchrun whose environment says nothing of its rank: a process title
+    (``setproctitle``) longer than its command line overwrote the memory /proc/PID/environ
+    reads, so RANK and LOCAL_RANK are gone, but torchrun starts nothing else as its child."""
+    parent = by_pid.get(proc.ppid) if proc.ppid is not None else None
+    return (parent is not None and job_kind([parent.cmdline]) == "torchrun"
+            and not {"RANK", "LOCAL_RANK"} & set(proc.environ or {}))
+
+
+def _single_node(cmdline: tuple[str, ...]) -> bool:
+    """torchrun's ``--standalone`` or ``--nnodes 1`` (also its default)."""
+    args = launcher_args(cmdline)
+    nnodes = args.get("--nnodes", "1")
+    return "--standalone" in args or nnodes in ("1", "1:1")
 
 
 def _forked_copy(proc: Process, by_pid: dict[int, Process]) -> bool:

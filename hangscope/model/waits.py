@@ -80,6 +80,9 @@ class TaskSyscall:
     args: tuple[int, ...] = ()
     # poll/ppoll: the (fd, events) it polls, read from its pollfd array (/proc/PID/mem)
     polled: tuple[tuple[int, int], ...] = ()
+    # open/openat blocked opening a FIFO (wchan wait_for_partner): the path it opens, made
+    # absolute (its cwd or dirfd), read from its memory; its flags are in ``args``
+    path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,9 @@ class UnixPeer:
 
     inode: int
     peer: int
+    # the path this end is bound to (UNIX_DIAG_NAME): a server's accepted connection carries
+    # its listener's path, a client's end none (None: unread, or unbound)
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +150,8 @@ class WaitEdge:
 
     pid: int
     tid: int
-    kind: str  # pipe | unix | tcp | file_lock | child | gil | py_lock | store | terminal
+    # pipe | unix | tcp | file_lock | child | gil | py_lock | store | terminal | fifo_open
+    kind: str
     object: str  # what it waits on: "pipe 123 (write end)", "lock file /x/.lock", "child 3840"
     how: str  # how it was known: "read(fd 5) in the kernel, fdinfo flags", "owns_gil"
     to_pid: int | None = None
@@ -159,7 +166,7 @@ class WaitPattern:
     """A shape found in the graph: a cycle, a sink, a blocked event loop, a lost result..."""
 
     # cycle | lock_ring | gil_hold | self_lock | self_wait | orphan_wait | fork_lock | event_loop |
-    # lost_result | pool_saturated | prompt | sink
+    # lost_wakeup | lost_result | pool_saturated | prompt | fifo_open | sink
     kind: str
     members: tuple[int, ...]  # PIDs, the suspect first where there is one
     chain: str  # the one sentence that states it

@@ -28,6 +28,8 @@ from hangscope.analyze.rules.collectives import (
 from hangscope.analyze.rules.elsewhere import skipped_collective
 from hangscope.analyze.rules.failed import rank_failed
 from hangscope.analyze.rules.graph import (
+    held_across_wait,
+    held_verdict,
     lock_holder,
     lock_ring,
     wait_cycle,
@@ -246,6 +248,20 @@ def lock_threads(proc: Process) -> list[Thread]:
     return out
 
 
+def lock_across_wait(facts: Facts) -> Verdict | None:
+    """Threads wait for a Python lock whose holder waits to be notified inside the block that
+    holds it (an Event, a Condition): stated before the chain that would end at the holder."""
+    graph = facts.snapshot.wait_graph
+    holders = {e.pid for e in graph.edges if e.kind == "py_lock"} if graph else set()
+    for proc in facts.processes:
+        if proc.pid not in holders:
+            continue
+        held = held_across_wait(facts, proc, lock_threads(proc))
+        if held is not None:
+            return held_verdict(facts, proc, held)
+    return None
+
+
 def local_deadlock(facts: Facts) -> Verdict | None:
     """Two or more threads of one process stuck acquiring locks."""
     graph = facts.snapshot.wait_graph
@@ -280,9 +296,12 @@ def local_deadlock(facts: Facts) -> Verdict | None:
         where = who(proc) if proc.role is Role.RANK and proc.is_rank_numbered \
             else f"PID {proc.pid}"
         waiting = [g for g in facts.groups if proc.key not in g.keys and g.category not in GONE]
+        behind_it = "".join(f"; {describe(g, facts.is_rank)} for it" for g in waiting)
+        held = held_across_wait(facts, proc, locked) if not cycle else None
+        if held is not None:  # one holder that waits elsewhere: no ring, no inversion
+            return held_verdict(facts, proc, held)
         summary = (f"Local deadlock in {where}: {len(locked)} threads wait on locks "
-                   f"that the others hold ({names}){behind}"
-                   + "".join(f"; {describe(g, facts.is_rank)} for it" for g in waiting)
+                   f"that the others hold ({names}){behind}{behind_it}"
                    + ". A lock-order inversion: make every thread take the locks in the same "
                    "order.")
         lines = tuple(f"thread {t.name or t.tid} (tid {t.tid}): {t.category} at {t.site}, "
@@ -381,6 +400,8 @@ RULES: tuple[Rule, ...] = (
          "the wait-for graph has a cycle, or a forked child waits on a lock it inherited held"),
     Rule(VerdictKind.WAIT_CHAIN, wait_shape,
          "an event loop blocked in a sync call, a Pool result nobody computes, a prompt"),
+    Rule(VerdictKind.LOCAL_DEADLOCK, lock_across_wait,
+         "threads wait for a lock its holder keeps while it waits on an Event or Condition"),
     Rule(VerdictKind.WAIT_CHAIN, lock_holder,
          "threads wait for a Python lock or the GIL that one thread holds while blocked"),
     # Before the straggler rules: a rank whose threads deadlock each other works on nothing.

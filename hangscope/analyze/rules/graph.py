@@ -7,10 +7,13 @@ in the table.
 
 from __future__ import annotations
 
-from hangscope.analyze.facts import Facts
+from hangscope.analyze.facts import GONE, Facts
 from hangscope.analyze.subject_lines import evidence
-from hangscope.model import Severity, Verdict, VerdictKind
+from hangscope.analyze.threadedges import user_frame
+from hangscope.analyze.threadpatterns import notified_wait
+from hangscope.model import Process, Severity, Thread, Verdict, VerdictKind
 from hangscope.model.waits import WaitGraph, WaitPattern
+from hangscope.words import describe, who
 
 _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "gil_hold": "GIL held in a blocking call",
@@ -20,6 +23,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "orphan_wait": "A wait nobody can end",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
          "prompt": "A prompt nobody answers", "sink": "Wait chain",
+         "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
          "pool_saturated": "Pool saturated"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
@@ -108,8 +112,8 @@ def wait_cycle(facts: Facts) -> Verdict | None:
 def wait_shape(facts: Facts) -> Verdict | None:
     """A wait nobody can end, a blocked event loop, a lost pool result, a saturated pool, or an
     unanswered prompt."""
-    return _verdict(facts, ("orphan_wait", "event_loop", "lost_result", "pool_saturated",
-                            "prompt"))
+    return _verdict(facts, ("orphan_wait", "lost_wakeup", "event_loop", "lost_result",
+                            "pool_saturated", "prompt", "fifo_open"))
 
 
 def lock_holder(facts: Facts) -> Verdict | None:
@@ -122,4 +126,60 @@ def wait_sink(facts: Facts) -> Verdict | None:
     return _verdict(facts, ("sink",))
 
 
+
+
+
+def held_across_wait(facts: Facts, proc: Process,
+                     locked: list[Thread]) -> tuple[Thread, str, list[Thread]] | None:
+    """The thread that holds the lock every one of ``locked`` waits for, where it is not
+    itself waiting for a lock but for something else (an Event, a Condition, a reply) inside
+    the block that holds it: (that thread, the lock, the threads that wait for it). Not a lock
+    order inversion, which the source would show as a ring: a lock held across a wait."""
+    graph = facts.snapshot.wait_graph
+    if graph is None:
+        return None
+    tids = {t.tid for t in locked}
+    edges = [e for e in graph.edges if e.kind == "py_lock" and e.pid == proc.pid
+             and e.tid in tids and e.to_pid == proc.pid and e.to_tid is not None]
+    holders = {e.to_tid for e in edges}
+    if len(holders) != 1 or {e.tid for e in edges} != tids:
+        return None
+    holder = next((t for t in proc.threads if t.tid in holders), None)
+    if holder is None or holder.tid in tids or notified_wait(holder) is None or any(
+            e.kind == "py_lock" and e.tid == holder.tid for e in graph.edges):
+        return None  # a holder blocked on I/O or a child: the chain through it says more
+    lock = edges[0].object.partition(" (taken at ")[0]
+    return holder, lock, locked
+
+
+def waits_in(thread: Thread) -> str:
+    """``Event.wait (threading.py:629)``: the call the program made to wait (the frame just
+    inside its own, not the Condition plumbing beneath it)."""
+    python = [f for f in thread.frames if not f.native]
+    mine = user_frame(thread)
+    at = python.index(mine) if mine in python else 0
+    call = python[at - 1] if at > 0 else (python[0] if python else None)
+    return f"{call.name} ({call.location})" if call is not None else (thread.site or "?")
+
+
+def held_verdict(facts: Facts, proc: Process, held: tuple[Thread, str, list[Thread]]) -> Verdict:
+    """The verdict of :func:`held_across_wait`: the holder, its wait, the lock, its waiters."""
+    holder, lock, waiters = held
+    names = ", ".join(f"{t.name or t.tid} at {t.site or '?'}" for t in waiters[:6])
+    if len(waiters) > 6:
+        names += f", and {len(waiters) - 6} more"
+    behind_it = "".join(f"; {describe(g, facts.is_rank)} for it" for g in facts.groups
+                        if proc.key not in g.keys and g.category not in GONE)
+    summary = (f"A lock held across a wait in {who(proc)}: thread {holder.name or holder.tid} "
+               f"waits in {waits_in(holder)} at {holder.site or '?'} inside a block that holds "
+               f"{lock}, and {len(waiters)} thread{'s wait' if len(waiters) > 1 else ' waits'} "
+               f"for that lock ({names}){behind_it}. Whatever would end its wait cannot take "
+               "the lock: release it before waiting (Condition.wait releases its own lock, "
+               "Event.wait does not).")
+    lines = (f"thread {holder.name or holder.tid} (tid {holder.tid}): holds {lock}, waits in "
+             f"{waits_in(holder)}, wchan {holder.wchan or '?'}",
+             *(f"thread {t.name or t.tid} (tid {t.tid}): {t.category} at {t.site}, "
+               f"wchan {t.wchan or '?'}" for t in waiters))
+    return Verdict(VerdictKind.LOCAL_DEADLOCK, Severity.CRITICAL, summary, (proc.pid,), lines,
+                   (proc.host,))
 

@@ -29,6 +29,9 @@ def _where(proc: Process) -> str:
     if category in (Category.DEAD, Category.ZOMBIE):
         return "exited" + (f" with code {proc.exit_code}" if proc.exit_code is not None else "")
     site = f" at {thread.site}" if thread is not None and thread.site else ""
+    if category is Category.COLLECTIVE and thread is not None and thread.op:
+        # "waits in barrier", a call the peers never make: the op says why nobody meets it
+        return f"waiting in {thread.op}{site}"
     return f"in {category}{site}"
 
 

@@ -1,0 +1,67 @@
+"""Who waits behind a pattern of the wait-for graph: the processes whose waits lead into it, and
+the ranks that sit in a collective for them.
+
+Pure, over analyze/waitwalk.py's Graph. A deadlock's or a dead end's sentence names its own
+members; what a user sees first is often elsewhere (ranks in a broadcast, request threads on a
+logging lock), so each pattern says what waits behind it, in the same words as its chain.
+"""
+
+from __future__ import annotations
+
+from hangscope.analyze.waitwalk import Graph, hop
+from hangscope.model import Category
+from hangscope.words import who
+
+#: At most this many chains into a pattern are said (a 1,000-rank job: the first ones tell).
+_SHOWN = 3
+
+
+def behind(g: Graph, members: tuple[int, ...]) -> str:
+    """``; rank 1 (PID 7) is blocked on the FLOCK lock on x, which PID 5 holds; ranks 0, 2
+    wait in broadcast for it``: each chain of waits from outside ``members`` into them, up to
+    the first member, and the ranks in a collective for the processes those chains start at."""
+    starts = [(p.pid, None) for p in g.snap.processes if p.pid not in members
+              and not p.is_exited] + list(dict.fromkeys(
+                  (e.pid, e.tid) for e in g.edges if e.kind in ("py_lock", "gil")
+                  and e.pid not in members))
+    clauses: list[str] = []
+    entered: list[int] = []
+    for pid, tid in starts:
+        path, _ = g.walk(pid, tid)
+        cut = next((k for k, i in enumerate(path) if g.edges[i].to_pid in members), None)
+        if cut is None:
+            continue
+        clause = "; ".join(hop(g, i) for i in path[:cut + 1])
+        if clause not in clauses and not any(clause in c for c in clauses):
+            clauses.append(clause)
+            entered.append(pid)
+        if len(clauses) >= _SHOWN:
+            break
+    if not clauses:
+        return ""
+    return "; " + "; ".join(clauses) + collective_behind(g, entered)
+
+
+def collective_behind(g: Graph, waiters: list[int]) -> str:
+    """``; rank 1 (PID 5) and rank 2 (PID 6) wait in barrier for them``: the job's other ranks
+    sit in a collective that the waiting ranks, blocked outside any, never join."""
+    ranked = [g.procs[w] for w in waiters if g.procs[w].rank is not None]
+    if not ranked:
+        return ""
+    behind, ops = [], []
+    for proc in g.snap.processes:
+        working = next((t for t in proc.threads if t.tid == proc.working_tid), None)
+        if (proc.is_exited or proc.rank is None or proc.pid in waiters or working is None
+                or working.category is not Category.COLLECTIVE):
+            continue
+        behind.append(proc)
+        ops.append(working.op or "a collective")
+    if not behind:
+        return ""
+    shown = [who(p) for p in behind[:4]] + (
+        [f"{len(behind) - 4} more"] if len(behind) > 4 else [])
+    names = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+    op = ops[0] if len(set(ops)) == 1 else "collectives"
+    them = who(ranked[0]) if len(ranked) == 1 else "them"
+    return (f"; {names} {'wait' if len(behind) > 1 else 'waits'} in {op} for {them}, which "
+            "is in no collective")

@@ -1,0 +1,56 @@
+"""What to do about a cycle of the wait-for graph: one sentence of advice by the kinds of its
+waits (a full pipe, a server calling back into itself, captured output read in the wrong
+order), read by analyze/waitpatterns.py's cycle.
+"""
+
+from __future__ import annotations
+
+from hangscope.analyze.waitwalk import Graph
+
+_ADVICE = {
+    ("file_lock",): "take the locks in the same order in every process",
+    ("child", "pipe"): "read the child's output while waiting (Popen.communicate(), or drain "
+                       "the queue before join())",
+    ("pipe", "child"): "read the child's output while waiting (Popen.communicate(), or drain "
+                       "the queue before join())",
+}
+
+
+#: A cycle where a writer blocks on a pipe (its buffer full) read only by a process waiting
+#: for that writer, or its shell, to exit.
+_FULL_PIPE = ("the pipe is full (its buffer, 64 KiB by default) and its only reader waits "
+              "for the child to exit without reading it (Popen.wait() with stdout=PIPE): "
+              "read the child's output while waiting (communicate()) or send it to a file")
+
+
+def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
+    if "child" in kinds and any(g.edges[i].kind in ("pipe", "fifo")
+                                and "(read end)" in g.edges[i].object for i in ring):
+        return _FULL_PIPE  # the writer waits for a reader: the pipe is full
+    if set(kinds) <= {"tcp", "unix", "store"}:
+        return _CALLBACK
+    return next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
+                "one of them must act first: break the cycle")
+
+
+_CALLBACK = ("a server that calls a service which calls it back while it cannot accept or "
+             "serve another request (one thread): serve requests on more threads "
+             "(ThreadingHTTPServer, a worker pool), or do not call back into the caller")
+
+
+# A process blocked writing its stdout or stderr, a pipe whose reader waits on something else.
+CAPTURED = ("its reader captures that output but reads another pipe first: the pipe fills "
+             "and the write blocks; read every captured pipe (Popen.communicate(), a thread "
+             "per pipe) or send the output to a file")
+
+
+def captured(g: Graph, ring: list[int]) -> bool:
+    """A process blocked writing its stdout or stderr to a reader that is itself blocked
+    reading another pipe of that same process (its stdout, while its stderr fills)."""
+    for k, i in enumerate(ring):
+        edge, nxt = g.edges[i], g.edges[ring[(k + 1) % len(ring)]]
+        if edge.kind == "pipe" and edge.fd in (1, 2) and "(read end)" in edge.object \
+                and nxt.kind == "pipe" and "(write end)" in nxt.object \
+                and nxt.pid == edge.to_pid and nxt.to_pid == edge.pid:
+            return True
+    return False

@@ -1,0 +1,55 @@
+"""The wait-for graph's FIFO opens: threads blocked in ``open()`` of a named pipe that no
+process of the job opens from the other end.
+
+Pure, over the graph's ``fifo_open`` edges (analyze/waitgraph.py: the path comes from the
+blocked thread's memory, collect/procfs.py). ``open()`` of a FIFO returns only once another
+process opens it the other way, so a blocked opener has no partner in the job. Where two
+openers wait on two FIFOs of one directory, one for reading and one for writing, each side
+waits for the other on a path the other never opens: the two derive the name differently.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hangscope.analyze.behind import behind
+from hangscope.analyze.waitwalk import Graph, site_words, thread_words
+from hangscope.model.waits import WaitPattern
+
+
+def fifo_open(g: Graph) -> WaitPattern | None:
+    """Every thread blocked opening a FIFO nobody opens, and what waits on them."""
+    opens = [i for i, e in enumerate(g.edges) if e.kind == "fifo_open"]
+    if not opens:
+        return None
+    clauses = []
+    for i in opens:
+        edge = g.edges[i]
+        proc = g.procs[edge.pid]
+        me = thread_words(proc, g.threads.get((edge.pid, edge.tid)))
+        path, _, mode = edge.object.removeprefix("FIFO ").rpartition(" (opened for ")
+        clauses.append(f"{me} is blocked opening FIFO {path} for {mode.rstrip(')')}"
+                       f"{site_words(g.threads.get((edge.pid, edge.tid)))}: "
+                       f"{edge.outside}")
+    members = tuple(dict.fromkeys(g.edges[i].pid for i in opens))
+    chain = "; ".join(clauses) + _mismatch(g, opens) + behind(g, members)
+    return WaitPattern("fifo_open", members, chain, tuple(opens), members[0],
+                       g.edges[opens[0]].tid, members[1:])
+
+
+def _mismatch(g: Graph, opens: list[int]) -> str:
+    """Openers for reading and for writing of different FIFOs in one directory: each waits for
+    the other, on a name the other does not use."""
+    by_dir: dict[str, dict[str, set[str]]] = {}
+    for i in opens:
+        path, _, mode = g.edges[i].object.removeprefix("FIFO ").rpartition(" (opened for ")
+        by_dir.setdefault(os.path.dirname(path), {}).setdefault(
+            mode.rstrip(")"), set()).add(os.path.basename(path))
+    for folder, modes in by_dir.items():
+        readers, writers = modes.get("reading", set()), modes.get("writing", set())
+        if readers and writers and not readers & writers:
+            names = ", ".join(sorted(readers | writers))
+            return (f". The reader and the writer open different FIFOs of {folder} ({names}): "
+                    "each waits for a partner on a name the other never opens; derive the "
+                    "path the same way on both sides")
+    return ". open() of a FIFO returns only once another process opens its other end"

@@ -1,0 +1,173 @@
+"""Waits that end only when somebody acts, and nobody will: a FIFO's other end, a notify, a lock
+held across a wait, a task_done(); and an idle service that merely looks blocked.
+
+GIVEN a real job of tests/targets/notify_jobs.py (each test cites the report it reproduces),
+settled (every thread of its tagged processes asleep in the kernel), WHEN ``hangscope dump PID
+--format json`` reads it, THEN the verdict names the mechanism and its suspects. No rule reads
+these jobs' names: the sentences quote them because they are the jobs' own threads and frames.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from support import TARGETS, Target, dump_json, running_target
+
+JOBS = TARGETS / "notify_jobs.py"
+FAST = ("--samples", "2", "--window", "0.5")
+
+
+def _asleep(pid: int) -> bool:
+    """Every thread of ``pid`` sleeps in the kernel (state S or D): it is where it blocks."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks]
+    except OSError:
+        return False
+    return bool(states) and all(s in ("S", "D") for s in states)
+
+
+@contextmanager
+def _job(mode: str, tmp_path: Path, tags: list[str]) -> Iterator[Target]:
+    workdir = tmp_path / f"job-{mode}"
+    ready = workdir / "ready"
+    with running_target([sys.executable, str(JOBS), mode, str(ready), str(workdir)], workdir,
+                        tags=tags, ready=lambda t: all(_asleep(p) for p in t.pids.values()),
+                        timeout=60) as job:
+        yield job
+
+
+def _dump(mode: str, tmp_path: Path, tags: list[str],
+          window: tuple[str, ...] = FAST) -> tuple[dict[str, Any], dict[str, int]]:
+    with _job(mode, tmp_path, tags) as job:
+        data = json.loads(dump_json(job.launcher, *window))
+        pids = dict(job.pids)
+    return data, pids
+
+
+def test_two_sides_opening_differently_named_fifos_are_named_with_both_paths(
+        tmp_path: Path) -> None:
+    """Real reports: sagan#16 and topjohnwu/Magisk#5484 (each side opens its own FIFO name,
+    each open() waits for a partner forever)."""
+    data, pids = _dump("fifo_names", tmp_path, ["indexer", "merger"])
+    indexer, merger = pids["indexer"], pids["merger"]
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    assert summary.startswith("A FIFO nobody opens: "), summary
+    assert sorted(verdict["suspects"]) == sorted([indexer, merger]), verdict
+    spool = tmp_path / "job-fifo_names" / "spool"
+    assert f"is blocked opening FIFO {spool}/feed-{indexer}.fifo for writing" in summary, summary
+    assert f"is blocked opening FIFO {spool}/feed-main.fifo for reading" in summary, summary
+    assert "open different FIFOs of" in summary and "derive the path the same way" in summary
+
+
+def test_threads_waiting_on_a_condition_notified_before_they_waited_are_a_lost_wakeup(
+        tmp_path: Path) -> None:
+    """Real report: chenshuo/muduo#412 (notify_all() before the waiters wait, and a wait with
+    no predicate: every thread sleeps, none is left to wake them)."""
+    data, pids = _dump("lost_notify", tmp_path, ["renderer"])
+    renderer = pids["renderer"]
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    assert verdict["suspects"] == [renderer], verdict
+    assert summary.startswith(f"A lost wake-up: Every thread of PID {renderer} "), summary
+    assert "5 threads (render-0, render-1, render-2 and 2 more) wait in Condition.wait at " \
+        "lost_notify.<locals>.render (notify_jobs.py:" in summary, summary
+    assert "thread MainThread waits in Queue.get at lost_notify (notify_jobs.py:" in summary
+    assert "Condition.wait_for(predicate)" in summary, summary
+    assert "lock-order" not in summary, summary
+
+
+def test_a_lock_held_while_its_holder_waits_on_an_event_is_not_called_an_inversion(
+        tmp_path: Path) -> None:
+    """Real report: python/cpython#101320-style (a thread waits on an Event inside the block
+    that holds the lock the Event's setter needs)."""
+    data, pids = _dump("held_wait", tmp_path, ["catalogue"])
+    catalogue = pids["catalogue"]
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    assert verdict["kind"] == "local_deadlock" and verdict["suspects"] == [catalogue], verdict
+    assert summary.startswith(f"A lock held across a wait in PID {catalogue} (python): "
+                              "thread loader waits in Event.wait (threading.py:"), summary
+    assert "at Catalogue.load (notify_jobs.py:" in summary, summary
+    assert "inside a block that holds self.mu, and 3 threads wait for that lock" in summary
+    assert "Catalogue.publish (notify_jobs.py:" in summary, summary
+    assert "lock-order inversion" not in summary, summary
+
+
+def test_shards_waiting_for_the_next_request_of_an_idle_front_end_are_idle(
+        tmp_path: Path) -> None:
+    """Real report: benfred/py-spy#221 (an idle server's workers all "stuck" in recv): each shard
+    accepted the front end's connection on its own listening socket and waits for its next
+    request, over TCP and over a Unix socket; the front end waits for clients."""
+    # The default 2 s window: socketserver polls every 0.5 s, which a shorter one cannot tell
+    # from one slow call.
+    data, pids = _dump("served_idle", tmp_path, ["front", "shard-u", "shard-t"],
+                       ("--samples", "2"))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "idle", verdict
+    assert verdict["suspects"] == [], verdict
+    summary = verdict["summary"]
+    for tag in ("front", "shard-u", "shard-t"):
+        assert f"PID {pids[tag]} is idle at " in summary, summary
+
+
+def test_a_queue_join_after_a_worker_died_holding_a_task_names_the_join_and_the_death(
+        tmp_path: Path) -> None:
+    """Real report: dbt-labs/dbt-core#5602 (a worker thread killed by a BaseException never
+    calls task_done(); Queue.join() never returns; the other workers idle in get())."""
+    data, pids = _dump("join_dead", tmp_path, ["crawler"])
+    crawler = pids["crawler"]
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    assert verdict["suspects"] == [crawler], verdict
+    assert f"Thread MainThread of PID {crawler} (python) waits in Queue.join at join_dead " \
+        "(notify_jobs.py:" in summary, summary
+    assert "for task_done() of every task taken from the queue" in summary, summary
+    assert "its output says thread crawl-" in summary and "died of an exception" in summary
+    assert "call task_done() in a finally" in summary, summary
+
+
+def test_a_process_waiting_on_a_lock_held_inside_a_deadlock_is_said_behind_it(
+        tmp_path: Path) -> None:
+    """Real reports: frappe/frappe#42164 and tox-dev/filelock#115 (a lock holder stuck on its
+    child's full pipe; what waits for the lock is where the user looks first)."""
+    data, pids = _dump("cycle_behind", tmp_path, ["archiver", "reporter"])
+    archiver, reporter = pids["archiver"], pids["reporter"]
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    assert verdict["kind"] == "deadlock" and verdict["suspects"][0] == archiver, verdict
+    assert f"PID {reporter} (python) waits for the FLOCK lock on " in summary, summary
+    assert "state.lock at reporter (notify_jobs.py:" in summary, summary
+    assert f"held by the launcher (PID {archiver})" in summary, summary
+
+
+def test_renamed_torchrun_ranks_keep_their_numbers_and_native_math_is_slow_not_hung(
+        tmp_path: Path) -> None:
+    """Real report: EleutherAI/bergson#444 (rank 0 eigendecomposes for a long time while the
+    others wait in all_reduce), with ranks that set their process title, which erases their
+    environment as /proc shows it (so RANK is gone): torchrun starts local ranks in order."""
+    ready = tmp_path / "ready"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc-per-node", "3", str(TARGETS / "titled_ranks.py"), str(ready)]
+    with running_target(argv, tmp_path, tags=["rank0", "rank1", "rank2"], ready_file=ready,
+                        ready=lambda t: all(_asleep(t.pids[f"rank{r}"]) for r in (1, 2)),
+                        timeout=120) as job:
+        data = json.loads(dump_json(job.launcher, "--samples", "2"))
+        pids = dict(job.pids)
+    ranks = {p["pid"]: p["rank"]["global_rank"] for p in data["processes"]
+             if p["role"] == "rank"}
+    assert ranks == {pids[f"rank{r}"]: r for r in range(3)}, data["processes"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+    assert verdict["suspects"] == [pids["rank0"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith("Slow, not hung: rank 0 "), summary
+    assert "it computes inside torch/lib/libtorch_cpu.so under precondition (titled_ranks.py:" \
+        in summary, summary
+    assert "Ranks 1-2 wait in all_reduce" in summary, summary
