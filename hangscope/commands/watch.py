@@ -34,12 +34,13 @@ from typing import TYPE_CHECKING
 from hangscope.errors import UsageError
 
 if TYPE_CHECKING:
+    from hangscope.live.node_events import NodeEvents
     from hangscope.live.watch import Watch
     from hangscope.remote.multiwatch import MultiWatch
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from hangscope.commands.dump import add_sampling_arguments
+    from hangscope.commands.dump import add_kernel_arguments, add_sampling_arguments
     from hangscope.commands.nodes import add_arguments as add_node_arguments
 
     parser = sub.add_parser("watch", help="watch a job and capture the hang when it starts",
@@ -65,6 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     # The watcher a multi-node watch starts on each node (live/node_events.py): JSON lines.
     parser.add_argument("--events", action="store_true", help=argparse.SUPPRESS)
     add_sampling_arguments(parser)
+    add_kernel_arguments(parser)  # read at a capture only: a pulse never pauses a rank
     add_node_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_captures < 1:
         raise UsageError("--max-captures must be at least 1.")
     pid = parse_pid(args.pid) if args.pid is not None else None
-    if pid is None and not multinode:
+    if pid is None and not multinode and not args.events:
         pid = find_job_pid(parse_spec(args.find))
     sampling = options_from(args)
     if not args.events:
@@ -100,16 +102,19 @@ def run(args: argparse.Namespace) -> int:
                            on_hang=args.on_hang, max_captures=args.max_captures,
                            exit_on_hang=args.exit_on_hang, verbose=args.verbose,
                            sampling=sampling)
-    watch: Watch | MultiWatch
+    watch: Watch | MultiWatch | NodeEvents
     if multinode:
         from hangscope.remote.multiwatch import MultiWatch
 
         watch = MultiWatch(request_from(args, pid, sampling), pid, options, say=_say)
     elif args.events:
-        from hangscope.live.node_events import EventWatch
+        from hangscope.live.node_events import NodeEvents
+        from hangscope.remote.find import find_python_pid
 
-        assert pid is not None
-        watch = EventWatch(pid, options)
+        # Started before the job (a batch script before `srun`): it waits for the job here.
+        spec = parse_spec(args.find) if args.find else None
+        watch = NodeEvents((lambda: pid) if spec is None
+                           else (lambda: find_python_pid(spec)), options)
     else:
         assert pid is not None
         watch = Watch(pid, options, say=_say)

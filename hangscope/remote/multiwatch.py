@@ -50,6 +50,7 @@ class NodeState:
     ended_at: float | None = None
     ended_said: bool = False
     lost: bool = False
+    waiting: bool = False  # said it has no process of the job yet
 
     @property
     def live(self) -> bool:
@@ -78,6 +79,7 @@ class MultiWatch:
         self._hang_since: float | None = None
         self._checked: Shape | None = None
         self._announced = False
+        self._dead: set[str] = set()  # nodes whose rank's death was captured
         where = request.where
         args = remote_argv(request.spec, options.sampling, Pulse(options.after,
                                                                     options.interval))
@@ -115,11 +117,20 @@ class MultiWatch:
                     return HANG_CAPTURED
                 if self._grace() and opts.exit_on_hang:
                     return HANG_CAPTURED
-                if all(s.ended_at is not None or s.lost for s in self.state.values()):
+                if self._over():
                     return self._ended()
             return HANG_CAPTURED if self.captures else 0
         finally:
             self._stop_watchers()
+
+    def _over(self) -> bool:
+        """The job ended on every node that ran it (a node still waiting for it to start
+        never will once it ended everywhere else), or no node is left to watch."""
+        states = self.state.values()
+        if all(s.lost for s in states):
+            return True
+        return any(s.ended_at is not None for s in states) and all(
+            s.ended_at is not None or s.lost or not s.seen for s in states)
 
     def _handle(self, event: NodeEvent) -> bool:
         """One node's line; True when a capture was written."""
@@ -132,6 +143,12 @@ class MultiWatch:
                      f"`{self.request.where.transport.name}` reaches {event.node} by hand.")
             self._announce()
             return False
+        if event.event == "waiting":  # started before the job: it has no process there yet
+            if not state.waiting and self.options.verbose:
+                self.say(f"{event.node}: waiting for the job to start there")
+            state.waiting = True
+            self._announce()
+            return False
         if event.event == "note":
             if self.options.verbose:
                 self.say(f"{event.node}: {event.data.get('line', '')}")
@@ -140,6 +157,7 @@ class MultiWatch:
             state.ended_at = self.clock()
             return False
         if event.event == "died":
+            self._dead.add(event.node)  # its node's end that follows is this same death
             if self._hang is not None and len(self.captures) >= self.options.max_captures:
                 return False
             return self._capture(f"on {event.node}, {event.data.get('why', 'a rank exited')}",
@@ -163,13 +181,18 @@ class MultiWatch:
 
     def _announce(self) -> None:
         """Once every node answered or was lost: one line that says what is watched."""
-        if self._announced or not all(s.seen or s.lost for s in self.state.values()):
+        if self._announced or not all(s.seen or s.lost or s.waiting
+                                      for s in self.state.values()):
             return
-        self._announced = True
         seen = [n for n, s in self.state.items() if s.seen]
+        if not seen:
+            return  # every node waits for the job: said once it has started somewhere
+        self._announced = True
         ranks = sum(self.state[n].ranks for n in seen)
-        self.say(f"{len(seen)} of {len(self.nodes)} nodes watched ({fold(seen) or 'none'}): "
-                 f"{ranks} rank{'s' if ranks != 1 else ''}")
+        waiting = [n for n, s in self.state.items() if s.waiting and not s.seen]
+        self.say(f"{len(seen)} of {len(self.nodes)} nodes watched ({fold(seen)}): "
+                 f"{ranks} rank{'s' if ranks != 1 else ''}"
+                 + (f"; the job has not started on {fold(waiting)} yet" if waiting else ""))
 
     def _shape(self) -> Shape:
         """Who waits where on the live nodes, for the waits as old as ``--after``."""
@@ -188,7 +211,7 @@ class MultiWatch:
     def _judge(self) -> bool:
         shape = self._shape()
         if self._hang is not None:
-            if all(self._left(n, p, w) for n, p, w in self._hang):
+            if self._hang and all(self._left(n, p, w) for n, p, w in self._hang):
                 took = self.clock() - (self._hang_since or self.clock())
                 self.say(f"recovered after {_ago(took)}: every process of the hang left its "
                          "wait; the capture was a slow phase, not a hang")
@@ -215,10 +238,12 @@ class MultiWatch:
                 continue
             s.ended_said = True
             running = [n for n, o in self.state.items() if o.live]
-            if running and (self._hang is None
-                            or len(self.captures) < self.options.max_captures):
-                return self._capture(f"the job ended on {node} while {fold(running)} "
-                                     "still run", self._shape())
+            if node in self._dead or not running:
+                continue
+            if self._hang is None or len(self.captures) < self.options.max_captures:
+                self._dead.add(node)
+                return self._capture(f"the job ended on {node} while it runs on "
+                                     f"{fold(running)}", self._shape())
         return False
 
     def _ended(self) -> int:
