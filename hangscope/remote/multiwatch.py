@@ -23,6 +23,7 @@ from hangscope.analyze.stall import ASLEEP, NOT_HUNG, leaf
 from hangscope.errors import HangscopeError, UsageError
 from hangscope.live.capture import Capture, Hooks, hang_line, write_capture
 from hangscope.live.watch import HANG_CAPTURED, WatchOptions, _ago
+from hangscope.model import Snapshot
 from hangscope.remote.multinode import _is_here, dump_everywhere
 from hangscope.remote.nodeset import fold
 from hangscope.remote.nodewatch import NodeEvent, NodeWatcher
@@ -51,6 +52,7 @@ class NodeState:
     ended_said: bool = False
     lost: bool = False
     waiting: bool = False  # said it has no process of the job yet
+    pulse_no: int = 0  # the watch's count of pulses at this node's last
 
     @property
     def live(self) -> bool:
@@ -62,13 +64,14 @@ class MultiWatch:
 
     def __init__(self, request: NodeRequest, pid: int | None, options: WatchOptions,
                  say: Callable[[str], None] = print,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 dump: Callable[[NodeRequest, int | None], Snapshot] = dump_everywhere) -> None:
         if request.where.nodes is None:
             raise UsageError("watch --nodes auto needs SLURM_JOB_NODELIST in the job's "
                              "environment (NCCL RAS is asked only at a capture).",
                              "Name the nodes: --nodes node[01-04].")
         self.request, self.pid, self.options = request, pid, options
-        self.say, self.clock = say, clock
+        self.say, self.clock, self.dump = say, clock, dump
         self.nodes = list(dict.fromkeys(request.where.nodes))
         self.state = {node: NodeState() for node in self.nodes}
         self.captures: list[Capture] = []
@@ -80,6 +83,9 @@ class MultiWatch:
         self._checked: Shape | None = None
         self._announced = False
         self._dead: set[str] = set()  # nodes whose rank's death was captured
+        self._finished = False  # the job ended (not a stop)
+        self._pulses = 0  # pulses from every node so far
+        self._left_at: int | None = None  # the pulse that first saw part of the hang leave
         where = request.where
         args = remote_argv(request.spec, options.sampling, Pulse(options.after,
                                                                     options.interval))
@@ -122,6 +128,11 @@ class MultiWatch:
             return HANG_CAPTURED if self.captures else 0
         finally:
             self._stop_watchers()
+            if not self._finished:  # Ctrl-C, SIGTERM, --exit-on-hang: say nothing is left
+                watched = [n for n, st in self.state.items() if st.seen or st.waiting]
+                self.say(f"stopped: the watchers on {fold(watched) or 'no node'} ended"
+                         + (f"; {len(self.captures)} capture(s) in {opts.out}"
+                            if self.captures else ""))
 
     def _over(self) -> bool:
         """The job ended on every node that ran it (a node still waiting for it to start
@@ -165,6 +176,8 @@ class MultiWatch:
         if event.event != "pulse":
             return False
         state.seen = True
+        self._pulses += 1
+        state.pulse_no = self._pulses
         ranks = event.data.get("ranks")
         state.ranks = len(ranks) if isinstance(ranks, dict) else 0
         state.waits = {}
@@ -215,14 +228,22 @@ class MultiWatch:
                 took = self.clock() - (self._hang_since or self.clock())
                 self.say(f"recovered after {_ago(took)}: every process of the hang left its "
                          "wait; the capture was a slow phase, not a hang")
-                self._hang = self._hang_since = None
+                self._hang = self._hang_since = self._left_at = None
                 return False
             # More processes of other nodes reaching --after in later pulses is the same
-            # hang (nodes pulse out of step); one that left its wait while others stay is not.
-            if any(self._left(n, p, w) for n, p, w in self._hang) and shape \
+            # hang (nodes pulse out of step); one that left its wait while others stay is
+            # not, once every node of the hang has pulsed since (a recovery reaches the
+            # nodes' pulses one at a time: it must not read as a new shape on the way).
+            if not any(self._left(n, p, w) for n, p, w in self._hang):
+                self._left_at = None
+                self._hang |= shape
+                return False
+            if self._left_at is None:
+                self._left_at = self._pulses
+            nodes = {n for n, _, _ in self._hang if self.state[n].live}
+            if shape and all(self.state[n].pulse_no > self._left_at for n in nodes) \
                     and len(self.captures) < self.options.max_captures:
                 return self._capture("the hang changed shape", shape)
-            self._hang |= shape
             return False
         if not shape or shape == self._checked:
             return False
@@ -252,6 +273,7 @@ class MultiWatch:
             raise HangscopeError("No node could be watched (each node's reason is above).",
                                  f"Check that `{self.request.where.transport.name}` reaches "
                                  "the nodes and that --find matches the job on them.")
+        self._finished = True
         hangs = len(self.captures)
         tail = f"; {hangs} capture(s) in {self.options.out}" if hangs else "; no hang seen"
         lost = [n for n, s in self.state.items() if s.lost]
@@ -264,7 +286,7 @@ class MultiWatch:
     def _capture(self, why: str, shape: Shape) -> bool:
         """The whole job's dump, every node at once; written when its verdict says hung."""
         try:
-            snap = dump_everywhere(self.request, self.pid)
+            snap = self.dump(self.request, self.pid)
         except HangscopeError as exc:
             self.say(f"could not capture ({why}): {exc.message}")
             return False
@@ -280,7 +302,7 @@ class MultiWatch:
             ages = [self.state[n].waits[p][1] for n, p, _ in shape
                     if p in self.state[n].waits]
             self._hang_since = self.clock() - max(ages, default=0.0)
-        self._hang = shape
+        self._hang, self._left_at = shape, None
         self.say(hang_line(capture))
         self.hooks.run(capture)
         return True
