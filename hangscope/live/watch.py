@@ -178,7 +178,11 @@ class Watch:
         """A rank that exited while the others live is a hang at once (no --after): True when
         it was captured."""
         alive = {p.pid: p for p in procs if p.role is Role.RANK and not p.is_exited}
-        gone = [p for pid, p in self._ranks.items() if pid not in alive]
+        # A process that is still there but no longer a rank only changed its role: a
+        # torchrun agent started by srun carries SLURM_PROCID and reads as a rank until its
+        # workers appear (analyze/roles.py refine_roles), which a watch started before the
+        # job sees.
+        gone = [p for pid, p in self._ranks.items() if pid not in alive and not _alive(pid)]
         self._ranks = alive
         if not gone or not alive:
             return False
