@@ -31,7 +31,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from hangscope.errors import UsageError
+from hangscope.collect import procfs
+from hangscope.errors import ProcessNotFound, UsageError
 
 if TYPE_CHECKING:
     from hangscope.live.node_events import NodeEvents
@@ -93,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
     if args.max_captures < 1:
         raise UsageError("--max-captures must be at least 1.")
     pid = parse_pid(args.pid) if args.pid is not None else None
+    if pid is not None and multinode and procfs.read_stat(pid) is None:
+        # Before the node set's own messages, which would blame the job's environment.
+        raise ProcessNotFound(f"No process with PID {pid} exists on this node.",
+                              "Give the PID of the job's launcher or of a rank here, or "
+                              "--find SPEC without a PID.")
     if pid is None and not multinode and not args.events:
         pid = find_job_pid(parse_spec(args.find))
     sampling = options_from(args)

@@ -128,9 +128,9 @@ class MultiWatch:
             return HANG_CAPTURED if self.captures else 0
         finally:
             self._stop_watchers()
-            if not self._finished:  # Ctrl-C, SIGTERM, --exit-on-hang: say nothing is left
-                watched = [n for n, st in self.state.items() if st.seen or st.waiting]
-                self.say(f"stopped: the watchers on {fold(watched) or 'no node'} ended"
+            watched = [n for n, st in self.state.items() if st.seen or st.waiting]
+            if not self._finished and watched:  # Ctrl-C, SIGTERM, --exit-on-hang
+                self.say(f"stopped: the watchers on {fold(watched)} ended"
                          + (f"; {len(self.captures)} capture(s) in {opts.out}"
                             if self.captures else ""))
 
@@ -149,8 +149,9 @@ class MultiWatch:
         if event.event == "lost":
             state.lost = True
             others = sum(1 for s in self.state.values() if not s.lost)
-            self.say(f"{event.node}: not watched: {event.error}. The watch goes on with the "
-                     f"other {others} node{'s' if others != 1 else ''}; check that "
+            goes_on = (f"The watch goes on with the other {others} node"
+                       f"{'s' if others != 1 else ''}" if others else "No node is left")
+            self.say(f"{event.node}: not watched: {event.error}. {goes_on}; check that "
                      f"`{self.request.where.transport.name}` reaches {event.node} by hand.")
             self._announce()
             return False

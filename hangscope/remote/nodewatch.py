@@ -119,11 +119,13 @@ class NodeWatcher:
             return
         proc = self.proc
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        threading.Thread(target=self._keep_stderr, args=(proc.stderr,), daemon=True).start()
+        reader = threading.Thread(target=self._keep_stderr, args=(proc.stderr,), daemon=True)
+        reader.start()
         if self.local:  # nothing to ship to this machine
             proc.stdin.close()
         ended = self._converse(proc)
         rc = proc.wait()
+        reader.join(timeout=5)  # the transport's last words say why it ended
         if ended or self._stopping.is_set():
             return
         stderr = self._stderr.decode(errors="replace")
