@@ -87,6 +87,12 @@ class Job(SaysLines):
     def trigger(self, name: str) -> None:
         (self.ready / name).touch()
 
+    def kill_on(self, name: str) -> None:
+        """The job's agent and rank on node ``name``, by the PIDs that node gave them."""
+        pids = [self.agents.get(name)] + [p for _, h, p, _ in self.marks("training")
+                                          if h == name]
+        self.cluster.run_on(name, "kill", "-9", *(str(p) for p in pids if p), timeout=10)
+
     def node_watchers(self) -> list[str]:
         """The watcher's processes left on any node: its node watchers and their ssh."""
         found = []
@@ -128,10 +134,8 @@ def job(cluster: WatchCluster, tmp_path: Path) -> Iterator[Job]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(running.watcher.pid, signal.SIGKILL)
             running.watcher.wait()
-        for name in NODES:  # the agents and the ranks, by the PIDs their node gave them
-            pids = [running.agents.get(name)] + [p for _, h, p, _ in running.marks("training")
-                                                 if h == name]
-            cluster.run_on(name, "kill", "-9", *(str(p) for p in pids if p), timeout=10)
+        for name in NODES:
+            running.kill_on(name)
 
 
 def _ranks_by_host(capture: Path) -> dict[str, set[int]]:
@@ -202,4 +206,8 @@ def test_a_rank_that_dies_on_a_node_is_captured(job: Job) -> None:
     [capture] = job.captures()
     kind = json.loads(capture.read_text())["verdict"]["kind"]
     assert kind == "missing_rank", job.text()
-    assert _stop_and_check_clean(job) == 8, job.text()
+    # AND when the job ends on node01 too, the watch ends by itself (exit 8: a capture)
+    job.kill_on("node01")
+    assert job.watcher is not None and job.watcher.wait(timeout=30) == 8, job.text()
+    assert "the job ended on node[01-02]; 1 capture(s)" in job.text(), job.text()
+    poll(lambda: not job.node_watchers(), "every node's watcher to end", timeout=20)
