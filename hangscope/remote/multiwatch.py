@@ -271,7 +271,9 @@ class MultiWatch:
     def _ended(self) -> int:
         ended = [n for n, s in self.state.items() if s.ended_at is not None]
         if not ended and not self.captures:
-            raise HangscopeError("No node could be watched (each node's reason is above).",
+            what = ("No node is left to watch" if any(s.seen for s in self.state.values())
+                    else "No node could be watched")
+            raise HangscopeError(f"{what} (each node's reason is above).",
                                  f"Check that `{self.request.where.transport.name}` reaches "
                                  "the nodes and that --find matches the job on them.")
         self._finished = True
