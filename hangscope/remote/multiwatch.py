@@ -151,8 +151,13 @@ class MultiWatch:
             others = sum(1 for s in self.state.values() if not s.lost)
             goes_on = (f"The watch goes on with the other {others} node"
                        f"{'s' if others != 1 else ''}" if others else "No node is left")
-            self.say(f"{event.node}: not watched: {event.error}. {goes_on}; check that "
-                     f"`{self.request.where.transport.name}` reaches {event.node} by hand.")
+            # Never reached: the transport is the suspect. Watched, then lost: its ranks are
+            # still asked at every capture, through a connection of their own.
+            fix = (f"its ranks are still in every capture; start the watch again to watch "
+                   f"{event.node} again" if state.seen else
+                   f"check that `{self.request.where.transport.name}` reaches {event.node} "
+                   "by hand")
+            self.say(f"{event.node}: not watched: {event.error}. {goes_on}; {fix}.")
             self._announce()
             return False
         if event.event == "waiting":  # started before the job: it has no process there yet
@@ -280,8 +285,11 @@ class MultiWatch:
         hangs = len(self.captures)
         tail = f"; {hangs} capture(s) in {self.options.out}" if hangs else "; no hang seen"
         lost = [n for n, s in self.state.items() if s.lost]
-        self.say(f"the job ended on {fold(ended) or 'no node'}"
-                 + (f" ({fold(lost)} not watched)" if lost else "") + tail)
+        if ended:
+            self.say(f"the job ended on {fold(ended)}"
+                     + (f" ({fold(lost)} not watched)" if lost else "") + tail)
+        else:  # every node's watcher was lost after a capture
+            self.say(f"no node is left to watch ({fold(lost)} not watched){tail}")
         self.hooks.wait()
         return HANG_CAPTURED if hangs else 0
 

@@ -134,8 +134,9 @@ class NodeWatcher:
         elif rc == NO_PYTHON:
             self._lost(hangscope_error(stderr) or "could not unpack hangscope there")
         else:
-            self._lost(hangscope_error(stderr) or f"its watcher stopped ("
-                       f"{self.transport.what_failed(rc, stderr) if not self.local else rc})")
+            self._lost(hangscope_error(stderr) or (
+                f"its watcher on this machine stopped (exit status {rc})" if self.local
+                else f"its watcher stopped ({self.transport.what_failed(rc, stderr)})"))
 
     def _converse(self, proc: subprocess.Popen[bytes]) -> bool:
         """Ship if asked, then pass on every line; True when the node said its job ended."""

@@ -5,7 +5,8 @@ the order they arrive, with a frozen clock, and the capture taken by a dump that
 real merged dump of a hung 4-node job (tests/fixtures/multinode/gloo4x2-merged.json) WHEN the
 watch judges each line THEN it captures once, not again as the nodes' pulses come out of step,
 again when the hang changes shape, says "recovered", and captures a node whose job ended
-while the others run. (The real processes: tests/integration/test_watch_multinode.py.)
+while the others run, and says what a node lost after it was watched still gets. (The real
+processes: tests/integration/test_watch_multinode.py.)
 """
 
 from __future__ import annotations
@@ -111,3 +112,18 @@ def test_a_lost_node_is_one_line_and_the_others_are_still_watched(tmp_path: Path
                     "reaches b by hand.")
     scene.pulse("a", (11, WAIT, 10.5))
     assert scene.dumps == 1
+
+
+def test_a_node_lost_after_it_was_watched_stays_in_the_captures(tmp_path: Path) -> None:
+    scene = Scene(tmp_path)
+    scene.pulse("a", (11, WAIT, 10.5))
+    scene.pulse("b")
+    assert scene.dumps == 1
+    for node in ("a", "b"):  # both watchers stop (killed on their nodes)
+        scene.watch._handle(NodeEvent(node, "lost", {"error": "its watcher stopped (ssh "
+                                                     "failed: Killed)"}))
+    assert "start the watch again to watch b again" in scene.said("b: not watched")[0]
+    assert scene.watch._over()
+    assert scene.watch._ended() == 8
+    assert scene.lines[-1] == ("no node is left to watch (a,b not watched); 1 capture(s) in "
+                               f"{tmp_path}")
