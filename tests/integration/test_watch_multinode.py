@@ -211,3 +211,21 @@ def test_a_rank_that_dies_on_a_node_is_captured(job: Job) -> None:
     assert job.watcher is not None and job.watcher.wait(timeout=30) == 8, job.text()
     assert "the job ended on node[01-02]; 1 capture(s)" in job.text(), job.text()
     poll(lambda: not job.node_watchers(), "every node's watcher to end", timeout=20)
+
+
+@pytest.mark.slow  # ~45 s more: kept out of CI's budget for this module (run with -m slow)
+@pytest.mark.timeout(180)
+def test_a_long_pause_is_captured_then_recovers(job: Job) -> None:
+    # GIVEN the job watched with --after 10
+    job.watch("--nodes", "node[01-02]", *FAST)
+    job.said("2 of 2 nodes watched", timeout=60)
+    # WHEN the rank on node02 stops for 25 s while the rank on node01 waits for it
+    job.trigger("PAUSE")
+    job.wait_marks("pause")
+    # THEN the pause is captured once it outlasts --after, and "recovered" when the job moves
+    job.said("HANG (", timeout=40)
+    resumed = job.wait_marks("resumed", timeout=60)
+    recovered = job.said("recovered after", timeout=30)
+    assert recovered - resumed <= 15, job.text()
+    assert len(job.captures()) == 1, job.text()
+    assert _stop_and_check_clean(job) == 8, job.text()

@@ -10,6 +10,8 @@ all_reduce on whether a file appeared, so they all stop training at the same ste
         collectives across nodes; gloo cannot notice).
   DIE   the last rank exits with status 3 while the others wait in the job's store for the
         checkpoint it never writes (a rank that crashed saving its shard).
+  PAUSE the last rank sleeps PAUSE_S seconds (a slow checkpoint write) while the others wait
+        for it in all_reduce, then every rank trains on ("resumed").
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from datetime import timedelta
 from pathlib import Path
 
 STEP_S = 0.05
-TRIGGERS = ("HANG", "DIE")
+TRIGGERS = ("HANG", "DIE", "PAUSE")
+#: How long the last rank stops for a PAUSE (the others wait for it in all_reduce).
+PAUSE_S = 25.0
 
 
 def mark(ready_dir: Path, rank: int, what: str) -> None:
@@ -65,6 +69,14 @@ def main() -> int:
     trigger = train(ready_dir)
     mark(ready_dir, rank, trigger.lower())
     last = rank == world - 1
+    if trigger == "PAUSE":
+        (ready_dir / "PAUSE").unlink(missing_ok=True)
+        if last:
+            time.sleep(PAUSE_S)
+        dist.all_reduce(torch.ones(4))
+        mark(ready_dir, rank, "resumed")
+        train(ready_dir)
+        return 0
     if trigger == "HANG":
         if last:
             out = [torch.zeros(4) for _ in range(world)]
