@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +72,46 @@ async def until(pilot: Pilot, condition: Callable[[], object], what: str,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         await pilot.pause(0.02)
+
+
+@dataclass
+class Said:
+    """What a long-running child (``hangscope watch``) prints, each line with when it came: a
+    reader thread collects them, ``said`` waits for a word with a deadline."""
+
+    proc: subprocess.Popen[str]
+    lines: list[tuple[float, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append((time.time(), line.rstrip("\n")))
+
+    def said(self, word: str, timeout: float) -> float:
+        """When the child first printed a line holding ``word``."""
+        def seen() -> float | None:
+            return next((t for t, line in self.lines if word in line), None)
+        return poll(seen, f"the watcher to say {word!r}; it said:\n{self.text()}", timeout)
+
+    def text(self) -> str:
+        return "\n".join(line for _, line in self.lines)
+
+
+class SaysLines:
+    """For a test's record of a running watch: ``said``/``text`` of its ``output``."""
+
+    output: Said | None
+
+    def said(self, word: str, timeout: float) -> float:
+        """When the watcher first printed a line holding ``word``."""
+        assert self.output is not None, "the watcher was not started"
+        return self.output.said(word, timeout)
+
+    def text(self) -> str:
+        return self.output.text() if self.output is not None else ""
 
 
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -16,13 +16,10 @@ waits change), a last line when the job ends.
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hangscope.analyze.progress import progress_of
@@ -30,9 +27,10 @@ from hangscope.analyze.stall import NOT_HUNG, StallClock, leaf, wait_of
 from hangscope.collect import procfs
 from hangscope.collect.progress import ProgressWatcher
 from hangscope.errors import HangscopeError, PermissionDenied, ProcessNotFound
+from hangscope.live.capture import Capture, Hooks, hang_line, write_capture
 from hangscope.live.discover import Discovery
 from hangscope.live.sampler import WATCHED, SampleOptions, Sampler
-from hangscope.model import Process, Role, Snapshot
+from hangscope.model import Process, Role
 
 #: Python samples per second where a wait is recorded: enough to see a line move in a pulse
 #: (~0.5% of a core per process recorded, benchmarks/watch_cost.py).
@@ -60,16 +58,6 @@ class WatchOptions:
     sampling: SampleOptions = field(default_factory=SampleOptions)
 
 
-@dataclass(frozen=True)
-class Capture:
-    """One capture written to disk."""
-
-    json: Path
-    markdown: Path
-    snapshot: Snapshot
-    reason: str
-
-
 class Watch:
     """Watches the job of ``pid`` until it ends (``run``); say(line) tells the user."""
 
@@ -89,7 +77,7 @@ class Watch:
         self._hang_since: float | None = None
         self._checked: frozenset[tuple[int, tuple[str, ...]]] | None = None  # judged not hung
         self._ranks: dict[int, Process] = {}  # the ranks seen alive at the last pulse
-        self._hooks: list[subprocess.Popen[bytes]] = []
+        self.hooks = Hooks(options.on_hang, say)
 
     def stop(self) -> None:
         """End the watch at the next pulse's end (Ctrl-C, a signal)."""
@@ -190,7 +178,11 @@ class Watch:
         """A rank that exited while the others live is a hang at once (no --after): True when
         it was captured."""
         alive = {p.pid: p for p in procs if p.role is Role.RANK and not p.is_exited}
-        gone = [p for pid, p in self._ranks.items() if pid not in alive]
+        # A process that is still there but no longer a rank only changed its role: a
+        # torchrun agent started by srun carries SLURM_PROCID and reads as a rank until its
+        # workers appear (analyze/roles.py refine_roles), which a watch started before the
+        # job sees.
+        gone = [p for pid, p in self._ranks.items() if pid not in alive and not _alive(pid)]
         self._ranks = alive
         if not gone or not alive:
             return False
@@ -210,11 +202,7 @@ class Watch:
         tail = f"; {hangs} capture(s) in {self.options.out}" if hangs else "; no hang seen"
         self.say(f"the job ended (PID {self.pid} "
                  f"{'exited' if procs is None else 'has no working process left'}){tail}")
-        for hook in self._hooks:
-            try:
-                hook.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                hook.kill()
+        self.hooks.wait()
         return HANG_CAPTURED if hangs else 0
 
     # -- the capture -------------------------------------------------------------------
@@ -236,46 +224,15 @@ class Watch:
             summary = verdict.summary if verdict is not None else ""
             self.say(f"checked ({why}): not hung: {summary}")
             return False
-        capture = self._write(snap, why)
+        capture = write_capture(self.options.out, snap, why, str(self.pid),
+                                len(self.captures) + 1)
         self.captures.append(capture)
         if self._hang is None:
             self._hang_since = self.clock() - self.stall.stalled_for()
         self._hang = shape
-        summary = verdict.summary if verdict is not None else "no verdict"
-        self.say(f"HANG ({why}): {kind.upper().replace('_', ' ')}: {summary} "
-                 f"-> {capture.markdown}")
-        self._run_hook(capture)
+        self.say(hang_line(capture))
+        self.hooks.run(capture)
         return True
-
-    def _write(self, snap: Snapshot, why: str) -> Capture:
-        from hangscope.render.output import render, write_private
-
-        out = self.options.out
-        out.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        base = out / f"hangscope-{snap.hosts[0].name if snap.hosts else 'host'}-{self.pid}-" \
-                     f"{stamp}-{len(self.captures) + 1}"
-        snap = replace(snap, notes=(*snap.notes, f"Captured by hangscope watch: {why}."))
-        json_path = write_private(base.with_suffix(".json"), render(snap, "json"))
-        md_path = write_private(base.with_suffix(".md"), render(snap, "md"))
-        return Capture(json_path, md_path, snap, why)
-
-    def _run_hook(self, capture: Capture) -> None:
-        """``--on-hang CMD``: run through the shell with the report's paths as $1 and $2 and
-        in HANGSCOPE_REPORT_JSON / HANGSCOPE_REPORT_MD; never waited for here."""
-        cmd = self.options.on_hang
-        if not cmd:
-            return
-        env = dict(os.environ, HANGSCOPE_REPORT_JSON=str(capture.json),
-                   HANGSCOPE_REPORT_MD=str(capture.markdown),
-                   HANGSCOPE_VERDICT=str(capture.snapshot.verdict.kind)
-                   if capture.snapshot.verdict else "unknown")
-        try:
-            self._hooks.append(subprocess.Popen(
-                ["/bin/sh", "-c", cmd, "hangscope-on-hang", str(capture.json),
-                 str(capture.markdown)], env=env, stdin=subprocess.DEVNULL))
-        except OSError as exc:
-            self.say(f"--on-hang could not run ({shlex.quote(cmd)}): {exc}")
 
 
 def _alive(pid: int) -> bool:

@@ -35,7 +35,7 @@ class NodeAnswer:
     shipped: bool = False
 
 
-def _hangscope_error(stderr: str) -> str | None:
+def hangscope_error(stderr: str) -> str | None:
     """hangscope's own error sentence from the remote's stderr, with its fix."""
     lines = [ln.removeprefix("hangscope: ") for ln in stderr.splitlines()
              if ln.startswith(("hangscope: error:", "hangscope: fix:"))]
@@ -97,7 +97,7 @@ def dump_node(transport: Transport, node: str, dump_args: Sequence[str], timeout
               ship: str = "auto", python: str = "python3") -> NodeAnswer:
     """Run ``hangscope dump ARGS --format json`` on ``node``; ship hangscope when it lacks it."""
     start = time.monotonic()
-    command = ["sh", "-c", REMOTE_SCRIPT, "hangscope-remote", ship, python, *dump_args]
+    command = ["sh", "-c", REMOTE_SCRIPT, "hangscope-remote", ship, python, "dump", *dump_args]
     try:
         ex = _converse(transport.argv(node, command), timeout)
     except HangscopeError as exc:  # nothing to ship (no py-spy here)
@@ -121,8 +121,8 @@ def dump_node(transport: Transport, node: str, dump_args: Sequence[str], timeout
     if transport.unreachable_rc is not None and ex.rc == transport.unreachable_rc:
         return answer(None, transport.what_failed(ex.rc, ex.stderr))
     if ex.rc == NO_PYTHON:
-        return answer(None, _hangscope_error(ex.stderr) or "could not unpack hangscope there")
-    return answer(None, _hangscope_error(ex.stderr) or transport.what_failed(ex.rc, ex.stderr))
+        return answer(None, hangscope_error(ex.stderr) or "could not unpack hangscope there")
+    return answer(None, hangscope_error(ex.stderr) or transport.what_failed(ex.rc, ex.stderr))
 
 
 def dump_nodes(transport: Transport, nodes: Sequence[str], dump_args: Sequence[str],

@@ -58,13 +58,23 @@ def _environ_has(pid: int, key: str, value: str) -> bool:
     return bool(env) and env.get(key) == value
 
 
+def _is_hangscope(pid: int) -> bool:
+    """A hangscope of its own (a watch started before the job, a node's watcher, a dump):
+    it carries the job's SLURM_JOB_ID too, and would be found first by its lower PID."""
+    argv = procfs.read_cmdline(pid) or ()
+    head = [os.path.basename(a) for a in argv[:3]]
+    return ("hangscope" in head or "hangscope.pyz" in head
+            or list(argv[1:3]) == ["-m", "hangscope"])
+
+
 def find_pids(spec: Spec) -> list[int]:
-    """Every process of this node (this PID namespace) that matches, lowest PID first."""
+    """Every process of this node (this PID namespace) that matches, lowest PID first;
+    never hangscope's own."""
     me = os.getpid()
     pattern = re.compile(spec.value) if spec.kind == "name" else None
     found = []
     for pid in procfs.pids():
-        if pid in (me, os.getppid()):
+        if pid in (me, os.getppid()) or _is_hangscope(pid):
             continue
         if pattern is not None:
             if pattern.search(" ".join(procfs.read_cmdline(pid))):
@@ -94,6 +104,12 @@ def find_job_pid(spec: Spec) -> int:
                               "Check the spec against `tr '\\0' '\\n' < /proc/PID/environ` of "
                               "a rank, or give name:REGEX matching its command line.")
     return pids[0]
+
+
+def find_python_pid(spec: Spec) -> int | None:
+    """The job's first Python process on this node, or None while it has none (a watcher
+    started before the job: a batch script's shell already carries SLURM_JOB_ID)."""
+    return next((p for p in find_pids(spec) if _is_python(p)), None)
 
 
 def _family(pid: int) -> list[int]:

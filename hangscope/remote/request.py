@@ -35,10 +35,24 @@ class NodeRequest:
     where: Placement
 
 
-def remote_argv(spec: Spec, options: SampleOptions) -> list[str]:
-    """``hangscope dump`` arguments that sample the job on a node as ``options`` says here."""
-    out = ["--find", str(spec), "--format", "json", "--samples", str(options.samples),
-           "--window", repr(options.window), "--timeout", repr(options.timeout)]
+@dataclass(frozen=True)
+class Pulse:
+    """What a multi-node watch asks of each node's watcher: ``--after`` and ``--interval``."""
+
+    after: float
+    interval: float
+
+
+def remote_argv(spec: Spec, options: SampleOptions, pulse: Pulse | None = None) -> list[str]:
+    """The arguments of ``hangscope dump`` (or, with ``pulse``, of the node's watcher
+    ``hangscope watch --events``) that sample the job on a node as ``options`` says here."""
+    if pulse is None:
+        out = ["--find", str(spec), "--format", "json"]
+    else:
+        out = ["--find", str(spec), "--events", "--after", repr(pulse.after),
+               "--interval", repr(pulse.interval)]
+    out += ["--samples", str(options.samples), "--window", repr(options.window),
+            "--timeout", repr(options.timeout)]
     if not options.native:
         out.append("--no-native")
     if options.nonblocking:

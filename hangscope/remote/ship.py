@@ -45,13 +45,14 @@ runpy.run_module({ENTRY_MODULE!r}, run_name="__main__")
 
 # One connection: the remote says on its first stdout line whether it needs the bundle
 # ("HANGSCOPE:send"), and only then does the client write the tar stream to its stdin.
-# $1: auto | always | never (--ship); $2: the Python for the zipapp; the rest: `dump` args.
+# $1: auto | always | never (--ship); $2: the Python for the zipapp; $3: the command (dump,
+# or watch for a multi-node watch's watcher on the node); the rest: its arguments.
 HELLO_INSTALLED = "HANGSCOPE:installed"
 HELLO_SEND = "HANGSCOPE:send"
 REMOTE_SCRIPT = r"""
-mode=$1; py=$2; shift 2
+mode=$1; py=$2; cmd=$3; shift 3
 if [ "$mode" != always ] && command -v hangscope >/dev/null 2>&1; then
-  echo HANGSCOPE:installed; exec hangscope dump "$@" </dev/null
+  echo HANGSCOPE:installed; exec hangscope "$cmd" "$@" </dev/null
 fi
 if [ "$mode" = never ]; then
   echo "hangscope: error: hangscope is not installed on $(hostname) (and --ship never)" >&2
@@ -64,7 +65,7 @@ trap 'rm -rf "$d"' EXIT
 trap 'exit 129' HUP INT TERM PIPE
 echo HANGSCOPE:send
 tar -x -C "$d" || exit 98
-HANGSCOPE_PYSPY="$d/py-spy" "$py" "$d/hangscope.pyz" dump "$@" </dev/null
+HANGSCOPE_PYSPY="$d/py-spy" "$py" "$d/hangscope.pyz" "$cmd" "$@" </dev/null
 """
 
 

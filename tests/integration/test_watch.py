@@ -14,29 +14,28 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
-from support import cli_env, poll
+from support import Said, SaysLines, cli_env, poll
 
 TARGET = Path(__file__).resolve().parent.parent / "targets" / "watch_job.py"
 NPROC = 2
 
 
 @dataclass
-class Running:
+class Running(SaysLines):
     """A watched job and its watcher: the lines the watcher printed, with when they came."""
 
     job: subprocess.Popen[bytes]
     ready: Path
     out: Path
     watcher: subprocess.Popen[str] | None = None
-    lines: list[tuple[float, str]] = field(default_factory=list)
+    output: Said | None = None
 
     def _lines(self) -> list[list[str]]:
         text = self.ready.read_text() if self.ready.exists() else ""
@@ -71,21 +70,7 @@ class Running:
             [sys.executable, "-m", "hangscope", "watch", str(self.job.pid), "--out",
              str(self.out), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, env=cli_env(), start_new_session=True)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.watcher is not None and self.watcher.stdout is not None
-        for line in self.watcher.stdout:
-            self.lines.append((time.time(), line.rstrip("\n")))
-
-    def said(self, word: str, timeout: float) -> float:
-        """When the watcher first printed a line holding ``word``."""
-        def seen() -> float | None:
-            return next((t for t, line in self.lines if word in line), None)
-        return poll(seen, f"the watcher to say {word!r}; it said: {self.text()}", timeout)
-
-    def text(self) -> str:
-        return "\n".join(line for _, line in self.lines)
+        self.output = Said(self.watcher)
 
     def captures(self) -> list[Path]:
         return sorted(self.out.glob("*.json"))

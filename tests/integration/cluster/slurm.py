@@ -20,6 +20,7 @@ import re
 import signal
 import sys
 import time
+from pathlib import Path
 
 from cluster import HERE, RDZV_PORT, Cluster
 
@@ -123,6 +124,10 @@ class SlurmCluster(Cluster):
         script = self.base / "job.sh"
         script.write_text("#!/bin/bash\n"
                           f"srun --ntasks-per-node=1 bash -c '{torchrun}'\n")
+        return self.submit_script(script)
+
+    def submit_script(self, script: Path) -> str:
+        """``sbatch -N n SCRIPT``; returns the job id."""
         result = self.run_on(self.names[0], "sbatch", "-N", str(self.nnodes),
                              "--ntasks-per-node=1", "-o", f"{self.base}/slurm/job-%j.out",
                              str(script), env=self.env, timeout=30)
