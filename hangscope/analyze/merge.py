@@ -95,21 +95,26 @@ def node_verdict(snap: Snapshot, unanswered: Sequence[tuple[str, str]] = ()) -> 
         others = sum(len(g.ranks) for g in rest)
         if odd is not None and all(r in host_of for r in odd.ranks):
             many = len(odd.ranks) > 1
+            theirs = ", ".join(_what(g.op, g.category)[3:] for g in rest)
+            # "the other 1 in all_gather" reads as a typo: one other rank is named as one
+            rest_ranks = [r for g in rest for r in g.ranks]
+            them = (f"rank {rest_ranks[0]} in {theirs}" if others == 1
+                    else f"the other {others} in {theirs}")
             lead = (f"{'Ranks' if many else 'Rank'} {compact_ranks(odd.ranks)} on "
                     f"{', '.join(dict.fromkeys(host_of[r] for r in odd.ranks))} "
-                    f"{'are' if many else 'is'} {_what(odd.op, odd.category)}, the other "
-                    f"{others} in {', '.join(_what(g.op, g.category)[3:] for g in rest)}.")
+                    f"{'are' if many else 'is'} {_what(odd.op, odd.category)}, {them}.")
             summary = f"{lead} {summary}"
     if unanswered:
         seen = sorted(host_of)
         answered = len(hosts)
         missing = ", ".join(f"{node}: {why}" for node, why in unanswered)
         expected = snap.job.expected_ranks
-        unknown = (f" Ranks {compact_ranks(sorted(set(range(expected)) - set(seen)))} are "
-                   "unknown." if expected and len(seen) < expected else "")
+        unseen = sorted(set(range(expected)) - set(seen)) if expected else []
+        unknown = (f" {'Ranks' if len(unseen) > 1 else 'Rank'} {compact_ranks(unseen)} "
+                   f"{'are' if len(unseen) > 1 else 'is'} unknown." if unseen else "")
         partial = (f"{answered} of {answered + len(unanswered)} nodes answered; {missing}. "
                    f"This verdict is drawn from ranks {compact_ranks(seen)} only.{unknown}")
-        summary = f"{summary} ({partial})"
+        summary = f"{summary.rstrip('.')}. ({partial})"  # never "..", the summary's own "."
         evidence.insert(0, partial)
     evidence[0:0] = node_lines
     return replace(snap, verdict=replace(verdict, summary=summary, evidence=tuple(evidence)))

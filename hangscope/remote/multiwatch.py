@@ -148,9 +148,10 @@ class MultiWatch:
         state = self.state[event.node]
         if event.event == "lost":
             state.lost = True
-            others = sum(1 for s in self.state.values() if not s.lost)
-            goes_on = (f"The watch goes on with the other {others} node"
-                       f"{'s' if others != 1 else ''}" if others else "No node is left")
+            left = [n for n, s in self.state.items() if not s.lost]
+            goes_on = ("No node is left" if not left else
+                       f"The watch goes on with {left[0]}" if len(left) == 1 else
+                       f"The watch goes on with the other {len(left)} nodes")
             # Never reached: the transport is the suspect. Watched, then lost: its ranks are
             # still asked at every capture, through a connection of their own.
             fix = (f"its ranks are still in every capture; start the watch again to watch "

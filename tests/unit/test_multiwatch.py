@@ -108,7 +108,7 @@ def test_a_lost_node_is_one_line_and_the_others_are_still_watched(tmp_path: Path
                                                 "port 22: Connection refused"}))
     [line] = scene.said("b: not watched")
     assert line == ("b: not watched: ssh failed: ssh: connect to host b port 22: Connection "
-                    "refused. The watch goes on with the other 1 node; check that `ssh` "
+                    "refused. The watch goes on with a; check that `ssh` "
                     "reaches b by hand.")
     scene.pulse("a", (11, WAIT, 10.5))
     assert scene.dumps == 1
