@@ -11,7 +11,8 @@ from hangscope.analyze.facts import GONE, Facts
 from hangscope.analyze.subject_lines import evidence
 from hangscope.analyze.threadedges import user_frame
 from hangscope.analyze.threadpatterns import notified_wait
-from hangscope.model import Process, Severity, Thread, Verdict, VerdictKind
+from hangscope.analyze.working import work_words
+from hangscope.model import Category, Process, Severity, Thread, Verdict, VerdictKind
 from hangscope.model.waits import WaitGraph, WaitPattern
 from hangscope.words import describe, who
 
@@ -75,7 +76,7 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
         if edge_kinds is not None and edge_kinds.isdisjoint(
                 graph.edges[i].kind for i in pattern.edges):
             continue
-        chain = pattern.chain[:1].upper() + pattern.chain[1:]
+        chain = pattern.chain[:1].upper() + pattern.chain[1:] + _spinning(facts, pattern)
         suspects = _suspects(facts, graph, pattern)
         return Verdict(_KIND.get(pattern.kind, VerdictKind.WAIT_CHAIN), Severity.CRITICAL,
                        f"{_HEAD[pattern.kind]}: {chain}.", suspects,
@@ -182,4 +183,22 @@ def held_verdict(facts: Facts, proc: Process, held: tuple[Thread, str, list[Thre
                f"wchan {t.wchan or '?'}" for t in waiters))
     return Verdict(VerdictKind.LOCAL_DEADLOCK, Severity.CRITICAL, summary, (proc.pid,), lines,
                    (proc.host,))
+
+
+def _spinning(facts: Facts, pattern: WaitPattern) -> str:
+    """``; PID 9 (writer) spins on CPU at enqueue (x.py:43), its stack unchanged: a busy wait,
+    not work``: a process outside the pattern that burns CPU in one place while the job is
+    stuck (a shared-memory ring's writer polling a slot the stuck reader never frees). Its
+    CPU says nothing of progress; saying so keeps a reader from taking it for the cause."""
+    out = []
+    for proc in facts.processes:
+        working = proc.working_thread
+        if proc.pid in pattern.members or proc.is_exited or working is None or \
+                proc.category is not Category.RUNNING or not working.stuck or \
+                work_words(facts.snapshot, proc, facts.progress.get(proc.key)):
+            continue
+        cpu = f" ({proc.cpu_percent:.0f}% CPU)" if proc.cpu_percent is not None else ""
+        out.append(f"{who(proc)} spins on CPU at {working.site or '?'}{cpu}, its stack "
+                   "unchanged: a busy wait on what the stuck ones hold, not work")
+    return "".join(f"; {line}" for line in out[:2])
 
