@@ -37,7 +37,7 @@ from hangscope.analyze.progress import (
     job_progress,
 )
 from hangscope.analyze.roles import HELPER_ROLES
-from hangscope.model import Category, Process, Snapshot
+from hangscope.model import Category, Process, Role, Snapshot
 from hangscope.model.progress import JobProgress, RankProgress
 
 #: The innermost Python frame of a server that waits for its next request or connection.
@@ -108,7 +108,11 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
     subjects = [p for p in snap.subjects if not p.is_exited]
     if not subjects or len({p.pid for p in snap.processes}) != len(snap.processes):
         return progress  # a merged dump: PIDs repeat, a decision cannot be matched
-    roots = {p.pid: kind for p in subjects if (kind := calm_kind(p, by_pid.get(p.pid)))}
+    # Roots among the subjects, and a rank's DataLoader workers asleep in their dataset
+    # (a slow fetch between batches): what a rank waits on for its next batch.
+    loaders = [p for p in snap.processes if p.role is Role.DATA_WORKER and not p.is_exited]
+    roots = {p.pid: kind for p in (*subjects, *loaders)
+             if (kind := calm_kind(p, by_pid.get(p.pid)))}
     calm = calm_chain(snap, subjects, roots, by_pid)
     # A helper (the resource tracker reading its pipe) waits as helpers always do: it is no
     # evidence either way, unless it was seen to work.

@@ -171,3 +171,17 @@ def test_renamed_torchrun_ranks_keep_their_numbers_and_native_math_is_slow_not_h
     assert "it computes inside torch/lib/libtorch_cpu.so under precondition (titled_ranks.py:" \
         in summary, summary
     assert "Ranks 1-2 wait in all_reduce" in summary, summary
+
+
+def test_a_loop_waiting_for_its_sleeping_dataloader_workers_is_not_hung(tmp_path: Path) -> None:
+    """Real report: huggingface/lerobot#1488 (a training loop bound by slow DataLoader
+    workers): the main process blocks on their pipe between steps while they sleep in their
+    dataset's fetch; their own window says they sleep, so nothing is hung."""
+    ready = tmp_path / "ready"
+    argv = [sys.executable, str(TARGETS / "slow_loader.py"), str(ready)]
+    with running_target(argv, tmp_path, tags=["main"], ready_file=ready,
+                        ready=lambda t: _asleep(t.pids["main"]), timeout=60) as job:
+        data = json.loads(dump_json(job.launcher, "--samples", "2"))
+    verdict = data["verdict"]
+    assert verdict["kind"] in ("paused", "progressing"), verdict
+    assert verdict["suspects"] == [], verdict
