@@ -9,6 +9,7 @@ with named fields, one fd reader), and a new fact finds the reader it extends.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import platform
 import socket
@@ -1044,3 +1045,20 @@ def ancestors(pid: int) -> tuple[int, ...]:
         out.append(stat.ppid)
         current = stat.ppid
     return tuple(out)
+
+
+def read_local_addresses() -> frozenset[str]:
+    """This machine's own IP addresses: the IPv4 ``host LOCAL`` entries of
+    /proc/net/fib_trie and the IPv6 ones of /proc/net/if_inet6 (as ``ip addr`` lists them),
+    so that a node named by address is known as this node without asking DNS."""
+    found: set[str] = set()
+    lines = (_cat(f"{PROC}/net/fib_trie") or "").splitlines()
+    for line, following in itertools.pairwise(lines):
+        if line.strip().startswith("|--") and following.strip() == "/32 host LOCAL":
+            found.add(line.strip()[3:].strip())
+    for row in (_cat(f"{PROC}/net/if_inet6") or "").splitlines():
+        hexed = row.split()[0] if row.split() else ""
+        if len(hexed) == 32:
+            with contextlib.suppress(ValueError):
+                found.add(socket.inet_ntop(socket.AF_INET6, bytes.fromhex(hexed)))
+    return frozenset(found)

@@ -8,6 +8,7 @@ answer a Snapshot or the sentence that says why not, merged by the analysis
 
 from __future__ import annotations
 
+import functools
 import shutil
 import socket
 import subprocess
@@ -15,6 +16,7 @@ import time
 from dataclasses import replace
 
 from hangscope.analyze.merge import merge
+from hangscope.collect.procfs import read_local_addresses
 from hangscope.errors import HangscopeError, ToolMissing, UsageError
 from hangscope.live.sampler import Sampler
 from hangscope.model import Snapshot
@@ -51,8 +53,18 @@ def ras_hosts(snap: Snapshot) -> list[str]:
 
 
 def _is_here(node: str) -> bool:
-    here = socket.gethostname()
-    return node in (here, here.split(".")[0], "localhost")
+    """``node`` names this machine: its host name (short or full), localhost, or one of its
+    own addresses (``--nodes 10.0.0.5,10.0.0.6`` typed on 10.0.0.5): then it is sampled
+    in-process, never asked again over the transport (which counted its ranks twice)."""
+    return node in _here()
+
+
+@functools.cache
+def _here() -> frozenset[str]:
+    """Every name and address of this machine, read once per run (1,000 nodes: one read)."""
+    name = socket.gethostname()
+    return frozenset({name, name.split(".")[0], socket.getfqdn(), "localhost",
+                      *read_local_addresses()})
 
 
 def dump_everywhere(request: NodeRequest, pid: int | None) -> Snapshot:
