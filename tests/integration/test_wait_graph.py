@@ -10,21 +10,37 @@ function names: the sentences quote them only because they are the jobs' own fra
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from support import TARGETS, dump_json, verdict_job
+from support import TARGETS, dump_json, poll, verdict_job
 
 JOBS = TARGETS / "waitgraph_jobs.py"
 #: Two samples half a second apart: the progress watcher and a stuck/moved call, quickly.
 FAST = ("--samples", "2", "--window", "0.5")
 
 
-def _dump(mode: str, tmp_path: Path, tags: list[str]) -> tuple[dict[str, Any], dict[str, int]]:
+def _dump(mode: str, tmp_path: Path, tags: list[str],
+          settled: Callable[[dict[str, int]], bool] | None = None,
+          ) -> tuple[dict[str, Any], dict[str, int]]:
     with verdict_job(mode, tmp_path, tags, jobs=JOBS) as job:
+        if settled is not None:  # the ready mark comes a moment before the blocking call
+            poll(lambda: settled(job.pids) or None, f"{mode} to block", timeout=30)
         data = json.loads(dump_json(job.launcher, *FAST))
         pids = dict(job.pids)
     return data, pids
+
+
+def _in_sleep(pid: int) -> bool:
+    """A thread of ``pid`` sleeps in the kernel's nanosleep (libc ``sleep`` called)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            if (task / "wchan").read_text().startswith("hrtimer_nanosleep"):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _edges(data: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -119,7 +135,8 @@ def test_a_thread_holding_the_gil_in_a_c_call_is_what_the_others_wait_for(
         tmp_path: Path) -> None:
     """Real report: P1sec/pysctp#7 (all Python threads hang while one blocks in a C call
     that does not release the GIL)."""
-    data, pids = _dump("gil", tmp_path, ["main", "holder"])
+    data, pids = _dump("gil", tmp_path, ["main", "holder"],
+                       settled=lambda pids: _in_sleep(pids["holder"]))
     gil = _edges(data, "gil")
     assert gil, data["wait_graph"]
     proc = data["processes"][0]

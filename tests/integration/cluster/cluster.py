@@ -64,6 +64,7 @@ mount --bind {base}/hosts /etc/hosts
 mount --bind {base}/ssh /root/.ssh
 ip link set lo up
 /usr/sbin/sshd -f {base}/{name}/sshd_config -E {base}/{name}/sshd.log
+touch {base}/{name}/up
 cd {base}/{name}
 {job}
 wait
@@ -129,6 +130,7 @@ class Cluster:
             self._network()
             for name in self.names:
                 self._start_node(name)
+            self._wait_up()
         except BaseException:
             self.close()
             raise
@@ -211,6 +213,19 @@ class Cluster:
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
 
+    def _wait_up(self, timeout: float = 60) -> None:
+        """Until every node's init has made its mounts and started sshd (its ``up`` file): a
+        command entering a node before that sees the host's /tmp hidden and CI's venv gone."""
+        deadline = time.monotonic() + timeout
+        while not all((self.base / n / "up").exists() for n in self.names):
+            for name, proc in self.inits.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} died: {self.log(name)}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the nodes' init did not finish in {timeout:.0f} s: "
+                                   + "; ".join(f"{n}: {self.log(n)[-400:]}" for n in self.names))
+            time.sleep(0.05)
+
     def wait_ready(self, timeout: float = 150) -> dict[int, dict[str, object]]:
         """Poll until every rank wrote its ready file; returns rank -> {host, pid, op}."""
         world = self.nnodes * self.nproc
@@ -230,10 +245,11 @@ class Cluster:
 
     def log(self, name: str) -> str:
         parts = []
-        for file in ("init.log", "torchrun.log", "sshd.log"):
-            path = self.base / name / file
+        # every job's torchrun log too (a test that starts its own job names it after the job)
+        for path in [self.base / name / "init.log", *sorted((self.base / name).glob(
+                "torchrun*.log")), self.base / name / "sshd.log"]:
             if path.exists():
-                parts.append(f"[{file}] " + path.read_text(errors="replace")[-1500:])
+                parts.append(f"[{path.name}] " + path.read_text(errors="replace")[-1500:])
         return "\n".join(parts)
 
     def stop_sshd(self, name: str) -> None:
