@@ -37,7 +37,7 @@ from hangscope.analyze.progress import (
     job_progress,
 )
 from hangscope.analyze.roles import HELPER_ROLES
-from hangscope.model import Category, Process, Role, Snapshot
+from hangscope.model import Category, Process, Role, Snapshot, Thread
 from hangscope.model.progress import JobProgress, RankProgress
 
 #: The innermost Python frame of a server that waits for its next request or connection.
@@ -50,12 +50,13 @@ _SERVER_LOOP = re.compile(
     r"http/server\.py|wsgiref/|gunicorn/|zmq/)\)")
 
 
+_ACCEPT = re.compile(r"^(?:\S+\.)?(?:accept|_accept) \((?:[^)]*/)?socket\.py\)")
+
 _POLL_WORDS = re.compile(r"but never left that (?:line|loop) and no data moved beyond its own "
                          r"polling: a timed wait that re-checks, not progress")
 
 
-def _innermost_python(proc: Process) -> tuple[str, tuple[str, ...]]:
-    thread = proc.working_thread
+def _innermost_python(thread: Thread | None) -> tuple[str, tuple[str, ...]]:
     frames = [f for f in (thread.frames if thread else ()) if not f.native]
     names = tuple(f"{f.name} ({f.file})" for f in frames)
     return (names[0] if names else ""), names
@@ -65,14 +66,20 @@ def calm_kind(proc: Process, measured: RankProgress | None) -> str | None:
     """``paused`` or ``idle`` where this process alone reads so; None otherwise."""
     if measured is None or measured.decision != STUCK or measured.evidence != "counters":
         return None
+    # A server's wait is read on the thread the window judged (its main thread in its select
+    # loop), which need not be the one the stacks call working (a thread idle in Queue.get).
     thread = proc.working_thread
     if thread is None:
         return None
     if thread.category is Category.SLEEP and measured.wakes == 0:
         return PAUSED
-    innermost, names = _innermost_python(proc)
-    if proc.listening and _WAITS_FOR_WORK.search(innermost) and any(
-            _SERVER_LOOP.search(n) for n in names[1:]):
+    thread = next((t for t in proc.threads if t.tid == measured.tid), thread)
+    innermost, names = _innermost_python(thread)
+    if proc.listening and _WAITS_FOR_WORK.search(innermost) and (any(
+            _SERVER_LOOP.search(n) for n in names[1:]) or (
+            _ACCEPT.search(innermost) and proc.role is not Role.RANK)):
+        # a server loop's wait, or a plain accept() on its own listening socket outside any
+        # rank (a metrics exporter's loop): a rank's accept may be a rendezvous that hangs
         return IDLE
     return None
 

@@ -64,8 +64,8 @@ def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
     """A wait for the next piece of work: the read of a task pipe or FIFO, or a server's read
     of a connection it accepted on its own listening socket (it waits for the client's next
     request; a client reading is waiting for a reply, which an idle peer never sends)."""
-    if edge.kind in ("pipe", "fifo"):
-        return "read" in edge.how
+    if edge.kind in ("pipe", "fifo"):  # a read, or a poll for one: it waits for the writer
+        return "read" in edge.how or "(write end)" in edge.object
     if edge.kind not in ("unix", "tcp") or edge.how.startswith(("write", "send")) \
             or edge.fd is None:  # a read, recv or poll of the connection
         return False

@@ -283,9 +283,14 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
                 continue
             others = [t for t in proc.threads if t.tid != thread.tid and t.python
                       and (not t.helper or runs_task(t))]
-            if any(could_produce(t) for t in others):
-                continue  # another thread runs or waits on something else: it may set it
             died = died_threads(proc)
+            live_names = {t.name for t in proc.threads}
+            gone = [n for n in died if n not in live_names]
+            if any(could_produce(t) for t in others) and not (
+                    gone and thread.tid == proc.working_tid and all(_blocked(t) for t in others)):
+                # another thread runs or waits on something else: it may set it (unless the
+                # output says the one that would died, and every other thread is blocked)
+                continue
             waiters = sorted({e.pid for e in g.edges if e.to_pid == proc.pid
                               and e.pid != proc.pid and e.kind != "child"})
             inner = user_frame(thread)
@@ -300,7 +305,9 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
                 continue
             rest = "no other thread of it is left" if not others else (
                 f"its {len(others)} other thread{'s wait' if len(others) > 1 else ' waits'} "
-                "too")
+                "too" + ("" if not any(could_produce(t) for t in others) else
+                         " (elsewhere: " + ", ".join(
+                             f"{t.name or t.tid} at {t.site or '?'}" for t in others[:3]) + ")"))
             joins = what.endswith("Queue.join")
             chain = (f"{thread_words(proc, thread)} waits in {what}{site} for another thread "
                      f"to set it, and {rest}: the producer is gone") if not joins else (

@@ -305,6 +305,11 @@ def _calm_end(g: Graph, path: list[int]) -> bool:
     end = g.procs.get(g.edges[path[-1]].to_pid or 0)
     if end is None:
         return False
+    if end.pid != g.edges[path[0]].pid and _sleeps_and_wakes(g.snap, end) and all(
+            waits_for_work(g.snap, g.edges[i]) for i in path):
+        # a producer that sleeps and wakes again (a loader's fetch between two batches): its
+        # readers wait for what it makes, which is slow, not a hang
+        return True
     calm = _calm(g.snap, end)
     if calm == "paused" and not (
             end.listening and g.edges[path[-1]].kind in ("unix", "tcp", "store")):
@@ -315,6 +320,18 @@ def _calm_end(g: Graph, path: list[int]) -> bool:
     # workers reading their task pipe from a server that waits for requests: an idle
     # service (a client waiting for a reply from an idle server is a lost request: kept)
     return calm == "idle" and all(waits_for_work(g.snap, g.edges[i]) for i in path)
+
+
+def _sleeps_and_wakes(snap: Snapshot, proc: Process) -> bool:
+    """The window saw ``proc``'s working thread asleep in ``time.sleep`` and waking from it:
+    it is alive, not stuck (a sleep that never woke is ``paused``, judged by ``_calm``)."""
+    measured = next((r for r in (snap.progress.ranks if snap.progress else ())
+                     if r.pid == proc.pid), None)
+    thread = proc.working_thread
+    if measured is None or thread is None or measured.tid not in (None, thread.tid):
+        return False
+    return measured.decision == "slow" and thread.category is Category.SLEEP \
+        and (measured.wakes or 0) > 0
 
 
 def _calm(snap: Snapshot, proc: Process) -> str | None:
