@@ -185,3 +185,32 @@ def test_a_loop_waiting_for_its_sleeping_dataloader_workers_is_not_hung(tmp_path
     verdict = data["verdict"]
     assert verdict["kind"] in ("paused", "progressing"), verdict
     assert verdict["suspects"] == [], verdict
+
+
+def test_a_front_end_its_idle_threads_an_exporter_in_accept_and_a_worker_are_idle(
+        tmp_path: Path) -> None:
+    """Real report: ml-explore/mlx-lm#674 (an idle model server read as hung): its generation
+    thread waits on an empty queue, an exporter child in a plain accept() loop, a worker on its
+    task pipe; the front end waits for clients in its select loop."""
+    data, pids = _dump("idle_exporter", tmp_path, ["front", "task-worker", "exporter"],
+                       ("--samples", "2"))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "idle" and verdict["suspects"] == [], verdict
+    for tag in ("front", "task-worker", "exporter"):
+        assert f"PID {pids[tag]} is idle at " in verdict["summary"], verdict
+
+
+def test_an_event_whose_setter_died_is_named_while_an_acceptor_thread_still_blocks(
+        tmp_path: Path) -> None:
+    """Real report: zellij-org/zellij#5155 (a daemon's main thread waits for a thread that
+    died; its acceptor thread, alive in accept(), hides it; clients wait for replies)."""
+    data, pids = _dump("dead_setter", tmp_path, ["daemon", "probe"])
+    daemon = pids["daemon"]
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    assert verdict["suspects"] == [daemon], verdict
+    assert f"Thread MainThread of PID {daemon} (python) waits in Event.wait at dead_setter " \
+        "(notify_jobs.py:" in summary, summary
+    assert "(elsewhere: acceptor at " in summary, summary
+    assert "its output says thread warm-up" in summary and "died of an exception" in summary
+    assert f"PID {pids['probe']} (python) waits for a reply on TCP " in summary, summary

@@ -20,6 +20,12 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
 - ``join_dead``   a crawler's 3 threads drain a queue.Queue; one task raises a BaseException the
                   worker loop does not catch, the thread dies before task_done(), and the main
                   thread waits in Queue.join() forever.
+- ``idle_exporter`` an HTTP-ish front end (socketserver) with a generator thread idle in
+                  ``queue.Queue.get``, a metrics exporter child in a plain ``accept()`` loop and
+                  a worker child reading its task pipe: idle, not hung.
+- ``dead_setter`` a daemon's main thread waits on an Event its warm-up thread was to set; that
+                  thread died of an exception; an acceptor thread sits in ``accept()`` and a
+                  client waits for its reply.
 - ``cycle_behind`` an archiver holds an flock on ``state.lock`` while it waits for a child
                   whose stdout pipe (which it never reads) is full; a reporter waits for that
                   flock.
@@ -241,8 +247,76 @@ def reporter() -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
 
 
+# -- idle_exporter ---------------------------------------------------------------------
+
+
+def idle_exporter() -> None:
+    import multiprocessing as mp
+
+    jobs: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=jobs.get, name="generator", daemon=True).start()
+    tasks_r, tasks_w = mp.Pipe(duplex=False)
+    worker = mp.Process(target=_task_worker, args=(tasks_r,), name="task-worker")
+    exporter = mp.Process(target=_exporter, name="exporter")
+    worker.start()
+    exporter.start()
+    server = socketserver.TCPServer(("127.0.0.1", 0), socketserver.BaseRequestHandler)
+    ready("front")
+    server.serve_forever()
+    tasks_w.send("never")
+
+
+def _task_worker(tasks) -> None:  # type: ignore[no-untyped-def]
+    ready("task-worker")
+    while True:
+        tasks.recv()
+
+
+def _exporter() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    ready("exporter")
+    while True:
+        conn, _ = listener.accept()
+        conn.sendall(b"metric 1\n")
+        conn.close()
+
+
+# -- dead_setter -----------------------------------------------------------------------
+
+
+def dead_setter() -> None:
+    warmed = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def warm_up() -> None:
+        raise RuntimeError("model file missing")  # before warmed.set()
+
+    pending: list[socket.socket] = []
+
+    def acceptor() -> None:
+        while True:  # connections queue until the main thread serves them
+            pending.append(listener.accept()[0])
+
+    threading.Thread(target=warm_up, name="warm-up").start()
+    threading.Thread(target=acceptor, name="acceptor", daemon=True).start()
+    subprocess.Popen([sys.executable, __file__, "probe", READY, str(WORKDIR), str(port)])
+    while threading.active_count() > 2:  # the warm-up thread has died
+        time.sleep(0.01)
+    ready("daemon")
+    warmed.wait()
+
+
+def probe() -> None:
+    conn = socket.create_connection(("127.0.0.1", int(sys.argv[4])))
+    conn.sendall(b"status\n")
+    ready("probe")
+    conn.recv(64)
+
+
 MODES = {f.__name__: f for f in (fifo_names, fifo_merger, lost_notify, held_wait, served_idle,
-                                 shard_unix, shard_tcp, join_dead, cycle_behind, reporter)}
+                                 shard_unix, shard_tcp, join_dead, cycle_behind, reporter,
+                                 idle_exporter, dead_setter, probe)}
 
 if __name__ == "__main__":
     MODES[MODE]()
