@@ -28,8 +28,11 @@ _LINE = re.compile(r":\d+\)$")
 #: (libcuda, libnccl, libc, libpython) are not here: their spins are waits (classify.py).
 _MATH = ("libtorch_cpu", "blas", "lapack", "libmkl", "libgomp", "libiomp", "libomp",
          "_multiarray_umath", "dnnl", "faiss", "libopenblas")
-#: On CPU this share of the window at least: running, not sleeping in between.
-_BUSY_SHARE = 0.8
+#: On CPU this share of the window at least (a loaded machine gives a computing thread less
+#: than a core), and it never blocked of its own accord (at most this many voluntary
+#: switches: a thread that sleeps or waits in between is not one long native call).
+_BUSY_SHARE = 0.3
+_MAX_VOLUNTARY = 3
 
 
 def _raw(snap: Snapshot, proc: Process) -> ProcessProgress | None:
@@ -100,7 +103,8 @@ def _native_math(proc: Process, thread: ThreadProgress, seconds: float) -> str |
     working = proc.working_thread
     counters = thread.counters
     if working is None or counters is None or counters.cpu_ns is None or seconds <= 0 or \
-            counters.cpu_ns < _BUSY_SHARE * seconds * 1e9:
+            counters.cpu_ns < _BUSY_SHARE * seconds * 1e9 or (
+                counters.voluntary is not None and counters.voluntary > _MAX_VOLUNTARY):
         return None
     native = []
     for frame in working.frames:
