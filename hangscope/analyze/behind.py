@@ -32,7 +32,7 @@ def behind(g: Graph, members: tuple[int, ...]) -> str:
         if cut is None:
             continue
         clause = "; ".join(hop(g, i) for i in path[:cut + 1])
-        if clause not in clauses and not any(clause in c for c in clauses):
+        if not any(clause in c for c in clauses):
             clauses.append(clause)
             entered.append(pid)
         if len(clauses) >= _SHOWN:

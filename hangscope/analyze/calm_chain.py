@@ -70,8 +70,10 @@ def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
             or edge.fd is None:  # a read, recv or poll of the connection
         return False
     kernel = snap.waits.kernel if snap.waits is not None else None
+    if kernel is None:
+        return False
     proc = next((p for p in snap.processes if p.pid == edge.pid), None)
-    if kernel is None or proc is None or not proc.listening:
+    if proc is None or not proc.listening:  # only a server accepts connections
         return False
     mine = next((pf for pf in kernel.processes if pf.pid == edge.pid), None)
     rec = next((r for r in mine.fds if r.fd == edge.fd), None) if mine is not None else None

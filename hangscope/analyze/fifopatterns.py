@@ -27,8 +27,8 @@ def fifo_open(g: Graph) -> WaitPattern | None:
         edge = g.edges[i]
         proc = g.procs[edge.pid]
         me = thread_words(proc, g.threads.get((edge.pid, edge.tid)))
-        path, _, mode = edge.object.removeprefix("FIFO ").rpartition(" (opened for ")
-        clauses.append(f"{me} is blocked opening FIFO {path} for {mode.rstrip(')')}"
+        path, mode = _opened(g, i)
+        clauses.append(f"{me} is blocked opening FIFO {path} for {mode}"
                        f"{site_words(g.threads.get((edge.pid, edge.tid)))}: "
                        f"{edge.outside}")
     members = tuple(dict.fromkeys(g.edges[i].pid for i in opens))
@@ -37,14 +37,20 @@ def fifo_open(g: Graph) -> WaitPattern | None:
                        g.edges[opens[0]].tid, members[1:])
 
 
+def _opened(g: Graph, i: int) -> tuple[str, str]:
+    """(path, "reading" or "writing") of fifo_open edge ``i`` (waitgraph.py's object)."""
+    path, _, mode = g.edges[i].object.removeprefix("FIFO ").rpartition(" (opened for ")
+    return path, mode.rstrip(")")
+
+
 def _mismatch(g: Graph, opens: list[int]) -> str:
     """Openers for reading and for writing of different FIFOs in one directory: each waits for
     the other, on a name the other does not use."""
     by_dir: dict[str, dict[str, set[str]]] = {}
     for i in opens:
-        path, _, mode = g.edges[i].object.removeprefix("FIFO ").rpartition(" (opened for ")
-        by_dir.setdefault(os.path.dirname(path), {}).setdefault(
-            mode.rstrip(")"), set()).add(os.path.basename(path))
+        path, mode = _opened(g, i)
+        by_dir.setdefault(os.path.dirname(path), {}).setdefault(mode, set()).add(
+            os.path.basename(path))
     for folder, modes in by_dir.items():
         readers, writers = modes.get("reading", set()), modes.get("writing", set())
         if readers and writers and not readers & writers:

@@ -286,7 +286,8 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
             died = died_threads(proc)
             live_names = {t.name for t in proc.threads}
             gone = [n for n in died if n not in live_names]
-            if any(could_produce(t) for t in others) and not (
+            busy = any(could_produce(t) for t in others)
+            if busy and not (
                     gone and thread.tid == proc.working_tid and all(_blocked(t) for t in others)):
                 # another thread runs or waits on something else: it may set it (unless the
                 # output says the one that would died, and every other thread is blocked)
@@ -305,7 +306,7 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
                 continue
             rest = "no other thread of it is left" if not others else (
                 f"its {len(others)} other thread{'s wait' if len(others) > 1 else ' waits'} "
-                "too" + ("" if not any(could_produce(t) for t in others) else
+                "too" + ("" if not busy else
                          " (elsewhere: " + ", ".join(
                              f"{t.name or t.tid} at {t.site or '?'}" for t in others[:3]) + ")"))
             joins = what.endswith("Queue.join")

@@ -66,6 +66,7 @@ from hangscope.analyze.waitwalk import (
 )
 from hangscope.analyze.wakepatterns import lost_wakeup
 from hangscope.model import Category, Process, Snapshot, Thread
+from hangscope.model.progress import RankProgress
 from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import short_who, verb, who
 
@@ -325,8 +326,7 @@ def _calm_end(g: Graph, path: list[int]) -> bool:
 def _sleeps_and_wakes(snap: Snapshot, proc: Process) -> bool:
     """The window saw ``proc``'s working thread asleep in ``time.sleep`` and waking from it:
     it is alive, not stuck (a sleep that never woke is ``paused``, judged by ``_calm``)."""
-    measured = next((r for r in (snap.progress.ranks if snap.progress else ())
-                     if r.pid == proc.pid), None)
+    measured = _measured(snap, proc.pid)
     thread = proc.working_thread
     if measured is None or thread is None or measured.tid not in (None, thread.tid):
         return False
@@ -337,9 +337,13 @@ def _sleeps_and_wakes(snap: Snapshot, proc: Process) -> bool:
 def _calm(snap: Snapshot, proc: Process) -> str | None:
     """``paused`` (one long sleep, woken 0 times in the window: what waits on it waits for a
     phase to end) or ``idle`` (a server waiting for requests), as analyze/calm.py reads it."""
-    measured = next((r for r in (snap.progress.ranks if snap.progress else ())
-                     if r.pid == proc.pid), None)
-    return calm_kind(proc, measured)
+    return calm_kind(proc, _measured(snap, proc.pid))
+
+
+def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
+    """The progress window's decision for ``pid`` (None: not watched)."""
+    return next((r for r in (snap.progress.ranks if snap.progress else ()) if r.pid == pid),
+                None)
 
 
 PATTERNS = (_cycle, _lock_cycle, self_lock, self_wait, orphan_wait, lost_wakeup, _event_loop,

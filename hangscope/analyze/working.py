@@ -15,6 +15,7 @@ axolotl#2684) makes the job slow, not hung. The window tells them apart:
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from hangscope.analyze.progress import MIN_MOVED_SAMPLES, MIN_WAKES, PROGRESSING, SLOW
@@ -106,11 +107,7 @@ def _native_math(proc: Process, thread: ThreadProgress, seconds: float) -> str |
             counters.cpu_ns < _BUSY_SHARE * seconds * 1e9 or (
                 counters.voluntary is not None and counters.voluntary > _MAX_VOLUNTARY):
         return None
-    native = []
-    for frame in working.frames:
-        if not frame.native:
-            break
-        native.append(frame)
+    native = list(itertools.takewhile(lambda f: f.native, working.frames))
     lib = next((f for f in native if any(m in (f.file or "") for m in _MATH)), None)
     if lib is None or len(native) == len(working.frames):
         return None

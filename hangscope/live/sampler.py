@@ -369,12 +369,13 @@ def watched_pids(procs: Sequence[Process]) -> list[int]:
     plain = all(p.rank is not None and p.rank.source == "spawn-order" for p in ranks) and not any(
         k in p.environ for p in procs for k in _DISTRIBUTED_ENV)
     parents = {p.ppid for p in ranks}
+    rank_pids = {p.pid for p in ranks}
     # A rank's DataLoader workers too: a rank blocked on their pipe for a whole window waits
     # for a batch they sleep or fetch for (a slow loader), which only their own window tells
     # from a loader stuck for good.
     return [p.pid for p in python if p.role in WATCHED or (
         plain and p.role is Role.LAUNCHER and p.pid in parents) or (
-        p.role is Role.DATA_WORKER and p.ppid in {r.pid for r in ranks})]
+        p.role is Role.DATA_WORKER and p.ppid in rank_pids)]
 
 
 def _record_limit() -> int:

@@ -32,9 +32,11 @@ from hangscope.analyze.rules.graph import (
     held_verdict,
     lock_holder,
     lock_ring,
+    thread_sites,
     wait_cycle,
     wait_shape,
     wait_sink,
+    waiting_for,
 )
 from hangscope.analyze.rules.slow import straggler_sides, working_straggler
 from hangscope.analyze.rules.waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
@@ -289,19 +291,13 @@ def local_deadlock(facts: Facts) -> Verdict | None:
                 behind = (f"; {ring[1]} more thread{'s wait' if ring[1] > 1 else ' waits'} "
                           "behind them")
         else:
-            names = ", ".join(f"{t.name or t.tid} at {t.site or '?'}" for t in locked[:6])
-            if len(locked) > 6:
-                names += f", and {len(locked) - 6} more"
+            names = thread_sites(locked)
         # A rank is named as a rank; the ranks that wait for it are the deadlock's effect.
         where = who(proc) if proc.role is Role.RANK and proc.is_rank_numbered \
             else f"PID {proc.pid}"
-        waiting = [g for g in facts.groups if proc.key not in g.keys and g.category not in GONE]
-        behind_it = "".join(f"; {describe(g, facts.is_rank)} for it" for g in waiting)
-        held = held_across_wait(facts, proc, locked) if not cycle else None
-        if held is not None:  # one holder that waits elsewhere: no ring, no inversion
-            return held_verdict(facts, proc, held)
+        # (one holder waiting on an Event inside its block: lock_across_wait, a row before)
         summary = (f"Local deadlock in {where}: {len(locked)} threads wait on locks "
-                   f"that the others hold ({names}){behind}{behind_it}"
+                   f"that the others hold ({names}){behind}{waiting_for(facts, proc)}"
                    + ". A lock-order inversion: make every thread take the locks in the same "
                    "order.")
         lines = tuple(f"thread {t.name or t.tid} (tid {t.tid}): {t.category} at {t.site}, "

@@ -163,18 +163,26 @@ def waits_in(thread: Thread) -> str:
     return f"{call.name} ({call.location})" if call is not None else (thread.site or "?")
 
 
+def thread_sites(threads: list[Thread], shown: int = 6) -> str:
+    """``loader at Catalogue.load (x.py:9), reader-0 at ...``: the first ``shown`` threads."""
+    names = ", ".join(f"{t.name or t.tid} at {t.site or '?'}" for t in threads[:shown])
+    return names + (f", and {len(threads) - shown} more" if len(threads) > shown else "")
+
+
+def waiting_for(facts: Facts, proc: Process) -> str:
+    """``; ranks 0-1 wait in all_reduce for it``: the job's groups outside ``proc``."""
+    return "".join(f"; {describe(g, facts.is_rank)} for it" for g in facts.groups
+                   if proc.key not in g.keys and g.category not in GONE)
+
+
 def held_verdict(facts: Facts, proc: Process, held: tuple[Thread, str, list[Thread]]) -> Verdict:
     """The verdict of :func:`held_across_wait`: the holder, its wait, the lock, its waiters."""
     holder, lock, waiters = held
-    names = ", ".join(f"{t.name or t.tid} at {t.site or '?'}" for t in waiters[:6])
-    if len(waiters) > 6:
-        names += f", and {len(waiters) - 6} more"
-    behind_it = "".join(f"; {describe(g, facts.is_rank)} for it" for g in facts.groups
-                        if proc.key not in g.keys and g.category not in GONE)
     summary = (f"A lock held across a wait in {who(proc)}: thread {holder.name or holder.tid} "
                f"waits in {waits_in(holder)} at {holder.site or '?'} inside a block that holds "
                f"{lock}, and {len(waiters)} thread{'s wait' if len(waiters) > 1 else ' waits'} "
-               f"for that lock ({names}){behind_it}. Whatever would end its wait cannot take "
+               f"for that lock ({thread_sites(waiters)}){waiting_for(facts, proc)}. Whatever "
+               "would end its wait cannot take "
                "the lock: release it before waiting (Condition.wait releases its own lock, "
                "Event.wait does not).")
     lines = (f"thread {holder.name or holder.tid} (tid {holder.tid}): holds {lock}, waits in "
