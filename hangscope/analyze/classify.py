@@ -128,6 +128,11 @@ def _op(sig: Signature, matched: Frame, frames: Sequence[Frame]) -> str | None:
             op = op_from_name(frame.name)
             if op:
                 best = op
+    if best is None:
+        # An async op's ``work.wait()`` is called from user code: no c10d Python frame names
+        # it, but the native Work object does (gloo's SendWork/RecvWork, its UnboundBuffer).
+        best = next((op for frame in frames if frame.native
+                     and (op := op_from_name(frame.name))), None)
     return best
 
 

@@ -88,3 +88,37 @@ def test_given_healthy_pipeline_then_not_a_mismatch(tmp_path: Path) -> None:
     assert snap.verdict.kind.value not in ("mismatched_collectives", "local_deadlock"), (
         snap.verdict)
     assert snap.verdict.kind.value == "progressing", snap.verdict
+
+
+def test_given_async_ops_with_other_tags_then_the_unmatched_pair_is_named(
+        tmp_path: Path) -> None:
+    """GIVEN rank 2 isends to rank 1 with tag 7, rank 1 irecvs from 2 with tag 8 and rank 0
+    irecvs from 1, each then in ``work.wait()`` WHEN dumped THEN the ops come from the native
+    Work objects and the verdict names the unmatched pair 2-1, rank 0 behind them."""
+    with verdict_job("p2p_async_tags", tmp_path, RANKS, timeout=120) as job:
+        data = dump_json(job.launcher)
+    snap = from_dict(json.loads(data))
+    ops = {p.rank.global_rank: p.working_thread.op for p in snap.ranks}
+    assert ops == {0: "recv", 1: "recv", 2: "send"}, ops
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind.value == "p2p_deadlock", verdict
+    assert verdict.summary.startswith(
+        "Unmatched point-to-point ops: rank 2 waits for a send to be received at "
+        "gloo_rank (verdict_jobs.py:"), verdict.summary
+    assert ("The pair to check is rank 2 and its neighbour rank 1; rank 0 waits behind them."
+            in verdict.summary), verdict.summary
+    by_rank = {p.rank.global_rank: p.pid for p in snap.ranks}
+    assert verdict.suspects == (by_rank[2], by_rank[1])
+    assert "mismatched" not in show_text(data, tmp_path).lower()
+
+
+def test_given_every_rank_posts_async_receives_first_then_p2p_deadlock(tmp_path: Path) -> None:
+    with verdict_job("p2p_async_recv", tmp_path, RANKS, timeout=120) as job:
+        snap = from_dict(json.loads(dump_json(job.launcher)))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind.value == "p2p_deadlock", verdict
+    assert verdict.summary.startswith(
+        "Point-to-point deadlock: every rank waits to receive at gloo_rank (verdict_jobs.py:"), (
+        verdict.summary)
+    assert "none sends" in verdict.summary
+    assert sorted(verdict.suspects) == sorted(p.pid for p in snap.ranks)

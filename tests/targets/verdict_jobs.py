@@ -14,6 +14,8 @@ knows the job is where it should be without sleeping. Modes:
 - ``missing_unreaped``  the same, but the launcher waits for rank 0 first: rank 3 is a zombie.
 - ``p2p_cycle`` 3 gloo ranks that each recv from the previous rank before sending: a cycle.
 - ``p2p_stalled`` rank 0 sleeps instead of sending; rank 1 receives from 0, rank 2 from 1.
+- ``p2p_async_tags`` rank 2 isends to rank 1 with another tag than rank 1 irecvs; rank 0 waits on 1.
+- ``p2p_async_recv`` every rank posts irecv from both neighbours, then waits: nobody sends.
 - ``p2p_ok``    a healthy 3-stage pipeline of matched send/recv of 16 MB each step.
 - ``dp_tp``     4 processes titled ``sglang::scheduler_DP<d>_TP<t>`` (setproctitle), waiting.
 - ``dp_tp_mismatch`` 6 gloo ranks titled DP<d>_TP<t> (2 x 3): DP0 in a world all_reduce, DP1's
@@ -38,7 +40,8 @@ import time
 from pathlib import Path
 
 WORLD = {"filelock": 3, "flock": 3, "missing": 4, "missing_unreaped": 4, "p2p_cycle": 3,
-         "p2p_ok": 3, "p2p_stalled": 3, "dp_tp": 4, "dp_tp_mismatch": 6}
+         "p2p_ok": 3, "p2p_stalled": 3, "p2p_async_tags": 3, "p2p_async_recv": 3, "dp_tp": 4,
+         "dp_tp_mismatch": 6}
 
 
 def ready(path: str, tag: str) -> None:
@@ -111,6 +114,23 @@ def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
         ready(ready_file, f"rank{rank}")
         dist.recv(t, src=prev)  # every stage receives first: nobody sends
         dist.send(t, dst=nxt)
+        return
+    if mode == "p2p_async_tags":
+        # A reversed pipeline (2 -> 1 -> 0) whose tags disagree: rank 2's isend (tag 7) never
+        # meets rank 1's irecv (tag 8); rank 0 waits for rank 1 behind them. Only Work.wait()
+        # is on the stacks: no c10d frame holds a peer.
+        if rank == 2:
+            work = dist.isend(t, dst=1, tag=7)
+        else:
+            work = dist.irecv(t, src=rank + 1, tag=8 if rank == 1 else 0)
+        ready(ready_file, f"rank{rank}")
+        work.wait()
+        return
+    if mode == "p2p_async_recv":
+        works = [dist.irecv(t, src=prev), dist.irecv(torch.ones(4), src=nxt)]
+        ready(ready_file, f"rank{rank}")
+        for work in works:  # every rank posts its receives first: nobody sends
+            work.wait()
         return
     if mode == "p2p_stalled":
         ready(ready_file, f"rank{rank}")

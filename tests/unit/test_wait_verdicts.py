@@ -71,13 +71,14 @@ def test_given_receive_cycle_then_p2p_deadlock_among_its_ranks() -> None:
 
 
 def test_given_p2p_waits_without_peers_then_never_every_rank_arrived() -> None:
-    # Without --locals the cycle is not known; the advice must still not say "every rank
-    # arrived at the same collective" (each waits for one peer), nor call it a mismatch.
+    # Without --locals the cycle is not known, but every rank receiving and none sending is a
+    # deadlock all the same; never "every rank arrived at the same collective", nor a mismatch.
     snap = analyze(replace(load(WAITS / "p2p_cycle.dump.json"), waits=None))
     assert snap.verdict is not None
-    assert snap.verdict.kind is VerdictKind.ALL_WAITING
+    assert snap.verdict.kind is VerdictKind.P2P_DEADLOCK
     assert "Every rank arrived" not in snap.verdict.summary
-    assert "point-to-point" in snap.verdict.summary
+    assert snap.verdict.summary.startswith(
+        "Point-to-point deadlock: every rank waits to receive"), snap.verdict.summary
     stalled = analyze(replace(load(WAITS / "p2p_stalled.dump.json"), waits=None))
     assert rules.mismatched_collectives(facts_of(stalled)) is None
 

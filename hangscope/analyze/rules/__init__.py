@@ -38,6 +38,7 @@ from hangscope.analyze.rules.graph import (
     wait_sink,
     waiting_for,
 )
+from hangscope.analyze.rules.p2p_unmatched import p2p_unmatched
 from hangscope.analyze.rules.slow import straggler_sides, working_straggler
 from hangscope.analyze.rules.waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
 from hangscope.analyze.signatures import is_p2p
@@ -414,6 +415,8 @@ RULES: tuple[Rule, ...] = (
          "everything waits, through pipes, sockets, locks or children, on one thread"),
     Rule(VerdictKind.STRAGGLER, p2p_points_at,
          "stuck ranks wait in send/recv for a rank that is elsewhere (or missing)"),
+    Rule(VerdictKind.P2P_DEADLOCK, p2p_unmatched,
+         "every rank is stuck in send/recv with no peer readable: the pending ops do not match"),
     # The same two sides, but every busy rank's window shows work: slow, not a hang.
     Rule(VerdictKind.PROGRESSING, working_straggler,
          "the ranks the others wait for in a collective work (calls, I/O, GPU): slow"),
