@@ -17,7 +17,7 @@ from hangscope.analyze.threadedges import (
     user_frame,
     waits_on_lock,
 )
-from hangscope.analyze.waitwalk import LOOP, Graph, hop, site_words, thread_words
+from hangscope.analyze.waitwalk import LOOP, Graph, hop, site_words, thread_words, waits_into
 from hangscope.model import Category, Frame, Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -206,7 +206,14 @@ def could_produce(thread: Thread) -> bool:
     process that is not itself idling in such a wait (an executor's idle worker waits on its
     queue; one blocked in recv may be computing the result)."""
     return (not thread.helper or runs_task(thread)) and thread.python \
-        and notified_wait(thread) is None
+        and notified_wait(thread) is None and not joins(thread)
+
+
+def joins(thread: Thread) -> bool:
+    """The thread waits in ``Thread.join()`` for another thread of its process: it can set,
+    put or arrive at nothing until that thread has ended."""
+    return any(not f.native and (f.file or "").endswith("threading.py")
+               and f.name.rsplit(".", 1)[-1] == "join" for f in thread.frames)
 
 
 def self_wait(g: Graph) -> WaitPattern | None:
@@ -292,8 +299,7 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
                 # another thread runs or waits on something else: it may set it (unless the
                 # output says the one that would died, and every other thread is blocked)
                 continue
-            waiters = sorted({e.pid for e in g.edges if e.to_pid == proc.pid
-                              and e.pid != proc.pid and e.kind != "child"})
+            waiters, into = waits_into(g, proc.pid)
             inner = user_frame(thread)
             site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
             what = frame.name
@@ -309,25 +315,23 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
                 "too" + ("" if not busy else
                          " (elsewhere: " + ", ".join(
                              f"{t.name or t.tid} at {t.site or '?'}" for t in others[:3]) + ")"))
-            joins = what.endswith("Queue.join")
+            draining = what.endswith("Queue.join")
             chain = (f"{thread_words(proc, thread)} waits in {what}{site} for another thread "
-                     f"to set it, and {rest}: the producer is gone") if not joins else (
+                     f"to set it, and {rest}: the producer is gone") if not draining else (
                 f"{thread_words(proc, thread)} waits in {what}{site} for task_done() of "
                 f"every task taken from the queue, and {rest} (for more work): a task "
                 "taken will never be marked done")
             if died:
                 chain += (f"; its output says thread {', '.join(died[:3])} died of an "
                           "exception (threading's 'Exception in thread' traceback), before "
-                          + ("it could call task_done()" if joins else "it could set it"))
+                          + ("it could call task_done()" if draining else "it could set it"))
             # What the waiters wait on, in their own words (a flock the process holds, a pipe
             # it should write): the first edge of each onto it.
-            into = [next(i for i, e in enumerate(g.edges) if e.pid == w and e.to_pid == proc.pid
-                         and e.kind != "child") for w in waiters[:3]]
             if into:
                 chain += "; " + "; ".join(hop(g, i) for i in into) + collective_behind(
                     g, waiters)
             chain += ("; call task_done() in a finally (and catch BaseException in the "
-                      "worker loop)" if joins else "; wait with a timeout and check the "
+                      "worker loop)" if draining else "; wait with a timeout and check the "
                       "producer thread is_alive(), or set the event in a finally")
             return WaitPattern("orphan_wait", (proc.pid, *waiters), chain, tuple(into),
                                proc.pid, thread.tid)

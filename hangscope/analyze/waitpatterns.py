@@ -36,12 +36,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hangscope.analyze.barrierpatterns import barrier_short
 from hangscope.analyze.behind import behind
 from hangscope.analyze.calm import calm_kind
 from hangscope.analyze.calm_chain import waits_for_work
 from hangscope.analyze.cycleadvice import CAPTURED, captured, cycle_advice
 from hangscope.analyze.fifopatterns import fifo_open
 from hangscope.analyze.gilpatterns import gil_ring
+from hangscope.analyze.permitpatterns import leaked_permits
 from hangscope.analyze.poolpatterns import lost_result, pool_saturated
 from hangscope.analyze.promptpatterns import prompt, prompt_edge
 from hangscope.analyze.roles import HELPER_ROLES
@@ -346,8 +348,9 @@ def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
                 None)
 
 
-PATTERNS = (_cycle, _lock_cycle, self_lock, self_wait, orphan_wait, lost_wakeup, _event_loop,
-            fork_lock, lost_result, pool_saturated, prompt, fifo_open, _sink)
+PATTERNS = (_cycle, _lock_cycle, self_lock, self_wait, barrier_short, leaked_permits,
+            orphan_wait, lost_wakeup, _event_loop, fork_lock, lost_result, pool_saturated,
+            prompt, fifo_open, _sink)
 
 
 def _what_else(g: Graph, pattern: WaitPattern) -> str:

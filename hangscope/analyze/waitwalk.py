@@ -73,6 +73,25 @@ class Graph:
             node = (edge.to_pid, edge.to_tid)
 
 
+def waits_into(g: Graph, pid: int) -> tuple[list[int], list[int]]:
+    """The other processes that wait on ``pid`` (not its parent's child wait), and the first
+    edge of each of the first three onto it: what they wait on, in their own words."""
+    waiters = sorted({e.pid for e in g.edges if e.to_pid == pid and e.pid != pid
+                      and e.kind != "child"})
+    into = [next(i for i, e in enumerate(g.edges) if e.pid == w and e.to_pid == pid
+                 and e.kind != "child") for w in waiters[:3]]
+    return waiters, into
+
+
+def thread_names(threads: Sequence[Thread]) -> str:
+    """``thread render-0``; ``5 threads (render-0, render-1, render-2 and 2 more)``."""
+    if len(threads) == 1:
+        return f"thread {threads[0].name or threads[0].tid}"
+    shown = ", ".join(str(t.name or t.tid) for t in threads[:3])
+    more = f" and {len(threads) - 3} more" if len(threads) > 3 else ""
+    return f"{len(threads)} threads ({shown}{more})"
+
+
 def thread_words(proc: Process, thread: Thread | None) -> str:
     if thread is None or len([t for t in proc.threads if t.python]) <= 1:
         return who(proc)

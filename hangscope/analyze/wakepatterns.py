@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from hangscope.analyze.threadedges import blocked, user_frame
 from hangscope.analyze.threadpatterns import could_produce, died_threads, notified_wait, runs_task
-from hangscope.analyze.waitwalk import Graph, hop
+from hangscope.analyze.waitwalk import Graph, hop, thread_names, waits_into
 from hangscope.model import Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -45,13 +45,10 @@ def lost_wakeup(g: Graph) -> WaitPattern | None:
             groups.setdefault((frame.name if frame else "?", site), []).append(thread)
         parts = []
         for (call, site), members in sorted(groups.items(), key=lambda kv: -len(kv[1])):
-            names = _names(members)
+            names = thread_names(sorted(members, key=lambda t: t.tid))
             verb = "waits" if len(members) == 1 else "wait"
             parts.append(f"{names} {verb} in {call} at {site}")
-        waiters = sorted({e.pid for e in g.edges if e.to_pid == proc.pid and e.pid != proc.pid
-                          and e.kind != "child"})
-        into = [next(i for i, e in enumerate(g.edges) if e.pid == w and e.to_pid == proc.pid
-                     and e.kind != "child") for w in waiters[:3]]
+        waiters, into = waits_into(g, proc.pid)
         chain = (f"every thread of {who(proc)} waits for another of its threads to wake it, "
                  f"and none runs to: {'; '.join(parts)}. Nothing else runs in the process "
                  "(no thread computes, reads, sleeps or waits for a child): the notify came "
@@ -69,12 +66,3 @@ def _direct(thread: Thread) -> bool:
     """The program itself calls Condition.wait or Event.wait (not through a queue or a pool)."""
     frame = notified_wait(thread)
     return frame is not None and frame.name in _SIGNALLED
-
-
-def _names(threads: list[Thread]) -> str:
-    if len(threads) == 1:
-        return f"thread {threads[0].name or threads[0].tid}"
-    threads = sorted(threads, key=lambda t: t.tid)
-    shown = ", ".join(str(t.name or t.tid) for t in threads[:3])
-    more = f" and {len(threads) - 3} more" if len(threads) > 3 else ""
-    return f"{len(threads)} threads ({shown}{more})"

@@ -202,7 +202,8 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
         # Python frames have ``module`` null.
         native = raw.get("module") is not None
         at = line if isinstance(line, int) else None
-        takes, holds = (None, ()) if native or not filename else lock_scope(str(filename), at)
+        takes, holds, releases = ((None, (), False) if native or not filename
+                                  else lock_scope(str(filename), at))
         frames.append(
             Frame(
                 name=name,
@@ -213,6 +214,7 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 capture=None if native or not filename else capture_block(str(filename), at),
                 takes=takes,
                 holds=holds,
+                releases=releases,
             )
         )
     # A stack that takes a lock: what each of its lines calls says which frame was entered

@@ -87,8 +87,10 @@ def _releases(stmts: list[ast.stmt], text: str) -> bool:
 
 
 def lock_blocks(tree: ast.AST) -> tuple[LockBlock, ...]:
-    """The regions where a lock is held: the body of ``with X:`` over an object ``X``, and the
-    ``try`` body after ``X.acquire()`` whose ``finally`` calls ``X.release()``."""
+    """The regions where a lock is held: the body of ``with X:`` over an object ``X``, the
+    ``try`` body after ``X.acquire()`` whose ``finally`` calls ``X.release()``, and the
+    statements between ``X.acquire()`` and a later ``X.release()`` of the same block (held
+    there unless an exception left it: then it leaks)."""
     out: list[LockBlock] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.With, ast.AsyncWith)) and node.body:
@@ -105,9 +107,14 @@ def lock_blocks(tree: ast.AST) -> tuple[LockBlock, ...]:
             if text is None:
                 continue
             after = body[k + 1] if k + 1 < len(body) else None
+            later = next((j for j in range(k + 1, len(body))
+                          if _releases([body[j]], text)), None)
             if isinstance(after, ast.Try) and after.body and _releases(after.finalbody, text):
                 out.append((after.body[0].lineno, after.body[-1].end_lineno or after.lineno,
                             text, stmt.lineno))
+            elif after is not None and later is not None and later > k + 1:
+                out.append((after.lineno, body[later - 1].end_lineno or after.lineno, text,
+                            stmt.lineno))
             else:  # taken here, released who knows where: the line takes it, holds nothing
                 out.append((0, -1, text, stmt.lineno))
     return tuple(out)
@@ -171,17 +178,19 @@ def calls_at(path: str | None, line: int | None) -> tuple[str, ...]:
     return tuple(sorted(_parsed(path)[2].get(line, ())))
 
 
-def lock_scope(path: str | None, line: int | None) -> tuple[str | None, tuple[str, ...]]:
+def lock_scope(path: str | None, line: int | None) -> tuple[str | None, tuple[str, ...], bool]:
     """(the lock the statement at ``path:line`` takes, the locks held at that line, outermost
-    first): ``("self.b", ("self.a",))`` on the inner ``with self.b:`` of ``with self.a:``.
-    A statement taking several locks at once names none (which one blocks is unknown)."""
+    first, whether the function gives back what the line takes): ``("self.b", ("self.a",),
+    True)`` on the inner ``with self.b:`` of ``with self.a:``. A statement taking several locks
+    at once names none (which one blocks is unknown)."""
     if not path or not line:
-        return None, ()
+        return None, (), False
     blocks = _parsed(path)[1]
-    taking = [text for _, _, text, at in blocks if at == line]
+    taking = [(text, first > 0) for first, _, text, at in blocks if at == line]
     held = sorted(((first, text) for first, last, text, _ in blocks if first <= line <= last),
                   key=lambda b: b[0])
-    return (taking[0] if len(taking) == 1 else None), tuple(text for _, text in held)
+    takes, releases = taking[0] if len(taking) == 1 else (None, False)
+    return takes, tuple(text for _, text in held), releases
 
 
 def capture_block(path: str | None, line: int | None) -> str | None:

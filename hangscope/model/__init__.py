@@ -124,6 +124,10 @@ class Frame:
     # source text: "self.cache_lock".
     takes: str | None = None
     holds: tuple[str, ...] = ()
+    # Whether the function gives back what its line takes (a with-block, a try/finally
+    # release, a later release() in the same block): a lock or a permit, not a signal that
+    # another thread's release() sends.
+    releases: bool = False
     # The functions its line calls (by last name), read only in a stack that takes a lock: a
     # frame its caller's line does not call was entered without a call (a signal handler).
     calls: tuple[str, ...] = ()

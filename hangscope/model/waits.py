@@ -165,8 +165,10 @@ class WaitEdge:
 class WaitPattern:
     """A shape found in the graph: a cycle, a sink, a blocked event loop, a lost result..."""
 
-    # cycle | lock_ring | gil_hold | self_lock | self_wait | orphan_wait | fork_lock | event_loop |
-    # lost_wakeup | lost_result | pool_saturated | prompt | fifo_open | sink
+    # cycle | lock_ring | gil_hold | self_lock | self_wait | barrier_short | leaked_permits |
+    # orphan_wait |
+    # fork_lock | event_loop | lost_wakeup | lost_result | pool_saturated | prompt | fifo_open |
+    # sink
     kind: str
     members: tuple[int, ...]  # PIDs, the suspect first where there is one
     chain: str  # the one sentence that states it

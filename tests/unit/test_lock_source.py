@@ -27,18 +27,19 @@ def _line(text: str, path: str = JOBS, after: int = 0) -> int:
 def test_the_inner_with_of_nested_locks_takes_one_and_holds_the_other() -> None:
     write = _line("def write(self")
     inner = _line("with self.journal_lock:", after=write)
-    assert source.lock_scope(JOBS, inner) == ("self.journal_lock", ("self.index_lock",))
+    assert source.lock_scope(JOBS, inner) == ("self.journal_lock", ("self.index_lock",), True)
     outer = _line("with self.index_lock:", after=write)
-    assert source.lock_scope(JOBS, outer) == ("self.index_lock", ())
+    assert source.lock_scope(JOBS, outer) == ("self.index_lock", (), True)
     wait = _line("self.compactor_in.wait()", after=write)
-    assert source.lock_scope(JOBS, wait) == (None, ("self.index_lock",))
+    assert source.lock_scope(JOBS, wait) == (None, ("self.index_lock",), False)
 
 
 def test_a_module_lock_held_around_a_blocking_call_and_a_call_that_is_not_a_lock() -> None:
     blocked = _line("select.select([fd], [], [])")
-    assert source.lock_scope(JOBS, blocked) == (None, ("_BUFFER_LOCK",))
+    assert source.lock_scope(JOBS, blocked) == (None, ("_BUFFER_LOCK",), False)
     # ``with open(...)`` builds a fresh context manager: no lock.
-    assert source.lock_scope(JOBS, _line('f.write(f"{os.getpid()} {tag}\\n")')) == (None, ())
+    assert source.lock_scope(JOBS, _line('f.write(f"{os.getpid()} {tag}\\n")')) == (
+        None, (), False)
 
 
 def test_acquire_then_try_finally_release_holds_the_try_body() -> None:
@@ -47,6 +48,32 @@ def test_acquire_then_try_finally_release_holds_the_try_body() -> None:
     path = logging.__file__
     emit = _line("self.emit(record)", path, after=_line("def handle(self, record)", path))
     assert source.lock_scope(path, emit)[1][-1:] in (("self",), ("self.lock",))
+
+
+def test_acquire_then_a_later_release_of_the_same_block_holds_what_lies_between(
+        tmp_path: Path) -> None:
+    """A permit taken and given back on the success path only (apache/pulsar#13812's leak):
+    held between the two calls; a bare ``acquire()`` with no release in its block holds
+    nothing and gives nothing back (a signal another thread's release() sends)."""
+    path = tmp_path / "slots.py"
+    path.write_text(textwrap.dedent("""\
+        def call(slots, conn):
+            slots.acquire()
+            reply = conn.ask()
+            if reply is None:
+                raise IOError("no reply")
+            slots.release()
+            return reply
+
+        def wait_ready(signal):
+            signal.acquire()
+            return 1
+        """))
+    assert source.lock_scope(str(path), 2) == ("slots", (), True)
+    assert source.lock_scope(str(path), 3) == (None, ("slots",), False)
+    assert source.lock_scope(str(path), 5) == (None, ("slots",), False)
+    assert source.lock_scope(str(path), 6) == (None, (), False)
+    assert source.lock_scope(str(path), 10) == ("signal", (), False)
 
 
 def test_a_line_calls_the_functions_it_names() -> None:

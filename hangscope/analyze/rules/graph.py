@@ -22,6 +22,8 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "self_lock": "Deadlock (a thread waits for itself)",
          "self_wait": "Deadlock (an event loop waits for itself)",
          "orphan_wait": "A wait nobody can end",
+         "barrier_short": "A barrier that cannot trip",
+         "leaked_permits": "Leaked semaphore permits",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
          "prompt": "A prompt nobody answers", "sink": "Wait chain",
          "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
@@ -111,10 +113,12 @@ def wait_cycle(facts: Facts) -> Verdict | None:
 
 
 def wait_shape(facts: Facts) -> Verdict | None:
-    """A wait nobody can end, a blocked event loop, a lost pool result, a saturated pool, or an
+    """A wait nobody can end (a dead producer, a barrier short of a party, leaked permits, a
+    lost wake-up), a blocked event loop, a lost pool result, a saturated pool, or an
     unanswered prompt."""
-    return _verdict(facts, ("orphan_wait", "lost_wakeup", "event_loop", "lost_result",
-                            "pool_saturated", "prompt", "fifo_open"))
+    return _verdict(facts, ("orphan_wait", "barrier_short", "leaked_permits", "lost_wakeup",
+                            "event_loop", "lost_result", "pool_saturated", "prompt",
+                            "fifo_open"))
 
 
 def lock_holder(facts: Facts) -> Verdict | None:

@@ -1,0 +1,89 @@
+"""Threads that wait for a party or a permit that never comes: a threading.Barrier short of a
+party, a semaphore whose permits leaked; and permits held by a thread that still waits.
+
+GIVEN a real job of tests/targets/party_jobs.py (each test cites the report it reproduces),
+settled (every thread of its tagged processes asleep in the kernel), WHEN ``hangscope dump PID
+--format json`` reads it, THEN the verdict names the mechanism and its suspect. No rule reads
+these jobs' names: the sentences quote them because they are the jobs' own threads and frames.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from support import TARGETS, Target, dump_json, running_target
+from test_notify_waits import _asleep
+
+JOBS = TARGETS / "party_jobs.py"
+FAST = ("--samples", "2", "--window", "0.5")
+
+
+@contextmanager
+def _job(mode: str, tmp_path: Path, tags: list[str]) -> Iterator[Target]:
+    workdir = tmp_path / f"job-{mode}"
+    with running_target([sys.executable, str(JOBS), mode, str(workdir / "ready"), str(workdir)],
+                        workdir, tags=tags, timeout=60,
+                        ready=lambda t: all(_asleep(p) for p in t.pids.values())) as job:
+        yield job
+
+
+def _dump(mode: str, tmp_path: Path, tags: list[str]) -> tuple[dict[str, Any], dict[str, int]]:
+    with _job(mode, tmp_path, tags) as job:
+        data = json.loads(dump_json(job.launcher, *FAST))
+        return data, dict(job.pids)
+
+
+def test_a_barrier_made_for_more_parties_than_threads_is_named_with_its_joiner(
+        tmp_path: Path) -> None:
+    """Real report: Draegerwerk/SDCcc#188 (threads wait at a cyclic barrier for a party that
+    never arrives); here no thread died: the barrier counts one party too many."""
+    data, pids = _dump("barrier_short", tmp_path, ["compositor", "tiler"])
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    assert summary.startswith(
+        f"A barrier that cannot trip: 4 threads (tile-0, tile-1, tile-2 and 1 more) of PID "
+        f"{pids['tiler']} "), summary
+    assert "wait in threading.Barrier.wait at tiler.<locals>.tile (party_jobs.py:" in summary
+    assert "(thread MainThread joins them)" in summary, summary
+    assert "no thread's death is in its output: the barrier was made for more parties" in summary
+    assert verdict["suspects"][0] == pids["tiler"], verdict
+
+
+def test_a_barrier_whose_party_died_names_the_dead_thread(tmp_path: Path) -> None:
+    """Real report: Draegerwerk/SDCcc#188 (a participating thread dies of an unhandled
+    exception; the others never pass the barrier)."""
+    data, pids = _dump("barrier_dead", tmp_path, ["simulator", "client"])
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    assert summary.startswith("A barrier that cannot trip: 2 threads (body-0, body-2) of PID "
+                              f"{pids['simulator']} "), summary
+    assert "its output says thread body-1 died of an exception" in summary, summary
+    assert f"PID {pids['client']} (python) waits for a reply on TCP" in summary, summary
+    assert verdict["suspects"][0] == pids["simulator"], verdict
+
+
+def test_leaked_semaphore_permits_are_said_with_no_holder(tmp_path: Path) -> None:
+    """Real report: apache/pulsar#13812 (permits leak when an exception comes between acquire
+    and release, until every request waits)."""
+    data, pids = _dump("permits_leak", tmp_path, ["gateway", "client"])
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    assert summary.startswith("Leaked semaphore permits: 3 threads (req-0, req-1, req-2) of "
+                              f"PID {pids['gateway']} "), summary
+    assert ("wait in threading.Semaphore.acquire at call_backend (party_jobs.py:" in summary
+            and "for a permit of SLOTS, and no thread holds one" in summary), summary
+    assert f"PID {pids['client']} (python) waits for a reply on TCP" in summary, summary
+    assert verdict["suspects"][0] == pids["gateway"], verdict
+
+
+def test_permits_held_by_threads_waiting_on_a_backend_are_not_called_leaked(
+        tmp_path: Path) -> None:
+    data, pids = _dump("permits_held", tmp_path, ["gateway", "backend", "client"])
+    summary = data["verdict"]["summary"]
+    assert "Leaked" not in summary and "no thread holds one" not in summary, summary
+    assert pids["backend"] in data["verdict"]["suspects"], data["verdict"]

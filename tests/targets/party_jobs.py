@@ -1,0 +1,179 @@
+"""Real jobs whose threads wait for a party or a permit that never comes.
+
+    python party_jobs.py MODE READY_FILE WORKDIR
+
+Each process appends ``"<pid> <tag>"`` to READY_FILE right before it blocks for good (the
+handshake of tests/support.py ``running_target``). Modes, each the mechanism of a real report
+(the tests cite it):
+
+- ``barrier_short`` a compositor reads the stdout pipe of its tiler child; the tiler makes a
+                    ``threading.Barrier`` for 5 parties but starts 4 tile threads (no thread
+                    died: a count off by one), and its main thread joins them.
+- ``barrier_dead``  a simulator's 3 step threads meet at a ``Barrier(3)`` each step; one raises
+                    in its setup before its first wait; the main thread waits on a results
+                    ``queue.Queue`` and a client waits for the simulator's reply on a socket.
+- ``permits_leak``  a gateway limits backend calls with ``BoundedSemaphore(2)``; a call that
+                    fails raises between ``acquire()`` and ``release()``, the first two fail, so
+                    both permits leak; 3 request threads then wait in ``acquire()`` while the
+                    main thread serves ``accept()``, and a client waits for its reply.
+- ``permits_held``  the same gateway whose two permit holders wait, inside the region, for a
+                    backend child that never answers: held, not leaked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+MODE, READY = sys.argv[1], sys.argv[2]
+
+
+def ready(tag: str) -> None:
+    with open(READY, "a") as f:
+        f.write(f"{os.getpid()} {tag}\n")
+
+
+def _child(mode: str, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, __file__, mode, READY, sys.argv[3], *args],
+                            stdout=subprocess.PIPE if mode == "tiler" else None)
+
+
+# -- barrier_short ---------------------------------------------------------------------
+
+
+def barrier_short() -> None:
+    tiler = _child("tiler")
+    ready("compositor")
+    assert tiler.stdout is not None
+    tiler.stdout.read()  # the tiles come when the tiler finishes
+
+
+def tiler() -> None:
+    sync = threading.Barrier(5)  # one party more than the tile threads below
+
+    def tile(n: int) -> None:
+        sync.wait()
+        print(f"tile {n}", flush=True)
+
+    threads = [threading.Thread(target=tile, args=(n,), name=f"tile-{n}") for n in range(4)]
+    for thread in threads:
+        thread.start()
+    while sync.n_waiting < 4:
+        time.sleep(0.01)
+    ready("tiler")
+    for thread in threads:
+        thread.join()
+
+
+# -- barrier_dead ----------------------------------------------------------------------
+
+
+def barrier_dead() -> None:
+    step = threading.Barrier(3)
+    results: queue.Queue[int] = queue.Queue()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def body(n: int) -> None:
+        if n == 1:
+            raise KeyError("terrain")  # the setup fails before the first step
+        for k in range(10):
+            step.wait()
+            results.put(k)
+
+    for n in range(3):
+        threading.Thread(target=body, args=(n,), name=f"body-{n}", daemon=True).start()
+    client = _child("client", str(listener.getsockname()[1]))
+    conn = listener.accept()[0]
+    conn.recv(64)
+    while step.n_waiting < 2:
+        time.sleep(0.01)
+    ready("simulator")
+    total = sum(results.get() for _ in range(30))  # every step's result, never
+    conn.sendall(f"{total}\n".encode())
+    client.wait()
+
+
+def client() -> None:
+    conn = socket.create_connection(("127.0.0.1", int(sys.argv[4])))
+    conn.sendall(b"run\n")
+    ready("client")
+    conn.recv(64)
+
+
+# -- permits_leak / permits_held ---------------------------------------------------------
+
+
+class BackendError(Exception):
+    pass
+
+
+SLOTS = threading.BoundedSemaphore(2)
+FAILS = [2]
+
+
+def call_backend(backend: socket.socket | None) -> bytes:
+    SLOTS.acquire()
+    if backend is not None:
+        reply = backend.recv(64)  # the held case: inside the region, waiting for the backend
+    elif FAILS[0] > 0:
+        FAILS[0] -= 1
+        raise BackendError("backend warming up")  # leaves before the release below
+    else:
+        reply = b"ok"
+    SLOTS.release()
+    return reply
+
+
+def gateway(held: bool) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    holders = []
+    if held:
+        backend_listener = socket.create_server(("127.0.0.1", 0))
+        _child("backend", str(backend_listener.getsockname()[1]))
+        for n in range(2):  # two calls hold both permits, waiting for the backend's reply
+            link = backend_listener.accept()[0]
+            holders.append(threading.Thread(target=call_backend, args=(link,), name=f"hold-{n}",
+                                            daemon=True))
+    else:
+        for _ in range(2):  # two warm-up calls fail and leak both permits
+            with contextlib.suppress(BackendError):
+                call_backend(None)
+    for thread in holders:
+        thread.start()
+    while SLOTS._value > 0:  # every permit is taken (held, or leaked above)
+        time.sleep(0.01)
+
+    def handle(conn: socket.socket) -> None:
+        conn.recv(64)
+        conn.sendall(call_backend(None))
+
+    _child("client", str(listener.getsockname()[1]))
+    requests = [threading.Thread(target=handle, args=(listener.accept()[0],), name="req-0")]
+    requests += [threading.Thread(target=call_backend, args=(None,), name=f"req-{n}")
+                 for n in (1, 2)]
+    for thread in requests:
+        thread.daemon = True
+        thread.start()
+    ready("gateway")
+    while True:  # the main thread goes on serving connections
+        listener.accept()[0].close()
+
+
+def backend() -> None:
+    conns = [socket.create_connection(("127.0.0.1", int(sys.argv[4]))) for _ in range(2)]
+    ready("backend")
+    conns[0].recv(64)  # never answers
+
+
+MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier_dead,
+         "client": client, "permits_leak": lambda: gateway(False),
+         "permits_held": lambda: gateway(True), "backend": backend}
+
+if __name__ == "__main__":
+    MODES[MODE]()
