@@ -13,14 +13,8 @@ program idles in a barrier on purpose, so this holds with or without a death on 
 from __future__ import annotations
 
 from hangscope.analyze.behind import collective_behind
-from hangscope.analyze.threadedges import blocked, user_frame
-from hangscope.analyze.threadpatterns import (
-    could_produce,
-    died_threads,
-    joins,
-    notified_wait,
-    runs_task,
-)
+from hangscope.analyze.threadedges import blocked, joins, user_frame
+from hangscope.analyze.threadpatterns import could_produce, died_threads, notified_wait, runs_task
 from hangscope.analyze.waitwalk import Graph, hop, thread_names, waits_into
 from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitPattern

@@ -13,6 +13,9 @@ _ADVICE = {
                        "the queue before join())",
     ("pipe", "child"): "read the child's output while waiting (Popen.communicate(), or drain "
                        "the queue before join())",
+    ("loop",): "a coroutine blocks the event loop's thread in a synchronous call (join(), "
+               "result(), a lock) while the thread it waits for needs that loop to run its "
+               "future: await it instead (asyncio.to_thread, loop.run_in_executor)",
 }
 
 

@@ -32,11 +32,12 @@ def waits_on_lock(thread: Thread) -> bool:
     if leaf is not None and leaf.file and leaf.file.endswith(_NOTIFY) \
             and leaf.name.rsplit(".", 1)[-1] in ("wait", "get", "wait_for", "put"):
         return False
-    return not _joins(thread)
+    return not joins(thread)
 
 
-def _joins(thread: Thread) -> bool:
-    """Inside ``Thread.join`` (its lock wait is the joined thread's end, not a lock)."""
+def joins(thread: Thread) -> bool:
+    """Inside ``Thread.join`` (its lock wait is the joined thread's end, not a lock): it can
+    set, put or arrive at nothing until the thread it joins has ended."""
     return any(not f.native and f.name.endswith(("join", "_wait_for_tstate_lock"))
                for f in thread.frames[:8])
 
@@ -241,10 +242,11 @@ def join_edges(proc: Process) -> Iterator[WaitEdge]:
     """A thread joining at exit (``threading._shutdown``, multiprocessing's finalizers
     joining a queue's feeder) -> the other live Python threads of its process."""
     for thread in proc.threads:
-        if thread.category is not Category.LOCK or not _joins(thread) or not blocked(thread):
+        if thread.category is not Category.LOCK or not joins(thread) or not blocked(thread):
             continue
-        for other in proc.threads:
-            # A helper counts: a queue's feeder thread is one, and it is what the join waits for.
+        # A helper counts: a queue's feeder thread is one, and it is what the join waits for;
+        # the program's own threads first, the ones an explicit join() names.
+        for other in sorted(proc.threads, key=lambda t: t.helper):
             if other.tid != thread.tid and other.python and other.frames:
                 yield WaitEdge(proc.pid, thread.tid, "thread", f"thread {other.name or other.tid}",
                                "Thread.join in its stack; the process's other live threads",

@@ -9,15 +9,17 @@ its ordered table.
 from __future__ import annotations
 
 from hangscope.analyze.behind import collective_behind
+from hangscope.analyze.loopedges import loop_index, own_frames
 from hangscope.analyze.threadedges import blocked as _blocked
 from hangscope.analyze.threadedges import (
     held_locks,
+    joins,
     lock_key,
     taking_frame,
     user_frame,
     waits_on_lock,
 )
-from hangscope.analyze.waitwalk import LOOP, Graph, hop, site_words, thread_words, waits_into
+from hangscope.analyze.waitwalk import Graph, hop, site_words, thread_words, waits_into
 from hangscope.model import Category, Frame, Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -209,13 +211,6 @@ def could_produce(thread: Thread) -> bool:
         and notified_wait(thread) is None and not joins(thread)
 
 
-def joins(thread: Thread) -> bool:
-    """The thread waits in ``Thread.join()`` for another thread of its process: it can set,
-    put or arrive at nothing until that thread has ended."""
-    return any(not f.native and (f.file or "").endswith("threading.py")
-               and f.name.rsplit(".", 1)[-1] == "join" for f in thread.frames)
-
-
 def self_wait(g: Graph) -> WaitPattern | None:
     """An asyncio loop's thread blocks on a concurrent future that no other thread is
     working on: its work is scheduled on this loop (``run_coroutine_threadsafe``), which
@@ -224,10 +219,9 @@ def self_wait(g: Graph) -> WaitPattern | None:
         for thread in proc.threads:
             if proc.is_exited or not _blocked(thread) or thread.category is not Category.LOCK:
                 continue
-            python = [f for f in thread.frames if not f.native]
+            python = own_frames(thread)
             waits = _future_wait(thread)
-            loop = next((k for k, f in enumerate(python) if "asyncio" in (f.file or "")
-                         and f.name.rsplit(".", 1)[-1] in LOOP), None)
+            loop = loop_index(thread)
             if waits is None or loop is None or python.index(waits) > loop:
                 continue
             if any(could_produce(t) for t in proc.threads if t.tid != thread.tid):

@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from hangscope.analyze.listeners import listeners_of
+from hangscope.analyze.loopedges import loop_future_edges
 from hangscope.analyze.threadedges import gil_edges, join_edges, own_end_writers, py_lock_edges
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
@@ -345,6 +346,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         gil = list(gil_edges(proc))
         edges.extend(own_end_writers(proc, [*mine, *gil]))
         edges.extend(join_edges(proc))
+        edges.extend(loop_future_edges(proc))
         edges.extend(py_lock_edges(proc))
     return tuple(edges)
 

@@ -43,6 +43,7 @@ from hangscope.analyze.calm_chain import waits_for_work
 from hangscope.analyze.cycleadvice import CAPTURED, captured, cycle_advice
 from hangscope.analyze.fifopatterns import fifo_open
 from hangscope.analyze.gilpatterns import gil_ring
+from hangscope.analyze.loopedges import loop_index, own_frames
 from hangscope.analyze.permitpatterns import leaked_permits
 from hangscope.analyze.poolpatterns import lost_result, pool_saturated
 from hangscope.analyze.promptpatterns import prompt, prompt_edge
@@ -57,7 +58,6 @@ from hangscope.analyze.threadpatterns import (
 )
 from hangscope.analyze.waitgraph import build_edges
 from hangscope.analyze.waitwalk import (
-    LOOP,
     Graph,
     hop,
     sends,
@@ -125,7 +125,7 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         threads = {(g.edges[i].pid, g.edges[i].tid) for i in ring}
         kinds = tuple(g.edges[i].kind for i in ring)
         if len(members) < 2 and "file_lock" not in kinds and not (
-                len(threads) >= 2 and ("py_lock" in kinds or "gil" in kinds)):
+                len(threads) >= 2 and ("py_lock" in kinds or "gil" in kinds or "loop" in kinds)):
             continue  # a thread waiting on its own process's thread is not a deadlock alone
         if (len(members) == 1 and set(kinds) == {"py_lock"}) is not rings:
             continue
@@ -198,9 +198,8 @@ def _event_loop(g: Graph) -> WaitPattern | None:
         thread = g.threads.get((edge.pid, edge.tid))
         if thread is None or edge.kind not in ("unix", "tcp", "pipe", "fifo", "store"):
             continue
-        python = [f for f in thread.frames if not f.native]
-        loop = next((k for k, f in enumerate(python) if f.file and "asyncio" in f.file
-                     and f.name.rsplit(".", 1)[-1] in LOOP), None)
+        python = own_frames(thread)
+        loop = loop_index(thread)
         if loop is None or loop == 0:
             continue
         inner = user_frame(thread)
@@ -290,8 +289,8 @@ def _idle_loop(proc: Process, thread: Thread | None) -> str:
     if thread is None:
         return ""
     python = [f for f in thread.frames if not f.native]
-    if not python or not (python[0].file or "").endswith("selectors.py") or not any(
-            "asyncio" in (f.file or "") and f.name.rsplit(".", 1)[-1] in LOOP for f in python):
+    if not python or not (python[0].file or "").endswith("selectors.py") or loop_index(
+            thread) is None:
         return ""
     died = [line.strip() for line in proc.log_errors
             if "Task exception was never retrieved" in line or "exception=" in line]

@@ -17,7 +17,6 @@ from hangscope.model.waits import WaitEdge
 from hangscope.words import who, who_many
 
 #: The frames of a running asyncio loop (base_events.py).
-LOOP = ("_run_once", "run_forever", "run_until_complete")
 
 
 class Graph:
@@ -142,6 +141,11 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
     if edge.kind == "thread":
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
         return f"{me} joins {thread_words(proc, holder)}{site}"
+    if edge.kind == "loop":
+        holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
+        return (f"{me} waits in Future.result(){site} for a future that only the asyncio "
+                f"event loop of {thread_words(proc, holder)} can complete "
+                "(run_coroutine_threadsafe)")
     if edge.kind in ("gil", "py_lock"):
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
         peers = [e for e in g.edges if e.kind == edge.kind and e.pid == edge.pid

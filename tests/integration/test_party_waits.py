@@ -87,3 +87,22 @@ def test_permits_held_by_threads_waiting_on_a_backend_are_not_called_leaked(
     summary = data["verdict"]["summary"]
     assert "Leaked" not in summary and "no thread holds one" not in summary, summary
     assert pids["backend"] in data["verdict"]["suspects"], data["verdict"]
+
+
+def test_an_event_loop_blocked_on_a_lock_held_by_a_thread_waiting_for_the_loop_is_a_cycle(
+        tmp_path: Path) -> None:
+    """Real report: PrefectHQ/prefect#7897 (a thread waits for the loop to run its future while
+    the loop's thread blocks synchronously on that thread); here through a threading.Lock, and
+    with a worker forked from inside a coroutine, whose copied loop frames are not its own."""
+    data, pids = _dump("loop_lock", tmp_path, ["service", "drainer"])
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    service = pids["service"]
+    assert summary.startswith("Deadlock: "), summary
+    assert f"Thread publisher of PID {service} (python) waits in Future.result() at " \
+        "loop_lock.<locals>.publisher (party_jobs.py:" in summary, summary
+    assert (f"only the asyncio event loop of thread MainThread of PID {service} (python) can "
+            "complete") in summary, summary
+    assert "await it instead" in summary, summary
+    assert verdict["suspects"][0] == service, verdict
+    assert f"PID {pids['drainer']}" not in summary.split(":")[0], summary

@@ -18,6 +18,11 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
                     main thread serves ``accept()``, and a client waits for its reply.
 - ``permits_held``  the same gateway whose two permit holders wait, inside the region, for a
                     backend child that never answers: held, not leaked.
+- ``loop_lock``     an asyncio service forks a multiprocessing worker from inside a coroutine
+                    (the child blocks on its task queue), then a coroutine takes a
+                    ``threading.Lock`` that a publisher thread holds while it waits on
+                    ``run_coroutine_threadsafe(...).result()``: the loop and the thread wait
+                    for each other.
 """
 
 from __future__ import annotations
@@ -171,9 +176,46 @@ def backend() -> None:
     conns[0].recv(64)  # never answers
 
 
+# -- loop_lock ---------------------------------------------------------------------------
+
+
+def _drain(tasks) -> None:  # type: ignore[no-untyped-def]
+    ready("drainer")
+    tasks.get()  # nothing is ever queued
+
+
+def loop_lock() -> None:
+    import asyncio
+    import multiprocessing
+
+    state = threading.Lock()
+
+    async def record(item: int) -> int:
+        return item
+
+    def publisher(loop: asyncio.AbstractEventLoop, started: threading.Event) -> None:
+        with state:
+            started.set()
+            asyncio.run_coroutine_threadsafe(record(1), loop).result()
+
+    async def main() -> None:
+        context = multiprocessing.get_context("fork")
+        worker = context.Process(target=_drain, args=(context.Queue(),), daemon=True)
+        worker.start()
+        started = threading.Event()
+        threading.Thread(target=publisher, args=(asyncio.get_running_loop(), started),
+                         name="publisher", daemon=True).start()
+        await asyncio.to_thread(started.wait)
+        ready("service")
+        with state:  # a synchronous lock inside a coroutine: the loop's thread blocks
+            pass
+
+    asyncio.run(main())
+
+
 MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier_dead,
          "client": client, "permits_leak": lambda: gateway(False),
-         "permits_held": lambda: gateway(True), "backend": backend}
+         "permits_held": lambda: gateway(True), "backend": backend, "loop_lock": loop_lock}
 
 if __name__ == "__main__":
     MODES[MODE]()
