@@ -26,7 +26,19 @@ _FULL_PIPE = ("the pipe is full (its buffer, 64 KiB by default) and its only rea
               "read the child's output while waiting (communicate()) or send it to a file")
 
 
+#: A lock (an open SQLite transaction, an flock) held across a wait for another process that
+#: must take that lock before it can answer.
+_HELD_ACROSS = ("a process holds a lock while it waits for a reply from a process that needs "
+                "that lock first: release it (commit the transaction) before waiting, or "
+                "answer without it")
+_RETRIED = ("; SQLite's busy handler retries the locked database for ever (a livelock: the "
+            "retries look like work, nothing commits)")
+
+
 def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
+    if "file_lock" in kinds and set(kinds) & {"pipe", "fifo", "unix", "tcp"}:
+        sqlite = any(g.edges[i].object.startswith("SQLite") for i in ring)
+        return _HELD_ACROSS + (_RETRIED if sqlite else "")
     if "child" in kinds and any(g.edges[i].kind in ("pipe", "fifo")
                                 and "(read end)" in g.edges[i].object for i in ring):
         return _FULL_PIPE  # the writer waits for a reader: the pipe is full

@@ -5,7 +5,9 @@ Rules, first that holds wins; each names the evidence that decided, in a sentenc
 1. *python*: the working thread's Python stack moved (dense sampling saw it at two or more
    places) -> progressing. A blocked rank shows one stack; a poll loop that never moves on shows
    its wait line only (its check takes microseconds, below the sampling period). A loop that
-   moves between waits only (idle CPU, no data, no GPU work) is a poll, judged by the counters,
+   moves between waits only (idle CPU, no data, no GPU work; reads of a few bytes with no write
+   are a poll's re-read of its flag, SQLite's retry of a locked database) is a poll, judged by
+   the counters,
    unless a collective is among its stacks: it returned from the collective and went on, so
    its peers answered (NCCL's data moves in its own threads' send/recv, which /proc/PID/io does
    not count, and a small step's kernels leave the SMs nearly idle).
@@ -63,6 +65,9 @@ MIN_MOVED_SAMPLES = 2
 IDLE_CPU_SHARE = 0.2
 #: Wake-ups in the window (with data moved) for a waiting thread's waits to "complete".
 MIN_WAKES = 2
+#: A poll re-reads a flag or a header (SQLite's 16-byte change counter before each lock try):
+#: reads of at most this many bytes each, and no write, move no data of the job.
+POLL_READ_BYTES = 64
 #: GPM thresholds, percent. Measured on an H200: a spinning kernel reads graphics 100%, SM 0.8%,
 #: DRAM ~0; a bf16 matmul loop SM 96%, tensor/FP32 tens of percent.
 GPU_BUSY_GRAPHICS = 50.0
@@ -204,7 +209,12 @@ def _poll_loop(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
     # It blocks and is woken (a wait), not only preempted (a computing loop the machine starves)
     wakes = (c.voluntary or 0) - WAKES_PER_PAUSE * proc.pauses
     return (c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds and wakes >= MIN_WAKES
-            and io is not None and io.syscr + io.syscw < MIN_WAKES)
+            and io is not None and (io.syscr + io.syscw < MIN_WAKES or _rereads(io)))
+
+
+def _rereads(io: IoDelta) -> bool:
+    """Only small reads and no write: a poll re-reading its flag, not data moving."""
+    return io.syscw == 0 and io.wchar == 0 and io.rchar <= POLL_READ_BYTES * io.syscr
 
 
 def _other_worker(proc: ProcessProgress, judged: ThreadProgress,
@@ -239,7 +249,7 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
         window += f" (not counting {raw_wakes - wakes} from py-spy's {proc.pauses} pauses)"
     if cpu_s < IDLE_CPU_SHARE * seconds:
         io = _data_moved(proc, thread)
-        moved = io is not None and (io.syscw + io.syscr) >= MIN_WAKES
+        moved = io is not None and (io.syscw + io.syscr) >= MIN_WAKES and not _rereads(io)
         if wakes >= MIN_WAKES and moved and io is not None:
             return RankProgress(proc.pid, PROGRESSING, "counters", (
                 f"{where}, but its wait ended {wakes} times in {window} and the process made "

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from hangscope.analyze.listeners import listeners_of
 from hangscope.analyze.loopedges import loop_future_edges
+from hangscope.analyze.sqliteedges import sqlite_edges
 from hangscope.analyze.threadedges import gil_edges, join_edges, own_end_writers, py_lock_edges
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
@@ -343,12 +344,32 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         if idx is not None and kernel is not None:
             for thread in proc.threads:
                 mine.extend(_kernel_edges(idx, kernel.arch, proc, thread))
+                mine.extend(sqlite_edges(proc, thread, idx.fds.get(proc.pid, {}),
+                                         idx.lock_holders))
         gil = list(gil_edges(proc))
         edges.extend(own_end_writers(proc, [*mine, *gil]))
         edges.extend(join_edges(proc))
         edges.extend(loop_future_edges(proc))
         edges.extend(py_lock_edges(proc))
-    return tuple(edges)
+    return tuple(_answering_first(edges))
+
+
+def _answering_first(edges: list[WaitEdge]) -> list[WaitEdge]:
+    """Where a thread's one wait leads to several processes (the other end of a pipe or a
+    socketpair that fork copied into a parent and its children), first the ones that wait on
+    that thread's process through something other than its exit: the one a conversation is
+    with, not a parent that holds its copy and joins the child. Stable otherwise."""
+    back = {(e.pid, e.to_pid) for e in edges if e.kind != "child" and e.to_pid is not None}
+    first: dict[tuple[int, int | None, str, str], int] = {}
+    for k, e in enumerate(edges):
+        first.setdefault((e.pid, e.tid, e.kind, e.object), k)
+
+    def rank(item: tuple[int, WaitEdge]) -> tuple[int, int, int]:
+        k, e = item
+        answers = e.to_pid is not None and (e.to_pid, e.pid) in back
+        return first[(e.pid, e.tid, e.kind, e.object)], 0 if answers else 1, k
+
+    return [e for _, e in sorted(enumerate(edges), key=rank)]
 
 
 def edges_from(edges: Sequence[WaitEdge]) -> dict[int, list[int]]:

@@ -106,3 +106,26 @@ def test_an_event_loop_blocked_on_a_lock_held_by_a_thread_waiting_for_the_loop_i
     assert "await it instead" in summary, summary
     assert verdict["suspects"][0] == service, verdict
     assert f"PID {pids['drainer']}" not in summary.split(":")[0], summary
+
+
+def test_a_sqlite_transaction_held_across_a_read_from_its_writer_is_a_cycle_not_progress(
+        tmp_path: Path) -> None:
+    """Real report: tiiuae/sbomnix#118 (retrying "database is locked" between processes): the
+    retry loop re-reads the database header around its busy handler, which looks like work;
+    the lock's holder waits for the retrier."""
+    workdir = tmp_path / "job-sqlite_held"
+    with running_target([sys.executable, str(JOBS), "sqlite_held", str(workdir / "ready"),
+                         str(workdir)], workdir, tags=["catalog", "indexer"],
+                        timeout=60) as job:
+        data = json.loads(dump_json(job.launcher, *FAST))
+        pids = dict(job.pids)
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    assert verdict["kind"] == "deadlock", verdict
+    catalog, indexer = pids["catalog"], pids["indexer"]
+    assert f"PID {catalog} (python) is blocked reading pipe " in summary, summary
+    assert (f"PID {indexer} (python) waits for the SQLite database lock on "
+            f"{workdir}/catalog.db at indexer (party_jobs.py:") in summary, summary
+    assert f"held by PID {catalog} (python)" in summary, summary
+    assert "commit the transaction" in summary and "livelock" in summary, summary
+    assert set(verdict["suspects"]) <= {catalog, indexer} and catalog in verdict["suspects"]

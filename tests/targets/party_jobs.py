@@ -23,6 +23,11 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
                     ``threading.Lock`` that a publisher thread holds while it waits on
                     ``run_coroutine_threadsafe(...).result()``: the loop and the thread wait
                     for each other.
+- ``sqlite_held``   a catalog service opens a write transaction (``BEGIN IMMEDIATE``) and,
+                    inside it, reads a pipe from its indexer child for the row count; the
+                    indexer must first insert into the same database: its connection's busy
+                    handler retries the locked database, and a retry loop around "database is
+                    locked" never gives up.
 """
 
 from __future__ import annotations
@@ -213,9 +218,49 @@ def loop_lock() -> None:
     asyncio.run(main())
 
 
+# -- sqlite_held -------------------------------------------------------------------------
+
+
+def sqlite_held() -> None:
+    import sqlite3
+
+    path = os.path.join(sys.argv[3], "catalog.db")
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE IF NOT EXISTS rows (n INTEGER)")
+    reader, writer = os.pipe()
+    indexer = subprocess.Popen([sys.executable, __file__, "indexer", READY, sys.argv[3],
+                                path, str(writer)], pass_fds=(writer,))
+    os.close(writer)
+    db.execute("BEGIN IMMEDIATE")  # the write lock, held across the read below
+    db.execute("DELETE FROM rows")
+    ready("catalog")
+    os.read(reader, 16)  # the indexer's count: it must insert first
+    db.execute("COMMIT")
+    indexer.wait()
+
+
+def indexer() -> None:
+    import sqlite3
+
+    db = sqlite3.connect(sys.argv[4], timeout=0.2, isolation_level=None)
+    tried = False
+    while True:
+        try:
+            db.execute("INSERT INTO rows VALUES (1)")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+            if not tried:
+                ready("indexer")
+                tried = True
+    os.write(int(sys.argv[5]), b"1\n")
+
+
 MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier_dead,
          "client": client, "permits_leak": lambda: gateway(False),
-         "permits_held": lambda: gateway(True), "backend": backend, "loop_lock": loop_lock}
+         "permits_held": lambda: gateway(True), "backend": backend, "loop_lock": loop_lock,
+         "sqlite_held": sqlite_held, "indexer": indexer}
 
 if __name__ == "__main__":
     MODES[MODE]()

@@ -1,0 +1,49 @@
+"""The wait-for edge of a thread that SQLite's busy handler keeps retrying: the database is
+locked, and /proc/locks names who holds it.
+
+Pure, over a thread's stack and its process's open files. SQLite never blocks in the kernel
+for a lock: it takes POSIX locks with ``F_SETLK`` (non-blocking) on the database file and,
+when another connection holds one, sleeps and retries in its busy handler until the
+connection's timeout (``sqlite3.connect(timeout=...)``); a retry loop around "database is
+locked" keeps it there for ever. The stack says so (``sqlite3InvokeBusyHandler``, the default
+``sqliteDefaultBusyCallback``), and the holder of a lock on a file the thread's process has
+open is the process it waits for: a transaction left open (``BEGIN IMMEDIATE`` held across a
+wait for a reply) holds its RESERVED lock until it commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+from hangscope.model import Process, Thread
+from hangscope.model.waits import FdRecord, WaitEdge
+
+_BUSY = ("sqlite3InvokeBusyHandler", "sqliteDefaultBusyCallback", "btreeInvokeBusyHandler")
+
+#: file key (device major, minor, inode) -> (pid, fd or None, lock kind) of each holder
+LockHolders = Mapping[tuple[int, int, int], Sequence[tuple[int, int | None, str]]]
+
+
+def in_busy_handler(thread: Thread) -> bool:
+    return any(f.native and f.name.startswith(_BUSY) for f in thread.frames)
+
+
+def sqlite_edges(proc: Process, thread: Thread, fds: Mapping[int, FdRecord],
+                 holders: LockHolders) -> Iterator[WaitEdge]:
+    """A thread in SQLite's busy handler -> each other process holding a POSIX lock on a file
+    its process has open (the database, or its WAL's -shm)."""
+    if thread.state not in ("S", "D") or not in_busy_handler(thread):
+        return
+    seen: set[int] = set()
+    for rec in sorted(fds.values(), key=lambda r: r.fd):
+        if rec.device is None or rec.inode is None:
+            continue
+        for pid, _fd, kind in holders.get((*rec.device, rec.inode), ()):
+            if pid == proc.pid or kind != "POSIX" or pid in seen:
+                continue
+            seen.add(pid)
+            yield WaitEdge(proc.pid, thread.tid, "file_lock",
+                           f"SQLite database lock on {rec.target}",
+                           "sqlite3's busy handler retries on its stack (the database is "
+                           "locked); /proc/locks names the process holding a lock on it",
+                           to_pid=pid)
