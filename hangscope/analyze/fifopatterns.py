@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from hangscope.analyze.behind import behind
+from hangscope.analyze.deadscripts import dead_words
 from hangscope.analyze.waitwalk import Graph, site_words, thread_words
 from hangscope.model.waits import WaitPattern
 
@@ -32,7 +33,10 @@ def fifo_open(g: Graph) -> WaitPattern | None:
                        f"{site_words(g.threads.get((edge.pid, edge.tid)))}: "
                        f"{edge.outside}")
     members = tuple(dict.fromkeys(g.edges[i].pid for i in opens))
-    chain = "; ".join(clauses) + _mismatch(g, opens) + behind(g, members)
+    mismatch = _mismatch(g, opens)
+    # No partner in the job: the process meant to be one may have crashed (its traceback).
+    dead = dead_words(g.snap) if not mismatch.startswith(". The reader") else ""
+    chain = "; ".join(clauses) + dead + mismatch + behind(g, members)
     return WaitPattern("fifo_open", members, chain, tuple(opens), members[0],
                        g.edges[opens[0]].tid, members[1:])
 

@@ -129,3 +129,15 @@ def test_a_sqlite_transaction_held_across_a_read_from_its_writer_is_a_cycle_not_
     assert f"held by PID {catalog} (python)" in summary, summary
     assert "commit the transaction" in summary and "livelock" in summary, summary
     assert set(verdict["suspects"]) <= {catalog, indexer} and catalog in verdict["suspects"]
+
+
+def test_a_fifo_whose_reader_crashed_names_the_dead_script_and_its_error(
+        tmp_path: Path) -> None:
+    """Real report: nodejs/node#3628 (open() of a FIFO blocks while no one reads it); here the
+    only reader crashed on its config before it opened the FIFO."""
+    data, pids = _dump("fifo_dead", tmp_path, ["writer"])
+    summary = data["verdict"]["summary"]
+    assert summary.startswith(f"A FIFO nobody opens: PID {pids['writer']} (python) is blocked "
+                              "opening FIFO "), summary
+    assert ("the job's output has a traceback from stats_exporter.py (KeyError: 'burst'), a "
+            "script no live process of the job runs: the process that ran it died") in summary

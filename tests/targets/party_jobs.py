@@ -28,6 +28,9 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
                     indexer must first insert into the same database: its connection's busy
                     handler retries the locked database, and a retry loop around "database is
                     locked" never gives up.
+- ``fifo_dead``     a launcher starts an exporter script (written to WORKDIR) that crashes on
+                    its config before it opens the FIFO it should read, and is never reaped;
+                    the writer then blocks in ``open()`` of that FIFO for writing.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 MODE, READY = sys.argv[1], sys.argv[2]
 
@@ -257,10 +261,30 @@ def indexer() -> None:
     os.write(int(sys.argv[5]), b"1\n")
 
 
+# -- fifo_dead ---------------------------------------------------------------------------
+
+
+def fifo_dead() -> None:
+    work = sys.argv[3]
+    fifo = os.path.join(work, "stats.fifo")
+    os.mkfifo(fifo)
+    script = os.path.join(work, "stats_exporter.py")
+    with open(script, "w") as f:
+        f.write("import sys\nlimits = {'rate': 1}\nburst = limits['burst']\n"
+                "open(sys.argv[1]).read()\n")
+    exporter = subprocess.Popen([sys.executable, script, fifo])
+    stat = Path(f"/proc/{exporter.pid}/stat")
+    while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.01)  # dead, not reaped
+    ready("writer")
+    with open(fifo, "w") as out:  # the only reader is gone: blocks for ever
+        out.write("x")
+
+
 MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier_dead,
          "client": client, "permits_leak": lambda: gateway(False),
          "permits_held": lambda: gateway(True), "backend": backend, "loop_lock": loop_lock,
-         "sqlite_held": sqlite_held, "indexer": indexer}
+         "sqlite_held": sqlite_held, "indexer": indexer, "fifo_dead": fifo_dead}
 
 if __name__ == "__main__":
     MODES[MODE]()
