@@ -115,9 +115,19 @@ def _fork_boundary(frame: Frame) -> bool:
     return bool(FORK_BOUNDARY.search(f"{frame.name} ({frame.file})"))
 
 
+_NEW_GROUP = ("new_group", "new_subgroups", "new_subgroups_by_enumeration",
+              "_new_process_group_helper", "split_group")
+
+
 def _op(sig: Signature, matched: Frame, frames: Sequence[Frame]) -> str | None:
     if sig.op:
         return sig.op
+    if sig.category is Category.COMM_INIT:
+        # new_group is a collective of the default group: every rank must call it, in order
+        # (its store barrier or gloo's full-mesh connect waits for the ones that did not).
+        return "new_group" if any(
+            not f.native and f.file and "distributed_c10d" in f.file
+            and f.name.rsplit(".", 1)[-1] in _NEW_GROUP for f in frames) else None
     if sig.category is not Category.COLLECTIVE:
         return None
     # The outermost collective frame names the op the user called (all_gather calls

@@ -122,3 +122,20 @@ def test_given_every_rank_posts_async_receives_first_then_p2p_deadlock(tmp_path:
         verdict.summary)
     assert "none sends" in verdict.summary
     assert sorted(verdict.suspects) == sorted(p.pid for p in snap.ranks)
+
+
+def test_given_a_rank_that_skips_new_group_then_it_is_the_odd_one_out(tmp_path: Path) -> None:
+    """Real reports: pytorch/pytorch#53395 and the c10d docs (new_group must be called by every
+    process of the default group, even those not in the new group)."""
+    with verdict_job("new_group_skip", tmp_path, RANKS, timeout=120) as job:
+        snap = from_dict(json.loads(dump_json(job.launcher)))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind.value == "mismatched_collectives", verdict
+    assert verdict.summary.startswith(
+        "Mismatched collectives: ranks 0,2 wait in communicator init / rendezvous at "
+        "gloo_rank (verdict_jobs.py:"), verdict.summary
+    assert "rank 1 waits in barrier at gloo_rank" in verdict.summary, verdict.summary
+    rank1 = next(p.pid for p in snap.ranks if p.rank.global_rank == 1)
+    assert verdict.suspects == (rank1,)
+    ops = {p.rank.global_rank: p.working_thread.op for p in snap.ranks}
+    assert ops == {0: "new_group", 1: "barrier", 2: "new_group"}, ops

@@ -141,3 +141,17 @@ def test_a_fifo_whose_reader_crashed_names_the_dead_script_and_its_error(
                               "opening FIFO "), summary
     assert ("the job's output has a traceback from stats_exporter.py (KeyError: 'burst'), a "
             "script no live process of the job runs: the process that ran it died") in summary
+
+
+def test_a_loader_waits_for_its_stuck_worker_not_for_the_idle_ones(tmp_path: Path) -> None:
+    """Real report: pytorch/pytorch#1355 and its kin (a DataLoader hangs when one worker blocks
+    in __getitem__): the result queue's write end is held by every worker; the idle ones wait
+    only for their next index, the one inside the dataset is the one the loop waits for."""
+    data, pids = _dump("loader_stuck", tmp_path, ["shard_reader"])
+    summary = data["verdict"]["summary"]
+    stuck = pids["shard_reader"]
+    assert summary.startswith("Wait chain: "), summary
+    assert f"data worker (PID {stuck}) is blocked reading pipe " in summary, summary
+    assert "at _Shards.__getitem__ (party_jobs.py:" in summary, summary
+    assert "Deadlock" not in summary, summary
+    assert data["verdict"]["suspects"] == [stuck], data["verdict"]

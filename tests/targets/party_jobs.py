@@ -31,6 +31,9 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
 - ``fifo_dead``     a launcher starts an exporter script (written to WORKDIR) that crashes on
                     its config before it opens the FIFO it should read, and is never reaped;
                     the writer then blocks in ``open()`` of that FIFO for writing.
+- ``loader_stuck``  a training loop over a torch DataLoader with 3 workers; worker 2's
+                    ``__getitem__`` blocks reading a pipe nobody writes (a shard reader), the
+                    other workers idle on their index queues.
 """
 
 from __future__ import annotations
@@ -281,10 +284,36 @@ def fifo_dead() -> None:
         out.write("x")
 
 
+# -- loader_stuck ------------------------------------------------------------------------
+
+
+class _Shards:
+    def __len__(self) -> int:
+        return 10_000
+
+    def __getitem__(self, index: int) -> int:
+        import torch.utils.data
+
+        info = torch.utils.data.get_worker_info()
+        if info is not None and info.id == 2 and index > 20:
+            reader, _writer = os.pipe()
+            ready("shard_reader")
+            os.read(reader, 1)  # the shard's bytes never come
+        return index
+
+
+def loader_stuck() -> None:
+    from torch.utils.data import DataLoader
+
+    for _batch in DataLoader(_Shards(), batch_size=4, num_workers=3):  # type: ignore[arg-type]
+        pass
+
+
 MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier_dead,
          "client": client, "permits_leak": lambda: gateway(False),
          "permits_held": lambda: gateway(True), "backend": backend, "loop_lock": loop_lock,
-         "sqlite_held": sqlite_held, "indexer": indexer, "fifo_dead": fifo_dead}
+         "sqlite_held": sqlite_held, "indexer": indexer, "fifo_dead": fifo_dead,
+         "loader_stuck": loader_stuck}
 
 if __name__ == "__main__":
     MODES[MODE]()

@@ -16,6 +16,8 @@ knows the job is where it should be without sleeping. Modes:
 - ``p2p_stalled`` rank 0 sleeps instead of sending; rank 1 receives from 0, rank 2 from 1.
 - ``p2p_async_tags`` rank 2 isends to rank 1 with another tag than rank 1 irecvs; rank 0 waits on 1.
 - ``p2p_async_recv`` every rank posts irecv from both neighbours, then waits: nobody sends.
+- ``new_group_skip`` ranks 0 and 2 create a new group of ranks 0-2; rank 1, a member, skips the
+                  call and waits in a barrier.
 - ``p2p_ok``    a healthy 3-stage pipeline of matched send/recv of 16 MB each step.
 - ``dp_tp``     4 processes titled ``sglang::scheduler_DP<d>_TP<t>`` (setproctitle), waiting.
 - ``dp_tp_mismatch`` 6 gloo ranks titled DP<d>_TP<t> (2 x 3): DP0 in a world all_reduce, DP1's
@@ -40,8 +42,8 @@ import time
 from pathlib import Path
 
 WORLD = {"filelock": 3, "flock": 3, "missing": 4, "missing_unreaped": 4, "p2p_cycle": 3,
-         "p2p_ok": 3, "p2p_stalled": 3, "p2p_async_tags": 3, "p2p_async_recv": 3, "dp_tp": 4,
-         "dp_tp_mismatch": 6}
+         "p2p_ok": 3, "p2p_stalled": 3, "p2p_async_tags": 3, "p2p_async_recv": 3,
+         "new_group_skip": 3, "dp_tp": 4, "dp_tp_mismatch": 6}
 
 
 def ready(path: str, tag: str) -> None:
@@ -125,6 +127,15 @@ def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
             work = dist.irecv(t, src=rank + 1, tag=8 if rank == 1 else 0)
         ready(ready_file, f"rank{rank}")
         work.wait()
+        return
+    if mode == "new_group_skip":
+        dist.all_reduce(t)
+        ready(ready_file, f"rank{rank}")
+        if rank != 1:  # a config branch skips the call on rank 1, a member of the group
+            group = dist.new_group([0, 1, 2])
+            dist.broadcast(t, src=0, group=group)
+        else:
+            dist.barrier()
         return
     if mode == "p2p_async_recv":
         works = [dist.irecv(t, src=prev), dist.irecv(torch.ones(4), src=nxt)]

@@ -108,6 +108,10 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
     coll = [p for p in facts.subjects if p.key not in facts.moving and (
         w := p.working_thread) is not None and facts.categories[p.key] is Category.COLLECTIVE
         and not is_p2p(w.op)]
+    if coll:  # new_group is a collective of the default group: its callers wait for the rest
+        coll += [p for p in facts.subjects if p.key not in facts.moving and (
+            w := p.working_thread) is not None and w.op == "new_group"
+            and facts.categories[p.key] is Category.COMM_INIT]
     for members in comparable_groups(coll):
         # Name the replica / stage: rank 1 of DP0 and rank 1 of DP1 are two processes.
         replica = coordinates_label(dict(replica_key(members[0])))
@@ -428,6 +432,17 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+_LIBRARY = ("site-packages/", "dist-packages/", "/lib/python3", "<frozen ")
+
+
+def _in_own_code(proc: Process) -> bool:
+    """The working thread's innermost Python frame is the program's, not a library's."""
+    thread = proc.working_thread
+    leaf = next((f for f in thread.frames if not f.native), None) if thread else None
+    return leaf is not None and bool(leaf.file) and not any(m in (leaf.file or "")
+                                                           for m in _LIBRARY)
+
+
 def decide(facts: Facts, rules: tuple[Rule, ...] = RULES) -> Verdict:
     """The verdict of the first rule that holds."""
     for rule in rules:
@@ -438,8 +453,11 @@ def decide(facts: Facts, rules: tuple[Rule, ...] = RULES) -> Verdict:
 
 
 def _no_helpers(facts: Facts, verdict: Verdict) -> Verdict:
-    """Helpers (compile workers, data workers, the resource tracker) are never suspects."""
-    helpers = {p.key for p in facts.processes if is_helper_role(p.role)}
+    """Helpers (compile workers, data workers, the resource tracker) are no suspects, unless
+    the program's own code is where one blocks (a DataLoader worker inside the dataset's
+    ``__getitem__``): then it does the program's work, and holds it up."""
+    helpers = {p.key for p in facts.processes if is_helper_role(p.role)
+               and not _in_own_code(p)}
     helper_pids = {pid for _, pid in helpers}
     if helper_pids.isdisjoint(verdict.suspects):
         return verdict
