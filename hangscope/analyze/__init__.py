@@ -59,7 +59,7 @@ def analyze(snapshot: Snapshot) -> Snapshot:
 
 def _analyze(snapshot: Snapshot) -> Snapshot:
     # Imported here: ``import hangscope.analyze`` stays cheap for the CLI's fast paths.
-    from hangscope.analyze.calm import calm_progress, waiting_progress
+    from hangscope.analyze.calm import calm_progress, fetching_loaders, waiting_progress
     from hangscope.analyze.classify import classify_process
     from hangscope.analyze.findings import find_all
     from hangscope.analyze.group import merged_call_tree
@@ -72,7 +72,8 @@ def _analyze(snapshot: Snapshot) -> Snapshot:
     snap = judge_readings(replace(snapshot, processes=working_roots(renumber_spawn_order(
         tuple(map(classify_process, snapshot.processes))))))
     snap = replace(snap, wait_graph=wait_graph(snap))
-    snap = replace(snap, progress=waiting_progress(calm_progress(snap)))
+    calmed = replace(snap, progress=calm_progress(snap))
+    snap = replace(snap, progress=waiting_progress(calmed.progress, fetching_loaders(calmed)))
     snap = _without_collectives(snap)
     verdict, groups = diagnose(snap)
     verdict = with_gpu_evidence(verdict, snap.processes, snap.hosts)

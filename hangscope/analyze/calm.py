@@ -139,7 +139,20 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
         f"{first.reason}"))
 
 
-def waiting_progress(progress: JobProgress | None) -> JobProgress | None:
+def fetching_loaders(snap: Snapshot) -> frozenset[int]:
+    """DataLoader workers asleep in the program's dataset and waking again and again: a fetch
+    that sleeps per item (a remote read's backoff, a rate limit) works, slowly; the window
+    only calls it a poll because its batch is not written yet."""
+    by_pid = {r.pid: r for r in snap.progress.ranks} if snap.progress else {}
+    return frozenset(
+        p.pid for p in snap.processes if p.role is Role.DATA_WORKER and not p.is_exited
+        and (t := p.working_thread) is not None and t.category is Category.SLEEP
+        and (r := by_pid.get(p.pid)) is not None and r.decision in (STUCK, SLOW)
+        and r.evidence == "counters" and (r.wakes or 0) > 0)
+
+
+def waiting_progress(progress: JobProgress | None,
+                     fetching: frozenset[int] = frozenset()) -> JobProgress | None:
     """While a process progresses, one blocked the whole window (never woke) waits (for it, or
     for what it produces): ``waiting``, not stuck, and the job is slow (issue 17 item 7: one
     rank computing for a long time while the others wait for it is slow, never "stuck").
@@ -151,13 +164,18 @@ def waiting_progress(progress: JobProgress | None) -> JobProgress | None:
     # long call): both work, which a blocked process may be waiting for.
     going = next((r for r in progress.ranks if r.decision == PROGRESSING), None) or next(
         (r for r in progress.ranks if r.decision == SLOW and r.evidence == "counters"
-         and (r.wakes is None or r.wakes == 0)), None)
+         and (r.wakes is None or r.wakes == 0)), None) or next(
+        (r for r in progress.ranks if r.pid in fetching), None)
     if going is None:
         return progress
+    doing = "progresses" if going.decision == PROGRESSING else "fetches (sleeps and wakes in " \
+        "its dataset)" if going.pid in fetching else "runs"
     ranks = tuple(replace(r, decision=WAITING, reason=(
-        f"waits while PID {going.pid} {'progresses' if going.decision == PROGRESSING else 'runs'}"
-        ": " + r.reason.removeprefix("blocked: ")))
-        if r.decision == STUCK and r.evidence == "counters" and r.wakes == 0 else r
+        f"waits while PID {going.pid} {doing}: " + r.reason.removeprefix("blocked: ")))
+        if r.decision == STUCK and r.evidence == "counters" and r.wakes == 0 else replace(
+            r, decision=SLOW, reason="a DataLoader worker fetching slowly, asleep and woken "
+            "again and again in its dataset (not a poll: its batch is not written yet): "
+            + r.reason.removeprefix("polling without progress: ")) if r.pid in fetching else r
         for r in progress.ranks)
     if ranks == progress.ranks:
         return progress

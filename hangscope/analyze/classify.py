@@ -115,8 +115,8 @@ def _fork_boundary(frame: Frame) -> bool:
     return bool(FORK_BOUNDARY.search(f"{frame.name} ({frame.file})"))
 
 
-_NEW_GROUP = ("new_group", "new_subgroups", "new_subgroups_by_enumeration",
-              "_new_process_group_helper", "split_group")
+# The public calls only: init_process_group creates its group through the same helper.
+_NEW_GROUP = ("new_group", "new_subgroups", "new_subgroups_by_enumeration", "split_group")
 
 
 def _op(sig: Signature, matched: Frame, frames: Sequence[Frame]) -> str | None:

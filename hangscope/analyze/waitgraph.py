@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 
 from hangscope.analyze.listeners import listeners_of
 from hangscope.analyze.loopedges import loop_future_edges
+from hangscope.analyze.partners import likely_partner_first
 from hangscope.analyze.sqliteedges import sqlite_edges
 from hangscope.analyze.threadedges import gil_edges, join_edges, own_end_writers, py_lock_edges
-from hangscope.model import Category, Process, Snapshot, Thread
+from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
 
 # Syscall numbers by machine: (reads, writes, waits for a child, flock, fcntl).
@@ -352,47 +353,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         edges.extend(loop_future_edges(proc))
         edges.extend(py_lock_edges(proc))
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
-    return tuple(_likely_partner_first(edges, threads))
-
-
-#: Library loops whose read waits for the next task: a worker idle between tasks.
-_WORKER_LOOPS = (("torch/utils/data/_utils/worker.py", "_worker_loop"),
-                 ("multiprocessing/pool.py", "worker"),
-                 ("concurrent/futures/process.py", "_process_worker"))
-
-
-def _idle_worker(thread: Thread | None) -> bool:
-    return thread is not None and any(
-        not f.native and (f.file or "").endswith(path) and f.name.rsplit(".", 1)[-1] == name
-        for f in thread.frames for path, name in _WORKER_LOOPS) and thread.category in (
-        Category.IPC_WAIT, Category.LOCK, Category.IDLE)
-
-
-def _likely_partner_first(edges: list[WaitEdge],
-                          threads: dict[tuple[int, int], Thread]) -> list[WaitEdge]:
-    """Where a thread's one wait leads to several processes (the other end of a pipe or a
-    socketpair that fork copied into a parent and its children), the likely partner first: a
-    holder that waits back on the waiter's process (a lock it holds, a reply: the cycle's
-    other side); then one blocked elsewhere (it may be the writer, held up); then a worker
-    idle in its library's task loop, which waits back only for its next task; last a parent
-    that only waits for the waiter to exit. Stable otherwise."""
-    back: dict[tuple[int, int], int] = {}
-    for e in edges:
-        if e.to_pid is None or e.to_pid == e.pid:
-            continue
-        how = 3 if e.kind == "child" else 2 if _idle_worker(threads.get((e.pid, e.tid))) else 0
-        key = (e.pid, e.to_pid)
-        back[key] = min(back.get(key, how), how)
-    first: dict[tuple[int, int | None, str, str], int] = {}
-    for k, e in enumerate(edges):
-        first.setdefault((e.pid, e.tid, e.kind, e.object), k)
-
-    def rank(item: tuple[int, WaitEdge]) -> tuple[int, int, int]:
-        k, e = item
-        partner = back.get((e.to_pid, e.pid), 1) if e.to_pid is not None else 1
-        return first[(e.pid, e.tid, e.kind, e.object)], partner, k
-
-    return [e for _, e in sorted(enumerate(edges), key=rank)]
+    return tuple(likely_partner_first(edges, threads))
 
 
 def edges_from(edges: Sequence[WaitEdge]) -> dict[int, list[int]]:

@@ -326,13 +326,15 @@ def _calm_end(g: Graph, path: list[int]) -> bool:
 
 def _sleeps_and_wakes(snap: Snapshot, proc: Process) -> bool:
     """The window saw ``proc``'s working thread asleep in ``time.sleep`` and waking from it:
-    it is alive, not stuck (a sleep that never woke is ``paused``, judged by ``_calm``)."""
+    it is alive, not stuck (a sleep that never woke is ``paused``, judged by ``_calm``). Woken
+    again and again at one line, the window calls it a poll; a producer that sleeps per item
+    (a loader's fetch) looks the same until its batch is written: slow, not a hang either."""
     measured = _measured(snap, proc.pid)
     thread = proc.working_thread
     if measured is None or thread is None or measured.tid not in (None, thread.tid):
         return False
-    return measured.decision == "slow" and thread.category is Category.SLEEP \
-        and (measured.wakes or 0) > 0
+    return measured.decision in ("slow", "stuck") and measured.evidence == "counters" \
+        and thread.category is Category.SLEEP and (measured.wakes or 0) > 0
 
 
 def _calm(snap: Snapshot, proc: Process) -> str | None:

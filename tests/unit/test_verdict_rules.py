@@ -145,7 +145,8 @@ def test_the_table_runs_in_the_documented_order() -> None:
     assert [rule.kind for rule in rules.RULES] == [
         VerdictKind.NO_TARGET, VerdictKind.RANK_FAILED, VerdictKind.MISMATCHED_COLLECTIVES,
         VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.MISSING_RANK, VerdictKind.MISSING_RANK,
-        VerdictKind.P2P_DEADLOCK, VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.DEADLOCK,
+        VerdictKind.P2P_DEADLOCK, VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.PROGRESSING,
+        VerdictKind.DEADLOCK,
         VerdictKind.WAIT_CHAIN, VerdictKind.LOCAL_DEADLOCK,
         VerdictKind.WAIT_CHAIN, VerdictKind.LOCAL_DEADLOCK, VerdictKind.STRAGGLER,
         VerdictKind.LOCK_WAIT, VerdictKind.COMPILING, VerdictKind.WAIT_CHAIN,

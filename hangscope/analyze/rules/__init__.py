@@ -39,7 +39,7 @@ from hangscope.analyze.rules.graph import (
     waiting_for,
 )
 from hangscope.analyze.rules.p2p_unmatched import p2p_unmatched
-from hangscope.analyze.rules.slow import straggler_sides, working_straggler
+from hangscope.analyze.rules.slow import loader_bound, straggler_sides, working_straggler
 from hangscope.analyze.rules.waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
 from hangscope.analyze.signatures import is_p2p
 from hangscope.analyze.subject_lines import evidence
@@ -397,6 +397,9 @@ RULES: tuple[Rule, ...] = (
     # it; then the shapes with one cause (a blocked loop, a lost result, a prompt); then one
     # thread holding the lock or GIL that the others want, before a lock-order inversion is
     # guessed from the stacks alone.
+    # Before the graph: a chain that ends at loader workers fetching slowly is no hang.
+    Rule(VerdictKind.PROGRESSING, loader_bound,
+         "every process waits for DataLoader workers that sleep and wake in their dataset"),
     Rule(VerdictKind.DEADLOCK, wait_cycle,
          "the wait-for graph has a cycle, or a forked child waits on a lock it inherited held"),
     Rule(VerdictKind.WAIT_CHAIN, wait_shape,

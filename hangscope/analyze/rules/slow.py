@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hangscope.analyze.calm import fetching_loaders
 from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
+from hangscope.analyze.progress import WAITING as WAITING_DECISION
 from hangscope.analyze.subject_lines import evidence
 from hangscope.analyze.working import work_words
 from hangscope.model import Group, Process, Severity, Verdict, VerdictKind
@@ -64,3 +66,28 @@ def working_straggler(facts: Facts) -> Verdict | None:
     return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary,
                    tuple(p.pid for p in sides.busy), evidence(facts),
                    tuple(p.host for p in sides.busy))
+
+
+def loader_bound(facts: Facts) -> Verdict | None:
+    """Every subject waits for DataLoader workers that fetch slowly (asleep and woken again
+    and again in the dataset): the input pipeline is slow, nothing is hung."""
+    fetching = fetching_loaders(facts.snapshot)
+    if not fetching or not facts.subjects or any(
+            p.key not in facts.stuck for p in facts.subjects):
+        return None
+    waiting = [p for p in facts.subjects if (m := facts.progress.get(p.key)) is not None
+               and m.decision == WAITING_DECISION]
+    if len(waiting) != len(facts.subjects):
+        return None
+    loaders = [p for p in facts.processes if p.pid in fetching]
+    sites = sorted({t.site for p in loaders if (t := p.working_thread) and t.site})
+    at = f" at {', '.join(sites)}" if sites else ""
+    seconds = facts.snapshot.progress.seconds if facts.snapshot.progress is not None else 0.0
+    summary = (f"Slow, not hung: {', '.join(short_who(p) for p in waiting)} "
+               f"{'waits' if len(waiting) == 1 else 'wait'} for the next batch from "
+               f"{len(loaders)} DataLoader worker{'s' if len(loaders) > 1 else ''} "
+               f"({', '.join(str(p.pid) for p in loaders)}), which fetch slowly{at}: asleep "
+               f"and woken again and again over {seconds:.1f} s, no batch written yet. The "
+               "input pipeline is the bottleneck (more workers, prefetch, a faster source); "
+               "dump again with a longer --window to see a batch arrive.")
+    return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))

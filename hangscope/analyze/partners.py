@@ -1,0 +1,51 @@
+"""Which of several holders of one wait's other end to follow first: the likely partner.
+
+Pure, over the wait-for edges. fork copies every fd: the other end of a pipe or a socketpair a
+parent made before starting its workers is held by the parent and by every worker, though one
+of them is the one a conversation is with. The kernel cannot say which; how each holder waits
+can.
+"""
+
+from __future__ import annotations
+
+from hangscope.model import Category, Thread
+from hangscope.model.waits import WaitEdge
+
+#: Library loops whose read waits for the next task: a worker idle between tasks.
+_WORKER_LOOPS = (("torch/utils/data/_utils/worker.py", "_worker_loop"),
+                 ("multiprocessing/pool.py", "worker"),
+                 ("concurrent/futures/process.py", "_process_worker"))
+
+
+def _idle_worker(thread: Thread | None) -> bool:
+    return thread is not None and any(
+        not f.native and (f.file or "").endswith(path) and f.name.rsplit(".", 1)[-1] == name
+        for f in thread.frames for path, name in _WORKER_LOOPS) and thread.category in (
+        Category.IPC_WAIT, Category.LOCK, Category.IDLE)
+
+
+def likely_partner_first(edges: list[WaitEdge],
+                          threads: dict[tuple[int, int], Thread]) -> list[WaitEdge]:
+    """Where a thread's one wait leads to several processes (the other end of a pipe or a
+    socketpair that fork copied into a parent and its children), the likely partner first: a
+    holder that waits back on the waiter's process (a lock it holds, a reply: the cycle's
+    other side); then one blocked elsewhere (it may be the writer, held up); then a worker
+    idle in its library's task loop, which waits back only for its next task; last a parent
+    that only waits for the waiter to exit. Stable otherwise."""
+    back: dict[tuple[int, int], int] = {}
+    for e in edges:
+        if e.to_pid is None or e.to_pid == e.pid:
+            continue
+        how = 3 if e.kind == "child" else 2 if _idle_worker(threads.get((e.pid, e.tid))) else 0
+        key = (e.pid, e.to_pid)
+        back[key] = min(back.get(key, how), how)
+    first: dict[tuple[int, int | None, str, str], int] = {}
+    for k, e in enumerate(edges):
+        first.setdefault((e.pid, e.tid, e.kind, e.object), k)
+
+    def rank(item: tuple[int, WaitEdge]) -> tuple[int, int, int]:
+        k, e = item
+        partner = back.get((e.to_pid, e.pid), 1) if e.to_pid is not None else 1
+        return first[(e.pid, e.tid, e.kind, e.object)], partner, k
+
+    return [e for _, e in sorted(enumerate(edges), key=rank)]
