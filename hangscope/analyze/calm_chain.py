@@ -60,15 +60,31 @@ def _through(snap: Snapshot, edges: list[WaitEdge], target: Process, calm: Calm)
     return all(waits_for_work(snap, e) for e in onto)
 
 
+def _next_item(snap: Snapshot, edge: WaitEdge) -> bool:
+    """The reading thread's own code waits at a ``for`` header (``for line in conn_file:``):
+    a worker that registered with its server and waits for the next item it is sent, not a
+    client waiting for the reply to a request (``f.readline()`` after a write)."""
+    proc = next((p for p in snap.processes if p.pid == edge.pid), None)
+    thread = next((t for t in proc.threads if t.tid == edge.tid), None) if proc else None
+    if thread is None:
+        return False
+    own = next((f for f in thread.frames if not f.native and f.file and not any(
+        m in f.file for m in ("site-packages/", "dist-packages/", "/lib/python3"))), None)
+    return own is not None and own.loop_next
+
+
 def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
-    """A wait for the next piece of work: the read of a task pipe or FIFO, or a server's read
-    of a connection it accepted on its own listening socket (it waits for the client's next
-    request; a client reading is waiting for a reply, which an idle peer never sends)."""
+    """A wait for the next piece of work: the read of a task pipe or FIFO, a server's read of
+    a connection it accepted on its own listening socket (it waits for the client's next
+    request; a client reading is waiting for a reply, which an idle peer never sends), or a
+    read at the header of the program's own ``for`` loop over a connection (its next item)."""
     if edge.kind in ("pipe", "fifo"):  # a read, or a poll for one: it waits for the writer
         return "read" in edge.how or "(write end)" in edge.object
     if edge.kind not in ("unix", "tcp") or edge.how.startswith(("write", "send")) \
             or edge.fd is None:  # a read, recv or poll of the connection
         return False
+    if _next_item(snap, edge):
+        return True
     kernel = snap.waits.kernel if snap.waits is not None else None
     if kernel is None:
         return False

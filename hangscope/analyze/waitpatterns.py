@@ -121,6 +121,9 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         ring = path[start:]
         if any(prompt_edge(g, i) for i in ring):
             continue  # a prompt's parent holding its stdin: the prompt pattern tells it
+        if all(g.edges[i].kind in ("tcp", "unix") and waits_for_work(g.snap, g.edges[i])
+               for i in ring):
+            continue  # each side waits for the other's next request: idle peers, no deadlock
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         threads = {(g.edges[i].pid, g.edges[i].tid) for i in ring}
         kinds = tuple(g.edges[i].kind for i in ring)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hangscope.collect.source import calls_at, capture_block, lock_scope
+from hangscope.collect.source import at_loop_header, calls_at, capture_block, lock_scope
 from hangscope.errors import ToolMissing
 from hangscope.model import Frame
 
@@ -215,6 +215,8 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 takes=takes,
                 holds=holds,
                 releases=releases,
+                loop_next=not native and at_loop_header(
+                    str(filename) if filename else None, at),
             )
         )
     # A stack that takes a lock: what each of its lines calls says which frame was entered

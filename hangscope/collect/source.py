@@ -166,6 +166,48 @@ def _parsed(path: str) -> _Parsed:
     return parsed
 
 
+_loop_cache: dict[tuple[str, int, int], frozenset[int]] = {}
+_LIBRARY = ("site-packages/", "dist-packages/", "/lib/python3", "<")
+
+
+def loop_lines(tree: ast.AST) -> frozenset[int]:
+    """The lines of each ``for`` header (its target and iterable): a frame stopped there waits
+    for the loop's next item (``for line in sock_file:``, ``for msg in queue_iter:``)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            out.update(range(node.lineno, (node.iter.end_lineno or node.iter.lineno) + 1))
+    return frozenset(out)
+
+
+def at_loop_header(path: str | None, line: int | None) -> bool:
+    """``path:line`` is a ``for`` header of the program's own code (libraries are not read:
+    their loops are theirs, and parsing them would cost every dump)."""
+    if not path or not line or any(m in path for m in _LIBRARY):
+        return False
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    key = (path, st.st_mtime_ns, st.st_size)
+    with _lock:
+        found = _loop_cache.get(key)
+    if found is None:
+        found = frozenset()
+        if st.st_size <= MAX_SOURCE_BYTES:
+            try:
+                with open(path, "rb") as fh:
+                    source = fh.read()
+                if b"for " in source:
+                    with _parse_lock:
+                        found = loop_lines(ast.parse(source))
+            except (OSError, SyntaxError, ValueError, RecursionError, SystemError):
+                found = frozenset()
+        with _lock:
+            _loop_cache[key] = found
+    return line in found
+
+
 def _blocks(path: str) -> tuple[Block, ...]:
     return _parsed(path)[0]
 

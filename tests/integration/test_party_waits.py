@@ -32,9 +32,10 @@ def _job(mode: str, tmp_path: Path, tags: list[str]) -> Iterator[Target]:
         yield job
 
 
-def _dump(mode: str, tmp_path: Path, tags: list[str]) -> tuple[dict[str, Any], dict[str, int]]:
+def _dump(mode: str, tmp_path: Path, tags: list[str],
+          window: tuple[str, ...] = FAST) -> tuple[dict[str, Any], dict[str, int]]:
     with _job(mode, tmp_path, tags) as job:
-        data = json.loads(dump_json(job.launcher, *FAST))
+        data = json.loads(dump_json(job.launcher, *window))
         return data, dict(job.pids)
 
 
@@ -155,3 +156,16 @@ def test_a_loader_waits_for_its_stuck_worker_not_for_the_idle_ones(tmp_path: Pat
     assert "at _Shards.__getitem__ (party_jobs.py:" in summary, summary
     assert "Deadlock" not in summary, summary
     assert data["verdict"]["suspects"] == [stuck], data["verdict"]
+
+
+def test_workers_that_registered_and_wait_for_their_next_job_are_idle_not_hung(
+        tmp_path: Path) -> None:
+    """Healthy (triton-inference-server/tensorrtllm_backend#151's shape): pull workers connect
+    to a dispatcher, register, and wait in their own ``for line in conn_file:`` for a job
+    that nobody has submitted. A read at a loop's header is a wait for work, not a reply."""
+    # The default window: serve_forever's 0.5 s poll must be seen to wake more than once.
+    data, _pids = _dump("pull_idle", tmp_path, ["dispatcher", "puller0", "puller1"], ())
+    verdict = data["verdict"]
+    assert verdict["kind"] == "idle", verdict
+    assert verdict["summary"].startswith("Idle, not hung: "), verdict["summary"]
+    assert verdict["suspects"] == [], verdict

@@ -34,6 +34,8 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
 - ``loader_stuck``  a training loop over a torch DataLoader with 3 workers; worker 2's
                     ``__getitem__`` blocks reading a pipe nobody writes (a shard reader), the
                     other workers idle on their index queues.
+- ``pull_idle``     a dispatcher (socketserver) whose 2 workers connected, registered and wait
+                    for work in ``for line in conn_file:``; nothing is ever dispatched: idle.
 """
 
 from __future__ import annotations
@@ -309,11 +311,43 @@ def loader_stuck() -> None:
         pass
 
 
+# -- pull_idle ---------------------------------------------------------------------------
+
+
+def pull_idle() -> None:
+    import socketserver
+
+    class Register(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            self.rfile.readline()  # the worker's hello; then it waits for jobs, none come
+            while True:
+                if not self.rfile.readline():
+                    return
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Register)
+    server.daemon_threads = True
+    for n in range(2):
+        _child("puller", str(server.server_address[1]), str(n))
+    ready("dispatcher")
+    server.serve_forever()
+
+
+def puller() -> None:
+    conn = socket.create_connection(("127.0.0.1", int(sys.argv[4])))
+    jobs = conn.makefile("rw")
+    jobs.write(f"hello {sys.argv[5]}\n")
+    jobs.flush()
+    ready(f"puller{sys.argv[5]}")
+    for line in jobs:  # the next job, when the dispatcher has one
+        jobs.write(f"done {line}")
+        jobs.flush()
+
+
 MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier_dead,
          "client": client, "permits_leak": lambda: gateway(False),
          "permits_held": lambda: gateway(True), "backend": backend, "loop_lock": loop_lock,
          "sqlite_held": sqlite_held, "indexer": indexer, "fifo_dead": fifo_dead,
-         "loader_stuck": loader_stuck}
+         "loader_stuck": loader_stuck, "pull_idle": pull_idle, "puller": puller}
 
 if __name__ == "__main__":
     MODES[MODE]()
