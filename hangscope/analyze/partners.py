@@ -8,6 +8,8 @@ can.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hangscope.model import Category, Thread
 from hangscope.model.waits import WaitEdge
 
@@ -49,3 +51,43 @@ def likely_partner_first(edges: list[WaitEdge],
         return first[(e.pid, e.tid, e.kind, e.object)], partner, k
 
     return [e for _, e in sorted(enumerate(edges), key=rank)]
+
+
+def _blocked_elsewhere(thread: Thread) -> bool:
+    """A program thread blocked on a call (not idle in accept or a select loop, not asleep)."""
+    leaf = next((f for f in thread.frames if not f.native), None)
+    return (thread.python and not thread.helper and thread.category in _CALLS
+            and not (leaf is not None and leaf.name.rsplit(".", 1)[-1] in ("accept", "select")))
+
+
+_CALLS = frozenset({Category.IPC_WAIT, Category.LOCK, Category.IO})
+
+
+def to_handler(edges: list[WaitEdge], threads: dict[tuple[int, int], Thread],
+               working: dict[int, int | None]) -> list[WaitEdge]:
+    """A request to a server whose thread on that connection could not be found (none is
+    blocked on it) leads to the one thread of the server blocked on a call of its own, when
+    its working thread idles and no other thread of it is blocked: the handler serving the
+    request (``working``: pid -> the working thread's tid). Probable: the kernel does not say
+    which thread serves which connection."""
+    out_of: dict[int, set[int]] = {}
+    for e in edges:
+        if e.kind != "child":
+            out_of.setdefault(e.pid, set()).add(e.tid)
+    blocked: dict[int, list[int]] = {}
+    for (pid, tid), thread in threads.items():
+        if tid != working.get(pid) and _blocked_elsewhere(thread):
+            blocked.setdefault(pid, []).append(tid)
+    routed = []
+    for e in edges:
+        to = e.to_pid
+        if e.kind in ("tcp", "unix") and e.to_tid is None and to is not None and to != e.pid \
+                and working.get(to) not in out_of.get(to, set()) \
+                and len(blocked.get(to, [])) == 1 and blocked[to][0] in out_of.get(to, set()):
+            tid = blocked[to][0]
+            e = replace(e, to_tid=tid, probable=True, how=(
+                f"{e.how}; thread {tid} is the only thread of PID {to} blocked on a call of "
+                "its own while its main thread idles: the handler of this request, "
+                "probably"))
+        routed.append(e)
+    return routed

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from hangscope.analyze.listeners import listeners_of
 from hangscope.analyze.loopedges import loop_future_edges
-from hangscope.analyze.partners import likely_partner_first
+from hangscope.analyze.partners import likely_partner_first, to_handler
 from hangscope.analyze.sqliteedges import sqlite_edges
 from hangscope.analyze.threadedges import gil_edges, join_edges, own_end_writers, py_lock_edges
 from hangscope.model import Process, Snapshot, Thread
@@ -353,7 +353,8 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         edges.extend(loop_future_edges(proc))
         edges.extend(py_lock_edges(proc))
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
-    return tuple(likely_partner_first(edges, threads))
+    working = {p.pid: p.working_tid for p in snap.processes}
+    return tuple(to_handler(likely_partner_first(edges, threads), threads, working))
 
 
 def edges_from(edges: Sequence[WaitEdge]) -> dict[int, list[int]]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hangscope.analyze.barrierpatterns import barrier_short
-from hangscope.analyze.behind import behind
+from hangscope.analyze.behind import behind, collective_behind
 from hangscope.analyze.calm import calm_kind
 from hangscope.analyze.calm_chain import waits_for_work
 from hangscope.analyze.cycleadvice import CAPTURED, captured, cycle_advice
@@ -256,7 +256,10 @@ def _sink(g: Graph) -> WaitPattern | None:
                                                                               "unix") else ""
     together = store_peers(g, path[0])
     chain = "; ".join([hop(g, path[0], together), *(hop(g, i) for i in path[1:])]) + (
-        idle or _end(g, path, waiters=len(together) + 1)) + _unset_key(g, path, suspect)
+        idle or _end(g, path, waiters=len(together) + 1)) + _unset_key(g, path, suspect) + (
+        # the ranks in a collective for the rank whose chain this is, blocked outside any
+        collective_behind(g, [g.edges[path[0]].pid]) if g.edges[path[0]].kind != "store"
+        else "")
     members = tuple(dict.fromkeys([*members, *(g.edges[k].pid for k in together)]))
     return WaitPattern("sink", members, chain, (path[0], *together, *path[1:]), suspect, tid)
 

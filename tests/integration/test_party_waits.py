@@ -169,3 +169,17 @@ def test_workers_that_registered_and_wait_for_their_next_job_are_idle_not_hung(
     assert verdict["kind"] == "idle", verdict
     assert verdict["summary"].startswith("Idle, not hung: "), verdict["summary"]
     assert verdict["suspects"] == [], verdict
+
+
+def test_a_request_is_followed_into_the_handler_thread_that_serves_it(tmp_path: Path) -> None:
+    """Real report: EleutherAI/bergson#249's shape (a client's call into a service whose
+    handler waits on a backend that never accepts): no thread of the service is blocked on the
+    client's connection; its one handler blocked on a call of its own is the one serving it."""
+    data, pids = _dump("handler_chain", tmp_path, ["gateway", "vault", "client"], ())
+    summary = data["verdict"]["summary"]
+    assert summary.startswith(f"Wait chain: PID {pids['client']} (python) waits for a reply on "
+                              "TCP "), summary
+    assert f"(process_request_thread) of PID {pids['gateway']} (python)" in summary, summary
+    assert (f"from PID {pids['vault']} (python), which has not even accepted that connection"
+            in summary), summary
+    assert data["verdict"]["suspects"] == [pids["vault"]], data["verdict"]

@@ -36,6 +36,9 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
                     other workers idle on their index queues.
 - ``pull_idle``     a dispatcher (socketserver) whose 2 workers connected, registered and wait
                     for work in ``for line in conn_file:``; nothing is ever dispatched: idle.
+- ``handler_chain`` a client asks a gateway (ThreadingTCPServer); the gateway's handler thread
+                    calls a vault that listens but never accepts (its main thread reads a pipe
+                    nobody writes); the gateway's main thread idles in serve_forever.
 """
 
 from __future__ import annotations
@@ -343,11 +346,41 @@ def puller() -> None:
         jobs.flush()
 
 
+# -- handler_chain -----------------------------------------------------------------------
+
+
+def handler_chain() -> None:
+    import socketserver
+
+    vault_listener = socket.create_server(("127.0.0.1", 0))
+    vault_port = vault_listener.getsockname()[1]
+    if os.fork() == 0:  # the vault: listens, never accepts, waits on its own pipe
+        reader, _writer = os.pipe()
+        ready("vault")
+        os.read(reader, 1)
+        os._exit(0)
+    vault_listener.close()
+
+    class Ask(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            self.rfile.readline()
+            with socket.create_connection(("127.0.0.1", vault_port)) as vault:
+                vault.sendall(b"secret?\n")
+                self.wfile.write(vault.recv(64))  # the vault never answers
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Ask)
+    server.daemon_threads = True
+    _child("client", str(server.server_address[1]))
+    ready("gateway")
+    server.serve_forever()
+
+
 MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier_dead,
          "client": client, "permits_leak": lambda: gateway(False),
          "permits_held": lambda: gateway(True), "backend": backend, "loop_lock": loop_lock,
          "sqlite_held": sqlite_held, "indexer": indexer, "fifo_dead": fifo_dead,
-         "loader_stuck": loader_stuck, "pull_idle": pull_idle, "puller": puller}
+         "loader_stuck": loader_stuck, "pull_idle": pull_idle, "puller": puller,
+         "handler_chain": handler_chain}
 
 if __name__ == "__main__":
     MODES[MODE]()
