@@ -66,7 +66,7 @@ from hangscope.analyze.waitwalk import (
     store_peers,
     thread_words,
 )
-from hangscope.analyze.wakepatterns import lost_wakeup
+from hangscope.analyze.wakepatterns import full_queue, lost_wakeup
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
 from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
@@ -356,8 +356,8 @@ def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
 
 
 PATTERNS = (_cycle, _lock_cycle, self_lock, self_wait, barrier_short, leaked_permits,
-            orphan_wait, lost_wakeup, _event_loop, fork_lock, lost_result, pool_saturated,
-            prompt, fifo_open, _sink)
+            orphan_wait, full_queue, lost_wakeup, _event_loop, fork_lock, lost_result,
+            pool_saturated, prompt, fifo_open, _sink)
 
 
 def _what_else(g: Graph, pattern: WaitPattern) -> str:

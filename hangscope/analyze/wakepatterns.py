@@ -66,3 +66,57 @@ def _direct(thread: Thread) -> bool:
     """The program itself calls Condition.wait or Event.wait (not through a queue or a pool)."""
     frame = notified_wait(thread)
     return frame is not None and frame.name in _SIGNALLED
+
+
+def full_queue(g: Graph) -> WaitPattern | None:
+    """Threads wait in ``queue.Queue.put`` for room in a bounded queue, and no thread of the
+    process is left to take from it: every other one puts too, joins, or waits to be notified.
+    A putter that runs its own Thread subclass's loop (``X.run`` calling ``X.write``) is the
+    queue's likely consumer, blocked filling what it should drain (its output routed back
+    into its own queue)."""
+    for proc in g.snap.processes:
+        if proc.is_exited or not proc.threads:
+            continue
+        threads = [t for t in proc.threads if t.python and (not t.helper or runs_task(t))]
+        putters = sorted((t for t in threads if _in_put(t) and blocked(t)), key=lambda t: t.tid)
+        if not putters or any(could_produce(t) for t in threads if t not in putters):
+            continue
+        inner = user_frame(putters[0])
+        site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
+        verb = "waits" if len(putters) == 1 else "wait"
+        chain = (f"{thread_names(putters)} of {who(proc)} {verb} in queue.Queue.put{site} for "
+                 "room in a bounded queue, and no thread of the process is left to take from "
+                 "it")
+        own = next((t for t in putters if _own_loop(t)), None)
+        if own is not None:
+            loop = _own_loop(own)
+            chain += (f"; thread {own.name or own.tid}, running its own loop {loop}, is itself "
+                      "blocked putting into it: the thread meant to drain the queue fills it "
+                      "(what it writes, its errors or its output, goes back into that queue)")
+        waiters, into = waits_into(g, proc.pid)
+        if into:
+            chain += "; " + "; ".join(hop(g, i) for i in into)
+        chain += ("; never put into a queue from its own consumer, and give put() a timeout "
+                  "(or put_nowait and drop) where a full queue must not stop the producers")
+        return WaitPattern("full_queue", (proc.pid, *waiters), chain, tuple(into), proc.pid,
+                           (own or putters[0]).tid)
+    return None
+
+
+def _in_put(thread: Thread) -> bool:
+    """Blocked in ``queue.Queue.put`` (its ``not_full`` Condition): the queue is full."""
+    return any(not f.native and (f.file or "").endswith("/queue.py")
+               and f.name.rsplit(".", 1)[-1] == "put" for f in thread.frames[:12])
+
+
+def _own_loop(thread: Thread) -> str | None:
+    """``LoggingThread.run``: a Thread subclass's own run() on the stack, under a method of
+    the same class that made the put (the class is both the queue's consumer and producer)."""
+    python = [f for f in thread.frames if not f.native and not (f.file or "").endswith(
+        ("threading.py", "queue.py"))]
+    run = next((f for f in python if f.name.endswith(".run")), None)
+    if run is None:
+        return None
+    cls = run.name.rsplit(".", 1)[0]
+    return run.name if any(f is not run and f.name.rsplit(".", 1)[0] == cls
+                           for f in python) else None

@@ -183,3 +183,15 @@ def test_a_request_is_followed_into_the_handler_thread_that_serves_it(tmp_path: 
     assert (f"from PID {pids['vault']} (python), which has not even accepted that connection"
             in summary), summary
     assert data["verdict"]["suspects"] == [pids["vault"]], data["verdict"]
+
+
+def test_a_consumer_thread_that_puts_into_its_own_full_queue_is_named(tmp_path: Path) -> None:
+    """Real report: release-engineering/kobo#257 (a logging thread whose errors go back into
+    its own bounded queue): the only drainer waits for room, and so does every producer."""
+    data, pids = _dump("queue_self", tmp_path, ["shipper"])
+    summary = data["verdict"]["summary"]
+    assert summary.startswith("A full queue nobody drains: 4 threads ("), summary
+    assert "wait in queue.Queue.put at Shipper.emit (party_jobs.py:" in summary, summary
+    assert ("thread shipper, running its own loop Shipper.run, is itself blocked putting into "
+            "it") in summary, summary
+    assert data["verdict"]["suspects"] == [pids["shipper"]], data["verdict"]

@@ -39,6 +39,9 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
 - ``handler_chain`` a client asks a gateway (ThreadingTCPServer); the gateway's handler thread
                     calls a vault that listens but never accepts (its main thread reads a pipe
                     nobody writes); the gateway's main thread idles in serve_forever.
+- ``queue_self``    a metrics shipper thread (a Thread subclass) drains a bounded queue; on a
+                    send failure it reports through its own ``emit``, which puts into that same
+                    full queue; 3 producer threads then wait in ``put``.
 """
 
 from __future__ import annotations
@@ -375,12 +378,48 @@ def handler_chain() -> None:
     server.serve_forever()
 
 
+# -- queue_self ----------------------------------------------------------------------------
+
+
+class Shipper(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(name="shipper", daemon=True)
+        self.items: queue.Queue[str] = queue.Queue(maxsize=4)
+        self.started_up = threading.Event()
+
+    def emit(self, line: str) -> None:
+        self.items.put(line)
+
+    def run(self) -> None:
+        self.started_up.wait()  # the producers have filled the queue
+        self.items.get()
+        while not self.items.full():  # a producer takes the room back
+            time.sleep(0.01)
+        ready("shipper")
+        self.emit("ship failed: collector refused the batch")  # into its own full queue
+
+
+def queue_self() -> None:
+    shipper = Shipper()
+    shipper.start()
+    producers = [threading.Thread(target=lambda n=n: [shipper.emit(f"metric {n} {k}")
+                                                      for k in range(100)],
+                                  name=f"producer-{n}", daemon=True) for n in range(3)]
+    for thread in producers:
+        thread.start()
+    while not shipper.items.full() or sum(t.is_alive() for t in producers) < 3:
+        time.sleep(0.01)
+    shipper.started_up.set()
+    for thread in producers:
+        thread.join()
+
+
 MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier_dead,
          "client": client, "permits_leak": lambda: gateway(False),
          "permits_held": lambda: gateway(True), "backend": backend, "loop_lock": loop_lock,
          "sqlite_held": sqlite_held, "indexer": indexer, "fifo_dead": fifo_dead,
          "loader_stuck": loader_stuck, "pull_idle": pull_idle, "puller": puller,
-         "handler_chain": handler_chain}
+         "handler_chain": handler_chain, "queue_self": queue_self}
 
 if __name__ == "__main__":
     MODES[MODE]()

@@ -24,6 +24,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "orphan_wait": "A wait nobody can end",
          "barrier_short": "A barrier that cannot trip",
          "leaked_permits": "Leaked semaphore permits",
+         "full_queue": "A full queue nobody drains",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
          "prompt": "A prompt nobody answers", "sink": "Wait chain",
          "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
@@ -116,9 +117,9 @@ def wait_shape(facts: Facts) -> Verdict | None:
     """A wait nobody can end (a dead producer, a barrier short of a party, leaked permits, a
     lost wake-up), a blocked event loop, a lost pool result, a saturated pool, or an
     unanswered prompt."""
-    return _verdict(facts, ("orphan_wait", "barrier_short", "leaked_permits", "lost_wakeup",
-                            "event_loop", "lost_result", "pool_saturated", "prompt",
-                            "fifo_open"))
+    return _verdict(facts, ("orphan_wait", "barrier_short", "leaked_permits", "full_queue",
+                            "lost_wakeup", "event_loop", "lost_result", "pool_saturated",
+                            "prompt", "fifo_open"))
 
 
 def lock_holder(facts: Facts) -> Verdict | None:
