@@ -67,7 +67,7 @@ from hangscope.analyze.waitwalk import (
     thread_words,
 )
 from hangscope.analyze.wakepatterns import full_queue, lost_wakeup
-from hangscope.model import Category, Process, Snapshot, Thread
+from hangscope.model import Category, Frame, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
 from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import short_who, verb, who
@@ -121,6 +121,8 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         ring = path[start:]
         if any(prompt_edge(g, i) for i in ring):
             continue  # a prompt's parent holding its stdin: the prompt pattern tells it
+        if any(_loop_reads(g, i) is not None for i in ring):
+            continue  # an event loop blocked in a sync read: the cause; the event loop tells it
         if all(g.edges[i].kind in ("tcp", "unix") and waits_for_work(g.snap, g.edges[i])
                for i in ring):
             continue  # each side waits for the other's next request: idle peers, no deadlock
@@ -196,18 +198,27 @@ def _both_read(g: Graph, ring: list[int]) -> str:
             "first")
 
 
+def _loop_reads(g: Graph, i: int) -> Frame | None:
+    """Edge ``i`` is an asyncio loop's thread blocked in a synchronous read inside one of its
+    coroutines: the user frame that reads (the loop runs nothing else until it returns)."""
+    edge = g.edges[i]
+    thread = g.threads.get((edge.pid, edge.tid))
+    if thread is None or edge.kind not in ("unix", "tcp", "pipe", "fifo", "store"):
+        return None
+    python = own_frames(thread)
+    loop = loop_index(thread)
+    if loop is None or loop == 0:
+        return None
+    inner = user_frame(thread)
+    return inner if inner is not None and python.index(inner) <= loop else None
+
+
 def _event_loop(g: Graph) -> WaitPattern | None:
     for i, edge in enumerate(g.edges):
-        thread = g.threads.get((edge.pid, edge.tid))
-        if thread is None or edge.kind not in ("unix", "tcp", "pipe", "fifo", "store"):
+        inner = _loop_reads(g, i)
+        if inner is None:
             continue
-        python = own_frames(thread)
-        loop = loop_index(thread)
-        if loop is None or loop == 0:
-            continue
-        inner = user_frame(thread)
-        if inner is None or python.index(inner) > loop:
-            continue
+        thread = g.threads[(edge.pid, edge.tid)]
         proc = g.procs[edge.pid]
         target = g.procs.get(edge.to_pid) if edge.to_pid is not None else None
         them = who(target) if target is not None else (edge.outside or "outside the job")

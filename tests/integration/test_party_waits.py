@@ -195,3 +195,16 @@ def test_a_consumer_thread_that_puts_into_its_own_full_queue_is_named(tmp_path: 
     assert ("thread shipper, running its own loop Shipper.run, is itself blocked putting into "
             "it") in summary, summary
     assert data["verdict"]["suspects"] == [pids["shipper"]], data["verdict"]
+
+
+def test_an_event_loop_blocked_in_a_queue_get_is_the_cause_not_a_cycle(tmp_path: Path) -> None:
+    """Real report: mozilla/release-services#2228 (a blocking multiprocessing Queue.get inside
+    a coroutine): the worker waits for a task the loop would dispatch, so the waits close a
+    cycle, but what to fix is the loop's synchronous call."""
+    data, pids = _dump("loop_queue", tmp_path, ["listener", "hasher"])
+    summary = data["verdict"]["summary"]
+    assert summary.startswith(f"Event loop blocked: The asyncio event loop of PID "
+                              f"{pids['listener']} (python) (thread MainThread) is blocked in a "
+                              "synchronous read of pipe "), summary
+    assert "inside loop_queue.<locals>.receive (party_jobs.py:" in summary, summary
+    assert data["verdict"]["suspects"] == [pids["listener"]], data["verdict"]

@@ -42,6 +42,8 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
 - ``queue_self``    a metrics shipper thread (a Thread subclass) drains a bounded queue; on a
                     send failure it reports through its own ``emit``, which puts into that same
                     full queue; 3 producer threads then wait in ``put``.
+- ``loop_queue``    an asyncio service's coroutine calls ``multiprocessing.Queue.get()`` for a
+                    result; its worker waits for the task the loop's dispatcher would send.
 """
 
 from __future__ import annotations
@@ -414,12 +416,45 @@ def queue_self() -> None:
         thread.join()
 
 
+# -- loop_queue ----------------------------------------------------------------------------
+
+
+def _hasher(tasks, results) -> None:  # type: ignore[no-untyped-def]
+    ready("hasher")
+    while True:
+        results.put(hash(tasks.get()))
+
+
+def loop_queue() -> None:
+    import asyncio
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    tasks, results = context.Queue(), context.Queue()
+    context.Process(target=_hasher, args=(tasks, results), daemon=True).start()
+
+    async def dispatch() -> None:
+        await asyncio.sleep(0.5)
+        tasks.put("repo-1")
+
+    async def receive() -> int:
+        ready("listener")
+        return results.get()  # synchronous, on the loop's thread: dispatch never runs
+
+    async def main() -> None:
+        asyncio.get_running_loop().create_task(dispatch())
+        print(await receive())
+
+    asyncio.run(main())
+
+
 MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier_dead,
          "client": client, "permits_leak": lambda: gateway(False),
          "permits_held": lambda: gateway(True), "backend": backend, "loop_lock": loop_lock,
          "sqlite_held": sqlite_held, "indexer": indexer, "fifo_dead": fifo_dead,
          "loader_stuck": loader_stuck, "pull_idle": pull_idle, "puller": puller,
-         "handler_chain": handler_chain, "queue_self": queue_self}
+         "handler_chain": handler_chain, "queue_self": queue_self,
+         "loop_queue": loop_queue}
 
 if __name__ == "__main__":
     MODES[MODE]()
