@@ -12,7 +12,7 @@ from __future__ import annotations
 from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.analyze.stackmemo import per_stack
 from hangscope.analyze.threadedges import blocked as _blocked
-from hangscope.analyze.waitwalk import Graph, hop, site_words
+from hangscope.analyze.waitwalk import Graph, hop, site_words, thread_words
 from hangscope.model import Frame, Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -152,3 +152,46 @@ def _manager(proc: Process) -> bool:
 
 def _resource_tracker(proc: Process) -> bool:
     return any("resource_tracker" in part for part in proc.cmdline)
+
+
+def _executor_manager(proc: Process) -> Thread | None:
+    """The ``ProcessPoolExecutor``'s manager thread of ``proc`` (it collects results and starts
+    workers: ``_ExecutorManagerThread.run`` in concurrent/futures/process.py)."""
+    return next((t for t in proc.threads if any(
+        not f.native and (f.file or "").endswith("concurrent/futures/process.py")
+        and f.name.endswith("_ExecutorManagerThread.run") for f in t.frames)), None)
+
+
+def _future_wait(thread: Thread) -> bool:
+    return any(not f.native and (f.file or "").endswith("concurrent/futures/_base.py")
+               and f.name.rsplit(".", 1)[-1] in ("result", "exception", "as_completed", "wait")
+               for f in thread.frames[:8])
+
+
+def idle_executor(g: Graph) -> WaitPattern | None:
+    """A thread waits on a future of a ``ProcessPoolExecutor`` whose manager thread is alive
+    but which has no worker process left: nothing will run the pending work (workers that
+    exited, a ``max_tasks_per_child`` recycle, were not replaced)."""
+    for proc in g.snap.processes:
+        if proc.is_exited:
+            continue
+        manager = _executor_manager(proc)
+        waiting = next((t for t in proc.threads if t is not manager and _future_wait(t)), None)
+        if manager is None or waiting is None:
+            continue
+        workers = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited
+                   and any(not f.native and (f.file or "").endswith(
+                       "concurrent/futures/process.py") for t in p.threads for f in t.frames)]
+        if workers:
+            continue
+        exited = [p for p in g.snap.processes if p.ppid == proc.pid and p.is_exited]
+        gone = (f"; {len(exited)} of its children exited" if exited else "")
+        chain = (f"{thread_words(proc, waiting)} waits for a result of its ProcessPoolExecutor"
+                 f"{site_words(waiting)}, and the executor has no worker process left (its "
+                 f"manager thread {manager.name or manager.tid} waits for results that no "
+                 f"worker will send){gone}: its workers exited and none was started in their "
+                 "place (workers recycled by max_tasks_per_child, or killed); the pending "
+                 "futures never run. Drop max_tasks_per_child, or wait with a timeout and "
+                 "check the executor's processes")
+        return WaitPattern("lost_result", (proc.pid,), chain, (), proc.pid, waiting.tid)
+    return None

@@ -208,3 +208,16 @@ def test_an_event_loop_blocked_in_a_queue_get_is_the_cause_not_a_cycle(tmp_path:
                               "synchronous read of pipe "), summary
     assert "inside loop_queue.<locals>.receive (party_jobs.py:" in summary, summary
     assert data["verdict"]["suspects"] == [pids["listener"]], data["verdict"]
+
+
+def test_a_process_pool_executor_with_no_worker_left_is_named(tmp_path: Path) -> None:
+    """Real report: python/cpython#115634 (ProcessPoolExecutor with max_tasks_per_child stops
+    replacing its workers; the pending futures never run)."""
+    data, pids = _dump("executor_empty", tmp_path, ["indexer"])
+    summary = data["verdict"]["summary"]
+    assert summary.startswith("A result nobody computes: ") and (
+        "waits for a result of its ProcessPoolExecutor at executor_empty.<locals>.<genexpr> "
+        "(party_jobs.py:"
+        in summary), summary
+    assert "the executor has no worker process left" in summary, summary
+    assert data["verdict"]["suspects"] == [pids["indexer"]], data["verdict"]

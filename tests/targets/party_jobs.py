@@ -44,6 +44,9 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
                     full queue; 3 producer threads then wait in ``put``.
 - ``loop_queue``    an asyncio service's coroutine calls ``multiprocessing.Queue.get()`` for a
                     result; its worker waits for the task the loop's dispatcher would send.
+- ``executor_empty`` a ProcessPoolExecutor (spawn, 1 worker, max_tasks_per_child=2) given 12
+                    shards: its recycled worker is not replaced (cpython#115634), and the main
+                    thread waits on a future no process will run.
 """
 
 from __future__ import annotations
@@ -448,13 +451,34 @@ def loop_queue() -> None:
     asyncio.run(main())
 
 
+# -- executor_empty ------------------------------------------------------------------------
+
+
+def _embed(shard: int) -> int:
+    return shard * 2
+
+
+def executor_empty() -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(max_workers=1, max_tasks_per_child=2,
+                               mp_context=multiprocessing.get_context("spawn"))
+    futures = [pool.submit(_embed, n) for n in range(12)]
+    futures[1].result()  # the first worker's two tasks are done
+    while multiprocessing.active_children():  # it exited after them
+        time.sleep(0.05)
+    ready("indexer")
+    print(sum(f.result() for f in futures))
+
+
 MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier_dead,
          "client": client, "permits_leak": lambda: gateway(False),
          "permits_held": lambda: gateway(True), "backend": backend, "loop_lock": loop_lock,
          "sqlite_held": sqlite_held, "indexer": indexer, "fifo_dead": fifo_dead,
          "loader_stuck": loader_stuck, "pull_idle": pull_idle, "puller": puller,
          "handler_chain": handler_chain, "queue_self": queue_self,
-         "loop_queue": loop_queue}
+         "loop_queue": loop_queue, "executor_empty": executor_empty}
 
 if __name__ == "__main__":
     MODES[MODE]()
