@@ -135,6 +135,7 @@ def test_given_a_rank_that_skips_new_group_then_it_is_the_odd_one_out(tmp_path: 
         "Mismatched collectives: ranks 0,2 wait in communicator init / rendezvous at "
         "gloo_rank (verdict_jobs.py:"), verdict.summary
     assert "rank 1 waits in barrier at gloo_rank" in verdict.summary, verdict.summary
+    assert "every rank must call every new_group, in the same order" in verdict.summary
     rank1 = next(p.pid for p in snap.ranks if p.rank.global_rank == 1)
     assert verdict.suspects == (rank1,)
     ops = {p.rank.global_rank: p.working_thread.op for p in snap.ranks}

@@ -122,6 +122,12 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
     return None
 
 
+_NEW_GROUP = (" new_group is a collective of the whole default group: every rank must call "
+              "every new_group, in the same order, even ranks outside the new group; one "
+              "called under a rank condition (here or earlier) leaves the ranks creating "
+              "different groups.")
+
+
 def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str,
               members: Sequence[Process] = ()) -> Verdict | None:
     """The mismatch among the collective groups of one comparable set of ranks."""
@@ -147,6 +153,8 @@ def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str,
         labels = [label for g in suspects_groups for label in g.labels]
         summary += (f". The odd one out is "
                     f"{', '.join(labels) if labels else rank_set(odd, is_rank)}.")
+    if any(g.op == "new_group" for g in coll_groups):
+        summary += _NEW_GROUP
     chosen = {key for g in coll_groups for key in g.keys}
     others = [g for g in facts.groups if chosen.isdisjoint(g.keys)]
     lines = tuple(f"{g.signature}: {group_names(g, is_rank)}" for g in ordered + others)
