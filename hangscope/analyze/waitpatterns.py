@@ -44,6 +44,7 @@ from hangscope.analyze.cycleadvice import CAPTURED, captured, cycle_advice
 from hangscope.analyze.fifopatterns import fifo_open
 from hangscope.analyze.gilpatterns import gil_ring
 from hangscope.analyze.loopedges import loop_index, own_frames
+from hangscope.analyze.managerpatterns import orphan_manager_lock
 from hangscope.analyze.permitpatterns import leaked_permits
 from hangscope.analyze.poolpatterns import idle_executor, lost_result, pool_saturated
 from hangscope.analyze.promptpatterns import prompt, prompt_edge
@@ -367,8 +368,8 @@ def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
 
 
 PATTERNS = (_cycle, _lock_cycle, self_lock, self_wait, barrier_short, leaked_permits,
-            orphan_wait, full_queue, lost_wakeup, _event_loop, fork_lock, lost_result,
-            idle_executor, pool_saturated, prompt, fifo_open, _sink)
+            orphan_manager_lock, orphan_wait, full_queue, lost_wakeup, _event_loop, fork_lock,
+            lost_result, idle_executor, pool_saturated, prompt, fifo_open, _sink)
 
 
 def _what_else(g: Graph, pattern: WaitPattern) -> str:

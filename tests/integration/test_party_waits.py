@@ -221,3 +221,16 @@ def test_a_process_pool_executor_with_no_worker_left_is_named(tmp_path: Path) ->
         in summary), summary
     assert "the executor has no worker process left" in summary, summary
     assert data["verdict"]["suspects"] == [pids["indexer"]], data["verdict"]
+
+
+def test_a_manager_lock_whose_holder_died_is_said(tmp_path: Path) -> None:
+    """Real report: HKUDS/LightRAG#3413 (a Manager-hosted lock held for a worker that was
+    killed: the Manager never releases it, every other worker waits)."""
+    data, pids = _dump("manager_orphan", tmp_path, ["master", "reader0", "reader1"])
+    summary = data["verdict"]["summary"]
+    assert summary.startswith("A wait nobody can end: 2 threads ("), summary
+    assert ("a multiprocessing Manager, wait in a hosted lock's acquire() for the clients they "
+            "serve, and no live client is in a state to release it") in summary, summary
+    assert "a client that died holding it" in summary, summary
+    for reader in ("reader0", "reader1"):
+        assert f"PID {pids[reader]} (python) waits for a reply on Unix socket" in summary

@@ -47,6 +47,9 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
 - ``executor_empty`` a ProcessPoolExecutor (spawn, 1 worker, max_tasks_per_child=2) given 12
                     shards: its recycled worker is not replaced (cpython#115634), and the main
                     thread waits on a future no process will run.
+- ``manager_orphan`` a Manager().Lock() taken by a cache writer that then exits without
+                    releasing it (os._exit: a crash); two readers wait in the proxy's acquire()
+                    and the parent joins them.
 """
 
 from __future__ import annotations
@@ -472,13 +475,45 @@ def executor_empty() -> None:
     print(sum(f.result() for f in futures))
 
 
+# -- manager_orphan ------------------------------------------------------------------------
+
+
+def _writer(lock) -> None:  # type: ignore[no-untyped-def]
+    lock.acquire()
+    os._exit(9)  # dies inside its critical section
+
+
+def _reader(lock, n) -> None:  # type: ignore[no-untyped-def]
+    ready(f"reader{n}")
+    with lock:
+        pass
+
+
+def manager_orphan() -> None:
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    manager = context.Manager()
+    lock = manager.Lock()
+    writer = context.Process(target=_writer, args=(lock,))
+    writer.start()
+    writer.join()
+    readers = [context.Process(target=_reader, args=(lock, n)) for n in range(2)]
+    for proc in readers:
+        proc.start()
+    ready("master")
+    for proc in readers:
+        proc.join()
+
+
 MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier_dead,
          "client": client, "permits_leak": lambda: gateway(False),
          "permits_held": lambda: gateway(True), "backend": backend, "loop_lock": loop_lock,
          "sqlite_held": sqlite_held, "indexer": indexer, "fifo_dead": fifo_dead,
          "loader_stuck": loader_stuck, "pull_idle": pull_idle, "puller": puller,
          "handler_chain": handler_chain, "queue_self": queue_self,
-         "loop_queue": loop_queue, "executor_empty": executor_empty}
+         "loop_queue": loop_queue, "executor_empty": executor_empty,
+         "manager_orphan": manager_orphan}
 
 if __name__ == "__main__":
     MODES[MODE]()
