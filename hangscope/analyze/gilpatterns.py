@@ -48,3 +48,34 @@ def gil_ring(g: Graph, ring: list[int]) -> WaitPattern:
              f"{tail}: release the GIL around the blocking call (ctypes.CDLL rather than "
              "PyDLL; Py_BEGIN_ALLOW_THREADS in a C extension)")
     return WaitPattern("gil_hold", (pid, *clients), chain, tuple(ring), pid, pipe.tid)
+
+
+def gil_native_wait(g: Graph) -> WaitPattern | None:
+    """A thread owns the GIL while blocked on a native lock (a futex: ``sem_wait`` through a
+    ``ctypes.PyDLL`` function), and every other Python thread of its process waits for that
+    GIL: none can run, so none can release the lock, which only a thread of the process can
+    (an in-process lock)."""
+    for proc in g.snap.processes:
+        owner = next((t for t in proc.threads if t.owns_gil), None)
+        if owner is None or owner.active or owner.state not in ("S", "D") or not (
+                owner.wchan or "").startswith("futex"):
+            continue
+        if not any(f.native and f.name in _CTYPES for f in owner.frames):
+            continue  # a futex wait outside a native call: a Python lock, the lock rules say
+        others = [t for t in proc.threads if t.tid != owner.tid and t.python]
+        starved = {e.tid for e in g.edges if e.kind == "gil" and e.pid == proc.pid
+                   and e.to_tid == owner.tid}
+        if not others or any(t.tid not in starved for t in others):
+            continue
+        edges = tuple(i for i, e in enumerate(g.edges) if e.kind == "gil" and e.pid == proc.pid)
+        names = [t.name or str(t.tid) for t in others]
+        threads = (f"thread {names[0]}" if len(names) == 1 else
+                   "threads " + ", ".join(names[:-1]) + f" and {names[-1]}")
+        chain = (f"{thread_words(proc, owner)} holds the GIL while blocked on a native lock "
+                 f"(a futex){site_words(owner)} through ctypes (a ctypes.PyDLL function keeps "
+                 f"the GIL while it runs), and {threads}, every other Python thread of it, "
+                 f"wait{'s' if len(names) == 1 else ''} for the GIL: none can run to release "
+                 "that lock (a thread of this process holds it, and needs the GIL to go on): "
+                 "release the GIL around the blocking call (ctypes.CDLL rather than PyDLL)")
+        return WaitPattern("gil_hold", (proc.pid,), chain, edges, proc.pid, owner.tid)
+    return None

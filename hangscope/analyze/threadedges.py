@@ -57,9 +57,18 @@ def waits_for_gil(thread: Thread) -> bool:
         if not frame.native:
             return False
         if not frame.name.startswith("0x"):
-            return frame.name.startswith(("pthread_cond_timedwait", "pthread_cond_wait",
-                                          "pthread_cond_clockwait"))
+            # A blocking call that returned and waits to take the GIL back on its way out
+            # (Py_END_ALLOW_THREADS): py-spy still shows the call, the kernel a futex wait.
+            returned = frame.name in _RELEASING and (thread.wchan or "").startswith("futex")
+            return returned or frame.name.startswith((
+                "pthread_cond_timedwait", "pthread_cond_wait", "pthread_cond_clockwait"))
     return False
+
+
+#: Calls that release the GIL around a kernel wait that is no futex.
+_RELEASING = frozenset({"read", "write", "recv", "recvfrom", "recvmsg", "send", "sendto",
+                        "sendmsg", "__libc_read", "__libc_write", "poll", "select", "accept",
+                        "accept4", "epoll_wait", "clock_nanosleep", "nanosleep"})
 
 
 def gil_edges(proc: Process) -> Iterator[WaitEdge]:

@@ -42,14 +42,14 @@ from hangscope.analyze.calm import calm_kind
 from hangscope.analyze.calm_chain import waits_for_work
 from hangscope.analyze.cycleadvice import CAPTURED, captured, cycle_advice
 from hangscope.analyze.fifopatterns import fifo_open
-from hangscope.analyze.gilpatterns import gil_ring
-from hangscope.analyze.loopedges import loop_index, own_frames
+from hangscope.analyze.gilpatterns import gil_native_wait, gil_ring
+from hangscope.analyze.loopedges import loop_index
+from hangscope.analyze.looppatterns import event_loop, loop_reads
 from hangscope.analyze.managerpatterns import orphan_manager_lock
 from hangscope.analyze.permitpatterns import leaked_permits
 from hangscope.analyze.poolpatterns import idle_executor, lost_result, pool_saturated
 from hangscope.analyze.promptpatterns import prompt, prompt_edge
 from hangscope.analyze.roles import HELPER_ROLES
-from hangscope.analyze.threadedges import user_frame
 from hangscope.analyze.threadpatterns import (
     fork_lock,
     lock_ring,
@@ -68,7 +68,7 @@ from hangscope.analyze.waitwalk import (
     thread_words,
 )
 from hangscope.analyze.wakepatterns import full_queue, lost_wakeup
-from hangscope.model import Category, Frame, Process, Snapshot, Thread
+from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
 from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import short_who, verb, who
@@ -122,7 +122,7 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         ring = path[start:]
         if any(prompt_edge(g, i) for i in ring):
             continue  # a prompt's parent holding its stdin: the prompt pattern tells it
-        if any(_loop_reads(g, i) is not None for i in ring):
+        if any(loop_reads(g, i) is not None for i in ring):
             continue  # an event loop blocked in a sync read: the cause; the event loop tells it
         if all(g.edges[i].kind in ("tcp", "unix") and waits_for_work(g.snap, g.edges[i])
                for i in ring):
@@ -197,39 +197,6 @@ def _both_read(g: Graph, ring: list[int]) -> str:
             ": a framing bug: one side reads until EOF, or for more than the other sends; "
             "one side must send, or shut down its write half (sock.shutdown(socket.SHUT_WR)), "
             "first")
-
-
-def _loop_reads(g: Graph, i: int) -> Frame | None:
-    """Edge ``i`` is an asyncio loop's thread blocked in a synchronous read inside one of its
-    coroutines: the user frame that reads (the loop runs nothing else until it returns)."""
-    edge = g.edges[i]
-    thread = g.threads.get((edge.pid, edge.tid))
-    if thread is None or edge.kind not in ("unix", "tcp", "pipe", "fifo", "store"):
-        return None
-    python = own_frames(thread)
-    loop = loop_index(thread)
-    if loop is None or loop == 0:
-        return None
-    inner = user_frame(thread)
-    return inner if inner is not None and python.index(inner) <= loop else None
-
-
-def _event_loop(g: Graph) -> WaitPattern | None:
-    for i, edge in enumerate(g.edges):
-        inner = _loop_reads(g, i)
-        if inner is None:
-            continue
-        thread = g.threads[(edge.pid, edge.tid)]
-        proc = g.procs[edge.pid]
-        target = g.procs.get(edge.to_pid) if edge.to_pid is not None else None
-        them = who(target) if target is not None else (edge.outside or "outside the job")
-        chain = (f"the asyncio event loop of {who(proc)} (thread {thread.name or thread.tid}) "
-                 f"is blocked in a synchronous read of {edge.object} inside "
-                 f"{inner.name} ({inner.short_file}:{inner.line}), waiting for {them}: no other "
-                 "task of the loop runs until it returns; await it (loop.sock_recv, asyncio "
-                 "streams) or run it in an executor")
-        return WaitPattern("event_loop", (proc.pid,), chain, (i,), proc.pid, thread.tid)
-    return None
 
 
 def _sink(g: Graph) -> WaitPattern | None:
@@ -367,9 +334,10 @@ def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
                 None)
 
 
-PATTERNS = (_cycle, _lock_cycle, self_lock, self_wait, barrier_short, leaked_permits,
-            orphan_manager_lock, orphan_wait, full_queue, lost_wakeup, _event_loop, fork_lock,
-            lost_result, idle_executor, pool_saturated, prompt, fifo_open, _sink)
+PATTERNS = (_cycle, _lock_cycle, gil_native_wait, self_lock, self_wait, barrier_short,
+            leaked_permits, orphan_manager_lock, orphan_wait, full_queue, lost_wakeup,
+            event_loop, fork_lock, lost_result, idle_executor, pool_saturated, prompt,
+            fifo_open, _sink)
 
 
 def _what_else(g: Graph, pattern: WaitPattern) -> str:

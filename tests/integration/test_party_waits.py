@@ -234,3 +234,32 @@ def test_a_manager_lock_whose_holder_died_is_said(tmp_path: Path) -> None:
     assert "a client that died holding it" in summary, summary
     for reader in ("reader0", "reader1"):
         assert f"PID {pids[reader]} (python) waits for a reply on Unix socket" in summary
+
+
+def _all_futex(pid: int) -> bool:
+    try:
+        return all((t / "wchan").read_text().startswith("futex")
+                   for t in Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return False
+
+
+def test_the_gil_held_in_a_native_lock_wait_starves_the_thread_that_would_post_it(
+        tmp_path: Path) -> None:
+    """Real report: earth-mover/icechunk#563 (a native call keeps the GIL while it blocks on a
+    lock that a Python thread must release)."""
+    workdir = tmp_path / "job-gil_sem"
+    with running_target([sys.executable, str(JOBS), "gil_sem", str(workdir / "ready"),
+                         str(workdir)], workdir, tags=["store"], timeout=60,
+                        ready=lambda t: _all_futex(t.pids["store"])) as job:
+        data = json.loads(dump_json(job.launcher, *FAST))
+        pids = dict(job.pids)
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    assert summary.startswith(f"GIL held in a blocking call: PID {pids['store']} (python) holds "
+                              "the GIL while blocked on a native lock (a futex) at gil_sem "
+                              "(party_jobs.py:") or summary.startswith(
+        f"GIL held in a blocking call: Thread MainThread of PID {pids['store']} (python) holds "
+        "the GIL while blocked on a native lock"), summary
+    assert "thread poster, every other Python thread of it, waits for the GIL" in summary
+    assert verdict["suspects"] == [pids["store"]], verdict

@@ -50,6 +50,9 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
 - ``manager_orphan`` a Manager().Lock() taken by a cache writer that then exits without
                     releasing it (os._exit: a crash); two readers wait in the proxy's acquire()
                     and the parent joins them.
+- ``gil_sem``       the main thread waits on a POSIX semaphore through ``ctypes.PyDLL`` (so it
+                    keeps the GIL); the thread that would post it wakes from its short sleep
+                    and waits for the GIL for ever.
 """
 
 from __future__ import annotations
@@ -506,6 +509,28 @@ def manager_orphan() -> None:
         proc.join()
 
 
+# -- gil_sem -------------------------------------------------------------------------------
+
+
+def gil_sem() -> None:
+    import ctypes
+
+    keeps_gil = ctypes.PyDLL(None)  # libc, called with the GIL held
+    releases_gil = ctypes.CDLL(None)
+    sem = ctypes.create_string_buffer(64)  # sem_t is 32 bytes on x86-64
+    releases_gil.sem_init(sem, 0, 0)
+    done = threading.Event()
+
+    def poster() -> None:
+        while not done.is_set():
+            time.sleep(0.01)  # the chunk upload it waits for, polled
+        releases_gil.sem_post(sem)
+
+    threading.Thread(target=poster, name="poster", daemon=True).start()
+    ready("store")
+    keeps_gil.sem_wait(sem)  # keeps the GIL: the poster never runs again
+
+
 MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier_dead,
          "client": client, "permits_leak": lambda: gateway(False),
          "permits_held": lambda: gateway(True), "backend": backend, "loop_lock": loop_lock,
@@ -513,7 +538,7 @@ MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier
          "loader_stuck": loader_stuck, "pull_idle": pull_idle, "puller": puller,
          "handler_chain": handler_chain, "queue_self": queue_self,
          "loop_queue": loop_queue, "executor_empty": executor_empty,
-         "manager_orphan": manager_orphan}
+         "manager_orphan": manager_orphan, "gil_sem": gil_sem}
 
 if __name__ == "__main__":
     MODES[MODE]()
