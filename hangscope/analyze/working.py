@@ -24,6 +24,7 @@ from hangscope.model.progress import ProcessProgress, RankProgress, ThreadProgre
 from hangscope.words import size
 
 _LINE = re.compile(r":\d+\)$")
+_INLINE = re.compile(r"<(?:genexpr|listcomp|dictcomp|setcomp|lambda)> \(")
 #: Native libraries whose frames under a Python line are arithmetic (BLAS/LAPACK, OpenMP,
 #: torch's CPU kernels, NumPy's loops): a thread on CPU in them computes. Waiting libraries
 #: (libcuda, libnccl, libc, libpython) are not here: their spins are waits (classify.py).
@@ -54,8 +55,12 @@ def _call_chains(thread: ThreadProgress) -> int:
     in all: a loop inside one function is one chain whatever line it is on."""
     counts: dict[tuple[str, ...], int] = {}
     for stack in thread.stacks:
-        chain = tuple(_LINE.sub(")", frame) for frame in stack.frames)
-        counts[chain] = counts.get(chain, 0) + stack.count
+        # A comprehension or generator expression runs inline in its function's loop: no
+        # call of the program's (a torn sample may hold it alone: dropped).
+        chain = tuple(_LINE.sub(")", frame) for frame in stack.frames
+                      if not _INLINE.search(frame))
+        if chain:
+            counts[chain] = counts.get(chain, 0) + stack.count
     if len(counts) < 2:
         return len(counts)
     ordered = sorted(counts.values(), reverse=True)

@@ -91,3 +91,4 @@ def loader_bound(facts: Facts) -> Verdict | None:
                "input pipeline is the bottleneck (more workers, prefetch, a faster source); "
                "dump again with a longer --window to see a batch arrive.")
     return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))
+
