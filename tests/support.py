@@ -17,6 +17,7 @@ the ``demo_job`` fixture in tests/conftest.py wraps it.)
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psutil
 
@@ -355,6 +356,40 @@ def dump_json(pid: int, *extra: str, timeout: float = 120.0) -> str:
     assert "Traceback" not in done.stderr, done.stderr
     assert done.stdout.strip(), done.stderr
     return done.stdout
+
+
+#: A dump's shortest honest window for a settled job: 2 stack samples over 0.5 s.
+FAST_WINDOW = ("--samples", "2", "--window", "0.5")
+
+
+def asleep(pid: int) -> bool:
+    """Every thread of ``pid`` sleeps in the kernel (state S or D): it is where it blocks."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks]
+    except OSError:
+        return False
+    return bool(states) and all(s in ("S", "D") for s in states)
+
+
+@contextlib.contextmanager
+def settled_job(script: Path, mode: str, tmp_path: Path,
+                tags: Sequence[str]) -> Iterator[Target]:
+    """``python SCRIPT MODE READY WORKDIR``, ready once every tagged process is asleep in the
+    kernel (where it blocks), killed afterwards."""
+    workdir = tmp_path / f"job-{mode}"
+    with running_target([sys.executable, str(script), mode, str(workdir / "ready"),
+                         str(workdir)], workdir, tags=tags, timeout=60,
+                        ready=lambda t: all(asleep(p) for p in t.pids.values())) as job:
+        yield job
+
+
+def settled_dump(script: Path, mode: str, tmp_path: Path, tags: Sequence[str],
+                 window: Sequence[str] = FAST_WINDOW) -> tuple[dict[str, Any], dict[str, int]]:
+    """The JSON dump of a :func:`settled_job` and the PIDs of its tags."""
+    with settled_job(script, mode, tmp_path, tags) as job:
+        data = json.loads(dump_json(job.launcher, *window))
+        return data, dict(job.pids)
 
 
 def show_text(data: str, where: Path) -> str:

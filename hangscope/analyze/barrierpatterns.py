@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from hangscope.analyze.behind import collective_behind
 from hangscope.analyze.threadedges import blocked, joins, user_frame
-from hangscope.analyze.threadpatterns import could_produce, died_threads, notified_wait, runs_task
+from hangscope.analyze.threadpatterns import (
+    could_produce,
+    died_threads,
+    notified_wait,
+    program_threads,
+)
 from hangscope.analyze.waitwalk import Graph, hop, thread_names, waits_into
 from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitPattern
@@ -41,7 +46,7 @@ def barrier_short(g: Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
         if proc.is_exited or not proc.threads:
             continue
-        threads = [t for t in proc.threads if t.python and (not t.helper or runs_task(t))]
+        threads = program_threads(proc)
         parties = sorted((t for t in threads if _in_barrier(t) and blocked(t)),
                          key=lambda t: t.tid)
         if not parties:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hangscope.analyze.progress import PAUSED, STUCK
-from hangscope.model import Category, Process, Snapshot, Thread
+from hangscope.model import Category, Process, Snapshot, Thread, in_library
 from hangscope.model.progress import RankProgress
 from hangscope.model.waits import WaitEdge
 
@@ -60,16 +60,13 @@ def _through(snap: Snapshot, edges: list[WaitEdge], target: Process, calm: Calm)
     return all(waits_for_work(snap, e) for e in onto)
 
 
-def _next_item(snap: Snapshot, edge: WaitEdge) -> bool:
+def _next_item(proc: Process, edge: WaitEdge) -> bool:
     """The reading thread's own code waits at a ``for`` header (``for line in conn_file:``):
     a worker that registered with its server and waits for the next item it is sent, not a
     client waiting for the reply to a request (``f.readline()`` after a write)."""
-    proc = next((p for p in snap.processes if p.pid == edge.pid), None)
-    thread = next((t for t in proc.threads if t.tid == edge.tid), None) if proc else None
-    if thread is None:
-        return False
-    own = next((f for f in thread.frames if not f.native and f.file and not any(
-        m in f.file for m in ("site-packages/", "dist-packages/", "/lib/python3"))), None)
+    thread = next((t for t in proc.threads if t.tid == edge.tid), None)
+    own = next((f for f in thread.frames if not f.native and not in_library(f.file)),
+               None) if thread is not None else None
     return own is not None and own.loop_next
 
 
@@ -83,13 +80,13 @@ def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
     if edge.kind not in ("unix", "tcp") or edge.how.startswith(("write", "send")) \
             or edge.fd is None:  # a read, recv or poll of the connection
         return False
-    if _next_item(snap, edge):
+    proc = next((p for p in snap.processes if p.pid == edge.pid), None)
+    if proc is None:
+        return False
+    if _next_item(proc, edge):
         return True
     kernel = snap.waits.kernel if snap.waits is not None else None
-    if kernel is None:
-        return False
-    proc = next((p for p in snap.processes if p.pid == edge.pid), None)
-    if proc is None or not proc.listening:  # only a server accepts connections
+    if kernel is None or not proc.listening:  # only a server accepts connections
         return False
     mine = next((pf for pf in kernel.processes if pf.pid == edge.pid), None)
     rec = next((r for r in mine.fds if r.fd == edge.fd), None) if mine is not None else None

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hangscope.model import Process
+from hangscope.model import Process, in_library
 
 _PREFIX = re.compile(r"^\[rank(\d+)\]:")
 _WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
@@ -79,16 +79,15 @@ def _site(lines: Sequence[str]) -> str | None:
     best = None
     for line in lines:
         found = _FAILED_FRAME.match(line)
-        if found and not _library(found.group(2)):
+        if found and not in_library(found.group(2)):
             return f"{found.group(1)} ({found.group(2).rsplit('/', 1)[-1]}:{found.group(3)})"
         for path, lineno, fn in _TRACEBACK_FILE.findall(line):
-            if not _library(path):
+            if not in_library(path):
                 best = f"{fn} ({path.rsplit('/', 1)[-1]}:{lineno})"
     return best
 
 
-def _library(path: str) -> bool:
-    return "site-packages" in path or "/lib/python" in path
+
 
 
 def parse_failure(rank: int, lines: Sequence[str]) -> RankFailure | None:

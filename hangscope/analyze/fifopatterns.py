@@ -33,10 +33,10 @@ def fifo_open(g: Graph) -> WaitPattern | None:
                        f"{site_words(g.threads.get((edge.pid, edge.tid)))}: "
                        f"{edge.outside}")
     members = tuple(dict.fromkeys(g.edges[i].pid for i in opens))
-    mismatch = _mismatch(g, opens)
-    # No partner in the job: the process meant to be one may have crashed (its traceback).
-    dead = dead_words(g.snap) if not mismatch.startswith(". The reader") else ""
-    chain = "; ".join(clauses) + dead + mismatch + behind(g, members)
+    # Two names: each side is the other's partner. Else no partner in the job: the process
+    # meant to be one may have crashed (its traceback).
+    why = _mismatch(g, opens) or dead_words(g.snap) + _NO_PARTNER
+    chain = "; ".join(clauses) + why + behind(g, members)
     return WaitPattern("fifo_open", members, chain, tuple(opens), members[0],
                        g.edges[opens[0]].tid, members[1:])
 
@@ -49,7 +49,7 @@ def _opened(g: Graph, i: int) -> tuple[str, str]:
 
 def _mismatch(g: Graph, opens: list[int]) -> str:
     """Openers for reading and for writing of different FIFOs in one directory: each waits for
-    the other, on a name the other does not use."""
+    the other, on a name the other does not use ("" where none)."""
     by_dir: dict[str, dict[str, set[str]]] = {}
     for i in opens:
         path, mode = _opened(g, i)
@@ -62,4 +62,7 @@ def _mismatch(g: Graph, opens: list[int]) -> str:
             return (f". The reader and the writer open different FIFOs of {folder} ({names}): "
                     "each waits for a partner on a name the other never opens; derive the "
                     "path the same way on both sides")
-    return ". open() of a FIFO returns only once another process opens its other end"
+    return ""
+
+
+_NO_PARTNER = ". open() of a FIFO returns only once another process opens its other end"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hangscope.analyze.threadedges import blocked
+from hangscope.analyze.threadedges import blocked, runs_task
 from hangscope.model import Frame, Process, Thread
 from hangscope.model.waits import WaitEdge
 
@@ -48,21 +48,11 @@ def _future_result(thread: Thread) -> bool:
                for f in own_frames(thread)[:4])
 
 
-def _busy_worker(thread: Thread) -> bool:
-    """A ThreadPoolExecutor worker running a task (not idle on its work queue)."""
-    frames = own_frames(thread)
-    worker = any((f.file or "").endswith("concurrent/futures/thread.py")
-                 and f.name.rsplit(".", 1)[-1] == "_worker" for f in frames)
-    # Idle, it waits on its SimpleQueue (a C call: _worker is its innermost Python frame).
-    return worker and bool(frames) and not (frames[0].file or "").endswith(
-        ("queue.py", "threading.py", "concurrent/futures/thread.py"))
-
-
 def loop_future_edges(proc: Process) -> Iterator[WaitEdge]:
     """Each blocked thread in ``Future.result()`` outside the one loop thread of its process
     -> that loop thread, when no executor worker is busy."""
     loops = [t for t in proc.threads if loop_index(t) is not None]
-    if len(loops) != 1 or any(_busy_worker(t) for t in proc.threads):
+    if len(loops) != 1 or any(runs_task(t) for t in proc.threads):
         return
     loop = loops[0]
     for thread in proc.threads:

@@ -13,6 +13,7 @@ client that disconnects), and the waits never end.
 
 from __future__ import annotations
 
+from hangscope.analyze.threadedges import blocked
 from hangscope.analyze.waitwalk import Graph, hop, thread_names, waits_into
 from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitPattern
@@ -72,5 +73,4 @@ def orphan_manager_lock(g: Graph) -> WaitPattern | None:
 def _blocked_for_good(g: Graph, proc: Process) -> bool:
     """Its working thread waits the whole window (on its children, a pipe, the manager)."""
     thread = proc.working_thread
-    return thread is not None and thread.samples > 0 and thread.unchanged_samples >= \
-        thread.samples and any(e.pid == proc.pid for e in g.edges)
+    return thread is not None and blocked(thread) and any(e.pid == proc.pid for e in g.edges)

@@ -53,14 +53,15 @@ def likely_partner_first(edges: list[WaitEdge],
     return [e for _, e in sorted(enumerate(edges), key=rank)]
 
 
+_CALLS = frozenset({Category.IPC_WAIT, Category.LOCK, Category.IO})
+
+
 def _blocked_elsewhere(thread: Thread) -> bool:
     """A program thread blocked on a call (not idle in accept or a select loop, not asleep)."""
     leaf = next((f for f in thread.frames if not f.native), None)
     return (thread.python and not thread.helper and thread.category in _CALLS
             and not (leaf is not None and leaf.name.rsplit(".", 1)[-1] in ("accept", "select")))
 
-
-_CALLS = frozenset({Category.IPC_WAIT, Category.LOCK, Category.IO})
 
 
 def to_handler(edges: list[WaitEdge], threads: dict[tuple[int, int], Thread],

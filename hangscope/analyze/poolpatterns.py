@@ -12,6 +12,7 @@ from __future__ import annotations
 from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.analyze.stackmemo import per_stack
 from hangscope.analyze.threadedges import blocked as _blocked
+from hangscope.analyze.threadpatterns import future_wait
 from hangscope.analyze.waitwalk import Graph, hop, site_words, thread_words
 from hangscope.model import Frame, Process, Thread
 from hangscope.model.waits import WaitPattern
@@ -162,12 +163,6 @@ def _executor_manager(proc: Process) -> Thread | None:
         and f.name.endswith("_ExecutorManagerThread.run") for f in t.frames)), None)
 
 
-def _future_wait(thread: Thread) -> bool:
-    return any(not f.native and (f.file or "").endswith("concurrent/futures/_base.py")
-               and f.name.rsplit(".", 1)[-1] in ("result", "exception", "as_completed", "wait")
-               for f in thread.frames[:8])
-
-
 def idle_executor(g: Graph) -> WaitPattern | None:
     """A thread waits on a future of a ``ProcessPoolExecutor`` whose manager thread is alive
     but which has no worker process left: nothing will run the pending work (workers that
@@ -176,7 +171,8 @@ def idle_executor(g: Graph) -> WaitPattern | None:
         if proc.is_exited:
             continue
         manager = _executor_manager(proc)
-        waiting = next((t for t in proc.threads if t is not manager and _future_wait(t)), None)
+        waiting = next((t for t in proc.threads if t is not manager and future_wait(
+            t, ("result", "exception", "as_completed", "wait")) is not None), None)
         if manager is None or waiting is None:
             continue
         workers = [p for p in g.snap.processes if p.ppid == proc.pid and not p.is_exited

@@ -22,6 +22,18 @@ def user_frame(thread: Thread) -> Frame | None:
                  and not f.file.endswith(_LIB) and not any(m in f.file for m in _LIB)), None)
 
 
+def executor_worker(thread: Thread) -> bool:
+    """The thread is a ``concurrent.futures.ThreadPoolExecutor`` worker."""
+    return any(not f.native and (f.file or "").endswith("concurrent/futures/thread.py")
+               and f.name.rsplit(".", 1)[-1] == "_worker" for f in thread.frames)
+
+
+def runs_task(thread: Thread) -> bool:
+    """A pool's worker thread (a helper while it idles) running a task: a frame of the task,
+    outside the standard library's plumbing, over the worker loop."""
+    return executor_worker(thread) and user_frame(thread) is not None
+
+
 def waits_on_lock(thread: Thread) -> bool:
     """Blocked acquiring a lock, not joining a thread or waiting to be notified."""
     if thread.helper or not thread.python or thread.category is not Category.LOCK:

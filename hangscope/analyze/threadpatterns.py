@@ -12,9 +12,11 @@ from hangscope.analyze.behind import collective_behind
 from hangscope.analyze.loopedges import loop_index, own_frames
 from hangscope.analyze.threadedges import blocked as _blocked
 from hangscope.analyze.threadedges import (
+    executor_worker,
     held_locks,
     joins,
     lock_key,
+    runs_task,
     taking_frame,
     user_frame,
     waits_on_lock,
@@ -191,16 +193,17 @@ def fork_lock(g: Graph) -> WaitPattern | None:
 _FUTURE = ("concurrent/futures/_base.py",)
 
 
-def _future_wait(thread: Thread) -> Frame | None:
-    """The ``concurrent.futures.Future.result``/``wait`` frame a thread blocks in."""
+def future_wait(thread: Thread, calls: tuple[str, ...] = ("result", "exception", "wait")
+                ) -> Frame | None:
+    """The ``concurrent.futures`` frame (``Future.result``, ``wait``...) a thread blocks in."""
     return next((f for f in thread.frames if not f.native and (f.file or "").endswith(_FUTURE)
-                 and f.name.rsplit(".", 1)[-1] in ("result", "exception", "wait")), None)
+                 and f.name.rsplit(".", 1)[-1] in calls), None)
 
 
-def runs_task(thread: Thread) -> bool:
-    """A pool's worker thread (a helper while it idles) running a task: a frame of the task,
-    outside the standard library's plumbing, over the worker loop."""
-    return _executor_worker(thread) and user_frame(thread) is not None
+def program_threads(proc: Process) -> list[Thread]:
+    """The threads that run the program's Python: no helper, unless a pool worker that runs a
+    task (an idle executor worker waits for work, as helpers always do)."""
+    return [t for t in proc.threads if t.python and (not t.helper or runs_task(t))]
 
 
 def could_produce(thread: Thread) -> bool:
@@ -220,7 +223,7 @@ def self_wait(g: Graph) -> WaitPattern | None:
             if proc.is_exited or not _blocked(thread) or thread.category is not Category.LOCK:
                 continue
             python = own_frames(thread)
-            waits = _future_wait(thread)
+            waits = future_wait(thread)
             loop = loop_index(thread)
             if waits is None or loop is None or python.index(waits) > loop:
                 continue
@@ -282,8 +285,7 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
                     thread) or any("asyncio" in (f.file or "") for f in thread.frames
                                    if not f.native):
                 continue
-            others = [t for t in proc.threads if t.tid != thread.tid and t.python
-                      and (not t.helper or runs_task(t))]
+            others = [t for t in program_threads(proc) if t.tid != thread.tid]
             died = died_threads(proc)
             live_names = {t.name for t in proc.threads}
             gone = [n for n in died if n not in live_names]
@@ -297,7 +299,7 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
             inner = user_frame(thread)
             site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
             what = frame.name
-            if _executor_worker(thread) and what.endswith(("result", "exception")):
+            if executor_worker(thread) and what.endswith(("result", "exception")):
                 return _pool_self_wait(g, proc, thread, what + site, others, waiters)
             if not died:
                 # No producer seen dying: an Event nobody sets is also how a daemon idles on
@@ -330,12 +332,6 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
             return WaitPattern("orphan_wait", (proc.pid, *waiters), chain, tuple(into),
                                proc.pid, thread.tid)
     return None
-
-
-def _executor_worker(thread: Thread) -> bool:
-    """The thread is a ``concurrent.futures.ThreadPoolExecutor`` worker."""
-    return any(not f.native and (f.file or "").endswith("concurrent/futures/thread.py")
-               and f.name.rsplit(".", 1)[-1] == "_worker" for f in thread.frames)
 
 
 def _pool_self_wait(g: Graph, proc: Process, thread: Thread, where: str, others: list[Thread],

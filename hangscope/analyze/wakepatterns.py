@@ -16,7 +16,12 @@ thread died.
 from __future__ import annotations
 
 from hangscope.analyze.threadedges import blocked, user_frame
-from hangscope.analyze.threadpatterns import could_produce, died_threads, notified_wait, runs_task
+from hangscope.analyze.threadpatterns import (
+    could_produce,
+    died_threads,
+    notified_wait,
+    program_threads,
+)
 from hangscope.analyze.waitwalk import Graph, hop, thread_names, waits_into
 from hangscope.model import Thread
 from hangscope.model.waits import WaitPattern
@@ -30,7 +35,7 @@ def lost_wakeup(g: Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
         if proc.is_exited or not proc.threads or died_threads(proc):
             continue
-        threads = [t for t in proc.threads if t.python and (not t.helper or runs_task(t))]
+        threads = program_threads(proc)
         if len(threads) < 2 or any(could_produce(t) or not blocked(t) for t in threads) or any(
                 "asyncio" in (f.file or "") for t in threads for f in t.frames if not f.native):
             continue
@@ -77,7 +82,7 @@ def full_queue(g: Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
         if proc.is_exited or not proc.threads:
             continue
-        threads = [t for t in proc.threads if t.python and (not t.helper or runs_task(t))]
+        threads = program_threads(proc)
         putters = sorted((t for t in threads if _in_put(t) and blocked(t)), key=lambda t: t.tid)
         if not putters or any(could_produce(t) for t in threads if t not in putters):
             continue

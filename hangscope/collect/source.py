@@ -14,6 +14,10 @@ from __future__ import annotations
 import ast
 import os
 import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from hangscope.model import in_library
 
 #: Source files larger than this are not parsed (generated code; the cost is the parse).
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
@@ -135,39 +139,56 @@ def call_names(tree: ast.AST) -> Calls:
     return {line: frozenset(names) for line, names in out.items()}
 
 
-def _parsed(path: str) -> _Parsed:
+T = TypeVar("T")
+
+
+def _per_version(path: str, cache: dict[tuple[str, int, int], T], build: Callable[[bytes], T],
+                 empty: T) -> T:
+    """``build(source)`` of the file's current version, once (cached by path, mtime, size);
+    ``empty`` for a file that cannot be read or parsed, or is too large to be source."""
     try:
         st = os.stat(path)
     except OSError:
-        return (), (), {}
+        return empty
     key = (path, st.st_mtime_ns, st.st_size)
     with _lock:
-        if key in _cache:
-            return _cache[key]
-    parsed: _Parsed = (), (), {}
+        if key in cache:
+            return cache[key]
+    value = empty
     if st.st_size <= MAX_SOURCE_BYTES:
         try:
             with open(path, "rb") as fh:
-                source = fh.read()
-            # Most files have no capture block and take no lock: skip their parse.
-            if b"graph" in source or b"with " in source or b".acquire(" in source:
-                # One parse at a time: CPython 3.11 keeps the AST constructor's recursion depth
-                # in interpreter-wide state, and two threads parsing at once raise
-                # "SystemError: AST constructor recursion depth mismatch".
-                with _parse_lock:
-                    tree = ast.parse(source)
-                locks = lock_blocks(tree)
-                parsed = (capture_blocks(tree) if b"graph" in source else (), locks,
-                          call_names(tree) if locks else {})
+                value = build(fh.read())
         except (OSError, SyntaxError, ValueError, RecursionError, SystemError):
-            parsed = (), (), {}
+            value = empty
     with _lock:
-        _cache[key] = parsed
-    return parsed
+        cache[key] = value
+    return value
+
+
+def _parse(source: bytes) -> ast.AST:
+    # One parse at a time: CPython 3.11 keeps the AST constructor's recursion depth in
+    # interpreter-wide state, and two threads parsing at once raise "SystemError: AST
+    # constructor recursion depth mismatch".
+    with _parse_lock:
+        return ast.parse(source)
+
+
+def _build_parsed(source: bytes) -> _Parsed:
+    # Most files have no capture block and take no lock: skip their parse.
+    if b"graph" not in source and b"with " not in source and b".acquire(" not in source:
+        return (), (), {}
+    tree = _parse(source)
+    locks = lock_blocks(tree)
+    return (capture_blocks(tree) if b"graph" in source else (), locks,
+            call_names(tree) if locks else {})
+
+
+def _parsed(path: str) -> _Parsed:
+    return _per_version(path, _cache, _build_parsed, ((), (), {}))
 
 
 _loop_cache: dict[tuple[str, int, int], frozenset[int]] = {}
-_LIBRARY = ("site-packages/", "dist-packages/", "/lib/python3", "<")
 
 
 def loop_lines(tree: ast.AST) -> frozenset[int]:
@@ -183,29 +204,10 @@ def loop_lines(tree: ast.AST) -> frozenset[int]:
 def at_loop_header(path: str | None, line: int | None) -> bool:
     """``path:line`` is a ``for`` header of the program's own code (libraries are not read:
     their loops are theirs, and parsing them would cost every dump)."""
-    if not path or not line or any(m in path for m in _LIBRARY):
+    if not path or not line or in_library(path):
         return False
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    key = (path, st.st_mtime_ns, st.st_size)
-    with _lock:
-        found = _loop_cache.get(key)
-    if found is None:
-        found = frozenset()
-        if st.st_size <= MAX_SOURCE_BYTES:
-            try:
-                with open(path, "rb") as fh:
-                    source = fh.read()
-                if b"for " in source:
-                    with _parse_lock:
-                        found = loop_lines(ast.parse(source))
-            except (OSError, SyntaxError, ValueError, RecursionError, SystemError):
-                found = frozenset()
-        with _lock:
-            _loop_cache[key] = found
-    return line in found
+    return line in _per_version(path, _loop_cache, lambda source: loop_lines(
+        _parse(source)) if b"for " in source else frozenset(), frozenset())
 
 
 def _blocks(path: str) -> tuple[Block, ...]:

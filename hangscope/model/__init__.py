@@ -21,6 +21,16 @@ from hangscope.model.waits import WaitEvidence, WaitGraph
 SCHEMA = "hangscope.dump/1"
 
 
+#: Where a path is a library's, not the program's own: installed packages, the standard
+#: library, code without a file (``<frozen runpy>``, ``<string>``).
+LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "/lib/python3", "<")
+
+
+def in_library(path: str | None) -> bool:
+    """``path`` is no file of the program's own code (None: unknown, so not the program's)."""
+    return not path or any(marker in path for marker in LIBRARY_MARKERS)
+
+
 class Category(str, Enum):
     """Where a thread is blocked; the order of the signature table decides ties. Each member
     has its row (verb, specificity, waits or works, style, meaning) in model/categories.py."""
@@ -140,7 +150,7 @@ class Frame:
         """The file as a user reads it: the path below site-packages, or the base name."""
         if self.file is None:
             return None
-        for marker in ("site-packages/", "dist-packages/", "/lib/python3"):
+        for marker in LIBRARY_MARKERS[:3]:
             if marker in self.file:
                 tail = self.file.split(marker, 1)[1]
                 return tail.split("/", 1)[1] if marker == "/lib/python3" and "/" in tail else tail

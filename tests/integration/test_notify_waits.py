@@ -11,43 +11,24 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from support import TARGETS, Target, dump_json, running_target
+from support import (
+    FAST_WINDOW,
+    TARGETS,
+    asleep,
+    dump_json,
+    running_target,
+    settled_dump,
+)
 
 JOBS = TARGETS / "notify_jobs.py"
-FAST = ("--samples", "2", "--window", "0.5")
-
-
-def _asleep(pid: int) -> bool:
-    """Every thread of ``pid`` sleeps in the kernel (state S or D): it is where it blocks."""
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-        states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks]
-    except OSError:
-        return False
-    return bool(states) and all(s in ("S", "D") for s in states)
-
-
-@contextmanager
-def _job(mode: str, tmp_path: Path, tags: list[str]) -> Iterator[Target]:
-    workdir = tmp_path / f"job-{mode}"
-    ready = workdir / "ready"
-    with running_target([sys.executable, str(JOBS), mode, str(ready), str(workdir)], workdir,
-                        tags=tags, ready=lambda t: all(_asleep(p) for p in t.pids.values()),
-                        timeout=60) as job:
-        yield job
 
 
 def _dump(mode: str, tmp_path: Path, tags: list[str],
-          window: tuple[str, ...] = FAST) -> tuple[dict[str, Any], dict[str, int]]:
-    with _job(mode, tmp_path, tags) as job:
-        data = json.loads(dump_json(job.launcher, *window))
-        pids = dict(job.pids)
-    return data, pids
+          window: tuple[str, ...] = FAST_WINDOW) -> tuple[dict[str, Any], dict[str, int]]:
+    return settled_dump(JOBS, mode, tmp_path, tags, window)
 
 
 def test_two_sides_opening_differently_named_fifos_are_named_with_both_paths(
@@ -156,7 +137,7 @@ def test_renamed_torchrun_ranks_keep_their_numbers_and_native_math_is_slow_not_h
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
             "--nproc-per-node", "3", str(TARGETS / "titled_ranks.py"), str(ready)]
     with running_target(argv, tmp_path, tags=["rank0", "rank1", "rank2"], ready_file=ready,
-                        ready=lambda t: all(_asleep(t.pids[f"rank{r}"]) for r in (1, 2)),
+                        ready=lambda t: all(asleep(t.pids[f"rank{r}"]) for r in (1, 2)),
                         timeout=120) as job:
         data = json.loads(dump_json(job.launcher, "--samples", "2"))
         pids = dict(job.pids)
@@ -180,7 +161,7 @@ def test_a_loop_waiting_for_its_sleeping_dataloader_workers_is_not_hung(tmp_path
     ready = tmp_path / "ready"
     argv = [sys.executable, str(TARGETS / "slow_loader.py"), str(ready)]
     with running_target(argv, tmp_path, tags=["main"], ready_file=ready,
-                        ready=lambda t: _asleep(t.pids["main"]), timeout=60) as job:
+                        ready=lambda t: asleep(t.pids["main"]), timeout=60) as job:
         data = json.loads(dump_json(job.launcher, "--samples", "2"))
     verdict = data["verdict"]
     assert verdict["kind"] in ("paused", "progressing"), verdict

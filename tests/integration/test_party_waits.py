@@ -11,32 +11,23 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from support import TARGETS, Target, dump_json, running_target
-from test_notify_waits import _asleep
+from support import (
+    FAST_WINDOW,
+    TARGETS,
+    dump_json,
+    running_target,
+    settled_dump,
+)
 
 JOBS = TARGETS / "party_jobs.py"
-FAST = ("--samples", "2", "--window", "0.5")
-
-
-@contextmanager
-def _job(mode: str, tmp_path: Path, tags: list[str]) -> Iterator[Target]:
-    workdir = tmp_path / f"job-{mode}"
-    with running_target([sys.executable, str(JOBS), mode, str(workdir / "ready"), str(workdir)],
-                        workdir, tags=tags, timeout=60,
-                        ready=lambda t: all(_asleep(p) for p in t.pids.values())) as job:
-        yield job
 
 
 def _dump(mode: str, tmp_path: Path, tags: list[str],
-          window: tuple[str, ...] = FAST) -> tuple[dict[str, Any], dict[str, int]]:
-    with _job(mode, tmp_path, tags) as job:
-        data = json.loads(dump_json(job.launcher, *window))
-        return data, dict(job.pids)
+          window: tuple[str, ...] = FAST_WINDOW) -> tuple[dict[str, Any], dict[str, int]]:
+    return settled_dump(JOBS, mode, tmp_path, tags, window)
 
 
 def test_a_barrier_made_for_more_parties_than_threads_is_named_with_its_joiner(
@@ -118,7 +109,7 @@ def test_a_sqlite_transaction_held_across_a_read_from_its_writer_is_a_cycle_not_
     with running_target([sys.executable, str(JOBS), "sqlite_held", str(workdir / "ready"),
                          str(workdir)], workdir, tags=["catalog", "indexer"],
                         timeout=60) as job:
-        data = json.loads(dump_json(job.launcher, *FAST))
+        data = json.loads(dump_json(job.launcher, *FAST_WINDOW))
         pids = dict(job.pids)
     verdict = data["verdict"]
     summary = verdict["summary"]
@@ -252,7 +243,7 @@ def test_the_gil_held_in_a_native_lock_wait_starves_the_thread_that_would_post_i
     with running_target([sys.executable, str(JOBS), "gil_sem", str(workdir / "ready"),
                          str(workdir)], workdir, tags=["store"], timeout=60,
                         ready=lambda t: _all_futex(t.pids["store"])) as job:
-        data = json.loads(dump_json(job.launcher, *FAST))
+        data = json.loads(dump_json(job.launcher, *FAST_WINDOW))
         pids = dict(job.pids)
     verdict = data["verdict"]
     summary = verdict["summary"]

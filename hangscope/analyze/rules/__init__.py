@@ -54,6 +54,7 @@ from hangscope.model import (
     Thread,
     Verdict,
     VerdictKind,
+    in_library,
     rank_id,
 )
 from hangscope.words import describe, group_names, rank_set, verb, who
@@ -443,15 +444,11 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-_LIBRARY = ("site-packages/", "dist-packages/", "/lib/python3", "<frozen ")
-
-
 def _in_own_code(proc: Process) -> bool:
     """The working thread's innermost Python frame is the program's, not a library's."""
     thread = proc.working_thread
     leaf = next((f for f in thread.frames if not f.native), None) if thread else None
-    return leaf is not None and bool(leaf.file) and not any(m in (leaf.file or "")
-                                                           for m in _LIBRARY)
+    return leaf is not None and not in_library(leaf.file)
 
 
 def decide(facts: Facts, rules: tuple[Rule, ...] = RULES) -> Verdict:
