@@ -766,6 +766,29 @@ def pipe_and_socket_inodes(pid: int, limit: int = PEER_FDS_PER_PROCESS) -> tuple
     return pipes, sockets
 
 
+def pipe_ends(pid: int, inodes: Collection[int]) -> dict[int, str]:
+    """Which end of each of these pipes ``pid`` holds: ``"r"``, ``"w"`` or ``"rw"`` (both
+    ends, on several fds), from its fd links' mode bits (``ls -l /proc/PID/fd``)."""
+    out: dict[int, str] = {}
+    base = f"{PROC}/{pid}/fd"
+    try:
+        names = os.listdir(base)[:PEER_FDS_PER_PROCESS]
+    except OSError:
+        return out
+    for name in names:
+        try:
+            target = os.readlink(f"{base}/{name}")
+            inode = _inode_of(target) if target.startswith("pipe:") else None
+            if inode is None or inode not in inodes:
+                continue
+            access = _link_access(os.lstat(f"{base}/{name}").st_mode)
+        except OSError:
+            continue
+        if access:
+            out[inode] = "".join(sorted(set(out.get(inode, "") + access)))
+    return out
+
+
 def stdio_pipes(pid: int) -> set[int]:
     """``ls -l /proc/PID/fd/{0,1,2}``: the inodes of the pipes on its stdin, stdout, stderr."""
     out: set[int] = set()

@@ -428,6 +428,12 @@ def _pipe_and_tcp_peers(known: set[int], table: dict[int, procfs.Stat],
     for pid in _outside_ancestors(known, table) | mine:
         if job_pipes:
             job_pipes -= procfs.pipe_and_socket_inodes(pid)[0]
+    # The end of each such pipe the job holds: a process outside it that holds the same end is
+    # no peer (two jobs that inherited one terminal's stdin pipe both read; neither writes).
+    ends: dict[int, str] = {}
+    for pid in known:
+        if job_pipes:
+            ends.update(procfs.pipe_ends(pid, job_pipes))
     tcp = procfs.tcp_connections() if job_socks else {}
     # The far end of each of the job's TCP connections: (remote, local) as the peer sees it.
     far = {(remote, local) for inode, (local, remote) in tcp.items() if inode in job_socks}
@@ -445,9 +451,16 @@ def _pipe_and_tcp_peers(known: set[int], table: dict[int, procfs.Stat],
         if scanned > PEER_SCAN_LIMIT:
             break
         pipes, socks = procfs.pipe_and_socket_inodes(pid)
-        if pipes & job_pipes or socks & far_inodes:
+        if socks & far_inodes or (pipes & job_pipes and _other_end(pid, pipes & job_pipes, ends)):
             out.add(pid)
     return out
+
+
+def _other_end(pid: int, shared: set[int], ends: dict[int, str]) -> bool:
+    """``pid`` and the job hold both ends of one of the ``shared`` pipes between them."""
+    theirs = procfs.pipe_ends(pid, shared)
+    return any(set(theirs.get(inode, "rw") + ends.get(inode, "rw")) >= {"r", "w"}
+               for inode in shared)
 
 
 def _outside_ancestors(known: set[int], table: dict[int, procfs.Stat]) -> set[int]:

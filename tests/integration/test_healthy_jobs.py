@@ -8,18 +8,30 @@ rank 1 spinning in one loop, THEN it stays a straggler. GIVEN an idle asyncio se
 forked workers read their task pipes, THEN idle; GIVEN the same server and a client whose
 request it dropped, THEN not idle. GIVEN a coordinator asleep between phases while its workers
 wait for tasks, THEN paused. GIVEN a job started as ``python job.py | cut``, THEN ``cut`` and
-the shell are no part of it.
+the shell are no part of it. GIVEN two jobs that share an inherited stdin pipe nobody
+writes, THEN neither is part of the other; a reader of one's stdout is.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import TARGETS, dump_json, running_target, show_text, verdict_job
+from support import (
+    FAST_WINDOW,
+    TARGETS,
+    dump_json,
+    poll,
+    read_ready,
+    running_target,
+    show_text,
+    verdict_job,
+)
 
 JOBS = TARGETS / "healthy_jobs.py"
 HUNG = ("straggler", "deadlock", "wait_chain", "all_waiting", "unknown", "local_deadlock")
@@ -106,3 +118,31 @@ def test_given_a_job_piped_into_cut_by_its_shell_then_the_pipeline_is_no_part_of
     assert shell not in found, data["processes"]
     assert not [p for p in data["processes"] if p["cmdline"][:1] == ["cut"]], found
     assert data["verdict"]["kind"] == "paused", data["verdict"]
+
+
+def test_two_jobs_reading_one_inherited_stdin_pipe_are_not_one_job(tmp_path: Path) -> None:
+    """Two jobs a shell started with one stdin pipe (neither writes it) are strangers; a process
+    reading the job's stdout pipe is its peer, though it sits in a session of its own."""
+    shared_r, shared_w = os.pipe()  # both jobs' stdin
+    out_r, out_w = os.pipe()  # job A's stdout, read by C
+    ready = tmp_path / "ready"
+    code = ("import os, sys, time; open(sys.argv[1], 'a').write(f'{os.getpid()} {sys.argv[2]}\\n');"
+            " time.sleep(600)")
+    fds = {"a": (shared_r, out_w), "b": (shared_r, None), "c": (out_r, None)}
+    procs = []
+    try:
+        for tag, (stdin, stdout) in fds.items():
+            procs.append(subprocess.Popen([sys.executable, "-c", code, str(ready), tag],
+                                          stdin=stdin, stdout=stdout, start_new_session=True))
+        for fd in (shared_r, shared_w, out_r, out_w):  # the shell keeps no end
+            os.close(fd)
+        pids = poll(lambda: found if len(found := read_ready(ready)) == 3 else None,
+                    "three processes ready")
+        data = json.loads(dump_json(pids["a"], *FAST_WINDOW))
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    found = {p["pid"] for p in data["processes"]}
+    assert pids["c"] in found, data["processes"]
+    assert pids["b"] not in found, data["processes"]
