@@ -12,6 +12,7 @@ from dataclasses import fields, replace
 from functools import cached_property
 from typing import Any, TypeVar
 
+from hangscope.analyze.progress_hints import yields
 from hangscope.analyze.signatures import (
     ANYWHERE,
     CONTEXTS,
@@ -215,6 +216,10 @@ def _classification(thread: Thread) -> dict[str, Any]:
         return dict(category=Category.IO, site=site, context=context, helper=helper,
                     hint="Uninterruptible sleep (state D): waiting on storage or a driver.")
     if (thread.active or thread.state == "R") and frames:
+        if yields(frames):
+            return dict(category=Category.SPIN, site=site, context=context, helper=helper,
+                        hint="Spin-waiting: it yields the CPU (sched_yield) in a loop until "
+                             "another thread or process changes what it checks.")
         return dict(category=Category.RUNNING, site=site, context=context, helper=helper,
                     hint="Running on CPU in this code.")
     if not frames and thread.state == "S":

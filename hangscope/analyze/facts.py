@@ -48,7 +48,8 @@ R = TypeVar("R", bound=_PidRecord)
 WAITING = frozenset({Category.COLLECTIVE, Category.COMM_INIT, Category.CUDA_SYNC,
                      Category.CUDA_LAUNCH})
 #: A rank in one of these categories does work of its own (the straggler's side).
-BUSY = frozenset({Category.RUNNING, Category.JIT_COMPILE, Category.IO, Category.GIL_WAIT})
+BUSY = frozenset({Category.RUNNING, Category.SPIN, Category.JIT_COMPILE, Category.IO,
+                  Category.GIL_WAIT})
 #: A rank in one of these categories runs no code at all.
 GONE = NOT_RUNNING
 

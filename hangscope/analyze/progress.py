@@ -36,7 +36,8 @@ order would live in two places.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from hangscope.analyze.progress_sites import collective_sites, parse_frame
@@ -61,6 +62,7 @@ WAITING = "waiting"  # blocked the whole window while another process of the job
 #: Samples outside the dominant stack needed to call a move (one stray sample is noise: a
 #: ``py-spy --nonblocking`` read can tear across a frame change).
 MIN_MOVED_SAMPLES = 2
+_COMPREHENSION = re.compile(r"\.<(genexpr|listcomp|setcomp|dictcomp|lambda)> \(")
 #: A thread awake less than this share of the window is "idle" (it waits).
 IDLE_CPU_SHARE = 0.2
 #: Wake-ups in the window (with data moved) for a waiting thread's waits to "complete".
@@ -117,6 +119,31 @@ def _moved(thread: ThreadProgress) -> bool:
     return off_dominant >= MIN_MOVED_SAMPLES
 
 
+def _one_loop(thread: ThreadProgress) -> bool:
+    """The stacks of the window are one but for the innermost frame's line: the thread went
+    round one loop of one function (a spin), never into a call or out of it (work). The
+    loop's own comprehensions (``while sum(f for f in flags) < n``) are part of it, and so are
+    torn samples: a ``--nonblocking`` read that lost the outer frames (the loop's stack with
+    its outermost frames cut off) is no move. A consumer that spins for each message and
+    handles it leaves the loop: its samples outside it say so."""
+    shapes = [(_loop_shape(s.frames), s.count) for s in thread.stacks]
+    shapes = [(shape, count) for shape, count in shapes if shape]
+    if not shapes:
+        return False
+    loop = max(shapes, key=lambda item: item[1])[0]
+    left = sum(count for shape, count in shapes
+               if shape != loop and shape != loop[len(loop) - len(shape):])
+    return left < MIN_MOVED_SAMPLES
+
+
+def _loop_shape(frames: Sequence[str]) -> tuple[object, ...]:
+    """A stack with its innermost frame's line dropped and the loop's comprehensions folded."""
+    kept = list(frames)
+    while kept and _COMPREHENSION.search(kept[-1]):
+        kept.pop()
+    return (*kept[:-1], _loop_key(kept[-1])) if kept else ()
+
+
 def _leaf(thread: ThreadProgress) -> str:
     if not thread.stacks or not thread.stacks[0].frames:
         return "one place"
@@ -130,8 +157,11 @@ def _working_thread(proc: ProcessProgress, tid: int | None) -> ThreadProgress | 
 
 
 def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (),
-           tid: int | None = None) -> RankProgress:
-    """The decision for one process; ``tid``: its working thread (default: the main thread)."""
+           tid: int | None = None, spinning: Collection[int] = (),
+           readers: Collection[int] = ()) -> RankProgress:
+    """The decision for one process; ``tid``: its working thread (default: the main thread);
+    ``spinning``, ``readers``: threads a stack sample caught yielding the CPU from Python, or
+    asleep reading a pipe or a socket (analyze/progress_hints.py)."""
     if proc.gone:
         return RankProgress(proc.pid, SLOW, "none", "the process exited during the window")
     thread = _working_thread(proc, tid)
@@ -142,14 +172,15 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     judged_gpus = [gpu_work(reading) for reading in gpus]
     gpu_text = "; ".join(sentence for _, sentence in judged_gpus) or None
     gpu_state = _gpu_state([state for state, _ in judged_gpus])
-    if _moved(thread):
+    spins = thread.tid in spinning and _one_loop(thread)
+    if _moved(thread) and not spins:  # a spin-wait's line goes round its loop: no progress
         through = collective_sites(thread)
         if through:  # a collective returned and the line went on: its peers answer each step
             return RankProgress(proc.pid, PROGRESSING, "python", (
                 f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
                 f"samples, through {_sites(through)} and on: its collectives complete"),
                 judged, gpu_text, gpu_state)
-        if not _poll_loop(proc, thread, seconds, gpu_state):
+        if not _poll_loop(proc, thread, seconds, gpu_state, thread.tid in readers):
             return RankProgress(proc.pid, PROGRESSING, "python", (
                 f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
                 f"samples"), judged, gpu_text, gpu_state)
@@ -157,8 +188,14 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
         if state in _GPU_DECIDES:
             return RankProgress(proc.pid, _GPU_DECIDES[state], "gpu", sentence, judged, gpu_text,
                                 gpu_state)
+    if spins:
+        return RankProgress(proc.pid, STUCK, "counters", (
+            f"spin-waiting: the thread yields its core (sched_yield) again and again at "
+            f"{_leaf(thread)} and its line only goes round that loop: a wait that burns CPU, "
+            "not work"), judged, gpu_text, gpu_state)
     gpu_idle = gpu_state == "idle"
-    return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text), gpu=gpu_text,
+    return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
+                                  thread.tid in readers), gpu=gpu_text,
                    gpu_state=gpu_state)
 
 
@@ -198,7 +235,7 @@ def _data_moved(proc: ProcessProgress, judged: ThreadProgress) -> IoDelta | None
 
 
 def _poll_loop(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
-               gpu_state: str | None) -> bool:
+               gpu_state: str | None, consumes: bool = False) -> bool:
     """Its Python line moves, but only around a loop that waits: idle on CPU, no data moved
     beyond its pollers' own, no GPU work (``while not store.check(k): time.sleep(0.05)``
     alternates two lines forever). The counters judge it then: a timed poll."""
@@ -209,11 +246,14 @@ def _poll_loop(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
     # It blocks and is woken (a wait), not only preempted (a computing loop the machine starves)
     wakes = (c.voluntary or 0) - WAKES_PER_PAUSE * proc.pauses
     return (c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds and wakes >= MIN_WAKES
-            and io is not None and (io.syscr + io.syscw < MIN_WAKES or _rereads(io)))
+            and io is not None and (io.syscr + io.syscw < MIN_WAKES or _rereads(io, consumes)))
 
 
-def _rereads(io: IoDelta) -> bool:
-    """Only small reads and no write: a poll re-reading its flag, not data moving."""
+def _rereads(io: IoDelta, consumes: bool = False) -> bool:
+    """Only small reads and no write: a poll re-reading its flag, not data moving; unless the
+    thread reads a pipe or a socket (``consumes``) and got bytes: those were sent to it."""
+    if consumes and io.rchar > 0:
+        return False
     return io.syscw == 0 and io.wchar == 0 and io.rchar <= POLL_READ_BYTES * io.syscr
 
 
@@ -229,7 +269,8 @@ def _other_worker(proc: ProcessProgress, judged: ThreadProgress,
 
 
 def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
-                   gpu_idle: bool, gpu_text: str | None) -> RankProgress:
+                   gpu_idle: bool, gpu_text: str | None, consumes: bool = False
+                   ) -> RankProgress:
     c = thread.counters
     where = (f"one stack in {thread.samples} samples ({_leaf(thread)})" if thread.samples
              else "no Python samples")
@@ -249,7 +290,8 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
         window += f" (not counting {raw_wakes - wakes} from py-spy's {proc.pauses} pauses)"
     if cpu_s < IDLE_CPU_SHARE * seconds:
         io = _data_moved(proc, thread)
-        moved = io is not None and (io.syscw + io.syscr) >= MIN_WAKES and not _rereads(io)
+        moved = (io is not None and (io.syscw + io.syscr) >= MIN_WAKES
+                 and not _rereads(io, consumes))
         if wakes >= MIN_WAKES and moved and io is not None:
             return RankProgress(proc.pid, PROGRESSING, "counters", (
                 f"{where}, but its wait ended {wakes} times in {window} and the process made "
@@ -292,14 +334,16 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
 
 
 def decide_all(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] | None = None,
-               working: Mapping[int, int] | None = None) -> tuple[RankProgress, ...]:
-    """Every watched process. ``gpus_of``: pid -> GPU indices it uses; ``working``: pid -> tid."""
+               working: Mapping[int, int] | None = None, spinning: Collection[int] = (),
+               readers: Collection[int] = ()) -> tuple[RankProgress, ...]:
+    """Every watched process. ``gpus_of``: pid -> GPU indices it uses; ``working``: pid -> tid;
+    ``spinning``, ``readers``: thread IDs, as :func:`decide` takes them."""
     by_index = {g.index: g for g in evidence.gpus}
     out = []
     for proc in evidence.processes:
         mine = [by_index[i] for i in (gpus_of or {}).get(proc.pid, ()) if i in by_index]
         tid = (working or {}).get(proc.pid)
-        decided = decide(proc, evidence.seconds, mine, tid)
+        decided = decide(proc, evidence.seconds, mine, tid, spinning, readers)
         out.append(replace(decided, seen=collective_sites(_working_thread(proc, tid))))
     return _peers_answered(evidence, out, working or {})
 
@@ -395,7 +439,8 @@ def watch_note(evidence: ProgressEvidence) -> str | None:
 
 
 def progress_of(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] | None = None,
-                working: Mapping[int, int] | None = None) -> JobProgress:
+                working: Mapping[int, int] | None = None, spinning: Collection[int] = (),
+                readers: Collection[int] = ()) -> JobProgress:
     """The job's decision, the window and what could not be watched: Snapshot.progress.
 
     A process py-spy record could not sample gets no decision: the verdict falls back to its
@@ -404,7 +449,7 @@ def progress_of(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]]
     failed = {p.pid for p in _unsampled(evidence)}
     kept = replace(evidence, processes=tuple(p for p in evidence.processes
                                              if p.pid not in failed))
-    ranks = decide_all(kept, gpus_of, working)
+    ranks = decide_all(kept, gpus_of, working, spinning, readers)
     job = job_progress(ranks) if ranks else JobProgress(SLOW, "no process was watched")
     return replace(job, seconds=evidence.seconds, note=watch_note(evidence))
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from hangscope.analyze.collectives import node_evidence
 from hangscope.analyze.progress import merge_progress, progress_of
+from hangscope.analyze.progress_hints import spinning_tids, stream_readers
 from hangscope.analyze.rank_evidence import with_collective_ranks
 from hangscope.model import Process, Readings, Snapshot
 from hangscope.model.nccl import CollectiveEvidence
@@ -33,7 +34,8 @@ def _progress(reading: Readings, processes: Sequence[Process]) -> JobProgress | 
     if evidence is None:
         return None
     gpus_of = {p.pid: [g.gpu_index for g in p.gpus] for p in processes}
-    progress = progress_of(evidence, gpus_of)
+    progress = progress_of(evidence, gpus_of, spinning=spinning_tids(processes),
+                           readers=stream_readers(processes))
     limit = evidence.record_limit
     recorded = any(p.sampled for p in evidence.processes)  # not on a live view's later tick
     if (limit is not None and recorded and len(evidence.processes) > limit

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hangscope.analyze.progress import progress_of
+from hangscope.analyze.progress_hints import spinning_tids, stream_readers
 from hangscope.analyze.stall import NOT_HUNG, StallClock, leaf, wait_of
 from hangscope.collect import procfs
 from hangscope.collect.progress import ProgressWatcher
@@ -141,7 +142,9 @@ class Watch:
         end = self.clock()
         self.own_cpu_s += evidence.sampler_cpu_s or 0.0
         gpus_of = {p.pid: [g.gpu_index for g in p.gpus] for p in watched}
-        decided = {r.pid: r for r in progress_of(evidence, gpus_of).ranks}
+        decided = {r.pid: r for r in progress_of(evidence, gpus_of,
+                                                 spinning=spinning_tids(watched),
+                                                 readers=stream_readers(watched)).ranks}
         waits = {}
         for proc in evidence.processes:
             decision = decided.get(proc.pid)

@@ -46,6 +46,7 @@ class Category(str, Enum):
     SLEEP = "sleep"
     IO = "io"
     RUNNING = "running"
+    SPIN = "spin"
     IDLE = "idle"
     STOPPED = "stopped"
     DEAD = "dead"

@@ -56,6 +56,10 @@ CATEGORIES: dict[Category, CategoryRow] = {
                       "in the kernel for disk or network file I/O (state D)"),
     C.RUNNING: CategoryRow(("runs on CPU", "run on CPU"), 6, WORKS, "bold yellow",
                            "running on a CPU, no wait at the leaf"),
+    C.SPIN: CategoryRow(("spin-waits on CPU (yields in a loop)",
+                         "spin-wait on CPU (yield in a loop)"), 6, WORKS, "bold yellow",
+                        "on a CPU in a loop that yields it (sched_yield): waiting for memory "
+                        "another thread or process changes"),
     C.IDLE: CategoryRow(("is idle", "are idle"), 1, WAITS, "",
                         "an idle thread (no Python frame, waiting for work)"),
     C.STOPPED: CategoryRow(("is stopped (state T)", "are stopped (state T)"), 10, NEITHER,

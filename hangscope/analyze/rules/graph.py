@@ -207,7 +207,7 @@ def _spinning(facts: Facts, pattern: WaitPattern) -> str:
     for proc in facts.processes:
         working = proc.working_thread
         if proc.pid in pattern.members or proc.is_exited or working is None or \
-                proc.category is not Category.RUNNING or not working.stuck or \
+                proc.category not in (Category.RUNNING, Category.SPIN) or not working.stuck or \
                 work_words(facts.snapshot, proc, facts.progress.get(proc.key)):
             continue
         cpu = f" ({proc.cpu_percent:.0f}% CPU)" if proc.cpu_percent is not None else ""

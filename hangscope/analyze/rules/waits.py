@@ -105,7 +105,7 @@ def _epoch(created: str) -> float | None:
 
 
 #: While one process compiles, the others may wait for it, sleep, or be idle: not work.
-_NOT_WORK = frozenset({Category.RUNNING, Category.IO})
+_NOT_WORK = frozenset({Category.RUNNING, Category.SPIN, Category.IO})
 
 
 def compiling(facts: Facts) -> Verdict | None:
