@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from hangscope.analyze.collectiveedges import collective_edges
 from hangscope.analyze.listeners import listeners_of
 from hangscope.analyze.loopedges import loop_future_edges
 from hangscope.analyze.partners import likely_partner_first, to_handler
@@ -352,6 +353,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         edges.extend(join_edges(proc))
         edges.extend(loop_future_edges(proc))
         edges.extend(py_lock_edges(proc))
+    edges.extend(collective_edges(snap))
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
     working = {p.pid: p.working_tid for p in snap.processes}
     return tuple(to_handler(likely_partner_first(edges, threads), threads, working))

@@ -142,7 +142,9 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         advice = cycle_advice(g, ring, kinds)
         if advice.startswith("one of them must act first") and captured(g, ring):
             advice = CAPTURED  # no child wait: the reader reads another pipe, not waitpid
-        ring = _from_lock_holder(g, ring)
+        held = _from_lock_holder(g, ring)
+        rotated = held != ring
+        ring = _from_unaccepting_server(g, held)
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
         both = _both_read(g, ring)
@@ -152,7 +154,7 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         # A lock's holder blocked on another process: the holder is where the cycle is held,
         # and the process it waits on is the one that never acts: both are suspects (and both
         # ends of one connection that each wait to read it).
-        also = members[1:] if both or ring != path[start:] else ()
+        also = members[1:] if both or rotated else ()
         return WaitPattern("cycle", members, chain, tuple(ring), members[0],
                            g.edges[ring[0]].tid, also)
     return None
@@ -169,6 +171,20 @@ def _from_lock_holder(g: Graph, ring: list[int]) -> list[int]:
         nxt = ring[(k + 1) % len(ring)]
         if g.edges[nxt].tid == edge.to_tid and g.edges[nxt].pid == edge.to_pid:
             return ring[k + 1:] + ring[:k + 1]
+    return ring
+
+
+def _from_unaccepting_server(g: Graph, ring: list[int]) -> list[int]:
+    """``ring`` turned to start at a server that has not accepted a connection waiting in its
+    accept queue, because it is blocked on another connection of the ring: one thread that
+    serves one connection at a time is where the cycle is held (a single-threaded HTTP
+    server on a client's idle keep-alive connection)."""
+    for k, i in enumerate(ring):
+        edge = g.edges[i]
+        if edge.kind in ("tcp", "unix") and "accept queue" in edge.how:
+            nxt = (k + 1) % len(ring)
+            if g.edges[ring[nxt]].pid == edge.to_pid:
+                return ring[nxt:] + ring[:nxt]
     return ring
 
 
@@ -217,6 +233,8 @@ def _sink(g: Graph) -> WaitPattern | None:
         if not path or start is not None or all(g.edges[i].kind in ("child", "thread")
                                                 for i in path) or _calm_end(g, path):
             continue
+        if g.edges[path[-1]].kind == "collective":
+            continue  # ends at the rank the collective waits for: the straggler rules say it
         # Of chains as long, one that starts with a request to a listening port: a client
         # waits for an answer, where a worker reading its parent's socket waits for work.
         rank = (len(path), _asks(g, g.edges[path[0]]))

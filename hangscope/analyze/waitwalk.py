@@ -141,6 +141,9 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
     if edge.kind == "thread":
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
         return f"{me} joins {thread_words(proc, holder)}{site}"
+    if edge.kind == "collective":
+        op = edge.object.split(" (")[0]
+        return f"{me} waits in {op}{site} for {them}, which is in no collective"
     if edge.kind == "loop":
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
         return (f"{me} waits in Future.result(){site} for a future that only the asyncio "
