@@ -44,8 +44,15 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
         return _FULL_PIPE  # the writer waits for a reader: the pipe is full
     if set(kinds) <= {"tcp", "unix", "store"}:
         return _CALLBACK
+    if "queue" in kinds:
+        return _FULL_QUEUES
     return next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
                 "one of them must act first: break the cycle")
+
+
+_FULL_QUEUES = ("each waits for room in a bounded queue that the other drains only after its "
+                "own puts: take the replies as you go (a get between puts, or a thread that "
+                "drains them), or give one queue no bound")
 
 
 _CALLBACK = ("a server that calls a service which calls it back while it cannot accept or "

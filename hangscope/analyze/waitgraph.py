@@ -35,6 +35,7 @@ from hangscope.analyze.collectiveedges import collective_edges
 from hangscope.analyze.listeners import listeners_of
 from hangscope.analyze.loopedges import loop_future_edges
 from hangscope.analyze.partners import likely_partner_first, to_handler
+from hangscope.analyze.queueedges import queue_put_edges
 from hangscope.analyze.sqliteedges import sqlite_edges
 from hangscope.analyze.threadedges import gil_edges, join_edges, own_end_writers, py_lock_edges
 from hangscope.model import Process, Snapshot, Thread
@@ -348,6 +349,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
                 mine.extend(_kernel_edges(idx, kernel.arch, proc, thread))
                 mine.extend(sqlite_edges(proc, thread, idx.fds.get(proc.pid, {}),
                                          idx.lock_holders))
+                mine.extend(queue_put_edges(proc, thread, idx.fds, idx.procs))
         gil = list(gil_edges(proc))
         edges.extend(own_end_writers(proc, [*mine, *gil]))
         edges.extend(join_edges(proc))

@@ -141,6 +141,9 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
     if edge.kind == "thread":
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
         return f"{me} joins {thread_words(proc, holder)}{site}"
+    if edge.kind == "queue":
+        return (f"{me} waits to put into a full multiprocessing.Queue{site}, which {them} "
+                "reads")
     if edge.kind == "collective":
         op = edge.object.split(" (")[0]
         return f"{me} waits in {op}{site} for {them}, which is in no collective"
