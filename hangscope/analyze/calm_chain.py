@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hangscope.analyze.longpoll import holds_requests_with_deadline
 from hangscope.analyze.progress import PAUSED, STUCK
 from hangscope.model import Category, Process, Snapshot, Thread, in_library
 from hangscope.model.progress import RankProgress
@@ -57,7 +58,11 @@ def _through(snap: Snapshot, edges: list[WaitEdge], target: Process, calm: Calm)
     onto = [e for e in edges if e.to_pid == target.pid]
     if calm.kind == PAUSED:
         return not (target.listening and any(e.kind in _SOCKETS for e in onto))
-    return all(waits_for_work(snap, e) for e in onto)
+    # a client of a long poll: the server holds its request until a deadline, then answers
+    polled = holds_requests_with_deadline(snap, target)
+    # (a parent waiting for an idle child to exit waits as long as the child idles)
+    return all(waits_for_work(snap, e) or e.kind == "child"
+               or (polled and e.kind in ("unix", "tcp")) for e in onto)
 
 
 def _next_item(proc: Process, edge: WaitEdge) -> bool:

@@ -43,6 +43,7 @@ from hangscope.analyze.calm_chain import waits_for_work
 from hangscope.analyze.cycleadvice import CAPTURED, captured, cycle_advice
 from hangscope.analyze.fifopatterns import fifo_open
 from hangscope.analyze.gilpatterns import gil_native_wait, gil_ring
+from hangscope.analyze.longpoll import holds_requests_with_deadline
 from hangscope.analyze.loopedges import loop_index
 from hangscope.analyze.looppatterns import event_loop, loop_reads
 from hangscope.analyze.managerpatterns import orphan_manager_lock
@@ -324,6 +325,9 @@ def _calm_end(g: Graph, path: list[int]) -> bool:
         return True
     # workers reading their task pipe from a server that waits for requests: an idle
     # service (a client waiting for a reply from an idle server is a lost request: kept)
+    if calm == "idle" and holds_requests_with_deadline(g.snap, end) and all(
+            g.edges[i].kind in ("unix", "tcp", "py_lock", "child") for i in path):
+        return True  # a long poll's client: its request is answered by the deadline
     return calm == "idle" and all(waits_for_work(g.snap, g.edges[i]) for i in path)
 
 

@@ -28,12 +28,20 @@ MAX_LOCALS = 64
 Interpret = Callable[[int, Sequence[object]], LocalsRead]
 
 
+#: Futex waiters whose syscall is read per process: whether each waits with a deadline (a
+#: long poll's handler threads: analyze/longpoll.py). A 1,000-thread pool is mostly futex
+#: waiters, and one read costs ~0.2 ms.
+MAX_FUTEX_READS = 32
+
+
 def syscall_tids(proc: Process) -> list[int]:
-    """The threads whose syscall can name what they wait on: not those parked on a futex
-    (a lock, a condition, the GIL: no fd; the stacks tell those), nor running ones. A
-    1,000-thread pool is mostly futex waiters: one read each would cost ~0.2 ms."""
-    return [t.tid for t in proc.threads
-            if t.state in ("S", "D", None) and not (t.wchan or "").startswith("futex")]
+    """The threads whose syscall can name what they wait on (not running ones), and the first
+    :data:`MAX_FUTEX_READS` parked on a futex (a lock, a condition: no fd; the syscall's
+    arguments say only whether the wait has a deadline)."""
+    blocked = [t for t in proc.threads if t.state in ("S", "D", None)]
+    futex = [t.tid for t in blocked if (t.wchan or "").startswith("futex")]
+    return [t.tid for t in blocked if not (t.wchan or "").startswith("futex")] + \
+        futex[:MAX_FUTEX_READS]
 
 
 def _locals(pid: int, interpret: Interpret, timeout: float, pyspy: str | None) -> LocalsRead:

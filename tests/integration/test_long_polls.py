@@ -1,0 +1,38 @@
+"""A long poll is idle, a lost request is hung, on real processes (tests/targets/longpoll_jobs.py).
+
+GIVEN a config service whose handler threads hold each watcher's request in a Condition wait of
+at most 25 s, then answer 304 (ray#12302's long poll), THEN the job is idle, never hung: the
+kernel says each handler's futex wait has a deadline. GIVEN the same service whose handlers
+wait for a publish with no timeout, THEN the watchers' requests are lost: not idle.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from support import TARGETS, asleep, dump_json, running_target
+
+JOBS = TARGETS / "longpoll_jobs.py"
+TAGS = ["launcher", "server", "watcher0", "watcher1", "watcher2"]
+
+
+def _dump(mode: str, tmp_path: Path) -> dict:
+    ready = tmp_path / "ready"
+    argv = [sys.executable, str(JOBS), mode, str(ready), str(tmp_path)]
+    with running_target(argv, tmp_path, tags=TAGS, ready_file=ready, timeout=60,
+                        ready=lambda t: all(asleep(t.pids[f"watcher{i}"]) for i in range(3))
+                        ) as job:
+        return json.loads(dump_json(job.launcher))
+
+
+def test_watchers_of_a_long_poll_whose_handlers_wait_with_a_deadline_are_idle(
+        tmp_path: Path) -> None:
+    data = _dump("longpoll", tmp_path)
+    assert data["verdict"]["kind"] == "idle", data["verdict"]
+
+
+def test_watchers_whose_handlers_wait_for_ever_are_not_idle(tmp_path: Path) -> None:
+    data = _dump("lost", tmp_path)
+    assert data["verdict"]["kind"] not in ("idle", "paused", "progressing"), data["verdict"]
