@@ -256,6 +256,10 @@ class Sampler:
                 gpu_readings.append(self._gpus.read())
             if samples == 1:
                 evidence = self._stop_watcher()
+            # How long each thread has been off CPU, once per thread as the window ends: a
+            # stack that stayed put that long was stuck before the first sample.
+            off_cpu = dict(pool.map(lambda p: (p.pid, procfs.read_off_cpu(p.pid)), [
+                p for p in procs if rounds[-1][p.pid].proc.exists]))
         cpu_after = {pid: _seconds(r.proc.cpu_ticks) for pid, r in rounds[-1].items()}
         if samples > 1:  # CPU over the window: from the first round's read, as the window
             cpu_before = {pid: _seconds(r.proc.cpu_ticks) if r.proc.exists else cpu_before[pid]
@@ -265,7 +269,8 @@ class Sampler:
         read = Window(seconds=window, cpu_before=cpu_before, cpu_after=cpu_after,
                       listening=listening, gpus=reading, exit_codes={
                           pid: exitcode.read_exit_code(pid) for pid, r in rounds[-1].items()
-                          if r.proc.exists and r.proc.state in ("Z", "X")})
+                          if r.proc.exists and r.proc.state in ("Z", "X")},
+                      off_cpu=off_cpu)
         merged = [merge_rounds(p, rounds, read, opts.redact) for p in procs]
         merged = logs.attach_tails(merged, redact=opts.redact)
         asked, tids, ops = locals_wanted(merged) if not opts.nonblocking else ((), {}, {})
