@@ -80,7 +80,7 @@ class Window:
     listening: dict[int, Socket] = field(default_factory=dict)  # socket inode -> listener
     gpus: nvml.GpuReading = field(default_factory=nvml.GpuReading)
     exit_codes: dict[int, int | None] = field(default_factory=dict)  # zombies' exit codes
-    # PID -> TID -> seconds off CPU as the window ended (procfs.read_off_cpu).
+    # PID -> TID -> seconds off CPU as sampling began (procfs.read_off_cpu).
     off_cpu: dict[int, dict[int, float]] = field(default_factory=dict)
 
 

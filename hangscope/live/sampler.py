@@ -233,6 +233,10 @@ class Sampler:
             version_read = host_reads.submit(self._read_pyspy_version)
             _warm_analysis(host_reads)
             host_reads.shutdown(wait=False)
+            # How long each thread has been off CPU, once per thread, before py-spy touches
+            # the process (its pause wakes every thread): a stack that stays put over the
+            # window was already stuck that long before it.
+            off_cpu = dict(pool.map(lambda p: (p.pid, procfs.read_off_cpu(p.pid)), procs))
             rounds.append(self._round(pool, procs, opts.native, fds=True))
             # NCCL RAS and the Flight Recorder, while the later rounds sample (own deadlines).
             coll_read = collectives.start(
@@ -256,10 +260,6 @@ class Sampler:
                 gpu_readings.append(self._gpus.read())
             if samples == 1:
                 evidence = self._stop_watcher()
-            # How long each thread has been off CPU, once per thread as the window ends: a
-            # stack that stayed put that long was stuck before the first sample.
-            off_cpu = dict(pool.map(lambda p: (p.pid, procfs.read_off_cpu(p.pid)), [
-                p for p in procs if rounds[-1][p.pid].proc.exists]))
         cpu_after = {pid: _seconds(r.proc.cpu_ticks) for pid, r in rounds[-1].items()}
         if samples > 1:  # CPU over the window: from the first round's read, as the window
             cpu_before = {pid: _seconds(r.proc.cpu_ticks) if r.proc.exists else cpu_before[pid]
