@@ -372,6 +372,38 @@ def asleep(pid: int) -> bool:
     return bool(states) and all(s in ("S", "D") for s in states)
 
 
+def _exec_start(pid: int, tid: int) -> str | None:
+    try:
+        text = Path(f"/proc/{pid}/task/{tid}/sched").read_text()
+    except OSError:
+        return None
+    line = next((ln for ln in text.splitlines() if ln.startswith("se.exec_start")), None)
+    return line.split(":", 1)[1].strip() if line else None
+
+
+def wait_off_cpu(pid: int, seconds: float, tid: int | None = None,
+                 timeout: float = 60.0) -> None:
+    """Wait until thread ``tid`` (default the main thread) of ``pid`` has not run for
+    ``seconds``: its ``/proc/PID/task/TID/sched`` ``se.exec_start`` (set each time it is put on
+    a CPU) stayed the same that long by this process's clock. Skips the test on a kernel
+    without the file (CONFIG_SCHED_DEBUG off)."""
+    import pytest
+
+    tid = pid if tid is None else tid
+    if not Path(f"/proc/{pid}/task/{tid}/sched").exists() and Path(f"/proc/{pid}").exists():
+        pytest.skip("no /proc/PID/task/TID/sched on this kernel")
+    seen: list[tuple[str | None, float]] = []
+
+    def settled() -> bool:
+        value, now = _exec_start(pid, tid), time.monotonic()
+        if value is None or not seen or seen[-1][0] != value:
+            seen.append((value, now))
+            return False
+        return now - seen[-1][1] >= seconds
+
+    poll(settled, f"thread {tid} of PID {pid} off CPU for {seconds} s", timeout, interval=0.1)
+
+
 @contextlib.contextmanager
 def settled_job(script: Path, mode: str, tmp_path: Path,
                 tags: Sequence[str]) -> Iterator[Target]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import os
 import platform
 import socket
@@ -164,6 +165,7 @@ class Stat:
     exit_status: int | None  # field 52: the raw wait status of an exited task (Linux >= 3.5)
     pgrp: int = 0  # field 5: process group (a shell job)
     session: int = 0  # field 6: session id
+    processor: int | None = None  # field 39: the CPU the task last ran on
 
     @property
     def cpu_ticks(self) -> int:
@@ -185,7 +187,8 @@ def parse_stat(pid: int, text: str) -> Stat | None:
                     ppid=int(rest[1]), majflt=int(rest[7]), utime=int(rest[11]),
                     stime=int(rest[12]), start_ticks=int(rest[19]), vsize=int(rest[20]),
                     exit_status=int(rest[49]) if len(rest) > 49 else None,
-                    pgrp=int(rest[2]), session=int(rest[3]))
+                    pgrp=int(rest[2]), session=int(rest[3]),
+                    processor=int(rest[36]) if len(rest) > 36 else None)
     except ValueError:
         return None
 
@@ -265,6 +268,69 @@ def read_tasks(pid: int, wchan: bool = True) -> tuple[TaskInfo, ...]:
             )
         )
     return tuple(tasks)
+
+
+def exec_start_ms(text: str | None) -> float | None:
+    """``se.exec_start`` of a ``/proc/PID/task/TID/sched`` text: when the thread last ran, in
+    ms of the scheduler clock of the CPU it ran on; None when absent or malformed (a kernel
+    without CONFIG_SCHED_DEBUG has no such file)."""
+    at = text.find("se.exec_start") if text else -1
+    if at < 0:
+        return None
+    end = text.find("\n", at)
+    try:
+        value = float(text[at:end if end >= 0 else len(text)].rpartition(":")[2])
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def read_off_cpu(pid: int) -> dict[int, float]:
+    """Seconds each thread has been off CPU: ``/proc/PID/task/TID/sched`` ``se.exec_start``
+    (when it last ran) against this reader's own ``/proc/thread-self/sched`` read on the same
+    CPU. Each CPU's scheduler clock (``rq_clock_task``) leaves out the IRQ and steal time that
+    CPU saw since boot, so two CPUs' clocks differ by seconds after hours of uptime (8.8 s on
+    a 12 h VM): the reader moves itself onto each CPU the threads last ran on, reads its own
+    clock there (one move per CPU, its affinity restored after). Threads whose time is unknown
+    (no sched file, a time of 0, a CPU the reader may not run on) are left out.
+    """
+    base = f"{PROC}/{pid}/task"
+    if not os.path.exists(f"{PROC}/thread-self/sched"):
+        return {}  # a kernel without CONFIG_SCHED_DEBUG
+    try:
+        tids = [int(t) for t in os.listdir(base) if t.isdigit()]
+        mask = os.sched_getaffinity(0)
+    except OSError:
+        return {}
+    # The thread's time first, then its CPU (a move resets the time to 0 until it runs on
+    # the new CPU, so the two agree unless it ran in the microseconds between the reads).
+    by_cpu: dict[int, list[tuple[int, float]]] = {}
+    for tid in tids:
+        last = exec_start_ms(_cat(f"{base}/{tid}/sched"))
+        if last is None or last <= 0:
+            continue  # gone, unreadable, or 0: moved to another CPU and not run there since
+        text = _cat(f"{base}/{tid}/stat")
+        parsed = parse_stat(tid, text) if text is not None else None
+        if parsed is not None and parsed.processor in mask:
+            by_cpu.setdefault(parsed.processor, []).append((tid, last))
+    out: dict[int, float] = {}
+    if not by_cpu:
+        return out
+    try:
+        for cpu, on_cpu in sorted(by_cpu.items()):
+            try:
+                os.sched_setaffinity(0, {cpu})
+            except OSError:
+                continue
+            now = exec_start_ms(_cat(f"{PROC}/thread-self/sched"))
+            if now is None:
+                break
+            for tid, last in on_cpu:
+                out[tid] = max(0.0, (now - last) / 1000.0)
+    finally:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, mask)
+    return out
 
 
 def scan() -> dict[int, Stat]:

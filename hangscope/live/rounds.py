@@ -80,6 +80,8 @@ class Window:
     listening: dict[int, Socket] = field(default_factory=dict)  # socket inode -> listener
     gpus: nvml.GpuReading = field(default_factory=nvml.GpuReading)
     exit_codes: dict[int, int | None] = field(default_factory=dict)  # zombies' exit codes
+    # PID -> TID -> seconds off CPU as sampling began (procfs.read_off_cpu).
+    off_cpu: dict[int, dict[int, float]] = field(default_factory=dict)
 
 
 def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Window,
@@ -132,6 +134,7 @@ def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Wind
                 unchanged[thread.tid] = 1
             last_key[thread.tid] = key
     tasks = {t.tid: t for t in info.tasks}
+    off_cpu = window.off_cpu.get(proc.pid, {}) if not reused else {}
     threads: list[Thread] = []
     base_threads = base.threads if base else ()
     for pt in base_threads:
@@ -141,11 +144,13 @@ def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Wind
             tid=pt.tid, name=redact_text(name) if name and redact else name,
             state=task.state if task else None, wchan=task.wchan if task else None,
             active=pt.active, owns_gil=pt.owns_gil, frames=pt.frames, python=True,
-            unchanged_samples=unchanged.get(pt.tid, 1), samples=seen.get(pt.tid, 1)))
+            unchanged_samples=unchanged.get(pt.tid, 1), samples=seen.get(pt.tid, 1),
+            off_cpu_s=_seconds(off_cpu.get(pt.tid))))
     for task in tasks.values():  # threads without Python: their comm is the target's text
         comm = redact_text(task.comm) if task.comm and redact else task.comm
         threads.append(Thread(tid=task.tid, name=comm, state=task.state,
-                              wchan=task.wchan, python=False))
+                              wchan=task.wchan, python=False,
+                              off_cpu_s=_seconds(off_cpu.get(task.tid))))
     state = info.state if info.exists and last.proc.exists else "gone"
     cpu = None
     before, after = window.cpu_before.get(proc.pid), window.cpu_after.get(proc.pid)
@@ -172,3 +177,7 @@ def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Wind
         exit_code=window.exit_codes.get(proc.pid) if state in ZOMBIE_STATES else None,
         python=proc.python if base is None else True,
     )
+
+
+def _seconds(value: float | None) -> float | None:
+    return round(value, 3) if value is not None else None

@@ -233,6 +233,10 @@ class Sampler:
             version_read = host_reads.submit(self._read_pyspy_version)
             _warm_analysis(host_reads)
             host_reads.shutdown(wait=False)
+            # How long each thread has been off CPU, once per thread, before py-spy touches
+            # the process (its pause wakes every thread): a stack that stays put over the
+            # window was already stuck that long before it.
+            off_cpu = dict(pool.map(lambda p: (p.pid, procfs.read_off_cpu(p.pid)), procs))
             rounds.append(self._round(pool, procs, opts.native, fds=True))
             # NCCL RAS and the Flight Recorder, while the later rounds sample (own deadlines).
             coll_read = collectives.start(
@@ -265,7 +269,8 @@ class Sampler:
         read = Window(seconds=window, cpu_before=cpu_before, cpu_after=cpu_after,
                       listening=listening, gpus=reading, exit_codes={
                           pid: exitcode.read_exit_code(pid) for pid, r in rounds[-1].items()
-                          if r.proc.exists and r.proc.state in ("Z", "X")})
+                          if r.proc.exists and r.proc.state in ("Z", "X")},
+                      off_cpu=off_cpu)
         merged = [merge_rounds(p, rounds, read, opts.redact) for p in procs]
         merged = logs.attach_tails(merged, redact=opts.redact)
         asked, tids, ops = locals_wanted(merged) if not opts.nonblocking else ((), {}, {})

@@ -218,6 +218,10 @@ class Thread:
     helper: bool = False  # an always-there idle helper (watchdog, tqdm monitor, pool reader)
     unchanged_samples: int = 1  # how many consecutive samples showed this same stack
     samples: int = 1
+    # Seconds off CPU as sampling began, before py-spy's pause woke it (/proc sched
+    # ``se.exec_start``): its stack had not changed for that long. None: unknown (an older
+    # dump, a kernel without the file).
+    off_cpu_s: float | None = None
 
     @property
     def stuck(self) -> bool:

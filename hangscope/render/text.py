@@ -208,15 +208,24 @@ def measured_moving(snap: Snapshot) -> frozenset[int]:
                      if r.decision == "progressing" and pids[r.pid] == 1)
 
 
+def stuck_seconds(thread: Thread, window_s: float) -> float:
+    """How long a thread whose stack stayed put over the window has not moved, at least: the
+    window, or longer when the kernel says it has been off CPU longer (a thread that does not
+    run cannot change its stack)."""
+    return max(window_s, thread.off_cpu_s or 0.0)
+
+
 def stuck_cell(proc: Process, snap: Snapshot, moving: frozenset[int] = frozenset()) -> str:
-    """How long the working stack has not changed, as far as this dump saw: ``≥ 2 s`` (its
-    window: before the first sample nothing is known), ``moving`` (the samples differ, or the
-    progress watcher saw its lines move: ``moving`` from :func:`measured_moving`), ``-`` (one
-    sample, none)."""
+    """How long the working stack has not changed, as far as this dump saw: ``≥ 5 min`` (the
+    window, or how long the thread has been off CPU when that is longer), ``moving`` (the
+    samples differ, or the progress watcher saw its lines move: ``moving`` from
+    :func:`measured_moving`), ``-`` (one sample, none)."""
     working = proc.working_thread
     if working is None or proc.is_exited or working.samples < 2:
         return "-"
-    return at_least(snap.window_s if working.stuck and proc.pid not in moving else None)
+    if not working.stuck or proc.pid in moving:
+        return at_least(None)
+    return at_least(stuck_seconds(working, snap.window_s))
 
 
 def ranks_table(snap: Snapshot, processes: Sequence[Process] | None = None) -> Table:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hangscope.model import Process, ProcessKey, Role, Snapshot, StackKey
-from hangscope.render.text import measured_moving
+from hangscope.render.text import measured_moving, stuck_seconds
 
 #: Roles that stay on screen, marked exited, after their process is gone.
 _REMEMBERED = (Role.RANK, Role.ENGINE_CORE, Role.LAUNCHER)
@@ -41,11 +41,14 @@ class History:
             slot = (proc.key, working.tid)
             previous = self._since.get(slot)
             moved = (working.samples > 1 and not working.stuck) or proc.pid in measured
+            # Unchanged over this snapshot's own window: stuck at least that long, or as long
+            # as the kernel says the thread has been off CPU, if longer.
+            bound = (now - stuck_seconds(working, snap.window_s) if working.stuck and not moved
+                     else now)
             if previous is not None and previous[0] == key and not moved:
-                first_seen = previous[1]
+                first_seen = min(previous[1], bound)
             else:
-                # Unchanged over this snapshot's own window: it has been stuck at least that long.
-                first_seen = now - (snap.window_s if working.stuck and not moved else 0.0)
+                first_seen = bound
             since[slot] = (key, first_seen)
             stuck_for[proc.key] = None if moved else max(0.0, now - first_seen)
         self._since = since

@@ -32,7 +32,8 @@ LEGEND: tuple[tuple[str, str], ...] = (
     ("st", "the kernel's process state: R running, S sleeping, D uninterruptible (I/O), "
            "T stopped, Z zombie, X gone"),
     ("same", "how long the rank's stack has stayed the same, at least (≥): from the first "
-              "sample that saw it; `moving` when it changed"),
+              "sample that saw it, or from when its thread last ran if earlier; `moving` "
+              "when it changed"),
     ("★", "the suspect: the verdict names this rank"),
     ("·n", "n threads of the process share this name"),
     ("red", "the suspect's row; dim: exited or not a rank"),

@@ -1,0 +1,42 @@
+"""One process whose main thread blocks for good, off CPU from then on (issue 20 item 4).
+
+    python off_cpu_jobs.py MODE READY_FILE WORKDIR
+
+``pipe``: ``os.read`` of a pipe whose write end it holds and never writes. ``lock``: a
+``threading.Lock`` acquired a second time by its holder. Appends ``"<pid> main"`` to
+READY_FILE just before it blocks; the test then waits until the kernel says the thread has
+not run for as long as it needs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+
+def ready(path: str) -> None:
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()} main\n")
+
+
+def pipe(ready_file: str) -> None:
+    read_end, write_end = os.pipe()
+    ready(ready_file)
+    os.read(read_end, 1)  # nobody writes: write_end stays open here
+    print(write_end)
+
+
+def lock(ready_file: str) -> None:
+    held = threading.Lock()
+    held.acquire()
+    ready(ready_file)
+    held.acquire()  # its own holder: never released
+
+
+MODES = {"pipe": pipe, "lock": lock}
+
+if __name__ == "__main__":
+    mode, ready_file, workdir = sys.argv[1:4]
+    os.chdir(workdir)
+    MODES[mode](ready_file)
