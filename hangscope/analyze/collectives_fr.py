@@ -38,15 +38,20 @@ def _seq_disagreement(pg: Pg, seq: int, ranks: list[int],
     """The ranks that reached ``seq`` (their entries complete; ``views``: each one's entries
     of it, in the same order), split into sides that agree."""
     size = len(pg.members)
-    exact: dict[tuple, list[int]] = {}
-    entries_of: dict[int, list[ev.FrEntry]] = {}  # a group's first rank -> its entries
-    for rank, view in zip(ranks, views, strict=True):
-        group = exact.get(key := fr_match.exact_key(view))
-        if group is None:
-            exact[key] = [rank]
-            entries_of[rank] = view
-        else:
-            group.append(rank)
+    exact_key = fr_match.exact_key
+    first = exact_key(views[0])
+    entries_of: dict[int, list[ev.FrEntry]] = {ranks[0]: views[0]}  # a group's first rank ->
+    exact: dict[tuple, list[int]] = {first: list(ranks)}  # its entries; key -> its ranks
+    # Nearly always every rank's entries are alike: compared to the first rank's, not hashed.
+    if any(exact_key(view) != first for view in views):
+        exact = {}
+        for rank, view in zip(ranks, views, strict=True):
+            group = exact.get(key := exact_key(view))
+            if group is None:
+                exact[key] = [rank]
+                entries_of[rank] = view
+            else:
+                group.append(rank)
     sides: list[list[int]] = []
     first: fr_match.Diff | None = None
     for group in exact.values():
@@ -81,6 +86,9 @@ def _state_disagreement(pg: Pg, seq: int, ranks: list[int],
     """Ranks whose entries of ``seq`` are in different states (a rank not started what
     another completed), over the ops every rank has."""
     n = min(map(len, views))
+    state = views[0][0].state
+    if n == 1 and all(view[0].state == state for view in views):
+        return None  # one state on every rank (nearly always): nothing to group
     by_state: dict[tuple, list[int]] = {}
     for rank, view in zip(ranks, views, strict=True):
         key = (view[0].state,) if n == 1 else tuple([e.state for e in view[:n]])
