@@ -5,30 +5,10 @@ No I/O, no clock, no subprocess: ``analyze(snapshot)`` returns a new Snapshot.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 
+from hangscope.gcpause import collector_paused
 from hangscope.model import Snapshot
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cycle collector off for the duration (back on after, if it was on).
-
-    The analysis allocates a few objects per rank and makes no reference cycles; but every
-    allocation counts towards the collector's thresholds, and each full collection walks every
-    object alive, the whole Snapshot included: ~8 million objects for 131,072 ranks, seconds a
-    time, for nothing to collect.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _without_collectives(snap: Snapshot) -> Snapshot:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from hangscope.analyze.collectives_fr import from_fr, rank_names
+from hangscope.gcpause import collector_paused
 from hangscope.model import Process, Role
 from hangscope.model import nccl as ev
 
@@ -208,6 +209,13 @@ def analyze(ras: ev.RasReading | None, fr: ev.FrReading | None,
     ``all_ranks_local``: False for one node of a multi-node job (a group member with neither a
     process nor a dump here is on another node, not missing). ``unplaced``: live processes
     that may be ranks but have no rank number (:func:`unplaced`)."""
+    with collector_paused():  # tens of thousands of entries compared, no cycle made
+        return _analyze(ras, fr, live, host, all_ranks_local, unplaced)
+
+
+def _analyze(ras: ev.RasReading | None, fr: ev.FrReading | None,
+             live: Mapping[int, int] | None, host: str | None, all_ranks_local: bool,
+             unplaced: int) -> ev.CollectiveEvidence:
     pid_rank = {pid: rank for rank, pid in (live or {}).items()}
     communicators: list[ev.Communicator] = []
     conclusions: list[ev.Conclusion] = []

@@ -4,9 +4,8 @@ Pure: a function of parsed dumps (``evidence.FrDump``), wherever it is called fr
 are global ranks (a dump is named after its rank's global rank; a group's members are listed
 in global ranks).
 
-A group is its name *and* its members: ``split_group`` gives disjoint groups one name, and
-each rank sees only its own. Where a dump lists no members (gloo registers one unnamed config,
-``''``), the members are the ranks whose dumps hold the group. Each sequence id is compared
+A group is its name *and* its members (analyze/fr_groups.py gathers them: ``split_group``
+gives disjoint groups one name, and each rank sees only its own). Each sequence id is compared
 among the ranks that reached it (a rank that lags, or whose ring buffer wrapped, hides nothing
 the others disagree on), op by op (analyze/fr_match.py); p2p sends are matched to receives.
 """
@@ -14,18 +13,10 @@ the others disagree on), op by op (analyze/fr_match.py); p2p sends are matched t
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from hangscope.analyze import fr_match
+from hangscope.analyze.fr_groups import Pg, process_groups, rank_names
 from hangscope.model import nccl as ev
-
-
-def rank_names(ranks: Sequence[int], global_ranks: bool = True) -> str:
-    """``rank 3``, ``ranks 0, 1 and 2`` (``communicator rank`` for ranks within a communicator)."""
-    word = "rank" if global_ranks else "communicator rank"
-    if len(ranks) == 1:
-        return f"{word} {ranks[0]}"
-    return f"{word}s {', '.join(map(str, ranks[:-1]))} and {ranks[-1]}"
 
 
 def _at(entry: ev.FrEntry | None) -> str:
@@ -34,86 +25,7 @@ def _at(entry: ev.FrEntry | None) -> str:
     return entry.op + (f" at {entry.site}" if entry.site else "")
 
 
-@dataclass
-class _Pg:
-    """One process group (name and members) seen through every dump that holds it."""
-
-    name: str
-    members: tuple[int, ...] = ()
-    desc: str | None = None
-    label_members: bool = False  # another group shares the name: say whose this one is
-    groups: dict[int, ev.FrGroup] = field(default_factory=dict)  # global rank -> its view
-    seqs: dict[int, dict[int, list[ev.FrEntry]]] = field(default_factory=dict)  # rank->seq->
-    p2p: dict[int, list[ev.FrEntry]] = field(default_factory=dict)  # rank -> p2p ops in order
-    wrapped: set[int] = field(default_factory=set)  # ranks whose ring buffer lost its start
-
-    @property
-    def id(self) -> str:
-        return f"{self.name}[{','.join(map(str, self.members))}]" if self.label_members \
-            else self.name
-
-    @property
-    def label(self) -> str:
-        return (f"process group {self.name}" + (f" ({self.desc})" if self.desc else "")
-                + (f" of {rank_names(self.members)}" if self.label_members else ""))
-
-    @property
-    def ranks(self) -> list[int]:
-        return sorted(self.seqs.keys() | self.groups.keys() | self.p2p.keys())
-
-    def last(self, rank: int) -> int | None:
-        group = self.groups.get(rank)
-        if group is not None and group.last_enqueued is not None and group.last_enqueued >= 0:
-            return group.last_enqueued
-        seqs = self.seqs.get(rank, {})
-        return max(seqs) if seqs else None
-
-
-def _groups(dumps: Sequence[ev.FrDump]) -> list[_Pg]:
-    """Every group of the dumps, keyed by (name, members)."""
-    known: dict[str, set[tuple[int, ...]]] = {}
-    for dump in dumps:
-        for g in dump.groups:
-            if g.ranks:
-                known.setdefault(g.name, set()).add(tuple(g.ranks))
-
-    def key(rank: int, name: str, listed: tuple[int, ...]) -> tuple[str, tuple[int, ...] | None]:
-        if listed:
-            return name, listed
-        mine = [m for m in known.get(name, ()) if rank in m]
-        return name, (mine[0] if len(mine) == 1 else None)
-
-    pgs: dict[tuple[str, tuple[int, ...] | None], _Pg] = {}
-    for dump in dumps:
-        own: dict[str, tuple[str, tuple[int, ...] | None]] = {}
-        for g in dump.groups:
-            k = own[g.name] = key(dump.rank, g.name, g.ranks)
-            pg = pgs.setdefault(k, _Pg(g.name, k[1] or ()))
-            pg.groups[dump.rank] = g
-            pg.desc = pg.desc or g.desc
-        records = [e.record_id for e in dump.entries if e.record_id is not None]
-        wrapped = bool(records) and min(records) > 0
-        for entry in dump.entries:
-            k = own.get(entry.pg) or own.setdefault(entry.pg, key(dump.rank, entry.pg, ()))
-            pg = pgs.setdefault(k, _Pg(entry.pg, k[1] or ()))
-            if wrapped:
-                pg.wrapped.add(dump.rank)
-            if entry.p2p:
-                pg.p2p.setdefault(dump.rank, []).append(entry)
-            else:
-                pg.seqs.setdefault(dump.rank, {}).setdefault(entry.seq, []).append(entry)
-    for (_, listed), pg in pgs.items():
-        if listed is None:  # gloo: no member list anywhere; the ranks that hold the group
-            pg.members = tuple(pg.ranks)
-    names: dict[str, int] = {}
-    for pg in pgs.values():
-        names[pg.name] = names.get(pg.name, 0) + 1
-    for pg in pgs.values():
-        pg.label_members = names[pg.name] > 1
-    return sorted(pgs.values(), key=lambda p: (p.name, p.members))
-
-
-def _side(pg: _Pg, ranks: list[int], seq: int, index: int, detail: str | None) -> ev.Side:
+def _side(pg: Pg, ranks: list[int], seq: int, index: int, detail: str | None) -> ev.Side:
     entries = pg.seqs[ranks[0]][seq]
     e = entries[min(index, len(entries) - 1)]
     return ev.Side(ranks=tuple(ranks), op=e.op, sizes=e.input_sizes, dtypes=e.input_dtypes,
@@ -121,17 +33,30 @@ def _side(pg: _Pg, ranks: list[int], seq: int, index: int, detail: str | None) -
                    record_id=e.record_id, detail=detail)
 
 
-def _seq_disagreement(pg: _Pg, seq: int, ranks: list[int]) -> ev.Disagreement | None:
-    """The ranks that reached ``seq`` (their entries complete), split into sides that agree."""
+def _seq_disagreement(pg: Pg, seq: int, ranks: list[int],
+                      views: list[list[ev.FrEntry]]) -> ev.Disagreement | None:
+    """The ranks that reached ``seq`` (their entries complete; ``views``: each one's entries
+    of it, in the same order), split into sides that agree."""
     size = len(pg.members)
-    exact: dict[tuple, list[int]] = {}
-    for rank in ranks:
-        exact.setdefault(fr_match.exact_key(pg.seqs[rank][seq]), []).append(rank)
+    exact_key = fr_match.exact_key
+    first = exact_key(views[0])
+    entries_of: dict[int, list[ev.FrEntry]] = {ranks[0]: views[0]}  # a group's first rank ->
+    exact: dict[tuple, list[int]] = {first: list(ranks)}  # its entries; key -> its ranks
+    # Nearly always every rank's entries are alike: compared to the first rank's, not hashed.
+    if any(exact_key(view) != first for view in views):
+        exact = {}
+        for rank, view in zip(ranks, views, strict=True):
+            group = exact.get(key := exact_key(view))
+            if group is None:
+                exact[key] = [rank]
+                entries_of[rank] = view
+            else:
+                group.append(rank)
     sides: list[list[int]] = []
     first: fr_match.Diff | None = None
     for group in exact.values():
         for side in sides:
-            diff = fr_match.list_diff(pg.seqs[side[0]][seq], pg.seqs[group[0]][seq], size)
+            diff = fr_match.list_diff(entries_of[side[0]], entries_of[group[0]], size)
             if diff is None:
                 side.extend(group)
                 break
@@ -142,13 +67,12 @@ def _seq_disagreement(pg: _Pg, seq: int, ranks: list[int]) -> ev.Disagreement | 
         return ev.Disagreement(seq=seq, what=first.what, sides=tuple(
             _side(pg, sorted(s), seq, first.index, None) for s in sides))
     if len(sides) == 1:  # every rank agrees: on an entry its op cannot produce, all are wrong
-        rep = pg.seqs[sides[0][0]][seq]
+        rep = entries_of[sides[0][0]]
         own = fr_match.list_diff(rep, rep, size)
         if own is not None:
             return ev.Disagreement(seq=seq, what=own.what, sides=(
                 _side(pg, sorted(sides[0]), seq, own.index, own.detail),))
-    views = [pg.seqs[r][seq] for r in ranks]
-    if set(ranks) == set(pg.members) and any(fr_match.is_all_to_all(e.op) for e in views[0]):
+    if any(fr_match.is_all_to_all(e.op) for e in views[0]) and set(ranks) == set(pg.members):
         totals = fr_match.all_to_all_totals(views)
         if totals:
             detail = f"{totals[0]} elements sent in all, {totals[1]} received"
@@ -157,48 +81,69 @@ def _seq_disagreement(pg: _Pg, seq: int, ranks: list[int]) -> ev.Disagreement | 
     return None
 
 
-def _complete(pg: _Pg, rank: int, seq: int) -> bool:
-    """The rank's entries of ``seq`` are all there: not the first seq of a wrapped buffer."""
-    return not (rank in pg.wrapped and seq == min(pg.seqs[rank]))
+def _state_disagreement(pg: Pg, seq: int, ranks: list[int],
+                        views: list[list[ev.FrEntry]]) -> ev.Disagreement | None:
+    """Ranks whose entries of ``seq`` are in different states (a rank not started what
+    another completed), over the ops every rank has."""
+    n = min(map(len, views))
+    state = views[0][0].state
+    if n == 1 and all(view[0].state == state for view in views):
+        return None  # one state on every rank (nearly always): nothing to group
+    by_state: dict[tuple, list[int]] = {}
+    for rank, view in zip(ranks, views, strict=True):
+        key = (view[0].state,) if n == 1 else tuple([e.state for e in view[:n]])
+        group = by_state.get(key)
+        if group is None:
+            by_state[key] = [rank]
+        else:
+            group.append(rank)
+    if len(by_state) > 1 and all(s in fr_match.STATE_ORDER for k in by_state for s in k):
+        return ev.Disagreement(seq=seq, what="state", sides=tuple(
+            _side(pg, r, seq, 0, None) for r in by_state.values()))
+    return None
 
 
-def _disagreement(pg: _Pg) -> ev.Disagreement | None:
+def _disagreement(pg: Pg) -> ev.Disagreement | None:
     """The first sequence id where the ranks that reached it issued different collectives;
     else the first where they are in different states (a rank not started what another
     completed)."""
-    by_seq: dict[int, list[int]] = {}
+    # seq -> (the ranks that reached it, in rank order; each one's entries of it): one pass
+    # over every rank's entries, each seq then compared without a lookup per rank.
+    by_seq: dict[int, tuple[list[int], list[list[ev.FrEntry]]]] = {}
     for rank in sorted(pg.seqs):
-        for seq in pg.seqs[rank]:
-            if _complete(pg, rank, seq):
-                by_seq.setdefault(seq, []).append(rank)
+        seqs = pg.seqs[rank]
+        # A wrapped ring buffer lost the start of its first seq: that one is not complete.
+        partial = min(seqs) if rank in pg.wrapped else None
+        for seq, view in seqs.items():
+            if seq == partial:
+                continue
+            held = by_seq.get(seq)
+            if held is None:
+                by_seq[seq] = ([rank], [view])
+            else:
+                held[0].append(rank)
+                held[1].append(view)
     state: ev.Disagreement | None = None
     for seq in sorted(by_seq):
-        ranks = by_seq[seq]
+        ranks, views = by_seq[seq]
         if len(ranks) < 2:
             continue
-        found = _seq_disagreement(pg, seq, ranks)
+        found = _seq_disagreement(pg, seq, ranks, views)
         if found is not None:
             return found
         if state is None:
-            by_state: dict[tuple, list[int]] = {}
-            n = min(len(pg.seqs[r][seq]) for r in ranks)  # the ops every rank has
-            for rank in ranks:
-                by_state.setdefault(tuple(e.state for e in pg.seqs[rank][seq][:n]),
-                                    []).append(rank)
-            if len(by_state) > 1 and all(s in fr_match.STATE_ORDER for k in by_state for s in k):
-                state = ev.Disagreement(seq=seq, what="state", sides=tuple(
-                    _side(pg, r, seq, 0, None) for r in by_state.values()))
+            state = _state_disagreement(pg, seq, ranks, views)
     return state or _p2p_disagreement(pg)
 
 
 _NOT_POSTED = "not posted"  # Side.detail of the peer that has not posted its half of a p2p op
 
 
-def _global(pg: _Pg, group_rank: int) -> int | None:
+def _global(pg: Pg, group_rank: int) -> int | None:
     return pg.members[group_rank] if 0 <= group_rank < len(pg.members) else None
 
 
-def _p2p_disagreement(pg: _Pg) -> ev.Disagreement | None:
+def _p2p_disagreement(pg: Pg) -> ev.Disagreement | None:
     """The first send whose receive differs in size or dtype, or that has no receive posted
     (only between ranks whose buffers still hold their first p2p op: counts must align)."""
     pairs: dict[tuple[int, int], tuple[list[ev.FrEntry], list[ev.FrEntry]]] = {}
@@ -234,7 +179,7 @@ def _p2p_disagreement(pg: _Pg) -> ev.Disagreement | None:
     return None
 
 
-def _p2p_sides(pg: _Pg, what: str, a: ev.FrEntry, b: ev.FrEntry | None, src: int, dst: int,
+def _p2p_sides(pg: Pg, what: str, a: ev.FrEntry, b: ev.FrEntry | None, src: int, dst: int,
                detail: str) -> ev.Disagreement:
     def side(e: ev.FrEntry, rank: int) -> ev.Side:
         return ev.Side(ranks=(rank,), op=e.op, sizes=e.input_sizes or e.output_sizes,
@@ -251,7 +196,7 @@ def _sizes_of(s: ev.Side) -> str:
     return str([list(x) for x in sizes])
 
 
-def _mismatch_sentence(pg: _Pg, d: ev.Disagreement) -> str:
+def _mismatch_sentence(pg: Pg, d: ev.Disagreement) -> str:
     if d.what == "p2p":
         parts = [f"{rank_names(s.ranks)} {s.op} of {_sizes_of(s)} {'/'.join(s.dtypes)}"
                  + (f" at {s.site}" if s.site else "") for s in d.sides]
@@ -273,7 +218,7 @@ def _mismatch_sentence(pg: _Pg, d: ev.Disagreement) -> str:
             f"{'; '.join(parts)} (Flight Recorder).")
 
 
-def _conclusions(pg: _Pg, live: Mapping[int, int] | None,
+def _conclusions(pg: Pg, live: Mapping[int, int] | None,
                  missing: Sequence[ev.MissingRank],
                  disagreement: ev.Disagreement | None) -> list[ev.Conclusion]:
     out: list[ev.Conclusion] = []
@@ -340,7 +285,7 @@ def _conclusions(pg: _Pg, live: Mapping[int, int] | None,
     return out
 
 
-def _missing(pg: _Pg, live: Mapping[int, int] | None, all_ranks_local: bool,
+def _missing(pg: Pg, live: Mapping[int, int] | None, all_ranks_local: bool,
              fresh: Collection[int], unplaced: int) -> list[ev.MissingRank]:
     """Members with no live process. A rank whose dump was written during this read is alive;
     where some live processes of the job have no rank number, a member without one may be any
@@ -371,7 +316,7 @@ def from_fr(dumps: Sequence[ev.FrDump], live: Mapping[int, int] | None,
     ranks but have no rank number."""
     communicators: list[ev.Communicator] = []
     conclusions: list[ev.Conclusion] = []
-    for pg in _groups(dumps):
+    for pg in process_groups(dumps):
         index = {g: i for i, g in enumerate(pg.members)}
         positions = []
         for rank in pg.ranks:
