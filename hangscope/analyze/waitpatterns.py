@@ -47,6 +47,7 @@ from hangscope.analyze.longpoll import holds_requests_with_deadline
 from hangscope.analyze.loopedges import loop_index
 from hangscope.analyze.looppatterns import event_loop, loop_reads
 from hangscope.analyze.managerpatterns import orphan_manager_lock
+from hangscope.analyze.ownendpatterns import own_end
 from hangscope.analyze.permitpatterns import leaked_permits
 from hangscope.analyze.poolpatterns import idle_executor, lost_result, pool_saturated
 from hangscope.analyze.promptpatterns import prompt, prompt_edge
@@ -356,7 +357,7 @@ def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
                 None)
 
 
-PATTERNS = (_cycle, _lock_cycle, gil_native_wait, self_lock, self_wait, barrier_short,
+PATTERNS = (own_end, _cycle, _lock_cycle, gil_native_wait, self_lock, self_wait, barrier_short,
             leaked_permits, orphan_manager_lock, orphan_wait, full_queue, lost_wakeup,
             event_loop, fork_lock, lost_result, idle_executor, pool_saturated, prompt,
             fifo_open, _sink)

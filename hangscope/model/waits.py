@@ -167,7 +167,8 @@ class WaitEdge:
 class WaitPattern:
     """A shape found in the graph: a cycle, a sink, a blocked event loop, a lost result..."""
 
-    # cycle | lock_ring | gil_hold | self_lock | self_wait | barrier_short | leaked_permits |
+    # own_end | cycle | lock_ring | gil_hold | self_lock | self_wait | barrier_short |
+    # leaked_permits |
     # orphan_wait | full_queue |
     # fork_lock | event_loop | lost_wakeup | lost_result | pool_saturated | prompt | fifo_open |
     # sink

@@ -21,6 +21,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "fork_lock": "Deadlock (a lock inherited locked across fork)",
          "self_lock": "Deadlock (a thread waits for itself)",
          "self_wait": "Deadlock (an event loop waits for itself)",
+         "own_end": "Deadlock (a reader holds the other end itself)",
          "orphan_wait": "A wait nobody can end",
          "barrier_short": "A barrier that cannot trip",
          "leaked_permits": "Leaked semaphore permits",
@@ -31,7 +32,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "pool_saturated": "Pool saturated"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
-         "self_wait": VerdictKind.DEADLOCK}
+         "self_wait": VerdictKind.DEADLOCK, "own_end": VerdictKind.DEADLOCK}
 
 
 def edge_lines(graph: WaitGraph, pattern: WaitPattern) -> tuple[str, ...]:
@@ -110,7 +111,8 @@ def lock_ring(facts: Facts, pid: int) -> tuple[list[tuple[int, str, str, str]], 
 
 def wait_cycle(facts: Facts) -> Verdict | None:
     """Following each stuck thread's wait comes back to it: a deadlock."""
-    return _verdict(facts, ("cycle", "gil_hold", "self_lock", "self_wait", "fork_lock"))
+    return _verdict(facts, ("own_end", "cycle", "gil_hold", "self_lock", "self_wait",
+                            "fork_lock"))
 
 
 def wait_shape(facts: Facts) -> Verdict | None:
