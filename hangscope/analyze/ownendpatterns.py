@@ -63,14 +63,15 @@ def own_end(g: Graph) -> WaitPattern | None:
 
 
 def _waits_on(g: Graph, pid: int, target: int, obj: str) -> bool:
-    """``pid`` is gone, or it waits on ``target`` through a pipe or socket of its own (not
-    ``obj``): it only inherited the end ``obj`` names, and uses another to talk to
-    ``target``."""
+    """``pid`` is gone, or it waits on ``target`` through a pipe or socket of its own, not
+    either end of ``obj``'s connection: it only inherited the end ``obj`` names, and uses
+    another to talk to ``target`` (the other side of that very connection is its user)."""
     proc = g.procs.get(pid)
     if proc is None or proc.is_exited:
         return True
+    ours = {word.strip("()") for word in obj.split() if word.strip("()").isdigit()}
     return any(e.pid == pid and e.to_pid == target and e.kind in ("unix", "pipe")
-               and e.object != obj for e in g.edges)
+               and not ours & {w.strip("()") for w in e.object.split()} for e in g.edges)
 
 
 def _other_python_threads(g: Graph, pid: int, tid: int) -> bool:
