@@ -1,12 +1,12 @@
 """A reader that holds the other end itself: EOF (or the reply) can never come.
 
-``socket.socketpair()`` or ``os.pipe()``, then ``fork()``: the parent reads its end until the
-child closes the other one, but the parent still holds the child's end too (it never closed it
-after the fork), and so does every child forked after it. The child that wrote exits; the
-read never returns, because a pipe or socket sees EOF only when *every* holder of the other end
-has closed it. The kernel says all of it: the waiter's own fds hold the peer (or the write
-end), and the only other holders are exited or themselves wait on the waiter (siblings that
-inherited the end and block on their own pipes to it).
+``socket.socketpair()`` (or ``multiprocessing.Pipe()``), then ``fork()``: the parent reads its
+end until the child closes the other one, but the parent still holds the child's end too (it
+never closed it after the fork), and so does every child forked after it. The child that
+wrote exits; the read never returns, because a socket sees EOF only when *every* holder of the
+other end has closed it. The kernel says all of it: the waiter's own fds hold the peer, a child
+of it has exited (unreaped), and the only other holders are its children, which inherited the
+end and block on channels of their own to it.
 """
 
 from __future__ import annotations
@@ -30,23 +30,25 @@ def _own_holds(g: Graph, pid: int, obj: str, kind: str) -> bool:
 
 
 def own_end(g: Graph) -> WaitPattern | None:
-    """A thread blocked reading a pipe or a Unix socket whose other end its own process holds,
-    where every other holder waits on that process or is gone."""
+    """A thread blocked reading a Unix socket whose other end its own process holds, one of
+    whose children exited, and whose other holders are its children, each waiting on it
+    through its own channel."""
     for i, edge in enumerate(g.edges):
         # A blocking read of that one fd (a poll of several is an event loop's: its self-pipe
         # has both ends in the process by design).
-        if edge.kind not in ("unix", "pipe") or not edge.how.startswith(("read", "recv")) or (
-                edge.kind == "pipe" and not edge.object.endswith("(write end)")):
+        # A socketpair (a multiprocessing.Queue's pipe has both ends in its reader by design).
+        if edge.kind != "unix" or not edge.how.startswith(("read", "recv")):
             continue
         if not _own_holds(g, edge.pid, edge.object, edge.kind):
             continue
-        if edge.kind == "pipe" and _other_python_threads(g, edge.pid, edge.tid):
-            continue  # a thread of its own may write that pipe (a queue's feeder thread)
         same = [e for e in g.edges if (e.pid, e.tid, e.object) == (edge.pid, edge.tid,
                                                                     edge.object)]
         others = {e.to_pid for e in same if e.to_pid not in (None, edge.pid)}
-        if any(not _waits_on(g, pid, edge.pid, edge.object) for pid in others):
-            continue  # another holder may still write it
+        # The fork's marks: a child of the waiter has exited (the writer it waited for), and
+        # the other holders are its children, each blocked on a channel of its own to it.
+        if not _exited_child(g, edge.pid) or any(
+                not _child_waiting(g, pid, edge.pid, edge.object) for pid in others):
+            continue
         proc = g.procs[edge.pid]
         thread = g.threads.get((edge.pid, edge.tid))
         what = edge.object.split(" (")[0]
@@ -62,19 +64,17 @@ def own_end(g: Graph) -> WaitPattern | None:
     return None
 
 
-def _waits_on(g: Graph, pid: int, target: int, obj: str) -> bool:
-    """``pid`` is gone, or it waits on ``target`` through a pipe or socket of its own, not
-    either end of ``obj``'s connection: it only inherited the end ``obj`` names, and uses
-    another to talk to ``target`` (the other side of that very connection is its user)."""
+def _child_waiting(g: Graph, pid: int, parent: int, obj: str) -> bool:
+    """``pid`` is a child of ``parent`` that waits on it through a pipe or socket of its own,
+    not either end of ``obj``'s connection: it only inherited the end ``obj`` names (the other
+    side of that very connection would be its user)."""
     proc = g.procs.get(pid)
-    if proc is None or proc.is_exited:
-        return True
+    if proc is None or proc.is_exited or proc.ppid != parent:
+        return False
     ours = {word.strip("()") for word in obj.split() if word.strip("()").isdigit()}
-    return any(e.pid == pid and e.to_pid == target and e.kind in ("unix", "pipe")
+    return any(e.pid == pid and e.to_pid == parent and e.kind in ("unix", "pipe")
                and not ours & {w.strip("()") for w in e.object.split()} for e in g.edges)
 
 
-def _other_python_threads(g: Graph, pid: int, tid: int) -> bool:
-    proc = g.procs.get(pid)
-    return proc is not None and any(t.tid != tid and any(not f.native for f in t.frames)
-                                    for t in proc.threads)
+def _exited_child(g: Graph, parent: int) -> bool:
+    return any(p.ppid == parent and p.is_exited for p in g.procs.values())

@@ -192,22 +192,31 @@ _loop_cache: dict[tuple[str, int, int], frozenset[int]] = {}
 
 
 def loop_lines(tree: ast.AST) -> frozenset[int]:
-    """The lines of each ``for`` header (its target and iterable): a frame stopped there waits
-    for the loop's next item (``for line in sock_file:``, ``for msg in queue_iter:``)."""
+    """The lines of each ``for`` header (its target and iterable), and of the first statement
+    of each ``while True:`` body: a frame stopped there waits for the loop's next item
+    (``for line in sock_file:``, ``while True: req = conn.recv()``, an engine's busy loop).
+    A ``while`` with a real condition (``while len(buf) < n: buf += sock.recv(...)``) reads
+    the rest of one message, not the next."""
     out: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.For, ast.AsyncFor)):
             out.update(range(node.lineno, (node.iter.end_lineno or node.iter.lineno) + 1))
+        elif isinstance(node, ast.While) and isinstance(node.test, ast.Constant) \
+                and node.test.value and node.body:
+            first = node.body[0]
+            out.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
     return frozenset(out)
 
 
 def at_loop_header(path: str | None, line: int | None) -> bool:
-    """``path:line`` is a ``for`` header of the program's own code (libraries are not read:
+    """``path:line`` is a loop's wait for its next item in the program's own code (a ``for``
+    header, a ``while True:`` body's first statement; libraries are not read:
     their loops are theirs, and parsing them would cost every dump)."""
     if not path or not line or in_library(path):
         return False
     return line in _per_version(path, _loop_cache, lambda source: loop_lines(
-        _parse(source)) if b"for " in source else frozenset(), frozenset())
+        _parse(source)) if b"for " in source or b"while" in source else frozenset(),
+        frozenset())
 
 
 def _blocks(path: str) -> tuple[Block, ...]:

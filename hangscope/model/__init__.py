@@ -139,8 +139,9 @@ class Frame:
     # release, a later release() in the same block): a lock or a permit, not a signal that
     # another thread's release() sends.
     releases: bool = False
-    # The line is a ``for`` header of the program's own code: the frame waits for its loop's
-    # next item (a worker reading ``for line in conn_file:`` waits for work, not a reply).
+    # The line is where the program's own loop waits for its next item: a ``for`` header or
+    # the first statement of a ``while True:`` body (a worker reading ``for line in
+    # conn_file:`` or ``while True: req = conn.recv()`` waits for work, not a reply).
     loop_next: bool = False
     # The functions its line calls (by last name), read only in a stack that takes a lock: a
     # frame its caller's line does not call was entered without a call (a signal handler).

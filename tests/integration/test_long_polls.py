@@ -3,7 +3,8 @@
 GIVEN a config service whose handler threads hold each watcher's request in a Condition wait of
 at most 25 s, then answer 304 (ray#12302's long poll), THEN the job is idle, never hung: the
 kernel says each handler's futex wait has a deadline. GIVEN the same service whose handlers
-wait for a publish with no timeout, THEN the watchers' requests are lost: not idle.
+wait for a publish with no timeout, THEN the watchers' requests are lost: not idle. GIVEN an idle
+engine and its output thread both reading their pipe at the head of a loop, THEN idle.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from support import TARGETS, asleep, dump_json, running_target
+from support import TARGETS, asleep, dump_json, running_target, settled_dump
 
 JOBS = TARGETS / "longpoll_jobs.py"
 TAGS = ["launcher", "server", "watcher0", "watcher1", "watcher2"]
@@ -36,3 +37,11 @@ def test_watchers_of_a_long_poll_whose_handlers_wait_with_a_deadline_are_idle(
 def test_watchers_whose_handlers_wait_for_ever_are_not_idle(tmp_path: Path) -> None:
     data = _dump("lost", tmp_path)
     assert data["verdict"]["kind"] not in ("idle", "paused", "progressing"), data["verdict"]
+
+
+def test_an_idle_engine_and_its_output_thread_both_reading_their_pipe_are_idle(
+        tmp_path: Path) -> None:
+    """Both ends of an engine's pipe read at the head of their ``while True:`` loops: each
+    waits for the other's next message, which is work nobody has sent (not a framing bug)."""
+    data, _ = settled_dump(TARGETS / "engine_jobs.py", "idle", tmp_path, ["api", "engine"])
+    assert data["verdict"]["kind"] == "idle", data["verdict"]
