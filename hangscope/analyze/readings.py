@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from hangscope.analyze.collectives import node_evidence
+from hangscope.analyze.facts import BUSY
 from hangscope.analyze.progress import merge_progress, progress_of
 from hangscope.analyze.progress_hints import spinning_tids, stream_readers
 from hangscope.analyze.rank_evidence import with_collective_ranks
@@ -34,8 +35,8 @@ def _progress(reading: Readings, processes: Sequence[Process]) -> JobProgress | 
     if evidence is None:
         return None
     gpus_of = {p.pid: [g.gpu_index for g in p.gpus] for p in processes}
-    progress = progress_of(evidence, gpus_of, spinning=spinning_tids(processes),
-                           readers=stream_readers(processes))
+    progress = progress_of(evidence, gpus_of, _busy_workers(processes),
+                           spinning=spinning_tids(processes), readers=stream_readers(processes))
     limit = evidence.record_limit
     recorded = any(p.sampled for p in evidence.processes)  # not on a live view's later tick
     if (limit is not None and recorded and len(evidence.processes) > limit
@@ -44,6 +45,18 @@ def _progress(reading: Readings, processes: Sequence[Process]) -> JobProgress | 
             f"Python lines recorded for {limit} of {len(evidence.processes)} processes (one "
             "recorder per core's worth); the others are judged by kernel counters and the GPU."))
     return progress
+
+
+def _busy_workers(processes: Sequence[Process]) -> dict[int, int]:
+    """PID -> the thread to judge where it is not the main thread: one that computes (a
+    weight loader thread on CPU while the main thread waits for it). Elsewhere the main
+    thread is judged: a server's select loop says more than a helper idle in Queue.get."""
+    out = {}
+    for proc in processes:
+        working = proc.working_thread
+        if working is not None and working.tid != proc.pid and working.category in BUSY:
+            out[proc.pid] = working.tid
+    return out
 
 
 def _placed_ranks(snap: Snapshot) -> Snapshot:

@@ -4,7 +4,8 @@ GIVEN a config service whose handler threads hold each watcher's request in a Co
 at most 25 s, then answer 304 (ray#12302's long poll), THEN the job is idle, never hung: the
 kernel says each handler's futex wait has a deadline. GIVEN the same service whose handlers
 wait for a publish with no timeout, THEN the watchers' requests are lost: not idle. GIVEN an idle
-engine and its output thread both reading their pipe at the head of a loop, THEN idle.
+engine and its output thread both reading their pipe at the head of a loop, THEN idle. GIVEN a
+server whose loader thread computes while its launcher polls it, THEN progressing.
 """
 
 from __future__ import annotations
@@ -45,3 +46,18 @@ def test_an_idle_engine_and_its_output_thread_both_reading_their_pipe_are_idle(
     waits for the other's next message, which is work nobody has sent (not a framing bug)."""
     data, _ = settled_dump(TARGETS / "engine_jobs.py", "idle", tmp_path, ["api", "engine"])
     assert data["verdict"]["kind"] == "idle", data["verdict"]
+
+
+def test_a_server_whose_loader_thread_computes_while_its_launcher_polls_progresses(
+        tmp_path: Path) -> None:
+    """The server's main thread waits in its select loop; its weight-quantizer thread computes:
+    that thread is judged, not the main one, so the slow start-up reads progressing."""
+    ready = tmp_path / "ready"
+    argv = [sys.executable, str(TARGETS / "loading_jobs.py"), "quantize", str(ready),
+            str(tmp_path)]
+    with running_target(argv, tmp_path, tags=["launcher", "server"], ready_file=ready,
+                        timeout=60) as job:
+        data = json.loads(dump_json(job.launcher))
+    assert data["verdict"]["kind"] == "progressing", data["verdict"]
+    decided = {r["pid"]: r for r in data["progress"]["ranks"]}
+    assert decided[job.pids["server"]]["decision"] == "progressing", decided
