@@ -59,6 +59,7 @@ from hangscope.analyze.threadpatterns import (
     self_lock,
     self_wait,
 )
+from hangscope.analyze.upgradepatterns import lock_upgrade
 from hangscope.analyze.waitgraph import build_edges
 from hangscope.analyze.waitwalk import (
     Graph,
@@ -357,9 +358,9 @@ def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
                 None)
 
 
-PATTERNS = (own_end, _cycle, _lock_cycle, gil_native_wait, self_lock, self_wait, barrier_short,
-            leaked_permits, orphan_manager_lock, orphan_wait, full_queue, lost_wakeup,
-            event_loop, fork_lock, lost_result, idle_executor, pool_saturated, prompt,
+PATTERNS = (own_end, _cycle, _lock_cycle, gil_native_wait, self_lock, lock_upgrade, self_wait,
+            barrier_short, leaked_permits, orphan_manager_lock, orphan_wait, full_queue,
+            lost_wakeup, event_loop, fork_lock, lost_result, idle_executor, pool_saturated, prompt,
             fifo_open, _sink)
 
 

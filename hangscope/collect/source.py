@@ -76,17 +76,25 @@ def _lock_item(node: ast.expr) -> str | None:
     return None
 
 
+def _named(attr: str, verb: str) -> bool:
+    """``acquire``, or a lock's own flavour of it (``acquire_read``, ``acquire_write`` of a
+    readers/writer lock)."""
+    return attr == verb or attr.startswith(verb + "_")
+
+
 def _acquired(stmt: ast.stmt) -> str | None:
-    """``X`` of a statement ``X.acquire()`` (its result unused: a blocking acquire)."""
+    """``X`` of a statement ``X.acquire()`` or ``X.acquire_read()`` (its result unused: a
+    blocking acquire)."""
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(
-            stmt.value.func, ast.Attribute) and stmt.value.func.attr == "acquire":
+            stmt.value.func, ast.Attribute) and _named(stmt.value.func.attr, "acquire"):
         return _lock_item(stmt.value.func.value)
     return None
 
 
 def _releases(stmts: list[ast.stmt], text: str) -> bool:
     return any(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-               and isinstance(s.value.func, ast.Attribute) and s.value.func.attr == "release"
+               and isinstance(s.value.func, ast.Attribute)
+               and _named(s.value.func.attr, "release")
                and _lock_item(s.value.func.value) == text for s in stmts)
 
 
@@ -176,7 +184,7 @@ def _parse(source: bytes) -> ast.AST:
 
 def _build_parsed(source: bytes) -> _Parsed:
     # Most files have no capture block and take no lock: skip their parse.
-    if b"graph" not in source and b"with " not in source and b".acquire(" not in source:
+    if b"graph" not in source and b"with " not in source and b".acquire" not in source:
         return (), (), {}
     tree = _parse(source)
     locks = lock_blocks(tree)
