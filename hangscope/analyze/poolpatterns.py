@@ -134,13 +134,31 @@ def lost_result(g: Graph) -> WaitPattern | None:
             late = (f"; worker {starts[-1][1]} started {starts[-1][0] - starts[0][0]:.1f} s "
                     "after the pool's first workers: the pool replaced a worker that died "
                     "holding the task")
+        lost = "the task was lost"
+        if not _pool_thread(proc, "_handle_results"):
+            # The result handler is one thread of the Pool: gone, no result is ever delivered
+            # (it dies on a result it cannot unpickle: an exception class whose __init__
+            # takes other arguments than its args).
+            lost = ("the Pool's result-handler thread (_handle_results) is gone: it died, "
+                    "most often unpickling a worker's result or exception (the job's output "
+                    "has its traceback), so no result is delivered")
         chain = (f"{who(proc)} waits for a result of its multiprocessing Pool{site_words(waiting)} "
-                 f"while all {len(workers)} workers idle waiting for tasks: the task was "
-                 f"lost{late}; use concurrent.futures.ProcessPoolExecutor (it raises "
-                 "BrokenProcessPool) or a timeout on get()")
+                 f"while all {len(workers)} workers idle waiting for tasks: {lost}{late}; use "
+                 "concurrent.futures.ProcessPoolExecutor (it raises BrokenProcessPool) or a "
+                 "timeout on get()")
         return WaitPattern("lost_result", (proc.pid, *(p.pid for p in workers)), chain, (),
                            proc.pid, waiting.tid)
     return None
+
+
+def _pool_thread(proc: Process, function: str) -> bool:
+    """A thread of ``proc`` runs the Pool's ``function`` (``_handle_results``, ...); True when
+    the Pool's threads cannot be told (no thread has any Pool frame at all)."""
+    def runs(name: str) -> bool:
+        return any(not f.native and (f.file or "").endswith("multiprocessing/pool.py")
+                   and f.name.rsplit(".", 1)[-1] == name for t in proc.threads
+                   for f in t.frames)
+    return runs(function) or not (runs("_handle_workers") or runs("_handle_tasks"))
 
 
 def _manager(proc: Process) -> bool:

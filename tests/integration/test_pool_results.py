@@ -1,0 +1,21 @@
+"""A Pool whose result-handler thread died, on a real job (tests/targets/pool_jobs.py).
+
+GIVEN ``Pool.map`` waiting while its workers idle, because a worker's exception could not be
+unpickled and killed the Pool's ``_handle_results`` thread (cpython#103061), THEN the verdict
+says the result-handler thread is gone, not that a task was lost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support import TARGETS, settled_dump
+
+JOBS = TARGETS / "pool_jobs.py"
+
+
+def test_a_pool_whose_result_handler_died_is_named(tmp_path: Path) -> None:
+    data, pids = settled_dump(JOBS, "unpicklable", tmp_path, ["parent"])
+    verdict = data["verdict"]
+    assert verdict["suspects"] == [pids["parent"]], verdict
+    assert "result-handler thread (_handle_results) is gone" in verdict["summary"], verdict
