@@ -170,7 +170,8 @@ class WaitPattern:
     # own_end | cycle | lock_ring | gil_hold | self_lock | self_wait | barrier_short |
     # leaked_permits |
     # orphan_wait | full_queue |
-    # fork_lock | event_loop | lost_wakeup | lost_result | pool_saturated | prompt | fifo_open |
+    # fork_lock | event_loop | lost_wakeup | lost_result | pool_saturated | pool_starved |
+    # prompt | fifo_open |
     # sink
     kind: str
     members: tuple[int, ...]  # PIDs, the suspect first where there is one

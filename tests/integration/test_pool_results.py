@@ -2,7 +2,9 @@
 
 GIVEN ``Pool.map`` waiting while its workers idle, because a worker's exception could not be
 unpickled and killed the Pool's ``_handle_results`` thread (cpython#103061), THEN the verdict
-says the result-handler thread is gone, not that a task was lost.
+says the result-handler thread is gone, not that a task was lost. GIVEN a ProcessPoolExecutor
+whose every worker waits on a Manager Event that only a task queued behind them would set,
+THEN the driver is the suspect and the pool's order is named, not the Manager.
 """
 
 from __future__ import annotations
@@ -19,3 +21,11 @@ def test_a_pool_whose_result_handler_died_is_named(tmp_path: Path) -> None:
     verdict = data["verdict"]
     assert verdict["suspects"] == [pids["parent"]], verdict
     assert "result-handler thread (_handle_results) is gone" in verdict["summary"], verdict
+
+
+def test_a_pool_whose_workers_wait_for_a_task_queued_behind_them_is_starved(
+        tmp_path: Path) -> None:
+    data, pids = settled_dump(JOBS, "starved", tmp_path, ["driver", "worker0", "worker1"])
+    verdict = data["verdict"]
+    assert verdict["suspects"] == [pids["driver"]], verdict
+    assert "A task still queued behind them" in verdict["summary"], verdict["summary"]

@@ -1,12 +1,17 @@
-"""A real multiprocessing.Pool whose result handler died.
+"""Real process pools that never return a result.
 
     python pool_jobs.py MODE READY_FILE WORKDIR
 
-Mode ``unpicklable`` (cpython#103061): a worker raises an exception whose ``__init__`` takes
-two arguments but passes one to ``Exception``; it pickles, but unpickling it in the parent
-raises, which kills the Pool's ``_handle_results`` thread: ``Pool.map`` never returns while
-the workers idle for tasks. The parent appends ``"<pid> parent"`` to READY_FILE once that
-thread is gone.
+Modes, each the mechanism of a real report (the tests cite it); each process appends
+``"<pid> <tag>"`` to READY_FILE where it stays:
+
+- ``unpicklable`` (cpython#103061): a worker raises an exception whose ``__init__`` takes two
+  arguments but passes one to ``Exception``; it pickles, but unpickling it in the parent
+  raises, which kills the Pool's ``_handle_results`` thread: ``Pool.map`` never returns while
+  the workers idle for tasks (tag ``parent`` once that thread is gone).
+- ``starved`` (OpenImageIO#1560's shape): a ``ProcessPoolExecutor(max_workers=2)`` is given 2
+  tasks that wait on a Manager ``Event``, then the task that sets it, which never gets a
+  worker; the driver waits for the futures.
 """
 
 from __future__ import annotations
@@ -38,11 +43,38 @@ def watch(ready_file: str) -> None:
         f.write(f"{os.getpid()} parent\n")
 
 
-def main(ready_file: str) -> None:
+def wait_for_weights(event: object, index: int, ready_file: str) -> int:
+    with open(ready_file, "a") as f:
+        f.write(f"{os.getpid()} worker{index}\n")
+    event.wait()  # type: ignore[attr-defined]
+    return index
+
+
+def publish_weights(event: object) -> None:
+    event.set()  # type: ignore[attr-defined]
+
+
+def starved(ready_file: str) -> None:
+    import concurrent.futures as cf
+
+    ctx = mp.get_context("fork")
+    with ctx.Manager() as manager, cf.ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        event = manager.Event()
+        futures = [pool.submit(wait_for_weights, event, i, ready_file) for i in range(2)]
+        futures.append(pool.submit(publish_weights, event))
+        with open(ready_file, "a") as f:
+            f.write(f"{os.getpid()} driver\n")
+        cf.wait(futures)
+
+
+def main(mode: str, ready_file: str) -> None:
+    if mode == "starved":
+        starved(ready_file)
+        return
     with mp.get_context("fork").Pool(3) as pool:
         threading.Thread(target=watch, args=(ready_file,), daemon=True).start()
         pool.map(extract, range(20), chunksize=1)
 
 
 if __name__ == "__main__":
-    main(sys.argv[2])
+    main(sys.argv[1], sys.argv[2])

@@ -29,7 +29,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
          "prompt": "A prompt nobody answers", "sink": "Wait chain",
          "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
-         "pool_saturated": "Pool saturated"}
+         "pool_saturated": "Pool saturated", "pool_starved": "A pool starved by its own tasks"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
          "self_wait": VerdictKind.DEADLOCK, "own_end": VerdictKind.DEADLOCK}
@@ -121,7 +121,7 @@ def wait_shape(facts: Facts) -> Verdict | None:
     unanswered prompt."""
     return _verdict(facts, ("orphan_wait", "barrier_short", "leaked_permits", "full_queue",
                             "lost_wakeup", "event_loop", "lost_result", "pool_saturated",
-                            "prompt", "fifo_open"))
+                            "pool_starved", "prompt", "fifo_open"))
 
 
 def lock_holder(facts: Facts) -> Verdict | None:
