@@ -6,6 +6,7 @@ order), read by analyze/waitpatterns.py's cycle.
 from __future__ import annotations
 
 from hangscope.analyze.waitwalk import Graph
+from hangscope.model import in_library
 
 _ADVICE = {
     ("file_lock",): "take the locks in the same order in every process",
@@ -35,10 +36,45 @@ _RETRIED = ("; SQLite's busy handler retries the locked database for ever (a liv
             "retries look like work, nothing commits)")
 
 
+def buffered_reply(g: Graph, ring: list[int]) -> int | None:
+    """The position in ``ring`` of a Python worker that reads its stdin pipe at the head of
+    its request loop while the other side of the ring reads that worker's stdout pipe: it has
+    read every request sent and waits for the next, yet its reply has not arrived. Python
+    block-buffers stdout on a pipe; a reply printed without a flush stays in that buffer."""
+    if len(ring) != 2 or any(g.edges[i].kind != "pipe" for i in ring):
+        return None
+    for k, i in enumerate(ring):
+        edge, other = g.edges[i], g.edges[ring[1 - k]]
+        proc, thread = g.procs.get(edge.pid), g.threads.get((edge.pid, edge.tid))
+        own = next((f for f in thread.frames if not f.native and not in_library(f.file)),
+                   None) if thread is not None else None
+        if proc is None or not proc.python or edge.fd != 0 or own is None or not own.loop_next:
+            continue
+        if other.to_pid == edge.pid and _stdout_pipe(g, edge.pid) in other.object:
+            return k
+    return None
+
+
+def _stdout_pipe(g: Graph, pid: int) -> str:
+    """``pipe 123`` of the pipe on ``pid``'s fd 1 ("" when it is no pipe)."""
+    kernel = g.snap.waits.kernel if g.snap.waits is not None else None
+    mine = next((pf for pf in kernel.processes if pf.pid == pid), None) if kernel else None
+    rec = next((r for r in mine.fds if r.fd == 1), None) if mine is not None else None
+    return f"pipe {rec.inode} " if rec is not None and rec.target.startswith("pipe:") else "-"
+
+
+_BUFFERED = ("it has read every request and waits for the next, but its reply never arrived: "
+             "Python buffers stdout on a pipe, so a reply print()ed without flush=True stays "
+             "in its buffer; flush after each reply (print(..., flush=True)), or run it with "
+             "python -u or PYTHONUNBUFFERED=1")
+
+
 def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
     if "file_lock" in kinds and set(kinds) & {"pipe", "fifo", "unix", "tcp"}:
         sqlite = any(g.edges[i].object.startswith("SQLite") for i in ring)
         return _HELD_ACROSS + (_RETRIED if sqlite else "")
+    if buffered_reply(g, ring) is not None:
+        return _BUFFERED
     if "child" in kinds and any(g.edges[i].kind in ("pipe", "fifo")
                                 and "(read end)" in g.edges[i].object for i in ring):
         return _FULL_PIPE  # the writer waits for a reader: the pipe is full

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from hangscope.analyze.waitwalk import Graph, hop, site_words, thread_words
-from hangscope.model import Thread
+from hangscope.model import Thread, in_library
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -27,7 +27,11 @@ def prompt_edge(g: Graph, i: int) -> bool:
     if edge.kind != "terminal" and edge.to_pid is not None:
         # A filter such as `cut`, or a pipeline stage, reads its stdin from a writer that works
         # or waits elsewhere: no prompt. Only writers waiting on the reader itself never write.
-        return bool(proc.python) and edge.fd == 0 and bool(_stdin_writers(g, i))
+        # A worker reading its next request at the head of its loop (``for line in
+        # sys.stdin:``) asks nothing: it waits for work.
+        own = next((f for f in thread.frames if not f.native and not in_library(f.file)), None)
+        return bool(proc.python) and edge.fd == 0 and bool(_stdin_writers(g, i)) and not (
+            own is not None and own.loop_next)
     prompt = any(f.name.rsplit(".", 1)[-1] in ("builtin_input", "cmdloop", "interaction")
                  or (f.file or "").endswith(("/pdb.py", "/cmd.py")) for f in thread.frames)
     # A Python prompt (input(), pdb, cmd), or a Python program reading its stdin from a

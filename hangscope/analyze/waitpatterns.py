@@ -40,7 +40,7 @@ from hangscope.analyze.barrierpatterns import barrier_short
 from hangscope.analyze.behind import behind, collective_behind
 from hangscope.analyze.calm import calm_kind
 from hangscope.analyze.calm_chain import waits_for_work
-from hangscope.analyze.cycleadvice import CAPTURED, captured, cycle_advice
+from hangscope.analyze.cycleadvice import CAPTURED, buffered_reply, captured, cycle_advice
 from hangscope.analyze.fifopatterns import fifo_open
 from hangscope.analyze.gilpatterns import gil_native_wait, gil_ring
 from hangscope.analyze.longpoll import holds_requests_with_deadline
@@ -149,6 +149,8 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         held = _from_lock_holder(g, ring)
         rotated = held != ring
         ring = _from_unaccepting_server(g, held)
+        if (k := buffered_reply(g, ring)) is not None:
+            ring = ring[k:] + ring[:k]  # the worker whose reply sits in its buffer first
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
         both = _both_read(g, ring)

@@ -973,7 +973,8 @@ def read_syscalls(pid: int, tids: Iterable[int] | None = None) -> tuple[TaskSysc
         with contextlib.suppress(ValueError):
             nr, args = int(parts[0]), tuple(int(a, 16) for a in parts[1:7])
             polled = _pollfds(pid, args) if nr in _POLL.get(_ARCH, ()) or (
-                nr == _RESTART.get(_ARCH) and _in_poll(f"{base}/{tid}")) else ()
+                nr == _RESTART.get(_ARCH) and _in_poll(f"{base}/{tid}")) else \
+                _selectfds(pid, args) if nr in _SELECT.get(_ARCH, ()) else ()
             path = _fifo_path(pid, nr, args) if nr in _OPEN.get(_ARCH, {}) and (
                 _cat(f"{base}/{tid}/wchan") or "") in _FIFO_OPEN else None
             out.append(TaskSyscall(int(tid), nr, args, polled, path))
@@ -983,6 +984,8 @@ def read_syscalls(pid: int, tids: Iterable[int] | None = None) -> tuple[TaskSysc
 
 _ARCH = platform.machine()
 _POLL = {"x86_64": (7, 271), "aarch64": (73,)}  # poll, ppoll
+_SELECT = {"x86_64": (23, 270), "aarch64": (72,)}  # select, pselect6
+_POLLIN, _POLLOUT = 0x001, 0x004
 _MAX_POLLED = 64
 # A poll with a timeout that a ptrace stop (py-spy's) interrupted goes on as restart_syscall,
 # its registers still holding poll's arguments; the wait channel says it is a poll.
@@ -1024,6 +1027,30 @@ def _fifo_path(pid: int, nr: int, args: tuple[int, ...]) -> str | None:
 
 def _in_poll(task: str) -> bool:
     return (_cat(f"{task}/wchan") or "").startswith(("poll_schedule_timeout", "do_sys_poll"))
+
+
+def _selectfds(pid: int, args: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """The (fd, poll events) of a thread blocked in select/pselect6: the bits of its read and
+    write ``fd_set`` s (``nfds`` of them, at its second and third arguments), read from
+    /proc/PID/mem (the access py-spy has). ``select.select([stdout_of_child], ...)``."""
+    nfds = args[0]
+    if not 0 < nfds <= 1024:
+        return ()
+    size = (nfds + 7) // 8
+    out: dict[int, int] = {}
+    try:
+        with open(f"{PROC}/{pid}/mem", "rb", buffering=0) as mem:
+            for address, event in ((args[1], _POLLIN), (args[2], _POLLOUT)):
+                if not address:
+                    continue
+                mem.seek(address)
+                bits = int.from_bytes(mem.read(size), "little")
+                for fd in range(nfds):
+                    if bits >> fd & 1:
+                        out[fd] = out.get(fd, 0) | event
+    except (OSError, ValueError, OverflowError):
+        return ()
+    return tuple(sorted(out.items()))[:_MAX_POLLED]
 
 
 def _pollfds(pid: int, args: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
