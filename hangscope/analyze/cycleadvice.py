@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from hangscope.analyze.waitwalk import Graph
 from hangscope.model import in_library
+from hangscope.words import who
 
 _ADVICE = {
     ("file_lock",): "take the locks in the same order in every process",
@@ -63,18 +64,18 @@ def _stdout_pipe(g: Graph, pid: int) -> str:
     return f"pipe {rec.inode} " if rec is not None and rec.target.startswith("pipe:") else "-"
 
 
-_BUFFERED = ("it has read every request and waits for the next, but its reply never arrived: "
-             "Python buffers stdout on a pipe, so a reply print()ed without flush=True stays "
-             "in its buffer; flush after each reply (print(..., flush=True)), or run it with "
-             "python -u or PYTHONUNBUFFERED=1")
+_BUFFERED = ("{who} has read every request and waits for the next, but its reply never "
+             "arrived: Python buffers stdout on a pipe, so a reply print()ed without "
+             "flush=True stays in its buffer; flush after each reply (print(..., flush=True)), "
+             "or run it with python -u or PYTHONUNBUFFERED=1")
 
 
 def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
     if "file_lock" in kinds and set(kinds) & {"pipe", "fifo", "unix", "tcp"}:
         sqlite = any(g.edges[i].object.startswith("SQLite") for i in ring)
         return _HELD_ACROSS + (_RETRIED if sqlite else "")
-    if buffered_reply(g, ring) is not None:
-        return _BUFFERED
+    if (k := buffered_reply(g, ring)) is not None:
+        return _BUFFERED.format(who=who(g.procs[g.edges[ring[k]].pid]))
     if "child" in kinds and any(g.edges[i].kind in ("pipe", "fifo")
                                 and "(read end)" in g.edges[i].object for i in ring):
         return _FULL_PIPE  # the writer waits for a reader: the pipe is full
