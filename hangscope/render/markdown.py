@@ -116,7 +116,7 @@ def render_markdown(snap: Snapshot) -> str:
             ctx = f" _{group.context}_" if group.context else ""
             out.append(f"- **{group_names(group, True)}**: {group.category}{op}"
                        f"{site}{ctx}{odd}")
-            rep = snap.find(group.first_key)
+            rep = snap.find(group.first_key) if group.pids else None  # a hand-edited dump
             working = rep.working_thread if rep else None
             if working is not None:
                 out.append("")

@@ -154,7 +154,7 @@ def groups_view(snap: Snapshot, native: bool = True, stack_limit: int = 25) -> R
         if odd:
             title.append("  ← suspect", style="bold red")
         parts.append(title)
-        rep = snap.find(group.first_key)
+        rep = snap.find(group.first_key) if group.pids else None  # a hand-edited dump
         working = rep.working_thread if rep else None
         if working is not None:
             label = Text(f"  stack of {who_on(rep, len(snap.host_names) > 1)}, thread "

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support import (
     FAST_WINDOW,
     TARGETS,
@@ -128,6 +129,7 @@ def test_a_process_waiting_on_a_lock_held_inside_a_deadlock_is_said_behind_it(
     assert f"held by the launcher (PID {archiver})" in summary, summary
 
 
+@pytest.mark.quiet  # how much CPU the math gets is the assertion: alone, not starved
 def test_renamed_torchrun_ranks_keep_their_numbers_and_native_math_is_slow_not_hung(
         tmp_path: Path) -> None:
     """Real report: EleutherAI/bergson#444 (rank 0 eigendecomposes for a long time while the
@@ -154,6 +156,7 @@ def test_renamed_torchrun_ranks_keep_their_numbers_and_native_math_is_slow_not_h
     assert "Ranks 1-2 wait in all_reduce" in summary, summary
 
 
+@pytest.mark.quiet  # the workers' sleeps and wake-ups in the window are the assertion
 def test_a_loop_waiting_for_its_sleeping_dataloader_workers_is_not_hung(tmp_path: Path) -> None:
     """Real report: huggingface/lerobot#1488 (a training loop bound by slow DataLoader
     workers): the main process blocks on their pipe between steps while they sleep in their
