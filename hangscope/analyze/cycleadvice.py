@@ -51,17 +51,18 @@ def buffered_reply(g: Graph, ring: list[int]) -> int | None:
                    None) if thread is not None else None
         if proc is None or not proc.python or edge.fd != 0 or own is None or not own.loop_next:
             continue
-        if other.to_pid == edge.pid and _stdout_pipe(g, edge.pid) in other.object:
+        stdout = _stdout_pipe(g, edge.pid)
+        if other.to_pid == edge.pid and stdout is not None and stdout in other.object:
             return k
     return None
 
 
-def _stdout_pipe(g: Graph, pid: int) -> str:
-    """``pipe 123`` of the pipe on ``pid``'s fd 1 ("" when it is no pipe)."""
+def _stdout_pipe(g: Graph, pid: int) -> str | None:
+    """``pipe 123 `` of the pipe on ``pid``'s fd 1; None when it is no pipe."""
     kernel = g.snap.waits.kernel if g.snap.waits is not None else None
     mine = next((pf for pf in kernel.processes if pf.pid == pid), None) if kernel else None
     rec = next((r for r in mine.fds if r.fd == 1), None) if mine is not None else None
-    return f"pipe {rec.inode} " if rec is not None and rec.target.startswith("pipe:") else "-"
+    return f"pipe {rec.inode} " if rec is not None and rec.target.startswith("pipe:") else None
 
 
 _BUFFERED = ("{who} has read every request and waits for the next, but its reply never "

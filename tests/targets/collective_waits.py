@@ -27,18 +27,9 @@ import socket
 import subprocess
 import sys
 
+from hang_shapes import free_port, ready  # the same launcher's handshake, one home
+
 WORLD = 3
-
-
-def ready(path: str, tag: str) -> None:
-    with open(path, "a") as f:
-        f.write(f"{os.getpid()} {tag}\n")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def writer(shards: object, stuck: bool, ready_file: str, rank: int) -> None:
