@@ -18,6 +18,7 @@ from hangscope.analyze.findings_kernel import (
     check_memory,
     check_process_states,
 )
+from hangscope.analyze.findings_loop import check_loop_unsafe_calls
 from hangscope.model import (
     Finding,
     Process,
@@ -351,6 +352,7 @@ CHECKS: tuple[Check, ...] = (
     check_logs,
     check_ages,
     check_coredump_pipe,
+    check_loop_unsafe_calls,
 )
 
 

@@ -46,6 +46,7 @@ from hangscope.analyze.gilpatterns import gil_native_wait, gil_ring
 from hangscope.analyze.longpoll import holds_requests_with_deadline
 from hangscope.analyze.loopedges import loop_index
 from hangscope.analyze.looppatterns import event_loop, loop_reads
+from hangscope.analyze.loopwake import unwoken_loop
 from hangscope.analyze.managerpatterns import orphan_manager_lock
 from hangscope.analyze.ownendpatterns import own_end
 from hangscope.analyze.permitpatterns import leaked_permits
@@ -363,9 +364,8 @@ def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
 
 PATTERNS = (own_end, _cycle, _lock_cycle, gil_native_wait, self_lock, lock_upgrade, self_wait,
             barrier_short, leaked_permits, starved_pool, orphan_manager_lock, orphan_wait,
-            full_queue,
-            lost_wakeup, event_loop, fork_lock, lost_result, idle_executor, pool_saturated, prompt,
-            fifo_open, _sink)
+            full_queue, lost_wakeup, unwoken_loop, event_loop, fork_lock, lost_result,
+            idle_executor, pool_saturated, prompt, fifo_open, _sink)
 
 
 def _what_else(g: Graph, pattern: WaitPattern) -> str:

@@ -977,7 +977,8 @@ def read_syscalls(pid: int, tids: Iterable[int] | None = None) -> tuple[TaskSysc
                 _selectfds(pid, args) if nr in _SELECT.get(_ARCH, ()) else ()
             path = _fifo_path(pid, nr, args) if nr in _OPEN.get(_ARCH, {}) and (
                 _cat(f"{base}/{tid}/wchan") or "") in _FIFO_OPEN else None
-            out.append(TaskSyscall(int(tid), nr, args, polled, path))
+            watched = _epollfds(pid, args[0]) if nr in _EPOLL.get(_ARCH, ()) else ()
+            out.append(TaskSyscall(int(tid), nr, args, polled, path, watched))
     out.sort(key=lambda t: t.tid)
     return tuple(out)
 
@@ -985,6 +986,7 @@ def read_syscalls(pid: int, tids: Iterable[int] | None = None) -> tuple[TaskSysc
 _ARCH = platform.machine()
 _POLL = {"x86_64": (7, 271), "aarch64": (73,)}  # poll, ppoll
 _SELECT = {"x86_64": (23, 270), "aarch64": (72,)}  # select, pselect6
+_EPOLL = {"x86_64": (232, 281, 441), "aarch64": (22, 441)}  # epoll_wait, epoll_pwait(2)
 _POLLIN, _POLLOUT = 0x001, 0x004
 _MAX_POLLED = 64
 # A poll with a timeout that a ptrace stop (py-spy's) interrupted goes on as restart_syscall,
@@ -1027,6 +1029,19 @@ def _fifo_path(pid: int, nr: int, args: tuple[int, ...]) -> str | None:
 
 def _in_poll(task: str) -> bool:
     return (_cat(f"{task}/wchan") or "").startswith(("poll_schedule_timeout", "do_sys_poll"))
+
+
+def _epollfds(pid: int, epfd: int) -> tuple[tuple[int, int], ...]:
+    """The (fd, events) an epoll instance watches: the ``tfd: N events: HEX`` lines of its
+    fd's fdinfo (an asyncio loop in ``epoll_wait``: its self-pipe and its sockets)."""
+    text = _cat(f"{PROC}/{pid}/fdinfo/{epfd}") if 0 <= epfd < 1 << 31 else None
+    out = []
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[0] == "tfd:" and parts[2] == "events:":
+            with contextlib.suppress(ValueError):
+                out.append((int(parts[1]), int(parts[3], 16)))
+    return tuple(sorted(out))[:_MAX_POLLED]
 
 
 def _selectfds(pid: int, args: tuple[int, ...]) -> tuple[tuple[int, int], ...]:

@@ -18,7 +18,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hangscope.collect.source import at_loop_header, calls_at, capture_block, lock_scope
+from hangscope.collect.source import (
+    at_loop_header,
+    calls_at,
+    capture_block,
+    lock_scope,
+    loop_unsafe,
+)
 from hangscope.errors import ToolMissing
 from hangscope.model import Frame
 
@@ -216,6 +222,8 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 holds=holds,
                 releases=releases,
                 loop_next=not native and at_loop_header(
+                    str(filename) if filename else None, at),
+                loop_unsafe=None if native else loop_unsafe(
                     str(filename) if filename else None, at),
             )
         )

@@ -216,6 +216,76 @@ def loop_lines(tree: ast.AST) -> frozenset[int]:
     return frozenset(out)
 
 
+#: The asyncio objects whose methods only the loop's own thread may call, by how they are
+#: made: ``q = asyncio.Queue()``, ``fut = loop.create_future()``,
+#: ``loop = asyncio.new_event_loop()``.
+_LOOP_MADE = ("Queue", "LifoQueue", "PriorityQueue", "Future", "Event", "Condition",
+              "create_future", "get_event_loop", "new_event_loop", "get_running_loop")
+#: Their methods that schedule the waiter's wake-up with the non-thread-safe ``call_soon``.
+_LOOP_ONLY = ("put_nowait", "set_result", "set_exception", "set", "call_soon", "call_later",
+              "create_task")
+_HOPS = ("call_soon_threadsafe", "run_coroutine_threadsafe")
+_unsafe_cache: dict[tuple[str, int, int], tuple[tuple[int, int, str, int], ...]] = {}
+
+
+def _loop_made(tree: ast.AST) -> set[str]:
+    """The names (a variable's, an attribute's last part) the file binds to asyncio objects."""
+    made: set[str] = set()
+    for node in ast.walk(tree):
+        value = getattr(node, "value", None)
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or not isinstance(value, ast.Call):
+            continue
+        name = _dotted(value.func) or ""
+        head, _, last = name.rpartition(".")
+        if last not in _LOOP_MADE or (head != "asyncio" and last not in (
+                "create_future", "get_event_loop", "new_event_loop", "get_running_loop")):
+            continue
+        for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+            if isinstance(target, (ast.Name, ast.Attribute)):
+                made.add(target.id if isinstance(target, ast.Name) else target.attr)
+    return made
+
+
+def unsafe_loop_calls(tree: ast.AST) -> tuple[tuple[int, int, str, int], ...]:
+    """(first line, last line, call, its line) of each plain function (not a coroutine: that
+    runs on the loop) that calls a loop-only method of an asyncio object the file makes
+    (``q.put_nowait(item)`` on ``q = asyncio.Queue()``) and never hops through
+    ``call_soon_threadsafe``: run on another thread, it wakes no sleeping loop."""
+    made = _loop_made(tree)
+    out: list[tuple[int, int, str, int]] = []
+    for func in ast.walk(tree):
+        if not isinstance(func, ast.FunctionDef) or not made:
+            continue
+        calls = [n for n in ast.walk(func) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute)]
+        if any(c.func.attr in _HOPS for c in calls):  # type: ignore[union-attr]
+            continue
+        for call in calls:
+            attr = call.func.attr  # type: ignore[union-attr]
+            owner = call.func.value  # type: ignore[union-attr]
+            name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(
+                owner, ast.Attribute) else None
+            if attr in _LOOP_ONLY and name in made:
+                out.append((func.lineno, func.end_lineno or func.lineno,
+                            ast.unparse(call)[:80], call.lineno))
+                break
+    return tuple(out)
+
+
+def loop_unsafe(path: str | None, line: int | None) -> str | None:
+    """``q.put_nowait(item) (server.py:28)``: the loop-only call of the plain function whose
+    body holds ``path:line`` (:func:`unsafe_loop_calls`), in the program's own code."""
+    if not path or not line or in_library(path):
+        return None
+    found = _per_version(path, _unsafe_cache, lambda source: unsafe_loop_calls(
+        _parse(source)) if b"asyncio" in source else (), ())
+    inner = [f for f in found if f[0] <= line <= f[1]]
+    if not inner:
+        return None
+    _, _, call, at = max(inner, key=lambda f: f[0])  # the innermost function
+    return f"{call} ({os.path.basename(path)}:{at})"
+
+
 def at_loop_header(path: str | None, line: int | None) -> bool:
     """``path:line`` is a loop's wait for its next item in the program's own code (a ``for``
     header, a ``while True:`` body's first statement; libraries are not read:

@@ -143,6 +143,11 @@ class Frame:
     # the first statement of a ``while True:`` body (a worker reading ``for line in
     # conn_file:`` or ``while True: req = conn.recv()`` waits for work, not a reply).
     loop_next: bool = False
+    # The loop-only asyncio call of the plain function this line is in, from its source
+    # (collect/source.py): "q.put_nowait(item) (server.py:28)" on ``q = asyncio.Queue()``,
+    # with no ``call_soon_threadsafe`` there. Run on a thread other than the loop's, it
+    # schedules the waiter's wake-up without waking the sleeping loop.
+    loop_unsafe: str | None = None
     # The functions its line calls (by last name), read only in a stack that takes a lock: a
     # frame its caller's line does not call was entered without a call (a signal handler).
     calls: tuple[str, ...] = ()

@@ -83,6 +83,9 @@ class TaskSyscall:
     # open/openat blocked opening a FIFO (wchan wait_for_partner): the path it opens, made
     # absolute (its cwd or dirfd), read from its memory; its flags are in ``args``
     path: str | None = None
+    # epoll_wait/epoll_pwait: the (fd, events) its epoll instance watches, the ``tfd:`` lines
+    # of the epoll fd's fdinfo (an asyncio loop: its self-pipe, its sockets)
+    watched: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,34 @@
+"""An asyncio loop handed work from another thread without its thread-safe hop: the latent
+form of analyze/loopwake.py's lost wake-up, for a loop that something else may still wake (it
+listens, it has a timer), so the job is not proven hung but a request can stay stuck."""
+
+from __future__ import annotations
+
+from hangscope.analyze.loopedges import loop_index, own_frames
+from hangscope.model import Finding, Severity, Snapshot
+from hangscope.words import who
+
+
+def check_loop_unsafe_calls(snap: Snapshot) -> list[Finding]:
+    """One warning per process whose loop thread is asleep while another thread's function
+    calls a loop-only asyncio method (collect/source.py ``loop_unsafe``)."""
+    out = []
+    summary = snap.verdict.summary if snap.verdict is not None else ""
+    for proc in snap.processes:
+        loops = [t for t in proc.threads if loop_index(t) is not None]
+        if proc.is_exited or len(loops) != 1:
+            continue
+        hands = [(t, call) for t in proc.threads if t is not loops[0]
+                 if (call := next((f.loop_unsafe for f in own_frames(t) if f.loop_unsafe),
+                                  None))]
+        if not hands or hands[0][1] in summary:  # the verdict's lost wake-up says it
+            continue
+        thread, call = hands[0]
+        out.append(Finding("loop.unsafe_call", Severity.WARNING, (
+            f"Thread {thread.name or thread.tid} of {who(proc)} hands its asyncio loop work "
+            f"with {call}, a loop-only call made outside the loop's thread with no "
+            "loop.call_soon_threadsafe: it does not wake the loop, so the coroutine waiting "
+            "for it runs only when something else wakes the loop (a request stuck until the "
+            "next one comes, cpython#97970); call it through loop.call_soon_threadsafe."),
+            {"pid": proc.pid, "tid": thread.tid, "call": call}))
+    return out

@@ -1,0 +1,97 @@
+"""The wait-for graph's unwoken event loop: an asyncio loop asleep in ``epoll_wait`` with
+nothing to wake it but its own self-pipe, while another thread of its process hands it work
+through a loop-only call (``q.put_nowait(item)`` on an ``asyncio.Queue``,
+``fut.set_result(x)`` on a loop future) instead of ``loop.call_soon_threadsafe``.
+
+Pure, over a classified Snapshot (analyze/waitwalk.py's Graph). asyncio objects are not
+thread-safe: a put from another thread marks the waiter's future done and schedules its
+callback with ``call_soon``, which writes nothing to the self-pipe, so a loop sleeping
+without a timer never runs it (cpython#97970). The kernel says the loop can only be woken
+from inside: every fd its epoll instance watches is a socket whose peer its own process
+holds (the self-pipe socketpair), no listening socket, no connection to anyone; the
+progress window, where it ran, saw it wake up not once (no timer); and nothing of the job
+computes. The source says who should have woken it: the other thread's function makes the
+loop-only call (collect/source.py ``loop_unsafe``).
+"""
+
+from __future__ import annotations
+
+from hangscope.analyze.loopedges import loop_index, own_frames
+from hangscope.analyze.progress import WAKES_PER_PAUSE
+from hangscope.analyze.threadedges import user_frame
+from hangscope.analyze.waitwalk import Graph
+from hangscope.model import Process, Thread
+from hangscope.model.waits import KernelWaits, WaitPattern
+from hangscope.words import who
+
+#: A process using this much CPU over the window is computing: the work may still come.
+_BUSY_PERCENT = 5.0
+
+
+def unwoken_loop(g: Graph) -> WaitPattern | None:
+    kernel = g.snap.waits.kernel if g.snap.waits is not None else None
+    if kernel is None or any((p.cpu_percent or 0.0) >= _BUSY_PERCENT
+                             for p in g.snap.processes if not p.is_exited):
+        return None
+    for proc in g.snap.processes:
+        loops = [t for t in proc.threads if loop_index(t) is not None]
+        if proc.is_exited or len(loops) != 1 or not _asleep_alone(kernel, proc, loops[0]) \
+                or _woke(g, proc.pid, loops[0].tid):
+            continue
+        loop = loops[0]
+        hands = [(t, call) for t in proc.threads if t is not loop
+                 if (call := next((f.loop_unsafe for f in own_frames(t) if f.loop_unsafe),
+                                  None))]
+        if not hands:
+            continue
+        thread, call = hands[0]
+        inner = user_frame(thread)
+        site = f" in {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
+        names = ", ".join(dict.fromkeys(t.name or str(t.tid) for t, _ in hands))
+        chain = (f"the asyncio event loop of {who(proc)} (thread {loop.name or loop.tid}) "
+                 "sleeps in epoll_wait with nothing to wake it but its own self-pipe (no "
+                 "timer, no socket to anyone), while thread "
+                 f"{thread.name or thread.tid}{site} hands it work with {call}, a loop-only "
+                 "call from another thread: it marks the waiting coroutine's future done "
+                 "without waking the loop, so that coroutine never runs again; call it "
+                 "through loop.call_soon_threadsafe (or asyncio.run_coroutine_threadsafe)")
+        if len(hands) > 1:
+            chain += f" (threads {names} all do)"
+        return WaitPattern("lost_wakeup", (proc.pid,), chain, (), proc.pid, thread.tid)
+    return None
+
+
+def _asleep_alone(kernel: KernelWaits, proc: Process, loop: Thread) -> bool:
+    """The loop thread is in epoll_wait and every fd its epoll watches is a connected Unix
+    socket whose peer only this process holds (asyncio's self-pipe)."""
+    mine = next((pf for pf in kernel.processes if pf.pid == proc.pid), None)
+    call = next((c for c in mine.syscalls if c.tid == loop.tid), None) if mine else None
+    if mine is None or call is None or not call.watched:
+        return False
+    by_fd = {r.fd: r for r in mine.fds}
+    peers = {u.inode: u.peer for u in kernel.unix_peers}
+    holders: dict[int, set[int]] = {}
+    for pf in kernel.processes:
+        for rec in pf.fds:
+            if rec.inode is not None and rec.target.startswith("socket:"):
+                holders.setdefault(rec.inode, set()).add(pf.pid)
+    for fd, _ in call.watched:
+        rec = by_fd.get(fd)
+        peer = peers.get(rec.inode) if rec is not None and rec.inode is not None else None
+        if peer is None or holders.get(peer, set()) != {proc.pid}:
+            return False
+    return True
+
+
+def _woke(g: Graph, pid: int, tid: int) -> bool:
+    """The progress window saw the thread wake up (a timer, an event: it runs callbacks),
+    beyond the wake-ups the watcher's own pauses cause."""
+    for reading in g.snap.readings:
+        watched = reading.progress.processes if reading.progress is not None else ()
+        for proc in watched:
+            thread = next((t for t in proc.threads if t.tid == tid), None) \
+                if proc.pid == pid else None
+            counters = thread.counters if thread is not None else None
+            if counters is not None and counters.voluntary is not None:
+                return counters.voluntary - WAKES_PER_PAUSE * proc.pauses > 0
+    return False
