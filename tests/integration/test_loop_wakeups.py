@@ -11,26 +11,16 @@ that names the call.
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
-from support import TARGETS, asleep, dump_json, running_target
+from support import TARGETS, settled_dump
 
 JOBS = TARGETS / "loop_wake_jobs.py"
 
 
-def _dump(mode: str, tags: list[str], tmp_path: Path) -> tuple[dict, dict[str, int]]:
-    ready = tmp_path / "ready"
-    argv = [sys.executable, str(JOBS), mode, str(ready)]
-    with running_target(argv, tmp_path, tags=tags, ready_file=ready, timeout=60,
-                        ready=lambda t: asleep(t.pids["client"])) as job:
-        return json.loads(dump_json(job.pids["client"])), dict(job.pids)
-
-
 def test_a_loop_whose_future_another_thread_completes_directly_is_a_lost_wakeup(
         tmp_path: Path) -> None:
-    data, pids = _dump("lost", ["client", "reader", "server"], tmp_path)
+    data, pids = settled_dump(JOBS, "lost", tmp_path, ["client", "reader", "server"])
     verdict = data["verdict"]
     assert verdict["kind"] == "wait_chain", verdict
     assert verdict["summary"].startswith("A lost wake-up"), verdict["summary"]
@@ -40,7 +30,7 @@ def test_a_loop_whose_future_another_thread_completes_directly_is_a_lost_wakeup(
 
 
 def test_the_same_bug_in_a_loop_that_listens_for_requests_is_idle(tmp_path: Path) -> None:
-    data, pids = _dump("serve", ["client"], tmp_path)
+    data, pids = settled_dump(JOBS, "serve", tmp_path, ["client"])
     assert data["verdict"]["kind"] == "idle", data["verdict"]
     (warning,) = [f for f in data["findings"] if f["id"] == "loop.unsafe_call"]
     assert warning["evidence"]["pid"] == pids["client"], warning

@@ -32,6 +32,7 @@ from hangscope.analyze.rules.graph import (
     held_verdict,
     lock_holder,
     lock_ring,
+    thread_died,
     thread_sites,
     wait_cycle,
     wait_shape,
@@ -429,6 +430,8 @@ RULES: tuple[Rule, ...] = (
     # After the file-lock and compile stories it generalises, before the stack-only rules.
     Rule(VerdictKind.WAIT_CHAIN, wait_sink,
          "everything waits, through pipes, sockets, locks or children, on one thread"),
+    Rule(VerdictKind.WAIT_CHAIN, thread_died,
+         "a thread died (its traceback ends the log) and the job polls or waits for its work"),
     Rule(VerdictKind.STRAGGLER, p2p_points_at,
          "stuck ranks wait in send/recv for a rank that is elsewhere (or missing)"),
     Rule(VerdictKind.P2P_DEADLOCK, p2p_unmatched,

@@ -29,7 +29,8 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
          "prompt": "A prompt nobody answers", "sink": "Wait chain",
          "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
-         "pool_saturated": "Pool saturated", "pool_starved": "A pool starved by its own tasks"}
+         "pool_saturated": "Pool saturated", "pool_starved": "A pool starved by its own tasks",
+         "dead_thread": "A thread died"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
          "self_wait": VerdictKind.DEADLOCK, "own_end": VerdictKind.DEADLOCK}
@@ -132,6 +133,12 @@ def lock_holder(facts: Facts) -> Verdict | None:
 def wait_sink(facts: Facts) -> Verdict | None:
     """Everything waits, transitively, on one thread that waits on nothing in the job."""
     return _verdict(facts, ("sink",))
+
+
+def thread_died(facts: Facts) -> Verdict | None:
+    """A thread died with an exception and the job polls or waits for what it would have
+    done (after the chains: a wait the graph follows says more than a traceback)."""
+    return _verdict(facts, ("dead_thread",))
 
 
 
