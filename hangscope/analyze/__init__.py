@@ -44,13 +44,13 @@ def _analyze(snapshot: Snapshot) -> Snapshot:
     from hangscope.analyze.findings import find_all
     from hangscope.analyze.group import merged_call_tree
     from hangscope.analyze.readings import judge_readings
-    from hangscope.analyze.roles import renumber_spawn_order
+    from hangscope.analyze.roles import renumber_spawn_order, stack_roles
     from hangscope.analyze.roots import working_roots
     from hangscope.analyze.verdict import diagnose, with_gpu_evidence
     from hangscope.analyze.waitpatterns import wait_graph
 
     snap = judge_readings(replace(snapshot, processes=working_roots(renumber_spawn_order(
-        tuple(map(classify_process, snapshot.processes))))))
+        stack_roles(tuple(map(classify_process, snapshot.processes)))))))
     snap = replace(snap, wait_graph=wait_graph(snap))
     calmed = replace(snap, progress=calm_progress(snap))
     snap = replace(snap, progress=waiting_progress(calmed.progress, fetching_loaders(calmed)))

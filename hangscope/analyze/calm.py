@@ -39,6 +39,7 @@ from hangscope.analyze.progress import (
 from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.model import Category, Process, Role, Snapshot, Thread
 from hangscope.model.progress import JobProgress, RankProgress
+from hangscope.model.waits import KernelWaits
 
 #: The innermost Python frame of a server that waits for its next request or connection.
 _WAITS_FOR_WORK = re.compile(
@@ -62,7 +63,8 @@ def _innermost_python(thread: Thread | None) -> tuple[str, tuple[str, ...]]:
     return (names[0] if names else ""), names
 
 
-def calm_kind(proc: Process, measured: RankProgress | None) -> str | None:
+def calm_kind(proc: Process, measured: RankProgress | None,
+              kernel: KernelWaits | None = None) -> str | None:
     """``paused`` or ``idle`` where this process alone reads so; None otherwise."""
     if measured is None or measured.decision != STUCK or measured.evidence != "counters":
         return None
@@ -81,7 +83,25 @@ def calm_kind(proc: Process, measured: RankProgress | None) -> str | None:
         # a server loop's wait, or a plain accept() on its own listening socket outside any
         # rank (a metrics exporter's loop): a rank's accept may be a rendezvous that hangs
         return IDLE
+    if proc.listening and proc.role is not Role.RANK and _polls_listener(kernel, proc, thread):
+        return IDLE  # the program's own select loop over its listening socket
     return None
+
+
+def _polls_listener(kernel: KernelWaits | None, proc: Process, thread: Thread) -> bool:
+    """The thread waits in epoll/poll/select over a set of fds that holds a socket with no
+    connection (no Unix peer, no TCP ends): its listening socket. Whatever loop the program
+    wrote around it, a new client's connection is among what it waits for: work."""
+    mine = next((pf for pf in kernel.processes if pf.pid == proc.pid), None) \
+        if kernel is not None else None
+    call = next((c for c in mine.syscalls if c.tid == thread.tid), None) if mine else None
+    if mine is None or call is None:
+        return False
+    fds = {r.fd: r for r in mine.fds}
+    connected = {u.inode for u in kernel.unix_peers} | {c.inode for c in kernel.tcp}
+    return any((rec := fds.get(fd)) is not None and rec.target.startswith("socket:")
+               and rec.inode is not None and rec.inode not in connected and events & 1
+               for fd, events in (*call.watched, *call.polled))
 
 
 def _reworded(measured: RankProgress, kind: str, proc: Process) -> RankProgress:
@@ -118,8 +138,9 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
     # Roots among the subjects, and a rank's DataLoader workers asleep in their dataset
     # (a slow fetch between batches): what a rank waits on for its next batch.
     loaders = [p for p in snap.processes if p.role is Role.DATA_WORKER and not p.is_exited]
+    kernel = snap.waits.kernel if snap.waits is not None else None
     roots = {p.pid: kind for p in (*subjects, *loaders)
-             if (kind := calm_kind(p, by_pid.get(p.pid)))}
+             if (kind := calm_kind(p, by_pid.get(p.pid), kernel))}
     calm = calm_chain(snap, subjects, roots, by_pid)
     # A helper (the resource tracker reading its pipe) waits as helpers always do: it is no
     # evidence either way, unless it was seen to work.

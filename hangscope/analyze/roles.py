@@ -217,6 +217,17 @@ def _data_worker(proc: Process, parent: Process | None, comm: str | None) -> boo
             and proc.rank == parent.rank)
 
 
+def stack_roles(procs: Sequence[Process]) -> tuple[Process, ...]:
+    """A process whose own stack runs torch's DataLoader worker loop is a DataLoader worker,
+    whatever discovery called it from its title (a worker that set its own with
+    setproctitle in ``worker_init_fn`` has lost the ``pt_data_worker`` comm)."""
+    return tuple(replace(p, role=Role.DATA_WORKER, rank=None)
+                 if p.role is Role.OTHER and any(
+                     not f.native and f.file and _DATA_WORKER_FILE in f.file
+                     and f.name == "_worker_loop" for t in p.threads for f in t.frames)
+                 else p for p in procs)
+
+
 def _rank_helper(proc: Process, by_pid: Mapping[int, Process],
                  out: Mapping[int, Process]) -> Process | None:
     """A process below a rank that reads as a rank only by the environment it inherited (gcc's

@@ -66,6 +66,7 @@ from hangscope.analyze.upgradepatterns import lock_upgrade
 from hangscope.analyze.waitgraph import build_edges
 from hangscope.analyze.waitwalk import (
     Graph,
+    ends_elsewhere,
     hop,
     sends,
     site_words,
@@ -126,8 +127,8 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         if start is None:
             continue
         ring = path[start:]
-        if any(prompt_edge(g, i) for i in ring):
-            continue  # a prompt's parent holding its stdin: the prompt pattern tells it
+        if any(prompt_edge(g, i) for i in ring) or ends_elsewhere(g, ring):
+            continue  # a prompt's parent holding its stdin, or a holder that works
         if any(loop_reads(g, i) is not None for i in ring):
             continue  # an event loop blocked in a sync read: the cause; the event loop tells it
         if all(g.edges[i].kind in ("tcp", "unix") and waits_for_work(g.snap, g.edges[i])
@@ -354,7 +355,8 @@ def _sleeps_and_wakes(snap: Snapshot, proc: Process) -> bool:
 def _calm(snap: Snapshot, proc: Process) -> str | None:
     """``paused`` (one long sleep, woken 0 times in the window: what waits on it waits for a
     phase to end) or ``idle`` (a server waiting for requests), as analyze/calm.py reads it."""
-    return calm_kind(proc, _measured(snap, proc.pid))
+    return calm_kind(proc, _measured(snap, proc.pid),
+                     snap.waits.kernel if snap.waits is not None else None)
 
 
 def _measured(snap: Snapshot, pid: int) -> RankProgress | None:

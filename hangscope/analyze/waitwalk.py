@@ -278,3 +278,32 @@ def _outlived(g: Graph, edge: WaitEdge, holders: list[int], pipes: int = 1) -> s
             f"{held}, inherited the write {'ends' if pipes > 1 else 'end'} and keeps "
             f"{'them' if pipes > 1 else 'it'} open, so no EOF ever comes "
             "(redirect the background process's output, or stop reading once the child exits)")
+
+
+#: A process using this much CPU over the window computes: a wait it can end may still end.
+BUSY_PERCENT = 50.0
+
+
+def busy(g: Graph, pid: int | None) -> bool:
+    """``pid`` works: the progress window saw its lines move, or it used most of a CPU."""
+    proc = g.procs.get(pid) if pid is not None else None
+    if proc is None or proc.is_exited:
+        return False
+    measured = next((r for r in (g.snap.progress.ranks if g.snap.progress else ())
+                     if r.pid == pid), None)
+    return (measured is not None and measured.decision == "progressing") or (
+        proc.cpu_percent or 0.0) >= BUSY_PERCENT
+
+
+def ends_elsewhere(g: Graph, ring: Sequence[int]) -> bool:
+    """A wait of ``ring`` has another way out: the same thread's wait on the same object also
+    leads to a process outside the ring that works (a socket end or a pipe end inherited by a
+    forked sibling while its real holder computes): any holder may end it, and one is busy."""
+    members = {g.edges[i].pid for i in ring}
+    for i in ring:
+        edge = g.edges[i]
+        if any((other := g.edges[j]).tid == edge.tid and other.object == edge.object
+               and other.to_pid not in members and busy(g, other.to_pid)
+               for j in g.out.get(edge.pid, [])):
+            return True
+    return False

@@ -377,10 +377,11 @@ def watched_pids(procs: Sequence[Process]) -> list[int]:
     rank_pids = {p.pid for p in ranks}
     # A rank's DataLoader workers too: a rank blocked on their pipe for a whole window waits
     # for a batch they sleep or fetch for (a slow loader), which only their own window tells
-    # from a loader stuck for good.
+    # from a loader stuck for good. Also a rank's other Python children: a worker that set its
+    # own title (setproctitle in worker_init_fn) is known as one only from its stack, later.
     return [p.pid for p in python if p.role in WATCHED or (
         plain and p.role is Role.LAUNCHER and p.pid in parents) or (
-        p.role is Role.DATA_WORKER and p.ppid in rank_pids)]
+        p.role in (Role.DATA_WORKER, Role.OTHER) and p.ppid in rank_pids)]
 
 
 def _record_limit() -> int:

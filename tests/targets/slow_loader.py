@@ -1,10 +1,12 @@
 """A training loop bound by its DataLoader: each worker sleeps 6 s per batch (a remote fetch).
 
-    python slow_loader.py READY
+    python slow_loader.py READY [titled]
 
 The main process appends ``"<pid> main"`` to READY once the first batch arrived, then blocks on
 the workers' pipe for the next one, for seconds at a time: slow, not hung
 (huggingface/lerobot#1488-style reports of a loop that looks frozen between steps).
+``titled``: each worker sets its own process title in ``worker_init_fn`` (setproctitle), so
+its comm is no longer torch's ``pt_data_worker``: only its stack says what it is.
 """
 
 from __future__ import annotations
@@ -24,9 +26,17 @@ class FetchedShards(IterableDataset):
             yield torch.ones(4, 16)
 
 
+def titled(worker_id: int) -> None:
+    import setproctitle
+
+    setproctitle.setproctitle(f"shard-fetcher-{worker_id}")
+
+
 def main() -> None:
     torch.set_num_threads(1)
-    loader = DataLoader(FetchedShards(), batch_size=None, num_workers=2, prefetch_factor=1)
+    init = titled if sys.argv[2:] == ["titled"] else None
+    loader = DataLoader(FetchedShards(), batch_size=None, num_workers=2, prefetch_factor=1,
+                        worker_init_fn=init)
     weights = torch.zeros(16)
     for step, batch in enumerate(loader):
         weights += batch.mean(dim=0)

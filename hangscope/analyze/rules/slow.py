@@ -72,12 +72,13 @@ def loader_bound(facts: Facts) -> Verdict | None:
     """Every subject waits for DataLoader workers that fetch slowly (asleep and woken again
     and again in the dataset): the input pipeline is slow, nothing is hung."""
     fetching = fetching_loaders(facts.snapshot)
-    if not fetching or not facts.subjects or any(
-            p.key not in facts.stuck for p in facts.subjects):
+    if not fetching or not facts.subjects:
         return None
+    # A subject whose stack moved between samples went on (a rank past its batch, now in the
+    # step's all_reduce): only the others must wait for the loaders.
     waiting = [p for p in facts.subjects if (m := facts.progress.get(p.key)) is not None
                and m.decision == WAITING_DECISION]
-    if len(waiting) != len(facts.subjects):
+    if not waiting or any(p not in waiting and p.key in facts.stuck for p in facts.subjects):
         return None
     loaders = [p for p in facts.processes if p.pid in fetching]
     sites = sorted({t.site for p in loaders if (t := p.working_thread) and t.site})
