@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support import TARGETS, dump_json, run_cli, show_text, verdict_job
 
 JOBS = TARGETS / "calm_jobs.py"
@@ -34,6 +35,7 @@ def _decision(data: dict, pid: int) -> str:
     return next(r["decision"] for r in data["progress"]["ranks"] if r["pid"] == pid)
 
 
+@pytest.mark.extended
 def test_given_a_one_second_select_loop_that_gets_no_reply_then_it_is_stuck(
         tmp_path: Path) -> None:
     """CPython's select idiom (a 1 s timeout in a loop) waiting for a peer that waits too."""
@@ -45,6 +47,7 @@ def test_given_a_one_second_select_loop_that_gets_no_reply_then_it_is_stuck(
     assert "progressing" not in text.lower(), text
 
 
+@pytest.mark.extended
 def test_given_a_tcpstore_poll_for_a_key_nobody_sets_then_the_poller_is_stuck(
         tmp_path: Path) -> None:
     """pytorch/pytorch#83986: ranks polling the store for a key the owner never sets."""
@@ -56,6 +59,7 @@ def test_given_a_tcpstore_poll_for_a_key_nobody_sets_then_the_poller_is_stuck(
     # the owner's progress; the wait-for graph of the store edge is what tells them apart.)
 
 
+@pytest.mark.extended
 def test_given_a_driver_waiting_for_a_computing_worker_then_slow_and_never_stuck(
         tmp_path: Path) -> None:
     pids, data, raw, text = _dump("slow", tmp_path, ["driver", "worker"], "driver")
@@ -66,6 +70,7 @@ def test_given_a_driver_waiting_for_a_computing_worker_then_slow_and_never_stuck
     assert "stuck" not in raw.lower() and "stuck" not in text.lower(), text
 
 
+@pytest.mark.extended
 def test_given_a_server_with_no_request_and_a_sleeping_client_then_idle_never_stuck(
         tmp_path: Path) -> None:
     pids, data, raw, text = _dump("idle", tmp_path, ["server", "client"], "client")
@@ -82,6 +87,7 @@ def test_given_a_process_sleeping_between_phases_then_paused_never_stuck(
     assert "stuck" not in raw.lower() and "stuck" not in text.lower(), text
 
 
+@pytest.mark.extended
 def test_given_any_pid_of_a_script_server_helper_and_detached_client_then_all_are_found(
         tmp_path: Path) -> None:
     tags = ["script", "server", "helper", "client"]
@@ -93,6 +99,7 @@ def test_given_any_pid_of_a_script_server_helper_and_detached_client_then_all_ar
             assert everyone <= found, (target, everyone - found)
 
 
+@pytest.mark.extended
 def test_given_a_thousand_threads_outside_torch_distributed_then_a_short_report(
         tmp_path: Path) -> None:
     """Issue 17's 1,000-thread process whose report ran to 13,018 lines."""
@@ -115,6 +122,7 @@ def test_given_a_thousand_threads_outside_torch_distributed_then_a_short_report(
     assert data["collectives"] == []
 
 
+@pytest.mark.extended
 def test_given_a_pool_whose_worker_died_then_workers_are_no_ranks_sited_in_the_child(
         tmp_path: Path) -> None:
     """bpo-22393: a Pool worker killed mid-task; the workers idle, the driver waits. The

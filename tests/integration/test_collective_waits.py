@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support import TARGETS, dump_json, verdict_job
 
 JOBS = TARGETS / "collective_waits.py"
@@ -32,6 +33,7 @@ def test_ranks_in_all_reduce_wait_for_the_rank_blocked_on_its_full_checkpoint_qu
         verdict["summary"]
 
 
+@pytest.mark.extended
 def test_a_flock_held_across_a_barrier_that_a_rank_waits_behind_is_a_deadlock(
         tmp_path: Path) -> None:
     tags = ["launcher", "rank0", "rank1", "rank2", "uploader"]

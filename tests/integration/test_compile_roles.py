@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import psutil
+import pytest
 from support import dump_json, show_text, verdict_job
 
 from hangscope.analyze.compiling import compile_activity, describe_compile
@@ -34,6 +35,7 @@ def _pool_started(pid: int, timeout: float) -> list[psutil.Process]:
     raise AssertionError("Inductor's compile workers did not start")
 
 
+@pytest.mark.extended
 def test_given_torch_compile_in_progress_then_main_compiles_and_workers_help(
         tmp_path: Path) -> None:
     with verdict_job("compile", tmp_path, ["compiling"], timeout=120) as job:

@@ -125,6 +125,7 @@ def test_unknown_demo() -> None:
         pass
 
 
+@pytest.mark.extended
 def test_mismatch(tmp_path: Path, py_spy: str) -> None:
     with running_demo("mismatch", workdir=tmp_path) as job:
         procs = snapshot(job)
@@ -150,6 +151,7 @@ def test_mismatch(tmp_path: Path, py_spy: str) -> None:
     assert_all_gone(procs)
 
 
+@pytest.mark.extended
 def test_sglang(tmp_path: Path, py_spy: str) -> None:
     with running_demo("sglang", workdir=tmp_path) as job:
         procs = snapshot(job)
@@ -193,6 +195,7 @@ def test_deadlock(demo_job: Callable[..., DemoJob], py_spy: str) -> None:
     assert {"loader", "writer"} <= comms
 
 
+@pytest.mark.extended
 def test_straggler(tmp_path: Path, py_spy: str) -> None:
     with running_demo("straggler", workdir=tmp_path) as job:
         procs = snapshot(job)
@@ -210,6 +213,7 @@ def test_straggler(tmp_path: Path, py_spy: str) -> None:
     assert_all_gone(procs)
 
 
+@pytest.mark.extended
 def test_torchrun(tmp_path: Path, py_spy: str) -> None:
     with running_demo("torchrun", workdir=tmp_path) as job:
         procs = snapshot(job)
@@ -245,6 +249,7 @@ def test_launcher_exits_early(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         pass
 
 
+@pytest.mark.extended
 def test_timeout_kills_the_whole_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A launcher whose child leaves the session (like torchrun's workers) and
     # which never writes its ready line.

@@ -39,6 +39,7 @@ def working(proc: dict[str, Any]) -> dict[str, Any]:
     return next(t for t in proc["threads"] if t["tid"] == proc["working_tid"])
 
 
+@pytest.mark.extended
 def test_mismatch_demo_names_the_odd_rank_from_launcher_or_rank_pid(
         shared_demo: Any, hangscope_cli: Any) -> None:
     job = shared_demo("mismatch")
@@ -65,6 +66,7 @@ def test_mismatch_demo_names_the_odd_rank_from_launcher_or_rank_pid(
         p["pid"] for p in from_rank["processes"]}
 
 
+@pytest.mark.extended
 def test_mismatch_demo_markdown_and_file_output(shared_demo: Any, hangscope_cli: Any,
                                                  tmp_path: Path) -> None:
     job = shared_demo("mismatch")
@@ -85,6 +87,7 @@ def test_mismatch_demo_markdown_and_file_output(shared_demo: Any, hangscope_cli:
     assert "all_gather" in shown.stdout
 
 
+@pytest.mark.extended
 def test_sglang_demo_names_schedulers_detokenizer_and_waiting_launcher(
         shared_demo: Any, hangscope_cli: Any) -> None:
     job = shared_demo("sglang")
@@ -126,6 +129,7 @@ def test_deadlock_demo_names_both_threads_and_acquire_sites(
     assert "thread loader" in text.stdout and "thread writer" in text.stdout
 
 
+@pytest.mark.extended
 def test_straggler_demo_names_the_spinning_rank_and_its_function(
         shared_demo: Any, hangscope_cli: Any) -> None:
     job = shared_demo("straggler")
@@ -137,6 +141,7 @@ def test_straggler_demo_names_the_spinning_rank_and_its_function(
     assert "ranks 0-2 wait in all_reduce" in verdict["summary"]
 
 
+@pytest.mark.extended
 def test_torchrun_job_ranks_come_from_the_environment(shared_demo: Any, hangscope_cli: Any) -> None:
     job = shared_demo("torchrun")
     doc = dump_json(hangscope_cli, job.pid_of("rank0"))

@@ -130,6 +130,7 @@ def broken_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokenSe
         yield BrokenServer(target, port, tmp / "rank0.log", doc, text, markdown)
 
 
+@pytest.mark.extended
 def test_launcher_that_never_binds_its_port_is_not_listening(broken_server: BrokenServer) -> None:
     found = findings_of(broken_server.doc)
     (listen,) = found["listen.missing"]
@@ -250,6 +251,7 @@ def test_findings_are_ordered_and_never_repeat_the_verdict(broken_server: Broken
 
 # -- a stopped rank, a bound port --------------------------------------------------------
 
+@pytest.mark.extended
 def test_stopped_rank_is_named_and_left_stopped(tmp_path: Path) -> None:
     port = free_port()
     with ExitStack() as stack:
@@ -297,6 +299,7 @@ def test_uninterruptible_process_shows_wchan_and_kernel_stack(tmp_path: Path) ->
 
 # -- the SGLang-style demo ---------------------------------------------------------------
 
+@pytest.mark.extended
 def test_sglang_demo_report_opens_with_port_schedulers_and_idle(tmp_path: Path) -> None:
     """The first findings of the demo's text report: no port, schedulers found, all idle."""
     pytest.importorskip("torch")

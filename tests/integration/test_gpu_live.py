@@ -37,6 +37,7 @@ def _no_driver() -> None:
         pytest.skip("this machine has a usable NVIDIA driver")
 
 
+@pytest.mark.extended
 def test_given_no_driver_when_dump_then_works_and_says_it_once(
         sleeper: subprocess.Popen[bytes], hangscope_cli) -> None:
     _no_driver()
@@ -70,6 +71,7 @@ def test_given_no_driver_when_attach_refreshes_then_note_stays_single(
 # --- the validation harness itself, and real GPU hangs ----------------------------------------
 
 
+@pytest.mark.extended
 def test_validation_harness_runs_its_cpu_self_test(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(REPO / "demo" / "gpu" / "validate.py"), "--out",
                            str(tmp_path), "--only", "cpu_lock"], capture_output=True, text=True,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support import dump_json, show_text, verdict_job
 
 SHAPES = Path(__file__).resolve().parent.parent / "targets" / "hang_shapes.py"
@@ -31,6 +32,7 @@ def _ranks(data: dict) -> dict[int, int]:
             if p["role"] == "rank" and p.get("rank")}
 
 
+@pytest.mark.extended
 def test_given_a_rank_pid_under_a_bash_launcher_then_its_siblings_are_found(
         tmp_path: Path) -> None:
     pids, data, text = _dumped("shell", tmp_path, ["rank0", "rank1", "rank2"], "rank2")
@@ -60,6 +62,7 @@ def test_given_a_rank_running_gcc_then_cc1_is_its_compiler_not_a_rank(tmp_path: 
         assert not (finding["severity"] == "critical" and "exited" in finding["message"]), finding
 
 
+@pytest.mark.extended
 def test_given_a_lock_inversion_in_one_rank_then_local_deadlock_not_straggler(
         tmp_path: Path) -> None:
     pids, data, text = _dumped("inversion", tmp_path, ["rank0", "rank1", "rank2"], "rank0")
@@ -78,6 +81,7 @@ def test_given_a_lock_inversion_in_one_rank_then_local_deadlock_not_straggler(
     assert "LOCAL DEADLOCK" in text and "Straggler" not in text
 
 
+@pytest.mark.extended
 def test_given_ranks_without_a_common_parent_then_the_rendezvous_finds_them(
         tmp_path: Path) -> None:
     pids, data, text = _dumped("orphans", tmp_path, ["rank0", "rank1", "rank2"], "rank2")
@@ -90,6 +94,7 @@ def test_given_ranks_without_a_common_parent_then_the_rendezvous_finds_them(
     assert "missing" not in text.lower(), text
 
 
+@pytest.mark.extended
 def test_given_an_exited_rank_and_its_orphaned_fork_then_the_rank_is_missing(
         tmp_path: Path) -> None:
     pids, data, _ = _dumped("zombie_fork", tmp_path, ["rank0", "rank1", "failing2", "helper"],

@@ -44,6 +44,7 @@ def _dump(mode: str, tmp_path: Path, tags: list[str], target: str,
     return dict(job.pids), json.loads(raw), show_text(raw, tmp_path)
 
 
+@pytest.mark.extended
 @pytest.mark.xdist_group("progress")
 def test_given_a_rank_building_a_vocabulary_while_the_others_all_reduce_then_slow_not_hung(
         tmp_path: Path) -> None:
@@ -59,6 +60,7 @@ def test_given_a_rank_building_a_vocabulary_while_the_others_all_reduce_then_slo
     assert "STRAGGLER" not in text, text
 
 
+@pytest.mark.extended
 @pytest.mark.xdist_group("progress")
 def test_given_a_rank_spinning_in_one_loop_while_the_others_all_reduce_then_a_straggler(
         tmp_path: Path) -> None:
@@ -69,6 +71,7 @@ def test_given_a_rank_spinning_in_one_loop_while_the_others_all_reduce_then_a_st
     assert "pad_forever (healthy_jobs.py:" in verdict["summary"], verdict
 
 
+@pytest.mark.extended
 def test_given_an_idle_asyncio_server_and_workers_reading_their_task_pipes_then_idle(
         tmp_path: Path) -> None:
     pids, data, text = _dump("asyncio_pool", tmp_path, ["server", "worker0", "worker1"],
@@ -81,6 +84,7 @@ def test_given_an_idle_asyncio_server_and_workers_reading_their_task_pipes_then_
     assert "stuck" not in text.lower(), text
 
 
+@pytest.mark.extended
 def test_given_the_same_server_and_a_client_whose_request_it_dropped_then_not_idle(
         tmp_path: Path) -> None:
     pids, data, _ = _dump("asyncio_lost", tmp_path, ["server", "worker0", "worker1", "client"],
@@ -92,6 +96,7 @@ def test_given_the_same_server_and_a_client_whose_request_it_dropped_then_not_id
     assert f"PID {pids['client']} (python) waits for a reply on TCP" in verdict["summary"]
 
 
+@pytest.mark.extended
 def test_given_a_coordinator_asleep_between_phases_and_its_waiting_workers_then_paused(
         tmp_path: Path) -> None:
     pids, data, text = _dump("phases", tmp_path, ["coordinator", "worker0", "worker1"],
@@ -103,6 +108,7 @@ def test_given_a_coordinator_asleep_between_phases_and_its_waiting_workers_then_
     assert "stuck" not in text.lower(), text
 
 
+@pytest.mark.extended
 def test_given_a_job_piped_into_cut_by_its_shell_then_the_pipeline_is_no_part_of_it(
         tmp_path: Path) -> None:
     workdir = tmp_path / "job"

@@ -24,6 +24,7 @@ from hangscope.collect.pyspy import dump_locals
 from hangscope.model.serialize import from_dict
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("mode", ["filelock", "flock"])
 def test_given_ranks_waiting_for_a_file_lock_then_holder_and_file_named(
         mode: str, tmp_path: Path) -> None:

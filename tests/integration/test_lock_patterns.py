@@ -15,6 +15,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support import TARGETS, dump_json, verdict_job
 
 JOBS = TARGETS / "lock_jobs.py"
@@ -32,6 +33,7 @@ def _dump(mode: str, tmp_path: Path, tags: list[str],
     return data, pids
 
 
+@pytest.mark.extended
 def test_two_threads_taking_two_locks_in_opposite_orders_are_the_suspect_cycle(
         tmp_path: Path) -> None:
     """Real report: stripe-archive/sequins#90 (thread 1 holds A and wants B, thread 2 holds B
@@ -63,6 +65,7 @@ def _line(text: str, after: int = 0) -> int:
     return next(i for i, line in enumerate(lines, 1) if i > after and text in line)
 
 
+@pytest.mark.extended
 def test_a_signal_handler_taking_the_lock_its_interrupted_frame_holds_deadlocks_itself(
         tmp_path: Path) -> None:
     """Real report: quodeq/quodeq#785 (the SIGTERM handler blocks on the non-reentrant lock the
@@ -80,6 +83,7 @@ def test_a_signal_handler_taking_the_lock_its_interrupted_frame_holds_deadlocks_
                for e in data["wait_graph"]["edges"]), data["wait_graph"]
 
 
+@pytest.mark.extended
 def test_a_queue_whose_producer_thread_died_is_a_wait_nobody_can_end(tmp_path: Path) -> None:
     """Real report: tilezen/tilequeue#131 (a background thread's exception leaves the main
     thread waiting forever)."""
@@ -94,6 +98,7 @@ def test_a_queue_whose_producer_thread_died_is_a_wait_nobody_can_end(tmp_path: P
     assert "thread shard-producer died of an exception" in summary, summary
 
 
+@pytest.mark.extended
 def test_a_forked_child_with_a_feeder_thread_waits_on_a_lock_inherited_locked(
         tmp_path: Path) -> None:
     """Real report: pytorch/pytorch#130610 (workers forked while a lock is held block on it
@@ -112,6 +117,7 @@ def test_a_forked_child_with_a_feeder_thread_waits_on_a_lock_inherited_locked(
     assert "only helper threads besides" in summary, summary
 
 
+@pytest.mark.extended
 def test_an_event_loop_blocking_on_a_future_of_its_own_loop_waits_for_itself(
         tmp_path: Path) -> None:
     """Real report: empicano/aiomqtt#174 (run_coroutine_threadsafe(...).result() on the loop's
@@ -127,6 +133,7 @@ def test_an_event_loop_blocking_on_a_future_of_its_own_loop_waits_for_itself(
     assert "run_coroutine_threadsafe" in summary, summary
 
 
+@pytest.mark.extended
 def test_a_request_awaiting_a_future_whose_setter_task_died_is_named_on_an_idle_loop(
         tmp_path: Path) -> None:
     """Real report: vllm-project/vllm#36941 (the output handler task dies silently; every

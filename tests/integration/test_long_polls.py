@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from support import TARGETS, asleep, dump_json, running_target, settled_dump
 
 JOBS = TARGETS / "longpoll_jobs.py"
@@ -29,12 +30,14 @@ def _dump(mode: str, tmp_path: Path) -> dict:
         return json.loads(dump_json(job.launcher))
 
 
+@pytest.mark.extended
 def test_watchers_of_a_long_poll_whose_handlers_wait_with_a_deadline_are_idle(
         tmp_path: Path) -> None:
     data = _dump("longpoll", tmp_path)
     assert data["verdict"]["kind"] == "idle", data["verdict"]
 
 
+@pytest.mark.extended
 def test_watchers_whose_handlers_wait_for_ever_are_not_idle(tmp_path: Path) -> None:
     data = _dump("lost", tmp_path)
     assert data["verdict"]["kind"] not in ("idle", "paused", "progressing"), data["verdict"]
@@ -48,6 +51,7 @@ def test_an_idle_engine_and_its_output_thread_both_reading_their_pipe_are_idle(
     assert data["verdict"]["kind"] == "idle", data["verdict"]
 
 
+@pytest.mark.extended
 def test_a_server_whose_loader_thread_computes_while_its_launcher_polls_progresses(
         tmp_path: Path) -> None:
     """The server's main thread waits in its select loop; its weight-quantizer thread computes:

@@ -57,6 +57,7 @@ def _expected(ready: dict[int, dict[str, object]]) -> dict[str, set[int]]:
     return out
 
 
+@pytest.mark.extended
 def test_every_node_from_one_command(cluster: tuple[Cluster, dict]) -> None:
     c, ready = cluster
     local_rank_pid = min(int(v["pid"]) for v in ready.values() if v["host"] == "node01")
@@ -79,6 +80,7 @@ def test_every_node_from_one_command(cluster: tuple[Cluster, dict]) -> None:
         assert left.stdout == "", left.stdout
 
 
+@pytest.mark.extended
 def test_find_without_pid_goes_to_every_node(cluster: tuple[Cluster, dict]) -> None:
     c, ready = cluster
     spec = "name:worker\\.py"
@@ -86,6 +88,7 @@ def test_find_without_pid_goes_to_every_node(cluster: tuple[Cluster, dict]) -> N
     assert _ranks_by_host(dump) == {h: r for h, r in _expected(ready).items() if h != "node01"}
 
 
+@pytest.mark.extended
 def test_a_node_past_its_deadline_is_reported_and_left_clean(
         cluster: tuple[Cluster, dict]) -> None:
     c, ready = cluster

@@ -242,6 +242,7 @@ def test_tui_without_a_terminal_is_refused(python_sleeper: int, argv: list[str])
     assert "ssh -t" in result.stderr and "hangscope dump PID" in result.stderr
 
 
+@pytest.mark.extended
 def test_window_asked_for_is_the_window_used_and_reported(shared_demo: Any, py_spy: str) -> None:
     # GIVEN torch ranks, whose first (native) round takes seconds on a busy host
     job = shared_demo("mismatch")
@@ -272,6 +273,7 @@ def test_help_says_the_defaults_each_command_uses_and_every_key() -> None:
         assert "``" not in text  # RST double backticks are not terminal text
 
 
+@pytest.mark.extended
 def test_pyspy_spellings_and_unknown_flags_point_at_the_commands_help(
         python_sleeper: int) -> None:
     # `-p PID` and `--json`, as a py-spy user types them
@@ -288,6 +290,7 @@ def test_pyspy_spellings_and_unknown_flags_point_at_the_commands_help(
     assert both.returncode == 2 and "Two PIDs given" in both.stderr
 
 
+@pytest.mark.extended
 def test_demo_keep_leaves_the_demo_hung_until_ctrl_c(py_spy: str) -> None:
     import signal
 

@@ -43,6 +43,7 @@ def _table_row(text: str, rank: str) -> str:
                 if re.match(rf"\s*{re.escape(rank)}\s+\d+\s+rank\b", line))
 
 
+@pytest.mark.extended
 def test_stuck_column_is_a_lower_bound_from_the_first_sample(
         straggler_reports: dict[str, str]) -> None:
     # THEN the waiting ranks read at least "≥ 2 s" (unchanged over the 2 s window; longer
@@ -116,6 +117,7 @@ def test_markdown_renders_with_code_spans_and_even_indents(
         assert len(indents) == 1, block
 
 
+@pytest.mark.extended
 def test_a_job_without_ranks_names_each_process_once(tmp_path: Any) -> None:
     # GIVEN two plain Python processes (a client polling for a reply its server never sends)
     from support import TARGETS, run_cli, verdict_job

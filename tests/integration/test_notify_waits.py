@@ -32,6 +32,7 @@ def _dump(mode: str, tmp_path: Path, tags: list[str],
     return settled_dump(JOBS, mode, tmp_path, tags, window)
 
 
+@pytest.mark.extended
 def test_two_sides_opening_differently_named_fifos_are_named_with_both_paths(
         tmp_path: Path) -> None:
     """Real reports: sagan#16 and topjohnwu/Magisk#5484 (each side opens its own FIFO name,
@@ -82,6 +83,7 @@ def test_a_lock_held_while_its_holder_waits_on_an_event_is_not_called_an_inversi
     assert "lock-order inversion" not in summary, summary
 
 
+@pytest.mark.extended
 def test_shards_waiting_for_the_next_request_of_an_idle_front_end_are_idle(
         tmp_path: Path) -> None:
     """Real report: benfred/py-spy#221 (an idle server's workers all "stuck" in recv): each shard
@@ -115,6 +117,7 @@ def test_a_queue_join_after_a_worker_died_holding_a_task_names_the_join_and_the_
     assert "call task_done() in a finally" in summary, summary
 
 
+@pytest.mark.extended
 def test_a_process_waiting_on_a_lock_held_inside_a_deadlock_is_said_behind_it(
         tmp_path: Path) -> None:
     """Real reports: frappe/frappe#42164 and tox-dev/filelock#115 (a lock holder stuck on its
@@ -129,6 +132,7 @@ def test_a_process_waiting_on_a_lock_held_inside_a_deadlock_is_said_behind_it(
     assert f"held by the launcher (PID {archiver})" in summary, summary
 
 
+@pytest.mark.extended
 @pytest.mark.quiet  # how much CPU the math gets is the assertion: alone, not starved
 def test_renamed_torchrun_ranks_keep_their_numbers_and_native_math_is_slow_not_hung(
         tmp_path: Path) -> None:
@@ -156,14 +160,21 @@ def test_renamed_torchrun_ranks_keep_their_numbers_and_native_math_is_slow_not_h
     assert "Ranks 1-2 wait in all_reduce" in summary, summary
 
 
+@pytest.mark.extended
 @pytest.mark.quiet  # the workers' sleeps and wake-ups in the window are the assertion
-def test_a_loop_waiting_for_its_sleeping_dataloader_workers_is_not_hung(tmp_path: Path) -> None:
+@pytest.mark.parametrize("titles", ["torch", "titled"])
+def test_a_loop_waiting_for_its_sleeping_dataloader_workers_is_not_hung(
+        tmp_path: Path, titles: str) -> None:
     """Real report: huggingface/lerobot#1488 (a training loop bound by slow DataLoader
     workers): the main process blocks on their pipe between steps while they sleep in their
-    dataset's fetch; their own window says they sleep, so nothing is hung."""
+    dataset's fetch; their own window says they sleep, so nothing is hung. ``titled``: the
+    main process is a rank (torchrun's environment) whose workers set their own process
+    titles (no ``pt_data_worker`` comm): they are watched as the rank's children, and their
+    stacks say what they are."""
     ready = tmp_path / "ready"
-    argv = [sys.executable, str(TARGETS / "slow_loader.py"), str(ready)]
-    with running_target(argv, tmp_path, tags=["main"], ready_file=ready,
+    argv = [sys.executable, str(TARGETS / "slow_loader.py"), str(ready), titles]
+    env = dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1") if titles == "titled" else None
+    with running_target(argv, tmp_path, tags=["main"], ready_file=ready, env=env,
                         ready=lambda t: asleep(t.pids["main"]), timeout=60) as job:
         data = json.loads(dump_json(job.launcher, "--samples", "2"))
     verdict = data["verdict"]
@@ -171,6 +182,7 @@ def test_a_loop_waiting_for_its_sleeping_dataloader_workers_is_not_hung(tmp_path
     assert verdict["suspects"] == [], verdict
 
 
+@pytest.mark.extended
 def test_a_front_end_its_idle_threads_an_exporter_in_accept_and_a_worker_are_idle(
         tmp_path: Path) -> None:
     """Real report: ml-explore/mlx-lm#674 (an idle model server read as hung): its generation
@@ -184,6 +196,7 @@ def test_a_front_end_its_idle_threads_an_exporter_in_accept_and_a_worker_are_idl
         assert f"PID {pids[tag]} is idle at " in verdict["summary"], verdict
 
 
+@pytest.mark.extended
 def test_an_event_whose_setter_died_is_named_while_an_acceptor_thread_still_blocks(
         tmp_path: Path) -> None:
     """Real report: zellij-org/zellij#5155 (a daemon's main thread waits for a thread that

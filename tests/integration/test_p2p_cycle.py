@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support import dump_json, show_text, verdict_job
 
 from hangscope.analyze.p2p import P2PCall, describe_points_at, p2p_call_of_thread, p2p_graph
@@ -22,6 +23,7 @@ from hangscope.model.serialize import from_dict
 RANKS = ["rank0", "rank1", "rank2"]
 
 
+@pytest.mark.extended
 def test_given_receive_cycle_then_p2p_deadlock_with_its_ranks(tmp_path: Path) -> None:
     with verdict_job("p2p_cycle", tmp_path, RANKS, timeout=120) as job:
         data = dump_json(job.launcher)
@@ -60,6 +62,7 @@ def _peers(snap: Snapshot) -> dict[int, P2PCall]:
     return calls
 
 
+@pytest.mark.extended
 def test_given_stage_that_never_sends_then_receivers_point_at_it(tmp_path: Path) -> None:
     with verdict_job("p2p_stalled", tmp_path, RANKS, timeout=120) as job:
         data = dump_json(job.launcher)
@@ -81,6 +84,7 @@ def test_given_stage_that_never_sends_then_receivers_point_at_it(tmp_path: Path)
     assert "Every rank arrived" not in show_text(data, tmp_path)
 
 
+@pytest.mark.extended
 def test_given_healthy_pipeline_then_not_a_mismatch(tmp_path: Path) -> None:
     with verdict_job("p2p_ok", tmp_path, RANKS, timeout=120) as job:
         snap = from_dict(json.loads(dump_json(job.launcher, "--samples", "5")))
@@ -90,6 +94,7 @@ def test_given_healthy_pipeline_then_not_a_mismatch(tmp_path: Path) -> None:
     assert snap.verdict.kind.value == "progressing", snap.verdict
 
 
+@pytest.mark.extended
 def test_given_async_ops_with_other_tags_then_the_unmatched_pair_is_named(
         tmp_path: Path) -> None:
     """GIVEN rank 2 isends to rank 1 with tag 7, rank 1 irecvs from 2 with tag 8 and rank 0
@@ -124,6 +129,7 @@ def test_given_every_rank_posts_async_receives_first_then_p2p_deadlock(tmp_path:
     assert sorted(verdict.suspects) == sorted(p.pid for p in snap.ranks)
 
 
+@pytest.mark.extended
 def test_given_a_rank_that_skips_new_group_then_it_is_the_odd_one_out(tmp_path: Path) -> None:
     """Real reports: pytorch/pytorch#53395 and the c10d docs (new_group must be called by every
     process of the default group, even those not in the new group)."""

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support import (
     FAST_WINDOW,
     TARGETS,
@@ -46,6 +47,7 @@ def test_a_barrier_made_for_more_parties_than_threads_is_named_with_its_joiner(
     assert verdict["suspects"][0] == pids["tiler"], verdict
 
 
+@pytest.mark.extended
 def test_a_barrier_whose_party_died_names_the_dead_thread(tmp_path: Path) -> None:
     """Real report: Draegerwerk/SDCcc#188 (a participating thread dies of an unhandled
     exception; the others never pass the barrier)."""
@@ -59,6 +61,7 @@ def test_a_barrier_whose_party_died_names_the_dead_thread(tmp_path: Path) -> Non
     assert verdict["suspects"][0] == pids["simulator"], verdict
 
 
+@pytest.mark.extended
 def test_leaked_semaphore_permits_are_said_with_no_holder(tmp_path: Path) -> None:
     """Real report: apache/pulsar#13812 (permits leak when an exception comes between acquire
     and release, until every request waits)."""
@@ -73,6 +76,7 @@ def test_leaked_semaphore_permits_are_said_with_no_holder(tmp_path: Path) -> Non
     assert verdict["suspects"][0] == pids["gateway"], verdict
 
 
+@pytest.mark.extended
 def test_permits_held_by_threads_waiting_on_a_backend_are_not_called_leaked(
         tmp_path: Path) -> None:
     data, pids = _dump("permits_held", tmp_path, ["gateway", "backend", "client"])
@@ -81,6 +85,7 @@ def test_permits_held_by_threads_waiting_on_a_backend_are_not_called_leaked(
     assert pids["backend"] in data["verdict"]["suspects"], data["verdict"]
 
 
+@pytest.mark.extended
 def test_an_event_loop_blocked_on_a_lock_held_by_a_thread_waiting_for_the_loop_is_a_cycle(
         tmp_path: Path) -> None:
     """Real report: PrefectHQ/prefect#7897 (a thread waits for the loop to run its future while
@@ -100,6 +105,7 @@ def test_an_event_loop_blocked_on_a_lock_held_by_a_thread_waiting_for_the_loop_i
     assert f"PID {pids['drainer']}" not in summary.split(":")[0], summary
 
 
+@pytest.mark.extended
 def test_a_sqlite_transaction_held_across_a_read_from_its_writer_is_a_cycle_not_progress(
         tmp_path: Path) -> None:
     """Real report: tiiuae/sbomnix#118 (retrying "database is locked" between processes): the
@@ -123,6 +129,7 @@ def test_a_sqlite_transaction_held_across_a_read_from_its_writer_is_a_cycle_not_
     assert set(verdict["suspects"]) <= {catalog, indexer} and catalog in verdict["suspects"]
 
 
+@pytest.mark.extended
 def test_a_fifo_whose_reader_crashed_names_the_dead_script_and_its_error(
         tmp_path: Path) -> None:
     """Real report: nodejs/node#3628 (open() of a FIFO blocks while no one reads it); here the
@@ -135,6 +142,7 @@ def test_a_fifo_whose_reader_crashed_names_the_dead_script_and_its_error(
             "script no live process of the job runs: the process that ran it died") in summary
 
 
+@pytest.mark.extended
 def test_a_loader_waits_for_its_stuck_worker_not_for_the_idle_ones(tmp_path: Path) -> None:
     """Real report: pytorch/pytorch#1355 and its kin (a DataLoader hangs when one worker blocks
     in __getitem__): the result queue's write end is held by every worker; the idle ones wait
@@ -149,6 +157,7 @@ def test_a_loader_waits_for_its_stuck_worker_not_for_the_idle_ones(tmp_path: Pat
     assert data["verdict"]["suspects"] == [stuck], data["verdict"]
 
 
+@pytest.mark.extended
 def test_workers_that_registered_and_wait_for_their_next_job_are_idle_not_hung(
         tmp_path: Path) -> None:
     """Healthy (triton-inference-server/tensorrtllm_backend#151's shape): pull workers connect
@@ -162,6 +171,7 @@ def test_workers_that_registered_and_wait_for_their_next_job_are_idle_not_hung(
     assert verdict["suspects"] == [], verdict
 
 
+@pytest.mark.extended
 def test_a_request_is_followed_into_the_handler_thread_that_serves_it(tmp_path: Path) -> None:
     """Real report: EleutherAI/bergson#249's shape (a client's call into a service whose
     handler waits on a backend that never accepts): no thread of the service is blocked on the
@@ -188,6 +198,7 @@ def test_a_consumer_thread_that_puts_into_its_own_full_queue_is_named(tmp_path: 
     assert data["verdict"]["suspects"] == [pids["shipper"]], data["verdict"]
 
 
+@pytest.mark.extended
 def test_an_event_loop_blocked_in_a_queue_get_is_the_cause_not_a_cycle(tmp_path: Path) -> None:
     """Real report: mozilla/release-services#2228 (a blocking multiprocessing Queue.get inside
     a coroutine): the worker waits for a task the loop would dispatch, so the waits close a
@@ -201,6 +212,7 @@ def test_an_event_loop_blocked_in_a_queue_get_is_the_cause_not_a_cycle(tmp_path:
     assert data["verdict"]["suspects"] == [pids["listener"]], data["verdict"]
 
 
+@pytest.mark.extended
 def test_a_process_pool_executor_with_no_worker_left_is_named(tmp_path: Path) -> None:
     """Real report: python/cpython#115634 (ProcessPoolExecutor with max_tasks_per_child stops
     replacing its workers; the pending futures never run)."""
@@ -214,6 +226,7 @@ def test_a_process_pool_executor_with_no_worker_left_is_named(tmp_path: Path) ->
     assert data["verdict"]["suspects"] == [pids["indexer"]], data["verdict"]
 
 
+@pytest.mark.extended
 def test_a_manager_lock_whose_holder_died_is_said(tmp_path: Path) -> None:
     """Real report: HKUDS/LightRAG#3413 (a Manager-hosted lock held for a worker that was
     killed: the Manager never releases it, every other worker waits)."""
@@ -235,6 +248,7 @@ def _all_futex(pid: int) -> bool:
         return False
 
 
+@pytest.mark.extended
 def test_the_gil_held_in_a_native_lock_wait_starves_the_thread_that_would_post_it(
         tmp_path: Path) -> None:
     """Real report: earth-mover/icechunk#563 (a native call keeps the GIL while it blocks on a

@@ -85,6 +85,7 @@ def settle(pids: list[int]) -> None:
 
 # -- refresh correctness ------------------------------------------------------------------
 
+@pytest.mark.extended
 @pytest.mark.parametrize("native", [True, False], ids=["native", "python-only"])
 def test_given_a_rank_that_moves_when_refreshed_then_its_new_stack_shows(
         barrier: Any, dumps: list[dict[str, Any]], native: bool) -> None:
@@ -279,6 +280,7 @@ def test_one_proc_pass_finds_the_tree_psutil_finds(barrier: Any) -> None:
 
 # -- analysis at scale ---------------------------------------------------------------------
 
+@pytest.mark.extended
 @pytest.mark.parametrize("scenario", ["mismatch", "straggler", "all_waiting"])
 def test_synthetic_jobs_get_the_right_diagnosis_raw_or_classified(scenario: str) -> None:
     from benchmarks import synthetic

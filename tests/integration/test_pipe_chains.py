@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support import TARGETS, dump_json, verdict_job
 
 JOBS = TARGETS / "pipe_chain_jobs.py"
@@ -23,6 +24,7 @@ def _edges(data: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [e for e in data["wait_graph"]["edges"] if e["kind"] == kind]
 
 
+@pytest.mark.extended
 def test_a_shell_between_popen_wait_and_a_writer_on_a_full_pipe_closes_the_cycle(
         tmp_path: Path) -> None:
     """Real report: google/turbinia#945 (Popen.wait with stdout=PIPE, here through
@@ -46,6 +48,7 @@ def test_a_shell_between_popen_wait_and_a_writer_on_a_full_pipe_closes_the_cycle
     assert "outside the job" not in summary
 
 
+@pytest.mark.extended
 def test_children_of_a_thread_pool_reading_a_stdin_pipe_never_closed_are_the_suspects(
         tmp_path: Path) -> None:
     """Real report: artwist-polyakov/polyakov-claude-skills#103 (a CLI run from a non-TTY

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from support import TARGETS, settled_dump
 
 JOBS = TARGETS / "pool_jobs.py"
@@ -23,6 +24,7 @@ def test_a_pool_whose_result_handler_died_is_named(tmp_path: Path) -> None:
     assert "result-handler thread (_handle_results) is gone" in verdict["summary"], verdict
 
 
+@pytest.mark.extended
 def test_a_pool_whose_workers_wait_for_a_task_queued_behind_them_is_starved(
         tmp_path: Path) -> None:
     data, pids = settled_dump(JOBS, "starved", tmp_path, ["driver", "worker0", "worker1"])

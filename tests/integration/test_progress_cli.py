@@ -63,6 +63,7 @@ def _all_progressing(pid: int, runs: int) -> None:
     assert wrong == [], f"{len(wrong)} of {runs} dumps did not read progressing: {wrong[:3]}"
 
 
+@pytest.mark.extended
 def test_given_sleepy_torchrun_job_then_5_of_5_dumps_read_progressing(sleepy_job: int) -> None:
     _all_progressing(sleepy_job, RUNS)
 
@@ -75,6 +76,7 @@ def test_given_sleepy_torchrun_job_then_20_of_20_dumps_read_progressing(sleepy_j
     _all_progressing(sleepy_job, SOAK_RUNS)
 
 
+@pytest.mark.extended
 def test_given_sleepy_job_then_the_text_report_says_which_evidence_decided(
         sleepy_job: int) -> None:
     result = run_cli("dump", str(sleepy_job), timeout=120.0)
@@ -83,6 +85,7 @@ def test_given_sleepy_job_then_the_text_report_says_which_evidence_decided(
     assert "kernel counters" in result.stdout or "Python lines" in result.stdout
 
 
+@pytest.mark.extended
 def test_given_no_progress_flag_then_no_measurement_and_the_stack_samples_decide(
         sleepy_job: int) -> None:
     data = dump_json(sleepy_job, "--no-progress")
@@ -109,6 +112,7 @@ def test_given_py_spy_record_failing_then_a_note_and_the_stack_samples_decide(
     assert not data["verdict"]["summary"].startswith("Progressing over")
 
 
+@pytest.mark.extended
 def test_given_one_process_busy_in_one_c_call_then_slow_not_proven_hung(tmp_path: Path) -> None:
     # A catastrophically backtracking regex: one Python line, 100% CPU, no GPU. Neither a move
     # nor a hang can be proven: the verdict says so, and which evidence it looked at.

@@ -59,6 +59,7 @@ def _progressing_windows(pids: list[int], count: int) -> None:
     assert not wrong, f"{len(wrong)}/{count} windows not progressing, first: {wrong[0]}"
 
 
+@pytest.mark.extended
 def test_sleepy_job_reads_progressing_in_5_of_5_windows(gloo_job) -> None:  # type: ignore[no-untyped-def]
     # GIVEN a job whose rank 0 sleeps 300 ms per step while ranks 1-3 wait for it in all_reduce,
     # WHEN it is watched for 5 default windows in a row, THEN every window says progressing
@@ -70,6 +71,7 @@ def test_sleepy_job_reads_progressing_in_20_of_20_windows(gloo_job) -> None:  # 
     _progressing_windows(gloo_job("sleepy"), 20)  # the soak: 20 windows in a row
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("mode", ["mismatch", "blocked", "poll"])
 def test_hung_job_reads_stuck(gloo_job, mode: str) -> None:  # type: ignore[no-untyped-def]
     # GIVEN a job that is hung for good (mismatched collectives; a rank blocked on a lock; a

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from support import TARGETS, settled_dump
 
 JOBS = TARGETS / "queue_jobs.py"
 
 
+@pytest.mark.extended
 def test_workers_blocked_on_a_full_queue_of_a_sleeping_trainer_are_paused(
         tmp_path: Path) -> None:
     data, _ = settled_dump(JOBS, "paused_full", tmp_path, ["trainer", "worker0", "worker1"])

@@ -163,6 +163,7 @@ def soak(handle: JobHandle, snapshots: int, progress: bool = False) -> dict[str,
     }
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(900)
 def test_soak_25_snapshots_of_a_busy_job_leave_every_target_running(job: Any) -> None:
     """GIVEN 3 busy ranks WHEN 25 snapshots are taken back to back THEN none is killed or left
@@ -197,6 +198,7 @@ def test_soak_1000_snapshots_of_a_busy_job(job: Any) -> None:
         assert_progress(handle, rank)
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("victims", ["hangscope", "hangscope-and-py-spy"])
 def test_sigkill_of_hangscope_mid_sample_leaves_targets_running(
         job: Any, tmp_path: Path, victims: str) -> None:
@@ -234,6 +236,7 @@ def test_sigkill_of_hangscope_mid_sample_leaves_targets_running(
         assert_progress(handle, rank)
 
 
+@pytest.mark.extended
 def test_ctrl_c_mid_sample_exits_130_and_leaves_targets_running(job: Any) -> None:
     """GIVEN hangscope with py-spy attached to a rank WHEN the user presses Ctrl-C (SIGINT to
     the foreground process group: hangscope and its py-spy) THEN exit 130, one line, no
@@ -289,6 +292,7 @@ def fake_env(fake: Path, mode: str, victim: int, handle: JobHandle) -> dict[str,
             "HS_FAKE_VICTIM": str(victim), "HS_FAKE_DIR": str(handle.control_dir)}
 
 
+@pytest.mark.extended
 def test_rank_that_exits_between_discovery_and_sampling_is_reported_gone(
         job: Any, tmp_path: Path, hangscope_cli: Any, real_pyspy: str) -> None:
     """GIVEN a rank that exits after discovery, right before py-spy reads it THEN the report
@@ -315,6 +319,7 @@ def _ns_last_pid_writable() -> bool:
 @pytest.mark.quiet  # the freed PID must not go to another test's process first
 @pytest.mark.skipif(not _ns_last_pid_writable(),
                     reason="needs root and a writable /proc/sys/kernel/ns_last_pid to reuse a PID")
+@pytest.mark.extended
 def test_pid_reused_between_discovery_and_sampling_is_not_sampled_as_the_rank(
         job: Any, tmp_path: Path, hangscope_cli: Any, real_pyspy: str) -> None:
     """GIVEN a rank that exits while py-spy runs and a new process that gets its PID THEN the
@@ -344,6 +349,7 @@ def test_pid_reused_between_discovery_and_sampling_is_not_sampled_as_the_rank(
 @pytest.mark.quiet  # the freed PID must not go to another test's process first
 @pytest.mark.skipif(not _ns_last_pid_writable(),
                     reason="needs root and a writable /proc/sys/kernel/ns_last_pid to reuse a PID")
+@pytest.mark.extended
 def test_live_view_stops_when_the_job_exits_and_its_pid_is_reused(job: Any,
                                                                   tmp_path: Path) -> None:
     """GIVEN `attach`'s sampler on a job WHEN the job exits and a stranger gets the
@@ -376,6 +382,7 @@ def test_live_view_stops_when_the_job_exits_and_its_pid_is_reused(job: Any,
         assert stopped_threads([stranger]) == {}
 
 
+@pytest.mark.extended
 def test_stopped_rank_is_reported_and_never_resumed(job: Any, hangscope_cli: Any) -> None:
     """GIVEN a SIGSTOPped rank THEN it is reported as stopped (with `kill -CONT`), py-spy does
     not touch it, and it is still stopped afterwards: hangscope never resumes or kills it."""
@@ -401,6 +408,7 @@ def test_stopped_rank_is_reported_and_never_resumed(job: Any, hangscope_cli: Any
 
 # -- py-spy: missing, hanging, failing --------------------------------------------------------
 
+@pytest.mark.extended
 def test_pyspy_missing_override_says_the_path_is_wrong(job: Any, hangscope_cli: Any) -> None:
     handle = job(ranks=1, mode="idle")
     result = hangscope_cli("dump", str(handle.launcher),
@@ -412,6 +420,7 @@ def test_pyspy_missing_override_says_the_path_is_wrong(job: Any, hangscope_cli: 
     assert "unset it" in result.stderr and "pip install" not in result.stderr
 
 
+@pytest.mark.extended
 def test_pyspy_missing_from_venv_and_path_says_how_to_install(
         job: Any, tmp_path: Path) -> None:
     """An interpreter with no py-spy beside it and none on PATH: exit 5 and the install line."""
@@ -438,6 +447,7 @@ def test_pyspy_missing_from_venv_and_path_says_how_to_install(
     assert "pip install py-spy" in result.stderr
 
 
+@pytest.mark.extended
 @pytest.mark.quiet  # --timeout 1 must hold for the ranks that answer: run alone
 def test_hanging_pyspy_is_killed_at_timeout_and_the_other_ranks_report(
         job: Any, tmp_path: Path, hangscope_cli: Any, real_pyspy: str) -> None:
@@ -459,6 +469,7 @@ def test_hanging_pyspy_is_killed_at_timeout_and_the_other_ranks_report(
     assert_all_running(handle)
 
 
+@pytest.mark.extended
 @pytest.mark.quiet  # --timeout 1 must hold for the ranks that answer: run alone
 def test_native_dump_that_times_out_is_retried_python_only(
         job: Any, tmp_path: Path, hangscope_cli: Any, real_pyspy: str) -> None:
@@ -492,6 +503,7 @@ def test_pyspy_printing_nonsense_on_one_rank_is_that_ranks_error(
     assert python_threads(proc_of(doc, handle.rank(1)))
 
 
+@pytest.mark.extended
 def test_pyspy_failing_on_one_rank_reports_its_sentence_not_its_backtrace(
         job: Any, tmp_path: Path, hangscope_cli: Any, real_pyspy: str) -> None:
     handle = job(ranks=2, mode="idle")
@@ -548,6 +560,7 @@ def as_user(user: pwd.struct_passwd, argv: list[str], env: dict[str, str],
                           timeout=timeout, check=False, cwd="/")
 
 
+@pytest.mark.extended
 def test_unprivileged_user_gets_exit_4_and_the_ptrace_remedy(
         job: Any, unprivileged_user: pwd.struct_passwd) -> None:
     """GIVEN a root-owned job WHEN an ordinary user runs hangscope on it THEN exit 4, a partial
@@ -594,6 +607,7 @@ def test_kernel_log_an_ordinary_user_cannot_read_is_said(
     assert "kernel log not checked: /dev/kmsg: Operation not permitted" in result.stdout
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("fmt", ["json", "md"])
 def test_partial_report_on_permission_failure_honours_format_and_output(
         job: Any, unprivileged_user: pwd.struct_passwd, fmt: str) -> None:
@@ -669,6 +683,7 @@ NVML_NOTE = {
 }
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("case", sorted(FAKE_PYNVML))
 def test_no_nvml_no_driver_or_stuck_nvml_still_gives_a_report(
         job: Any, tmp_path: Path, hangscope_cli: Any, case: str) -> None:
@@ -692,6 +707,7 @@ def test_no_nvml_no_driver_or_stuck_nvml_still_gives_a_report(
     assert NVML_NOTE[case] in flat(text.stdout)
 
 
+@pytest.mark.extended
 def test_rank_with_2000_threads_is_reported_whole(job: Any, hangscope_cli: Any) -> None:
     handle = job(ranks=1, mode="idle", args=["--threads", "2000"])
     doc, _ = dump_doc(hangscope_cli, handle.launcher, "--no-native", "--timeout", "60",

@@ -160,6 +160,7 @@ def test_the_job_really_carries_the_secrets(secret_job: JobHandle) -> None:
     assert S["shell"] in Path(f"/proc/{secret_job.pids['shell']}/cmdline").read_text()
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("fmt", ["text", "md", "json"])
 def test_dump_in_every_format_shows_no_secret(secret_job: JobHandle, hangscope_cli: Any,
                                               tmp_path: Path, fmt: str) -> None:
@@ -186,6 +187,7 @@ def test_dump_in_every_format_shows_no_secret(secret_job: JobHandle, hangscope_c
         assert "TORCHELASTIC_RUN_ID" in rank["environ"]
 
 
+@pytest.mark.extended
 def test_saved_dump_shown_again_shows_no_secret(secret_job: JobHandle, hangscope_cli: Any,
                                                 tmp_path: Path) -> None:
     saved = tmp_path / "dump.json"
@@ -276,6 +278,7 @@ def test_private_key_cut_off_by_the_tail_window_is_masked() -> None:
     assert not any(line in redact_text(escaped) for line in PEM_BODY)
 
 
+@pytest.mark.extended
 def test_private_key_printed_to_the_log_is_masked(tmp_path: Path,
                                                  hangscope_cli: Any) -> None:
     with running_job(tmp_path / "pem", ranks=1, mode="idle",

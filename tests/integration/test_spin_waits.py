@@ -42,6 +42,7 @@ def test_a_publisher_spinning_for_a_reader_never_started_is_the_suspect(tmp_path
     assert "spin-waiting" in decided[pids["publisher"]]["reason"]
 
 
+@pytest.mark.extended
 @pytest.mark.quiet  # how many messages flow in the window depends on the CPU it gets
 def test_a_ring_whose_every_process_spins_for_each_message_and_handles_it_progresses(
         tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support import TARGETS, dump_json, verdict_job
 
 JOBS = TARGETS / "thread_jobs.py"
@@ -50,6 +51,7 @@ def test_two_pool_workers_taking_two_locks_in_opposite_orders_deadlock_the_pool(
     assert "Ledger.balance" not in summary and "Ledger.note" not in summary, summary
 
 
+@pytest.mark.extended
 def test_a_thread_holding_the_logging_lock_over_a_full_stderr_pipe_is_the_cycle(
         tmp_path: Path) -> None:
     """Real report: aethersdr/AetherSDR#2300 (the parent captured stderr and did not drain it;
@@ -70,6 +72,7 @@ def test_a_thread_holding_the_logging_lock_over_a_full_stderr_pipe_is_the_cycle(
     assert "Local deadlock" not in summary and "lock-order" not in summary, summary
 
 
+@pytest.mark.extended
 def test_the_gil_held_over_a_native_read_of_a_pipe_only_its_own_thread_writes(
         tmp_path: Path) -> None:
     """Real report: pysam-developers/pysam#57 (native calls that keep the GIL block a thread

@@ -45,6 +45,7 @@ def _dump(mode: str, tmp_path: Path, tags: list[str], *, zombie: str | None = No
     return data, pids
 
 
+@pytest.mark.extended
 def test_a_daemon_that_inherited_the_output_pipe_is_the_suspect_not_the_exited_shell(
         tmp_path: Path) -> None:
     """Real report: python/cpython#76116 (communicate() waits for EOF on a pipe a background
@@ -84,6 +85,7 @@ def test_a_child_prompting_on_a_stdin_pipe_its_parent_never_writes_is_the_suspec
     assert summary.index(f"PID {peer}") < summary.index(f"PID {child} (python) waits for input")
 
 
+@pytest.mark.extended
 def test_a_rank_that_left_its_loop_early_into_a_store_wait_is_the_odd_one_out(
         tmp_path: Path) -> None:
     """Real report: pytorch/pytorch#33148 (uneven inputs: a rank with fewer batches leaves the
@@ -99,6 +101,7 @@ def test_a_rank_that_left_its_loop_early_into_a_store_wait_is_the_odd_one_out(
     assert "The odd one out is rank 1." in summary
 
 
+@pytest.mark.extended
 def test_ranks_waiting_for_a_store_key_set_under_a_prefix_are_grouped_and_the_key_named(
         tmp_path: Path) -> None:
     """Real report: pytorch/pytorch#67972 (a store get of a key that is not set blocks until
@@ -122,6 +125,7 @@ def test_ranks_waiting_for_a_store_key_set_under_a_prefix_are_grouped_and_the_ke
     assert keys[pids["rank1"]] == keys[pids["rank2"]] == ["step2/saved"], keys
 
 
+@pytest.mark.extended
 def test_a_rank_that_left_its_loop_early_into_a_barrier_is_the_odd_one_out(
         tmp_path: Path) -> None:
     """Real report: pytorch/pytorch#38174 (the Join RFC: a rank out of inputs enters the next
@@ -134,6 +138,7 @@ def test_a_rank_that_left_its_loop_early_into_a_barrier_is_the_odd_one_out(
     assert "The odd one out is rank 1." in verdict["summary"]
 
 
+@pytest.mark.extended
 def test_two_single_threaded_servers_calling_each_other_over_loopback_are_a_deadlock(
         tmp_path: Path) -> None:
     """Real report: puma/puma#612 (a handler's request needs the same single-threaded server;
@@ -151,6 +156,7 @@ def test_two_single_threaded_servers_calling_each_other_over_loopback_are_a_dead
     assert "serve requests on more threads" in summary
 
 
+@pytest.mark.extended
 def test_pool_workers_all_inside_tasks_that_wait_for_a_queued_task_saturate_the_pool(
         tmp_path: Path) -> None:
     """Real report: PrefectHQ/prefect#14194 (tasks that wait for other tasks hang once they
@@ -169,6 +175,7 @@ def test_pool_workers_all_inside_tasks_that_wait_for_a_queued_task_saturate_the_
     assert "saturated by tasks waiting for tasks" in summary
 
 
+@pytest.mark.extended
 @pytest.mark.parametrize("family", ["tcp", "unix"])
 def test_both_ends_of_one_connection_reading_it_are_a_deadlock_of_the_handler_thread(
         tmp_path: Path, family: str) -> None:
@@ -209,6 +216,7 @@ def test_both_ends_of_one_connection_reading_it_are_a_deadlock_of_the_handler_th
     assert handler and handler[0]["to_pid"] == server and handler[0]["to_tid"], handler
 
 
+@pytest.mark.extended
 def test_both_ends_of_one_connection_writing_it_with_full_buffers_are_a_deadlock(
         tmp_path: Path) -> None:
     """The classic socket pitfall (each side sendall()s a large payload before it reads the

@@ -48,6 +48,7 @@ def _edges(data: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     return [e for e in data["wait_graph"]["edges"] if e["kind"] == kind]
 
 
+@pytest.mark.extended
 def test_popen_wait_on_a_child_blocked_writing_its_full_stdout_pipe_is_a_deadlock(
         tmp_path: Path) -> None:
     """Real report: google/turbinia#945 (Popen.wait with stdout=PIPE; the child blocks once
@@ -79,6 +80,7 @@ def test_join_before_draining_a_queue_whose_feeder_blocks_is_a_deadlock(tmp_path
     assert any(e["pid"] == child and e["to_pid"] == parent for e in _edges(data, "pipe"))
 
 
+@pytest.mark.extended
 def test_a_unix_socket_client_waits_for_a_server_stuck_in_its_handler(tmp_path: Path) -> None:
     """Real report: SDL-Hercules-390/hyperion#377 (a request waits on a handler that never
     answers); here the client and the server are two processes of one job."""
@@ -96,6 +98,7 @@ def test_a_unix_socket_client_waits_for_a_server_stuck_in_its_handler(tmp_path: 
     assert "ends in an error: 'RuntimeError: reply cache corrupted'" in verdict["summary"]
 
 
+@pytest.mark.extended
 def test_a_tcp_client_on_this_host_waits_for_the_server_process(tmp_path: Path) -> None:
     """Real report: Git-on-my-level/codex-autorunner#1375 (a local server accepts TCP and
     returns no bytes; the client waits forever)."""
@@ -125,6 +128,7 @@ def test_two_processes_each_waiting_for_the_others_flock_is_a_deadlock(tmp_path:
     _lock_cycle("flock", tmp_path)
 
 
+@pytest.mark.extended
 def test_ofd_locks_show_pid_minus_one_yet_the_holders_are_named(tmp_path: Path) -> None:
     """Real report: juicedata/juicefs#774 (no deadlock detection for these locks: the
     kernel detects POSIX lock cycles only). OFD locks are pid -1 in /proc/locks; fdinfo
@@ -178,6 +182,7 @@ def test_a_child_forked_while_a_thread_held_a_lock_waits_on_it_forever(tmp_path:
     assert "start children with 'spawn' or 'forkserver'" in verdict["summary"]
 
 
+@pytest.mark.extended
 def test_a_pool_whose_worker_was_killed_waits_for_a_result_nobody_computes(
         tmp_path: Path) -> None:
     """Real report: python/cpython#96062 (multiprocessing.Pool stuck forever when a worker is
@@ -193,6 +198,7 @@ def test_a_pool_whose_worker_was_killed_waits_for_a_result_nobody_computes(
     assert f"worker {killed} " not in summary  # the replacement is named, not the dead one
 
 
+@pytest.mark.extended
 def test_input_on_a_fifo_nobody_writes_under_a_filtering_launcher_is_a_prompt(
         tmp_path: Path) -> None:
     """Real report: pytorch/torchtitan#652 (torch.distributed.breakpoint(rank=1) hangs because
@@ -207,6 +213,7 @@ def test_input_on_a_fifo_nobody_writes_under_a_filtering_launcher_is_a_prompt(
     assert "runs with --local-ranks-filter 0" in verdict["summary"]
 
 
+@pytest.mark.extended
 def test_an_asyncio_loop_blocked_by_a_sync_recv_in_a_coroutine_is_named(tmp_path: Path) -> None:
     """Real report: python/cpython#107470 (one nonresponsive peer blocks the whole asyncio
     loop); here a coroutine calls a blocking sock.recv, as in SGLang-style servers."""
@@ -219,6 +226,7 @@ def test_an_asyncio_loop_blocked_by_a_sync_recv_in_a_coroutine_is_named(tmp_path
     assert f"waiting for PID {pids['peer']}" in summary
 
 
+@pytest.mark.extended
 def test_a_tcpstore_get_of_a_key_never_set_waits_for_the_stores_owner(tmp_path: Path) -> None:
     """Real report: pytorch/pytorch#154563 (ranks left waiting in the store for a rank that
     will not act); here rank 1 waits in TCPStore.get for a key rank 0 never sets. The wait is

@@ -125,6 +125,7 @@ def _verdict(path: Path) -> str:
     return json.loads(path.read_text())["verdict"]["kind"]
 
 
+@pytest.mark.extended
 @pytest.mark.quiet  # "within --after + 10 s" is a time: measured with nothing else running
 @pytest.mark.timeout(420)
 def test_pauses_are_not_hangs_and_the_hang_is_captured_once_in_time(job) -> None:  # type: ignore[no-untyped-def]
@@ -170,6 +171,7 @@ def _never_captured(job, seconds: float) -> None:  # type: ignore[no-untyped-def
     assert "HANG" not in running.text()
 
 
+@pytest.mark.extended
 def test_a_healthy_job_is_never_captured(job) -> None:  # type: ignore[no-untyped-def]
     # GIVEN a training job that progresses, watched with --after 10 for 60 s (issue 21's CI size)
     _never_captured(job, 60)
@@ -181,6 +183,7 @@ def test_a_healthy_job_is_never_captured_in_10_minutes(job) -> None:  # type: ig
     _never_captured(job, 600)
 
 
+@pytest.mark.extended
 def test_a_spinning_straggler_is_captured(job) -> None:  # type: ignore[no-untyped-def]
     running = job("straggler")
     running.wait_marks("training")
@@ -210,6 +213,7 @@ def test_a_rank_that_dies_is_captured_at_once(job) -> None:  # type: ignore[no-u
     assert _verdict(capture) == "missing_rank", running.text()
 
 
+@pytest.mark.extended
 def test_a_job_that_ends_ends_the_watch(job) -> None:  # type: ignore[no-untyped-def]
     running = job("finish")
     running.wait_marks("training")

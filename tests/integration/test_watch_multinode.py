@@ -162,6 +162,7 @@ def _stop_and_check_clean(job: Job) -> int:
     return rc
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(240)
 def test_a_healthy_job_then_its_hang_is_captured_once_from_both_nodes(job: Job) -> None:
     # GIVEN a job training on 2 nodes, watched from node01 through ssh, with a third node in

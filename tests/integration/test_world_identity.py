@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support import dump_json, show_text, verdict_job
 
 from hangscope.analyze.identity import (
@@ -23,6 +24,7 @@ from hangscope.analyze.world import describe_missing, missing_ranks
 from hangscope.model.serialize import from_dict
 
 
+@pytest.mark.extended
 def test_given_reaped_rank_then_expected_world_names_it_missing(tmp_path: Path) -> None:
     with verdict_job("missing", tmp_path, ["leaving3", "rank0", "rank1", "rank2"],
                      timeout=120) as job:
@@ -45,6 +47,7 @@ def test_given_reaped_rank_then_expected_world_names_it_missing(tmp_path: Path) 
     assert "rank 3 is missing" in show_text(data, tmp_path)
 
 
+@pytest.mark.extended
 def test_given_unreaped_rank_then_missing_with_its_exit_code(tmp_path: Path) -> None:
     with verdict_job("missing_unreaped", tmp_path, ["leaving3", "rank0", "rank1", "rank2"],
                      timeout=120) as job:
@@ -98,6 +101,7 @@ def test_given_dp_tp_titled_schedulers_then_named_by_coordinates(tmp_path: Path)
     assert "DP1·TP1" in report, report
 
 
+@pytest.mark.extended
 def test_given_dp_replicas_with_a_mismatch_in_one_then_the_dump_names_it_by_label(
         tmp_path: Path) -> None:
     with verdict_job("dp_tp_mismatch", tmp_path, [f"rank{i}" for i in range(6)],

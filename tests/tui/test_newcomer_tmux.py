@@ -12,12 +12,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import support
 from test_tui_tmux import FIRST_SCREEN_S, tmux_pane, wait_file  # noqa: F401  (a fixture)
 
 FINDING = "Expected 4 ranks"  # on the Findings tab of the mismatch dump only
 
 
+@pytest.mark.extended
 def test_tab_keys_work_from_the_stack_tabs_panes_and_h_opens_help(
         tmux_pane, tmp_path: Path) -> None:  # noqa: F811 (the fixture)
     rc_file = tmp_path / "rc"

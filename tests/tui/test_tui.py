@@ -159,6 +159,7 @@ async def test_first_screen_shows_ranks_verdict_and_the_odd_rank(
 # -- selecting ---------------------------------------------------------------------------------
 
 
+@pytest.mark.extended
 @run_async
 async def test_select_a_rank_and_a_thread() -> None:
     app = live([recorded("mismatch")])
@@ -181,6 +182,7 @@ async def test_select_a_rank_and_a_thread() -> None:
                     "the stack tab")
 
 
+@pytest.mark.extended
 @run_async
 async def test_toggle_native_frames_and_full_paths() -> None:
     app = live([recorded("mismatch")])
@@ -199,6 +201,7 @@ async def test_toggle_native_frames_and_full_paths() -> None:
         await shows(pilot, "gather_metrics (mismatch.py:68)")
 
 
+@pytest.mark.extended
 @run_async
 async def test_tabs_by_number_and_the_call_tree() -> None:
     app = live([recorded("sglang")])
@@ -222,6 +225,7 @@ async def test_tabs_by_number_and_the_call_tree() -> None:
         assert app.paused
 
 
+@pytest.mark.extended
 @run_async
 async def test_findings_tab() -> None:
     app = live([recorded("mismatch")])
@@ -296,6 +300,7 @@ async def test_filter_by_text_then_clear() -> None:
         assert table(app).row_count == 5
 
 
+@pytest.mark.extended
 @run_async
 async def test_filter_by_group_or_category() -> None:
     app = live([recorded("sglang")])
@@ -561,6 +566,7 @@ async def test_help_lists_every_key() -> None:
         assert app.screen is app.main
 
 
+@pytest.mark.extended
 @run_async
 async def test_offline_dump_never_samples() -> None:
     app = make_app(snapshot=recorded("deadlock"), clock=Clock())

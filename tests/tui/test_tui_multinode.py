@@ -114,6 +114,7 @@ def test_the_view_opens_on_rank_5_of_node03_and_tells_pid_14s_apart(merged) -> N
     in_view(merged, body)
 
 
+@pytest.mark.extended
 def test_filter_by_node_from_the_picker_and_by_typing(merged) -> None:
     async def body(app: HangscopeApp, pilot: Pilot) -> None:
         await pilot.press("slash")

@@ -109,6 +109,7 @@ def wait_file(path: Path, timeout: float) -> str:
                         f"{path} to be written", timeout)
 
 
+@pytest.mark.extended
 def test_attach_mismatch_every_key(demo_job, py_spy: str, tmux_pane, tmp_path: Path) -> None:
     job = demo_job("mismatch")
     before = job_state(job.pid)
