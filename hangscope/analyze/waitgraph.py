@@ -36,6 +36,7 @@ from hangscope.analyze.listeners import listeners_of
 from hangscope.analyze.loopedges import loop_future_edges
 from hangscope.analyze.partners import likely_partner_first, to_handler
 from hangscope.analyze.queueedges import queue_put_edges
+from hangscope.analyze.socketpeers import peer_edges
 from hangscope.analyze.sqliteedges import sqlite_edges
 from hangscope.analyze.threadedges import gil_edges, join_edges, own_end_writers, py_lock_edges
 from hangscope.model import Process, Snapshot, Thread
@@ -137,27 +138,6 @@ def _holders_of(idx: _Index, inode: int) -> list[int]:
     return sorted({pid for pid, _ in idx.holders.get(("inode", 0, 0, inode), [])})
 
 
-def _socket_threads(idx: _Index, pid: int, inode: int) -> list[int]:
-    """The threads of ``pid`` blocked on its fd of socket ``inode`` alone: a read, write or
-    recv of that fd, or a poll of that one fd (a socket with a timeout). A thread polling many
-    fds (a selector, a store's daemon) serves whichever speaks first: the process, not that
-    thread, is what the peer waits on."""
-    table = SYSCALLS.get(idx.arch)
-    if table is None:
-        return []
-    fds = {fd for fd, rec in idx.fds.get(pid, {}).items()
-           if rec.inode == inode and rec.target.startswith("socket:")}
-    found = []
-    for tid in idx.tids.get(pid, []):
-        nr, args, polled = idx.calls[tid]
-        if nr in table["poll"] or polled:
-            if len(polled) == 1 and polled[0][0] in fds:
-                found.append(tid)
-        elif (nr in table["read"] or nr in table["write"]) and args and args[0] in fds:
-            found.append(tid)
-    return found
-
-
 def _fd_edges(idx: _Index, proc: Process, thread: Thread, what: str, name: str,
               fd: int) -> Iterator[WaitEdge]:
     """Edges of a thread blocked reading or writing fd ``fd``."""
@@ -204,7 +184,8 @@ def _socket_edges(idx: _Index, proc: Process, thread: Thread, rec: FdRecord, how
             yield WaitEdge(proc.pid, thread.tid, "unix", obj, how, fd=rec.fd,
                            outside="a process outside the job (the peer's holder)")
         for pid in holders:
-            yield from _peer_edges(idx, proc, thread, "unix", obj, how, pid, peer, rec.fd)
+            yield from peer_edges(idx, SYSCALLS.get(idx.arch), proc, thread, "unix", obj, how,
+                                  pid, peer, rec.fd)
         return
     ends = idx.tcp.get(rec.inode)
     if ends is None:
@@ -230,21 +211,8 @@ def _socket_edges(idx: _Index, proc: Process, thread: Thread, rec: FdRecord, how
         if other is None or store:  # the accept queue, or a store's daemon: the process
             yield WaitEdge(proc.pid, thread.tid, kind, obj, how, to_pid=pid, fd=rec.fd)
         else:
-            yield from _peer_edges(idx, proc, thread, kind, obj, how, pid, other, rec.fd)
-
-
-def _peer_edges(idx: _Index, proc: Process, thread: Thread, kind: str, obj: str, how: str,
-                pid: int, peer: int, fd: int) -> Iterator[WaitEdge]:
-    """The edge to the holder ``pid`` of the peer socket ``peer``: to each of its threads
-    blocked on that very socket (the connection's handler thread, not the main thread idle in
-    accept), or to the process where none is."""
-    tids = [t for t in _socket_threads(idx, pid, peer) if (pid, t) != (proc.pid, thread.tid)]
-    if not tids:
-        yield WaitEdge(proc.pid, thread.tid, kind, obj, how, to_pid=pid, fd=fd)
-    for tid in tids:
-        yield WaitEdge(proc.pid, thread.tid, kind, obj,
-                       f"{how}; thread {tid} of PID {pid} is blocked on that peer socket",
-                       to_pid=pid, to_tid=tid, fd=fd)
+            yield from peer_edges(idx, SYSCALLS.get(idx.arch), proc, thread, kind, obj, how,
+                                  pid, other, rec.fd)
 
 
 def _addr(end: str) -> str:
