@@ -14,7 +14,9 @@ yet, not for an answer that will never come:
   request was lost (the reply never comes), which stays a hang;
 - a ``multiprocessing.Queue`` reader blocked on the queue's read lock waits its turn behind a
   sibling that reads the same queue (the one holding the lock is in the pipe's read): calm when
-  that sibling is.
+  that sibling is;
+- a child parked on a ``multiprocessing`` Event or Condition (no fd: shared memory) waits for
+  its calm parent's next phase.
 
 The waiter must have been blocked the whole window (never woke): a poll or a waiter that
 woke is judged by its own counters. Its other ends may be held by its siblings or by the
@@ -136,6 +138,20 @@ def _queue_turn(proc: Process, thread: Thread, procs: dict[int, Process],
     return None
 
 
+def _parent_signal(proc: Process, thread: Thread, procs: dict[int, Process],
+                   calm: dict[int, Calm]) -> Calm | None:
+    """A child blocked in a ``multiprocessing`` Event, Condition or Semaphore wait (shared
+    memory: no fd names who sets it) whose parent is calm waits for the parent's next phase:
+    workers parked on an Event their controller sets when it resumes."""
+    parent = procs.get(proc.ppid) if proc.ppid is not None else None
+    why = calm.get(parent.pid) if parent is not None else None
+    if why is None or thread.category is not Category.LOCK or not any(
+            not f.native and (f.file or "").endswith("multiprocessing/synchronize.py")
+            for f in thread.frames):
+        return None
+    return Calm(why.kind, parent.pid, "a multiprocessing Event or Condition its parent sets")
+
+
 def calm_chain(snap: Snapshot, subjects: list[Process], roots: dict[int, str],
                measured: dict[int, RankProgress]) -> dict[int, Calm]:
     """PID -> why it is calm: the roots, then what waits only on calm processes."""
@@ -151,7 +167,8 @@ def calm_chain(snap: Snapshot, subjects: list[Process], roots: dict[int, str],
                 continue
             mine = [e for e in edges if e.pid == proc.pid and e.tid == thread.tid]
             why = (_by_graph(snap, proc, mine, procs, calm) if mine
-                   else _queue_turn(proc, thread, procs, calm))
+                   else _queue_turn(proc, thread, procs, calm)
+                   or _parent_signal(proc, thread, procs, calm))
             if why is not None:
                 calm[proc.pid] = why
                 changed = True
