@@ -227,19 +227,38 @@ def self_wait(g: Graph) -> WaitPattern | None:
             loop = loop_index(thread)
             if waits is None or loop is None or python.index(waits) > loop:
                 continue
-            if any(could_produce(t) for t in proc.threads if t.tid != thread.tid):
+            others = [t for t in proc.threads if t.tid != thread.tid and could_produce(t)]
+            sides = [t for t in others if _idle_loop(t)]
+            if len(sides) != len(others):
                 continue  # another thread may be computing it: a blocked loop, not a self-wait
             inner = user_frame(thread)
             site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
-            chain = (f"the asyncio event loop of {who(proc)} (thread {thread.name or thread.tid})"
-                     f" waits for itself: it blocks synchronously in concurrent.futures."
-                     f"Future.result(){site}, and no other thread of the process runs "
-                     "anything that could complete that future: its coroutine is scheduled "
-                     "on this same loop (asyncio.run_coroutine_threadsafe on the loop's own "
-                     "thread), which cannot run it until the wait returns; await the "
-                     "coroutine instead of blocking on its future")
+            me = f"the asyncio event loop of {who(proc)} (thread {thread.name or thread.tid})"
+            if sides:
+                names = ", ".join(str(t.name or t.tid) for t in sides)
+                chain = (f"{me} waits for itself: it blocks synchronously in concurrent."
+                         f"futures.Future.result(){site}, on a coroutine it sent to the loop of "
+                         f"thread {names}, which sleeps in its selector: that coroutine awaits "
+                         "something, and nothing else runs, so what it awaits is what the "
+                         "blocked loop would do (an asyncio.Event it sets, a task it runs); "
+                         "await asyncio.wrap_future(future) instead of blocking on it")
+            else:
+                chain = (f"{me} waits for itself: it blocks synchronously in concurrent."
+                         f"futures.Future.result(){site}, and no other thread of the process "
+                         "runs anything that could complete that future: its coroutine is "
+                         "scheduled on this same loop (asyncio.run_coroutine_threadsafe on the "
+                         "loop's own thread), which cannot run it until the wait returns; await "
+                         "the coroutine instead of blocking on its future")
             return WaitPattern("self_wait", (proc.pid,), chain, (), proc.pid, thread.tid)
     return None
+
+
+def _idle_loop(thread: Thread) -> bool:
+    """Another asyncio loop's thread asleep in its selector, blocked the whole window: the
+    coroutines it runs all await something; it computes nothing."""
+    python = [f for f in thread.frames if not f.native]
+    return bool(python) and _blocked(thread) and loop_index(thread) is not None and (
+        python[0].file or "").endswith("selectors.py")
 
 
 _PRODUCED = {"threading.py": ("wait", "wait_for"), "queue.py": ("get", "join"),
