@@ -77,3 +77,37 @@ def starved_pool(g: Graph) -> WaitPattern | None:
                            main.tid)
     return None
 
+
+
+def callback_wait(g: Graph) -> WaitPattern | None:
+    """A done-callback that blocks on another future of its own ProcessPoolExecutor, run by
+    the executor's management thread (``_ExecutorManagerThread``), the one thread that moves
+    every result from the workers into its future: it waits for a result only it can deliver
+    (add_done_callback runs the callback on that thread)."""
+    for proc in g.snap.processes:
+        for thread in proc.threads:
+            python = [f for f in thread.frames if not f.native]
+            if proc.is_exited or not blocked(thread) or not python:
+                continue
+            names = [(f.file or "", f.name.rsplit(".", 1)[-1], f.name) for f in python]
+            manager = any(file.endswith("concurrent/futures/process.py")
+                          and full.startswith("_ExecutorManagerThread.") for file, _, full in names)
+            callback = next((k for k, (file, name, _) in enumerate(names)
+                             if file.endswith("concurrent/futures/_base.py")
+                             and name == "_invoke_callbacks"), None)
+            waits = next((k for k, (file, name, _) in enumerate(names)
+                          if file.endswith("concurrent/futures/_base.py")
+                          and name in ("result", "exception")), None)
+            if not manager or callback is None or waits is None or waits > callback:
+                continue
+            inner = user_frame(thread)
+            site = f" in {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
+            chain = (f"thread {thread.name or thread.tid} of {who(proc)}, the management "
+                     "thread of its ProcessPoolExecutor, runs a done-callback"
+                     f"{site} that blocks in Future.result() on another future of the same "
+                     "executor: that thread is the only one that moves a worker's result "
+                     "into its future, so the result it waits for can never be delivered; "
+                     "do not wait on futures in a done-callback (hand the work to another "
+                     "thread, or chain with asyncio/wrap_future)")
+            return WaitPattern("self_lock", (proc.pid,), chain, (), proc.pid, thread.tid)
+    return None
