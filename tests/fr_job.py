@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from support import TARGETS, running_target
+from support import TARGETS, asleep, running_target
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,10 @@ def gloo_fr_job(folder: Path) -> Iterator[FrJob]:
                TORCH_FR_BUFFER_SIZE="100")
 
     def hung(_: object) -> bool:  # both ranks in their hanging collective, their pipes made
+        # A rank writes its ready file just before its collective: asleep, it is inside it.
         return (all((ready / n).exists() for n in ("launcher", "rank0", "rank1"))
-                and all((folder / f"frpipe_{r}.pipe").exists() for r in (0, 1)))
+                and all((folder / f"frpipe_{r}.pipe").exists() for r in (0, 1))
+                and all(asleep(int((ready / f"rank{r}").read_text() or 0)) for r in (0, 1)))
 
     with running_target([sys.executable, str(TARGETS / "gloo_fr_mismatch.py"), str(ready)],
                         folder, ready=hung, env=env, timeout=180) as target:

@@ -30,22 +30,28 @@ _WAITING = (Category.SLEEP, Category.LOCK)
 _BUSY_PERCENT = 5.0
 
 
-def _last_traceback(lines: tuple[str, ...]) -> tuple[tuple[str, int, str], str] | None:
+def last_traceback(lines: tuple[str, ...], innermost: bool = False
+                   ) -> tuple[tuple[str, int, str], str] | None:
     """(its first frame in the program's own code (path, line, function), the exception
     line) of the log's last traceback, or None: a thread's traceback printed by
-    ``threading.excepthook`` starts in threading.py, the thread's target follows."""
-    start = max((k for k, line in enumerate(lines) if line.startswith("Traceback (most")),
-                default=None)
-    if start is None:
-        return None
-    frames = [m for line in lines[start + 1:] if (m := _FILE.match(line))
-              and not in_library(m["path"])]
-    error = next((line.strip() for line in lines[start + 1:]
-                  if line and not line[0].isspace()), None)
-    if not frames or error is None:
-        return None
-    first = frames[0]
-    return (first["path"], int(first["line"]), first["func"]), error
+    ``threading.excepthook`` starts in threading.py, the thread's target follows. A log tail
+    may begin inside a traceback, or interleave several processes' (a Pool's workers dying
+    together): the frames that end in an exception line make one, header or not.
+    ``innermost``: its last frame in the program's own code (where it was raised) instead."""
+    found = None
+    frames: list[re.Match[str]] = []
+    for line in lines:
+        if line.startswith("Traceback (most"):
+            frames = []
+        elif (m := _FILE.match(line)) is not None:
+            frames.append(m)
+        elif line and not line[0].isspace() and frames:
+            own = [m for m in frames if not in_library(m["path"])]
+            if own:
+                m = own[-1] if innermost else own[0]
+                found = ((m["path"], int(m["line"]), m["func"]), line.strip())
+            frames = []
+    return found
 
 
 def dead_thread(g: Graph) -> WaitPattern | None:
@@ -54,7 +60,7 @@ def dead_thread(g: Graph) -> WaitPattern | None:
         return None
     seen: set[tuple[str, str]] = set()
     for proc in live:
-        found = _last_traceback(proc.log_tail)
+        found = last_traceback(proc.log_tail)
         if found is None or (found[0][0], found[0][2]) in seen:
             continue
         (path, line, func), error = found

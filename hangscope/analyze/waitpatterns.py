@@ -40,6 +40,7 @@ from hangscope.analyze.barrierpatterns import barrier_short
 from hangscope.analyze.behind import behind, collective_behind
 from hangscope.analyze.calm import calm_kind
 from hangscope.analyze.calm_chain import waits_for_work
+from hangscope.analyze.crashloops import crash_loop
 from hangscope.analyze.cycleadvice import CAPTURED, buffered_reply, captured, cycle_advice
 from hangscope.analyze.deadthreads import dead_thread
 from hangscope.analyze.fifopatterns import fifo_open
@@ -368,7 +369,8 @@ def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
 PATTERNS = (own_end, _cycle, _lock_cycle, gil_native_wait, self_lock, callback_wait, lock_upgrade,
             self_wait, barrier_short, leaked_permits, starved_pool, orphan_manager_lock,
             orphan_wait, full_queue, lost_wakeup, unwoken_loop, event_loop, fork_lock,
-            lost_result, idle_executor, pool_saturated, prompt, fifo_open, dead_thread, _sink)
+            lost_result, idle_executor, pool_saturated, prompt, fifo_open, crash_loop,
+            dead_thread, _sink)
 
 
 def _what_else(g: Graph, pattern: WaitPattern) -> str:

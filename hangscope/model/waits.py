@@ -174,7 +174,7 @@ class WaitPattern:
     # leaked_permits |
     # orphan_wait | full_queue |
     # fork_lock | event_loop | lost_wakeup | lost_result | pool_saturated | pool_starved |
-    # prompt | fifo_open | dead_thread |
+    # prompt | fifo_open | crash_loop | dead_thread |
     # sink
     kind: str
     members: tuple[int, ...]  # PIDs, the suspect first where there is one

@@ -23,7 +23,8 @@ from cluster import Cluster
 from support import poll
 
 # One namespace cluster at a time (fixed addresses and rendezvous port): one worker.
-pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.skipif(
+# The namespace cluster is one mechanism: test_multinode_ssh keeps its quick case.
+pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.extended, pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("sshd", path="/usr/sbin:/usr/bin") is None
     or shutil.which("unshare") is None or shutil.which("tmux") is None,
     reason="needs root, unshare, openssh-server and tmux (.ci/run installs them)")]

@@ -18,7 +18,8 @@ import pytest
 from slurm import SlurmCluster
 
 # One namespace cluster at a time (fixed addresses and rendezvous port): one worker.
-pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.skipif(
+# The namespace cluster is one mechanism: test_multinode_ssh keeps its quick case.
+pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.extended, pytest.mark.skipif(
     os.geteuid() != 0 or not all(shutil.which(t, path="/usr/sbin:/usr/bin") for t in
                                  ("slurmctld", "slurmd", "munged", "sshd", "unshare")),
     reason="the Slurm namespace cluster needs root, slurm-wlm, munge and openssh-server "

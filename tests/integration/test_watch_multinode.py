@@ -28,7 +28,8 @@ import pytest
 from cluster import _TORCHRUN, RDZV_PORT, Cluster
 from support import Said, SaysLines, cli_env, poll
 
-pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.skipif(
+# The namespace cluster is one mechanism: test_multinode_ssh keeps its quick case.
+pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.extended, pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("sshd", path="/usr/sbin:/usr/bin") is None
     or shutil.which("unshare") is None,
     reason="the namespace cluster needs root, unshare and openssh-server (.ci/run installs it)")]

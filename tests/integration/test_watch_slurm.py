@@ -20,7 +20,8 @@ import pytest
 from slurm import HERE, RDZV_PORT, SlurmCluster
 from support import cli_env, poll
 
-pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.skipif(
+# The namespace cluster is one mechanism: test_multinode_ssh keeps its quick case.
+pytestmark = [pytest.mark.xdist_group("cluster"), pytest.mark.extended, pytest.mark.skipif(
     os.geteuid() != 0 or not all(shutil.which(t, path="/usr/sbin:/usr/bin") for t in
                                  ("slurmctld", "slurmd", "munged", "sshd", "unshare")),
     reason="the Slurm namespace cluster needs root, slurm-wlm, munge and openssh-server "

@@ -4,6 +4,8 @@
 after it. A module whose every test is extended would leave its mechanism unchecked in a
 contributor's loop: each test module under tests/integration, tests/tui and tests/scale keeps
 at least one test that is not extended (modules of slow soaks or GPU tests only are theirs).
+Modules of one ``xdist_group`` share one fixture that runs alone (the namespace cluster): one
+mechanism, so one of them with a quick case is enough.
 """
 
 from __future__ import annotations
@@ -27,6 +29,16 @@ def _marks(node: ast.AST) -> set[str]:
     return out
 
 
+def _group(tree: ast.Module) -> str | None:
+    """The module's ``xdist_group("NAME")`` in its pytestmark, if any."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "xdist_group" and node.args \
+                and isinstance(node.args[0], ast.Constant):
+            return str(node.args[0].value)
+    return None
+
+
 def _module_marks(tree: ast.Module) -> set[str]:
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
@@ -48,6 +60,7 @@ def quick_cases(path: Path) -> tuple[int, int]:
 
 def test_every_real_process_module_keeps_a_quick_case() -> None:
     bare = []
+    groups: dict[str, list[tuple[str, int]]] = {}
     for tier in TIERED:
         for path in sorted((REPO_ROOT / "tests" / tier).rglob("test_*.py")):
             quick, tests = quick_cases(path)
@@ -56,8 +69,13 @@ def test_every_real_process_module_keeps_a_quick_case() -> None:
                             for n in tree.body if isinstance(n, (ast.FunctionDef,
                                                                  ast.AsyncFunctionDef))
                             and n.name.startswith("test_"))
-            if tests and not quick and not only_slow:
-                bare.append(str(path.relative_to(REPO_ROOT)))
+            name = str(path.relative_to(REPO_ROOT))
+            if (group := _group(tree)) is not None:
+                groups.setdefault(group, []).append((name, quick))
+            elif tests and not quick and not only_slow:
+                bare.append(name)
+    bare += [f"{group}: {[n for n, _ in members]}" for group, members in groups.items()
+             if not any(quick for _, quick in members)]
     assert bare == [], f"keep one quick (not extended) test in each of {bare}"
 
 

@@ -28,6 +28,7 @@ from hangscope.analyze.rules.collectives import (
 from hangscope.analyze.rules.elsewhere import skipped_collective
 from hangscope.analyze.rules.failed import rank_failed
 from hangscope.analyze.rules.graph import (
+    crash_looping,
     held_across_wait,
     held_verdict,
     lock_holder,
@@ -393,6 +394,8 @@ RULES: tuple[Rule, ...] = (
          "NCCL RAS or the Flight Recorder: ranks issued different collectives"),
     Rule(VerdictKind.MISMATCHED_COLLECTIVES, mismatched_collectives,
          "stuck ranks wait in different collective ops or call sites"),
+    Rule(VerdictKind.WAIT_CHAIN, crash_looping,
+         "children of one process die as they start, one error repeated, and are restarted"),
     Rule(VerdictKind.MISSING_RANK, collective_missing,
          "NCCL RAS has no data from a rank, or a Flight Recorder group member has no process"),
     Rule(VerdictKind.MISSING_RANK, missing_rank,

@@ -30,7 +30,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "prompt": "A prompt nobody answers", "sink": "Wait chain",
          "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
          "pool_saturated": "Pool saturated", "pool_starved": "A pool starved by its own tasks",
-         "dead_thread": "A thread died"}
+         "dead_thread": "A thread died", "crash_loop": "Crash loop"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
          "self_wait": VerdictKind.DEADLOCK, "own_end": VerdictKind.DEADLOCK}
@@ -133,6 +133,12 @@ def lock_holder(facts: Facts) -> Verdict | None:
 def wait_sink(facts: Facts) -> Verdict | None:
     """Everything waits, transitively, on one thread that waits on nothing in the job."""
     return _verdict(facts, ("sink",))
+
+
+def crash_looping(facts: Facts) -> Verdict | None:
+    """Children die as they start and are started again (before the missing-rank rule: the
+    ranks it would call exited are the loop's latest victims)."""
+    return _verdict(facts, ("crash_loop",))
 
 
 def thread_died(facts: Facts) -> Verdict | None:

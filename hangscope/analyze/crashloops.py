@@ -1,0 +1,56 @@
+"""The wait-for graph's crash loop: the children a process waits on die as they start, and
+something starts them again (a ``multiprocessing.Pool`` replaces each dead worker; a
+supervisor restarts its child), so the wait never ends and no process is stuck for long.
+
+Pure, over a classified Snapshot (analyze/waitwalk.py's Graph). The evidence is that of a
+process table in flux: at least two children of one live process exited while the dump
+sampled them (py-spy found them gone), the log repeats one error line at least three times,
+and its last traceback names where in the program's own code they die (a Pool's
+``initializer``: cpython#87472, a Pool does not stop when its initializer raises).
+"""
+
+from __future__ import annotations
+
+import os
+
+from hangscope.analyze.deadthreads import last_traceback
+from hangscope.analyze.threadedges import blocked
+from hangscope.analyze.waitwalk import Graph, site_words
+from hangscope.model.waits import WaitPattern
+from hangscope.words import who
+
+#: Children that exited during one dump: one may end its work; two or more die as they start.
+_DIED = 2
+#: How often the log must repeat the error line for the deaths to be one cause, again and again.
+_REPEATS = 3
+
+
+def crash_loop(g: Graph) -> WaitPattern | None:
+    for proc in g.snap.processes:
+        thread = proc.working_thread
+        if proc.is_exited or thread is None or not blocked(thread):
+            continue
+        dead = sorted(p.pid for p in g.snap.processes if p.ppid == proc.pid and p.is_gone)
+        if len(dead) < _DIED:
+            continue
+        found = last_traceback(proc.log_tail, innermost=True)
+        if found is None:
+            continue
+        (path, line, func), error = found
+        repeats = sum(1 for e in proc.log_errors if e.strip() == error)
+        if repeats < _REPEATS:
+            continue
+        pool = any(f.name.startswith("Pool.") for t in proc.threads for f in t.frames
+                   if not f.native)
+        again = ("its multiprocessing Pool replaces each dead worker, which dies the same way "
+                 "(a Pool does not stop when its initializer fails)" if pool else
+                 "each is started again and dies the same way")
+        chain = (f"{len(dead)} children of {who(proc)} exited while this dump "
+                 f"sampled them (PIDs {', '.join(map(str, dead[:6]))}), and the log repeats "
+                 f"{error!r} {repeats} times, raised in {func} "
+                 f"({os.path.basename(path)}:{line}); {again}, so {who(proc)} waits"
+                 f"{site_words(thread)} for ever; fix the error, and fail fast when a worker "
+                 "cannot start")
+        return WaitPattern("crash_loop", (proc.pid, *dead), chain, (), dead[0], None,
+                           tuple(dead[1:]))
+    return None

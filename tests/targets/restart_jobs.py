@@ -1,0 +1,54 @@
+"""A supervisor that keeps three replicas up, whose replicas die as they start.
+
+    python restart_jobs.py MODE READY_FILE WORKDIR
+
+A ``replica-supervisor`` process starts three ``replica`` children (``python
+restart_jobs.py child``) and starts a new one whenever one exits (``os.wait``), as a process
+manager does. Each child loads its config and dies at once: the config has no "shard" key
+(KeyError), its traceback on the shared stderr. The supervisor appends ``"<pid> supervisor"``
+to READY_FILE once it has restarted six children. Mode ``crashing``: a crash loop, no process
+stuck for long, the job never up (hung).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import setproctitle
+
+
+def load_config(path: str) -> int:
+    with open(path) as f:
+        return json.load(f)["shard"]
+
+
+def child(workdir: str) -> None:
+    setproctitle.setproctitle("replica")
+    load_config(os.path.join(workdir, "replica.json"))
+
+
+def supervise(ready_file: str, workdir: str) -> None:
+    setproctitle.setproctitle("replica-supervisor")
+    with open(os.path.join(workdir, "replica.json"), "w") as f:
+        json.dump({"model": "tiny"}, f)
+    argv = [sys.executable, os.path.abspath(__file__), "child", workdir]
+    replicas = {subprocess.Popen(argv).pid for _ in range(3)}
+    restarts = 0
+    while True:
+        pid, _ = os.wait()
+        replicas.discard(pid)
+        replicas.add(subprocess.Popen(argv).pid)
+        restarts += 1
+        if restarts == 6:
+            with open(ready_file, "a") as f:
+                f.write(f"{os.getpid()} supervisor\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "child":
+        child(sys.argv[2])
+    else:
+        supervise(sys.argv[2], sys.argv[3])
