@@ -270,8 +270,10 @@ def refine_roles(procs: Sequence[Process], comms: Mapping[int, str] | None = Non
         # launched them.
         if proc.role is Role.RANK and proc.rank is not None and proc.rank.local_rank is None:
             kids = [out.get(pid, by_pid[pid]) for pid in proc.children if pid in by_pid]
+            # (a rank's shell child carries the environment the rank's setproctitle wiped:
+            # a process that runs no Python launched no rank)
             if any(k.role is Role.RANK and k.rank is not None and k.rank.local_rank is not None
-                   for k in kids):
+                   and k.python is not False for k in kids):
                 out[proc.pid] = replace(proc, role=Role.LAUNCHER, rank=None)
     for proc in procs:  # parents before children: a helper's own children are seen after it;
         # after the srun agent pass: the agent's SLURM_PROCID is no rank to compare with
