@@ -66,15 +66,20 @@ def _innermost_python(thread: Thread | None) -> tuple[str, tuple[str, ...]]:
 def calm_kind(proc: Process, measured: RankProgress | None,
               kernel: KernelWaits | None = None) -> str | None:
     """``paused`` or ``idle`` where this process alone reads so; None otherwise."""
-    if measured is None or measured.decision != STUCK or measured.evidence != "counters":
+    if measured is None or measured.evidence != "counters":
         return None
     # A server's wait is read on the thread the window judged (its main thread in its select
     # loop), which need not be the one the stacks call working (a thread idle in Queue.get).
     thread = proc.working_thread
     if thread is None:
         return None
-    if thread.category is Category.SLEEP and measured.wakes == 0:
+    # One long sleep (no wake-up), or a sleep longer than the window that woke once to check
+    # and slept again (a drain flag polled every few seconds): between phases.
+    if thread.category is Category.SLEEP and (measured.wakes or 0) <= 1 and (
+            measured.decision == STUCK or (measured.decision == SLOW and measured.wakes == 1)):
         return PAUSED
+    if measured.decision != STUCK:
+        return None
     thread = next((t for t in proc.threads if t.tid == measured.tid), thread)
     innermost, names = _innermost_python(thread)
     if proc.listening and _WAITS_FOR_WORK.search(innermost) and (any(

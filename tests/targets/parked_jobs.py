@@ -5,7 +5,11 @@
 A ``rollout-coordinator`` starts three ``rollout-worker`` children that wait on a shared
 ``multiprocessing.Condition`` for the next phase, then sleeps 10 minutes (a cool-down between
 evaluation phases) before it notifies them. Each process appends ``"<pid> <tag>"`` to
-READY_FILE when it is where it stays. Mode ``paused``: a healthy pause, not a hang.
+READY_FILE when it is where it stays. Modes, both a healthy pause, not a hang:
+
+- ``paused``  the coordinator sleeps 10 minutes.
+- ``drain``   the coordinator polls an operator's DRAIN file every 2.5 s (a maintenance
+              window), longer than the dump's window: it wakes once at most in it.
 """
 
 from __future__ import annotations
@@ -37,8 +41,14 @@ def main() -> None:
     phase = ctx.Condition()
     for _ in range(3):
         ctx.Process(target=worker, args=(phase, ready_file), daemon=True).start()
+    drain = os.path.join(sys.argv[3], "DRAIN")
+    open(drain, "w").close()
     ready(ready_file, "coordinator")
-    time.sleep(600)  # the cool-down between phases
+    if sys.argv[1] == "drain":
+        while os.path.exists(drain):  # the operator removes it when the window ends
+            time.sleep(2.5)
+    else:
+        time.sleep(600)  # the cool-down between phases
     with phase:
         phase.notify_all()
 
