@@ -69,6 +69,7 @@ from hangscope.analyze.waitwalk import (
     Graph,
     ends_elsewhere,
     hop,
+    member_notes,
     sends,
     site_words,
     store_keys,
@@ -373,29 +374,10 @@ PATTERNS = (own_end, _cycle, _lock_cycle, gil_native_wait, self_lock, callback_w
             dead_thread, _sink)
 
 
-def _what_else(g: Graph, pattern: WaitPattern) -> str:
-    """What the report knows of the chain's members beyond their waits (issue 17, item 8):
-    an exited member's exit code, and the last error line (a traceback's exception, an
-    error) of a log only that member writes, the same facts the findings read."""
-    notes = []
-    for pid in pattern.members:
-        proc = g.procs.get(pid)
-        if proc is None:
-            continue
-        if proc.is_exited and proc.exit_code is not None:
-            notes.append(f"{who(proc)} exited with code {proc.exit_code}")
-        shared = any(p.pid != pid and not set(p.log_files).isdisjoint(proc.log_files)
-                     for p in g.snap.processes)
-        errors = [e for e in proc.log_errors if not e.startswith("Traceback")]
-        if errors and proc.log_files and not shared:
-            notes.append(f"the log of {who(proc)} ends in an error: {errors[-1].strip()!r}")
-    return "".join(f"; {n}" for n in notes)
-
-
 def wait_graph(snap: Snapshot) -> WaitGraph:
     """The graph of a classified snapshot and every pattern that holds in it."""
     edges = build_edges(snap)
     g = Graph(snap, edges)
-    patterns = tuple(replace(p, chain=p.chain + _what_else(g, p))
+    patterns = tuple(replace(p, chain=p.chain + member_notes(g, p))
                      for find in PATTERNS if (p := find(g)) is not None)
     return WaitGraph(edges, patterns)

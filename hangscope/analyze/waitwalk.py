@@ -13,7 +13,7 @@ from hangscope.analyze.threadedges import blocked as _blocked
 from hangscope.analyze.threadedges import user_frame
 from hangscope.analyze.waitgraph import edges_from
 from hangscope.model import Process, Snapshot, Thread
-from hangscope.model.waits import WaitEdge
+from hangscope.model.waits import WaitEdge, WaitPattern
 from hangscope.words import who, who_many
 
 #: The frames of a running asyncio loop (base_events.py).
@@ -307,3 +307,22 @@ def ends_elsewhere(g: Graph, ring: Sequence[int]) -> bool:
                for j in g.out.get(edge.pid, [])):
             return True
     return False
+
+
+def member_notes(g: Graph, pattern: WaitPattern) -> str:
+    """What the report knows of the chain's members beyond their waits (issue 17, item 8):
+    an exited member's exit code, and the last error line (a traceback's exception, an
+    error) of a log only that member writes, the same facts the findings read."""
+    notes = []
+    for pid in pattern.members:
+        proc = g.procs.get(pid)
+        if proc is None:
+            continue
+        if proc.is_exited and proc.exit_code is not None:
+            notes.append(f"{who(proc)} exited with code {proc.exit_code}")
+        shared = any(p.pid != pid and not set(p.log_files).isdisjoint(proc.log_files)
+                     for p in g.snap.processes)
+        errors = [e for e in proc.log_errors if not e.startswith("Traceback")]
+        if errors and proc.log_files and not shared:
+            notes.append(f"the log of {who(proc)} ends in an error: {errors[-1].strip()!r}")
+    return "".join(f"; {n}" for n in notes)
