@@ -4,7 +4,8 @@ supervisor restarts its child), so the wait never ends and no process is stuck f
 
 Pure, over a classified Snapshot (analyze/waitwalk.py's Graph). The evidence is that of a
 process table in flux: at least two children of one live process exited while the dump
-sampled them (py-spy found them gone), the log repeats one error line at least three times,
+sampled them (py-spy found them gone), or one did and a sibling started after it lives (its
+replacement), the log repeats one error line at least three times,
 and its last traceback names where in the program's own code they die (a Pool's
 ``initializer``: cpython#87472, a Pool does not stop when its initializer raises).
 """
@@ -16,13 +17,23 @@ import os
 from hangscope.analyze.deadthreads import last_traceback
 from hangscope.analyze.threadedges import blocked
 from hangscope.analyze.waitwalk import Graph, site_words
+from hangscope.model import Process
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
-#: Children that exited during one dump: one may end its work; two or more die as they start.
+#: Children that exited during one dump: one may end its work; two or more die as they start
+#: (or one, replaced by a younger sibling).
 _DIED = 2
 #: How often the log must repeat the error line for the deaths to be one cause, again and again.
 _REPEATS = 3
+
+
+def _replaced(kids: list[Process]) -> bool:
+    """A child that exited during the dump has a live sibling started after it: its
+    replacement (a supervisor with one replica loses only one child per dump)."""
+    gone = [k.create_time for k in kids if k.is_gone and k.create_time is not None]
+    return bool(gone) and any(not k.is_exited and k.create_time is not None
+                              and k.create_time > min(gone) for k in kids)
 
 
 def crash_loop(g: Graph) -> WaitPattern | None:
@@ -30,8 +41,9 @@ def crash_loop(g: Graph) -> WaitPattern | None:
         thread = proc.working_thread
         if proc.is_exited or thread is None or not blocked(thread):
             continue
-        dead = sorted(p.pid for p in g.snap.processes if p.ppid == proc.pid and p.is_gone)
-        if len(dead) < _DIED:
+        kids = [p for p in g.snap.processes if p.ppid == proc.pid]
+        dead = sorted(p.pid for p in kids if p.is_gone)
+        if not dead or (len(dead) < _DIED and not _replaced(kids)):
             continue
         found = last_traceback(proc.log_tail, innermost=True)
         if found is None:
@@ -45,8 +57,10 @@ def crash_loop(g: Graph) -> WaitPattern | None:
         again = ("its multiprocessing Pool replaces each dead worker, which dies the same way "
                  "(a Pool does not stop when its initializer fails)" if pool else
                  "each is started again and dies the same way")
-        chain = (f"{len(dead)} children of {who(proc)} exited while this dump "
-                 f"sampled them (PIDs {', '.join(map(str, dead[:6]))}), and the log repeats "
+        many = len(dead) > 1
+        chain = (f"{len(dead)} {'children' if many else 'child'} of {who(proc)} exited while "
+                 f"this dump sampled {'them' if many else 'it'} (PID{'s' if many else ''} "
+                 f"{', '.join(map(str, dead[:6]))}), and the log repeats "
                  f"{error!r} {repeats} times, raised in {func} "
                  f"({os.path.basename(path)}:{line}); {again}, so {who(proc)} waits"
                  f"{site_words(thread)} for ever; fix the error, and fail fast when a worker "
