@@ -97,9 +97,8 @@ def _polls_listener(kernel: KernelWaits | None, proc: Process, thread: Thread) -
     """The thread waits in epoll/poll/select over a set of fds that holds a socket with no
     connection (no Unix peer, no TCP ends): its listening socket. Whatever loop the program
     wrote around it, a new client's connection is among what it waits for: work."""
-    mine = next((pf for pf in kernel.processes if pf.pid == proc.pid), None) \
-        if kernel is not None else None
-    call = next((c for c in mine.syscalls if c.tid == thread.tid), None) if mine else None
+    mine = kernel.process(proc.pid) if kernel is not None else None
+    call = mine.syscall(thread.tid) if mine else None
     if mine is None or call is None:
         return False
     fds = {r.fd: r for r in mine.fds}

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 from hangscope.analyze.longpoll import holds_requests_with_deadline
 from hangscope.analyze.progress import PAUSED, STUCK
-from hangscope.model import Category, Process, Snapshot, Thread, in_library
+from hangscope.analyze.threadedges import at_loop_head
+from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
 from hangscope.model.waits import WaitEdge
 
@@ -71,10 +72,7 @@ def _next_item(proc: Process, edge: WaitEdge) -> bool:
     """The reading thread's own code waits at a ``for`` header (``for line in conn_file:``):
     a worker that registered with its server and waits for the next item it is sent, not a
     client waiting for the reply to a request (``f.readline()`` after a write)."""
-    thread = next((t for t in proc.threads if t.tid == edge.tid), None)
-    own = next((f for f in thread.frames if not f.native and not in_library(f.file)),
-               None) if thread is not None else None
-    return own is not None and own.loop_next
+    return at_loop_head(next((t for t in proc.threads if t.tid == edge.tid), None))
 
 
 def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
@@ -95,7 +93,7 @@ def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
     kernel = snap.waits.kernel if snap.waits is not None else None
     if kernel is None or not proc.listening:  # only a server accepts connections
         return False
-    mine = next((pf for pf in kernel.processes if pf.pid == edge.pid), None)
+    mine = kernel.process(edge.pid)
     rec = next((r for r in mine.fds if r.fd == edge.fd), None) if mine is not None else None
     if rec is None or rec.inode is None:
         return False

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 from hangscope.analyze.deadthreads import last_traceback
+from hangscope.analyze.poolpatterns import pool_runs
 from hangscope.analyze.threadedges import blocked
 from hangscope.analyze.waitwalk import Graph, site_words
 from hangscope.model import Process
@@ -52,8 +53,7 @@ def crash_loop(g: Graph) -> WaitPattern | None:
         repeats = sum(1 for e in proc.log_errors if e.strip() == error)
         if repeats < _REPEATS:
             continue
-        pool = any(f.name.startswith("Pool.") for t in proc.threads for f in t.frames
-                   if not f.native)
+        pool = pool_runs(proc, "_handle_workers")  # the thread that replaces dead workers
         again = ("its multiprocessing Pool replaces each dead worker, which dies the same way "
                  "(a Pool does not stop when its initializer fails)" if pool else
                  "each is started again and dies the same way")

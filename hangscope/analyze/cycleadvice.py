@@ -5,8 +5,8 @@ order), read by analyze/waitpatterns.py's cycle.
 
 from __future__ import annotations
 
+from hangscope.analyze.threadedges import at_loop_head
 from hangscope.analyze.waitwalk import Graph
-from hangscope.model import in_library
 from hangscope.words import who
 
 _ADVICE = {
@@ -47,9 +47,7 @@ def buffered_reply(g: Graph, ring: list[int]) -> int | None:
     for k, i in enumerate(ring):
         edge, other = g.edges[i], g.edges[ring[1 - k]]
         proc, thread = g.procs.get(edge.pid), g.threads.get((edge.pid, edge.tid))
-        own = next((f for f in thread.frames if not f.native and not in_library(f.file)),
-                   None) if thread is not None else None
-        if proc is None or not proc.python or edge.fd != 0 or own is None or not own.loop_next:
+        if proc is None or not proc.python or edge.fd != 0 or not at_loop_head(thread):
             continue
         stdout = _stdout_pipe(g, edge.pid)
         if other.to_pid == edge.pid and stdout is not None and stdout in other.object:
@@ -60,7 +58,7 @@ def buffered_reply(g: Graph, ring: list[int]) -> int | None:
 def _stdout_pipe(g: Graph, pid: int) -> str | None:
     """``pipe 123 `` of the pipe on ``pid``'s fd 1; None when it is no pipe."""
     kernel = g.snap.waits.kernel if g.snap.waits is not None else None
-    mine = next((pf for pf in kernel.processes if pf.pid == pid), None) if kernel else None
+    mine = kernel.process(pid) if kernel else None
     rec = next((r for r in mine.fds if r.fd == 1), None) if mine is not None else None
     return f"pipe {rec.inode} " if rec is not None and rec.target.startswith("pipe:") else None
 

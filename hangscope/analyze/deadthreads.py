@@ -15,19 +15,16 @@ job computes.
 from __future__ import annotations
 
 import os
-import re
 
+from hangscope.analyze.failures import TRACEBACK_FILE
 from hangscope.analyze.loopedges import own_frames
 from hangscope.analyze.threadedges import user_frame
-from hangscope.analyze.waitwalk import Graph, site_words
+from hangscope.analyze.waitwalk import Graph, job_computes, site_words
 from hangscope.model import Category, Process, in_library
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
-_FILE = re.compile(r'^\s+File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _WAITING = (Category.SLEEP, Category.LOCK)
-#: A process using this much CPU over the window is computing: it may still do the work.
-_BUSY_PERCENT = 5.0
 
 
 def last_traceback(lines: tuple[str, ...], innermost: bool = False
@@ -39,24 +36,23 @@ def last_traceback(lines: tuple[str, ...], innermost: bool = False
     together): the frames that end in an exception line make one, header or not.
     ``innermost``: its last frame in the program's own code (where it was raised) instead."""
     found = None
-    frames: list[re.Match[str]] = []
+    frames: list[tuple[str, int, str]] = []
     for line in lines:
         if line.startswith("Traceback (most"):
             frames = []
-        elif (m := _FILE.match(line)) is not None:
-            frames.append(m)
+        elif line[:1].isspace() and (m := TRACEBACK_FILE.match(line.lstrip())) is not None:
+            frames.append((m[1], int(m[2]), m[3]))
         elif line and not line[0].isspace() and frames:
-            own = [m for m in frames if not in_library(m["path"])]
+            own = [f for f in frames if not in_library(f[0])]
             if own:
-                m = own[-1] if innermost else own[0]
-                found = ((m["path"], int(m["line"]), m["func"]), line.strip())
+                found = (own[-1] if innermost else own[0]), line.strip()
             frames = []
     return found
 
 
 def dead_thread(g: Graph) -> WaitPattern | None:
     live = [p for p in g.snap.processes if not p.is_exited]
-    if any((p.cpu_percent or 0.0) >= _BUSY_PERCENT for p in live):
+    if job_computes(g.snap):
         return None
     seen: set[tuple[str, str]] = set()
     for proc in live:

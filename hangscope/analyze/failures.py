@@ -19,7 +19,7 @@ _WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(\w+)")
 _WATCHDOG = re.compile(r"failure detected by watchdog at work sequence id: (\d+)"
                        r"(?:.*?last enqueued work: (-?\d+), last completed work: (-?\d+))?")
 _TIMEOUT = re.compile(r"Watchdog caught collective operation timeout")
-_TRACEBACK_FILE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+TRACEBACK_FILE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 _FAILED_FRAME = re.compile(r"^#\d+ (\S+) from (\S+):(\d+)$")  # c10d's failed-collective stack
 # (pattern, what it is, whether it blames a peer rather than this rank)
 _KINDS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
@@ -81,7 +81,7 @@ def _site(lines: Sequence[str]) -> str | None:
         found = _FAILED_FRAME.match(line)
         if found and not in_library(found.group(2)):
             return f"{found.group(1)} ({found.group(2).rsplit('/', 1)[-1]}:{found.group(3)})"
-        for path, lineno, fn in _TRACEBACK_FILE.findall(line):
+        for path, lineno, fn in TRACEBACK_FILE.findall(line):
             if not in_library(path):
                 best = f"{fn} ({path.rsplit('/', 1)[-1]}:{lineno})"
     return best

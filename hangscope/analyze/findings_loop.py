@@ -4,7 +4,7 @@ listens, it has a timer), so the job is not proven hung but a request can stay s
 
 from __future__ import annotations
 
-from hangscope.analyze.loopedges import loop_index, own_frames
+from hangscope.analyze.loopwake import loop_handoffs
 from hangscope.model import Finding, Severity, Snapshot
 from hangscope.words import who
 
@@ -15,12 +15,7 @@ def check_loop_unsafe_calls(snap: Snapshot) -> list[Finding]:
     out = []
     summary = snap.verdict.summary if snap.verdict is not None else ""
     for proc in snap.processes:
-        loops = [t for t in proc.threads if loop_index(t) is not None]
-        if proc.is_exited or len(loops) != 1:
-            continue
-        hands = [(t, call) for t in proc.threads if t is not loops[0]
-                 if (call := next((f.loop_unsafe for f in own_frames(t) if f.loop_unsafe),
-                                  None))]
+        _, hands = loop_handoffs(proc)
         if not hands or hands[0][1] in summary:  # the verdict's lost wake-up says it
             continue
         thread, call = hands[0]

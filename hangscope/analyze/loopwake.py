@@ -19,30 +19,30 @@ from __future__ import annotations
 from hangscope.analyze.loopedges import loop_index, own_frames
 from hangscope.analyze.progress import WAKES_PER_PAUSE
 from hangscope.analyze.threadedges import user_frame
-from hangscope.analyze.waitwalk import Graph
+from hangscope.analyze.waitwalk import Graph, job_computes
 from hangscope.model import Process, Thread
 from hangscope.model.waits import KernelWaits, WaitPattern
 from hangscope.words import who
 
-#: A process using this much CPU over the window is computing: the work may still come.
-_BUSY_PERCENT = 5.0
+
+def loop_handoffs(proc: Process) -> tuple[Thread | None, list[tuple[Thread, str]]]:
+    """The one asyncio loop thread of ``proc`` (None: none, or several), and each other
+    thread whose own frames make a loop-only call (``Frame.loop_unsafe``), with that call."""
+    loops = [t for t in proc.threads if loop_index(t) is not None]
+    if proc.is_exited or len(loops) != 1:
+        return None, []
+    return loops[0], [(t, call) for t in proc.threads if t is not loops[0] if (call := next(
+        (f.loop_unsafe for f in own_frames(t) if f.loop_unsafe), None))]
 
 
 def unwoken_loop(g: Graph) -> WaitPattern | None:
     kernel = g.snap.waits.kernel if g.snap.waits is not None else None
-    if kernel is None or any((p.cpu_percent or 0.0) >= _BUSY_PERCENT
-                             for p in g.snap.processes if not p.is_exited):
+    if kernel is None or job_computes(g.snap):
         return None
     for proc in g.snap.processes:
-        loops = [t for t in proc.threads if loop_index(t) is not None]
-        if proc.is_exited or len(loops) != 1 or not _asleep_alone(kernel, proc, loops[0]) \
-                or _woke(g, proc.pid, loops[0].tid):
-            continue
-        loop = loops[0]
-        hands = [(t, call) for t in proc.threads if t is not loop
-                 if (call := next((f.loop_unsafe for f in own_frames(t) if f.loop_unsafe),
-                                  None))]
-        if not hands:
+        loop, hands = loop_handoffs(proc)
+        if loop is None or not hands or not _asleep_alone(kernel, proc, loop) \
+                or _woke(g, proc.pid, loop.tid):
             continue
         thread, call = hands[0]
         inner = user_frame(thread)
@@ -64,8 +64,8 @@ def unwoken_loop(g: Graph) -> WaitPattern | None:
 def _asleep_alone(kernel: KernelWaits, proc: Process, loop: Thread) -> bool:
     """The loop thread is in epoll_wait and every fd its epoll watches is a connected Unix
     socket whose peer only this process holds (asyncio's self-pipe)."""
-    mine = next((pf for pf in kernel.processes if pf.pid == proc.pid), None)
-    call = next((c for c in mine.syscalls if c.tid == loop.tid), None) if mine else None
+    mine = kernel.process(proc.pid)
+    call = mine.syscall(loop.tid) if mine else None
     if mine is None or call is None or not call.watched:
         return False
     by_fd = {r.fd: r for r in mine.fds}

@@ -20,7 +20,8 @@ def _own_holds(g: Graph, pid: int, obj: str, kind: str) -> bool:
     """``pid``'s fds hold the other end of the wait ``obj`` (``Unix socket A (peer P)``,
     ``pipe N (write end)``)."""
     kernel = g.snap.waits.kernel if g.snap.waits is not None else None
-    fds = next((pf.fds for pf in kernel.processes if pf.pid == pid), ()) if kernel else ()
+    mine = kernel.process(pid) if kernel else None
+    fds = mine.fds if mine is not None else ()
     if kind == "unix":
         peer = obj.rpartition("(peer ")[2].rstrip(")")
         return peer.isdigit() and any(r.inode == int(peer) for r in fds)

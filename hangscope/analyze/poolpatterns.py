@@ -151,14 +151,19 @@ def lost_result(g: Graph) -> WaitPattern | None:
     return None
 
 
+def pool_runs(proc: Process, function: str) -> bool:
+    """A thread of ``proc`` runs the ``multiprocessing.Pool`` method ``function``
+    (``_handle_workers``, ``_handle_results``, ...)."""
+    return any(not f.native and (f.file or "").endswith("multiprocessing/pool.py")
+               and f.name.rsplit(".", 1)[-1] == function for t in proc.threads
+               for f in t.frames)
+
+
 def _pool_thread(proc: Process, function: str) -> bool:
     """A thread of ``proc`` runs the Pool's ``function`` (``_handle_results``, ...); True when
     the Pool's threads cannot be told (no thread has any Pool frame at all)."""
-    def runs(name: str) -> bool:
-        return any(not f.native and (f.file or "").endswith("multiprocessing/pool.py")
-                   and f.name.rsplit(".", 1)[-1] == name for t in proc.threads
-                   for f in t.frames)
-    return runs(function) or not (runs("_handle_workers") or runs("_handle_tasks"))
+    return pool_runs(proc, function) or not (pool_runs(proc, "_handle_workers")
+                                             or pool_runs(proc, "_handle_tasks"))
 
 
 def _manager(proc: Process) -> bool:

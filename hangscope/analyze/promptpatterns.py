@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
+from hangscope.analyze.threadedges import at_loop_head
 from hangscope.analyze.waitwalk import Graph, hop, site_words, thread_words
-from hangscope.model import Thread, in_library
+from hangscope.model import Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -29,9 +30,8 @@ def prompt_edge(g: Graph, i: int) -> bool:
         # or waits elsewhere: no prompt. Only writers waiting on the reader itself never write.
         # A worker reading its next request at the head of its loop (``for line in
         # sys.stdin:``) asks nothing: it waits for work.
-        own = next((f for f in thread.frames if not f.native and not in_library(f.file)), None)
         return bool(proc.python) and edge.fd == 0 and bool(_stdin_writers(g, i)) and not (
-            own is not None and own.loop_next)
+            at_loop_head(thread))
     prompt = any(f.name.rsplit(".", 1)[-1] in ("builtin_input", "cmdloop", "interaction")
                  or (f.file or "").endswith(("/pdb.py", "/cmd.py")) for f in thread.frames)
     # A Python prompt (input(), pdb, cmd), or a Python program reading its stdin from a

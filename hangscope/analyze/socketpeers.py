@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from hangscope.analyze.threadedges import joins
-from hangscope.model import Process, Thread, in_library
+from hangscope.analyze.threadedges import at_loop_head, joins
+from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitEdge
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def peer_edges(idx: _Index, table: Table | None, proc: Process, thread: Thread, 
     accept), or to the process where none is."""
     tids = [t for t in socket_threads(idx, table, pid, peer) if (pid, t) != (proc.pid, thread.tid)]
     senders = _senders(idx, table, pid, tids) if tids and not how.startswith(("write", "send")) \
-        and not _at_loop_next(thread) else []
+        and not at_loop_head(thread) else []
     if senders:
         # We wait for a reply, and the peer's reader thread waits at the head of its loop for
         # our next message: one of its other threads (a request handler) sends our reply.
@@ -66,13 +66,6 @@ def peer_edges(idx: _Index, table: Table | None, proc: Process, thread: Thread, 
                        to_pid=pid, to_tid=tid, fd=fd)
 
 
-def _at_loop_next(thread: Thread | None) -> bool:
-    """The thread's own innermost frame waits for its loop's next item (``Frame.loop_next``)."""
-    own = next((f for f in thread.frames if not f.native and not in_library(f.file)),
-               None) if thread is not None else None
-    return own is not None and own.loop_next
-
-
 def _senders(idx: _Index, table: Table | None, pid: int, tids: list[int]) -> list[int]:
     """The other Python threads of ``pid`` when every one of ``tids`` reads its socket at the
     head of its loop (waits for the next request); none where that is not so (a
@@ -84,7 +77,7 @@ def _senders(idx: _Index, table: Table | None, pid: int, tids: list[int]) -> lis
     threads = {t.tid: t for t in proc.threads}
     reading = all((call := idx.calls.get(t)) is not None and (
         call[0] in table["read"] or any(events & 1 for _, events in call[2]))
-        and _at_loop_next(threads.get(t)) for t in tids)
+        and at_loop_head(threads.get(t)) for t in tids)
     # A thread joining another sends nothing until that one ends: not who replies.
     others = [t.tid for t in proc.threads if t.python and t.frames and t.tid not in tids
               and not t.helper and not joins(t)]

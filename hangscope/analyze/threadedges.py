@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from hangscope.model import Category, Frame, Process, Thread
+from hangscope.model import Category, Frame, Process, Thread, in_library
 from hangscope.model.waits import WaitEdge
 
 _LIB = ("/threading.py", "/queue.py", "/multiprocessing/", "/concurrent/", "/importlib/")
@@ -20,6 +20,15 @@ def user_frame(thread: Thread) -> Frame | None:
     """The innermost Python frame outside the standard library's locking plumbing."""
     return next((f for f in thread.frames if not f.native and f.file
                  and not f.file.endswith(_LIB) and not any(m in f.file for m in _LIB)), None)
+
+
+def at_loop_head(thread: Thread | None) -> bool:
+    """The thread's innermost frame of the program's own code waits for its loop's next item
+    (``Frame.loop_next``: a ``for`` header, a ``while True:`` body's first statement): a
+    worker waiting for work, not a client waiting for a reply."""
+    own = next((f for f in thread.frames if not f.native and not in_library(f.file)),
+               None) if thread is not None else None
+    return own is not None and own.loop_next
 
 
 def executor_worker(thread: Thread) -> bool:

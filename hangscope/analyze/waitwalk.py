@@ -282,6 +282,15 @@ def _outlived(g: Graph, edge: WaitEdge, holders: list[int], pipes: int = 1) -> s
 
 #: A process using this much CPU over the window computes: a wait it can end may still end.
 BUSY_PERCENT = 50.0
+#: ...and one using this much is not idle: what the job waits for may still be on its way.
+COMPUTING_PERCENT = 5.0
+
+
+def job_computes(snap: Snapshot) -> bool:
+    """A live process of the job used some CPU over the window: a wait for its work (a
+    future, a thread's batches) may still end, so a wait nobody can end is not proven."""
+    return any((p.cpu_percent or 0.0) >= COMPUTING_PERCENT
+               for p in snap.processes if not p.is_exited)
 
 
 def busy(g: Graph, pid: int | None) -> bool:

@@ -252,9 +252,11 @@ def unsafe_loop_calls(tree: ast.AST) -> tuple[tuple[int, int, str, int], ...]:
     (``q.put_nowait(item)`` on ``q = asyncio.Queue()``) and never hops through
     ``call_soon_threadsafe``: run on another thread, it wakes no sleeping loop."""
     made = _loop_made(tree)
+    if not made:
+        return ()
     out: list[tuple[int, int, str, int]] = []
     for func in ast.walk(tree):
-        if not isinstance(func, ast.FunctionDef) or not made:
+        if not isinstance(func, ast.FunctionDef):
             continue
         calls = [n for n in ast.walk(func) if isinstance(n, ast.Call)
                  and isinstance(n.func, ast.Attribute)]

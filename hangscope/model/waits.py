@@ -97,6 +97,10 @@ class ProcessFds:
     syscalls: tuple[TaskSyscall, ...] = ()
     error: str | None = None  # why nothing was read (gone, not ours)
 
+    def syscall(self, tid: int) -> TaskSyscall | None:
+        """The syscall thread ``tid`` is blocked in (None: running, or not read)."""
+        return next((c for c in self.syscalls if c.tid == tid), None)
+
 
 @dataclass(frozen=True)
 class UnixPeer:
@@ -128,6 +132,10 @@ class KernelWaits:
     unix_peers: tuple[UnixPeer, ...] = ()
     tcp: tuple[TcpConnection, ...] = ()
     seconds: float | None = None  # what reading them cost
+
+    def process(self, pid: int) -> ProcessFds | None:
+        """The fds and syscalls read of ``pid`` (None: not one of the job's, or not read)."""
+        return next((pf for pf in self.processes if pf.pid == pid), None)
 
 
 @dataclass(frozen=True)
