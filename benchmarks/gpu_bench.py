@@ -13,7 +13,10 @@ of ``--repeats`` runs after one discarded warm-up pass:
   or the sum spread over every core, whichever is larger;
 - ``hangscope dump --format json`` as a fresh process: ``--samples 1``, and the default
   (3 samples over a 2 s window);
-- the Python-only paths: ``hangscope dump --no-native --samples 1`` and a serial ``py-spy dump``.
+- the Python-only paths: ``hangscope dump --no-native --samples 1`` and a serial ``py-spy dump``;
+- with ``--baseline DIR`` (another hangscope source tree, e.g. ``git archive`` of an older
+  commit), the same two cold dumps of that tree in the same run, side by side;
+- one ``hangscope dump --samples 1 --verbose``: where the cold dump's time goes, by phase.
 """
 
 from __future__ import annotations
@@ -136,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--ready-timeout", type=float, default=120.0)
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another hangscope source tree, timed side by side")
     args = parser.parse_args(argv)
     pyspy = os.environ.get("HANGSCOPE_PYSPY") or shutil.which("py-spy")
     if not pyspy:
@@ -172,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         rows: dict[str, list[float]] = {k: [] for k in (
             "serial_native", "max_single_native", "sum_single_native", "parallel_native",
             "hangscope_samples1", "hangscope_default", "hangscope_python_only",
-            "serial_python")}
+            "serial_python", "baseline_samples1", "baseline_python_only")}
+        base_env = None
+        if args.baseline is not None:
+            base_env = dict(env, PYTHONPATH=os.pathsep.join(
+                p for p in (str(args.baseline.resolve()), os.environ.get("PYTHONPATH")) if p))
         ranks_found: dict[str, list[int]] = {"samples1": [], "default": [], "python": []}
         for _ in range(args.repeats):
             total, each = serial(pyspy, pids, native=True)
@@ -190,13 +199,22 @@ def main(argv: list[str] | None = None) -> int:
             rows["hangscope_python_only"].append(seconds)
             ranks_found["python"].append(found)
             rows["serial_python"].append(serial(pyspy, pids, native=False)[0])
-        med = {k: _median(v) for k, v in rows.items()}
+            if base_env is not None:
+                rows["baseline_samples1"].append(
+                    hangscope(launcher.pid, base_env, "--samples", "1")[0])
+                rows["baseline_python_only"].append(
+                    hangscope(launcher.pid, base_env, "--no-native", "--samples", "1")[0])
+        phase_lines = [subprocess.run(
+            [sys.executable, "-m", "hangscope", "dump", str(launcher.pid), "--format", "json",
+             "--samples", "1", *extra, "--verbose"], env=env, capture_output=True, text=True,
+            check=False).stderr.strip().splitlines()[-1:] for extra in ((), ("--no-native",))]
+        med = {k: _median(v) for k, v in rows.items() if v}
         floor = max(med["max_single_native"], med["sum_single_native"] / cores)
         result = {"machine": info, "ranks": args.ranks, "repeats": args.repeats,
                   "startup_s": round(startup, 2), "warmup_serial_native_s": round(warm_serial, 3),
                   "warmup_max_single_s": round(max(warm_each), 3),
                   "raw": rows, "median": med, "parallel_floor_s": floor,
-                  "ranks_found": ranks_found}
+                  "ranks_found": ranks_found, "phases": phase_lines}
         n = args.ranks
         lines = [
             f"hangscope GPU benchmark: {n} CUDA ranks on one {info.get('gpu')} "
@@ -219,7 +237,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{med['hangscope_python_only']:.2f} |",
             f"| serial `py-spy dump` (Python only) over {n} ranks | "
             f"{med['serial_python']:.2f} |",
+            *([f"| baseline `{args.baseline}`: `--samples 1` | {med['baseline_samples1']:.2f} |",
+               f"| baseline `{args.baseline}`: `--no-native --samples 1` | "
+               f"{med['baseline_python_only']:.2f} |"] if base_env is not None else []),
             "",
+            *(f"phases (native, then Python-only): {line[0]}" for line in phase_lines if line),
             f"first (warm-up) serial native pass: {warm_serial:.2f} s, slowest dump "
             f"{max(warm_each):.2f} s; ranks found by hangscope: {ranks_found}; "
             f"job start to all {n} ranks ready: {startup:.1f} s",

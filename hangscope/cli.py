@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from hangscope import __version__
+from hangscope import __version__, phases
 from hangscope.errors import FIND_PID_HINT, HangscopeError, UsageError
 
 COMMANDS = ("dump", "attach", "watch", "show", "demo", "merge")
@@ -51,12 +51,15 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message}. See `{self.prog} --help`.")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; only the named command's module is imported where argv names one (each
+    command's imports cost a cold dump tens of milliseconds), every command's for help."""
     parser = _Parser(prog="hangscope",
                      description="Find out why a multi-process (GPU) Python job is hung.")
     parser.add_argument("--version", action="version", version=f"hangscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
+    named = [a for a in argv[:1] if a in COMMANDS]
+    for name in named or COMMANDS:
         module = importlib.import_module(f"hangscope.commands.{name}")
         module.add_parser(sub)
     return parser
@@ -78,8 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _interrupted)
     try:
-        parser = build_parser()
-        args, extra = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+        phases.mark("start")
+        arguments = list(sys.argv[1:] if argv is None else argv)
+        parser = build_parser(arguments)
+        phases.mark("parser")
+        args, extra = parser.parse_known_args(arguments)
         if extra:  # argparse would point at the top-level help, not the command's
             where = f"hangscope {args.command}" if getattr(args, "command", None) else "hangscope"
             raise UsageError(f"unrecognized argument{'s' if len(extra) > 1 else ''}: "

@@ -33,10 +33,22 @@ from hangscope.collect import procfs
 from hangscope.model import Gpu, GpuProcessUse
 from hangscope.model.progress import GpmReading
 
-try:
-    import pynvml
-except ImportError:  # nvidia-ml-py is a dependency; a broken install still must not crash us
-    pynvml = None  # type: ignore[assignment]
+# pynvml, imported at the first NVML call (on a sampler thread, beside the first py-spy
+# round): its import costs a cold dump ~15 ms (issue 22). None: not installed.
+pynvml: Any = None
+_imported = False
+
+
+def _bindings() -> Any:
+    global pynvml, _imported
+    if not _imported:
+        _imported = True
+        try:
+            import pynvml as module
+        except ImportError:  # nvidia-ml-py is a dependency; a broken install must not crash us
+            module = None
+        pynvml = module
+    return pynvml
 
 NO_DRIVER = "no NVIDIA driver"
 NO_GPU = "no NVIDIA GPU"
@@ -147,7 +159,7 @@ def _nvml_call(name: str, *args: Any, required: bool = False) -> Any:
     mismatch, shut down), or for any failure when ``required`` (init, device count).
     Raises :class:`_DeviceGone` when the GPU behind a handle is lost or needs a reset.
     """
-    if pynvml is None:
+    if _bindings() is None:
         raise _Unusable(NO_BINDINGS)
     fn: Callable[..., Any] | None = getattr(pynvml, name, None)
     if fn is None:
@@ -620,6 +632,7 @@ def _free_sample(sample: Any) -> None:
 
 def _gpm_metrics(first: Any, second: Any) -> dict[str, float]:
     """``nvmlGpmMetricsGet`` for :data:`GPM_METRICS`; a metric the GPU refuses is left out."""
+    _bindings()
     wanted = [(getattr(pynvml, const, None), name) for const, name in GPM_METRICS]
     wanted = [(mid, name) for mid, name in wanted if isinstance(mid, int)]
     request = pynvml.c_nvmlGpmMetricsGet_t()

@@ -11,13 +11,15 @@ are named, and the verdict comes from the others. ``--format md`` pastes into a 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
+from hangscope import phases
 from hangscope.commands.nodes import add_arguments, request_from, wanted
 from hangscope.errors import UsageError
-from hangscope.live.sampler import SampleOptions, Sampler
-from hangscope.remote.find import find_job_pid, parse_spec
-from hangscope.remote.multinode import dump_everywhere
-from hangscope.render.output import FORMATS, emit
+from hangscope.render import FORMATS
+
+if TYPE_CHECKING:
+    from hangscope.live.sampler import SampleOptions
 
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,6 +75,8 @@ def pid_of(args: argparse.Namespace) -> int | None:
 
 
 def options_from(args: argparse.Namespace) -> SampleOptions:
+    from hangscope.live.sampler import SampleOptions
+
     if args.samples < 1 or args.samples > 100:
         raise UsageError("--samples must be between 1 and 100.")
     if not 0 <= args.window <= 600:
@@ -119,6 +123,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", dest="format", action="store_const", const="json",
                         help="the same as --format json")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (0600)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="print where the dump's time went (start, imports, discovery, "
+                        "py-spy, window, analysis, render) on stderr")
     add_sampling_arguments(parser)
     add_kernel_arguments(parser)
     add_arguments(parser)
@@ -126,18 +133,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported where needed, not at the top: the parser of every command imports this module,
+    # and a cold dump pays for each import before its first py-spy can start (issue 22); the
+    # renderers are imported on a sampler thread while py-spy runs.
     from hangscope.cli import warn_no_redact
+    from hangscope.live.sampler import Sampler
 
+    phases.mark("imports")
     pid = pid_of(args)
     options = options_from(args)
     warn_no_redact(options.redact)
     if wanted(args):
+        from hangscope.remote.multinode import dump_everywhere
+
         snap = dump_everywhere(request_from(args, pid, options), pid)
     else:
         if pid is None:
             if not args.find:
                 raise UsageError("Give the PID of the job's launcher or of any rank, or "
                                  "--find SPEC.")
+            from hangscope.remote.find import find_job_pid, parse_spec
+
             pid = find_job_pid(parse_spec(args.find))
         snap = Sampler(pid, options).snapshot()
     if wanted(args) or args.format == "svg":
@@ -145,5 +161,10 @@ def run(args: argparse.Namespace) -> int:
 
         emit_merged(snap, args.format, args.output, native=options.native)
         return 0
+    from hangscope.render.output import emit
+
     emit(snap, args.format, args.output, native=options.native)
+    phases.mark("render")
+    if args.verbose:
+        phases.report()
     return 0

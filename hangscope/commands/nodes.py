@@ -9,14 +9,15 @@ requests, never an argparse Namespace.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from hangscope.errors import UsageError
-from hangscope.live.sampler import SampleOptions
-from hangscope.remote.find import Spec, nodes_from_environment, parse_spec, spec_for
-from hangscope.remote.multinode import slurm_nodes
-from hangscope.remote.nodeset import expand
-from hangscope.remote.request import NodeRequest, Placement
-from hangscope.remote.transport import Kubectl, Slurm, Ssh, Transport
+
+if TYPE_CHECKING:  # the remote layer is imported only when a multi-node flag is given
+    from hangscope.live.sampler import SampleOptions
+    from hangscope.remote.find import Spec
+    from hangscope.remote.request import NodeRequest
+    from hangscope.remote.transport import Transport
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +52,11 @@ def wanted(args: argparse.Namespace) -> bool:
 
 
 def _where(args: argparse.Namespace, pid: int | None) -> tuple[Transport, list[str] | None, Spec]:
+    from hangscope.remote.find import Spec, nodes_from_environment, parse_spec, spec_for
+    from hangscope.remote.multinode import slurm_nodes
+    from hangscope.remote.nodeset import expand
+    from hangscope.remote.transport import Kubectl, Slurm, Ssh
+
     for nodeset in (args.nodes, args.pods):  # a typo in a node set is the first thing to say
         if nodeset and nodeset != "auto":
             expand(nodeset)
@@ -81,6 +87,8 @@ def request_from(args: argparse.Namespace, pid: int | None,
                  options: SampleOptions) -> NodeRequest:
     """The request the flags describe (a bad node set or spec is a usage error here, before
     anything runs or a screen opens)."""
+    from hangscope.remote.request import NodeRequest, Placement
+
     if not 1 <= args.node_timeout <= 3600:
         raise UsageError("--node-timeout must be between 1 and 3600 seconds.")
     transport, nodes, spec = _where(args, pid)

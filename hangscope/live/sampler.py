@@ -19,25 +19,24 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
-from hangscope import __version__
-from hangscope.analyze import analyze
-from hangscope.analyze.locals_wanted import interpreter, locals_wanted
-from hangscope.collect import collectives, exitcode, kmsg, logs, nvml, procfs, pyspy, tree
-from hangscope.collect.host import BoundedGpuReader, read_host
-from hangscope.collect.progress import ProgressWatcher
-from hangscope.collect.source import line_text
-from hangscope.collect.waits import read_waits
+from hangscope import __version__, phases
+from hangscope.collect import procfs, pyspy, tree
+from hangscope.collect.host import BoundedGpuReader
 from hangscope.errors import PermissionDenied, ToolMissing
 from hangscope.live.discover import Discovery, check_python_job, not_sampleable, replaced
-from hangscope.live.kernels import with_kernels
 from hangscope.live.refresh import Refresher
-from hangscope.live.rounds import Round, Window, merge_rounds
+from hangscope.live.rounds import Round
 from hangscope.model import Job, Process, Readings, Role, Severity, Snapshot, Verdict, VerdictKind
-from hangscope.model.progress import ProgressEvidence
-from hangscope.model.serialize import scrub
-from hangscope.redact import redact_text
 
+if TYPE_CHECKING:
+    from hangscope.collect.progress import ProgressWatcher
+    from hangscope.model.progress import ProgressEvidence
+
+# What runs only after the first round (the window, the waits, the analysis, the reading of
+# collectives) is imported then, on the host thread while the first py-spy dumps run
+# (_warm_imports): a cold dump's first py-spy starts ~0.1 s sooner (issue 22).
 
 @dataclass(frozen=True)
 class SampleOptions:
@@ -115,7 +114,11 @@ class Sampler:
         tree.check_target(pid)
         # Start times tell a live process from a later one that got its PID (long `attach`).
         self.discovery = Discovery(pid, redact=self.options.redact)
-        check_python_job(pid, self.discover()[1])  # `hangscope dump $$`, `sleep`: refused now
+        # `hangscope dump $$`, `sleep`: refused now. The first snapshot, an instant later,
+        # uses this discovery instead of walking /proc again (~25 ms of a cold dump).
+        self._found: tuple[Job, list[Process]] | None = self.discover()
+        self._found_at = clock()
+        check_python_job(pid, self._found[1])
         # What the last sample of each process learnt, to skip py-spy when nothing changed.
         self._refresh = Refresher(self._dump, _native_slots(self.options),
                                   self.options.nonblocking)
@@ -180,8 +183,11 @@ class Sampler:
         return self._in_d[proc.pid]
 
     def _round(self, pool: ThreadPoolExecutor, procs: Sequence[Process], native: bool,
-               fds: bool = False) -> dict[int, Round]:
+               fds: bool = False, off_cpu: dict[int, dict[int, float]] | None = None
+               ) -> dict[int, Round]:
         def one(proc: Process) -> tuple[int, Round]:
+            if off_cpu is not None:  # each process's own before its sample (one key each)
+                off_cpu[proc.pid] = procfs.read_off_cpu(proc.pid)
             # A PID checked before py-spy runs (never trace a stranger) and after (the rank
             # may have exited and its PID been handed out while py-spy ran).
             if replaced(proc):
@@ -209,7 +215,10 @@ class Sampler:
 
     def _snapshot(self) -> Snapshot:
         started = self.clock()
-        job, procs = self.discover()
+        found, self._found = self._found, None
+        fresh = found is not None and started - self._found_at < 1.0  # not a TUI's later tick
+        job, procs = found if found is not None and fresh else self.discover()
+        phases.mark("discover")
         opts = self.options
         samples = max(1, opts.samples)
         interval = opts.window / (samples - 1) if samples > 1 else 0.0
@@ -220,24 +229,30 @@ class Sampler:
         self._refresh.keep([p.pid for p in procs])
         self._in_d = {}
         job_started = min((p.create_time for p in procs if p.create_time), default=None)
-        gpu_readings = [self._gpus.read()]
         rounds: list[dict[int, Round]] = []
         with ThreadPoolExecutor(max_workers=_workers(opts, len(procs))) as pool:
             # Facts of the whole host, read while the processes are sampled (the kernel takes
             # ~10 ms to list /proc/net/tcp*, however few sockets there are), on a thread of
             # their own so that no py-spy run waits for them.
-            host_reads = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hangscope-host")
+            host_reads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hangscope-host")
+            # The GPUs at the window's start, read beside the first round: NVML's set-up
+            # costs a cold dump tens of milliseconds on a GPU node (issue 22).
+            first_gpus = host_reads.submit(self._gpus.read)
             listening_read = host_reads.submit(procfs.read_listening)
             kernel_read = host_reads.submit(  # (lines, a note when the log is unreadable)
-                kmsg.read, [p.pid for p in procs], job_started)
+                _read_kernel_log, [p.pid for p in procs], job_started)
             version_read = host_reads.submit(self._read_pyspy_version)
-            _warm_analysis(host_reads)
+            _warm_imports(host_reads)
             host_reads.shutdown(wait=False)
-            # How long each thread has been off CPU, once per thread, before py-spy touches
-            # the process (its pause wakes every thread): a stack that stays put over the
-            # window was already stuck that long before it.
-            off_cpu = dict(pool.map(lambda p: (p.pid, procfs.read_off_cpu(p.pid)), procs))
-            rounds.append(self._round(pool, procs, opts.native, fds=True))
+            # How long each thread has been off CPU, read in the first round right before
+            # py-spy touches its process (its pause wakes every thread), not in a pass over
+            # every process first: a stack that stays put over the window was already stuck
+            # that long before it.
+            off_cpu: dict[int, dict[int, float]] = {}
+            rounds.append(self._round(pool, procs, opts.native, fds=True, off_cpu=off_cpu))
+            phases.mark("first round (py-spy)")
+            gpu_readings = [first_gpus.result()]
+            from hangscope.collect import collectives  # warm by now (_warm_imports)
             # NCCL RAS and the Flight Recorder, while the later rounds sample (own deadlines).
             coll_read = collectives.start(
                 procs, {pid: r.proc for pid, r in rounds[0].items()}, listening_read.result(),
@@ -260,6 +275,13 @@ class Sampler:
                 gpu_readings.append(self._gpus.read())
             if samples == 1:
                 evidence = self._stop_watcher()
+        phases.mark("window")
+        from hangscope.analyze.locals_wanted import interpreter, locals_wanted
+        from hangscope.collect import exitcode, logs, nvml
+        from hangscope.collect.host import read_host
+        from hangscope.collect.source import line_text
+        from hangscope.collect.waits import read_waits
+        from hangscope.live.rounds import Window, merge_rounds
         cpu_after = {pid: _seconds(r.proc.cpu_ticks) for pid, r in rounds[-1].items()}
         if samples > 1:  # CPU over the window: from the first round's read, as the window
             cpu_before = {pid: _seconds(r.proc.cpu_ticks) if r.proc.exists else cpu_before[pid]
@@ -276,7 +298,11 @@ class Sampler:
         asked, tids, ops = locals_wanted(merged) if not opts.nonblocking else ((), {}, {})
         waits = read_waits(merged, asked, interpreter(tids, ops, line_text),
                            min(5.0, opts.timeout), self._pyspy)
+        phases.mark("locals and waits")
         host_name = merged[0].host if merged else None
+        from hangscope.analyze import analyze
+        from hangscope.live.kernels import with_kernels
+        from hangscope.model.serialize import scrub
         ras, flight_recorder = collectives.finish(coll_read)
         readings = Readings(host=host_name, ras=replace(ras, raw=None),
                             flight_recorder=flight_recorder,
@@ -303,6 +329,7 @@ class Sampler:
         # readings (collectives, progress) and adds their notes after these.
         raw = scrub(snap)
         snap = analyze(raw)
+        phases.mark("analysis")
         if opts.kernels or self._kernels_once:
             self._kernels_once = False
             snap = with_kernels(snap, raw, analyze, opts.kernels_timeout)
@@ -342,6 +369,8 @@ class Sampler:
         # the window may stretch by a --timeout per round; past that, the recorders stop alone
         cap = opts.window + opts.samples * opts.timeout + 30
         record = self.last is None and self._pyspy is not None
+        from hangscope.collect.progress import ProgressWatcher
+
         watcher = ProgressWatcher(watched, pyspy=self._pyspy, record=record,
                                   max_seconds=cap, record_limit=_record_limit())
         watcher.start()
@@ -393,28 +422,45 @@ def _redacted(evidence: ProgressEvidence | None) -> ProgressEvidence | None:
     """The progress window with its thread names redacted, as the rounds' threads are."""
     if evidence is None:
         return None
+    from hangscope.redact import redact_text
+
     return replace(evidence, processes=tuple(
         replace(p, threads=tuple(replace(t, name=redact_text(t.name)) if t.name else t
                                  for t in p.threads))
         for p in evidence.processes))
 
 
-_analysis_warm = False
+_warm = False
 
 
-def _warm_analysis(pool: ThreadPoolExecutor) -> None:
-    """Import the analysis (~50 ms of imports and regexes) while the first dumps run."""
-    global _analysis_warm
-    if not _analysis_warm:
-        _analysis_warm = True
-        pool.submit(_import_analysis)
+def _warm_imports(pool: ThreadPoolExecutor) -> None:
+    """Import what the snapshot needs after its first round (~0.1 s of imports, dataclasses and
+    regexes) on ``pool``'s thread while the first dumps run: py-spy's wait leaves the GIL free."""
+    global _warm
+    if not _warm:
+        _warm = True
+        pool.submit(_import_rest)
 
 
-def _import_analysis() -> None:
+def _import_rest() -> None:
     import hangscope.analyze.classify
     import hangscope.analyze.findings
     import hangscope.analyze.group
-    import hangscope.analyze.verdict  # noqa: F401
+    import hangscope.analyze.locals_wanted
+    import hangscope.analyze.verdict
+    import hangscope.collect.collectives
+    import hangscope.collect.progress
+    import hangscope.collect.waits
+    import hangscope.live.kernels
+    import hangscope.live.rounds
+    import hangscope.render.output  # noqa: F401
+
+
+def _read_kernel_log(pids: list[int], since: float | None) -> tuple[tuple[str, ...], str | None]:
+    """The kernel log's lines about ``pids`` (collect/kmsg.py), imported on the host thread."""
+    from hangscope.collect import kmsg
+
+    return kmsg.read(pids, since)
 
 
 def _seconds(ticks: int | None) -> float | None:

@@ -15,10 +15,9 @@ from rich.console import Console
 from hangscope.errors import UsageError
 from hangscope.model import Snapshot
 from hangscope.model.serialize import dumps
+from hangscope.render import FORMATS
 from hangscope.render.markdown import render_markdown
 from hangscope.render.text import report
-
-FORMATS = ("text", "md", "json")
 
 
 def render(snap: Snapshot, fmt: str, color: bool = False, width: int = 120,

@@ -199,6 +199,25 @@ def test_permission_denied_leads_with_the_cause_and_the_fix(
     assert "!!" not in result.stdout + result.stderr
 
 
+def test_verbose_says_where_the_dump_time_went(python_sleeper: int) -> None:
+    # WHEN a user asks a cold dump where its time went (issue 22: the fixed cost over py-spy)
+    started = time.monotonic()
+    result = support.run_cli("dump", str(python_sleeper), "--samples", "1", "--verbose",
+                             timeout=120)
+    wall = time.monotonic() - started
+    no_traceback(result)
+    assert result.returncode == 0, result.stderr
+    # THEN stderr has one line of phases, in order, whose total is the command's own time
+    line = next(li for li in result.stderr.splitlines() if li.startswith("hangscope: phases:"))
+    names = [part.rsplit(" ", 2)[0].strip() for part in line.split(": ", 2)[2].split(";")[0]
+             .split(", ")]
+    assert names == ["start", "parser", "imports", "discover", "first round (py-spy)",
+                     "window", "locals and waits", "analysis", "render"], line
+    total = float(line.rsplit("total ", 1)[1].split()[0])
+    assert 0 < total <= wall + 0.05, (line, wall)
+    assert "VERDICT" in result.stdout  # the report itself is unchanged on stdout
+
+
 def test_pyspy_path_that_is_wrong_gives_a_proc_only_report(python_sleeper: int) -> None:
     # WHEN HANGSCOPE_PYSPY names no binary
     result = support.run_cli("dump", str(python_sleeper), "--samples", "2", "--window", "0.5",
