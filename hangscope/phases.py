@@ -8,26 +8,10 @@ which has the kernel's 10 ms tick: the first phase is that coarse, the rest are 
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 _marks: list[tuple[str, float]] = []
-
-
-def _age() -> float:
-    """Seconds since this process started (its /proc start time against the boot clock)."""
-    try:
-        with open("/proc/self/stat", "rb") as f:
-            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
-        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
-# The offset between the wall clock and perf_counter, taken once at import (the first thing
-# cli.run does), so that every later mark is a cheap perf_counter read.
-_origin = time.perf_counter() - _age()
 
 
 def mark(name: str) -> None:
@@ -37,7 +21,9 @@ def mark(name: str) -> None:
 
 def breakdown() -> list[tuple[str, float]]:
     """Each phase and its seconds, in order."""
-    out, last = [], _origin
+    from hangscope.collect.procfs import seconds_alive
+
+    out, last = [], time.perf_counter() - seconds_alive()
     for name, at in _marks:
         out.append((name, max(0.0, at - last)))
         last = at

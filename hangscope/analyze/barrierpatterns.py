@@ -43,6 +43,8 @@ def _rest(proc: Process, others: list[Thread]) -> str:
 
 def barrier_short(g: Graph) -> WaitPattern | None:
     """Threads of one process wait in a Barrier that none of its other threads can reach."""
+    if not g.has_file("threading.py"):
+        return None
     for proc in g.snap.processes:
         if proc.is_exited or not proc.threads:
             continue

@@ -42,7 +42,7 @@ def crash_loop(g: Graph) -> WaitPattern | None:
         thread = proc.working_thread
         if proc.is_exited or thread is None or not blocked(thread):
             continue
-        kids = [p for p in g.snap.processes if p.ppid == proc.pid]
+        kids = g.kids(proc.pid)
         dead = sorted(p.pid for p in kids if p.is_gone)
         if not dead or (len(dead) < _DIED and not _replaced(kids)):
             continue

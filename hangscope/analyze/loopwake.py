@@ -27,7 +27,11 @@ from hangscope.words import who
 
 def loop_handoffs(proc: Process) -> tuple[Thread | None, list[tuple[Thread, str]]]:
     """The one asyncio loop thread of ``proc`` (None: none, or several), and each other
-    thread whose own frames make a loop-only call (``Frame.loop_unsafe``), with that call."""
+    thread whose own frames make a loop-only call (``Frame.loop_unsafe``), with that call.
+    Both callers need such a call, so a process without one is done in one cheap pass (no
+    loop search per thread: thousands of ranks have none)."""
+    if not any(f.loop_unsafe for t in proc.threads for f in t.frames):
+        return None, []
     loops = [t for t in proc.threads if loop_index(t) is not None]
     if proc.is_exited or len(loops) != 1:
         return None, []

@@ -36,6 +36,8 @@ def _in_hosted_acquire(thread: Thread) -> bool:
 
 
 def orphan_manager_lock(g: Graph) -> WaitPattern | None:
+    if not g.has_file(_MANAGERS):
+        return None
     for proc in g.snap.processes:
         if proc.is_exited:
             continue

@@ -45,6 +45,8 @@ def _held(proc: Process, name: str) -> bool:
 
 def leaked_permits(g: Graph) -> WaitPattern | None:
     """Threads wait for a permit of a semaphore that no thread of their process holds."""
+    if not g.has_file("threading.py"):
+        return None
     for proc in g.snap.processes:
         if proc.is_exited or not proc.threads:
             continue

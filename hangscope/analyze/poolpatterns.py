@@ -190,6 +190,8 @@ def idle_executor(g: Graph) -> WaitPattern | None:
     """A thread waits on a future of a ``ProcessPoolExecutor`` whose manager thread is alive
     but which has no worker process left: nothing will run the pending work (workers that
     exited, a ``max_tasks_per_child`` recycle, were not replaced)."""
+    if not g.has_file("concurrent/futures/process.py"):
+        return None
     for proc in g.snap.processes:
         if proc.is_exited:
             continue

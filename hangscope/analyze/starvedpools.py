@@ -42,6 +42,8 @@ def _hosted_wait(thread: Thread) -> bool:
 
 
 def starved_pool(g: Graph) -> WaitPattern | None:
+    if not g.has_file("multiprocessing/managers.py"):
+        return None
     for driver in g.snap.processes:
         main = next((t for t in driver.threads if t.tid == driver.pid), None)
         if driver.is_exited or main is None or not blocked(main) or (not _in(
@@ -84,6 +86,8 @@ def callback_wait(g: Graph) -> WaitPattern | None:
     the executor's management thread (``_ExecutorManagerThread``), the one thread that moves
     every result from the workers into its future: it waits for a result only it can deliver
     (add_done_callback runs the callback on that thread)."""
+    if not g.has_file("concurrent/futures/process.py"):
+        return None
     for proc in g.snap.processes:
         for thread in proc.threads:
             python = [f for f in thread.frames if not f.native]

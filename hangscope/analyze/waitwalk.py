@@ -28,6 +28,31 @@ class Graph:
         self.procs = {p.pid: p for p in snap.processes}
         self.out = edges_from(edges)
         self.threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
+        self._kids: dict[int, list[Process]] | None = None
+        self._files: set[str] | None = None
+        self._has: dict[str, bool] = {}
+
+    def has_file(self, suffix: str) -> bool:
+        """Whether any Python frame of the job runs in a file ending with ``suffix``: a
+        pattern of a library (a Pool, a Manager, an executor) cannot hold in a job whose
+        stacks never enter it, and skipping it keeps the graph linear in a job's distinct
+        files, not its ranks times their frames (issue 22: 8,192 ranks)."""
+        if self._files is None:
+            self._files = {f.file for p in self.snap.processes for t in p.threads
+                           for f in t.frames if f.file and not f.native}
+        if suffix not in self._has:
+            self._has[suffix] = any(f.endswith(suffix) for f in self._files)
+        return self._has[suffix]
+
+    def kids(self, pid: int) -> list[Process]:
+        """The processes whose parent is ``pid`` (an index built once: a pattern that looked
+        for each process's children among all of them was quadratic in a job's ranks)."""
+        if self._kids is None:
+            self._kids = {}
+            for p in self.snap.processes:
+                if p.ppid is not None:
+                    self._kids.setdefault(p.ppid, []).append(p)
+        return self._kids.get(pid, [])
 
     def live_edges(self, pid: int, tid: int | None) -> list[int]:
         """Edges out of a thread still blocked; tid None: out of the process's working thread

@@ -212,6 +212,17 @@ def boot_time() -> float:
     return _boot[1]
 
 
+def seconds_alive() -> float:
+    """Seconds since this process started: its start time in /proc/self/stat against the
+    boot clock (the kernel's 10 ms tick; 0.0 where unreadable)."""
+    text = _cat(f"{PROC}/self/stat")
+    try:
+        ticks = int((text or "").rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
+        return 0.0
+    return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / CLOCK_TICKS)
+
+
 def start_time(pid: int) -> float | None:
     """When ``pid`` started (psutil's ``create_time()``), from one read of its stat line.
 
