@@ -100,13 +100,18 @@ def self_lock(g: Graph) -> WaitPattern | None:
 def _forked(proc: Process, parent: Process | None) -> bool:
     """A fork without exec: multiprocessing's fork start method (``popen_fork`` at the bottom
     of the child's stack: the parent's frames, copied), or the parent's command line, and not
-    multiprocessing's spawn or forkserver (a fresh interpreter: ``spawn_main``)."""
+    multiprocessing's spawn or forkserver (a fresh interpreter: ``spawn_main``), or the
+    parent's stack address."""
     if parent is None or any("--multiprocessing-fork" in a or "spawn_main" in a
                              for a in proc.cmdline):
         return False
     main = next((t for t in proc.threads if t.tid == proc.pid), None)
     if main is not None and any(not f.native and (f.file or "").endswith(
             "multiprocessing/popen_fork.py") for f in main.frames):
+        return True
+    # A child that set its own title (setproctitle) after os.fork(): its stack starts where
+    # its parent's does (ASLR places an exec'd program's elsewhere).
+    if proc.stack_start is not None and proc.stack_start == parent.stack_start:
         return True
     return bool(proc.cmdline) and proc.cmdline == parent.cmdline
 

@@ -44,6 +44,7 @@ from hangscope.analyze.crashloops import crash_loop
 from hangscope.analyze.cycleadvice import CAPTURED, buffered_reply, captured, cycle_advice
 from hangscope.analyze.deadthreads import dead_thread
 from hangscope.analyze.fifopatterns import fifo_open
+from hangscope.analyze.forkwaits import fork_notifier
 from hangscope.analyze.gilpatterns import gil_native_wait, gil_ring
 from hangscope.analyze.longpoll import holds_requests_with_deadline
 from hangscope.analyze.loopedges import loop_index
@@ -369,8 +370,8 @@ def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
 
 PATTERNS = (own_end, _cycle, _lock_cycle, gil_native_wait, self_lock, callback_wait, lock_upgrade,
             self_wait, barrier_short, leaked_permits, starved_pool, orphan_manager_lock,
-            orphan_wait, full_queue, lost_wakeup, unwoken_loop, event_loop, fork_lock,
-            lost_result, idle_executor, pool_saturated, prompt, fifo_open, crash_loop,
+            fork_notifier, orphan_wait, full_queue, lost_wakeup, unwoken_loop, event_loop,
+            fork_lock, lost_result, idle_executor, pool_saturated, prompt, fifo_open, crash_loop,
             dead_thread, _sink)
 
 

@@ -96,6 +96,9 @@ class ProcInfo:
     socket_inodes: frozenset[int] = frozenset()
     kernel_stack: tuple[str, ...] = ()
     cpu_ticks: int | None = None  # utime + stime of the whole process, clock ticks
+    pgrp: int | None = None  # its process group, and its terminal's foreground group (-1:
+    terminal_pgrp: int | None = None  # no terminal): a background group reading it is stopped
+    stack_start: int | None = None  # /proc/PID/stat startstack: equal in a fork without exec
 
 
 def _read(path: Path) -> str | None:
@@ -166,6 +169,8 @@ class Stat:
     pgrp: int = 0  # field 5: process group (a shell job)
     session: int = 0  # field 6: session id
     processor: int | None = None  # field 39: the CPU the task last ran on
+    tpgid: int = -1  # field 8: the foreground process group of its terminal (-1: none)
+    start_stack: int = 0  # field 28: where its stack starts (0 without ptrace access)
 
     @property
     def cpu_ticks(self) -> int:
@@ -188,7 +193,8 @@ def parse_stat(pid: int, text: str) -> Stat | None:
                     stime=int(rest[12]), start_ticks=int(rest[19]), vsize=int(rest[20]),
                     exit_status=int(rest[49]) if len(rest) > 49 else None,
                     pgrp=int(rest[2]), session=int(rest[3]),
-                    processor=int(rest[36]) if len(rest) > 36 else None)
+                    processor=int(rest[36]) if len(rest) > 36 else None,
+                    tpgid=int(rest[5]), start_stack=int(rest[25]) if len(rest) > 25 else 0)
     except ValueError:
         return None
 
@@ -469,6 +475,9 @@ def read_process(pid: int, with_fds: bool = True,
             line.split("] ", 1)[-1] for line in (kstack or "").splitlines() if line.strip()
         ),
         cpu_ticks=parsed.cpu_ticks if parsed else None,
+        pgrp=parsed.pgrp if parsed else None,
+        terminal_pgrp=parsed.tpgid if parsed else None,
+        stack_start=parsed.start_stack or None if parsed else None,
     )
 
 

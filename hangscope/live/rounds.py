@@ -173,7 +173,8 @@ def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Wind
         # The fd links round one read: never listed again here (an unread fd table is ()).
         gpus=nvml.gpus_of_process(proc.pid, proc.environ, window.gpus, first.proc.fd_targets),
         kernel_stack=info.kernel_stack, errors=tuple(errors),
-        major_faults_window=faults,
+        major_faults_window=faults, pgrp=info.pgrp, terminal_pgrp=info.terminal_pgrp,
+        stack_start=info.stack_start,
         exit_code=window.exit_codes.get(proc.pid) if state in ZOMBIE_STATES else None,
         python=proc.python if base is None else True,
     )

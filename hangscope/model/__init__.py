@@ -344,6 +344,13 @@ class Process:
     log_modified: float | None = None  # when the log file was last written (epoch seconds)
     # The CUDA kernels cuda-gdb saw running (dump --kernels; None: not asked for this rank).
     kernels: KernelRead | None = None
+    # /proc/PID/stat: its process group and its terminal's foreground group (-1: no terminal;
+    # a background group that reads its terminal is stopped by SIGTTIN), and where its stack
+    # starts (the same address as its parent's in a fork without exec, where ASLR gives an
+    # exec'd program another).
+    pgrp: int | None = None
+    terminal_pgrp: int | None = None
+    stack_start: int | None = None
 
     # Cached (in the instance dict, which equality and serialisation never read): each is
     # asked about every rank many times over, 131,072 ranks in a merged job. A Process is
