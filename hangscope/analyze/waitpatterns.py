@@ -58,6 +58,7 @@ from hangscope.analyze.promptpatterns import prompt, prompt_edge
 from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.analyze.signalwaits import gone_signal
 from hangscope.analyze.starvedpools import callback_wait, starved_pool
+from hangscope.analyze.stoppedends import stopped_end, stopped_words
 from hangscope.analyze.threadpatterns import (
     fork_lock,
     lock_ring,
@@ -93,6 +94,8 @@ def _end(g: Graph, edges: list[int], waiters: int = 1) -> str:
             last.to_pid == last.pid and last.to_tid is None):
         return ""
     proc = g.procs[last.to_pid]
+    if proc.is_stopped and not proc.is_exited:
+        return stopped_words(g, proc)
     thread = g.threads.get((proc.pid, last.to_tid)) if last.to_tid else proc.working_thread
     if thread is None or thread.category is None:
         return ""
@@ -243,9 +246,10 @@ def _sink(g: Graph) -> WaitPattern | None:
         path, start = g.walk(pid, tid)
         # Waits for a child or a joined thread only say who waits for whom: the chain must
         # hold a wait that says why (a pipe, a socket, a lock, the GIL, a terminal).
-        if not path or start is not None or all(g.edges[i].kind in ("child", "thread")
-                                                for i in path) or _calm_end(g, path):
-            continue
+        if not path or start is not None or (all(g.edges[i].kind in ("child", "thread")
+                                                 for i in path) and stopped_end(g, path)
+                                             is None) or _calm_end(g, path):
+            continue  # (a stopped process at the end says why: what stopped it)
         if g.edges[path[-1]].kind == "collective":
             continue  # ends at the rank the collective waits for: the straggler rules say it
         # Of chains as long, one that starts with a request to a listening port: a client
