@@ -23,6 +23,8 @@ from hangscope.model import Frame, Process, Thread
 from hangscope.model.waits import WaitEdge
 
 LOOP = ("_run_once", "run_forever", "run_until_complete")
+#: The object of an edge to the pool worker whose task a thread's Future.result() waits for.
+TASK_OF = "the pool task of thread"
 
 
 def own_frames(thread: Thread) -> list[Frame]:
@@ -50,16 +52,32 @@ def _future_result(thread: Thread) -> bool:
 
 def loop_future_edges(proc: Process) -> Iterator[WaitEdge]:
     """Each blocked thread in ``Future.result()`` outside the one loop thread of its process
-    -> that loop thread, when no executor worker is busy."""
+    -> that loop thread, when no executor worker is busy on anything but such a wait."""
     loops = [t for t in proc.threads if loop_index(t) is not None]
-    if len(loops) != 1 or any(runs_task(t) for t in proc.threads):
+    # A worker that waits in Future.result() itself completes no future: only a worker busy
+    # otherwise may be the one a result waits for (an executor task waiting on the loop is
+    # how a pool worker hands work to it).
+    if len(loops) != 1 or any(runs_task(t) and not (blocked(t) and _future_result(t))
+                              for t in proc.threads):
         return
     loop = loops[0]
+    workers = []
     for thread in proc.threads:
         if thread.tid == loop.tid or not blocked(thread) or not _future_result(thread):
             continue
+        if runs_task(thread):
+            workers.append(thread)
         yield WaitEdge(proc.pid, thread.tid, "loop",
                        f"the asyncio event loop (thread {loop.name or loop.tid})",
                        "concurrent.futures Future.result() outside the loop's thread, no "
                        "executor worker busy: a run_coroutine_threadsafe future, which the "
                        "loop completes", to_pid=proc.pid, to_tid=loop.tid, probable=True)
+    if workers and blocked(loop) and _future_result(loop):
+        # The loop's own thread blocks on a future too: the pool tasks that wait for the loop
+        # are the only work running, so that future is one of theirs (a coroutine that
+        # submitted a task and waits for it synchronously).
+        for worker in workers:
+            yield WaitEdge(proc.pid, loop.tid, "thread", f"{TASK_OF} {worker.name or worker.tid}",
+                           "concurrent.futures Future.result() on the loop's thread while "
+                           "this pool worker runs the only task: its future", to_pid=proc.pid,
+                           to_tid=worker.tid, probable=True)

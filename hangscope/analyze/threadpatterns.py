@@ -232,6 +232,9 @@ def self_wait(g: Graph) -> WaitPattern | None:
             loop = loop_index(thread)
             if waits is None or loop is None or python.index(waits) > loop:
                 continue
+            if any(t.tid != thread.tid and runs_task(t) and _blocked(t) and future_wait(t)
+                   for t in proc.threads):
+                continue  # a pool task that waits on this loop: the cycle through it says it
             others = [t for t in proc.threads if t.tid != thread.tid and could_produce(t)]
             sides = [t for t in others if _idle_loop(t)]
             if len(sides) != len(others):
@@ -323,7 +326,9 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
             inner = user_frame(thread)
             site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
             what = frame.name
-            if executor_worker(thread) and what.endswith(("result", "exception")):
+            if executor_worker(thread) and what.endswith(("result", "exception")) and not any(
+                    e.pid == proc.pid and e.tid == thread.tid and e.kind == "loop"
+                    for e in g.edges):  # a future of the loop's: the loop completes it
                 return _pool_self_wait(g, proc, thread, what + site, others, waiters)
             if not died:
                 # No producer seen dying: an Event nobody sets is also how a daemon idles on

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hangscope.analyze.loopedges import TASK_OF
 from hangscope.analyze.store_key import store_op
 from hangscope.analyze.threadedges import blocked as _blocked
 from hangscope.analyze.threadedges import user_frame
@@ -165,6 +166,9 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
                          else "")
     if edge.kind == "thread":
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
+        if edge.object.startswith(TASK_OF):
+            return (f"{me} waits in Future.result(){site} for the thread-pool task that "
+                    f"{thread_words(proc, holder)} runs")
         return f"{me} joins {thread_words(proc, holder)}{site}"
     if edge.kind == "queue":
         return (f"{me} waits to put into a full multiprocessing.Queue{site}, which {them} "
