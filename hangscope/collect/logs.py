@@ -14,6 +14,7 @@ import stat as stat_mod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from hangscope.collect import procfs
 from hangscope.model import Process
 from hangscope.redact import redact_text
 
@@ -71,6 +72,9 @@ def _clean(line: str) -> str:
 # c10d prints the Python stack of a failed collective ("Stack trace of the failed collective:",
 # then "#17 step from /srv/train.py:78" lines): its first frame outside the libraries is the
 # call site, kept with the error lines.
+#: A process named by its PID in a log line ("held by pid 4242", "owner PID=4242"): a log
+#: that says whom the job waits for.
+_NAMED_PID = re.compile(r"\bpid\b\s*[=:#]?\s*(\d{2,7})\b", re.IGNORECASE)
 _FAILED_STACK = "Stack trace of the failed collective"
 _STACK_LINE = re.compile(r"^#\d+ \S+ from (\S+):\d+$")
 
@@ -150,5 +154,13 @@ def attach_tails(procs: Sequence[Process], redact: bool = True) -> list[Process]
             tail = tuple(line for t in written for line in (f"==> {t.path} <==", *t.tail))
         errors = tuple(line for t in found for line in t.errors)
         modified = max((t.modified for t in found if t.modified is not None), default=None)
-        out.append(replace(proc, log_tail=tail, log_errors=errors, log_modified=modified))
+        out.append(replace(proc, log_tail=tail, log_errors=errors, log_modified=modified,
+                           log_gone_pids=gone_pids(tail[-ERROR_LINES:])))
     return out
+
+
+def gone_pids(lines: Sequence[str]) -> tuple[int, ...]:
+    """The PIDs the lines name ("held by pid 4242") that no process has now: read at the dump,
+    since a saved report cannot ask /proc later."""
+    named = dict.fromkeys(int(m) for line in lines for m in _NAMED_PID.findall(line))
+    return tuple(pid for pid in named if pid > 1 and not procfs.exists(pid))

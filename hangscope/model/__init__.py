@@ -342,6 +342,8 @@ class Process:
     log_tail: tuple[str, ...] = ()  # last lines of the log file(s) on fd 1/2, redacted
     log_errors: tuple[str, ...] = ()  # error-looking lines of their last 64 KiB, redacted
     log_modified: float | None = None  # when the log file was last written (epoch seconds)
+    # PIDs the last lines of its log name ("held by pid 4242") that no process had at the dump
+    log_gone_pids: tuple[int, ...] = ()
     # The CUDA kernels cuda-gdb saw running (dump --kernels; None: not asked for this rank).
     kernels: KernelRead | None = None
     # /proc/PID/stat: its process group and its terminal's foreground group (-1: no terminal;
