@@ -110,6 +110,16 @@ def test_all_waiting_rule_gives_the_advice_of_the_category() -> None:
     assert rules.all_waiting(facts("mismatch")) is None  # two groups
 
 
+def test_all_waiting_in_a_collective_does_not_claim_one_collective() -> None:
+    """Ranks at one collective call may have passed it different groups or sizes (blind
+    round 10's buckets over two groups): the advice says so, and where to read it."""
+    verdict = rules.all_waiting(facts("custom_ar"))
+    assert verdict is not None
+    assert "Every rank waits at the same collective call" in verdict.summary
+    assert "different process groups or sizes" in verdict.summary
+    assert "TORCH_FR_BUFFER_SIZE" in verdict.summary
+
+
 def test_progressing_rule_says_slow_not_hung() -> None:
     """A real process computing in turn in three functions: its stack moved in the window."""
     found = facts("progressing")

@@ -76,7 +76,7 @@ def test_given_p2p_waits_without_peers_then_never_every_rank_arrived() -> None:
     snap = analyze(replace(load(WAITS / "p2p_cycle.dump.json"), waits=None))
     assert snap.verdict is not None
     assert snap.verdict.kind is VerdictKind.P2P_DEADLOCK
-    assert "Every rank arrived" not in snap.verdict.summary
+    assert "Every rank waits at the same collective call" not in snap.verdict.summary
     assert snap.verdict.summary.startswith(
         "Point-to-point deadlock: every rank waits to receive"), snap.verdict.summary
     stalled = analyze(replace(load(WAITS / "p2p_stalled.dump.json"), waits=None))

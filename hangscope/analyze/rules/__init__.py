@@ -324,8 +324,14 @@ def local_deadlock(facts: Facts) -> Verdict | None:
 
 
 _ADVICE = {
-    Category.COLLECTIVE: " Every rank arrived at the same collective, so the block is below "
-    "Python: look at the GPU (a spinning kernel), the network, or a rank on another node.",
+    # The same call, not proven the same collective: a line that takes its process group or
+    # tensor from a variable (buckets over two groups in a data-dependent order) looks the
+    # same on every rank in stacks, and only the Flight Recorder records group and size.
+    Category.COLLECTIVE: " Every rank waits at the same collective call: either the block is "
+    "below Python (look at the GPU: a spinning kernel; the network; a rank on another node), "
+    "or the ranks passed that call different process groups or sizes, chosen at run time, "
+    "which stacks cannot show (the Flight Recorder records both: TORCH_FR_BUFFER_SIZE=2000 at "
+    "launch).",
     Category.COMM_INIT: " A peer never joined the rendezvous: check the other nodes, "
     "MASTER_ADDR/MASTER_PORT and the network.",
     Category.IPC_WAIT: " They wait on another process: look at the one that should send (the "
