@@ -24,22 +24,42 @@ def behind(g: Graph, members: tuple[int, ...]) -> str:
               and not p.is_exited] + list(dict.fromkeys(
                   (e.pid, e.tid) for e in g.edges if e.kind in ("py_lock", "gil")
                   and e.pid not in members))
-    clauses: list[str] = []
+    chains: list[tuple[list[int], list[int]]] = []  # (first edge of each head, the rest)
     entered: list[int] = []
     for pid, tid in starts:
         path, _ = g.walk(pid, tid)
         cut = next((k for k, i in enumerate(path) if g.edges[i].to_pid in members), None)
         if cut is None:
             continue
-        clause = "; ".join(hop(g, i) for i in path[:cut + 1])
-        if not any(clause in c for c in clauses):
-            clauses.append(clause)
+        head, rest = path[0], path[1:cut + 1]
+        # Two ranks in all_reduce for the same rank, whose own chain follows once: one chain,
+        # its first hop said for the first of them and "so does" the others.
+        same = next((c for c in chains if c[1] == rest and g.edges[c[0][0]].to_pid
+                     == g.edges[head].to_pid and g.edges[c[0][0]].kind == g.edges[head].kind),
+                    None)
+        if same is not None:
+            same[0].append(head)
             entered.append(pid)
-        if len(clauses) >= _SHOWN:
+            continue
+        clause = "; ".join(hop(g, i) for i in path[:cut + 1])
+        if any(clause in _said(g, c) for c in chains):
+            continue
+        chains.append(([head], rest))
+        entered.append(pid)
+        if len(chains) >= _SHOWN:
             break
-    if not clauses:
+    if not chains:
         return ""
-    return "; " + "; ".join(clauses) + collective_behind(g, entered)
+    return "; " + "; ".join(_said(g, c) for c in chains) + collective_behind(g, entered)
+
+
+def _said(g: Graph, chain: tuple[list[int], list[int]]) -> str:
+    heads, rest = chain
+    first = hop(g, heads[0])
+    if len(heads) > 1:
+        others = [who(g.procs[g.edges[i].pid]) for i in heads[1:]]
+        first += f" (so {'does' if len(others) == 1 else 'do'} {' and '.join(others)})"
+    return "; ".join([first, *(hop(g, i) for i in rest)])
 
 
 def collective_behind(g: Graph, waiters: list[int]) -> str:
