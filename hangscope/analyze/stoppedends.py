@@ -11,8 +11,8 @@ terminal's foreground group (``tpgid``), and its stdin is that terminal.
 
 from __future__ import annotations
 
-from hangscope.analyze.waitwalk import Graph, site_words
-from hangscope.model import Process
+from hangscope.analyze.waitwalk import Graph, hop, site_words
+from hangscope.model import Process, Snapshot
 from hangscope.words import who
 
 
@@ -35,7 +35,12 @@ def stopped_words(g: Graph, proc: Process) -> str:
     where = site_words(thread) if thread is not None else ""
     tty = _terminal(g, proc)
     fg, mine = proc.terminal_pgrp, proc.pgrp
-    if proc.state == "t":
+    tracer = g.procs.get(proc.tracer or 0)
+    if proc.state == "t" and tracer is not None:
+        why = (f"{who(tracer)}, its tracer (TracerPid), holds it in a ptrace stop, and "
+               f"detaches only when it is done; `kill {tracer.pid}` ends the tracer, and its "
+               "exit detaches it")
+    elif proc.state == "t":
         why = "a debugger or tracer stopped it (state t: traced)"
     elif tty is not None and fg is not None and fg > 0 and mine is not None and mine != fg:
         why = (f"terminal job control stopped it: its stdin is the terminal {tty}, and its "
@@ -49,3 +54,24 @@ def stopped_words(g: Graph, proc: Process) -> str:
                "it and never sent SIGCONT)")
     return (f"; {who(proc)} is stopped (state {proc.state}){where}: {why}; `kill -CONT "
             f"{proc.pid}` resumes it")
+
+
+def traced_words(snap: Snapshot, proc: Process) -> str | None:
+    """``is held in a ptrace stop (state t) by PID 7 (sampler), its tracer; PID 7 is blocked
+    writing pipe 5, which only rank 2 reads: ...``: a tracee whose tracer waits on it cannot
+    be resumed by either (the tracer detaches only after its write)."""
+    if proc.state != "t" or proc.tracer is None:
+        return None
+    tracer = next((p for p in snap.processes if p.pid == proc.tracer), None)
+    them = who(tracer) if tracer is not None else f"PID {proc.tracer}"
+    words = f"is held in a ptrace stop (state t) by {them}, its tracer"
+    if tracer is None or snap.wait_graph is None:
+        return words + f"; it resumes when {them} detaches or exits"
+    g = Graph(snap, snap.wait_graph.edges)
+    back = next((i for i in g.live_edges(tracer.pid, None)
+                 if g.edges[i].to_pid == proc.pid), None)
+    if back is None:
+        return words + f"; it resumes when {them} detaches or exits"
+    return (f"{words}, and {hop(g, back)}: each waits for the other, since the tracer "
+            f"detaches only after that; `kill {tracer.pid}` ends the tracer, and its exit "
+            "detaches the rank; let the tracer detach before it writes (or write to a file)")

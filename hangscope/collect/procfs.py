@@ -99,6 +99,7 @@ class ProcInfo:
     pgrp: int | None = None  # its process group, and its terminal's foreground group (-1:
     terminal_pgrp: int | None = None  # no terminal): a background group reading it is stopped
     stack_start: int | None = None  # /proc/PID/stat startstack: equal in a fork without exec
+    tracer: int | None = None  # status TracerPid: the process that ptrace-attached it
 
 
 def _read(path: Path) -> str | None:
@@ -417,6 +418,16 @@ def read_fds(pid: int) -> tuple[int | None, dict[str, int], tuple[str, ...], tup
     return len(names), dict(kinds), tuple(targets), tuple(logs), frozenset(inodes), False
 
 
+def _tracer(status: dict[str, str] | None) -> int | None:
+    value = (status or {}).get("TracerPid", "0")
+    return int(value) if value.isdigit() and value != "0" else None
+
+
+def tracer_of(pid: int) -> int | None:
+    """The PID that ptrace-attached ``pid`` (status ``TracerPid``; None: none, or gone)."""
+    return _tracer(read_status(pid))
+
+
 def read_status(pid: int) -> dict[str, str] | None:
     """``cat /proc/PID/status`` as a dict."""
     text = _cat(f"{PROC}/{pid}/status")
@@ -478,6 +489,7 @@ def read_process(pid: int, with_fds: bool = True,
         pgrp=parsed.pgrp if parsed else None,
         terminal_pgrp=parsed.tpgid if parsed else None,
         stack_start=parsed.start_stack or None if parsed else None,
+        tracer=_tracer(status),
     )
 
 

@@ -130,6 +130,7 @@ class Sampler:
         self._watcher: ProgressWatcher | None = None  # this snapshot's, while it samples
         self.last: Snapshot | None = None
         self._kernels_once = False  # the TUI's kernels key: the next snapshot reads kernels
+        self._tracers: set[int] = set()  # this snapshot's tracers of job processes
 
     def request_kernels(self) -> None:
         """Read the stuck spinning ranks' kernels in the next snapshot only (cuda-gdb)."""
@@ -161,6 +162,8 @@ class Sampler:
                                     error_kind="missing")
         if nonblocking is None:
             nonblocking = self.options.nonblocking
+        if proc.pid in self._tracers:
+            nonblocking = True
         dump = pyspy.dump(proc.pid, native=native and not nonblocking,
                           timeout=self.options.timeout, nonblocking=nonblocking,
                           pyspy=self._pyspy)
@@ -228,6 +231,10 @@ class Sampler:
                       for p in procs}
         self._refresh.keep([p.pid for p in procs])
         self._in_d = {}
+        # Processes that ptrace another of the job (a debugger, a native sampler): py-spy's own
+        # ptrace stop of one interrupts the call it blocks in (a write to a full pipe returns
+        # early), which can end the very hang being read; they are read without pausing.
+        self._tracers = {t for p in procs if (t := procfs.tracer_of(p.pid)) is not None}
         job_started = min((p.create_time for p in procs if p.create_time), default=None)
         rounds: list[dict[int, Round]] = []
         with ThreadPoolExecutor(max_workers=_workers(opts, len(procs))) as pool:

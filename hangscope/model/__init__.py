@@ -353,6 +353,7 @@ class Process:
     pgrp: int | None = None
     terminal_pgrp: int | None = None
     stack_start: int | None = None
+    tracer: int | None = None  # status TracerPid: who ptrace-attached it (a debugger, a sampler)
 
     # Cached (in the instance dict, which equality and serialisation never read): each is
     # asked about every rank many times over, 131,072 ranks in a merged job. A Process is

@@ -44,6 +44,7 @@ from hangscope.analyze.rules.p2p_unmatched import p2p_unmatched
 from hangscope.analyze.rules.slow import loader_bound, straggler_sides, working_straggler
 from hangscope.analyze.rules.waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
 from hangscope.analyze.signatures import is_p2p
+from hangscope.analyze.stoppedends import traced_words
 from hangscope.analyze.subject_lines import evidence
 from hangscope.analyze.tiebreak import break_tie
 from hangscope.analyze.world import describe_missing
@@ -191,14 +192,17 @@ def missing_rank(facts: Facts) -> Verdict | None:
             continue  # describe_missing named it with its exit code
         last = _last_log_line(facts, proc)
         name = rank_set([rank_id(proc)], is_rank)  # without ranks it is "PID N": once
-        parts.append(f"{name}{f' (PID {proc.pid})' if is_rank else ''} "
-                     f"{verb(facts.categories[proc.key])}{last}")
+        doing = traced_words(facts.snapshot, proc) or verb(facts.categories[proc.key])
+        parts.append(f"{name}{f' (PID {proc.pid})' if is_rank else ''} {doing}{last}")
     rest = [g for g in facts.groups if g.category not in GONE]
     if rest:
         parts.append("; ".join(describe(g, is_rank) for g in rest))
     # A zombie rank has no environment left to read: its role is "other", not a subject.
     # The suspects are the gone ranks, or none: a launcher idling in its serve loop is no cause.
     keys = tuple(dict.fromkeys((*said, *(p.key for p in facts.gone))))
+    # A rank held in a ptrace stop: its tracer, where it is one of the job's, is a suspect too.
+    tracers = {p.tracer for p in facts.gone if p.state == "t" and p.tracer is not None}
+    keys += tuple(p.key for p in facts.processes if p.pid in tracers and p.key not in keys)
     return Verdict(VerdictKind.MISSING_RANK, Severity.CRITICAL,
                    "Missing rank: " + "; ".join(parts) + ".", tuple(pid for _, pid in keys),
                    (*evidence(facts), *_coordinators_waiting(facts)),
