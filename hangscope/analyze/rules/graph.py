@@ -30,7 +30,8 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "prompt": "A prompt nobody answers", "sink": "Wait chain",
          "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
          "pool_saturated": "Pool saturated", "pool_starved": "A pool starved by its own tasks",
-         "dead_thread": "A thread died", "crash_loop": "Crash loop"}
+         "dead_thread": "A thread died", "crash_loop": "Crash loop",
+         "dead_process": "A process died"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
          "self_wait": VerdictKind.DEADLOCK, "own_end": VerdictKind.DEADLOCK}
@@ -142,9 +143,10 @@ def crash_looping(facts: Facts) -> Verdict | None:
 
 
 def thread_died(facts: Facts) -> Verdict | None:
-    """A thread died with an exception and the job polls or waits for what it would have
-    done (after the chains: a wait the graph follows says more than a traceback)."""
-    return _verdict(facts, ("dead_thread",))
+    """A thread or a process died (a zombie with its traceback, or one a waiter's log names)
+    and the job polls or waits for what it would have done (after the chains: a wait the
+    graph follows says more than a traceback)."""
+    return _verdict(facts, ("dead_thread", "dead_process"))
 
 
 

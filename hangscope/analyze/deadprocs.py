@@ -1,0 +1,64 @@
+"""A process of the job died and the others wait on: a zombie the rest poll for or depend on
+(read in analyze/waitpatterns.py's order, after the dead threads).
+
+Two facts tie the dead process to the waiters, and either is enough with the job stuck:
+- the job's log ends with the traceback of the function that process ran (a multiprocessing
+  target that raised: ``ValueError`` in ``publisher``), and it exited non-zero;
+- the waiters' log names its PID ("retiring weight server 5312"): they wait on that process.
+A zombie also explains why a poll never ends: ``kill(pid, 0)`` and ``/proc/PID`` still
+succeed on it until its parent reaps it, and a parent that waits for another child never does.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hangscope.analyze.deadthreads import last_traceback
+from hangscope.analyze.stalepatterns import _stuck_poller
+from hangscope.analyze.waitwalk import Graph, site_words
+from hangscope.model import Process
+from hangscope.model.waits import WaitPattern
+from hangscope.words import who
+
+
+def _waiters(g: Graph) -> list[Process]:
+    return [p for p in g.snap.processes if not p.is_exited and _stuck_poller(g, p)]
+
+
+def dead_process(g: Graph) -> WaitPattern | None:
+    dead = [p for p in g.snap.processes if p.state == "Z"]
+    waiters = _waiters(g)
+    if not dead or not waiters:
+        return None
+    lines = next((p.log_tail for p in waiters if p.log_tail), ())
+    for proc in dead:
+        named = next((line.strip() for w in waiters for line in reversed(w.log_tail[-8:])
+                      if str(proc.pid) in line), None)
+        raised = last_traceback(lines, innermost=True) if proc.exit_code not in (None, 0) \
+            else None
+        if named is None and raised is None:
+            continue
+        parent = g.procs.get(proc.ppid or 0)
+        code = f" with code {proc.exit_code}" if proc.exit_code is not None else ""
+        chain = f"{who(proc)} exited{code} and is a zombie"
+        if raised is not None:
+            (path, line, func), error = raised
+            chain += (f": it died of {error!r}, raised in {func} "
+                      f"({os.path.basename(path)}:{line}) (the log's last traceback)")
+        names = ", ".join(who(w) for w in waiters[:4]) + (
+            f" and {len(waiters) - 4} more" if len(waiters) > 4 else "")
+        thread = waiters[0].working_thread
+        where = site_words(thread) if thread is not None else ""
+        chain += (f"; {names} {'polls' if len(waiters) == 1 else 'poll'}{where}, waiting on "
+                  "what it would have done")
+        if named is not None:
+            chain += f" (the log names PID {proc.pid}: {named[-120:]!r})"
+            if parent is not None and not parent.is_exited:
+                chain += (f"; its parent, {who(parent)}, never reaps it, and a zombie still "
+                          "answers kill(pid, 0) and keeps /proc/PID: a poll of whether it "
+                          "lives never sees it die")
+        chain += ("; wait for the process itself (Popen.wait, a pidfd, its sentinel) and "
+                  "handle its exit, or restart it")
+        return WaitPattern("dead_process", (proc.pid, *(w.pid for w in waiters)), chain, (),
+                           proc.pid, None)
+    return None
