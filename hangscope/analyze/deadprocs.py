@@ -15,7 +15,8 @@ import os
 
 from hangscope.analyze.deadthreads import last_traceback
 from hangscope.analyze.stalepatterns import _stuck_poller
-from hangscope.analyze.waitwalk import Graph, site_words
+from hangscope.analyze.threadedges import blocked
+from hangscope.analyze.waitwalk import Graph, job_computes, site_words
 from hangscope.model import Process
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -25,8 +26,21 @@ def _waiters(g: Graph) -> list[Process]:
     return [p for p in g.snap.processes if not p.is_exited and _stuck_poller(g, p)]
 
 
+def _semlock(proc: Process) -> bool:
+    """Its working thread waits for a multiprocessing lock (a SemLock its siblings share)."""
+    thread = proc.working_thread
+    python = [f for f in thread.frames if not f.native][:2] if thread is not None else []
+    return thread is not None and blocked(thread) and any(
+        (f.file or "").endswith("multiprocessing/synchronize.py") for f in python)
+
+
 def dead_process(g: Graph) -> WaitPattern | None:
     dead = [p for p in g.snap.processes if p.state == "Z"]
+    locked = [p for p in g.snap.processes if not p.is_exited and _semlock(p)]
+    if dead and locked and not job_computes(g.snap):
+        found = _lock_holder_died(g, dead, locked)
+        if found is not None:
+            return found
     waiters = _waiters(g)
     if not dead or not waiters:
         return None
@@ -62,3 +76,30 @@ def dead_process(g: Graph) -> WaitPattern | None:
         return WaitPattern("dead_process", (proc.pid, *(w.pid for w in waiters)), chain, (),
                            proc.pid, None)
     return None
+
+
+def _lock_holder_died(g: Graph, dead: list[Process], locked: list[Process]
+                      ) -> WaitPattern | None:
+    """Siblings wait for a multiprocessing lock, and one of their siblings exited non-zero:
+    the lock's holder most likely (a SemLock dies with nobody to release it)."""
+    parents = {p.ppid for p in locked}
+    died = next((d for d in dead if d.ppid in parents and d.exit_code not in (None, 0)), None)
+    if died is None:
+        return None
+    same = [p for p in locked if p.ppid == died.ppid]
+    thread = same[0].working_thread
+    where = site_words(thread) if thread is not None else ""
+    names = ", ".join(who(p) for p in same[:4]) + (
+        f" and {len(same) - 4} more" if len(same) > 4 else "")
+    last = next((e.strip() for p in same for e in reversed(p.log_errors or p.log_tail)), None)
+    chain = (f"{who(died)} exited with code {died.exit_code} and is a zombie; {names} "
+             f"{'waits' if len(same) == 1 else 'wait'} for a multiprocessing lock{where} that "
+             f"{'it shares' if len(same) == 1 else 'they share'} with it, a sibling: a "
+             "process that dies holding such a lock never releases it, so it was most likely "
+             "the holder")
+    if last:
+        chain += f" (the log's last error: {last[-140:]!r})"
+    chain += ("; release the lock in a finally, watch the workers' sentinels, and rebuild the "
+              "shared state when one dies")
+    return WaitPattern("dead_holder", (died.pid, *(p.pid for p in same)), chain, (),
+                       died.pid, None)

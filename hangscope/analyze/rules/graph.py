@@ -31,7 +31,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
          "pool_saturated": "Pool saturated", "pool_starved": "A pool starved by its own tasks",
          "dead_thread": "A thread died", "crash_loop": "Crash loop",
-         "dead_process": "A process died"}
+         "dead_process": "A process died", "dead_holder": "A lock whose holder died"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
          "self_wait": VerdictKind.DEADLOCK, "own_end": VerdictKind.DEADLOCK}
@@ -123,7 +123,7 @@ def wait_shape(facts: Facts) -> Verdict | None:
     unanswered prompt."""
     return _verdict(facts, ("orphan_wait", "barrier_short", "leaked_permits", "full_queue",
                             "lost_wakeup", "event_loop", "lost_result", "pool_saturated",
-                            "pool_starved", "prompt", "fifo_open"))
+                            "pool_starved", "prompt", "fifo_open", "dead_holder"))
 
 
 def lock_holder(facts: Facts) -> Verdict | None:
