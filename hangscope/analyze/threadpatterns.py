@@ -330,10 +330,12 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
                     e.pid == proc.pid and e.tid == thread.tid and e.kind == "loop"
                     for e in g.edges):  # a future of the loop's: the loop completes it
                 return _pool_self_wait(g, proc, thread, what + site, others, waiters)
-            if not died:
+            futureless = _futureless(proc, frame)
+            if not died and not futureless:
                 # No producer seen dying: an Event nobody sets is also how a daemon idles on
                 # purpose (``Event().wait()`` for ever); what waits on it is then a chain's
-                # end, which the sink states with the process's own stack.
+                # end, which the sink states with the process's own stack. A future is no
+                # daemon's idle wait: with no loop and no pool left to complete it, it is lost.
                 continue
             rest = "no other thread of it is left" if not others else (
                 f"its {len(others)} other thread{'s wait' if len(others) > 1 else ' waits'} "
@@ -346,6 +348,12 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
                 f"{thread_words(proc, thread)} waits in {what}{site} for task_done() of "
                 f"every task taken from the queue, and {rest} (for more work): a task "
                 "taken will never be marked done")
+            if futureless and not died:
+                chain = (f"{thread_words(proc, thread)} waits in {what}{site} for a "
+                         f"concurrent future, and {rest}: no thread of {who(proc)} runs an "
+                         "asyncio event loop or a pool worker that could complete it (a "
+                         "run_coroutine_threadsafe future whose loop stopped, or whose loop "
+                         "thread ended, is never done)")
             if died:
                 chain += (f"; its output says thread {', '.join(died[:3])} died of an "
                           "exception (threading's 'Exception in thread' traceback), before "
@@ -361,6 +369,17 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
             return WaitPattern("orphan_wait", (proc.pid, *waiters), chain, tuple(into),
                                proc.pid, thread.tid)
     return None
+
+
+def _futureless(proc: Process, frame: Frame) -> bool:
+    """A ``concurrent.futures`` Future.result() in a process where nothing could complete it:
+    no thread runs an asyncio loop, a thread-pool worker or a process pool's manager."""
+    if not (frame.file or "").endswith("concurrent/futures/_base.py") or not frame.name.endswith(
+            ("result", "exception")):
+        return False
+    return not any(loop_index(t) is not None or executor_worker(t) or any(
+        not f.native and (f.file or "").endswith("concurrent/futures/process.py")
+        for f in t.frames) for t in proc.threads)
 
 
 def _pool_self_wait(g: Graph, proc: Process, thread: Thread, where: str, others: list[Thread],
