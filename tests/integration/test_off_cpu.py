@@ -29,7 +29,7 @@ def same_seconds(cell: str) -> int:
     return int(found[1]) * {"s": 1, "min": 60, "h": 3600}[found[2]]
 
 
-@pytest.mark.parametrize("mode", ["pipe", "lock"])
+@pytest.mark.parametrize("mode", ["pipe", pytest.param("lock", marks=pytest.mark.extended)])
 def test_same_column_says_how_long_the_thread_has_been_off_cpu(mode: str,
                                                               tmp_path: Path) -> None:
     workdir = tmp_path / mode

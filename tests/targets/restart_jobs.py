@@ -4,7 +4,7 @@
 
 A ``replica-supervisor`` process starts three ``replica`` children (``python
 restart_jobs.py child``) and starts a new one whenever one exits (``os.wait``), as a process
-manager does. Each child loads its config and dies at once: the config has no "shard" key
+manager does. Each child starts up (0.3 s), loads its config and dies: the config has no "shard" key
 (KeyError), its traceback on the shared stderr. The supervisor appends ``"<pid> supervisor"``
 to READY_FILE once it has restarted six children. Mode ``crashing``: a crash loop, no process
 stuck for long, the job never up (hung).
@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import setproctitle
 
@@ -27,6 +28,9 @@ def load_config(path: str) -> int:
 
 def child(workdir: str) -> None:
     setproctitle.setproctitle("replica")
+    # A replica's start-up (imports, a port) before it reads its config: each lives a
+    # moment, so the supervisor has its three children at any time, as a real one does.
+    time.sleep(0.3)
     load_config(os.path.join(workdir, "replica.json"))
 
 
