@@ -37,6 +37,19 @@ def _replaced(kids: list[Process]) -> bool:
                               and k.create_time > min(gone) for k in kids)
 
 
+#: A child started this long after its parent is a replacement, not one of the first.
+_LATE_S = 1.0
+
+
+def _restarted(proc: Process, kids: list[Process]) -> bool:
+    """Every child the dump found started well after its parent: all are replacements (a
+    supervisor caught between two restarts may show a single child, which then dies)."""
+    if proc.create_time is None:
+        return False
+    return bool(kids) and all(k.create_time is not None and k.create_time > proc.create_time
+                              + _LATE_S for k in kids)
+
+
 def crash_loop(g: Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
         thread = proc.working_thread
@@ -44,7 +57,7 @@ def crash_loop(g: Graph) -> WaitPattern | None:
             continue
         kids = g.kids(proc.pid)
         dead = sorted(p.pid for p in kids if p.is_gone)
-        if not dead or (len(dead) < _DIED and not _replaced(kids)):
+        if not dead or (len(dead) < _DIED and not _replaced(kids) and not _restarted(proc, kids)):
             continue
         found = last_traceback(proc.log_tail, innermost=True)
         if found is None:
