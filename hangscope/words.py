@@ -126,6 +126,12 @@ def who_on(proc: Process, several: bool) -> str:
     return who(proc).replace(f"PID {proc.pid}", f"PID {proc.pid} on {proc.host}", 1)
 
 
+def who_list(procs: Sequence[Process], limit: int = 4) -> str:
+    """``PID 7 (a), PID 8 (b) and 3 more``: each named, the first ``limit`` of them."""
+    shown = ", ".join(who(p) for p in procs[:limit])
+    return shown + (f" and {len(procs) - limit} more" if len(procs) > limit else "")
+
+
 def who_many(procs: Sequence[Process]) -> str:
     """``rank 0 (PID 12)``; ``ranks 0-3 and the launcher (PID 10)``; ``5 processes``."""
     if len(procs) == 1:

@@ -20,7 +20,7 @@ from hangscope.analyze.threadpatterns import (
     notified_wait,
     program_threads,
 )
-from hangscope.analyze.waitwalk import Graph, hop, thread_names, waits_into
+from hangscope.analyze.waitwalk import Graph, hops_into, thread_names, waits_into
 from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -71,7 +71,7 @@ def barrier_short(g: Graph) -> WaitPattern | None:
                   "parties than the threads that reach it")
         waiters, into = waits_into(g, proc.pid)
         if into:
-            chain += "; " + "; ".join(hop(g, i) for i in into) + collective_behind(g, waiters)
+            chain += hops_into(g, into) + collective_behind(g, waiters)
         chain += ("; give Barrier.wait() a timeout, and call barrier.abort() when a party "
                   "fails, so the others get BrokenBarrierError instead of waiting for ever")
         return WaitPattern("barrier_short", (proc.pid, *waiters), chain, tuple(into),

@@ -14,16 +14,15 @@ from __future__ import annotations
 import os
 
 from hangscope.analyze.deadthreads import last_traceback
-from hangscope.analyze.stalepatterns import _stuck_poller
 from hangscope.analyze.threadedges import blocked
-from hangscope.analyze.waitwalk import Graph, job_computes, site_words
+from hangscope.analyze.waitwalk import Graph, job_computes, site_words, stuck_poller
 from hangscope.model import Process
 from hangscope.model.waits import WaitPattern
-from hangscope.words import who
+from hangscope.words import who, who_list
 
 
 def _waiters(g: Graph) -> list[Process]:
-    return [p for p in g.snap.processes if not p.is_exited and _stuck_poller(g, p)]
+    return [p for p in g.snap.processes if not p.is_exited and stuck_poller(g, p)]
 
 
 def _semlock(proc: Process) -> bool:
@@ -36,13 +35,15 @@ def _semlock(proc: Process) -> bool:
 
 def dead_process(g: Graph) -> WaitPattern | None:
     dead = [p for p in g.snap.processes if p.state == "Z"]
+    if not dead:
+        return None
     locked = [p for p in g.snap.processes if not p.is_exited and _semlock(p)]
-    if dead and locked and not job_computes(g.snap):
+    if locked and not job_computes(g.snap):
         found = _lock_holder_died(g, dead, locked)
         if found is not None:
             return found
     waiters = _waiters(g)
-    if not dead or not waiters:
+    if not waiters:
         return None
     lines = next((p.log_tail for p in waiters if p.log_tail), ())
     for proc in dead:
@@ -59,8 +60,7 @@ def dead_process(g: Graph) -> WaitPattern | None:
             (path, line, func), error = raised
             chain += (f": it died of {error!r}, raised in {func} "
                       f"({os.path.basename(path)}:{line}) (the log's last traceback)")
-        names = ", ".join(who(w) for w in waiters[:4]) + (
-            f" and {len(waiters) - 4} more" if len(waiters) > 4 else "")
+        names = who_list(waiters)
         thread = waiters[0].working_thread
         where = site_words(thread) if thread is not None else ""
         chain += (f"; {names} {'polls' if len(waiters) == 1 else 'poll'}{where}, waiting on "
@@ -89,8 +89,7 @@ def _lock_holder_died(g: Graph, dead: list[Process], locked: list[Process]
     same = [p for p in locked if p.ppid == died.ppid]
     thread = same[0].working_thread
     where = site_words(thread) if thread is not None else ""
-    names = ", ".join(who(p) for p in same[:4]) + (
-        f" and {len(same) - 4} more" if len(same) > 4 else "")
+    names = who_list(same)
     last = next((e.strip() for p in same for e in reversed(p.log_errors or p.log_tail)), None)
     chain = (f"{who(died)} exited with code {died.exit_code} and is a zombie; {names} "
              f"{'waits' if len(same) == 1 else 'wait'} for a multiprocessing lock{where} that "

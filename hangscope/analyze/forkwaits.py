@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from hangscope.analyze.threadedges import user_frame
 from hangscope.analyze.threadpatterns import _bystander, _forked, notified_wait
-from hangscope.analyze.waitwalk import Graph, hop, waits_into
+from hangscope.analyze.waitwalk import Graph, hops_into, waits_into
 from hangscope.model import Frame, Process, Thread, in_library
 from hangscope.model.waits import WaitPattern
-from hangscope.words import who
+from hangscope.words import who, who_list
 
 
 def _owner(thread: Thread) -> Frame | None:
@@ -57,8 +57,7 @@ def fork_notifier(g: Graph) -> WaitPattern | None:
     proc, main, owner, behind = found[0]
     parent = g.procs[proc.ppid or 0]
     same = [p for p, _, o, _ in found if p.ppid == proc.ppid and o.name == owner.name]
-    them = who(proc) if len(same) == 1 else ", ".join(who(p) for p in same[:4]) + (
-        f" and {len(same) - 4} more" if len(same) > 4 else "")
+    them = who_list(same)
     wait = notified_wait(main)
     where = f"{wait.name} at {owner.name} ({owner.short_file}:{owner.line})" if wait else \
         owner.name
@@ -78,8 +77,7 @@ def fork_notifier(g: Graph) -> WaitPattern | None:
                   f"{', '.join(map(str, reaped[:4]))} exited, never reaped: the reaper is "
                   "the parent's)")
     waiters, into = waits_into(g, proc.pid)
-    if into:
-        chain += "; " + "; ".join(hop(g, i) for i in into)
+    chain += hops_into(g, into)
     chain += ("; make the object after the fork (os.register_at_fork(after_in_child=...) "
               "to start its thread again), or start the children with spawn or forkserver")
     return WaitPattern("orphan_wait", (*(p.pid for p in same), *waiters), chain, tuple(into),

@@ -15,7 +15,7 @@ is no permit, and a holder that is still inside its region is the lock-holder ch
 from __future__ import annotations
 
 from hangscope.analyze.threadedges import blocked, user_frame
-from hangscope.analyze.waitwalk import Graph, hop, thread_names, waits_into
+from hangscope.analyze.waitwalk import Graph, hops_into, thread_names, waits_into
 from hangscope.model import Frame, Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -68,8 +68,7 @@ def leaked_permits(g: Graph) -> WaitPattern | None:
                      "early return between acquire() and release()), so none will be given "
                      "back")
             others, into = waits_into(g, proc.pid)
-            if into:
-                chain += "; " + "; ".join(hop(g, i) for i in into)
+            chain += hops_into(g, into)
             chain += (f"; take it with `with {permit}:` (or release it in a finally) so that "
                       "every path gives it back")
             return WaitPattern("leaked_permits", (proc.pid, *others), chain, tuple(into),

@@ -12,30 +12,19 @@ from __future__ import annotations
 
 import re
 
-from hangscope.analyze.waitwalk import Graph, site_words
-from hangscope.model import Category, Process
+from hangscope.analyze.waitwalk import Graph, site_words, stuck_poller
+from hangscope.model import Process
 from hangscope.model.waits import WaitPattern
-from hangscope.words import who
+from hangscope.words import who_list
 
 _LOCKISH = re.compile(r"lock|busy|held|owner|locked|in use", re.IGNORECASE)
 _EXITED = re.compile(r"exit|died|killed|crash|signal|segfault|rc=-?\d", re.IGNORECASE)
 
 
-def _stuck_poller(g: Graph, proc: Process) -> bool:
-    thread = proc.working_thread
-    if proc.is_exited or thread is None or thread.category is not Category.SLEEP:
-        return False
-    ranks = g.snap.progress.ranks if g.snap.progress is not None else ()
-    measured = next((r for r in ranks if r.pid == proc.pid), None)
-    if measured is not None:
-        return measured.decision == "stuck"
-    return thread.samples > 1 and thread.unchanged_samples == thread.samples
-
-
 def stale_holder(g: Graph) -> WaitPattern | None:
     by_pid: dict[int, list[tuple[Process, str]]] = {}
     for proc in g.snap.processes:
-        if not proc.log_gone_pids or not _stuck_poller(g, proc):
+        if not proc.log_gone_pids or not stuck_poller(g, proc):
             continue
         for gone in proc.log_gone_pids:
             line = next((li for li in reversed(proc.log_tail) if str(gone) in li
@@ -50,8 +39,7 @@ def stale_holder(g: Graph) -> WaitPattern | None:
     first = procs[0]
     thread = first.working_thread
     where = site_words(thread) if thread is not None else ""
-    them = who(first) if len(procs) == 1 else ", ".join(who(p) for p in procs[:4]) + (
-        f" and {len(procs) - 4} more" if len(procs) > 4 else "")
+    them = who_list(procs)
     line = found[0][1].strip()
     chain = (f"{them} {'polls' if len(procs) == 1 else 'poll'}{where} for a lock that "
              f"{'its' if len(procs) == 1 else 'their'} log says PID {gone} holds "

@@ -24,7 +24,7 @@ from hangscope.analyze.threadedges import (
 from hangscope.analyze.waitwalk import Graph, hop, site_words, thread_words, waits_into
 from hangscope.model import Category, Frame, Process, Thread
 from hangscope.model.waits import WaitPattern
-from hangscope.words import who
+from hangscope.words import who, who_list
 
 
 def lock_ring(g: Graph, ring: list[int]) -> WaitPattern:
@@ -175,8 +175,7 @@ def fork_lock(g: Graph) -> WaitPattern | None:
     where = f" at {frame.name} ({frame.short_file}:{frame.line})" if frame else ""
     lock = f" {frame.takes}" if frame is not None and frame.takes else ""
     one = len(siblings) == 1
-    them = who(proc) if one else (", ".join(who(p) for p in siblings[:4])
-                                  + (f" and {len(siblings) - 4} more" if len(siblings) > 4 else ""))
+    them = who_list(siblings)
     helpers = [t for p in siblings for t in p.threads if t.tid != p.pid]
     child = "the child has" if one else "each child has"
     threads = (f"{child} no other thread that could hold it" if not helpers else

@@ -13,7 +13,7 @@ from hangscope.analyze.store_key import store_op
 from hangscope.analyze.threadedges import blocked as _blocked
 from hangscope.analyze.threadedges import user_frame
 from hangscope.analyze.waitgraph import edges_from
-from hangscope.model import Process, Snapshot, Thread
+from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitPattern
 from hangscope.words import who, who_many
 
@@ -96,6 +96,12 @@ class Graph:
                     edge.to_pid == edge.pid and edge.to_tid is None):
                 return path, None  # outside the job, or its own process holds the other end
             node = (edge.to_pid, edge.to_tid)
+
+
+def hops_into(g: Graph, into: Sequence[int]) -> str:
+    """``; PID 5 is blocked reading pipe 9, which only PID 7 writes; ...``: the edges of
+    :func:`waits_into` in their own words, as a clause to append ("" for none)."""
+    return "".join("; " + hop(g, i) for i in into)
 
 
 def waits_into(g: Graph, pid: int) -> tuple[list[int], list[int]]:
@@ -320,6 +326,19 @@ def job_computes(snap: Snapshot) -> bool:
     future, a thread's batches) may still end, so a wait nobody can end is not proven."""
     return any((p.cpu_percent or 0.0) >= COMPUTING_PERCENT
                for p in snap.processes if not p.is_exited)
+
+
+def stuck_poller(g: Graph, proc: Process) -> bool:
+    """Its working thread sleeps at one line and never leaves it: the progress window's
+    decision where it was watched, else the stack samples."""
+    thread = proc.working_thread
+    if proc.is_exited or thread is None or thread.category is not Category.SLEEP:
+        return False
+    ranks = g.snap.progress.ranks if g.snap.progress is not None else ()
+    measured = next((r for r in ranks if r.pid == proc.pid), None)
+    if measured is not None:
+        return measured.decision == "stuck"
+    return thread.samples > 1 and thread.unchanged_samples == thread.samples
 
 
 def busy(g: Graph, pid: int | None) -> bool:

@@ -22,7 +22,7 @@ from hangscope.analyze.threadpatterns import (
     notified_wait,
     program_threads,
 )
-from hangscope.analyze.waitwalk import Graph, hop, thread_names, waits_into
+from hangscope.analyze.waitwalk import Graph, hops_into, thread_names, waits_into
 from hangscope.model import Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -60,8 +60,7 @@ def lost_wakeup(g: Graph) -> WaitPattern | None:
                  "before the wait (notify_all() before the waiters waited), or a wait has no "
                  "predicate; wait with Condition.wait_for(predicate) and notify after the "
                  "state changes")
-        if into:
-            chain += "; " + "; ".join(hop(g, i) for i in into)
+        chain += hops_into(g, into)
         return WaitPattern("lost_wakeup", (proc.pid, *waiters), chain, tuple(into), proc.pid,
                            signalled[0].tid)
     return None
@@ -99,8 +98,7 @@ def full_queue(g: Graph) -> WaitPattern | None:
                       "blocked putting into it: the thread meant to drain the queue fills it "
                       "(what it writes, its errors or its output, goes back into that queue)")
         waiters, into = waits_into(g, proc.pid)
-        if into:
-            chain += "; " + "; ".join(hop(g, i) for i in into)
+        chain += hops_into(g, into)
         chain += ("; never put into a queue from its own consumer, and give put() a timeout "
                   "(or put_nowait and drop) where a full queue must not stop the producers")
         return WaitPattern("full_queue", (proc.pid, *waiters), chain, tuple(into), proc.pid,

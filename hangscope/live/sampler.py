@@ -21,6 +21,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+import psutil
+
 from hangscope import __version__, phases
 from hangscope.collect import procfs, pyspy, tree
 from hangscope.collect.host import BoundedGpuReader
@@ -231,10 +233,15 @@ class Sampler:
                       for p in procs}
         self._refresh.keep([p.pid for p in procs])
         self._in_d = {}
-        # Processes that ptrace another of the job (a debugger, a native sampler): py-spy's own
-        # ptrace stop of one interrupts the call it blocks in (a write to a full pipe returns
-        # early), which can end the very hang being read; they are read without pausing.
-        self._tracers = {t for p in procs if (t := procfs.tracer_of(p.pid)) is not None}
+        # Processes that hold another of the job in a ptrace stop (a debugger, a native
+        # sampler): py-spy's own ptrace stop of one interrupts the call it blocks in (a write
+        # to a full pipe returns early), which can end the very hang being read; they are read
+        # without pausing. Only a tracee in its stop is asked (discovery read its state): one
+        # that runs can drain what its tracer waits on.
+        found = self.discovery.found
+        self._tracers = {t for p in procs if (f := found.get(p.pid)) is not None
+                         and f.status == psutil.STATUS_TRACING_STOP
+                         and (t := procfs.tracer_of(p.pid)) is not None}
         job_started = min((p.create_time for p in procs if p.create_time), default=None)
         rounds: list[dict[int, Round]] = []
         with ThreadPoolExecutor(max_workers=_workers(opts, len(procs))) as pool:
@@ -459,7 +466,6 @@ def _import_rest() -> None:
     import hangscope.collect.progress
     import hangscope.collect.waits
     import hangscope.live.kernels
-    import hangscope.live.rounds
     import hangscope.render.output  # noqa: F401
 
 
