@@ -36,12 +36,15 @@ def _state(pid: int) -> str:
 
 
 def worker(index: int, lock: object, taken: object, results: object, mode: str,
-           ready_file: str, holder: object) -> None:
+           ready_file: str, holder: object, started: object) -> None:
     setproctitle.setproctitle(f"batch-worker-{index}")
     if index == 0:
         with lock:  # type: ignore[attr-defined]
             holder.value = os.getpid()  # type: ignore[attr-defined]
             taken.set()  # type: ignore[attr-defined]
+            # Die only once the manager started every worker: each Process.start() reaps the
+            # children that already exited, and a reaped holder leaves no zombie to find.
+            started.wait()  # type: ignore[attr-defined]
             if mode == "died":
                 print("batch-worker-0: fatal: block table corrupt, aborting", flush=True)
                 os._exit(134)
@@ -60,11 +63,13 @@ def main() -> None:
     setproctitle.setproctitle("batch-manager")
     ctx = mp.get_context("fork")
     lock, taken, results, holder = ctx.Lock(), ctx.Event(), ctx.Queue(), ctx.Value("i", 0)
+    started = ctx.Event()
     workers = [ctx.Process(target=worker,
-                           args=(i, lock, taken, results, mode, ready_file, holder))
+                           args=(i, lock, taken, results, mode, ready_file, holder, started))
                for i in range(3)]
     for w in workers:
         w.start()
+    started.set()
     ready(ready_file, "manager")
     for _ in workers:
         results.get()
