@@ -99,7 +99,8 @@ def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
         return False
     if edge.kind == "unix":
         paths = {s.address for s in proc.listening if s.kind == "unix"}
-        return any(u.inode == rec.inode and u.name in paths for u in kernel.unix_peers)
+        return any(u.inode == rec.inode and u.name in paths and u.listener is None
+                   for u in kernel.unix_peers)
     ports = {s.port for s in proc.listening if s.kind.startswith("tcp") and s.port}
     return any(c.inode == rec.inode and c.local.rpartition(":")[2].isdigit()
                and int(c.local.rpartition(":")[2]) in ports for c in kernel.tcp)

@@ -73,7 +73,7 @@ def _asleep_alone(kernel: KernelWaits, proc: Process, loop: Thread) -> bool:
     if mine is None or call is None or not call.watched:
         return False
     by_fd = {r.fd: r for r in mine.fds}
-    peers = {u.inode: u.peer for u in kernel.unix_peers}
+    peers = {u.inode: u.peer for u in kernel.unix_peers if u.listener is None}
     holders: dict[int, set[int]] = {}
     for pf in kernel.processes:
         for rec in pf.fds:

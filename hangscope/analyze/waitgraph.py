@@ -70,6 +70,8 @@ class _Index:
     holders: dict[tuple[str, int, int, int], list[tuple[int, FdRecord]]] = field(
         default_factory=dict)  # object key -> (pid, fd) of every process holding it open
     unix_peer: dict[int, int] = field(default_factory=dict)
+    # a client end a listener has not accepted: the listener's inode and path
+    unix_pending: dict[int, tuple[int, str | None]] = field(default_factory=dict)
     tcp: dict[int, tuple[str, str]] = field(default_factory=dict)  # inode -> (local, remote)
     tcp_by_ends: dict[tuple[str, str], int] = field(default_factory=dict)
     lock_holders: dict[tuple[int, int, int], list[tuple[int, int | None, str]]] = field(
@@ -117,7 +119,9 @@ def _index(snap: Snapshot, kernel: KernelWaits) -> _Index:
         for sock in proc.listening:
             if sock.kind.startswith("tcp") and sock.port is not None and not proc.is_exited:
                 idx.listeners.setdefault(sock.port, []).append((sock.address, proc.pid))
-    idx.unix_peer = {u.inode: u.peer for u in kernel.unix_peers}
+    idx.unix_peer = {u.inode: u.peer for u in kernel.unix_peers if u.listener is None}
+    idx.unix_pending = {u.inode: (u.listener, u.name) for u in kernel.unix_peers
+                        if u.listener is not None}
     for conn in kernel.tcp:
         idx.tcp[conn.inode] = (conn.local, conn.remote)
         idx.tcp_by_ends[(conn.local, conn.remote)] = conn.inode
@@ -186,6 +190,21 @@ def _socket_edges(idx: _Index, proc: Process, thread: Thread, rec: FdRecord, how
         for pid in holders:
             yield from peer_edges(idx, SYSCALLS.get(idx.arch), proc, thread, "unix", obj, how,
                                   pid, peer, rec.fd)
+        return
+    pending = idx.unix_pending.get(rec.inode)
+    if pending is not None:
+        # Connected by the kernel, in the listener's accept queue: no process holds its
+        # server end, so the wait is on the listener's holder, which has not accepted it.
+        listener, path = pending
+        obj = f"Unix socket {rec.inode} (to {path or 'an unnamed listener'})"
+        how = (f"{how}; no process holds its other end: it waits in the accept queue of the "
+               f"Unix socket listening on {path or 'an unnamed address'} (not accepted yet)")
+        holders = _holders_of(idx, listener)
+        if not holders:
+            yield WaitEdge(proc.pid, thread.tid, "unix", obj, how, fd=rec.fd,
+                           outside="a process outside the job (the listener's holder)")
+        for pid in holders:
+            yield WaitEdge(proc.pid, thread.tid, "unix", obj, how, to_pid=pid, fd=rec.fd)
         return
     ends = idx.tcp.get(rec.inode)
     if ends is None:

@@ -1117,23 +1117,27 @@ def _pollfds(pid: int, args: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
 
 
 _UDIAG_SHOW_PEER = 4
+_UDIAG_SHOW_ICONS = 8
 _UNIX_DIAG_NAME = 0
 _UNIX_DIAG_PEER = 2
+_UNIX_DIAG_ICONS = 3
 
 
 def read_unix_peers(inodes: frozenset[int]) -> tuple[UnixPeer, ...]:
     """The peer inode of each connected Unix socket among ``inodes`` (sock_diag, as
-    ``ss -xp`` reads it); () where the kernel refuses."""
+    ``ss -xp`` reads it), and each of them a listener has not accepted yet (its pending
+    connections, UNIX_DIAG_ICONS); () where the kernel refuses."""
     found: list[UnixPeer] = []
 
     def unix(payload: bytes) -> None:
         if len(payload) < 16:
             return
         inode = struct.unpack_from("=I", payload, 4)[0]
-        if inode not in inodes:
+        listening = payload[2] == _TCP_LISTEN
+        if inode not in inodes and not listening:
             return
         offset = 16
-        peer, name = 0, None
+        peer, name, pending = 0, None, ()
         while offset + 4 <= len(payload):
             length, kind = struct.unpack_from("=HH", payload, offset)
             if length < 4:
@@ -1145,12 +1149,17 @@ def read_unix_peers(inodes: frozenset[int]) -> tuple[UnixPeer, ...]:
                 # an abstract name starts with NUL; ss shows it with "@"
                 name = ("@" + raw[1:].decode(errors="replace") if raw[:1] == b"\0"
                         else raw.split(b"\0", 1)[0].decode(errors="replace"))
+            elif kind == _UNIX_DIAG_ICONS:  # the client inodes in the accept queue
+                count = (length - 4) // 4
+                pending = struct.unpack_from(f"={count}I", payload, offset + 4)
             offset += (length + 3) & ~3
-        if peer:
+        if peer and inode in inodes:
             found.append(UnixPeer(inode, peer, name or None))
+        found.extend(UnixPeer(client, 0, name or None, listener=inode)
+                     for client in pending if client in inodes)
 
     request = struct.pack("=BBHIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0,
-                          _UDIAG_SHOW_PEER | _UDIAG_SHOW_NAME) + bytes(8)
+                          _UDIAG_SHOW_PEER | _UDIAG_SHOW_NAME | _UDIAG_SHOW_ICONS) + bytes(8)
     return tuple(found) if inodes and _diag_dump(request, unix) else ()
 
 

@@ -111,6 +111,9 @@ class UnixPeer:
     # the path this end is bound to (UNIX_DIAG_NAME): a server's accepted connection carries
     # its listener's path, a client's end none (None: unread, or unbound)
     name: str | None = None
+    # A client end not accepted yet (UNIX_DIAG_ICONS of a listener): the listening socket's
+    # inode whose accept queue holds it (peer is then 0, name the listener's path).
+    listener: int | None = None
 
 
 @dataclass(frozen=True)
