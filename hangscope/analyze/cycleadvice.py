@@ -75,6 +75,9 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
         return _HELD_ACROSS + (_RETRIED if sqlite else "")
     if (k := buffered_reply(g, ring)) is not None:
         return _BUFFERED.format(who=who(g.procs[g.edges[ring[k]].pid]))
+    if len(ring) == 2 and all(g.edges[i].kind in ("pipe", "fifo")
+                              and "(read end)" in g.edges[i].object for i in ring):
+        return _BOTH_WRITE  # each blocked writing the pipe the other reads
     if "child" in kinds and any(g.edges[i].kind in ("pipe", "fifo")
                                 and "(read end)" in g.edges[i].object for i in ring):
         return _FULL_PIPE  # the writer waits for a reader: the pipe is full
@@ -84,6 +87,11 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
         return _FULL_QUEUES
     return next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
                 "one of them must act first: break the cycle")
+
+
+_BOTH_WRITE = ("both pipes are full: each side writes the pipe the other reads, and reads only "
+               "after its write: feed one pipe while reading the other (Popen.communicate("
+               "input=...), or a thread that writes the child's stdin)")
 
 
 _FULL_QUEUES = ("each waits for room in a bounded queue that the other drains only after its "

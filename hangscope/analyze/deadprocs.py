@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 
 from hangscope.analyze.deadthreads import last_traceback
+from hangscope.analyze.liveness import job_computes, stuck_poller
 from hangscope.analyze.threadedges import blocked
-from hangscope.analyze.waitwalk import Graph, job_computes, site_words, stuck_poller
+from hangscope.analyze.waitwalk import Graph, site_words
 from hangscope.model import Process
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who, who_list

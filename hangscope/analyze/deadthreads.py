@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 
 from hangscope.analyze.failures import TRACEBACK_FILE
+from hangscope.analyze.liveness import job_computes
 from hangscope.analyze.loopedges import own_frames
 from hangscope.analyze.threadedges import user_frame
-from hangscope.analyze.waitwalk import Graph, job_computes, site_words
+from hangscope.analyze.waitwalk import Graph, site_words
 from hangscope.model import Category, Process, in_library
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who

@@ -16,10 +16,11 @@ loop-only call (collect/source.py ``loop_unsafe``).
 
 from __future__ import annotations
 
+from hangscope.analyze.liveness import job_computes
 from hangscope.analyze.loopedges import loop_index, own_frames
 from hangscope.analyze.progress import WAKES_PER_PAUSE
 from hangscope.analyze.threadedges import user_frame
-from hangscope.analyze.waitwalk import Graph, job_computes
+from hangscope.analyze.waitwalk import Graph
 from hangscope.model import Process, Thread
 from hangscope.model.waits import KernelWaits, WaitPattern
 from hangscope.words import who

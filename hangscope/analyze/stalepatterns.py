@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from hangscope.analyze.waitwalk import Graph, site_words, stuck_poller
+from hangscope.analyze.liveness import stuck_poller
+from hangscope.analyze.waitwalk import Graph, site_words
 from hangscope.model import Process
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who_list

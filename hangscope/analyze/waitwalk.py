@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hangscope.analyze.liveness import busy
 from hangscope.analyze.loopedges import TASK_OF
 from hangscope.analyze.store_key import store_op
 from hangscope.analyze.threadedges import blocked as _blocked
 from hangscope.analyze.threadedges import user_frame
 from hangscope.analyze.waitgraph import edges_from
-from hangscope.model import Category, Process, Snapshot, Thread
+from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitPattern
 from hangscope.words import who, who_many
 
@@ -69,6 +70,26 @@ class Graph:
                                   not self._waits(self.edges[i])))
         return found
 
+    def _onward(self, out: list[int], behind: set[int]) -> int:
+        """Of the first wait's alternatives (a pipe or socket end that several processes
+        hold: any of them could end it), the first holder that waits onward, on none of the
+        processes ``behind`` on the walk: one that waits back on its waiter is stuck because
+        of it, so it says nothing of why the waiter is stuck (a coordinator reading a result
+        queue every worker inherited: the idle worker waits for the coordinator's next task,
+        the busy one is blocked writing its own child's pipe)."""
+        first = self.edges[out[0]]
+        alternatives = [i for i in out if self.edges[i].object == first.object
+                        and self.edges[i].fd == first.fd and self.edges[i].to_pid is not None]
+        if len(alternatives) < 2:
+            return out[0]
+        for i in alternatives:
+            edge = self.edges[i]
+            assert edge.to_pid is not None
+            onward = self.live_edges(edge.to_pid, edge.to_tid)
+            if onward and not any(self.edges[j].to_pid in behind for j in onward):
+                return i
+        return out[0]
+
     def _waits(self, edge: WaitEdge) -> bool:
         if edge.to_pid is None:
             return True
@@ -86,12 +107,14 @@ class Graph:
             out = self.live_edges(*node)
             if not out:
                 return path, None
-            edge = self.edges[out[0]]
+            chosen = self._onward(out, {e.pid for e in map(self.edges.__getitem__, path)}
+                                  | {node[0]})
+            edge = self.edges[chosen]
             here = (edge.pid, edge.tid)
             if here in seen:
                 return path, seen[here]
             seen[here] = len(path)
-            path.append(out[0])
+            path.append(chosen)
             if edge.to_pid is None or edge.to_pid not in self.procs or (
                     edge.to_pid == edge.pid and edge.to_tid is None):
                 return path, None  # outside the job, or its own process holds the other end
@@ -313,43 +336,6 @@ def _outlived(g: Graph, edge: WaitEdge, holders: list[int], pipes: int = 1) -> s
             f"{held}, inherited the write {'ends' if pipes > 1 else 'end'} and keeps "
             f"{'them' if pipes > 1 else 'it'} open, so no EOF ever comes "
             "(redirect the background process's output, or stop reading once the child exits)")
-
-
-#: A process using this much CPU over the window computes: a wait it can end may still end.
-BUSY_PERCENT = 50.0
-#: ...and one using this much is not idle: what the job waits for may still be on its way.
-COMPUTING_PERCENT = 5.0
-
-
-def job_computes(snap: Snapshot) -> bool:
-    """A live process of the job used some CPU over the window: a wait for its work (a
-    future, a thread's batches) may still end, so a wait nobody can end is not proven."""
-    return any((p.cpu_percent or 0.0) >= COMPUTING_PERCENT
-               for p in snap.processes if not p.is_exited)
-
-
-def stuck_poller(g: Graph, proc: Process) -> bool:
-    """Its working thread sleeps at one line and never leaves it: the progress window's
-    decision where it was watched, else the stack samples."""
-    thread = proc.working_thread
-    if proc.is_exited or thread is None or thread.category is not Category.SLEEP:
-        return False
-    ranks = g.snap.progress.ranks if g.snap.progress is not None else ()
-    measured = next((r for r in ranks if r.pid == proc.pid), None)
-    if measured is not None:
-        return measured.decision == "stuck"
-    return thread.samples > 1 and thread.unchanged_samples == thread.samples
-
-
-def busy(g: Graph, pid: int | None) -> bool:
-    """``pid`` works: the progress window saw its lines move, or it used most of a CPU."""
-    proc = g.procs.get(pid) if pid is not None else None
-    if proc is None or proc.is_exited:
-        return False
-    measured = next((r for r in (g.snap.progress.ranks if g.snap.progress else ())
-                     if r.pid == pid), None)
-    return (measured is not None and measured.decision == "progressing") or (
-        proc.cpu_percent or 0.0) >= BUSY_PERCENT
 
 
 def ends_elsewhere(g: Graph, ring: Sequence[int]) -> bool:

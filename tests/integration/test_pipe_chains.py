@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import TARGETS, dump_json, verdict_job
+from support import TARGETS, dump_json, settled_dump, verdict_job
 
 JOBS = TARGETS / "pipe_chain_jobs.py"
 FAST = ("--samples", "2", "--window", "0.5")
@@ -102,3 +102,24 @@ def test_a_flock_held_by_a_detached_daemon_whose_worker_died_leads_to_that_daemo
     assert f"PID {waiter} (python) waits for the FLOCK lock on" in summary
     assert f"held by PID {daemon} (python)" in summary
     assert "SHARD_SYNC_TARGET" in summary  # the daemon's log: its stdout file
+
+
+@pytest.mark.extended
+def test_a_worker_and_its_child_writing_each_others_pipes_behind_a_queue_are_the_cycle(
+        tmp_path: Path) -> None:
+    """Real reports: ansible/ansible#3991, aws/s2n-tls#831 (a process writes its child's stdin
+    before it reads the child's stdout: both pipes fill). Here behind a coordinator whose
+    result queue every worker's inherited pipe end could write: the idle workers wait for the
+    coordinator's next task, so the cycle is the transcoder and its child, not the queues."""
+    data, pids = settled_dump(JOBS, "transcode_pool", tmp_path,
+                              ["coordinator", "transcoder", "tr"])
+    transcoder, tr = pids["transcoder"], pids["tr"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", verdict
+    assert set(verdict["suspects"]) <= {transcoder, tr} and verdict["suspects"], verdict
+    summary = verdict["summary"]
+    assert re.search(rf"PID {transcoder} \([^)]*\) is blocked writing pipe \d+ .*which only "
+                     rf"PID {tr} \(tr\) reads", summary), summary
+    assert f"PID {tr} (tr) is blocked writing its stdout" in summary, summary
+    assert "both pipes are full" in summary and "communicate(input=...)" in summary, summary
+    assert f"PID {pids['coordinator']}" in summary, summary

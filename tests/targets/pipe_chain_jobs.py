@@ -17,6 +17,11 @@ tests cite it):
                   takes an exclusive flock on a file and waits for an Event its worker thread,
                   which dies at once, should set; then the parent's forked child blocks in
                   flock on the same file.
+- ``transcode_pool`` a coordinator hands tasks to 3 forked workers over multiprocessing
+                  queues (every worker inherits both queues' pipe ends) and waits for results;
+                  worker 0 pipes 4 MiB into ``tr`` and reads its output only after: it blocks
+                  writing tr's stdin while tr blocks writing its stdout; the other workers
+                  wait for the next task.
 """
 
 from __future__ import annotations
@@ -145,7 +150,44 @@ def shard_job() -> None:
     child.join()
 
 
+# -- a worker and its child writing each other's pipes, behind a coordinator's queues -----
+
+def transcode_worker(tasks: multiprocessing.Queue, results: multiprocessing.Queue,
+                     ) -> None:
+    while True:
+        item = tasks.get()
+        if item != 0:
+            results.put(item)
+            ready(f"done{item}")
+            continue
+        child = subprocess.Popen(["tr", "a-z", "A-Z"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE)
+        ready("tr", child.pid)
+        ready("transcoder")
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(b"x" * (4 << 20))  # more than both pipes hold: tr fills its stdout
+        child.stdin.close()
+        results.put(len(child.stdout.read()))
+
+
+def transcode_pool() -> None:
+    context = multiprocessing.get_context("fork")
+    tasks, results = context.Queue(), context.Queue()
+    workers = [context.Process(target=transcode_worker, args=(tasks, results))
+               for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for item in (1, 0, 2):
+        tasks.put(item)
+    for tag in ("transcoder", "done1", "done2"):
+        wait_for_line(tag)
+    ready("coordinator")
+    for _ in workers:
+        results.get()
+
+
 MODES = {
+    "transcode_pool": transcode_pool,
     "shell_pipe": report_builder, "table_writer": table_writer,
     "stdin_pool": grading_pool, "grader": grader,
     "flock_daemon": shard_job, "sync_daemon": sync_daemon,
