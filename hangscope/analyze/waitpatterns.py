@@ -40,6 +40,7 @@ from hangscope.analyze.barrierpatterns import barrier_short
 from hangscope.analyze.behind import behind, collective_behind
 from hangscope.analyze.calm import calm_kind
 from hangscope.analyze.calm_chain import waits_for_work
+from hangscope.analyze.checkouts import nested_checkout
 from hangscope.analyze.crashloops import crash_loop
 from hangscope.analyze.cycleadvice import CAPTURED, buffered_reply, captured, cycle_advice
 from hangscope.analyze.deadprocs import dead_process
@@ -376,10 +377,11 @@ def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
 
 
 PATTERNS = (own_end, _cycle, _lock_cycle, gil_native_wait, self_lock, callback_wait, lock_upgrade,
-            self_wait, barrier_short, leaked_permits, starved_pool, orphan_manager_lock,
-            fork_notifier, orphan_wait, stale_holder, full_queue, lost_wakeup, gone_signal,
-            unwoken_loop, event_loop, fork_lock, lost_result, idle_executor, pool_saturated,
-            prompt, fifo_open, crash_loop, dead_thread, dead_process, _sink)
+            self_wait, barrier_short, leaked_permits, nested_checkout, starved_pool,
+            orphan_manager_lock, fork_notifier, orphan_wait, stale_holder, full_queue,
+            lost_wakeup, gone_signal, unwoken_loop, event_loop, fork_lock, lost_result,
+            idle_executor, pool_saturated, prompt, fifo_open, crash_loop, dead_thread,
+            dead_process, _sink)
 
 
 def wait_graph(snap: Snapshot) -> WaitGraph:

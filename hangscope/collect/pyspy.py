@@ -24,6 +24,7 @@ from hangscope.collect.source import (
     capture_block,
     lock_scope,
     loop_unsafe,
+    within,
 )
 from hangscope.errors import ToolMissing
 from hangscope.model import Frame
@@ -225,6 +226,7 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                     str(filename) if filename else None, at),
                 loop_unsafe=None if native else loop_unsafe(
                     str(filename) if filename else None, at),
+                within=() if native or not filename else within(str(filename), at),
             )
         )
     # A stack that takes a lock: what each of its lines calls says which frame was entered

@@ -30,7 +30,10 @@ Block = tuple[int, int, str, int]  # the body's first and last line, the with-it
 LockBlock = tuple[int, int, str, int]
 #: line -> the names of the functions called on it (``self.save(x)``: "save").
 Calls = dict[int, frozenset[str]]
-_Parsed = tuple[tuple[Block, ...], tuple[LockBlock, ...], Calls]
+#: A with-block over a call (``with pool.connection() as conn:``): the body's first and last
+#: line, the call's source text.
+CallBlock = tuple[int, int, str]
+_Parsed = tuple[tuple[Block, ...], tuple[LockBlock, ...], Calls, tuple[CallBlock, ...]]
 _cache: dict[tuple[str, int, int], _Parsed] = {}
 _lock = threading.Lock()
 _parse_lock = threading.Lock()
@@ -132,6 +135,18 @@ def lock_blocks(tree: ast.AST) -> tuple[LockBlock, ...]:
     return tuple(out)
 
 
+def call_blocks(tree: ast.AST) -> tuple[CallBlock, ...]:
+    """The bodies of ``with X.f(...):`` blocks: what a call handed the block (a pool's
+    connection, a lease) is held until the block ends, as a lock is by ``with lock:``."""
+    out: list[CallBlock] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and node.body:
+            last = node.end_lineno or node.body[-1].lineno
+            out.extend((node.body[0].lineno, last, ast.unparse(item.context_expr)[:80])
+                       for item in node.items if isinstance(item.context_expr, ast.Call))
+    return tuple(out)
+
+
 def call_names(tree: ast.AST) -> Calls:
     """The functions each line calls, by their last name: a frame whose caller's line calls
     no function of its name was entered some other way (a signal handler, a callback)."""
@@ -185,15 +200,15 @@ def _parse(source: bytes) -> ast.AST:
 def _build_parsed(source: bytes) -> _Parsed:
     # Most files have no capture block and take no lock: skip their parse.
     if b"graph" not in source and b"with " not in source and b".acquire" not in source:
-        return (), (), {}
+        return (), (), {}, ()
     tree = _parse(source)
     locks = lock_blocks(tree)
     return (capture_blocks(tree) if b"graph" in source else (), locks,
-            call_names(tree) if locks else {})
+            call_names(tree) if locks else {}, call_blocks(tree))
 
 
 def _parsed(path: str) -> _Parsed:
-    return _per_version(path, _cache, _build_parsed, ((), (), {}))
+    return _per_version(path, _cache, _build_parsed, ((), (), {}, ()))
 
 
 _loop_cache: dict[tuple[str, int, int], frozenset[int]] = {}
@@ -324,6 +339,15 @@ def lock_scope(path: str | None, line: int | None) -> tuple[str | None, tuple[st
                   key=lambda b: b[0])
     takes, releases = taking[0] if len(taking) == 1 else (None, False)
     return takes, tuple(text for _, text in held), releases
+
+
+def within(path: str | None, line: int | None) -> tuple[str, ...]:
+    """The calls of the with-blocks whose body holds ``path:line``, outermost first:
+    ``("pool.connection()",)`` inside ``with pool.connection() as conn:``."""
+    if not path or not line:
+        return ()
+    blocks = _parsed(path)[3]
+    return tuple(text for first, _, text in sorted(b for b in blocks if b[0] <= line <= b[1]))
 
 
 def capture_block(path: str | None, line: int | None) -> str | None:

@@ -151,6 +151,9 @@ class Frame:
     # The functions its line calls (by last name), read only in a stack that takes a lock: a
     # frame its caller's line does not call was entered without a call (a signal handler).
     calls: tuple[str, ...] = ()
+    # The calls of the with-blocks its line is inside, from its source, outermost first:
+    # "pool.connection()" (what the call handed the block is held there, as a lock is).
+    within: tuple[str, ...] = ()
 
     @property
     def short_file(self) -> str | None:

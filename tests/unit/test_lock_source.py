@@ -85,3 +85,15 @@ def test_a_line_calls_the_functions_it_names() -> None:
     calls = source.call_names(ast.parse(code))
     assert calls[2] == frozenset({"read"}) and calls[3] == frozenset({"g"})
     assert source.calls_at(JOBS, _line("select.select([fd], [], [])")) == ("select",)
+
+
+def test_a_line_inside_a_with_over_a_call_is_within_that_call() -> None:
+    """A pool's lease handed to ``with pool.lease():`` is held in its body
+    (tests/targets/checkout_jobs.py); the with line itself is not inside it."""
+    jobs = str(TARGETS / "checkout_jobs.py")
+    refresh = _line("def refresh(key", jobs)
+    outer = _line("with pool.lease():", jobs, after=refresh)
+    assert source.within(jobs, outer) == ()
+    assert source.within(jobs, _line("enrich(key)", jobs, after=refresh)) == ("pool.lease()",)
+    write = _line("f.write(", jobs)
+    assert source.within(jobs, write) == ("open(ready_file, 'a')",)  # as ast.unparse writes it
