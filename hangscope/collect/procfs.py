@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psutil
 
+from hangscope.collect.liveenv import LIBC_NAMES, environ_at, environ_offset
 from hangscope.collect.locks import parse_proc_locks
 from hangscope.model import Socket
 from hangscope.model.waits import (
@@ -128,7 +129,8 @@ def read_cmdline(pid: int) -> tuple[str, ...]:
 
 
 def read_environ(pid: int, keys: tuple[str, ...] = JOB_ENV_KEYS) -> dict[str, str] | None:
-    """The job-relevant part of ``/proc/PID/environ`` (the environment at exec time).
+    """The job-relevant part of ``/proc/PID/environ`` (the environment at exec time), or of
+    the live environment where a process title overwrote it (collect/liveenv.py).
 
     Returns None when it cannot be read (another user's process without privilege).
     """
@@ -137,6 +139,8 @@ def read_environ(pid: int, keys: tuple[str, ...] = JOB_ENV_KEYS) -> dict[str, st
             raw = fh.read()
     except OSError:
         return None
+    if raw and b"=" not in raw:  # a process title was written over it (setproctitle)
+        raw = _live_environ(pid) or raw
     wanted = set(keys)
     env = {}
     for item in raw.split(b"\0"):
@@ -144,6 +148,26 @@ def read_environ(pid: int, keys: tuple[str, ...] = JOB_ENV_KEYS) -> dict[str, st
         if sep and key.decode(errors="replace") in wanted:
             env[key.decode(errors="replace")] = value.decode(errors="replace")
     return env
+
+
+def _live_environ(pid: int) -> bytes | None:
+    """The environment libc's ``__environ`` points to now (collect/liveenv.py): the libc
+    mapped at offset 0 in /proc/PID/maps, opened through the process's root (a container),
+    its symbol's address read through /proc/PID/mem."""
+    for line in (_read(PROC / str(pid) / "maps") or "").splitlines():
+        cols = line.split(None, 5)
+        if len(cols) < 6 or int(cols[2], 16) != 0 or not os.path.basename(
+                cols[5]).startswith(LIBC_NAMES):
+            continue
+        offset = environ_offset(f"{PROC}/{pid}/root{cols[5]}")
+        if offset is None:
+            return None
+        try:
+            with open(f"{PROC}/{pid}/mem", "rb", buffering=0) as mem:
+                return environ_at(mem, int(cols[0].split("-")[0], 16) + offset)
+        except OSError:
+            return None
+    return None
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

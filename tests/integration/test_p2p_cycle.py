@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import dump_json, show_text, verdict_job
+from support import VERDICT_JOBS, dump_json, settled_dump, show_text, verdict_job
 
 from hangscope.analyze.p2p import P2PCall, describe_points_at, p2p_call_of_thread, p2p_graph
 from hangscope.analyze.signatures import is_p2p
@@ -147,3 +147,21 @@ def test_given_a_rank_that_skips_new_group_then_it_is_the_odd_one_out(tmp_path: 
     assert verdict.suspects == (rank1,)
     ops = {p.rank.global_rank: p.working_thread.op for p in snap.ranks}
     assert ops == {0: "new_group", 1: "barrier", 2: "new_group"}, ops
+
+
+@pytest.mark.extended
+def test_a_rank_receiving_from_any_source_while_the_others_sit_in_barrier_is_the_odd_one(
+        tmp_path: Path) -> None:
+    """Real report: lamia/llm-internal-medicine#45 (a gather of per-rank reports by recv from
+    any source; one rank had nothing to report and went on to the barrier). The ranks' long
+    process titles overwrote /proc/PID/environ: their RANK comes from the live environment."""
+    data, pids = settled_dump(VERDICT_JOBS, "recv_any", tmp_path,
+                              ["rank0", "rank1", "rank2", "rank3"])
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [pids["rank0"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith("Mismatched: rank 0 waits in recv from any source at recv_any ("), \
+        summary
+    assert "ranks 1-3 wait in barrier at recv_any" in summary, summary
+    assert "the message rank 0 waits for was never sent" in summary, summary

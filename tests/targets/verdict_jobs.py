@@ -18,6 +18,8 @@ knows the job is where it should be without sleeping. Modes:
 - ``p2p_async_recv`` every rank posts irecv from both neighbours, then waits: nobody sends.
 - ``new_group_skip`` ranks 0 and 2 create a new group of ranks 0-2; rank 1, a member, skips the
                   call and waits in a barrier.
+- ``recv_any``  4 gloo ranks with long setproctitle titles: rank 0 receives from any source
+                one report per rank, rank 2 skips its send; ranks 1-3 wait in barrier.
 - ``p2p_ok``    a healthy 3-stage pipeline of matched send/recv of 16 MB each step.
 - ``dp_tp``     4 processes titled ``sglang::scheduler_DP<d>_TP<t>`` (setproctitle), waiting.
 - ``dp_tp_mismatch`` 6 gloo ranks titled DP<d>_TP<t> (2 x 3): DP0 in a world all_reduce, DP1's
@@ -43,7 +45,7 @@ from pathlib import Path
 
 WORLD = {"filelock": 3, "flock": 3, "missing": 4, "missing_unreaped": 4, "p2p_cycle": 3,
          "p2p_ok": 3, "p2p_stalled": 3, "p2p_async_tags": 3, "p2p_async_recv": 3,
-         "new_group_skip": 3, "dp_tp": 4, "dp_tp_mismatch": 6}
+         "new_group_skip": 3, "dp_tp": 4, "dp_tp_mismatch": 6, "recv_any": 4}
 
 
 def ready(path: str, tag: str) -> None:
@@ -143,6 +145,9 @@ def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
         for work in works:  # every rank posts its receives first: nobody sends
             work.wait()
         return
+    if mode == "recv_any":
+        recv_any(rank, world, t, ready_file)
+        return
     if mode == "p2p_stalled":
         ready(ready_file, f"rank{rank}")
         if rank == 0:
@@ -157,6 +162,24 @@ def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
         time.sleep(0.01)
         if rank < world - 1:
             dist.send(t, dst=rank + 1)
+
+
+def recv_any(rank: int, world: int, t: object, ready_file: str) -> None:
+    """Rank 0 gathers one report from every other rank with recv from any source, then
+    meets them in a barrier; rank 2's shard is empty and it skips its send. The titles, long
+    as a service's are, overwrite /proc/PID/environ (setproctitle)."""
+    import setproctitle
+    import torch.distributed as dist
+
+    setproctitle.setproctitle(f"shard-evaluator rank={rank} --collect-reports --shards=/data")
+    if rank == 0:
+        ready(ready_file, "rank0")
+        for _ in range(world - 1):
+            dist.recv(t)  # type: ignore[arg-type]
+    elif rank != 2:
+        dist.send(t, dst=0)  # type: ignore[arg-type]
+    ready(ready_file, f"rank{rank}") if rank else None
+    dist.barrier()
 
 
 def dp_tp_mismatch(rank: int, t: object, ready_file: str) -> None:

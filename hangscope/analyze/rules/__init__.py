@@ -42,7 +42,13 @@ from hangscope.analyze.rules.graph import (
 )
 from hangscope.analyze.rules.p2p_unmatched import p2p_unmatched
 from hangscope.analyze.rules.slow import loader_bound, straggler_sides, working_straggler
-from hangscope.analyze.rules.waits import compiling, lock_wait, p2p_deadlock, p2p_points_at
+from hangscope.analyze.rules.waits import (
+    compiling,
+    lock_wait,
+    p2p_deadlock,
+    p2p_points_at,
+    recv_any_source,
+)
 from hangscope.analyze.signatures import is_p2p
 from hangscope.analyze.stoppedends import traced_words
 from hangscope.analyze.subject_lines import evidence
@@ -412,6 +418,8 @@ RULES: tuple[Rule, ...] = (
          "fewer ranks than expected, or a rank exited, is a zombie or is stopped"),
     Rule(VerdictKind.P2P_DEADLOCK, p2p_deadlock,
          "stuck ranks wait for each other in send/recv around a cycle (py-spy --locals)"),
+    Rule(VerdictKind.MISMATCHED_COLLECTIVES, recv_any_source,
+         "a rank waits in recv from any source and no other rank sends (py-spy --locals)"),
     # Before the graph: the store waiter's chain ends at the store's owner, which waits in
     # the collective the waiter skipped.
     Rule(VerdictKind.MISMATCHED_COLLECTIVES, skipped_collective,

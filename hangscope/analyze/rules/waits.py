@@ -14,7 +14,7 @@ from hangscope.analyze.locks import describe_lock_wait
 from hangscope.analyze.p2p import describe_cycle, describe_points_at, p2p_graph
 from hangscope.analyze.roles import is_helper_role
 from hangscope.model import Category, Process, Severity, Verdict, VerdictKind
-from hangscope.words import describe, who
+from hangscope.words import describe, rank_set, who
 
 
 def _by_rank(facts: Facts) -> dict[int, Process]:
@@ -78,6 +78,42 @@ def p2p_points_at(facts: Facts) -> Verdict | None:
                        _lines(facts, (target.pid, *(ranks[r].pid for r in waiters))),
                        suspect_hosts=(target.host,))
     return None
+
+
+def recv_any_source(facts: Facts) -> Verdict | None:
+    """A rank waits to receive from any source while no other rank sends: every other rank
+    of the world is stuck elsewhere (a collective, a wait of its own) or exited, past every
+    send it was going to make, so the message never comes."""
+    calls = facts.p2p_calls
+    ranks = _by_rank(facts)
+    waiting = sorted(r for r, c in calls.items() if c.op == "recv" and c.peer is None
+                     and c.group_peer is None and c.group is None
+                     and r in ranks and ranks[r].key in facts.stuck)
+    others = [p for r, p in sorted(ranks.items()) if r not in waiting]
+    if not waiting or not others or any(p.key not in facts.stuck for p in others) or any(
+            ((t := p.working_thread) is not None and t.op in ("send", "isend"))
+            or ((c := calls.get(r)) is not None and c.op == "send")
+            for r, p in ranks.items() if r not in waiting):
+        return None
+    is_rank = facts.is_rank
+    head = rank_set(waiting, is_rank)
+    one = len(waiting) == 1
+    sites = dict.fromkeys(t.site for r in waiting
+                          if (t := ranks[r].working_thread) is not None and t.site)
+    at = f" at {', '.join(sites)}" if sites else ""
+    rest = "; ".join(describe(g, is_rank) for g in facts.groups
+                     if {ranks[r].key for r in waiting}.isdisjoint(g.keys))
+    summary = (f"Mismatched: {head} {'waits' if one else 'wait'} in recv from any source{at}, "
+               f"and no rank sends: {rest}. Every other rank has moved past the sends it "
+               f"was going to make, so the message {head} {'waits' if one else 'wait'} for "
+               "was never sent: a rank skipped its send (a branch, an empty shard, an early "
+               f"return) or {head} counts more messages than the ranks send. The odd one out "
+               f"is {head}; find the rank whose send was skipped (its log, or what {head} "
+               "received so far).")
+    suspects = tuple(ranks[r].pid for r in waiting)
+    return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary, suspects,
+                   _lines(facts, (*suspects, *(p.pid for p in others))),
+                   suspect_hosts=tuple(ranks[r].host for r in waiting))
 
 
 def lock_wait(facts: Facts) -> Verdict | None:
