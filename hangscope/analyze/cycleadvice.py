@@ -83,6 +83,8 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
         return _FULL_PIPE  # the writer waits for a reader: the pipe is full
     if set(kinds) <= {"tcp", "unix", "store"}:
         return _CALLBACK
+    if any("accept queue" in g.edges[i].how for i in ring):
+        return _UNACCEPTED
     if "queue" in kinds:
         return _FULL_QUEUES
     return next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
@@ -97,6 +99,11 @@ _BOTH_WRITE = ("both pipes are full: each side writes the pipe the other reads, 
 _FULL_QUEUES = ("each waits for room in a bounded queue that the other drains only after its "
                 "own puts: take the replies as you go (a get between puts, or a thread that "
                 "drains them), or give one queue no bound")
+
+
+_UNACCEPTED = ("the listener waits for the very process whose connection it has not "
+               "accepted: accept and serve connections on their own thread, before anything "
+               "that waits for a client")
 
 
 _CALLBACK = ("a server that calls a service which calls it back while it cannot accept or "

@@ -34,6 +34,7 @@ def test_a_child_in_the_accept_queue_of_a_router_that_waits_for_it_is_a_deadlock
     assert set(verdict["suspects"]) <= {router, feeder} and verdict["suspects"], verdict
     summary = verdict["summary"]
     assert f"(PID {router}), which has not even accepted that connection" in summary, summary
+    assert "accept and serve connections on their own thread" in summary, summary
 
 
 @pytest.mark.extended
