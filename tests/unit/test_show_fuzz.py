@@ -78,7 +78,7 @@ def show(content: str | bytes, fmt: str = "json") -> tuple[int, str, str]:
 def assert_clean_refusal(code: int, out: str, err: str) -> None:
     assert code == 6, (code, err)
     assert err.startswith("hangscope: error: "), err
-    assert "Traceback" not in err and "internal error" not in err
+    assert "Traceback" not in err and "hangscope: internal error" not in err
     assert out == ""
 
 
@@ -277,7 +277,7 @@ def test_fuzz_mutated_dump_renders_or_is_refused(mutations: list[tuple[Any, Any]
         except (KeyError, IndexError, TypeError):
             continue  # an earlier mutation removed this path
     code, out, err = show(json.dumps(doc), fmt)
-    assert "Traceback" not in err and "internal error" not in err, err
+    assert "Traceback" not in err and "hangscope: internal error" not in err, err
     if code == 0:
         assert out
     else:
@@ -307,6 +307,6 @@ def test_fuzz_any_text_in_string_fields_renders_safely(edits: list[tuple[Any, st
         target[path[-1]] = text
     code, out, err = show(json.dumps(doc), fmt)
     assert code in (0, 6), err
-    assert "Traceback" not in err and "internal error" not in err, err
+    assert "Traceback" not in err and "hangscope: internal error" not in err, err
     if code == 0:
         assert "\x1b" not in out and "\x07" not in out
