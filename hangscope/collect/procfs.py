@@ -13,6 +13,7 @@ import itertools
 import math
 import os
 import platform
+import signal
 import socket
 import stat as stat_mod
 import struct
@@ -101,6 +102,10 @@ class ProcInfo:
     terminal_pgrp: int | None = None  # no terminal): a background group reading it is stopped
     stack_start: int | None = None  # /proc/PID/stat startstack: equal in a fork without exec
     tracer: int | None = None  # status TracerPid: the process that ptrace-attached it
+    # Signals sent to it that no thread can take (pending, blocked by every thread), and the
+    # ending signals it ignores (status ShdPnd/SigPnd, SigBlk per thread, SigIgn).
+    signals_stuck: tuple[str, ...] = ()
+    signals_ignored: tuple[str, ...] = ()
 
 
 def _read(path: Path) -> str | None:
@@ -442,6 +447,49 @@ def read_fds(pid: int) -> tuple[int | None, dict[str, int], tuple[str, ...], tup
     return len(names), dict(kinds), tuple(targets), tuple(logs), frozenset(inodes), False
 
 
+#: Signals sent to end or steer a process: ignoring one is worth saying when a parent waits for
+#: its child's exit (SIGINT, SIGQUIT and SIGHUP are ignored by every background shell job and
+#: nohup: no news).
+ENDING_SIGNALS = ("SIGTERM", "SIGUSR1", "SIGUSR2")
+
+
+def _mask(status: dict[str, str], key: str) -> int:
+    try:
+        return int(status.get(key, "0"), 16)
+    except ValueError:
+        return 0
+
+
+def signal_names(mask: int) -> tuple[str, ...]:
+    """``("SIGTERM",)`` for bit 14 (signal 15) of a /proc status signal mask."""
+    out = []
+    for number in range(1, 65):
+        if mask >> (number - 1) & 1:
+            try:
+                out.append(signal.Signals(number).name)
+            except ValueError:
+                out.append(f"signal {number}")
+    return tuple(out)
+
+
+def _stuck_signals(pid: int, status: dict[str, str]) -> tuple[str, ...]:
+    """Signals pending for the process (ShdPnd) or its main thread (SigPnd) that every one of
+    its threads blocks: sent, and never delivered. The threads are read only when one is
+    pending (it rarely is: delivery takes microseconds)."""
+    pending = _mask(status, "ShdPnd") | _mask(status, "SigPnd")
+    if not pending:
+        return ()
+    blocked = _mask(status, "SigBlk")
+    try:
+        tids = os.listdir(PROC / str(pid) / "task")
+    except OSError:
+        tids = []
+    for tid in tids:
+        if tid != str(pid) and (task := _status_at(f"{PROC}/{pid}/task/{tid}")):
+            blocked &= _mask(task, "SigBlk")
+    return signal_names(pending & blocked)
+
+
 def _tracer(status: dict[str, str] | None) -> int | None:
     value = (status or {}).get("TracerPid", "0")
     return int(value) if value.isdigit() and value != "0" else None
@@ -454,7 +502,11 @@ def tracer_of(pid: int) -> int | None:
 
 def read_status(pid: int) -> dict[str, str] | None:
     """``cat /proc/PID/status`` as a dict."""
-    text = _cat(f"{PROC}/{pid}/status")
+    return _status_at(f"{PROC}/{pid}")
+
+
+def _status_at(base: str) -> dict[str, str] | None:
+    text = _cat(f"{base}/status")
     if text is None:
         return None
     out = {}
@@ -514,6 +566,9 @@ def read_process(pid: int, with_fds: bool = True,
         terminal_pgrp=parsed.tpgid if parsed else None,
         stack_start=parsed.start_stack or None if parsed else None,
         tracer=_tracer(status),
+        signals_stuck=_stuck_signals(pid, status),
+        signals_ignored=tuple(n for n in signal_names(_mask(status, "SigIgn"))
+                              if n in ENDING_SIGNALS),
     )
 
 

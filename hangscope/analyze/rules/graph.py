@@ -32,7 +32,8 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "pool_saturated": "Pool saturated", "pool_starved": "A pool starved by its own tasks",
          "dead_thread": "A thread died", "crash_loop": "Crash loop",
          "dead_process": "A process died", "dead_holder": "A lock whose holder died",
-         "nested_checkout": "Deadlock (a pool emptied by nested checkouts)"}
+         "nested_checkout": "Deadlock (a pool emptied by nested checkouts)",
+         "signal_blocked": "A signal never delivered", "signal_ignored": "A signal ignored"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
          "self_wait": VerdictKind.DEADLOCK, "own_end": VerdictKind.DEADLOCK,
@@ -125,7 +126,8 @@ def wait_shape(facts: Facts) -> Verdict | None:
     unanswered prompt."""
     return _verdict(facts, ("orphan_wait", "barrier_short", "leaked_permits", "full_queue",
                             "lost_wakeup", "event_loop", "lost_result", "pool_saturated",
-                            "pool_starved", "prompt", "fifo_open", "dead_holder"))
+                            "pool_starved", "prompt", "fifo_open", "dead_holder",
+                            "signal_blocked", "signal_ignored"))
 
 
 def lock_holder(facts: Facts) -> Verdict | None:
