@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import setproctitle
 
@@ -47,7 +48,7 @@ def worker(mode: str, ready_file: str) -> None:
 def supervisor(mode: str, ready_file: str) -> None:
     setproctitle.setproctitle("ingest-supervisor")
     child = subprocess.Popen([sys.executable, __file__, "worker", ready_file, mode])
-    while "worker" not in open(ready_file).read().split():
+    while "worker" not in Path(ready_file).read_text().split():
         time.sleep(0.02)
     if mode != "unsent":
         child.terminate()
