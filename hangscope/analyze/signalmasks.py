@@ -52,9 +52,9 @@ def signal_wait(g: Graph) -> WaitPattern | None:
         if proc.is_exited or proc.is_stopped or not _all_wait(proc):
             continue
         parents = _parent_waits(g, proc)
-        if proc.signals_stuck:
-            names = " and ".join(proc.signals_stuck)
-            it = "it" if len(proc.signals_stuck) == 1 else "they"
+        if proc.signals_blocked:
+            names = " and ".join(proc.signals_blocked)
+            it = "it" if len(proc.signals_blocked) == 1 else "they"
             chain = (f"{who(proc)} has {names} pending, blocked by every one of its threads: "
                      f"{it} reached the process and no thread will take {it}, so its handler "
                      f"never runs and no default action ends it{_waits(proc)}. A signal mask "

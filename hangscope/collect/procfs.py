@@ -104,7 +104,7 @@ class ProcInfo:
     tracer: int | None = None  # status TracerPid: the process that ptrace-attached it
     # Signals sent to it that no thread can take (pending, blocked by every thread), and the
     # ending signals it ignores (status ShdPnd/SigPnd, SigBlk per thread, SigIgn).
-    signals_stuck: tuple[str, ...] = ()
+    signals_blocked: tuple[str, ...] = ()
     signals_ignored: tuple[str, ...] = ()
 
 
@@ -472,7 +472,7 @@ def signal_names(mask: int) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _stuck_signals(pid: int, status: dict[str, str]) -> tuple[str, ...]:
+def _blocked_signals(pid: int, status: dict[str, str]) -> tuple[str, ...]:
     """Signals pending for the process (ShdPnd) or its main thread (SigPnd) that every one of
     its threads blocks: sent, and never delivered. The threads are read only when one is
     pending (it rarely is: delivery takes microseconds)."""
@@ -566,7 +566,7 @@ def read_process(pid: int, with_fds: bool = True,
         terminal_pgrp=parsed.tpgid if parsed else None,
         stack_start=parsed.start_stack or None if parsed else None,
         tracer=_tracer(status),
-        signals_stuck=_stuck_signals(pid, status),
+        signals_blocked=_blocked_signals(pid, status),
         signals_ignored=tuple(n for n in signal_names(_mask(status, "SigIgn"))
                               if n in ENDING_SIGNALS),
     )

@@ -359,7 +359,7 @@ class Process:
     tracer: int | None = None  # status TracerPid: who ptrace-attached it (a debugger, a sampler)
     # Signals sent to it that none of its threads can take (pending, blocked by every one:
     # never delivered), and the ending signals it ignores (SIG_IGN), from /proc status.
-    signals_stuck: tuple[str, ...] = ()
+    signals_blocked: tuple[str, ...] = ()
     signals_ignored: tuple[str, ...] = ()
 
     # Cached (in the instance dict, which equality and serialisation never read): each is

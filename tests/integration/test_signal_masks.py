@@ -25,7 +25,7 @@ def test_sigterm_pending_and_masked_in_every_thread_is_never_delivered(
         tmp_path: Path) -> None:
     data, pids = settled_dump(JOBS, "masked", tmp_path, ["worker", "supervisor"])
     worker = next(p for p in data["processes"] if p["pid"] == pids["worker"])
-    assert worker["signals_stuck"] == ["SIGTERM"], worker
+    assert worker["signals_blocked"] == ["SIGTERM"], worker
     verdict = data["verdict"]
     assert verdict["suspects"] == [pids["worker"]], verdict
     summary = verdict["summary"]
@@ -48,5 +48,5 @@ def test_sigterm_ignored_by_a_child_its_parent_waits_for(tmp_path: Path) -> None
 def test_a_masked_signal_never_sent_is_no_signal_story(tmp_path: Path) -> None:
     data, pids = settled_dump(JOBS, "unsent", tmp_path, ["worker", "supervisor"])
     worker = next(p for p in data["processes"] if p["pid"] == pids["worker"])
-    assert worker["signals_stuck"] == [], worker
+    assert worker["signals_blocked"] == [], worker
     assert "signal" not in data["verdict"]["summary"].split(":")[0].lower(), data["verdict"]

@@ -80,18 +80,23 @@ def test_given_dp_tp_titled_schedulers_then_named_by_coordinates(tmp_path: Path)
     coords = {(p["rank"]["dp"], p["rank"]["tp"]) for p in data["processes"]
               if p["role"] == "rank"}
     assert coords == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    # Each title overwrote its environ; RANK comes from the live one (collect/liveenv.py), and
+    # a label with coordinates carries it.
     labels = {rank_label(ranks[job.pids[f"rank{i}"]]) for i in range(4)}
-    assert labels == {"DP0·TP0", "DP0·TP1", "DP1·TP0", "DP1·TP1"}
+    assert labels == {"DP0·TP0 (rank 0)", "DP0·TP1 (rank 1)", "DP1·TP0 (rank 2)",
+                      "DP1·TP1 (rank 3)"}
     assert duplicate_labels(list(ranks.values())) == {}
     assert len({rank_key(p) for p in ranks.values()}) == 4
     groups = comparable_groups(list(ranks.values()))
     assert sorted(sorted(rank_label(p) for p in g) for g in groups) == [
-        ["DP0·TP0", "DP0·TP1"], ["DP1·TP0", "DP1·TP1"]]
+        ["DP0·TP0 (rank 0)", "DP0·TP1 (rank 1)"], ["DP1·TP0 (rank 2)", "DP1·TP1 (rank 3)"]]
     # What the user sees: groups and the verdict name each scheduler by its coordinates.
     (group,) = data["groups"]
-    assert group["labels"] == ["DP0·TP0", "DP0·TP1", "DP1·TP0", "DP1·TP1"]
+    assert group["labels"] == ["DP0·TP0 (rank 0)", "DP0·TP1 (rank 1)", "DP1·TP0 (rank 2)",
+                               "DP1·TP1 (rank 3)"]
     assert data["verdict"]["summary"].startswith(
-        "All waiting: DP0·TP0, DP0·TP1, DP1·TP0, DP1·TP1 wait "), (
+        "All waiting: DP0·TP0 (rank 0), DP0·TP1 (rank 1), DP1·TP0 (rank 2), DP1·TP1 (rank 3)"
+        " wait "), (
         data["verdict"]["summary"])
     # Alike ranks are one evidence line (issue 20 item 12): it names DP1·TP1 and its PID.
     assert any(line.startswith(("DP1·TP1 (PID ", "ranks DP0·TP0, ")) and "DP1·TP1" in line
