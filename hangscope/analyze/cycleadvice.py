@@ -87,6 +87,9 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
         return _UNACCEPTED
     if "queue" in kinds:
         return _FULL_QUEUES
+    if "thread" in kinds and any(g.edges[i].object.startswith("the import lock of ")
+                                 for i in ring):
+        return _IMPORT_JOIN
     return next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
                 "one of them must act first: break the cycle")
 
@@ -99,6 +102,12 @@ _BOTH_WRITE = ("both pipes are full: each side writes the pipe the other reads, 
 _FULL_QUEUES = ("each waits for room in a bounded queue that the other drains only after its "
                 "own puts: take the replies as you go (a get between puts, or a thread that "
                 "drains them), or give one queue no bound")
+
+
+_IMPORT_JOIN = ("a module's body waits for a thread that needs that same module, whose import "
+                "lock the body's thread holds until the body ends (importlib detects only "
+                "lock cycles, never a join): start the thread from a function called after the "
+                "import, not at module level, or import what it needs before starting it")
 
 
 _UNACCEPTED = ("the listener waits for the very process whose connection it has not "

@@ -231,6 +231,19 @@ def _stuck_measured(working: Thread | None, category: Category, samples: int,
     return _stuck(working, category, samples)  # slow, or no evidence: what the samples saw
 
 
+#: A process without a Python stack that used this much of a CPU over the window computes.
+_NATIVE_BUSY_PERCENT = 50.0
+
+
+def computes_unsampled(proc: Process) -> bool:
+    """A process with no stack to compare (not Python: an ``xz``, ``ffmpeg`` or ``tar`` child
+    doing the job's work) that used most of a CPU over the window: it moves. "Stuck" was
+    only ever the default for a stack that could not be seen to change."""
+    if proc.python is not False or proc.is_exited or proc.is_stopped:
+        return False
+    return (proc.cpu_percent or 0.0) >= _NATIVE_BUSY_PERCENT
+
+
 def facts_of(snap: Snapshot) -> Facts:
     """Derive the facts record from a snapshot whose processes are classified."""
     subjects = snap.subjects
@@ -243,7 +256,8 @@ def facts_of(snap: Snapshot) -> Facts:
         key = (proc.host, proc.pid)  # Process.key
         working = proc.working_thread
         category = categories[key] = category_of(proc, working)
-        if _stuck_measured(working, category, samples, progress.get(key) if progress else None):
+        if _stuck_measured(working, category, samples, progress.get(key) if progress else None) \
+                and not computes_unsampled(proc):
             stuck.append(key)
     return Facts(snapshot=snap, subjects=subjects, groups=group_ranks(subjects),
                  categories=categories, stuck=frozenset(stuck))

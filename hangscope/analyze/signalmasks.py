@@ -18,6 +18,7 @@ without the fact that explains them.
 
 from __future__ import annotations
 
+from hangscope.analyze.signalwaits import signal_wait as signal_call
 from hangscope.analyze.threadedges import blocked
 from hangscope.analyze.waitwalk import Graph, hops_into, site_words, waits_into
 from hangscope.model import Category, Process
@@ -40,6 +41,8 @@ def _waits(proc: Process) -> str:
         return ""
     one = len([t for t in proc.threads if t.python]) <= 1
     name = "it" if one else f"its thread {thread.name or thread.tid}"
+    if (call := signal_call(thread)) is not None:  # the wait is for that very signal
+        return f"; {name} sleeps in {call}{site_words(thread)}, waiting for a signal"
     return f"; {name} {verb(thread.category, op=thread.op)}{site_words(thread)}"
 
 
@@ -59,8 +62,16 @@ def signal_wait(g: Graph) -> WaitPattern | None:
                      f"{it} reached the process and no thread will take {it}, so its handler "
                      f"never runs and no default action ends it{_waits(proc)}. A signal mask "
                      "(signal.pthread_sigmask(SIG_BLOCK, ...), which threads started after it "
-                     "inherit) keeps it pending: unblock it where the process waits "
-                     "(SIG_UNBLOCK), or take it with signal.sigwait()")
+                     "inherit, as does a child started from a thread that blocked it: a mask "
+                     "survives fork and exec) keeps it pending: unblock it where the process "
+                     "waits (signal.pthread_sigmask(SIG_UNBLOCK, ...), in the child or in "
+                     "Popen's preexec_fn), or take it with signal.sigwait()")
+            alike = [p for p in g.snap.processes if p.pid != proc.pid and not p.is_exited
+                     and p.signals_blocked == proc.signals_blocked and _all_wait(p)]
+            if alike:
+                chain += (f"; {', '.join(who(p) for p in alike[:4])}"
+                          f"{f' and {len(alike) - 4} more' if len(alike) > 4 else ''} "
+                          f"{'are' if len(alike) > 1 else 'is'} in the same state")
             kind = "signal_blocked"
         elif "SIGTERM" in proc.signals_ignored and parents:
             chain = (f"{who(proc)} ignores SIGTERM (SIG_IGN), and its parent waits for it to "

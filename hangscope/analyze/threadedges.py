@@ -234,8 +234,8 @@ def py_lock_edges(proc: Process) -> Iterator[WaitEdge]:
     sites: dict[tuple[str | None, str, int | None], list[Thread]] = {}
     held = held_locks(proc)
     for thread in proc.threads:
-        if not waits_on_lock(thread):
-            continue
+        if not waits_on_lock(thread) or import_lock_wait(thread) is not None:
+            continue  # (an import lock's holder is read from importlib's frames)
         edge = _held_edge(proc, thread, held)
         if edge is not None:
             yield edge
@@ -266,6 +266,57 @@ def py_lock_edges(proc: Process) -> Iterator[WaitEdge]:
                            f"probable holder: the only other thread inside {name} past "
                            f"that line (at line {where.line})", to_pid=proc.pid,
                            to_tid=holder.tid, probable=True)
+
+
+def _importlib(frame: Frame) -> bool:
+    return not frame.native and "importlib" in (frame.file or "") and "_bootstrap" in (
+        frame.file or "")
+
+
+def import_lock_wait(thread: Thread) -> Frame | None:
+    """The ``_ModuleLock.acquire`` frame of a thread waiting for a module's import lock: it
+    imports (or touches a half-imported) module whose body another thread is running."""
+    for frame in thread.frames:
+        if frame.native:
+            continue
+        if _importlib(frame) and frame.name.endswith("_ModuleLock.acquire"):
+            return frame
+        if not _importlib(frame):
+            return None
+    return None
+
+
+def _importing(thread: Thread) -> Frame | None:
+    """The innermost module body a thread runs inside an import (the ``<module>`` frame that
+    importlib's ``exec_module`` called): it holds that module's import lock until it ends."""
+    python = [f for f in thread.frames if not f.native]
+    for k, frame in enumerate(python[:-1]):
+        if frame.name == "<module>" and _importlib(python[k + 1]):
+            return frame
+    return None
+
+
+def import_lock_edges(proc: Process) -> Iterator[WaitEdge]:
+    """A thread waiting for a module's import lock -> the other threads of its process inside
+    an import, which hold their module's lock until its body ends (cpython#125037: a module
+    body that joins a thread importing it; importlib's deadlock detection sees only lock
+    cycles, never a join)."""
+    waiters = [t for t in proc.threads if blocked(t) and import_lock_wait(t) is not None]
+    if not waiters:
+        return
+    bodies = [(t, body) for t in proc.threads if (body := _importing(t)) is not None]
+    for thread in waiters:
+        holders = [(t, body) for t, body in bodies if t.tid != thread.tid]
+        # The import statement: the first frame outside importlib's own.
+        inner = next((f for f in thread.frames if not f.native and not _importlib(f)), None)
+        site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
+        for holder, body in holders:
+            yield WaitEdge(proc.pid, thread.tid, "py_lock",
+                           f"the import lock of {body.short_file}{site}",
+                           f"thread {holder.name or holder.tid} is importing it: it runs that "
+                           f"module's body, at <module> ({body.short_file}:{body.line}), and "
+                           "holds its lock until the body ends",
+                           to_pid=proc.pid, to_tid=holder.tid, probable=len(holders) > 1)
 
 
 def join_edges(proc: Process) -> Iterator[WaitEdge]:

@@ -38,9 +38,15 @@ from hangscope.analyze.partners import likely_partner_first, to_handler
 from hangscope.analyze.queueedges import queue_put_edges
 from hangscope.analyze.socketpeers import peer_edges
 from hangscope.analyze.sqliteedges import sqlite_edges
-from hangscope.analyze.threadedges import gil_edges, join_edges, own_end_writers, py_lock_edges
+from hangscope.analyze.threadedges import (
+    gil_edges,
+    import_lock_edges,
+    join_edges,
+    own_end_writers,
+    py_lock_edges,
+)
 from hangscope.model import Process, Snapshot, Thread
-from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
+from hangscope.model.waits import SELF_CONNECTED, FdRecord, KernelWaits, WaitEdge
 
 # Syscall numbers by machine: (reads, writes, waits for a child, flock, fcntl).
 _X86 = {"read": {0, 17, 19, 45, 47, 299}, "write": {1, 18, 20, 44, 46, 307},
@@ -210,6 +216,14 @@ def _socket_edges(idx: _Index, proc: Process, thread: Thread, rec: FdRecord, how
     if ends is None:
         return
     shown = (_addr(ends[0]), _addr(ends[1]))
+    if ends[0] == ends[1]:
+        # A TCP self-connect: a connect() to a local port in the ephemeral range may be given
+        # that same port as its source, and the handshake (a simultaneous open) succeeds with
+        # no listener. The socket is its own peer: only its own writes could ever arrive.
+        yield WaitEdge(proc.pid, thread.tid, "tcp", f"TCP {shown[0]} -> {shown[1]} "
+                       f"{SELF_CONNECTED}", f"{how}; its local and remote ends are one address",
+                       to_pid=proc.pid, to_tid=thread.tid, fd=rec.fd)
+        return
     other = idx.tcp_by_ends.get((ends[1], ends[0]))
     holders = _holders_of(idx, other) if other is not None else []
     store = _store_frame(thread)
@@ -342,6 +356,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         edges.extend(join_edges(proc))
         edges.extend(loop_future_edges(proc))
         edges.extend(py_lock_edges(proc))
+        edges.extend(import_lock_edges(proc))
     edges.extend(collective_edges(snap))
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
     working = {p.pid: p.working_tid for p in snap.processes}

@@ -219,7 +219,8 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
         waits = "wait" if len(peers) > 1 else "waits"
         if edge.kind == "gil":
             return f"{me} {waits} for the GIL, which {thread_words(proc, holder)} owns"
-        return (f"{me} {waits} for {edge.object}, probably held by "
+        held = "probably held by" if edge.probable else "held by"
+        return (f"{me} {waits} for {edge.object}, {held} "
                 f"{thread_words(proc, holder)} ({edge.how})")
     if edge.kind == "file_lock":
         return f"{me} waits for the {edge.object}{site}, held by {them}"

@@ -98,6 +98,19 @@ def _error_lines(lines: Sequence[str]) -> list[str]:
     return out
 
 
+_TEXT_CONTROLS = frozenset(b"\t\n\r\x0b\x0c\x08\x1b")
+
+
+def _binary(raw: bytes) -> bool:
+    """More than one byte in 20 is a control byte no text has, or does not decode as UTF-8:
+    compressed or packed data (a log's colours and progress bars stay well below that)."""
+    if not raw:
+        return False
+    controls = sum(1 for b in raw if b < 0x20 and b not in _TEXT_CONTROLS)
+    undecoded = raw.decode("utf-8", errors="replace").count("\ufffd")
+    return (controls + undecoded) * 20 > len(raw)
+
+
 def read_tail(path: str, redact: bool = True) -> LogTail | None:
     """The last lines and the error lines of one regular file; None when it cannot be read."""
     try:
@@ -114,6 +127,8 @@ def read_tail(path: str, redact: bool = True) -> LogTail | None:
         return None
     finally:
         os.close(fd)
+    if _binary(raw[-4096:]):
+        return None  # a program's binary output on fd 1 (``xz -c > shard.xz``), not a log
     text = raw.decode("utf-8", errors="replace").replace("\x00", "")
     scrub: Callable[[str], str] = redact_text if redact else (lambda s: s)
     # Redact the window as a whole: a secret can span lines (a PEM private key's body).

@@ -157,6 +157,10 @@ class WaitEvidence:
 # -- the wait-for graph (analyze/waitgraph.py derives it; JSON carries it) ------------------
 
 
+#: The end of a TCP edge's object when the socket is its own peer (a self-connect).
+SELF_CONNECTED = "(connected to itself)"
+
+
 @dataclass(frozen=True)
 class WaitEdge:
     """A -> B: thread ``tid`` of ``pid`` cannot move until ``to_pid`` (thread ``to_tid``)
@@ -186,7 +190,7 @@ class WaitPattern:
     # orphan_wait | full_queue |
     # fork_lock | event_loop | lost_wakeup | lost_result | pool_saturated | pool_starved |
     # prompt | fifo_open | crash_loop | dead_thread | dead_process | dead_holder |
-    # nested_checkout | signal_blocked | signal_ignored | sink
+    # nested_checkout | signal_blocked | signal_ignored | self_connect | sink
     kind: str
     members: tuple[int, ...]  # PIDs, the suspect first where there is one
     chain: str  # the one sentence that states it

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from hangscope.analyze.blocked import exiting_note, straggler_head
-from hangscope.analyze.facts import BUSY, GONE, Facts
+from hangscope.analyze.facts import BUSY, GONE, Facts, computes_unsampled
 from hangscope.analyze.group import group_ranks
 from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
 from hangscope.analyze.roles import is_helper_role
@@ -91,9 +91,17 @@ def _moved_words(facts: Facts, moving: list[Process]) -> str:  # _MOVED_BY: why,
     for proc in moving:
         measured = facts.progress.get(proc.key)
         why = (_MOVED_BY.get(measured.evidence, "") if measured is not None
-               and measured.decision == "progressing" else "") or "changed stack between samples"
+               and measured.decision == "progressing" else "") or (
+            f"{_program(proc)} computes ({proc.cpu_percent or 0:.0f}% of a CPU; no Python "
+            "stack to compare)" if computes_unsampled(proc) else "changed stack between samples")
         by_why.setdefault(why, []).append(rank_id(proc))
     return "; ".join(f"{rank_set(ranks, facts.is_rank)}: {why}" for why, ranks in by_why.items())
+
+
+def _program(proc: Process) -> str:
+    """The program a process runs, by its executable's name (``xz``), else ``it``."""
+    name = (proc.exe or (proc.cmdline[0] if proc.cmdline else "")).rsplit("/", 1)[-1]
+    return name or "it"
 
 
 def _slow_words(facts: Facts) -> str:

@@ -33,11 +33,12 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "dead_thread": "A thread died", "crash_loop": "Crash loop",
          "dead_process": "A process died", "dead_holder": "A lock whose holder died",
          "nested_checkout": "Deadlock (a pool emptied by nested checkouts)",
-         "signal_blocked": "A signal never delivered", "signal_ignored": "A signal ignored"}
+         "signal_blocked": "A signal never delivered", "signal_ignored": "A signal ignored",
+         "self_connect": "Deadlock (a socket connected to itself)"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
          "self_wait": VerdictKind.DEADLOCK, "own_end": VerdictKind.DEADLOCK,
-         "nested_checkout": VerdictKind.DEADLOCK}
+         "nested_checkout": VerdictKind.DEADLOCK, "self_connect": VerdictKind.DEADLOCK}
 
 
 def edge_lines(graph: WaitGraph, pattern: WaitPattern) -> tuple[str, ...]:
@@ -116,8 +117,8 @@ def lock_ring(facts: Facts, pid: int) -> tuple[list[tuple[int, str, str, str]], 
 
 def wait_cycle(facts: Facts) -> Verdict | None:
     """Following each stuck thread's wait comes back to it: a deadlock."""
-    return _verdict(facts, ("own_end", "cycle", "gil_hold", "self_lock", "self_wait",
-                            "fork_lock", "nested_checkout"))
+    return _verdict(facts, ("self_connect", "own_end", "cycle", "gil_hold", "self_lock",
+                            "self_wait", "fork_lock", "nested_checkout"))
 
 
 def wait_shape(facts: Facts) -> Verdict | None:
