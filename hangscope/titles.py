@@ -52,7 +52,7 @@ def looks_like_python(cmdline: Sequence[str]) -> bool:
     """A Python process, by argv[0] or a known title (setproctitle hides argv[0])."""
     if not cmdline:
         return False
-    head = cmdline[0].rsplit("/", 1)[-1]
+    head = cmdline[0].split(" ", 1)[0].rsplit("/", 1)[-1]  # a title's first word
     title = title_of(cmdline)
     return (
         head.startswith("python")

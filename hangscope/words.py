@@ -67,8 +67,11 @@ def program(proc: Process) -> str:
     actor = ray_actor(proc.title or " ".join(proc.cmdline))
     if actor is not None:
         return f"ray actor {actor}"
-    head = proc.cmdline[0].rsplit("/", 1)[-1] if proc.cmdline else ""
-    return head or (proc.exe or "").rsplit("/", 1)[-1] or "?"
+    # A title (setproctitle) is one argv string with spaces: only its first word is a path
+    # ("ckpt-converter --inbox inbox/" keeps its arguments, not what follows the last "/").
+    first, sep, rest = proc.cmdline[0].partition(" ") if proc.cmdline else ("", "", "")
+    head = first.rsplit("/", 1)[-1] + sep + rest
+    return head.strip() or (proc.exe or "").rsplit("/", 1)[-1] or "?"
 
 
 #: Axes in the order a rank label names them (outermost replica first).

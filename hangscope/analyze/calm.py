@@ -37,6 +37,7 @@ from hangscope.analyze.progress import (
     job_progress,
 )
 from hangscope.analyze.roles import HELPER_ROLES
+from hangscope.analyze.waitgraph import SYSCALLS
 from hangscope.model import Category, Process, Role, Snapshot, Thread
 from hangscope.model.progress import JobProgress, RankProgress
 from hangscope.model.waits import KernelWaits
@@ -90,7 +91,29 @@ def calm_kind(proc: Process, measured: RankProgress | None,
         return IDLE
     if proc.listening and proc.role is not Role.RANK and _polls_listener(kernel, proc, thread):
         return IDLE  # the program's own select loop over its listening socket
+    if proc.role is not Role.RANK and _watches_files(kernel, proc, thread):
+        return IDLE  # a drop-folder service: it waits for a file to appear
     return None
+
+
+#: fd links of the kernel's file-watch instances: a read on one waits for the file system.
+_FILE_WATCHES = ("anon_inode:inotify", "anon_inode:[fanotify]")
+
+
+def _watches_files(kernel: KernelWaits | None, proc: Process, thread: Thread) -> bool:
+    """The thread blocks reading (or polling) only an inotify/fanotify fd: it waits for a
+    file to be written in a watched directory, by someone outside the job (a drop folder, a
+    config reload). Nothing in the job owes it anything: work, not a wait on the job."""
+    mine = kernel.process(proc.pid) if kernel is not None else None
+    call = mine.syscall(thread.tid) if mine else None
+    if mine is None or call is None:
+        return False
+    fds = {r.fd: r.target for r in mine.fds}
+    watched = [fd for fd, _ in (*call.watched, *call.polled)]
+    if not watched and call.nr in SYSCALLS.get(kernel.arch if kernel else "", {}).get(
+            "read", ()) and call.args:
+        watched = [call.args[0]]
+    return bool(watched) and all(fds.get(fd, "").startswith(_FILE_WATCHES) for fd in watched)
 
 
 def _polls_listener(kernel: KernelWaits | None, proc: Process, thread: Thread) -> bool:
@@ -111,7 +134,10 @@ def _polls_listener(kernel: KernelWaits | None, proc: Process, thread: Thread) -
 def _reworded(measured: RankProgress, kind: str, proc: Process) -> RankProgress:
     reason = measured.reason.removeprefix("blocked: ").removeprefix("polling without progress: ")
     reason = _POLL_WORDS.sub("and went back to waiting: nothing asked it for work", reason)
-    if kind == IDLE:
+    if kind == IDLE and not proc.listening:  # _watches_files: a drop folder
+        reason = (f"waits for a file to be written where it watches (inotify), none yet: "
+                  f"{reason}")
+    elif kind == IDLE:
         ports = ", ".join(str(s.port) for s in proc.listening if s.port) or "its socket"
         reason = f"waits for requests on port {ports}, none in flight: {reason}"
     else:

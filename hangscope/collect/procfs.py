@@ -1032,7 +1032,8 @@ def read_fd_records(pid: int, locked: Collection[tuple[int, int, int]] = ()
     """Pipes, sockets, terminals and regular files open in ``pid``, with their access mode
     and, for a file among ``locked`` (the (major, minor, inode) keys /proc/locks lists), the
     locks it holds (fdinfo); (records, why none were read). GPU and anon-inode fds are
-    skipped: nothing waits on the other end of them."""
+    skipped (nothing waits on the other end of them), but for inotify and fanotify: a read
+    on one waits for the file system, a drop folder's service idles there."""
     base = f"{PROC}/{pid}"
     try:
         names = os.listdir(f"{base}/fd")
@@ -1049,8 +1050,8 @@ def read_fd_records(pid: int, locked: Collection[tuple[int, int, int]] = ()
         except OSError:
             continue
         kind = _fd_kind(target)
-        if kind not in ("pipe", "socket", "file") and not target.startswith(("/dev/pts/",
-                                                                            "/dev/tty")):
+        if kind not in ("pipe", "socket", "file") and not target.startswith((
+                "/dev/pts/", "/dev/tty", "anon_inode:inotify", "anon_inode:[fanotify]")):
             continue
         inode, device, locks = _inode_of(target), None, ()
         if kind == "file":

@@ -48,7 +48,7 @@ def worker(mode: str, ready_file: str) -> None:
 def supervisor(mode: str, ready_file: str) -> None:
     setproctitle.setproctitle("ingest-supervisor")
     child = subprocess.Popen([sys.executable, __file__, "worker", ready_file, mode])
-    while "worker" not in Path(ready_file).read_text().split():
+    while not (Path(ready_file).exists() and "worker" in Path(ready_file).read_text().split()):
         time.sleep(0.02)
     if mode != "unsent":
         child.terminate()

@@ -1,0 +1,161 @@
+"""Real jobs whose state is decided by a kernel fact under an ordinary-looking Python stack.
+
+    python kernelfact_jobs.py MODE READY_FILE WORKDIR
+
+Each process appends ``"<pid> <tag>"`` to READY_FILE once it is where it stays. Modes:
+
+- ``self_connect``  a ``rollout-client`` connects to 127.0.0.1:P from port P itself (a TCP
+                    self-connect: the socket is its own peer) and waits for the server's
+                    greeting; the ``policy-server`` then cannot bind P and retries, its log
+                    saying "Address already in use" (hung: the client is the suspect).
+- ``import_join``   a process imports a module whose body starts a thread that imports that
+                    same module, then joins it (cpython#125037: hung, one process).
+- ``native_busy``   a packer waits for its ``sha256sum`` child, which hashes /dev/zero on a
+                    full CPU (healthy: a non-Python child computing).
+- ``drop_folder``   a service reads an inotify fd watching an empty directory while two
+                    workers wait on its task queue (healthy: idle, waiting for a file).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import setproctitle
+
+
+def ready(path: str, tag: str) -> None:
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()} {tag}\n")
+
+
+def _has(path: str, tag: str) -> bool:
+    file = Path(path)
+    return file.exists() and tag in file.read_text().split()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def client(ready_file: str, port: int) -> None:
+    setproctitle.setproctitle("rollout-client")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))  # what a retried connect is given by chance, made certain
+    sock.connect(("127.0.0.1", port))  # simultaneous open with itself
+    ready(ready_file, "client")
+    sock.recv(4)  # the server's greeting, which only this socket could send
+
+
+def server(ready_file: str, port: int) -> None:
+    setproctitle.setproctitle(f"policy-server :{port}")
+    told = False
+    while True:
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+                s.listen()
+                s.accept()
+        except OSError as e:
+            print(f"bind 127.0.0.1:{port} failed ({e}); retry in 5s", flush=True)
+        if not told:
+            ready(ready_file, "server")
+            told = True
+        time.sleep(5)
+
+
+def self_connect(ready_file: str, workdir: str) -> None:
+    port = _free_port()
+    first = subprocess.Popen([sys.executable, __file__, "client", ready_file, str(port)])
+    while not _has(ready_file, "client"):
+        time.sleep(0.02)
+    with open(Path(workdir) / "server.log", "w") as log:
+        second = subprocess.Popen([sys.executable, __file__, "server", ready_file, str(port)],
+                                  stdout=log, stderr=log)
+    ready(ready_file, "launcher")
+    first.wait()
+    second.wait()
+
+
+_MODULE = '''import threading
+import {name}_helpers
+
+warm = threading.Thread(target={name}_helpers.build, name="table-warmup")
+warm.start()
+{name}_helpers.ready()
+warm.join()
+'''
+
+_HELPERS = '''import os
+import sys
+
+
+def ready():
+    with open(sys.argv[2], "a") as f:
+        f.write(f"{{os.getpid()}} importer\\n")
+
+
+def build():
+    import {name}  # the module whose body is still running, in the main thread
+    return {name}
+'''
+
+
+def import_join(ready_file: str, workdir: str) -> None:
+    setproctitle.setproctitle("eval-runner")
+    Path(workdir, "scoring.py").write_text(_MODULE.format(name="scoring"))
+    Path(workdir, "scoring_helpers.py").write_text(_HELPERS.format(name="scoring"))
+    sys.path.insert(0, workdir)
+    import scoring  # noqa: F401  (never returns)
+
+
+def native_busy(ready_file: str, workdir: str) -> None:
+    setproctitle.setproctitle("shard-packer")
+    child = subprocess.Popen(["sha256sum", "/dev/zero"], stdout=subprocess.DEVNULL)
+    ready(ready_file, "packer")
+    child.wait()
+
+
+def _drain(tasks: mp.Queue, ready_file: str, n: int) -> None:
+    setproctitle.setproctitle(f"convert-worker-{n}")
+    ready(ready_file, f"worker{n}")
+    while True:
+        tasks.get()
+
+
+def drop_folder(ready_file: str, workdir: str) -> None:
+    setproctitle.setproctitle("drop-converter --inbox inbox/")
+    inbox = Path(workdir, "inbox")
+    inbox.mkdir(parents=True, exist_ok=True)
+    tasks: mp.Queue = mp.Queue()
+    for n in range(2):
+        mp.Process(target=_drain, args=(tasks, ready_file, n), daemon=True).start()
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(0)
+    libc.inotify_add_watch(fd, str(inbox).encode(), 0x8 | 0x80)  # CLOSE_WRITE | MOVED_TO
+    threading.Thread(target=lambda: time.sleep(3600), name="heartbeat", daemon=True).start()
+    ready(ready_file, "converter")
+    while True:
+        os.read(fd, 4096)
+        tasks.put("work")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "client":
+        client(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "server":
+        server(sys.argv[2], int(sys.argv[3]))
+    else:
+        Path(sys.argv[3]).mkdir(parents=True, exist_ok=True)
+        {"self_connect": self_connect, "import_join": import_join, "native_busy": native_busy,
+         "drop_folder": drop_folder}[sys.argv[1]](sys.argv[2], sys.argv[3])
