@@ -45,8 +45,14 @@ from hangscope.analyze.threadedges import (
     own_end_writers,
     py_lock_edges,
 )
+from hangscope.analyze.ttyedges import terminal_edges
 from hangscope.model import Process, Snapshot, Thread
-from hangscope.model.waits import SELF_CONNECTED, FdRecord, KernelWaits, WaitEdge
+from hangscope.model.waits import (
+    SELF_CONNECTED,
+    FdRecord,
+    KernelWaits,
+    WaitEdge,
+)
 
 # Syscall numbers by machine: (reads, writes, waits for a child, flock, fcntl).
 _X86 = {"read": {0, 17, 19, 45, 47, 299}, "write": {1, 18, 20, 44, 46, 307},
@@ -156,9 +162,12 @@ def _fd_edges(idx: _Index, proc: Process, thread: Thread, what: str, name: str,
         return
     how = f"{name}(fd {fd}) in the kernel"
     if rec.target.startswith(("/dev/pts/", "/dev/tty")):
-        yield WaitEdge(proc.pid, thread.tid, "terminal", f"the terminal {rec.target}", how,
-                       outside=f"the terminal {rec.target}", fd=fd)
+        yield from terminal_edges(idx.fds, idx.calls, idx.tids,
+                                  SYSCALLS.get(idx.arch, {}).get("read", set()), proc, thread,
+                                  rec, how, what)
         return
+    if rec.target == "/dev/ptmx":
+        return  # a pty's master, read by whoever relays a program's output: that program
     if rec.target.startswith("socket:") and rec.inode is not None:
         yield from _socket_edges(idx, proc, thread, rec, how, what)
         return

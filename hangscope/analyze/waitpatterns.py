@@ -71,6 +71,7 @@ from hangscope.analyze.threadpatterns import (
     self_lock,
     self_wait,
 )
+from hangscope.analyze.ttystop import tty_stopped
 from hangscope.analyze.upgradepatterns import lock_upgrade
 from hangscope.analyze.waitgraph import build_edges
 from hangscope.analyze.waitwalk import (
@@ -378,11 +379,11 @@ def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
                 None)
 
 
-PATTERNS = (self_connect, own_end, _cycle, _lock_cycle, gil_native_wait, self_lock, callback_wait,
-            lock_upgrade, self_wait, barrier_short, leaked_permits, nested_checkout, starved_pool,
-            orphan_manager_lock, fork_notifier, signal_wait, orphan_wait, stale_holder, full_queue,
-            lost_wakeup, gone_signal, unwoken_loop, event_loop, fork_lock, lost_result,
-            idle_executor, pool_saturated, prompt, fifo_open, crash_loop, dead_thread,
+PATTERNS = (self_connect, tty_stopped, own_end, _cycle, _lock_cycle, gil_native_wait, self_lock,
+            callback_wait, lock_upgrade, self_wait, barrier_short, leaked_permits, nested_checkout,
+            starved_pool, orphan_manager_lock, fork_notifier, signal_wait, orphan_wait,
+            stale_holder, full_queue, lost_wakeup, gone_signal, unwoken_loop, event_loop, fork_lock,
+            lost_result, idle_executor, pool_saturated, prompt, fifo_open, crash_loop, dead_thread,
             dead_process, _sink)
 
 

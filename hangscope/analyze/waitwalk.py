@@ -225,7 +225,7 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
     if edge.kind == "file_lock":
         return f"{me} waits for the {edge.object}{site}, held by {them}"
     if edge.kind == "terminal":
-        return f"{me} reads {edge.object}{site}"
+        return f"{me} {'writes to' if sends(edge) else 'reads'} {edge.object}{site}"
     if edge.kind == "store":
         return _store_hop(g, i, together, them)
     if edge.kind in ("unix", "tcp"):

@@ -1004,6 +1004,18 @@ def owner_uid(pid: int) -> int | None:
 #    peers (``ls -l /proc/PID/fd``, ``cat /proc/PID/fdinfo/N``, ``cat /proc/PID/task/TID/syscall``,
 #    ``ss -xp``, ``ss -tp``). Read once per snapshot, for the job's processes only.
 
+def _fdinfo_field(text: str, name: str) -> int | None:
+    """An integer field of an fdinfo file (``tty-index:\t3``); None where it is absent."""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == name:
+            try:
+                return int(value.strip())
+            except ValueError:
+                return None
+    return None
+
+
 def _fdinfo_locks(text: str) -> tuple[FileLockRecord, ...]:
     """The locks an open file holds: the ``lock:`` lines of ``/proc/PID/fdinfo/N``."""
     lines = [value.strip() for key, _, value in (line.partition(":") for line in
@@ -1051,7 +1063,12 @@ def read_fd_records(pid: int, locked: Collection[tuple[int, int, int]] = ()
             continue
         kind = _fd_kind(target)
         if kind not in ("pipe", "socket", "file") and not target.startswith((
-                "/dev/pts/", "/dev/tty", "anon_inode:inotify", "anon_inode:[fanotify]")):
+                "/dev/pts/", "/dev/tty", "/dev/ptmx", "anon_inode:inotify",
+                "anon_inode:[fanotify]")):
+            continue
+        if target == "/dev/ptmx":  # a pty's master: which /dev/pts/N it drives
+            index = _fdinfo_field(_cat(f"{base}/fdinfo/{name}") or "", "tty-index")
+            out.append(FdRecord(int(name), target, access, tty_index=index))
             continue
         inode, device, locks = _inode_of(target), None, ()
         if kind == "file":

@@ -69,6 +69,8 @@ class FdRecord:
     # The locks this open file holds, fdinfo's "lock:" lines (OFD locks show pid -1 in
     # /proc/locks: this line is the only place that says whose they are).
     locks: tuple[FileLockRecord, ...] = ()
+    # /dev/ptmx (a pty's master end): the index N of its slave /dev/pts/N (fdinfo tty-index)
+    tty_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,8 @@ class WaitEvidence:
 
 #: The end of a TCP edge's object when the socket is its own peer (a self-connect).
 SELF_CONNECTED = "(connected to itself)"
+#: The end of a terminal edge's object when its output is stopped (flow control, ^S).
+OUTPUT_STOPPED = "(its output stopped)"
 
 
 @dataclass(frozen=True)
@@ -190,7 +194,7 @@ class WaitPattern:
     # orphan_wait | full_queue |
     # fork_lock | event_loop | lost_wakeup | lost_result | pool_saturated | pool_starved |
     # prompt | fifo_open | crash_loop | dead_thread | dead_process | dead_holder |
-    # nested_checkout | signal_blocked | signal_ignored | self_connect | sink
+    # nested_checkout | signal_blocked | signal_ignored | self_connect | tty_stopped | sink
     kind: str
     members: tuple[int, ...]  # PIDs, the suspect first where there is one
     chain: str  # the one sentence that states it

@@ -1,7 +1,9 @@
 """Hung and healthy jobs that only a kernel fact tells apart, on real processes
 (tests/targets/kernelfact_jobs.py; blind round 12's misses).
 
-GIVEN a client whose TCP socket is connected to itself (a self-connect) and a server that
+GIVEN actors blocked writing their pty after ^S was written into its master, its holder
+reading it THEN the terminal's output stopped, the master's holder the suspect. GIVEN a client
+whose TCP socket is connected to itself (a self-connect) and a server that
 cannot bind that port THEN a deadlock, the client the suspect, the self-connect and the failed
 bind said. GIVEN a module body that joins a thread importing that module THEN a deadlock
 between the join and the import lock. GIVEN a parent waiting for a non-Python child that
@@ -72,3 +74,16 @@ def test_a_service_reading_inotify_over_an_empty_folder_is_idle(tmp_path: Path) 
         "waits for a file to be written where it watches (inotify), none yet"), converter
     # Its title keeps its arguments past the "/" in them.
     assert f"PID {pids['converter']} (drop-converter --inbox inbox/)" in json.dumps(data)
+
+
+def test_a_pty_stopped_by_xoff_names_the_master_holder(tmp_path: Path) -> None:
+    data, pids = settled_dump(JOBS, "tty_paused", tmp_path, ["relay", "actor"])
+    verdict = data["verdict"]
+    assert verdict["suspects"][0] == pids["relay"], verdict
+    summary = verdict["summary"]
+    assert summary.startswith(f"A terminal's output stopped (^S): PID {pids['actor']} "
+                              "(rollout-actor) is blocked writing to its terminal /dev/pts/"
+                              ), summary
+    assert f"whose master PID {pids['relay']} (console-relay) holds and waits to read" in (
+        summary), summary
+    assert "XOFF, ^S, 0x13" in summary, summary

@@ -12,6 +12,9 @@ Each process appends ``"<pid> <tag>"`` to READY_FILE once it is where it stays. 
                     same module, then joins it (cpython#125037: hung, one process).
 - ``native_busy``   a packer waits for its ``sha256sum`` child, which hashes /dev/zero on a
                     full CPU (healthy: a non-Python child computing).
+- ``tty_paused``    a ``console-relay`` runs a ``rollout-actor`` on a pty and writes ^S (XOFF)
+                    into the master; the actor blocks printing, the relay waits to read (hung:
+                    the relay is the suspect).
 - ``drop_folder``   a service reads an inotify fd watching an empty directory while two
                     workers wait on its task queue (healthy: idle, waiting for a file).
 """
@@ -126,6 +129,29 @@ def native_busy(ready_file: str, workdir: str) -> None:
     child.wait()
 
 
+def actor(ready_file: str) -> None:
+    setproctitle.setproctitle("rollout-actor")
+    ready(ready_file, "actor")
+    step = 0
+    while True:  # the output fills the stopped terminal's buffer, then write() blocks
+        print(f"step {step} reward 0.{step % 97:02d}", flush=True)
+        step += 1
+
+
+def tty_paused(ready_file: str, workdir: str) -> None:
+    import pty
+
+    setproctitle.setproctitle("console-relay")
+    master, slave = pty.openpty()
+    os.write(master, b"\x13")  # XOFF, as a "pause the console" would
+    subprocess.Popen([sys.executable, __file__, "actor", ready_file], stdout=slave,
+                     stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    ready(ready_file, "relay")
+    while True:
+        os.read(master, 4096)
+
+
 def _drain(tasks: mp.Queue, ready_file: str, n: int) -> None:
     setproctitle.setproctitle(f"convert-worker-{n}")
     ready(ready_file, f"worker{n}")
@@ -151,11 +177,14 @@ def drop_folder(ready_file: str, workdir: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "client":
+    if sys.argv[1] == "actor":
+        actor(sys.argv[2])
+    elif sys.argv[1] == "client":
         client(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "server":
         server(sys.argv[2], int(sys.argv[3]))
     else:
         Path(sys.argv[3]).mkdir(parents=True, exist_ok=True)
-        {"self_connect": self_connect, "import_join": import_join, "native_busy": native_busy,
-         "drop_folder": drop_folder}[sys.argv[1]](sys.argv[2], sys.argv[3])
+        modes = {"self_connect": self_connect, "import_join": import_join,
+                 "native_busy": native_busy, "drop_folder": drop_folder, "tty_paused": tty_paused}
+        modes[sys.argv[1]](sys.argv[2], sys.argv[3])

@@ -34,11 +34,13 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "dead_process": "A process died", "dead_holder": "A lock whose holder died",
          "nested_checkout": "Deadlock (a pool emptied by nested checkouts)",
          "signal_blocked": "A signal never delivered", "signal_ignored": "A signal ignored",
-         "self_connect": "Deadlock (a socket connected to itself)"}
+         "self_connect": "Deadlock (a socket connected to itself)",
+         "tty_stopped": "A terminal's output stopped (^S)"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
          "self_wait": VerdictKind.DEADLOCK, "own_end": VerdictKind.DEADLOCK,
-         "nested_checkout": VerdictKind.DEADLOCK, "self_connect": VerdictKind.DEADLOCK}
+         "nested_checkout": VerdictKind.DEADLOCK, "self_connect": VerdictKind.DEADLOCK,
+         "tty_stopped": VerdictKind.WAIT_CHAIN}
 
 
 def edge_lines(graph: WaitGraph, pattern: WaitPattern) -> tuple[str, ...]:
@@ -117,8 +119,8 @@ def lock_ring(facts: Facts, pid: int) -> tuple[list[tuple[int, str, str, str]], 
 
 def wait_cycle(facts: Facts) -> Verdict | None:
     """Following each stuck thread's wait comes back to it: a deadlock."""
-    return _verdict(facts, ("self_connect", "own_end", "cycle", "gil_hold", "self_lock",
-                            "self_wait", "fork_lock", "nested_checkout"))
+    return _verdict(facts, ("self_connect", "tty_stopped", "own_end", "cycle", "gil_hold",
+                            "self_lock", "self_wait", "fork_lock", "nested_checkout"))
 
 
 def wait_shape(facts: Facts) -> Verdict | None:
