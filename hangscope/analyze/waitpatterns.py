@@ -59,6 +59,7 @@ from hangscope.analyze.poolpatterns import idle_executor, lost_result, pool_satu
 from hangscope.analyze.promptpatterns import prompt, prompt_edge
 from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.analyze.selfconnect import self_connect
+from hangscope.analyze.sharedconn import shared_connection
 from hangscope.analyze.signalmasks import signal_wait
 from hangscope.analyze.signalwaits import gone_signal
 from hangscope.analyze.stalepatterns import stale_holder
@@ -379,7 +380,8 @@ def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
                 None)
 
 
-PATTERNS = (self_connect, tty_stopped, own_end, _cycle, _lock_cycle, gil_native_wait, self_lock,
+PATTERNS = (self_connect, tty_stopped, own_end, _cycle, _lock_cycle, shared_connection,
+            gil_native_wait, self_lock,
             callback_wait, lock_upgrade, self_wait, barrier_short, leaked_permits, nested_checkout,
             starved_pool, orphan_manager_lock, fork_notifier, signal_wait, orphan_wait,
             stale_holder, full_queue, lost_wakeup, gone_signal, unwoken_loop, event_loop, fork_lock,

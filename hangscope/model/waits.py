@@ -194,7 +194,8 @@ class WaitPattern:
     # orphan_wait | full_queue |
     # fork_lock | event_loop | lost_wakeup | lost_result | pool_saturated | pool_starved |
     # prompt | fifo_open | crash_loop | dead_thread | dead_process | dead_holder |
-    # nested_checkout | signal_blocked | signal_ignored | self_connect | tty_stopped | sink
+    # nested_checkout | signal_blocked | signal_ignored | self_connect | tty_stopped |
+    # shared_connection | sink
     kind: str
     members: tuple[int, ...]  # PIDs, the suspect first where there is one
     chain: str  # the one sentence that states it

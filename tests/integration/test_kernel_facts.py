@@ -87,3 +87,16 @@ def test_a_pty_stopped_by_xoff_names_the_master_holder(tmp_path: Path) -> None:
     assert f"whose master PID {pids['relay']} (console-relay) holds and waits to read" in (
         summary), summary
     assert "XOFF, ^S, 0x13" in summary, summary
+
+
+@pytest.mark.extended
+def test_one_connection_used_by_a_parent_and_its_fork_is_named(tmp_path: Path) -> None:
+    data, pids = settled_dump(JOBS, "shared_conn", tmp_path, ["broker", "sampler", "trainer"])
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", verdict
+    assert verdict["suspects"][0] == pids["trainer"], verdict
+    summary = verdict["summary"]
+    assert summary.startswith(f"One connection shared across fork: PID {pids['trainer']} "
+                              f"(feature-trainer) and PID {pids['sampler']} (feature-sampler) "
+                              "wait for replies on one connection, TCP 127.0.0.1:"), summary
+    assert "Open a connection in each process after fork" in summary, summary

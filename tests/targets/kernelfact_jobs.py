@@ -15,6 +15,10 @@ Each process appends ``"<pid> <tag>"`` to READY_FILE once it is where it stays. 
 - ``tty_paused``    a ``console-relay`` runs a ``rollout-actor`` on a pty and writes ^S (XOFF)
                     into the master; the actor blocks printing, the relay waits to read (hung:
                     the relay is the suspect).
+- ``shared_conn``   a ``feature-trainer`` connects to its ``kv-broker`` and forks a
+                    ``feature-sampler`` that uses the same connection: the sampler's blocking
+                    pop holds the broker's handler, the trainer's push is queued behind it on
+                    the one socket (hung: the trainer is the suspect).
 - ``drop_folder``   a service reads an inotify fd watching an empty directory while two
                     workers wait on its task queue (healthy: idle, waiting for a file).
 """
@@ -152,6 +156,53 @@ def tty_paused(ready_file: str, workdir: str) -> None:
         os.read(master, 4096)
 
 
+def broker(ready_file: str, port: int) -> None:
+    setproctitle.setproctitle(f"kv-broker :{port}")
+    items: list[str] = []
+    cond = threading.Condition()
+    server = socket.create_server(("127.0.0.1", port))
+    ready(ready_file, "broker")
+
+    def serve(conn: socket.socket) -> None:
+        lines = conn.makefile("rwb")
+        for raw in lines:  # one connection, its requests in order
+            verb, _, value = raw.decode().strip().partition(" ")
+            with cond:
+                if verb == "PUSH":
+                    items.append(value)
+                    cond.notify_all()
+                else:  # POP blocks until an item is there
+                    cond.wait_for(lambda: bool(items))
+                    value = items.pop(0)
+            lines.write(f"OK {value}\n".encode())
+            lines.flush()
+
+    while True:
+        conn, _ = server.accept()
+        threading.Thread(target=serve, args=(conn,), name="conn-handler", daemon=True).start()
+
+
+def shared_conn(ready_file: str, workdir: str) -> None:
+    setproctitle.setproctitle("feature-trainer")
+    port = _free_port()
+    subprocess.Popen([sys.executable, __file__, "broker", ready_file, str(port)])
+    while not _has(ready_file, "broker"):
+        time.sleep(0.02)
+    conn = socket.create_connection(("127.0.0.1", port))  # opened before the fork
+    if os.fork() == 0:
+        setproctitle.setproctitle("feature-sampler")
+        conn.sendall(b"POP\n")
+        ready(ready_file, "sampler")
+        conn.recv(64)
+        os._exit(0)
+    while not _has(ready_file, "sampler"):
+        time.sleep(0.02)
+    time.sleep(0.2)  # the pop reaches the broker first (its handler then waits in it)
+    conn.sendall(b"PUSH batch-0\n")
+    ready(ready_file, "trainer")
+    conn.recv(64)
+
+
 def _drain(tasks: mp.Queue, ready_file: str, n: int) -> None:
     setproctitle.setproctitle(f"convert-worker-{n}")
     ready(ready_file, f"worker{n}")
@@ -179,6 +230,8 @@ def drop_folder(ready_file: str, workdir: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "actor":
         actor(sys.argv[2])
+    elif sys.argv[1] == "broker":
+        broker(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "client":
         client(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "server":
@@ -186,5 +239,6 @@ if __name__ == "__main__":
     else:
         Path(sys.argv[3]).mkdir(parents=True, exist_ok=True)
         modes = {"self_connect": self_connect, "import_join": import_join,
-                 "native_busy": native_busy, "drop_folder": drop_folder, "tty_paused": tty_paused}
+                 "native_busy": native_busy, "drop_folder": drop_folder, "tty_paused": tty_paused,
+                 "shared_conn": shared_conn}
         modes[sys.argv[1]](sys.argv[2], sys.argv[3])

@@ -35,12 +35,13 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "nested_checkout": "Deadlock (a pool emptied by nested checkouts)",
          "signal_blocked": "A signal never delivered", "signal_ignored": "A signal ignored",
          "self_connect": "Deadlock (a socket connected to itself)",
-         "tty_stopped": "A terminal's output stopped (^S)"}
+         "tty_stopped": "A terminal's output stopped (^S)",
+         "shared_connection": "One connection shared across fork"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
          "self_wait": VerdictKind.DEADLOCK, "own_end": VerdictKind.DEADLOCK,
          "nested_checkout": VerdictKind.DEADLOCK, "self_connect": VerdictKind.DEADLOCK,
-         "tty_stopped": VerdictKind.WAIT_CHAIN}
+         "tty_stopped": VerdictKind.WAIT_CHAIN, "shared_connection": VerdictKind.DEADLOCK}
 
 
 def edge_lines(graph: WaitGraph, pattern: WaitPattern) -> tuple[str, ...]:
@@ -120,7 +121,8 @@ def lock_ring(facts: Facts, pid: int) -> tuple[list[tuple[int, str, str, str]], 
 def wait_cycle(facts: Facts) -> Verdict | None:
     """Following each stuck thread's wait comes back to it: a deadlock."""
     return _verdict(facts, ("self_connect", "tty_stopped", "own_end", "cycle", "gil_hold",
-                            "self_lock", "self_wait", "fork_lock", "nested_checkout"))
+                            "self_lock", "self_wait", "fork_lock", "nested_checkout",
+                            "shared_connection"))
 
 
 def wait_shape(facts: Facts) -> Verdict | None:
