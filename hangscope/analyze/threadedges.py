@@ -312,10 +312,10 @@ def import_lock_edges(proc: Process) -> Iterator[WaitEdge]:
         site = f" at {inner.name} ({inner.short_file}:{inner.line})" if inner else ""
         for holder, body in holders:
             yield WaitEdge(proc.pid, thread.tid, "py_lock",
-                           f"the import lock of {body.short_file}{site}",
-                           f"thread {holder.name or holder.tid} is importing it: it runs that "
-                           f"module's body, at <module> ({body.short_file}:{body.line}), and "
-                           "holds its lock until the body ends",
+                           f"the import lock of {body.short_file}",
+                           f"its import{site}; thread {holder.name or holder.tid} is importing "
+                           f"it: it runs that module's body, at <module> ({body.short_file}:"
+                           f"{body.line}), and holds its lock until the body ends",
                            to_pid=proc.pid, to_tid=holder.tid, probable=len(holders) > 1)
 
 

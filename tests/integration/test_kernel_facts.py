@@ -46,8 +46,9 @@ def test_a_module_body_joining_a_thread_that_imports_it_is_a_deadlock(tmp_path: 
     assert verdict["suspects"] == [pids["importer"]], verdict
     summary = verdict["summary"]
     assert "joins thread table-warmup" in summary, summary
-    assert ("waits for the import lock of scoring.py at build (scoring_helpers.py:11), held "
-            "by thread MainThread") in summary, summary
+    assert ("waits for the import lock of scoring.py, held by thread MainThread of PID "
+            f"{pids['importer']} (eval-runner) (its import at build (scoring_helpers.py:11); "
+            "thread MainThread is importing it") in summary, summary
     assert "start the thread from a function called after the import" in summary, summary
 
 
