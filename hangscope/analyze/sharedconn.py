@@ -17,7 +17,9 @@ from hangscope.analyze.waitwalk import Graph, hop, site_words, thread_words
 from hangscope.model.waits import WaitPattern
 from hangscope.words import verb, who
 
-_CONNECTIONS = ("tcp", "unix", "store")
+#: Edges whose object names one connection (a TCP edge's ends, a Unix socket's inode); a
+#: store edge names only the store's address, which every rank's own connection shares.
+_CONNECTIONS = ("tcp", "unix")
 
 
 def shared_connection(g: Graph) -> WaitPattern | None:
