@@ -101,3 +101,19 @@ def test_one_connection_used_by_a_parent_and_its_fork_is_named(tmp_path: Path) -
                               f"(feature-trainer) and PID {pids['sampler']} (feature-sampler) "
                               "wait for replies on one connection, TCP 127.0.0.1:"), summary
     assert "Open a connection in each process after fork" in summary, summary
+
+
+def test_jobs_stopped_by_a_parent_that_polls_are_paused(tmp_path: Path) -> None:
+    data, pids = settled_dump(JOBS, "held", tmp_path, ["scheduler"])
+    verdict = data["verdict"]
+    assert verdict["kind"] == "paused", verdict
+    assert verdict["suspects"] == [], verdict
+    assert (f"stopped (state T: SIGSTOP) and their parent PID {pids['scheduler']}, alive and "
+            "not stopped, sleeps") in verdict["summary"], verdict
+    assert "resumes them with SIGCONT" in verdict["summary"], verdict
+
+
+@pytest.mark.extended
+def test_a_stopped_child_its_parent_waits_for_is_not_paused(tmp_path: Path) -> None:
+    data, _ = settled_dump(JOBS, "held_waited", tmp_path, ["scheduler"])
+    assert data["verdict"]["kind"] != "paused", data["verdict"]

@@ -19,6 +19,10 @@ Each process appends ``"<pid> <tag>"`` to READY_FILE once it is where it stays. 
                     ``feature-sampler`` that uses the same connection: the sampler's blocking
                     pop holds the broker's handler, the trainer's push is queued behind it on
                     the one socket (hung: the trainer is the suspect).
+- ``held``          a ``job-scheduler`` SIGSTOPs its two ``embed-job`` children for a
+                    reservation and polls in a sleep (healthy: paused).
+- ``held_waited``   the same stop, but the scheduler waits for its first child to exit (hung:
+                    nobody sends SIGCONT while the parent waits).
 - ``drop_folder``   a service reads an inotify fd watching an empty directory while two
                     workers wait on its task queue (healthy: idle, waiting for a file).
 """
@@ -203,6 +207,30 @@ def shared_conn(ready_file: str, workdir: str) -> None:
     conn.recv(64)
 
 
+def embed_job(ready_file: str) -> None:
+    setproctitle.setproctitle("embed-job")
+    ready(ready_file + ".jobs", f"job{os.getpid()}")  # not READY_FILE: they end up stopped
+    while True:
+        time.sleep(0.5)
+
+
+def held(ready_file: str, workdir: str, wait: bool = False) -> None:
+    import signal
+
+    setproctitle.setproctitle("job-scheduler")
+    jobs = [subprocess.Popen([sys.executable, __file__, "embed_job", ready_file])
+            for _ in range(2)]
+    while not all(_has(ready_file + ".jobs", f"job{j.pid}") for j in jobs):
+        time.sleep(0.02)
+    for job in jobs:
+        os.kill(job.pid, signal.SIGSTOP)
+    ready(ready_file, "scheduler")
+    if wait:
+        jobs[0].wait()
+    while True:
+        time.sleep(15)  # re-check the reservation
+
+
 def _drain(tasks: mp.Queue, ready_file: str, n: int) -> None:
     setproctitle.setproctitle(f"convert-worker-{n}")
     ready(ready_file, f"worker{n}")
@@ -230,6 +258,8 @@ def drop_folder(ready_file: str, workdir: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "actor":
         actor(sys.argv[2])
+    elif sys.argv[1] == "embed_job":
+        embed_job(sys.argv[2])
     elif sys.argv[1] == "broker":
         broker(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == "client":
@@ -240,5 +270,6 @@ if __name__ == "__main__":
         Path(sys.argv[3]).mkdir(parents=True, exist_ok=True)
         modes = {"self_connect": self_connect, "import_join": import_join,
                  "native_busy": native_busy, "drop_folder": drop_folder, "tty_paused": tty_paused,
-                 "shared_conn": shared_conn}
+                 "shared_conn": shared_conn, "held": held,
+                 "held_waited": lambda r, w: held(r, w, wait=True)}
         modes[sys.argv[1]](sys.argv[2], sys.argv[3])

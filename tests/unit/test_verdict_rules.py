@@ -162,7 +162,8 @@ def test_the_table_runs_in_the_documented_order() -> None:
         VerdictKind.WAIT_CHAIN, VerdictKind.LOCAL_DEADLOCK, VerdictKind.STRAGGLER,
         VerdictKind.LOCK_WAIT, VerdictKind.COMPILING, VerdictKind.WAIT_CHAIN,
         VerdictKind.WAIT_CHAIN, VerdictKind.STRAGGLER, VerdictKind.P2P_DEADLOCK,
-        VerdictKind.PROGRESSING, VerdictKind.STRAGGLER, VerdictKind.IDLE,
+        VerdictKind.PROGRESSING, VerdictKind.STRAGGLER, VerdictKind.PAUSED,
+        VerdictKind.IDLE,
         VerdictKind.ALL_WAITING, VerdictKind.PROGRESSING]
     # collective evidence (NCCL RAS, Flight Recorder) before the stacks' rule of each kind
     assert [r.holds.__name__ for r in rules.RULES if r.holds.__name__.startswith("collective")] \

@@ -19,7 +19,7 @@ from hangscope.analyze.facts import BUSY, GONE, Facts, computes_unsampled
 from hangscope.analyze.group import group_ranks
 from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
 from hangscope.analyze.roles import is_helper_role
-from hangscope.analyze.rules.calm import calm
+from hangscope.analyze.rules.calm import calm, held_stopped
 from hangscope.analyze.rules.collectives import (
     collective_behind,
     collective_mismatch,
@@ -470,6 +470,8 @@ RULES: tuple[Rule, ...] = (
          "the ranks the others wait for in a collective work (calls, I/O, GPU): slow"),
     Rule(VerdictKind.STRAGGLER, straggler,
          "some ranks run (CPU, JIT, I/O) while the others wait in a collective"),
+    Rule(VerdictKind.PAUSED, held_stopped,
+         "processes stopped (SIGSTOP) by a parent that lives and sleeps: held, not hung"),
     Rule(VerdictKind.IDLE, calm, "every process is idle or paused: none waits for the job"),
     Rule(VerdictKind.ALL_WAITING, all_waiting, "every rank stuck on one signature"),
     Rule(VerdictKind.PROGRESSING, progressing, "stacks moved between samples"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from hangscope.analyze.facts import Facts
 from hangscope.analyze.progress import DECIDED_BY, IDLE, PAUSED
-from hangscope.model import Process, Severity, Verdict, VerdictKind
+from hangscope.model import Category, Process, Severity, Verdict, VerdictKind
 from hangscope.words import short_who
 
 _KIND = {IDLE: VerdictKind.IDLE, PAUSED: VerdictKind.PAUSED}
@@ -42,3 +42,38 @@ def _name(proc: Process) -> str:
     """``rank 3 (PID 12)``, ``PID 12``."""
     name = short_who(proc)
     return name if name.startswith("PID") else f"{name} (PID {proc.pid})"
+
+
+def held_stopped(facts: Facts) -> Verdict | None:
+    """Processes stopped (SIGSTOP, state T) whose parent, alive and not stopped, sleeps in its
+    own loop, while nothing else works: a scheduler holding its jobs (a reservation, a
+    preemption) until it sends SIGCONT. A stopper that died, or a parent that waits on them,
+    is another story (the missing-rank and wait-for rules); ranks stay those rules' too."""
+    if facts.has_ranks:
+        return None
+    procs = {p.pid: p for p in facts.processes}
+    stopped = [p for p in facts.subjects if p.state == "T"]
+    if not stopped:
+        return None
+    parents = {p.ppid for p in stopped}
+    holders = [procs[pid] for pid in parents if pid in procs]
+    if len(holders) != len(parents) or any(
+            h.is_exited or h.is_stopped or h.tracer is not None
+            or (h.working_thread is None or h.working_thread.category is not Category.SLEEP)
+            for h in holders):
+        return None
+    if any(p.state != "T" and p.pid not in parents and p.category is not Category.SLEEP
+           for p in facts.subjects):
+        return None  # something else waits or works: not a plain hold
+    names = ", ".join(f"PID {p.pid}" for p in stopped[:6]) + (
+        f" and {len(stopped) - 6} more" if len(stopped) > 6 else "")
+    holder = holders[0]
+    working = holder.working_thread
+    where = f" at {working.site}" if working is not None and working.site else ""
+    summary = (f"Paused, not hung: {names} {'are' if len(stopped) > 1 else 'is'} stopped "
+               f"(state T: SIGSTOP) and {'their' if len(stopped) > 1 else 'its'} parent "
+               f"{_name(holder)}, alive and not stopped, sleeps{where}: a scheduler holding its "
+               "jobs (a reservation, a preemption) resumes them with SIGCONT. If nothing should "
+               "have paused them, resume them (kill -CONT PID) and dump again.")
+    lines = tuple(f"{_name(p)}, state T, parent PID {p.ppid}" for p in stopped[:6])
+    return Verdict(VerdictKind.PAUSED, Severity.INFO, summary, (), lines)
