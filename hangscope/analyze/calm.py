@@ -40,7 +40,7 @@ from hangscope.analyze.roles import HELPER_ROLES
 from hangscope.analyze.waitgraph import SYSCALLS
 from hangscope.model import Category, Process, Role, Snapshot, Thread
 from hangscope.model.progress import JobProgress, RankProgress
-from hangscope.model.waits import KernelWaits
+from hangscope.model.waits import FILE_WATCHES, FdRecord, KernelWaits, TaskSyscall
 
 #: The innermost Python frame of a server that waits for its next request or connection.
 _WAITS_FOR_WORK = re.compile(
@@ -96,35 +96,40 @@ def calm_kind(proc: Process, measured: RankProgress | None,
     return None
 
 
-#: fd links of the kernel's file-watch instances: a read on one waits for the file system.
-_FILE_WATCHES = ("anon_inode:inotify", "anon_inode:[fanotify]")
+def _blocked_call(kernel: KernelWaits | None, proc: Process, thread: Thread
+                  ) -> tuple[dict[int, FdRecord], TaskSyscall] | None:
+    """The thread's fds (by number) and the syscall it is blocked in; None where unread."""
+    mine = kernel.process(proc.pid) if kernel is not None else None
+    call = mine.syscall(thread.tid) if mine else None
+    if mine is None or call is None:
+        return None
+    return {r.fd: r for r in mine.fds}, call
 
 
 def _watches_files(kernel: KernelWaits | None, proc: Process, thread: Thread) -> bool:
     """The thread blocks reading (or polling) only an inotify/fanotify fd: it waits for a
     file to be written in a watched directory, by someone outside the job (a drop folder, a
     config reload). Nothing in the job owes it anything: work, not a wait on the job."""
-    mine = kernel.process(proc.pid) if kernel is not None else None
-    call = mine.syscall(thread.tid) if mine else None
-    if mine is None or call is None:
+    found = _blocked_call(kernel, proc, thread)
+    if kernel is None or found is None:
         return False
-    fds = {r.fd: r.target for r in mine.fds}
+    fds, call = found
     watched = [fd for fd, _ in (*call.watched, *call.polled)]
-    if not watched and call.nr in SYSCALLS.get(kernel.arch if kernel else "", {}).get(
-            "read", ()) and call.args:
+    if not watched and call.nr in SYSCALLS.get(kernel.arch, {}).get("read", ()) and call.args:
         watched = [call.args[0]]
-    return bool(watched) and all(fds.get(fd, "").startswith(_FILE_WATCHES) for fd in watched)
+    return bool(watched) and all(
+        (rec := fds.get(fd)) is not None and rec.target.startswith(FILE_WATCHES)
+        for fd in watched)
 
 
 def _polls_listener(kernel: KernelWaits | None, proc: Process, thread: Thread) -> bool:
     """The thread waits in epoll/poll/select over a set of fds that holds a socket with no
     connection (no Unix peer, no TCP ends): its listening socket. Whatever loop the program
     wrote around it, a new client's connection is among what it waits for: work."""
-    mine = kernel.process(proc.pid) if kernel is not None else None
-    call = mine.syscall(thread.tid) if mine else None
-    if mine is None or call is None:
+    found = _blocked_call(kernel, proc, thread)
+    if kernel is None or found is None:
         return False
-    fds = {r.fd: r for r in mine.fds}
+    fds, call = found
     connected = {u.inode for u in kernel.unix_peers} | {c.inode for c in kernel.tcp}
     return any((rec := fds.get(fd)) is not None and rec.target.startswith("socket:")
                and rec.inode is not None and rec.inode not in connected and events & 1

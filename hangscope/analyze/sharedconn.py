@@ -13,7 +13,7 @@ cycles (analyze/waitpatterns.py): a cycle says more where there is one.
 
 from __future__ import annotations
 
-from hangscope.analyze.waitwalk import Graph, hop, site_words, thread_words
+from hangscope.analyze.waitwalk import Graph, hop, sends, site_words, thread_words
 from hangscope.model.waits import WaitPattern
 from hangscope.words import verb, who
 
@@ -26,7 +26,7 @@ def shared_connection(g: Graph) -> WaitPattern | None:
     by_object: dict[str, list[int]] = {}
     for i, edge in enumerate(g.edges):
         if edge.kind in _CONNECTIONS and edge.to_pid not in (None, edge.pid) \
-                and not edge.how.startswith(("write", "send")):
+                and not sends(edge):
             by_object.setdefault(edge.object, []).append(i)
     for obj, found in by_object.items():
         pids = list(dict.fromkeys(g.edges[i].pid for i in found))

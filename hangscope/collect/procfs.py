@@ -29,6 +29,7 @@ from hangscope.collect.liveenv import LIBC_NAMES, environ_at, environ_offset
 from hangscope.collect.locks import parse_proc_locks
 from hangscope.model import Socket
 from hangscope.model.waits import (
+    FILE_WATCHES,
     FdRecord,
     FileLockRecord,
     KernelWaits,
@@ -1063,8 +1064,7 @@ def read_fd_records(pid: int, locked: Collection[tuple[int, int, int]] = ()
             continue
         kind = _fd_kind(target)
         if kind not in ("pipe", "socket", "file") and not target.startswith((
-                "/dev/pts/", "/dev/tty", "/dev/ptmx", "anon_inode:inotify",
-                "anon_inode:[fanotify]")):
+                "/dev/pts/", "/dev/tty", "/dev/ptmx", *FILE_WATCHES)):
             continue
         if target == "/dev/ptmx":  # a pty's master: which /dev/pts/N it drives
             index = _fdinfo_field(_cat(f"{base}/fdinfo/{name}") or "", "tty-index")

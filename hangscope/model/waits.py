@@ -159,6 +159,8 @@ class WaitEvidence:
 # -- the wait-for graph (analyze/waitgraph.py derives it; JSON carries it) ------------------
 
 
+#: fd links of the kernel's file-watch instances: a read on one waits for the file system.
+FILE_WATCHES = ("anon_inode:inotify", "anon_inode:[fanotify]")
 #: The end of a TCP edge's object when the socket is its own peer (a self-connect).
 SELF_CONNECTED = "(connected to itself)"
 #: The end of a terminal edge's object when its output is stopped (flow control, ^S).

@@ -66,7 +66,7 @@ from hangscope.model import (
     in_library,
     rank_id,
 )
-from hangscope.words import describe, group_names, rank_set, verb, who
+from hangscope.words import describe, group_names, program, rank_set, verb, who
 
 RuleFunction = Callable[[Facts], "Verdict | None"]
 
@@ -92,16 +92,10 @@ def _moved_words(facts: Facts, moving: list[Process]) -> str:  # _MOVED_BY: why,
         measured = facts.progress.get(proc.key)
         why = (_MOVED_BY.get(measured.evidence, "") if measured is not None
                and measured.decision == "progressing" else "") or (
-            f"{_program(proc)} computes ({proc.cpu_percent or 0:.0f}% of a CPU; no Python "
+            f"{program(proc)} computes ({proc.cpu_percent or 0:.0f}% of a CPU; no Python "
             "stack to compare)" if computes_unsampled(proc) else "changed stack between samples")
         by_why.setdefault(why, []).append(rank_id(proc))
     return "; ".join(f"{rank_set(ranks, facts.is_rank)}: {why}" for why, ranks in by_why.items())
-
-
-def _program(proc: Process) -> str:
-    """The program a process runs, by its executable's name (``xz``), else ``it``."""
-    name = (proc.exe or (proc.cmdline[0] if proc.cmdline else "")).rsplit("/", 1)[-1]
-    return name or "it"
 
 
 def _slow_words(facts: Facts) -> str:
