@@ -67,6 +67,8 @@ def _innermost_python(thread: Thread | None) -> tuple[str, tuple[str, ...]]:
 def calm_kind(proc: Process, measured: RankProgress | None,
               kernel: KernelWaits | None = None) -> str | None:
     """``paused`` or ``idle`` where this process alone reads so; None otherwise."""
+    if measured is None and native_server(proc, kernel):
+        return IDLE
     if measured is None or measured.evidence != "counters":
         return None
     # A server's wait is read on the thread the window judged (its main thread in its select
@@ -82,6 +84,8 @@ def calm_kind(proc: Process, measured: RankProgress | None,
     if measured.decision != STUCK:
         return None
     thread = next((t for t in proc.threads if t.tid == measured.tid), thread)
+    if any(s.pending for s in proc.listening):
+        return None  # clients wait in its accept queue: a request is in flight
     innermost, names = _innermost_python(thread)
     if proc.listening and _WAITS_FOR_WORK.search(innermost) and (any(
             _SERVER_LOOP.search(n) for n in names[1:]) or (
@@ -94,6 +98,24 @@ def calm_kind(proc: Process, measured: RankProgress | None,
     if proc.role is not Role.RANK and _watches_files(kernel, proc, thread):
         return IDLE  # a drop-folder service: it waits for a file to appear
     return None
+
+
+def native_server(proc: Process, kernel: KernelWaits | None) -> bool:
+    """A program without Python (a redis-server, an nginx, a broker) whose main thread waits in
+    epoll/poll/select over its own listening socket and which used no CPU to speak of: its
+    event loop waits for the next client. py-spy measures no window for it; the kernel's view
+    of its main thread is the evidence (its other threads idle on condition variables, as a
+    native server's background threads do)."""
+    main = next((t for t in proc.threads if t.tid == proc.pid), None)
+    return (main is not None and proc.listening and proc.role is not Role.RANK
+            and not any(s.pending for s in proc.listening)  # clients wait to be accepted
+            and not any(t.python for t in proc.threads) and not proc.is_exited
+            and (proc.cpu_percent or 0.0) < _NATIVE_IDLE_CPU
+            and _polls_listener(kernel, proc, main))
+
+
+#: CPU (% of one core) under which a native server's loop is taken as waiting, not serving.
+_NATIVE_IDLE_CPU = 5.0
 
 
 def _blocked_call(kernel: KernelWaits | None, proc: Process, thread: Thread
@@ -150,9 +172,26 @@ def _reworded(measured: RankProgress, kind: str, proc: Process) -> RankProgress:
     return replace(measured, decision=kind, reason=reason)
 
 
+def _native_idle(proc: Process) -> RankProgress:
+    """The decision for a native server (no Python, no measured window): idle, by the kernel."""
+    ports = ", ".join(str(s.port) for s in proc.listening if s.port) or "its socket"
+    return RankProgress(proc.pid, IDLE, "kernel", (
+        f"waits for requests on port {ports}, none in flight: its main thread waits in its "
+        f"event loop (epoll/poll) over its listening socket, {proc.cpu_percent or 0:.0f}% of "
+        "a CPU"), proc.pid)
+
+
 def _chained(measured: RankProgress, why: Calm, calm: dict[int, Calm]) -> RankProgress:
     """A waiter on a calm process: idle, waiting for the work it will send."""
     via = calm.get(why.via or 0)
+    if why.polls:
+        every = measured.reason.partition("(every ")[2].partition(")")[0]
+        return replace(measured, decision=IDLE, reason=(
+            f"asks PID {why.via} (idle) for work on {why.what}"
+            f"{f' every {every}' if every else ' again and again'}; each request ends "
+            "with an empty answer or its own timeout and it asks again: a long poll of an "
+            "empty queue (if it waits for a result rather than for work, that result was "
+            "lost)"))
     state = "paused between phases" if via is not None and via.kind == PAUSED and \
         via.via is None else "idle"
     reason = measured.reason.removeprefix("blocked: ")
@@ -187,6 +226,8 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
     ranks = tuple(r if r.pid not in calm or r.pid not in procs
                   else _reworded(r, calm[r.pid].kind, procs[r.pid]) if calm[r.pid].via is None
                   else _chained(r, calm[r.pid], calm) for r in progress.ranks)
+    ranks += tuple(_native_idle(procs[pid]) for pid in roots
+                   if pid not in by_pid and pid in procs)
     # A server waiting for requests makes the job idle; else it sleeps between phases.
     job = IDLE if IDLE in roots.values() else PAUSED
     first = next((r for r in ranks if r.pid in roots and roots[r.pid] == job), ranks[0])

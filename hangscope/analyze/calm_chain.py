@@ -18,18 +18,20 @@ yet, not for an answer that will never come:
 - a child parked on a ``multiprocessing`` Event or Condition (no fd: shared memory) waits for
   its calm parent's next phase.
 
-The waiter must have been blocked the whole window (never woke): a poll or a waiter that
-woke is judged by its own counters. Its other ends may be held by its siblings or by the
+The waiter must have been blocked the whole window (never woke): a waiter that woke is judged
+by its own counters, except a client that polls an idle server over its connection (a long
+poll of an empty queue, ``BRPOP queue 1``): it is answered, or times out, and asks again.
+Its other ends may be held by its siblings or by the
 root's other children (a pipe end inherited at spawn), never by anyone else.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hangscope.analyze.longpoll import holds_requests_with_deadline
-from hangscope.analyze.progress import PAUSED, STUCK
-from hangscope.analyze.threadedges import at_loop_head
+from hangscope.analyze.progress import IDLE, PAUSED, STUCK
+from hangscope.analyze.threadedges import at_loop_head, notified_wait
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
 from hangscope.model.waits import WaitEdge
@@ -44,11 +46,45 @@ class Calm:
     kind: str
     via: int | None = None  # the calm process it waits on (None: a root)
     what: str = ""  # the object it waits on: "pipe 824005 (write end)"
+    polls: bool = False  # it asks ``via`` again and again (a long poll), not blocked
 
 
 def _blocked_window(measured: RankProgress | None) -> bool:
     return (measured is not None and measured.decision == STUCK
             and measured.evidence == "counters" and measured.wakes == 0)
+
+
+def _polling(measured: RankProgress | None) -> bool:
+    """A timed wait that re-checks: stuck by the counters, yet woken by its own timeout."""
+    return (measured is not None and measured.decision == STUCK
+            and measured.evidence == "counters" and (measured.wakes or 0) >= 1)
+
+
+def polls_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
+    """``edge`` is a socket wait of a thread the window saw polling (woken by its own timeout,
+    again and again, at one line): a client asking its server again and again, not one
+    blocked on a reply (whether the server is idle is the caller's to check)."""
+    if edge.kind not in ("unix", "tcp") or snap.progress is None:
+        return False
+    measured = next((r for r in snap.progress.ranks if r.pid == edge.pid), None)
+    return _polling(measured) and measured is not None and measured.tid in (None, edge.tid)
+
+
+def _polls_idle_server(proc: Process, edges: list[WaitEdge], procs: dict[int, Process],
+                       calm: dict[int, Calm]) -> Calm | None:
+    """A client that asks an idle server again and again over one connection (``BRPOP queue
+    1`` to a broker, a long poll with a timeout): each request ends and it asks again. It
+    waits for work that nobody has queued, not for a reply that never comes (a client whose
+    request was lost blocks: it never wakes). Every wait of it must end at idle servers."""
+    targets = {e.to_pid for e in edges}
+    if None in targets or not edges or any(e.kind not in ("unix", "tcp") for e in edges):
+        return None
+    servers = [procs[t] for t in targets if t in procs]
+    if len(servers) != len(targets) or any(
+            calm.get(s.pid) is None or calm[s.pid].kind != IDLE or calm[s.pid].via is not None
+            or not s.listening for s in servers):
+        return None
+    return Calm(IDLE, servers[0].pid, edges[0].object, polls=True)
 
 
 def _in_queue_get(thread: Thread) -> bool:
@@ -125,6 +161,30 @@ def _by_graph(snap: Snapshot, proc: Process, edges: list[WaitEdge], procs: dict[
     return Calm(calm[root.pid].kind, root.pid, what)
 
 
+def _fed_by_calm_thread(snap: Snapshot, proc: Process, thread: Thread,
+                        edges: tuple[WaitEdge, ...], procs: dict[int, Process],
+                        calm: dict[int, Calm]) -> Calm | None:
+    """The working thread waits on an in-process hand-off (``queue.Queue.get``, an Event, a
+    Condition) while another thread of its process is blocked reading for work from a calm
+    process (an engine's input thread in ``recv`` from its idle API server feeding the queue
+    the main loop waits on): the main thread waits for what that reader will hand it."""
+    if notified_wait(thread) is None or any(
+            not f.native and (f.file or "").endswith("multiprocessing/synchronize.py")
+            for f in thread.frames):
+        return None
+    named = {e.to_tid for e in edges if e.pid == proc.pid and e.tid == thread.tid
+             and e.kind == "thread"}  # its probable feeder (analyze/handoffedges.py)
+    for other in proc.threads:
+        if other.tid == thread.tid or other.helper or not other.python or (
+                named and other.tid not in named):
+            continue
+        theirs = [e for e in edges if e.pid == proc.pid and e.tid == other.tid]
+        why = _by_graph(snap, proc, theirs, procs, calm) if theirs else None
+        if why is not None:
+            return replace(why, what=f"{why.what}, read by its thread {other.name or other.tid}")
+    return None
+
+
 def _queue_turn(proc: Process, thread: Thread, procs: dict[int, Process],
                 calm: dict[int, Calm]) -> Calm | None:
     if thread.category is not Category.LOCK or not _in_queue_get(thread):
@@ -162,12 +222,22 @@ def calm_chain(snap: Snapshot, subjects: list[Process], roots: dict[int, str],
         changed = False
         for proc in subjects:
             thread = proc.working_thread
-            if proc.pid in calm or thread is None or not _blocked_window(measured.get(proc.pid)):
+            if proc.pid in calm or thread is None:
                 continue
             mine = [e for e in edges if e.pid == proc.pid and e.tid == thread.tid]
-            why = (_by_graph(snap, proc, mine, procs, calm) if mine
+            if not _blocked_window(measured.get(proc.pid)):
+                why = (_polls_idle_server(proc, mine, procs, calm)
+                       if _polling(measured.get(proc.pid)) else None)
+                if why is not None:
+                    calm[proc.pid] = why
+                    changed = True
+                continue
+            fed = bool(mine) and all(e.kind == "thread" and e.to_pid == proc.pid
+                                     for e in mine)
+            why = (_by_graph(snap, proc, mine, procs, calm) if mine and not fed
                    else _queue_turn(proc, thread, procs, calm)
-                   or _parent_signal(proc, thread, procs, calm))
+                   or _parent_signal(proc, thread, procs, calm)
+                   or _fed_by_calm_thread(snap, proc, thread, edges, procs, calm))
             if why is not None:
                 calm[proc.pid] = why
                 changed = True

@@ -375,6 +375,8 @@ def classify_process(proc: Process) -> Process:
         score = hit.score if thread.python else hit.score_native
         if best is None or score > best:
             best, working_tid = score, thread.tid
+    if best is not None and best[0] == 0 and any(t.tid == proc.pid for t in proc.threads):
+        working_tid = proc.pid  # no Python (a redis-server): its main thread runs its loop
     if proc.is_exited:
         working_tid = None
     if same:

@@ -83,7 +83,8 @@ WAKES_PER_PAUSE = 2
 _GPU_DECIDES = {"work": PROGRESSING, "spin": STUCK}
 #: What decided a decision (``RankProgress.evidence``), in the report's words.
 DECIDED_BY = {"python": "Python lines, py-spy record", "gpu": "GPU work, GPM",
-              "counters": "kernel counters", "none": "no evidence"}
+              "counters": "kernel counters", "kernel": "its blocked syscall, /proc",
+              "none": "no evidence"}
 
 
 def _pct(value: float) -> str:

@@ -337,3 +337,23 @@ def join_edges(proc: Process) -> Iterator[WaitEdge]:
 def blocked(thread: Thread) -> bool:
     """Its stack never moved in the window (one sample: assumed)."""
     return thread.samples <= 1 or thread.unchanged_samples >= thread.samples
+
+
+#: Where a thread-to-thread wait is made, and its calls.
+_PRODUCED = {"threading.py": ("wait", "wait_for"), "queue.py": ("get", "join"),
+             "concurrent/futures/_base.py": ("result", "exception")}
+
+
+def notified_wait(thread: Thread) -> Frame | None:
+    """The frame of a thread-to-thread wait (``Event.wait``, ``Condition.wait``, ``Queue.get``,
+    ``Future.result``): a thread of the same process must set, notify, put or complete it."""
+    python = [f for f in thread.frames if not f.native]
+    found = None
+    for f in python:  # the outermost plumbing frame: Event.wait over Condition.wait
+        file = f.file or ""
+        names = next((n for suffix, n in _PRODUCED.items() if file.endswith(suffix)), None)
+        if names is None:
+            break
+        if f.name.rsplit(".", 1)[-1] in names:
+            found = f
+    return found

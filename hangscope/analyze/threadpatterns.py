@@ -16,6 +16,7 @@ from hangscope.analyze.threadedges import (
     held_locks,
     joins,
     lock_key,
+    notified_wait,
     runs_task,
     taking_frame,
     user_frame,
@@ -268,23 +269,6 @@ def _idle_loop(thread: Thread) -> bool:
         python[0].file or "").endswith("selectors.py")
 
 
-_PRODUCED = {"threading.py": ("wait", "wait_for"), "queue.py": ("get", "join"),
-             "concurrent/futures/_base.py": ("result", "exception")}
-
-
-def notified_wait(thread: Thread) -> Frame | None:
-    """The frame of a thread-to-thread wait (``Event.wait``, ``Condition.wait``, ``Queue.get``,
-    ``Future.result``): a thread of the same process must set, notify, put or complete it."""
-    python = [f for f in thread.frames if not f.native]
-    found = None
-    for f in python:  # the outermost plumbing frame: Event.wait over Condition.wait
-        file = f.file or ""
-        names = next((n for suffix, n in _PRODUCED.items() if file.endswith(suffix)), None)
-        if names is None:
-            break
-        if f.name.rsplit(".", 1)[-1] in names:
-            found = f
-    return found
 
 
 def died_threads(proc: Process) -> list[str]:

@@ -16,6 +16,8 @@ other end can be read:
 - ``flock``/``fcntl(F_SETLKW, F_OFD_SETLKW)`` on a file leads to the holders of a lock on it
   (fdinfo's ``lock:`` lines name OFD locks' holders, which /proc/locks shows as pid -1;
   /proc/locks the rest);
+- a thread in a zmq receive leads to the peers of the connections its process's zmq I/O
+  threads watch (analyze/zmqedges.py);
 - a thread in ``take_gil`` leads to the thread of its process that owns the GIL (py-spy);
 - a thread waiting on a Python lock leads to the thread whose stack is inside a block that
   holds it (``with self.lock:`` enclosing a frame's line, collect/source.py: the same name in
@@ -32,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from hangscope.analyze.collectiveedges import collective_edges
+from hangscope.analyze.handoffedges import handoff_edges
 from hangscope.analyze.listeners import listeners_of
 from hangscope.analyze.loopedges import loop_future_edges
 from hangscope.analyze.partners import likely_partner_first, to_handler
@@ -46,6 +49,7 @@ from hangscope.analyze.threadedges import (
     py_lock_edges,
 )
 from hangscope.analyze.ttyedges import terminal_edges
+from hangscope.analyze.zmqedges import zmq_edges
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import (
     SELF_CONNECTED,
@@ -339,6 +343,13 @@ def _fifo_open_edge(idx: _Index, proc: Process, thread: Thread, name: str, nr: i
                     outside=f"no process of the job opens it for {other}")
 
 
+def _zmq(idx: _Index, kernel: KernelWaits, connected: frozenset[int], proc: Process,
+         thread: Thread) -> list[WaitEdge]:
+    """A zmq receive's edges (its mailbox is an eventfd: no fd names the peer)."""
+    return list(zmq_edges(kernel, idx.fds.get(proc.pid, {}), connected, proc, thread,
+                          lambda p, t, r, h: _socket_edges(idx, p, t, r, h, "read")))
+
+
 # -- the interpreter's waits -------------------------------------------------------------
 
 def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
@@ -350,16 +361,19 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
     kernel = waits.kernel if waits is not None else None
     idx = _index(snap, kernel) if kernel is not None else None
     edges: list[WaitEdge] = []
+    connected = frozenset((*idx.unix_peer, *idx.tcp)) if idx is not None else frozenset()
     for proc in snap.processes:
         if proc.is_exited:
             continue
         mine: list[WaitEdge] = []
         if idx is not None and kernel is not None:
             for thread in proc.threads:
-                mine.extend(_kernel_edges(idx, kernel.arch, proc, thread))
+                found = list(_kernel_edges(idx, kernel.arch, proc, thread))
+                mine.extend(found or _zmq(idx, kernel, connected, proc, thread))
                 mine.extend(sqlite_edges(proc, thread, idx.fds.get(proc.pid, {}),
                                          idx.lock_holders))
                 mine.extend(queue_put_edges(proc, thread, idx.fds, idx.procs))
+        mine.extend(handoff_edges(proc, mine))
         gil = list(gil_edges(proc))
         edges.extend(own_end_writers(proc, [*mine, *gil]))
         edges.extend(join_edges(proc))

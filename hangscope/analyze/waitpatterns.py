@@ -38,17 +38,18 @@ from dataclasses import replace
 
 from hangscope.analyze.barrierpatterns import barrier_short
 from hangscope.analyze.behind import behind, collective_behind
-from hangscope.analyze.calm import calm_kind
+from hangscope.analyze.calm import native_server
 from hangscope.analyze.calm_chain import waits_for_work
+from hangscope.analyze.calmends import calm_end
 from hangscope.analyze.checkouts import nested_checkout
 from hangscope.analyze.crashloops import crash_loop
 from hangscope.analyze.cycleadvice import CAPTURED, buffered_reply, captured, cycle_advice
 from hangscope.analyze.deadprocs import dead_process
 from hangscope.analyze.deadthreads import dead_thread
+from hangscope.analyze.fdlimit import exhausted, exhausted_words
 from hangscope.analyze.fifopatterns import fifo_open
 from hangscope.analyze.forkwaits import fork_notifier
 from hangscope.analyze.gilpatterns import gil_native_wait, gil_ring
-from hangscope.analyze.longpoll import holds_requests_with_deadline
 from hangscope.analyze.loopedges import loop_index
 from hangscope.analyze.looppatterns import event_loop, loop_reads
 from hangscope.analyze.loopwake import unwoken_loop
@@ -73,6 +74,7 @@ from hangscope.analyze.threadpatterns import (
     self_wait,
 )
 from hangscope.analyze.ttystop import tty_stopped
+from hangscope.analyze.unaccepted import unaccepted, unaccepted_words
 from hangscope.analyze.upgradepatterns import lock_upgrade
 from hangscope.analyze.waitgraph import build_edges
 from hangscope.analyze.waitwalk import (
@@ -88,7 +90,6 @@ from hangscope.analyze.waitwalk import (
 )
 from hangscope.analyze.wakepatterns import full_queue, lost_wakeup
 from hangscope.model import Category, Process, Snapshot, Thread
-from hangscope.model.progress import RankProgress
 from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
 from hangscope.words import short_who, verb, who
 
@@ -255,7 +256,7 @@ def _sink(g: Graph) -> WaitPattern | None:
         # hold a wait that says why (a pipe, a socket, a lock, the GIL, a terminal).
         if not path or start is not None or (all(g.edges[i].kind in ("child", "thread")
                                                  for i in path) and stopped_end(g, path)
-                                             is None) or _calm_end(g, path):
+                                             is None) or calm_end(g, path):
             continue  # (a stopped process at the end says why: what stopped it)
         if g.edges[path[-1]].kind == "collective":
             continue  # ends at the rank the collective waits for: the straggler rules say it
@@ -272,17 +273,30 @@ def _sink(g: Graph) -> WaitPattern | None:
                                    *(p for i in path if (p := g.edges[i].to_pid))]))
     last = g.edges[path[-1]]
     end = g.procs.get(last.to_pid or 0)
-    idle = _idle_loop(end, g.threads.get((end.pid, last.to_tid)) if last.to_tid else
+    idle = _idle_loop(g.snap, end, g.threads.get((end.pid, last.to_tid)) if last.to_tid else
                       end.working_thread) if end is not None and last.kind in ("tcp",
                                                                               "unix") else ""
     together = store_peers(g, path[0])
     chain = "; ".join([hop(g, path[0], together), *(hop(g, i) for i in path[1:])]) + (
-        idle or _end(g, path, waiters=len(together) + 1)) + _unset_key(g, path, suspect) + (
+        _starved_end(g.snap, end) or idle or _end(g, path, waiters=len(together) + 1)) + (
+        _unset_key(g, path, suspect)) + (
         # the ranks in a collective for the rank whose chain this is, blocked outside any
         collective_behind(g, [g.edges[path[0]].pid]) if g.edges[path[0]].kind != "store"
         else "")
     members = tuple(dict.fromkeys([*members, *(g.edges[k].pid for k in together)]))
     return WaitPattern("sink", members, chain, (path[0], *together, *path[1:]), suspect, tid)
+
+
+def _starved_end(snap: Snapshot, end: Process | None) -> str:
+    """Why the chain's end cannot take what it is sent: out of fds, or its loop no longer
+    watching the listener the chain queues on."""
+    if end is None:
+        return ""
+    out = next((e for e in exhausted(snap) if e.proc.pid == end.pid), None)
+    if out is not None:
+        return f"; {who(end)} has {exhausted_words(out)}"
+    queued = next((u for u in unaccepted(snap) if u.proc.pid == end.pid), None)
+    return f"; {who(end)}: {unaccepted_words(queued)}" if queued is not None else ""
 
 
 def _unset_key(g: Graph, path: list[int], suspect: int | None) -> str:
@@ -310,11 +324,16 @@ def _asks(g: Graph, edge: WaitEdge) -> bool:
     return port.isdigit() and any(s.port == int(port) for s in peer.listening)
 
 
-def _idle_loop(proc: Process, thread: Thread | None) -> str:
+def _idle_loop(snap: Snapshot, proc: Process, thread: Thread | None) -> str:
     """What an asyncio server idle in its selector while a client waits for its reply means:
     the request's coroutine is suspended on an await nothing completes."""
     if thread is None:
         return ""
+    if native_server(proc, snap.waits.kernel if snap.waits is not None else None):
+        return (f"; {who(proc)} is idle, not blocked: its event loop waits (epoll) over its "
+                "listening socket with no request to answer: the request never reached it "
+                "whole (a command sent in part, a frame cut short) or its reply went to "
+                "another connection")
     python = [f for f in thread.frames if not f.native]
     if not python or not (python[0].file or "").endswith("selectors.py") or loop_index(
             thread) is None:
@@ -328,58 +347,6 @@ def _idle_loop(proc: Process, thread: Thread | None) -> str:
     if died:
         text += f"; its output says: {died[-1][:160]!r}"
     return text
-def _calm_end(g: Graph, path: list[int]) -> bool:
-    """The chain ends in a calm process it waits on for work: no sink. Judged chain by chain:
-    a worker's idle task pipe must not hide a client's lost request beside it."""
-    end = g.procs.get(g.edges[path[-1]].to_pid or 0)
-    if end is None:
-        return False
-    if end.pid != g.edges[path[0]].pid and _sleeps_and_wakes(g.snap, end) and all(
-            waits_for_work(g.snap, g.edges[i]) for i in path):
-        # a producer that sleeps and wakes again (a loader's fetch between two batches): its
-        # readers wait for what it makes, which is slow, not a hang
-        return True
-    calm = _calm(g.snap, end)
-    if calm == "paused" and not (
-            end.listening and g.edges[path[-1]].kind in ("unix", "tcp", "store")):
-        # everything waits on one long sleep between phases: paused, not hung (a client
-        # waiting for a reply from a server, one that listens, asleep in its handler is a
-        # lost request: kept)
-        return True
-    # workers reading their task pipe from a server that waits for requests: an idle
-    # service (a client waiting for a reply from an idle server is a lost request: kept)
-    if calm == "idle" and holds_requests_with_deadline(g.snap, end) and all(
-            g.edges[i].kind in ("unix", "tcp", "py_lock", "child") for i in path):
-        return True  # a long poll's client: its request is answered by the deadline
-    return calm == "idle" and all(waits_for_work(g.snap, g.edges[i]) for i in path)
-
-
-def _sleeps_and_wakes(snap: Snapshot, proc: Process) -> bool:
-    """The window saw ``proc``'s working thread asleep in ``time.sleep`` and waking from it:
-    it is alive, not stuck (a sleep that never woke is ``paused``, judged by ``_calm``). Woken
-    again and again at one line, the window calls it a poll; a producer that sleeps per item
-    (a loader's fetch) looks the same until its batch is written: slow, not a hang either."""
-    measured = _measured(snap, proc.pid)
-    thread = proc.working_thread
-    if measured is None or thread is None or measured.tid not in (None, thread.tid):
-        return False
-    return measured.decision in ("slow", "stuck") and measured.evidence == "counters" \
-        and thread.category is Category.SLEEP and (measured.wakes or 0) > 0
-
-
-def _calm(snap: Snapshot, proc: Process) -> str | None:
-    """``paused`` (one long sleep, woken 0 times in the window: what waits on it waits for a
-    phase to end) or ``idle`` (a server waiting for requests), as analyze/calm.py reads it."""
-    return calm_kind(proc, _measured(snap, proc.pid),
-                     snap.waits.kernel if snap.waits is not None else None)
-
-
-def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
-    """The progress window's decision for ``pid`` (None: not watched)."""
-    return next((r for r in (snap.progress.ranks if snap.progress else ()) if r.pid == pid),
-                None)
-
-
 PATTERNS = (self_connect, tty_stopped, own_end, _cycle, _lock_cycle, shared_connection,
             gil_native_wait, self_lock,
             callback_wait, lock_upgrade, self_wait, barrier_short, leaked_permits, nested_checkout,

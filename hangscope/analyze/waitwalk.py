@@ -198,6 +198,10 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
         if edge.object.startswith(TASK_OF):
             return (f"{me} waits in Future.result(){site} for the thread-pool task that "
                     f"{thread_words(proc, holder)} runs")
+        if "hand-off" in edge.how:  # analyze/handoffedges.py
+            call = edge.how.partition("()")[0]
+            return (f"{me} waits in {call}(){site} for what {thread_words(proc, holder)} "
+                    "hands it (probably: the only thread of it waiting on another process)")
         return f"{me} joins {thread_words(proc, holder)}{site}"
     if edge.kind == "queue":
         return (f"{me} waits to put into a full multiprocessing.Queue{site}, which {them} "

@@ -94,6 +94,7 @@ class ProcInfo:
     tasks: tuple[TaskInfo, ...] = ()
     fds: dict[str, int] = field(default_factory=dict)
     num_fds: int | None = None
+    fd_limit: int | None = None  # RLIMIT_NOFILE, soft (/proc/PID/limits "Max open files")
     fd_targets: tuple[str, ...] = ()
     log_files: tuple[str, ...] = ()
     socket_inodes: frozenset[int] = frozenset()
@@ -527,6 +528,17 @@ def _kb(value: str | None) -> int | None:
         return None
 
 
+def read_fd_limit(pid: int) -> int | None:
+    """The soft RLIMIT_NOFILE of ``pid`` (``Max open files`` of /proc/PID/limits): the fd
+    number past which open(), socket() and accept() fail with EMFILE; None: unread or
+    unlimited."""
+    for line in (_cat(f"{PROC}/{pid}/limits") or "").splitlines():
+        if line.startswith("Max open files"):
+            soft = line[len("Max open files"):].split()[:1]
+            return int(soft[0]) if soft and soft[0].isdigit() else None
+    return None
+
+
 def read_process(pid: int, with_fds: bool = True,
                  tasks: tuple[TaskInfo, ...] | None = None) -> ProcInfo:
     """Read one process's /proc facts in one pass; a vanished process gives exists=False.
@@ -556,6 +568,7 @@ def read_process(pid: int, with_fds: bool = True,
         tasks=read_tasks(pid) if tasks is None else tasks,
         fds=kinds,
         num_fds=num_fds,
+        fd_limit=read_fd_limit(pid) if with_fds else None,
         fd_targets=targets,
         log_files=logs,
         socket_inodes=inodes,
@@ -607,8 +620,10 @@ def read_listening(net_dir: Path | None = None) -> dict[int, Socket]:
             if len(cols) < 10 or cols[3] != "0A":  # 0A = TCP_LISTEN
                 continue
             addr, _, port = cols[1].partition(":")
-            try:
-                result[int(cols[9])] = Socket(kind, parse(addr), int(port, 16))
+            try:  # a listener's rx_queue is its accept queue's length
+                inode = int(cols[9])
+                result[inode] = Socket(kind, parse(addr), int(port, 16), inode,
+                                       int(cols[4].partition(":")[2] or "0", 16))
             except ValueError:
                 continue
     text = _read(base / "unix")
@@ -618,7 +633,7 @@ def read_listening(net_dir: Path | None = None) -> dict[int, Socket]:
         if len(cols) >= 7 and cols[3] == "00010000":
             path = cols[7] if len(cols) > 7 else ""
             try:
-                result[int(cols[6])] = Socket("unix", path or "(unnamed)")
+                result[int(cols[6])] = Socket("unix", path or "(unnamed)", None, int(cols[6]))
             except ValueError:
                 continue
     return result
@@ -630,6 +645,8 @@ _NLMSG_ERROR, _NLMSG_DONE = 2, 3
 _NETLINK_SOCK_DIAG = 4
 _TCP_LISTEN = 10
 _UDIAG_SHOW_NAME = 1
+_UDIAG_SHOW_RQLEN = 0x10
+_UNIX_DIAG_RQLEN = 4
 
 
 def _diag_dump(request: bytes, on_message: Callable[[bytes], None]) -> bool:
@@ -684,8 +701,9 @@ def _listening_netlink() -> dict[int, Socket] | None:
             if len(payload) < 72 or payload[1] != _TCP_LISTEN:
                 return
             port = struct.unpack_from("!H", payload, 4)[0]
-            inode = struct.unpack_from("=I", payload, 68)[0]
-            result[inode] = Socket(kind, _addr_text(family, payload[8:24]), port)
+            queued, inode = struct.unpack_from("=I", payload, 56)[0], struct.unpack_from(
+                "=I", payload, 68)[0]  # a listener's rqueue: its accept queue's length
+            result[inode] = Socket(kind, _addr_text(family, payload[8:24]), port, inode, queued)
 
         # inet_diag_req_v2: family, protocol, ext, pad, states; then a zeroed sockid.
         request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 1 << _TCP_LISTEN)
@@ -697,7 +715,7 @@ def _listening_netlink() -> dict[int, Socket] | None:
         if len(payload) < 16 or payload[2] != _TCP_LISTEN:
             return
         inode = struct.unpack_from("=I", payload, 4)[0]
-        path = ""
+        path, queued = "", 0
         offset = 16
         while offset + 4 <= len(payload):
             length, kind = struct.unpack_from("=HH", payload, offset)
@@ -707,12 +725,14 @@ def _listening_netlink() -> dict[int, Socket] | None:
                 name = payload[offset + 4:offset + length]  # without its NUL, an abstract
                 name = name[:-1] if name[:1] != b"\0" else name  # name with "@" for NULs
                 path = name.replace(b"\0", b"@").decode(errors="replace")
+            elif kind == _UNIX_DIAG_RQLEN and length >= 8:  # a listener's: its accept queue
+                queued = struct.unpack_from("=I", payload, offset + 4)[0]
             offset += (length + 3) & ~3
-        result[inode] = Socket("unix", path or "(unnamed)")
+        result[inode] = Socket("unix", path or "(unnamed)", None, inode, queued)
 
     # unix_diag_req: family, protocol, pad, states, inode, show, cookie x2.
     request = struct.pack("=BBHIII", socket.AF_UNIX, 0, 0, 1 << _TCP_LISTEN, 0,
-                          _UDIAG_SHOW_NAME) + bytes(8)
+                          _UDIAG_SHOW_NAME | _UDIAG_SHOW_RQLEN) + bytes(8)
     if not _diag_dump(request, unix):
         return None
     return result

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hangscope.collect.parkedlocks import parked_for
 from hangscope.collect.source import (
     at_loop_header,
     calls_at,
@@ -232,7 +233,9 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
     # A stack that takes a lock: what each of its lines calls says which frame was entered
     # without a call (a signal handler over the frame it interrupted).
     if any(f.takes for f in frames):
-        frames = [f if f.native else replace(f, calls=calls_at(f.file, f.line)) for f in frames]
+        frames = [f if f.native else replace(f, calls=calls_at(f.file, f.line),
+                                             parked=parked_for(f.file, f.takes))
+                  for f in frames]
     return tuple(frames)
 
 

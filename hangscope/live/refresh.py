@@ -154,7 +154,7 @@ def _facts(pid: int, with_fds: bool, tasks: tuple[procfs.TaskInfo, ...],
                                                                                tasks):
         return procfs.read_process(pid, with_fds, tasks)
     return replace(procfs.read_process(pid, False, tasks), fds=prev.fds,
-                   num_fds=prev.num_fds, fd_targets=prev.fd_targets,
+                   num_fds=prev.num_fds, fd_limit=prev.fd_limit, fd_targets=prev.fd_targets,
                    log_files=prev.log_files, socket_inodes=prev.socket_inodes,
                    permission_denied=prev.permission_denied)
 

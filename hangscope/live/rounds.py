@@ -168,6 +168,7 @@ def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Wind
         proc, state=state, ppid=info.ppid if info.ppid is not None else proc.ppid,
         cpu_percent=cpu, rss=info.rss, vms=info.vms, swap=info.swap,
         major_faults=info.major_faults, num_threads=info.threads, num_fds=first.proc.num_fds,
+        fd_limit=first.proc.fd_limit,
         fds=first.proc.fds, log_files=first.proc.log_files, listening=socks,
         threads=tuple(threads), native_sampled=bool(base and base.native),
         # The fd links round one read: never listed again here (an unread fd table is ()).

@@ -154,6 +154,10 @@ class Frame:
     # The calls of the with-blocks its line is inside, from its source, outermost first:
     # "pool.connection()" (what the call handed the block is held there, as a lock is).
     within: tuple[str, ...] = ()
+    # Where in its file the lock its line takes can stay held by code that is not running
+    # (collect/parkedlocks.py): a generator's yield inside ``with lock:``, an acquire() an
+    # early return leaves unreleased. Read only for a frame that takes a lock.
+    parked: tuple[str, ...] = ()
 
     @property
     def short_file(self) -> str | None:
@@ -277,6 +281,9 @@ class Socket:
     kind: str  # tcp | tcp6 | unix
     address: str
     port: int | None = None
+    inode: int | None = None  # the socket's inode (its fd links: socket:[inode])
+    # connections in its accept queue, not accepted yet (sock_diag's rqueue of a listener)
+    pending: int = 0
 
 
 @dataclass(frozen=True)
@@ -329,6 +336,7 @@ class Process:
     major_faults: int | None = None
     num_threads: int | None = None
     num_fds: int | None = None
+    fd_limit: int | None = None  # its soft RLIMIT_NOFILE: past it, open/socket/accept: EMFILE
     fds: dict[str, int] = field(default_factory=dict)  # kind -> count: file pipe socket dev ...
     log_files: tuple[str, ...] = ()  # regular files open on fd 1/2
     listening: tuple[Socket, ...] = ()

@@ -103,7 +103,7 @@ class RankProgress:
 
     pid: int
     decision: str  # progressing | stuck | slow
-    evidence: str  # python | gpu | counters | none
+    evidence: str  # python | gpu | counters | kernel (a native server) | none
     reason: str  # one sentence for the user
     tid: int | None = None  # the thread judged
     gpu: str | None = None  # what its GPUs do, whatever decided: "busy" says if work moves

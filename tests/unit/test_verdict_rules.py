@@ -157,12 +157,15 @@ def test_the_table_runs_in_the_documented_order() -> None:
         VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.WAIT_CHAIN, VerdictKind.MISSING_RANK,
         VerdictKind.MISSING_RANK,
         VerdictKind.P2P_DEADLOCK, VerdictKind.MISMATCHED_COLLECTIVES,
-        VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.PROGRESSING, VerdictKind.DEADLOCK,
+        VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.WAIT_CHAIN, VerdictKind.PROGRESSING,
+        VerdictKind.DEADLOCK,
         VerdictKind.WAIT_CHAIN, VerdictKind.LOCAL_DEADLOCK,
-        VerdictKind.WAIT_CHAIN, VerdictKind.LOCAL_DEADLOCK, VerdictKind.STRAGGLER,
+        VerdictKind.WAIT_CHAIN, VerdictKind.LOCK_WAIT, VerdictKind.LOCAL_DEADLOCK,
+        VerdictKind.STRAGGLER,
         VerdictKind.LOCK_WAIT, VerdictKind.COMPILING, VerdictKind.WAIT_CHAIN,
         VerdictKind.WAIT_CHAIN, VerdictKind.STRAGGLER, VerdictKind.P2P_DEADLOCK,
-        VerdictKind.PROGRESSING, VerdictKind.STRAGGLER, VerdictKind.PAUSED,
+        VerdictKind.PROGRESSING, VerdictKind.STRAGGLER, VerdictKind.WAIT_CHAIN,
+        VerdictKind.PAUSED,
         VerdictKind.IDLE,
         VerdictKind.ALL_WAITING, VerdictKind.PROGRESSING]
     # collective evidence (NCCL RAS, Flight Recorder) before the stacks' rule of each kind

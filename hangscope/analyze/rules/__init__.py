@@ -19,6 +19,7 @@ from hangscope.analyze.facts import BUSY, GONE, Facts, computes_unsampled
 from hangscope.analyze.group import group_ranks
 from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
 from hangscope.analyze.roles import is_helper_role
+from hangscope.analyze.rules.accept import fd_exhausted, unaccepted_connections
 from hangscope.analyze.rules.calm import calm, held_stopped
 from hangscope.analyze.rules.collectives import (
     collective_behind,
@@ -40,6 +41,7 @@ from hangscope.analyze.rules.graph import (
     wait_sink,
     waiting_for,
 )
+from hangscope.analyze.rules.ownerless import ownerless_lock
 from hangscope.analyze.rules.p2p_unmatched import p2p_unmatched
 from hangscope.analyze.rules.slow import loader_bound, straggler_sides, working_straggler
 from hangscope.analyze.rules.waits import (
@@ -430,6 +432,10 @@ RULES: tuple[Rule, ...] = (
     # it; then the shapes with one cause (a blocked loop, a lost result, a prompt); then one
     # thread holding the lock or GIL that the others want, before a lock-order inversion is
     # guessed from the stacks alone.
+    # Before the graph and progress: a process out of fds fails whatever it tries (a loop
+    # retrying EMFILE moves its lines), and the chains that end at it are its effect.
+    Rule(VerdictKind.WAIT_CHAIN, fd_exhausted,
+         "a process of the stuck job has no file descriptor left under its RLIMIT_NOFILE"),
     # Before the graph: a chain that ends at loader workers fetching slowly is no hang.
     Rule(VerdictKind.PROGRESSING, loader_bound,
          "every process waits for DataLoader workers that sleep and wake in their dataset"),
@@ -441,6 +447,9 @@ RULES: tuple[Rule, ...] = (
          "threads wait for a lock its holder keeps while it waits on an Event or Condition"),
     Rule(VerdictKind.WAIT_CHAIN, lock_holder,
          "threads wait for a Python lock or the GIL that one thread holds while blocked"),
+    Rule(VerdictKind.LOCK_WAIT, ownerless_lock,
+         "threads wait for one Python lock that no running thread holds (a suspended "
+         "generator, a skipped release)"),
     # Before the straggler rules: a rank whose threads deadlock each other works on nothing.
     Rule(VerdictKind.LOCAL_DEADLOCK, local_deadlock,
          "two or more threads of one process stuck acquiring locks"),
@@ -464,6 +473,8 @@ RULES: tuple[Rule, ...] = (
          "the ranks the others wait for in a collective work (calls, I/O, GPU): slow"),
     Rule(VerdictKind.STRAGGLER, straggler,
          "some ranks run (CPU, JIT, I/O) while the others wait in a collective"),
+    Rule(VerdictKind.WAIT_CHAIN, unaccepted_connections,
+         "a listener's accept queue holds connections that no thread accepts or polls"),
     Rule(VerdictKind.PAUSED, held_stopped,
          "processes stopped (SIGSTOP) by a parent that lives and sleeps: held, not hung"),
     Rule(VerdictKind.IDLE, calm, "every process is idle or paused: none waits for the job"),

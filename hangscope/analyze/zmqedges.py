@@ -1,0 +1,58 @@
+"""A thread waiting in a ZeroMQ receive waits for the peers of its process's zmq connections.
+
+libzmq moves bytes on its own I/O threads (``ZMQbg/IO/N``): they hold the TCP and IPC
+connections in their epoll set, and hand each message to the application's socket through a
+mailbox, an eventfd. A thread in ``socket.recv``/``recv_multipart`` or ``zmq.Poller.poll``
+(vLLM's engine core and its input thread, SGLang's scheduler and detokenizer) is therefore
+blocked polling that eventfd, which no /proc fact connects to anyone. What it waits for comes
+over the connections the process's I/O threads watch: an edge to each process holding the
+other end, as a read of that connection (how the I/O thread sees it).
+
+The mailbox does not say which zmq socket a connection belongs to; a process whose I/O
+threads watch several connections waits, as far as the kernel shows, on any of them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+
+from hangscope.model import Process, Thread
+from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
+
+_ZMQ_PY = re.compile(r"(?:^|/)zmq/(?:sugar/(?:socket|poll)\.py|green/|asyncio)")
+_ZMQ_NATIVE = re.compile(r"zmq_(?:poll|msg_recv|recv)|zmq::(?:socket_base_t::recv|"
+                         r"signaler_t::wait|mailbox_t::recv)")
+_IO_THREAD = re.compile(r"^ZMQbg/IO/\d+$")
+
+#: Edges of a read of one socket fd: (process, thread, fd record, how) -> edges.
+SocketEdges = Callable[[Process, Thread, FdRecord, str], Iterator[WaitEdge]]
+
+
+def in_zmq_receive(thread: Thread) -> bool:
+    """The thread waits inside pyzmq or libzmq for a message."""
+    return any((not f.native and _ZMQ_PY.search(f.file or "")) or (
+        f.native and _ZMQ_NATIVE.search(f.name)) for f in thread.frames[:10])
+
+
+def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
+              proc: Process, thread: Thread, socket_edges: SocketEdges) -> Iterator[WaitEdge]:
+    """The edges of ``thread``, blocked in a zmq receive: one per connection its process's
+    zmq I/O threads watch (``connected``: the inodes of sockets with a peer)."""
+    mine = kernel.process(proc.pid)
+    if mine is None or thread.state != "S" or not in_zmq_receive(thread):
+        return
+    io_tids = {t.tid: t.name for t in proc.threads if _IO_THREAD.match(t.name or "")}
+    seen: set[int] = set()
+    for call in mine.syscalls:
+        if call.tid not in io_tids:
+            continue
+        for fd, events in call.watched:
+            rec = fds.get(fd)
+            if (rec is None or fd in seen or not events & 1 or rec.inode not in connected
+                    or not rec.target.startswith("socket:")):
+                continue
+            seen.add(fd)
+            how = (f"a zmq receive: its messages come through zmq's I/O thread "
+                   f"{io_tids[call.tid]} ({call.tid}), whose epoll watches fd {fd}")
+            yield from socket_edges(proc, thread, rec, how)
