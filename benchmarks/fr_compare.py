@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import fr_builders as b  # noqa: E402
 
-from hangscope.analyze.collectives import analyze  # noqa: E402
+from hangscope.analyze.evidence.collectives import analyze  # noqa: E402
 from hangscope.collect import flightrec  # noqa: E402
 from hangscope.model import nccl as ev  # noqa: E402
 

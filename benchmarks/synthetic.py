@@ -153,7 +153,7 @@ def make_snapshot(ranks: int, scenario: str = "mismatch", samples: int = 3,
     ``classified``: every thread already carries the classification its node's ``hangscope
     dump`` gave it (what ``hangscope merge`` reads back from per-node JSON dumps).
     """
-    from hangscope.analyze.classify import classify_process
+    from hangscope.analyze.evidence.classify import classify_process
 
     odd = odd_rank(ranks)
     processes = []
@@ -227,15 +227,15 @@ def stages(snap: Snapshot, scenario: str, findings: bool) -> dict[str, float]:
     import contextlib
 
     import hangscope.analyze as analysis
-    from hangscope.analyze.calm import calm_progress, waiting_progress
-    from hangscope.analyze.classify import classify_process
-    from hangscope.analyze.findings import find_all
-    from hangscope.analyze.group import merged_call_tree
+    from hangscope.analyze.evidence.classify import classify_process
+    from hangscope.analyze.evidence.group import merged_call_tree
+    from hangscope.analyze.evidence.roles import renumber_spawn_order
+    from hangscope.analyze.evidence.roots import working_roots
+    from hangscope.analyze.findings.checks import find_all
+    from hangscope.analyze.patterns.calm.calm import calm_progress, waiting_progress
+    from hangscope.analyze.patterns.waitpatterns import wait_graph
     from hangscope.analyze.readings import judge_readings
-    from hangscope.analyze.roles import renumber_spawn_order
-    from hangscope.analyze.roots import working_roots
     from hangscope.analyze.verdict import diagnose, with_gpu_evidence
-    from hangscope.analyze.waitpatterns import wait_graph
 
     paused = getattr(analysis, "collector_paused", contextlib.nullcontext)
     clock = time.process_time

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hangscope.analyze.waitpatterns import wait_graph  # noqa: E402
+from hangscope.analyze.patterns.waitpatterns import wait_graph  # noqa: E402
 from hangscope.collect import procfs  # noqa: E402
 from hangscope.collect.waits import syscall_tids  # noqa: E402
 from hangscope.live.sampler import SampleOptions, Sampler  # noqa: E402

@@ -1,6 +1,6 @@
 """Python's cycle collector paused while hangscope builds or walks large acyclic data.
 
-The analysis (``hangscope.analyze``, analyze/collectives.py) and the Flight Recorder parser
+The analysis (``hangscope.analyze``, analyze/evidence/collectives.py) and the Flight Recorder parser
 (collect/fr_parse.py, which pauses it inline: see parse_dump) allocate many objects and make
 no reference cycles; but every allocation counts towards the collector's thresholds, and each
 full collection walks every object alive.

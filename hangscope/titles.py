@@ -4,7 +4,8 @@ SGLang and vLLM name their processes with setproctitle (``sglang::scheduler_DP1_
 ``VLLM::Worker_TP0``, ``VLLM::EngineCore_DP0``), Ray names actors ``ray::Class.method``.
 Discovery (collect/tree.py, which may not import the analysis) climbs with
 :func:`looks_like_python` and :func:`looks_like_worker`; the roles and the rank identity
-(analyze/roles.py, analyze/identity.py) read coordinates with :func:`title_coordinates`.
+(analyze/evidence/roles.py, analyze/evidence/identity.py) read coordinates with
+:func:`title_coordinates`.
 """
 
 from __future__ import annotations

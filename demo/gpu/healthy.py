@@ -193,7 +193,7 @@ def cli_dump(pid: int, folder: Path, name: str, keep: bool) -> dict[str, object]
 
 def run_workload(name: str, runs: int, window: float, folder: Path, cli_runs: int = 0,
                  deadline: float = float("inf")) -> dict[str, object]:
-    from hangscope.analyze.progress import decide
+    from hangscope.analyze.evidence.progress import decide
     from hangscope.collect import nvml
     from hangscope.collect.progress import watch
     from hangscope.model.serialize import to_dict

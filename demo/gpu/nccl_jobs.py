@@ -251,7 +251,7 @@ def _extra_reads(scenario: str, cap: Path, ranks: list[int]) -> dict:
 
 
 def run_one(scenario: str, variant: str, out: Path, dump: bool, port: int = 29623) -> dict:
-    from hangscope.analyze.collectives import analyze, live_ranks
+    from hangscope.analyze.evidence.collectives import analyze, live_ranks
     from hangscope.collect.collectives import collect
     from hangscope.model import nccl as ev
     from hangscope.model.serialize import to_dict

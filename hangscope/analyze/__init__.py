@@ -16,7 +16,7 @@ def _without_collectives(snap: Snapshot) -> Snapshot:
     collectives section and no NCCL RAS or Flight Recorder notes (issue 17 item 9, issue 20
     item 10): nothing of it could have answered them, and the advice to set
     TORCH_NCCL_DEBUG_INFO_PIPE_FILE does nothing without NCCL."""
-    from hangscope.analyze.roots import job_in_distributed
+    from hangscope.analyze.evidence.roots import job_in_distributed
     from hangscope.model.nccl import NO_NCCL, READ
 
     if not snap.collectives or any(c.communicators for c in snap.collectives):
@@ -39,15 +39,19 @@ def analyze(snapshot: Snapshot) -> Snapshot:
 
 def _analyze(snapshot: Snapshot) -> Snapshot:
     # Imported here: ``import hangscope.analyze`` stays cheap for the CLI's fast paths.
-    from hangscope.analyze.calm import calm_progress, fetching_loaders, waiting_progress
-    from hangscope.analyze.classify import classify_process
-    from hangscope.analyze.findings import find_all
-    from hangscope.analyze.group import merged_call_tree
+    from hangscope.analyze.evidence.classify import classify_process
+    from hangscope.analyze.evidence.group import merged_call_tree
+    from hangscope.analyze.evidence.roles import renumber_spawn_order, stack_roles
+    from hangscope.analyze.evidence.roots import working_roots
+    from hangscope.analyze.findings.checks import find_all
+    from hangscope.analyze.patterns.calm.calm import (
+        calm_progress,
+        fetching_loaders,
+        waiting_progress,
+    )
+    from hangscope.analyze.patterns.waitpatterns import wait_graph
     from hangscope.analyze.readings import judge_readings
-    from hangscope.analyze.roles import renumber_spawn_order, stack_roles
-    from hangscope.analyze.roots import working_roots
     from hangscope.analyze.verdict import diagnose, with_gpu_evidence
-    from hangscope.analyze.waitpatterns import wait_graph
 
     snap = judge_readings(replace(snapshot, processes=working_roots(renumber_spawn_order(
         stack_roles(tuple(map(classify_process, snapshot.processes)))))))

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from hangscope.analyze import analyze
-from hangscope.analyze.progress import merge_progress
+from hangscope.analyze.evidence.progress import merge_progress
 from hangscope.errors import UsageError
 from hangscope.model import Category, Job, Process, Readings, Role, Snapshot, VerdictKind
 from hangscope.words import compact_ranks

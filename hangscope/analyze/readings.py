@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from hangscope.analyze.collectives import node_evidence
-from hangscope.analyze.facts import BUSY
-from hangscope.analyze.progress import merge_progress, progress_of
-from hangscope.analyze.progress_hints import spinning_tids, stream_readers
-from hangscope.analyze.rank_evidence import with_collective_ranks
+from hangscope.analyze.evidence.collectives import node_evidence
+from hangscope.analyze.evidence.facts import BUSY
+from hangscope.analyze.evidence.flightrec.rank_evidence import with_collective_ranks
+from hangscope.analyze.evidence.progress import merge_progress, progress_of
+from hangscope.analyze.evidence.progress_hints import spinning_tids, stream_readers
 from hangscope.model import Process, Readings, Snapshot
 from hangscope.model.nccl import CollectiveEvidence
 from hangscope.model.progress import JobProgress

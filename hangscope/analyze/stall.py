@@ -1,7 +1,8 @@
 """When a watched job has stalled: a pure clock over the pulses of ``hangscope watch``.
 
 A pulse is one cheap window of progress evidence (collect/progress.py, nobody paused) and the
-per-process decision analyze/progress.py draws from it. From each decision this module keeps
+per-process decision analyze/evidence/progress.py draws from it. From each decision this module
+keeps
 one fact per process: the *wait* its working thread sits in (its dominant Python stack), or
 nothing when it moved or computed. A job has stalled when one of its working processes has sat
 in the same wait for ``after`` seconds, measured from the first pulse that saw it there:
@@ -25,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from hangscope.analyze.progress import IDLE_CPU_SHARE, PROGRESSING, STUCK
+from hangscope.analyze.evidence.progress import IDLE_CPU_SHARE, PROGRESSING, STUCK
 from hangscope.model.progress import ProcessProgress, RankProgress, ThreadProgress
 
 #: Where the working thread could not be sampled but its counters say it sleeps.

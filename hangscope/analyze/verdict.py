@@ -1,7 +1,7 @@
 """Decide what is wrong with the job: run the rule table, then add what the launcher and GPUs do.
 
 The rules themselves, in order, are the table in analyze/rules/ over the facts record of
-analyze/facts.py: mismatched collectives -> missing rank -> straggler -> local deadlock ->
+analyze/evidence/facts.py: mismatched collectives -> missing rank -> straggler -> local deadlock ->
 all waiting on the same thing -> progressing -> unknown. Every verdict names ranks and
 carries the evidence a user can check.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from hangscope.analyze.facts import facts_of
-from hangscope.analyze.gpu import gpu_evidence
-from hangscope.analyze.progress import DECIDED_BY
+from hangscope.analyze.evidence.facts import facts_of
+from hangscope.analyze.evidence.gpu import gpu_evidence
+from hangscope.analyze.evidence.progress import DECIDED_BY
 from hangscope.analyze.rules import RULES, decide
 from hangscope.analyze.rules import collectives as rules_collectives
 from hangscope.model import Group, Host, Process, Role, Snapshot, Verdict, subjects_of

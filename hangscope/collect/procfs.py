@@ -57,7 +57,7 @@ JOB_ENV_KEYS = (
     "NCCL_RAS_ADDR", "NCCL_RAS_ENABLE", "TORCH_FR_DUMP_TEMP_FILE",
     "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE",
     "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE",
-    # a GPU core dump on request (analyze/findings_cuda.py says how; hangscope never asks)
+    # a GPU core dump on request (analyze/findings/cuda.py says how; hangscope never asks)
     "CUDA_ENABLE_USER_TRIGGERED_COREDUMP", "CUDA_COREDUMP_PIPE", "CUDA_COREDUMP_FILE",
 )
 

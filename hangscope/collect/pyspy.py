@@ -334,7 +334,7 @@ def _python_only_retry(failed: DumpResult, timeout: float, nonblocking: bool,
 def dump_locals(pid: int, timeout: float = 10.0, pyspy: str | None = None) -> list[object] | None:
     """``py-spy dump --locals --json --pid PID``: raw threads with each frame's locals, or None.
 
-    Asked only of ranks in a point-to-point op (analyze/p2p.py reads the peer from the c10d
+    Asked only of ranks in a point-to-point op (analyze/evidence/p2p.py reads the peer from the c10d
     frame); it cost the same as a plain dump on a CPU rank (<= 10 ms).
     """
     try:

@@ -2,7 +2,7 @@
 
 The only module that walks the process tree with psutil. Roles and rank coordinates come from
 process titles, the environment, the launcher's flags and, last, spawn order
-(see ``hangscope.analyze.roles`` for the pure rules).
+(see ``hangscope.analyze.evidence.roles`` for the pure rules).
 
 Why one file: the climb, the walk and the peers beyond the tree share one rule of what is the
 job and what is hangscope's own (its process, its shell, its runner, their inherited pipes).

@@ -5,7 +5,7 @@
 peers: collect/procfs.py ``read_kernel_waits``) are cheap reads of the job's processes.
 ``py-spy dump --locals --json`` is asked only of the processes the live pipeline names (it
 decides whom: the ranks polling a ``filelock``, waiting in send/recv or in a store get/wait,
-analyze/locals_wanted.py);
+analyze/evidence/locals_wanted.py);
 it costs what a plain dump costs (tests/fixtures/p2p/README.md). This module only reads: what
 the locals mean is the caller's ``interpret``.
 """
@@ -29,7 +29,8 @@ Interpret = Callable[[int, Sequence[object]], LocalsRead]
 
 
 #: Futex waiters whose syscall is read per process: whether each waits with a deadline (a
-#: long poll's handler threads: analyze/longpoll.py). A 1,000-thread pool is mostly futex
+#: long poll's handler threads: analyze/patterns/calm/longpoll.py). A 1,000-thread pool is mostly
+# futex
 #: waiters, and one read costs ~0.2 ms.
 MAX_FUTEX_READS = 32
 

@@ -1,7 +1,8 @@
 """Discovery: from any PID of a job to the job, its processes, their roles and rank coordinates.
 
 ``hangscope dump PID`` starts here: climb from PID to the launcher, walk its descendants
-(collect/tree.py), name each process's role and rank (analyze/roles.py: titles, environment,
+(collect/tree.py), name each process's role and rank (analyze/evidence/roles.py: titles,
+environment,
 launcher flags), number unnamed multiprocessing siblings by spawn order, and read the world
 size the launcher asked for. It also owns the PID-reuse checks: a PID seen at discovery must
 still name the same process (same start time) before anything traces it.
@@ -16,7 +17,7 @@ from dataclasses import replace
 
 import psutil
 
-from hangscope.analyze.roles import (
+from hangscope.analyze.evidence.roles import (
     expected_ranks,
     job_kind,
     launcher_args,

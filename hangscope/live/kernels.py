@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from hangscope.analyze.gpu import GPU_BUSY_HOST_WAITING, rank_gpus
+from hangscope.analyze.evidence.gpu import GPU_BUSY_HOST_WAITING, rank_gpus
 from hangscope.collect import cudagdb
 from hangscope.model import Snapshot, VerdictKind
 

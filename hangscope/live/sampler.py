@@ -290,7 +290,7 @@ class Sampler:
             if samples == 1:
                 evidence = self._stop_watcher()
         phases.mark("window")
-        from hangscope.analyze.locals_wanted import interpreter, locals_wanted
+        from hangscope.analyze.evidence.locals_wanted import interpreter, locals_wanted
         from hangscope.collect import exitcode, logs, nvml
         from hangscope.collect.host import read_host
         from hangscope.collect.source import line_text
@@ -400,7 +400,7 @@ class Sampler:
 
 #: The processes whose progress is watched: those that do the job's work.
 WATCHED = frozenset({Role.RANK, Role.MAIN, Role.ENGINE_CORE})
-#: Environment a torch.distributed launcher gives its ranks (analyze/roots.py's list).
+#: Environment a torch.distributed launcher gives its ranks (analyze/evidence/roots.py's list).
 _DISTRIBUTED_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "TORCHELASTIC_RUN_ID")
 
 
@@ -457,10 +457,10 @@ def _warm_imports(pool: ThreadPoolExecutor) -> None:
 
 
 def _import_rest() -> None:
-    import hangscope.analyze.classify
-    import hangscope.analyze.findings
-    import hangscope.analyze.group
-    import hangscope.analyze.locals_wanted
+    import hangscope.analyze.evidence.classify
+    import hangscope.analyze.evidence.group
+    import hangscope.analyze.evidence.locals_wanted
+    import hangscope.analyze.findings.checks
     import hangscope.analyze.verdict
     import hangscope.collect.collectives
     import hangscope.collect.progress

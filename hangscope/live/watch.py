@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hangscope.analyze.progress import progress_of
-from hangscope.analyze.progress_hints import spinning_tids, stream_readers
+from hangscope.analyze.evidence.progress import progress_of
+from hangscope.analyze.evidence.progress_hints import spinning_tids, stream_readers
 from hangscope.analyze.stall import NOT_HUNG, StallClock, leaf, wait_of
 from hangscope.collect import procfs
 from hangscope.collect.progress import ProgressWatcher
@@ -183,7 +183,7 @@ class Watch:
         alive = {p.pid: p for p in procs if p.role is Role.RANK and not p.is_exited}
         # A process that is still there but no longer a rank only changed its role: a
         # torchrun agent started by srun carries SLURM_PROCID and reads as a rank until its
-        # workers appear (analyze/roles.py refine_roles), which a watch started before the
+        # workers appear (analyze/evidence/roles.py refine_roles), which a watch started before the
         # job sees.
         gone = [p for pid, p in self._ranks.items() if pid not in alive and not _alive(pid)]
         self._ranks = alive

@@ -569,7 +569,8 @@ class Snapshot:
     # The raw readings the conclusions above are derived from, one per node (empty: an older
     # dump, whose stored conclusions stand).
     readings: tuple[Readings, ...] = ()
-    # Who waits for whom (analyze/waitgraph.py, from ``waits`` and the stacks; None: not built).
+    # Who waits for whom (analyze/graph/waitgraph.py, from ``waits`` and the stacks; None: not
+    # built).
     wait_graph: WaitGraph | None = None
     schema: str = SCHEMA
 

@@ -2,7 +2,8 @@
 
 Pure, frozen data written by the sampler for ``hangscope dump --kernels`` (collect/cudagdb.py
 runs ``cuda-gdb -batch -p PID -ex "info cuda kernels" -ex detach``) and read by the GPU
-evidence (analyze/gpu.py) and the rank table. Like model/nccl.py, no ``from __future__ import
+evidence (analyze/evidence/gpu.py) and the rank table. Like model/nccl.py, no ``from __future__
+import
 annotations``: field types are real objects, so model/serialize.py's generic reader resolves them.
 Definitions in dependency order.
 """

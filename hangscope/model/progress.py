@@ -1,6 +1,7 @@
 """Progress evidence: what the watcher saw over a window (collect/progress.py writes it).
 
-Pure, frozen data, read by the decision (analyze/progress.py) and recorded as test fixtures.
+Pure, frozen data, read by the decision (analyze/evidence/progress.py) and recorded as test
+fixtures.
 Like model/nccl.py, no ``from __future__ import annotations``: field types are real objects, so
 a generic reader can resolve them. Definitions in dependency order.
 """

@@ -2,7 +2,8 @@
 
 Pure, frozen data written by the sampler (collect/locks.py reads ``/proc/locks``; py-spy
 ``--locals`` gives a polling waiter's lock file and a p2p rank's peer) and read by the verdict
-rules (analyze/locks.py, analyze/p2p.py). Like model/nccl.py, no ``from __future__ import
+rules (analyze/evidence/locks.py, analyze/evidence/p2p.py). Like model/nccl.py, no ``from
+__future__ import
 annotations``: field types are real objects, so model/serialize.py's generic reader resolves them.
 Definitions in dependency order.
 """
@@ -48,12 +49,13 @@ class LocalsRead:
     pid: int
     lock_file: str | None = None  # the file a polling filelock waiter wants
     p2p: P2PCall | None = None  # its pending send/recv and the peer
-    # The keys its store get/wait waits for (its calling line and locals: analyze/store_key.py)
+    # The keys its store get/wait waits for (its calling line and locals:
+    # analyze/evidence/store_key.py)
     store_keys: tuple[str, ...] = ()
     error: str | None = None  # why nothing was read (py-spy failed or timed out)
 
 
-# -- the raw facts of the wait-for graph (collect/procfs.py reads them; analyze/waitgraph.py
+# -- the raw facts of the wait-for graph (collect/procfs.py reads them; analyze/graph/waitgraph.py
 #    joins them) -------------------------------------------------------------------------
 
 
@@ -156,7 +158,7 @@ class WaitEvidence:
         return {r.pid: r.lock_file for r in self.locals if r.lock_file}
 
 
-# -- the wait-for graph (analyze/waitgraph.py derives it; JSON carries it) ------------------
+# -- the wait-for graph (analyze/graph/waitgraph.py derives it; JSON carries it) ------------------
 
 
 #: fd links of the kernel's file-watch instances: a read on one waits for the file system.

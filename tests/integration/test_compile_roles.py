@@ -18,8 +18,8 @@ import psutil
 import pytest
 from support import dump_json, show_text, verdict_job
 
-from hangscope.analyze.compiling import compile_activity, describe_compile
-from hangscope.analyze.roles import is_helper_role, refine_roles
+from hangscope.analyze.evidence.compiling import compile_activity, describe_compile
+from hangscope.analyze.evidence.roles import is_helper_role, refine_roles
 from hangscope.model import Category, Role, subjects_of
 from hangscope.model.serialize import from_dict
 

@@ -290,7 +290,8 @@ def test_uninterruptible_process_shows_wchan_and_kernel_stack(tmp_path: Path) ->
     (stuck,) = [f for f in found["proc.uninterruptible"]
                 if f["evidence"]["pid"] == target.pid]
     assert stuck["severity"] == "warning"
-    # A Python root that works (here: in vfork) is no launcher (analyze/roots.py): named by PID.
+    # A Python root that works (here: in vfork) is no launcher (analyze/evidence/roots.py): named
+    # by PID.
     assert f"PID {target.pid} (python) is in uninterruptible sleep (state D)" in stuck["message"]
     if stuck["evidence"]["kernel_stack"]:  # /proc/PID/stack needs root
         assert any("vfork" in line for line in stuck["evidence"]["kernel_stack"])

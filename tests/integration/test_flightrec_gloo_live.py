@@ -11,7 +11,7 @@ import pytest
 from fr_job import gloo_fr_job
 from support import poll
 
-from hangscope.analyze.collectives import analyze, live_ranks
+from hangscope.analyze.evidence.collectives import analyze, live_ranks
 from hangscope.collect import collectives, flightrec, procfs, ras
 from hangscope.model import Process, RankInfo, Role
 from hangscope.model import nccl as ev

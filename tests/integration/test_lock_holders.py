@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support import dump_json, show_text, verdict_job
 
-from hangscope.analyze.locks import (
+from hangscope.analyze.evidence.locks import (
     describe_lock_wait,
     file_lock_waits,
     filelock_path,

@@ -14,8 +14,13 @@ from pathlib import Path
 import pytest
 from support import VERDICT_JOBS, dump_json, settled_dump, show_text, verdict_job
 
-from hangscope.analyze.p2p import P2PCall, describe_points_at, p2p_call_of_thread, p2p_graph
-from hangscope.analyze.signatures import is_p2p
+from hangscope.analyze.evidence.p2p import (
+    P2PCall,
+    describe_points_at,
+    p2p_call_of_thread,
+    p2p_graph,
+)
+from hangscope.analyze.evidence.signatures import is_p2p
 from hangscope.collect.pyspy import dump_locals
 from hangscope.model import Snapshot
 from hangscope.model.serialize import from_dict

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support import running_target
 
-from hangscope.analyze.progress import PROGRESSING, STUCK, decide_all, job_progress
+from hangscope.analyze.evidence.progress import PROGRESSING, STUCK, decide_all, job_progress
 from hangscope.collect.progress import ProgressWatcher
 
 # The progress jobs measure CPU and wakeups of 4 busy ranks: one such job at a time.

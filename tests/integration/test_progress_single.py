@@ -8,7 +8,7 @@ from pathlib import Path
 
 from support import running_target
 
-from hangscope.analyze.progress import IDLE_CPU_SHARE, SLOW, STUCK, decide
+from hangscope.analyze.evidence.progress import IDLE_CPU_SHARE, SLOW, STUCK, decide
 from hangscope.collect.progress import watch
 from hangscope.model.progress import ProcessProgress
 

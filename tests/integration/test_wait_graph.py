@@ -91,7 +91,7 @@ def test_a_unix_socket_client_waits_for_a_server_stuck_in_its_handler(tmp_path: 
     verdict = data["verdict"]
     assert verdict["kind"] == "wait_chain" and verdict["suspects"] == [server], verdict
     assert "waits for a reply on Unix socket" in verdict["summary"]
-    # The server serves (it waits on no child): a worker of the job (analyze/roots.py
+    # The server serves (it waits on no child): a worker of the job (analyze/evidence/roots.py
     # working_roots), named by its PID, not "the launcher".
     assert f"PID {server} (python) sleeps at forever" in verdict["summary"]
     # Item 8: the traceback its reply thread died with is part of the chain.

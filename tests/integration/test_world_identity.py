@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from support import dump_json, show_text, verdict_job
 
-from hangscope.analyze.identity import (
+from hangscope.analyze.evidence.identity import (
     comparable_groups,
     duplicate_labels,
     rank_key,
     rank_label,
 )
-from hangscope.analyze.world import describe_missing, missing_ranks
+from hangscope.analyze.evidence.world import describe_missing, missing_ranks
 from hangscope.model.serialize import from_dict
 
 

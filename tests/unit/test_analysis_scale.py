@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hangscope.analyze import analyze
-from hangscope.analyze.classify import classify_process, pick_working_thread
+from hangscope.analyze.evidence.classify import classify_process, pick_working_thread
 from hangscope.model.serialize import dumps, load
 from tests.support import fixture_path
 

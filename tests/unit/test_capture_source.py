@@ -14,7 +14,7 @@ from pathlib import Path
 from support import FIXTURES
 
 from hangscope.analyze import analyze
-from hangscope.analyze.classify import classify_thread
+from hangscope.analyze.evidence.classify import classify_thread
 from hangscope.collect import source
 from hangscope.collect.pyspy import parse_dump
 from hangscope.model import Thread

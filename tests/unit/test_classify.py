@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 import support
 
-from hangscope.analyze.classify import classify_thread, pick_working_thread
-from hangscope.analyze.signatures import op_from_name
+from hangscope.analyze.evidence.classify import classify_thread, pick_working_thread
+from hangscope.analyze.evidence.signatures import op_from_name
 from hangscope.collect.pyspy import parse_dump
 from hangscope.model import Category, Frame, Thread
 

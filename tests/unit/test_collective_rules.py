@@ -16,7 +16,7 @@ import pytest
 from support import FIXTURES, fixture_path
 
 from hangscope.analyze import analyze
-from hangscope.analyze.collectives import node_evidence
+from hangscope.analyze.evidence.collectives import node_evidence
 from hangscope.collect import flightrec
 from hangscope.collect.ras_format import parse
 from hangscope.model import Job, Process, RankInfo, Role, Snapshot, VerdictKind
@@ -159,7 +159,7 @@ def _spawned(proc: Process, pid: int) -> Process:
 def test_mp_spawn_ranks_are_numbered_by_nccl_ras_in_every_table_and_the_verdict(fr: bool) -> None:
     """Issue 19: ranks with no RANK in their environment were "PID 623", role other; RAS places
     PID 622 at rank 0 and PID 623 at rank 1 of the world communicator."""
-    from hangscope.analyze.rank_evidence import with_collective_ranks
+    from hangscope.analyze.evidence.flightrec.rank_evidence import with_collective_ranks
     from hangscope.render.output import render
 
     procs = with_collective_ranks(
@@ -177,7 +177,7 @@ def test_mp_spawn_ranks_are_numbered_by_nccl_ras_in_every_table_and_the_verdict(
 
 
 def test_ranks_from_the_environment_are_kept_whatever_ras_says() -> None:
-    from hangscope.analyze.rank_evidence import with_collective_ranks
+    from hangscope.analyze.evidence.flightrec.rank_evidence import with_collective_ranks
 
     named = _as_rank(_captured("launch", Role.RANK), 622, 1)  # RANK=1 in its environment
     (kept,) = with_collective_ranks([named], _ras("behind"))

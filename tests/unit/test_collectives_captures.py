@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hangscope.analyze.collectives import analyze, missing_evidence
+from hangscope.analyze.evidence.collectives import analyze, missing_evidence
 from hangscope.collect import flightrec
 from hangscope.collect.ras_format import parse
 from hangscope.model import nccl as ev
@@ -179,7 +179,7 @@ def test_multi_node_member_elsewhere_is_not_missing() -> None:
 
 
 def test_live_ranks_helpers_never_and_a_lone_main_is_rank_zero() -> None:
-    from hangscope.analyze.collectives import live_ranks
+    from hangscope.analyze.evidence.collectives import live_ranks
     from hangscope.model import Process, RankInfo, Role
 
     procs = [Process(pid=10, role=Role.RANK, rank=RankInfo(global_rank=0)),

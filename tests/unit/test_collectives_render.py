@@ -8,7 +8,7 @@ from dataclasses import replace
 from rich.console import Console
 from support import FIXTURES, fixture_path
 
-from hangscope.analyze.collectives import node_evidence
+from hangscope.analyze.evidence.collectives import node_evidence
 from hangscope.collect.ras_format import parse
 from hangscope.model import nccl as ev
 from hangscope.model.serialize import from_dict, load

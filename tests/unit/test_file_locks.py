@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 from hangscope.analyze import analyze
-from hangscope.analyze.classify import classify_thread
-from hangscope.analyze.locks import (
+from hangscope.analyze.evidence.classify import classify_thread
+from hangscope.analyze.evidence.locks import (
     describe_lock_wait,
     file_lock_waits,
     filelock_path,

@@ -267,7 +267,7 @@ def test_a_process_with_no_rank_holding_rank_3s_pipe_is_rank_3(tmp_path: Path) -
     import subprocess
     import sys
 
-    from hangscope.analyze.rank_evidence import with_collective_ranks
+    from hangscope.analyze.evidence.flightrec.rank_evidence import with_collective_ranks
     from hangscope.model import Role
 
     pipe, out = tmp_path / "frpipe_3.pipe", tmp_path / "nccl_trace_rank_3"

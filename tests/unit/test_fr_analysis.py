@@ -19,9 +19,9 @@ from typing import Any
 import fr_builders as b
 import pytest
 
-from hangscope.analyze import fr_match
-from hangscope.analyze.collectives import analyze
-from hangscope.analyze.collectives_fr import from_fr
+from hangscope.analyze.evidence.collectives import analyze
+from hangscope.analyze.evidence.flightrec import fr_match
+from hangscope.analyze.evidence.flightrec.collectives_fr import from_fr
 from hangscope.collect import flightrec
 from hangscope.model import nccl as ev
 

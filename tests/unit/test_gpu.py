@@ -14,8 +14,8 @@ import pytest
 import support
 
 from hangscope.analyze import analyze
-from hangscope.analyze.classify import classify_thread
-from hangscope.analyze.gpu import (
+from hangscope.analyze.evidence.classify import classify_thread
+from hangscope.analyze.evidence.gpu import (
     compiler_children,
     gpu_evidence,
     gpu_findings,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hangscope.analyze import analyze
-from hangscope.analyze.facts import facts_of
+from hangscope.analyze.evidence.facts import facts_of
 from hangscope.analyze.rules.slow import working_straggler
 from hangscope.model import Severity, Snapshot, VerdictKind
 from hangscope.model.serialize import load

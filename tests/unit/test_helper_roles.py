@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hangscope.analyze.classify import classify_process
-from hangscope.analyze.compiling import compile_activity, describe_compile
-from hangscope.analyze.roles import refine_roles
+from hangscope.analyze.evidence.classify import classify_process
+from hangscope.analyze.evidence.compiling import compile_activity, describe_compile
+from hangscope.analyze.evidence.roles import refine_roles
 from hangscope.model import Role, subjects_of
 from hangscope.model.serialize import load
 

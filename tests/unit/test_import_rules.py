@@ -30,12 +30,13 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path) -> Iterator[tuple[str, int, bool]]:
-    """(imported module, line, at module level) for every hangscope import in ``path``."""
-    return imports_of(path, module_name(path))
+def imports(path: Path, typing: bool = False) -> Iterator[tuple[str, int, bool]]:
+    """(imported module, line, at module level) for every hangscope import in ``path``; with
+    ``typing``, the imports under ``if TYPE_CHECKING:`` too."""
+    return imports_of(path, module_name(path), typing)
 
 
-def imports_of(path: Path, name: str) -> Iterator[tuple[str, int, bool]]:
+def imports_of(path: Path, name: str, typing: bool = False) -> Iterator[tuple[str, int, bool]]:
     """:func:`imports` of a file that is module ``name``."""
     tree = ast.parse(path.read_text(), str(path))
     top = {id(node) for node in tree.body}
@@ -43,7 +44,7 @@ def imports_of(path: Path, name: str) -> Iterator[tuple[str, int, bool]]:
                and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     for node in ast.walk(tree):
-        if id(node) in guarded:
+        if id(node) in guarded and not typing:
             continue  # typing only: never runs
         names: list[str] = []
         if isinstance(node, ast.Import):
@@ -186,10 +187,12 @@ def test_render_and_tui_take_facts_from_the_model_not_from_analyze() -> None:
 
 
 def test_no_import_cycle() -> None:
+    """No circle, not even through an import for type hints alone (a circle of types is a
+    circle of ideas: one of the two modules holds what both need)."""
     known = modules()
     graph: dict[str, set[str]] = {mod: set() for mod in known}
     for mod, path in known.items():
-        for name, _, _ in imports(path):
+        for name, _, _ in imports(path, typing=True):
             target = resolve(name, known)
             # A package's __init__ is imported on the way to its modules: not an edge of its own.
             if target is not None and target != mod and not mod.startswith(target + "."):
@@ -231,3 +234,59 @@ def test_importlib_strings_make_edges(tmp_path: Path) -> None:
                    'from importlib import import_module\nimport_module(f"hangscope.render.{x}")\n')
     names = {name for name, _, _ in imports_of(src, "hangscope.m")}
     assert {"hangscope.tui.app", "hangscope.render"} <= names
+
+
+#: analyze/'s wings, lowest first: a wing imports only its own and the wings below it.
+#: findings/ stands beside rules/: both read the lower wings, neither reads the other.
+WINGS = ("evidence", "graph", "patterns", "rules")
+BESIDE = {"findings": "rules"}
+
+
+def _wing(mod: str) -> str | None:
+    parts = mod.split(".")
+    if parts[:2] != ["hangscope", "analyze"] or len(parts) < 4:
+        return None  # analyze/'s own modules (the pipeline: verdict, readings, merge) are free
+    return parts[2]
+
+
+def test_analyze_wings_import_only_downward() -> None:
+    """evidence <- graph <- patterns <- rules, findings beside rules; every analyze module
+    lives in a wing (or is one of the pipeline's few steps at analyze/'s top)."""
+    known = modules()
+    rank = {w: i for i, w in enumerate(WINGS)} | {k: WINGS.index(v) for k, v in BESIDE.items()}
+    wings = {_wing(m) for m in known} - {None}
+    assert wings == set(rank), f"a wing without a place in the order: {wings - set(rank)}"
+    found = []
+    for mod, path in known.items():
+        here = _wing(mod)
+        if here is None:
+            continue
+        for name, line, _ in imports(path, typing=True):
+            target = resolve(name, known)
+            there = _wing(target) if target else None
+            if target is None or not target.startswith("hangscope.analyze"):
+                continue
+            where = f"{path.relative_to(REPO_ROOT)}:{line} imports {target}"
+            if there is None and target != "hangscope.analyze":
+                found.append(where + " (a pipeline step above every wing)")
+            elif there is not None and (rank[there] > rank[here]
+                                        or (there != here and rank[there] == rank[here])):
+                found.append(where)
+    assert found == []
+
+
+def test_the_wing_check_can_fail(tmp_path: Path) -> None:
+    """An evidence module importing the walk of the graph is seen (the check reads imports)."""
+    src = tmp_path / "m.py"
+    src.write_text("from hangscope.analyze.graph.waitwalk import Graph\n")
+    names = {name for name, _, _ in imports_of(src, "hangscope.analyze.evidence.m")}
+    assert "hangscope.analyze.graph.waitwalk.Graph" in names
+    assert _wing("hangscope.analyze.graph.waitwalk") == "graph"
+    assert _wing("hangscope.analyze.verdict") is None
+
+
+def test_no_folder_holds_more_than_25_modules() -> None:
+    """A newcomer can read a folder's listing: packages of at most 25 modules."""
+    crowded = {str(d.relative_to(REPO_ROOT)): n for d in [PACKAGE, *PACKAGE.rglob("*")]
+               if d.is_dir() and (n := len(list(d.glob("*.py")))) > 25}
+    assert crowded == {}

@@ -14,7 +14,7 @@ import json
 import support
 
 from hangscope.analyze import analyze
-from hangscope.analyze.classify import is_helper
+from hangscope.analyze.evidence.classify import is_helper
 from hangscope.model import Role
 from hangscope.model.serialize import from_dict
 

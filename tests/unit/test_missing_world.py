@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hangscope.analyze.world import describe_missing, missing_ranks
+from hangscope.analyze.evidence.world import describe_missing, missing_ranks
 from hangscope.model.serialize import load
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

@@ -15,7 +15,7 @@ import pytest
 import support
 
 from hangscope.analyze import analyze, rules
-from hangscope.analyze.facts import facts_of
+from hangscope.analyze.evidence.facts import facts_of
 from hangscope.analyze.merge import merge
 from hangscope.model import Category, Snapshot, VerdictKind
 from hangscope.model.serialize import from_dict, load

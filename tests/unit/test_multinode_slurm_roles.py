@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hangscope.analyze.roles import refine_roles
+from hangscope.analyze.evidence.roles import refine_roles
 from hangscope.model import Role
 from hangscope.model.serialize import load
 

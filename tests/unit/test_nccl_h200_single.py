@@ -12,7 +12,7 @@ import json
 
 import support
 
-from hangscope.analyze.collectives import analyze
+from hangscope.analyze.evidence.collectives import analyze
 from hangscope.collect import flightrec
 from hangscope.collect.ras_format import parse
 from hangscope.model import nccl as ev

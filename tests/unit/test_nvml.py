@@ -16,7 +16,7 @@ import pynvml
 import pytest
 import support
 
-from hangscope.analyze.gpu import (
+from hangscope.analyze.evidence.gpu import (
     ACTIVITY_KINDS,
     GPU_BUSY,
     GPU_BUSY_HOST_WAITING,

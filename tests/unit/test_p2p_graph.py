@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hangscope.analyze.classify import classify_thread
-from hangscope.analyze.p2p import (
+from hangscope.analyze.evidence.classify import classify_thread
+from hangscope.analyze.evidence.p2p import (
     P2PCall,
     all_p2p,
     describe_cycle,
@@ -19,7 +19,7 @@ from hangscope.analyze.p2p import (
     p2p_call,
     p2p_graph,
 )
-from hangscope.analyze.signatures import is_p2p
+from hangscope.analyze.evidence.signatures import is_p2p
 from hangscope.collect.pyspy import parse_dump
 from hangscope.model import Category, Thread
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hangscope.analyze.progress import (
+from hangscope.analyze.evidence.progress import (
     PROGRESSING,
     STUCK,
     decide_all,
@@ -120,7 +120,7 @@ H200_TINY = {"graphics": 22.0, "sm": 0.05}
 ])
 def test_gpm_tells_a_spinning_kernel_from_work(metrics: dict[str, float], state: str,
                                                words: str) -> None:
-    from hangscope.analyze.progress import gpu_work
+    from hangscope.analyze.evidence.progress import gpu_work
 
     got, sentence = gpu_work(GpmReading(index=0, seconds=1.0, metrics=metrics))
     assert got == state and words in sentence
@@ -130,7 +130,7 @@ def test_a_spinning_gpu_makes_a_one_stack_rank_stuck_and_says_why() -> None:
     # GIVEN a blocked rank's real evidence and its GPU read as the H200 spin above
     from dataclasses import replace
 
-    from hangscope.analyze.progress import decide
+    from hangscope.analyze.evidence.progress import decide
 
     evidence = load("mismatch")
     spin = GpmReading(index=0, seconds=2.0, metrics=H200_SPIN)

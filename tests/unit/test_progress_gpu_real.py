@@ -17,7 +17,7 @@ import pytest
 import support
 
 from hangscope.analyze import analyze
-from hangscope.analyze.progress import decide, gpu_work, progress_of
+from hangscope.analyze.evidence.progress import decide, gpu_work, progress_of
 from hangscope.collect.pyspy import parse_dump
 from hangscope.model import (
     GpuProcessUse,

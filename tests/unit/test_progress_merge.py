@@ -10,7 +10,7 @@ import json
 
 import support
 
-from hangscope.analyze.progress import merge_progress, progress_of
+from hangscope.analyze.evidence.progress import merge_progress, progress_of
 from hangscope.model.progress import JobProgress, ProgressEvidence
 from hangscope.model.serialize import decode
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hangscope.analyze.progress import decide_all
+from hangscope.analyze.evidence.progress import decide_all
 from hangscope.model.progress import ProgressEvidence
 from hangscope.model.serialize import decode
 

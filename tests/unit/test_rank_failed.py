@@ -12,7 +12,7 @@ from dataclasses import replace
 from support import FIXTURES
 
 from hangscope.analyze import analyze
-from hangscope.analyze.facts import facts_of
+from hangscope.analyze.evidence.facts import facts_of
 from hangscope.analyze.rules.failed import rank_failed
 from hangscope.collect.logs import read_tail
 from hangscope.model import VerdictKind

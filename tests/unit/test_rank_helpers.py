@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from hangscope.analyze import analyze
-from hangscope.analyze.roles import refine_roles
+from hangscope.analyze.evidence.roles import refine_roles
 from hangscope.model import RankInfo, Role, Severity
 from hangscope.model.serialize import load
 

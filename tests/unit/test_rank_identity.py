@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from hangscope.analyze.identity import (
+from hangscope.analyze.evidence.identity import (
     comparable_groups,
     coordinates,
     duplicate_labels,
@@ -16,8 +16,8 @@ from hangscope.analyze.identity import (
     rank_label,
     title_coordinates,
 )
-from hangscope.analyze.roles import expected_ranks, role_and_rank
-from hangscope.analyze.world import describe_missing, missing_ranks
+from hangscope.analyze.evidence.roles import expected_ranks, role_and_rank
+from hangscope.analyze.evidence.world import describe_missing, missing_ranks
 from hangscope.model import Job, Process, Role
 
 

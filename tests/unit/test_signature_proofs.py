@@ -1,7 +1,7 @@
 """Every row of the signature table is proven by a real stack in tests/fixtures.
 
 A row is proven when some real captured thread (a recorded snapshot, or a raw py-spy capture)
-is classified by that row: it is the first row of analyze/signatures.py that matches. A new
+is classified by that row: it is the first row of analyze/evidence/signatures.py that matches. A new
 row without such a stack fails here; record one (tests/fixtures/record.py, or a capture like
 tests/fixtures/gpu) instead of inventing frames. The rows still waiting for a real stack are
 listed below with why, and a row that gains one must leave the list.
@@ -15,8 +15,8 @@ from pathlib import Path
 
 from support import FIXTURES
 
-from hangscope.analyze.classify import match_frame
-from hangscope.analyze.signatures import SIGNATURES
+from hangscope.analyze.evidence.classify import match_frame
+from hangscope.analyze.evidence.signatures import SIGNATURES
 from hangscope.collect.pyspy import parse_dump
 from hangscope.errors import HangscopeError
 from hangscope.model import Frame

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hangscope.analyze.store_key import store_keys
+from hangscope.analyze.evidence.store_key import store_keys
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "store" / "wait.rank1.locals.json"
 

@@ -11,7 +11,7 @@ import pytest
 from support import reanalysed
 
 from hangscope.analyze import rules
-from hangscope.analyze.facts import Facts, facts_of
+from hangscope.analyze.evidence.facts import Facts, facts_of
 from hangscope.model import Job, Snapshot, VerdictKind
 
 

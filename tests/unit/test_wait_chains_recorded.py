@@ -14,7 +14,7 @@ import pytest
 from support import reanalysed
 
 from hangscope.analyze import analyze
-from hangscope.analyze.facts import facts_of
+from hangscope.analyze.evidence.facts import facts_of
 from hangscope.analyze.rules.elsewhere import skipped_collective
 from hangscope.model import Process, Snapshot, VerdictKind
 from hangscope.model.serialize import load

@@ -15,8 +15,8 @@ import pytest
 from support import SNAPSHOTS, reanalysed
 
 from hangscope.analyze import analyze, rules
-from hangscope.analyze.facts import facts_of
-from hangscope.analyze.waitpatterns import wait_graph
+from hangscope.analyze.evidence.facts import facts_of
+from hangscope.analyze.patterns.waitpatterns import wait_graph
 from hangscope.model import Snapshot, VerdictKind
 from hangscope.model.serialize import dumps, from_dict, load
 from hangscope.model.waits import WaitPattern

@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 
 from hangscope.analyze import analyze, rules
-from hangscope.analyze.facts import facts_of
+from hangscope.analyze.evidence.facts import facts_of
 from hangscope.model import Role, Snapshot, VerdictKind
 from hangscope.model.serialize import load
 from hangscope.render.markdown import render_markdown

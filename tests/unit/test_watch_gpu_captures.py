@@ -19,7 +19,7 @@ import json
 import support
 
 from hangscope.analyze import analyze
-from hangscope.analyze.progress import PROGRESSING, STUCK, decide, decide_all
+from hangscope.analyze.evidence.progress import PROGRESSING, STUCK, decide, decide_all
 from hangscope.analyze.stall import wait_of
 from hangscope.model.serialize import from_dict
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from hangscope.analyze.blocked import exiting_note, straggler_head
-from hangscope.analyze.facts import BUSY, GONE, Facts, computes_unsampled
-from hangscope.analyze.group import group_ranks
-from hangscope.analyze.identity import comparable_groups, coordinates_label, replica_key
-from hangscope.analyze.roles import is_helper_role
+from hangscope.analyze.evidence.facts import BUSY, GONE, Facts, computes_unsampled
+from hangscope.analyze.evidence.group import group_ranks
+from hangscope.analyze.evidence.identity import comparable_groups, coordinates_label, replica_key
+from hangscope.analyze.evidence.roles import is_helper_role
+from hangscope.analyze.evidence.signatures import is_p2p
+from hangscope.analyze.evidence.world import describe_missing
+from hangscope.analyze.patterns.ends.stoppedends import traced_words
 from hangscope.analyze.rules.accept import fd_exhausted, unaccepted_connections
+from hangscope.analyze.rules.blocked import exiting_note, straggler_head
 from hangscope.analyze.rules.calm import calm, held_stopped
 from hangscope.analyze.rules.collectives import (
     collective_behind,
@@ -44,6 +47,8 @@ from hangscope.analyze.rules.graph import (
 from hangscope.analyze.rules.ownerless import ownerless_lock
 from hangscope.analyze.rules.p2p_unmatched import p2p_unmatched
 from hangscope.analyze.rules.slow import loader_bound, straggler_sides, working_straggler
+from hangscope.analyze.rules.subject_lines import evidence
+from hangscope.analyze.rules.tiebreak import break_tie
 from hangscope.analyze.rules.waits import (
     compiling,
     lock_wait,
@@ -51,11 +56,6 @@ from hangscope.analyze.rules.waits import (
     p2p_points_at,
     recv_any_source,
 )
-from hangscope.analyze.signatures import is_p2p
-from hangscope.analyze.stoppedends import traced_words
-from hangscope.analyze.subject_lines import evidence
-from hangscope.analyze.tiebreak import break_tie
-from hangscope.analyze.world import describe_missing
 from hangscope.model import (
     Category,
     Group,
@@ -428,7 +428,7 @@ RULES: tuple[Rule, ...] = (
     # the collective the waiter skipped.
     Rule(VerdictKind.MISMATCHED_COLLECTIVES, skipped_collective,
          "most ranks wait in a collective, the others on the c10d store (a skipped collective)"),
-    # The wait-for graph (analyze/waitpatterns.py): a cycle is a deadlock whatever waits in
+    # The wait-for graph (analyze/patterns/waitpatterns.py): a cycle is a deadlock whatever waits in
     # it; then the shapes with one cause (a blocked loop, a lost result, a prompt); then one
     # thread holding the lock or GIL that the others want, before a lock-order inversion is
     # guessed from the stacks alone.

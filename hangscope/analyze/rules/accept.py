@@ -1,13 +1,14 @@
 """The verdict rules for a server that cannot take what it is sent: connections no thread of
-it will accept (analyze/unaccepted.py), a process out of file descriptors (analyze/fdlimit.py).
+it will accept (analyze/patterns/ends/unaccepted.py), a process out of file descriptors
+(analyze/patterns/ends/fdlimit.py).
 Both come before the calm rule, which would call such a server idle."""
 
 from __future__ import annotations
 
-from hangscope.analyze.facts import Facts
-from hangscope.analyze.fdlimit import exhausted, exhausted_words
-from hangscope.analyze.subject_lines import evidence
-from hangscope.analyze.unaccepted import unaccepted, unaccepted_words
+from hangscope.analyze.evidence.facts import Facts
+from hangscope.analyze.patterns.ends.fdlimit import exhausted, exhausted_words
+from hangscope.analyze.patterns.ends.unaccepted import unaccepted, unaccepted_words
+from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.model import Severity, Verdict, VerdictKind
 from hangscope.words import who
 

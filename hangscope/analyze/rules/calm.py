@@ -1,4 +1,5 @@
-"""The verdict rule for a job that is paused or idle, not hung (analyze/calm.py decides).
+"""The verdict rule for a job that is paused or idle, not hung (analyze/patterns/calm/calm.py
+decides).
 
 One row of the table in analyze/rules/, before *all waiting*: a job whose every process waits for
 nobody in it (a server with no request in flight and its idle clients, a sleep between phases)
@@ -7,8 +8,8 @@ is said to be so, with the evidence, and never called stuck.
 
 from __future__ import annotations
 
-from hangscope.analyze.facts import Facts
-from hangscope.analyze.progress import DECIDED_BY, IDLE, PAUSED
+from hangscope.analyze.evidence.facts import Facts
+from hangscope.analyze.evidence.progress import DECIDED_BY, IDLE, PAUSED
 from hangscope.model import Category, Process, Severity, Verdict, VerdictKind
 from hangscope.words import short_who
 

@@ -3,15 +3,15 @@
 NCCL collectives are asynchronous: a rank's host does not wait inside ``all_reduce``, it waits
 at its next sync or kernel launch, so its stack cannot say which collective it is in. The
 collective evidence on the snapshot (``Snapshot.collectives``, analysed per node by
-analyze/collectives.py) can: these rules come before the stack-based rule of the same kind
+analyze/evidence/collectives.py) can: these rules come before the stack-based rule of the same kind
 (analyze/rules/), and their verdict states both where each rank's host waits and what the
 collective evidence says. Suspects are the PIDs NCCL or a dump named, never a helper process.
 """
 
 from __future__ import annotations
 
-from hangscope.analyze.facts import Facts
-from hangscope.analyze.roles import HELPER_ROLES
+from hangscope.analyze.evidence.facts import Facts
+from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.model import Role, Severity, Verdict, VerdictKind, rank_id
 from hangscope.model import nccl as ev
 from hangscope.words import describe, rank_set

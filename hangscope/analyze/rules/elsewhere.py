@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hangscope.analyze.facts import Facts
-from hangscope.analyze.group import group_ranks
-from hangscope.analyze.identity import comparable_groups
-from hangscope.analyze.signatures import is_p2p
+from hangscope.analyze.evidence.facts import Facts
+from hangscope.analyze.evidence.group import group_ranks
+from hangscope.analyze.evidence.identity import comparable_groups
+from hangscope.analyze.evidence.signatures import is_p2p
 from hangscope.model import (
     Category,
     Process,

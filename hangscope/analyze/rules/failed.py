@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import signal
 
-from hangscope.analyze.facts import Facts
-from hangscope.analyze.failures import RankFailure, failures
-from hangscope.analyze.roles import is_helper_role
+from hangscope.analyze.evidence.facts import Facts
+from hangscope.analyze.evidence.failures import RankFailure, failures
+from hangscope.analyze.evidence.roles import is_helper_role
 from hangscope.model import Category, Process, Role, Severity, Verdict, VerdictKind
 from hangscope.words import short_who, verb, who
 

@@ -1,4 +1,4 @@
-"""Verdict rules from the wait-for graph's patterns (analyze/waitpatterns.py).
+"""Verdict rules from the wait-for graph's patterns (analyze/patterns/waitpatterns.py).
 
 Each rule reads ``facts.snapshot.wait_graph`` and states the pattern's chain in one sentence,
 with its suspect, the edges and the per-subject lines as evidence; rules.py places the rows
@@ -7,11 +7,11 @@ in the table.
 
 from __future__ import annotations
 
-from hangscope.analyze.facts import GONE, Facts
-from hangscope.analyze.subject_lines import evidence
-from hangscope.analyze.threadedges import user_frame
-from hangscope.analyze.threadpatterns import notified_wait
-from hangscope.analyze.working import work_words
+from hangscope.analyze.evidence.facts import GONE, Facts
+from hangscope.analyze.evidence.working import work_words
+from hangscope.analyze.graph.threadedges import user_frame
+from hangscope.analyze.patterns.threadpatterns import notified_wait
+from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.model import Category, Process, Severity, Thread, Verdict, VerdictKind
 from hangscope.model.waits import WaitGraph, WaitPattern
 from hangscope.words import describe, who
@@ -98,7 +98,8 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
 
 
 def lock_ring(facts: Facts, pid: int) -> tuple[list[tuple[int, str, str, str]], int] | None:
-    """The threads of ``pid`` in a lock-order cycle (analyze/waitpatterns.py ``lock_ring``):
+    """The threads of ``pid`` in a lock-order cycle (analyze/patterns/waitpatterns.py
+    ``lock_ring``):
     (tid, the lock it holds, the lock it takes, where) each, and how many threads wait behind
     them; None without one."""
     graph = facts.snapshot.wait_graph

@@ -2,7 +2,8 @@
 
 An async op (``isend``/``irecv``, ``batch_isend_irecv``) is waited on in ``work.wait()`` from the
 user's own code, so no c10d Python frame holds its ``src``/``dst``/``tag``: the op comes from
-the native Work object (analyze/classify.py) and the peer from nowhere. What is still certain:
+the native Work object (analyze/evidence/classify.py) and the peer from nowhere. What is still
+certain:
 when every rank is stuck in a point-to-point op and none is anywhere else, no pending send has
 the receive it needs. All receive (or all send): nobody can start. Some of each: a send and the
 receive meant for it name different peers or tags (gloo matches on both; NCCL on the peer).
@@ -10,8 +11,8 @@ receive meant for it name different peers or tags (gloo matches on both; NCCL on
 
 from __future__ import annotations
 
-from hangscope.analyze.facts import Facts
-from hangscope.analyze.signatures import is_p2p
+from hangscope.analyze.evidence.facts import Facts
+from hangscope.analyze.evidence.signatures import is_p2p
 from hangscope.model import Category, Process, Severity, Verdict, VerdictKind, rank_id
 from hangscope.words import rank_set
 

@@ -2,7 +2,8 @@
 
 One row of the table in analyze/rules/, right before *straggler*: the same two sides (ranks that
 wait in a collective, ranks busy elsewhere), but every busy rank's window shows work
-(analyze/working.py): its calls come and go, it reads or writes data, its GPU computes. Then
+(analyze/evidence/working.py): its calls come and go, it reads or writes data, its GPU computes.
+Then
 nothing is hung: the waiting ranks will go on when it arrives (rank 0 preparing a dataset
 behind ``main_process_first``). A busy rank that spins in one loop keeps the straggler verdict.
 """
@@ -11,11 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hangscope.analyze.calm import fetching_loaders
-from hangscope.analyze.facts import BUSY, GONE, WAITING, Facts
-from hangscope.analyze.progress import WAITING as WAITING_DECISION
-from hangscope.analyze.subject_lines import evidence
-from hangscope.analyze.working import work_words
+from hangscope.analyze.evidence.facts import BUSY, GONE, WAITING, Facts
+from hangscope.analyze.evidence.progress import WAITING as WAITING_DECISION
+from hangscope.analyze.evidence.working import work_words
+from hangscope.analyze.patterns.calm.calm import fetching_loaders
+from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.model import Group, Process, Severity, Verdict, VerdictKind
 from hangscope.words import describe, short_who
 

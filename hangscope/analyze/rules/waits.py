@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hangscope.analyze.compiling import describe_compile
-from hangscope.analyze.facts import Facts, unique_keys
-from hangscope.analyze.locks import describe_lock_wait
-from hangscope.analyze.p2p import describe_cycle, describe_points_at, p2p_graph
-from hangscope.analyze.roles import is_helper_role
+from hangscope.analyze.evidence.compiling import describe_compile
+from hangscope.analyze.evidence.facts import Facts, unique_keys
+from hangscope.analyze.evidence.locks import describe_lock_wait
+from hangscope.analyze.evidence.p2p import describe_cycle, describe_points_at, p2p_graph
+from hangscope.analyze.evidence.roles import is_helper_role
 from hangscope.model import Category, Process, Severity, Verdict, VerdictKind
 from hangscope.words import describe, rank_set, who
 

@@ -1,0 +1,132 @@
+"""Group ranks by what their working thread waits on, and merge their stacks into one tree.
+
+The merged call tree follows LLNL STAT: one node per frame path from the outermost frame in,
+each node carrying the set of ranks that pass through it, so ranks that diverge show up as
+sibling branches.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+
+from hangscope.analyze.evidence.identity import AXES, coordinates, rank_label
+from hangscope.model import Group, Process, Signature, TreeNode, rank_id, signature_of
+
+_RANK = operator.attrgetter("rank")
+
+
+def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
+    """Ranks that share a signature, largest group first (ties: lowest rank first)."""
+    labelled = _replicated(procs)
+    # One pass over the ranks; a signature is worded once per distinct (state, working
+    # thread's classification), never once per rank: 131,072 ranks share a handful.
+    signatures: dict[tuple[object, ...], Signature] = {}
+    buckets: dict[str, list[Process]] = {}
+    meta: dict[str, Signature] = {}
+    for proc in procs:
+        working = proc.working_thread
+        key = (proc.state,) if working is None else (
+            proc.state, working.category, working.op, working.site, working.context)
+        signature = signatures.get(key)
+        if signature is None:
+            signature = signatures[key] = signature_of(proc)
+        members = buckets.get(signature[0])
+        if members is None:
+            members = buckets[signature[0]] = []
+            meta[signature[0]] = signature
+        members.append(proc)
+    groups = []
+    for text, members in buckets.items():
+        _, category, op, site, context = meta[text]
+        if labelled:
+            ordered = sorted(members, key=_coordinate_order)
+            ranks = tuple(rank_id(p) for p in ordered)
+        else:  # by (rank, PID): sort the pairs, not the processes through a key function
+            pairs = sorted([(rank_id(p), p.pid, i) for i, p in enumerate(members)])
+            ranks = tuple(pair[0] for pair in pairs)
+        groups.append(Group(signature=text, category=category, op=op, site=site,
+                            ranks=ranks, pids=tuple(p.pid for p in members), context=context,
+                            hosts=tuple(p.host for p in members),
+                            labels=tuple(rank_label(p) for p in ordered) if labelled else ()))
+    groups.sort(key=lambda g: (-len(g.ranks), g.ranks))
+    return tuple(groups)
+
+
+def _coordinate_order(proc: Process) -> tuple[object, ...]:
+    """DP0·TP0, DP0·TP1, DP1·TP0: outermost axis first, unknown coordinates last."""
+    coords = coordinates(proc)
+    return (*((coords.get(a) is None, coords.get(a) or 0) for a in AXES), proc.pid)
+
+
+def _replicated(procs: Sequence[Process]) -> bool:
+    """Some rank has a DP or PP coordinate: "rank 1" alone would name two processes."""
+    return any(rank is not None and rank.replicated for rank in map(_RANK, procs))
+
+
+def _frame_label(frame_name: str, location: str, native: bool) -> str:
+    return f"{frame_name} [{location}]" if native else f"{frame_name} ({location})"
+
+
+class _Node:
+    __slots__ = ("children", "label", "paths")
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.paths: set[int] = set()  # the distinct stacks that pass through this node
+        self.children: dict[str, _Node] = {}
+
+    def freeze(self, ranks_of: Callable[[frozenset[int]], tuple[int, ...]]) -> TreeNode:
+        kids = tuple(child.freeze(ranks_of) for child in self.children.values())
+        return TreeNode(frame=self.label, ranks=ranks_of(frozenset(self.paths)),
+                        children=tuple(sorted(kids, key=lambda n: (-len(n.ranks), n.ranks))))
+
+
+def merged_call_tree(procs: Sequence[Process], native: bool = False) -> tuple[TreeNode, ...]:
+    """Merge every rank's working-thread stack, outermost frame first, into one tree.
+
+    Native frames are left out by default: they differ in addresses between ranks and hide
+    where the Python paths diverge.
+    """
+    # Ranks that share a stack (the same frames tuple: classify interns them) are inserted
+    # once, and a node's ranks are the union of the stacks through it: linear in the ranks,
+    # not ranks x frames, for a job of 131,072 ranks with a handful of distinct stacks.
+    stacks: dict[object, tuple[object, tuple[str, ...], list[int]]] = {}
+    for proc in procs:
+        working = proc.working_thread
+        rid = rank_id(proc)
+        if working is None:
+            label = f"<{proc.category}>"
+            entry = stacks.get(label)
+            if entry is None:
+                entry = stacks[label] = (label, (label,), [])
+            entry[2].append(rid)
+            continue
+        frames = working.frames
+        entry = stacks.get(id(frames))
+        if entry is None or entry[0] is not frames:
+            labels = tuple(_frame_label(frame.name, frame.location, frame.native)
+                           for frame in reversed(frames) if native or not frame.native)
+            entry = stacks[id(frames)] = (frames, labels, [])
+        entry[2].append(rid)
+    root = _Node("")
+    members: list[list[int]] = []
+    for _, labels, rids in stacks.values():
+        index = len(members)
+        members.append(rids)
+        node = root
+        for label in labels:
+            child = node.children.get(label)
+            if child is None:
+                child = node.children[label] = _Node(label)
+            child.paths.add(index)
+            node = child
+    cache: dict[frozenset[int], tuple[int, ...]] = {}
+
+    def ranks_of(paths: frozenset[int]) -> tuple[int, ...]:
+        found = cache.get(paths)
+        if found is None:
+            found = cache[paths] = tuple(sorted({r for p in paths for r in members[p]}))
+        return found
+
+    return root.freeze(ranks_of).children

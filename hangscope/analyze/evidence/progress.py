@@ -1,0 +1,472 @@
+"""Progressing, stuck or slow: a pure decision per rank from :mod:`hangscope.model.progress`.
+
+Rules, first that holds wins; each names the evidence that decided, in a sentence:
+
+1. *python*: the working thread's Python stack moved (dense sampling saw it at two or more
+   places) -> progressing. A blocked rank shows one stack; a poll loop that never moves on shows
+   its wait line only (its check takes microseconds, below the sampling period). A loop that
+   moves between waits only (idle CPU, no data, no GPU work; reads of a few bytes with no write
+   are a poll's re-read of its flag, SQLite's retry of a locked database) is a poll, judged by
+   the counters,
+   unless a collective is among its stacks: it returned from the collective and went on, so
+   its peers answered (NCCL's data moves in its own threads' send/recv, which /proc/PID/io does
+   not count, and a small step's kernels leave the SMs nearly idle).
+2. *gpu*: its GPU's SMs do work (SM activity with DRAM traffic, FP/tensor math or NVLink
+   traffic) -> progressing; the GPU is busy (graphics) while SMs, memory and math are idle -> a
+   spinning kernel: stuck. ``utilization.gpu`` cannot tell these apart; GPM can.
+3. *counters*: the working thread sleeps in one place:
+   - it woke up repeatedly and the process moved data (``/proc/PID/io`` writes: gloo's
+     sockets) -> its waits complete: progressing;
+   - it was never scheduled in the window (schedstat's count did not move) -> stuck;
+   - it only lost the CPU (involuntary switches, no wake-ups) -> slow: runnable, starved;
+   - it woke again and again, never left its line and no data moved beyond its pollers' own
+     (threads that never left their line: heartbeats, monitors) -> stuck: a timed poll
+     (TCPStore check loops, a 1 s ``select``, CPython's 5 ms GIL wait, ``time.sleep`` re-checking
+     a flag); slow instead while another thread of it computes (moves its line on CPU);
+   - it woke once and moved nothing -> slow (a step longer than the window).
+4. *counters*: the working thread ran on CPU in one place -> with an idle GPU, a spin-wait
+   (``cudaStreamSynchronize`` spins, ``sched_yield``): stuck; without a GPU to judge, slow.
+
+Then across ranks: a poll-loop verdict is taken back where a peer completed a collective in the
+same loop function (a collective returns only once every rank has called it).
+
+Why one file: the rules above are one ordered list, each reading the ones before it; split, the
+order would live in two places.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
+
+from hangscope.analyze.evidence.progress_sites import collective_sites, parse_frame
+from hangscope.model.progress import (
+    GpmReading,
+    IoDelta,
+    JobProgress,
+    ProcessProgress,
+    ProgressEvidence,
+    RankProgress,
+    ThreadProgress,
+)
+
+PROGRESSING = "progressing"
+STUCK = "stuck"
+SLOW = "slow"  # unknown: neither progress nor a hang could be proven
+#: Healthy waits, named by the analysis (analyze/patterns/calm/calm.py) where every process waits
+# for nobody:
+PAUSED = "paused"  # a sleep that never woke in the window: between phases
+IDLE = "idle"  # a server waiting for requests, none in flight
+WAITING = "waiting"  # blocked the whole window while another process of the job progresses
+
+#: Samples outside the dominant stack needed to call a move (one stray sample is noise: a
+#: ``py-spy --nonblocking`` read can tear across a frame change).
+MIN_MOVED_SAMPLES = 2
+_COMPREHENSION = re.compile(r"\.<(genexpr|listcomp|setcomp|dictcomp|lambda)> \(")
+#: A thread awake less than this share of the window is "idle" (it waits).
+IDLE_CPU_SHARE = 0.2
+#: Wake-ups in the window (with data moved) for a waiting thread's waits to "complete".
+MIN_WAKES = 2
+#: A poll re-reads a flag or a header (SQLite's 16-byte change counter before each lock try):
+#: reads of at most this many bytes each, and no write, move no data of the job.
+POLL_READ_BYTES = 64
+#: GPM thresholds, percent. Measured on an H200: a spinning kernel reads graphics 100%, SM 0.8%,
+#: DRAM ~0; a bf16 matmul loop SM 96%, tensor/FP32 tens of percent.
+GPU_BUSY_GRAPHICS = 50.0
+GPU_SM_WORK = 5.0
+GPU_PIPE_WORK = 1.0  # DRAM bandwidth, FP32/FP16/FP64/tensor pipes
+GPU_LINK_WORK_MIB_S = 100.0  # NVLink rx+tx
+GPU_IDLE_GRAPHICS = 5.0
+#: Voluntary context switches one blocking ``py-spy dump`` causes in each thread of its target
+#: (ptrace attach + detach; measured: exactly 2, native or not, no I/O).
+WAKES_PER_PAUSE = 2
+_GPU_DECIDES = {"work": PROGRESSING, "spin": STUCK}
+#: What decided a decision (``RankProgress.evidence``), in the report's words.
+DECIDED_BY = {"python": "Python lines, py-spy record", "gpu": "GPU work, GPM",
+              "counters": "kernel counters", "kernel": "its blocked syscall, /proc",
+              "none": "no evidence"}
+
+
+def _pct(value: float) -> str:
+    return f"{value:.2g}%" if value < 10 else f"{value:.0f}%"
+
+
+def gpu_work(reading: GpmReading) -> tuple[str, str]:
+    """(work | spin | idle | busy | unknown, sentence) from one GPU's GPM metrics."""
+    if reading.error or not reading.metrics:
+        return "unknown", f"GPU {reading.index}: {reading.error or 'no GPM metrics'}"
+    m = reading.metrics
+    sm, graphics = m.get("sm", 0.0), m.get("graphics", 0.0)
+    pipes = {name: m[name] for name in ("dram", "tensor", "fp32", "fp16", "fp64") if name in m}
+    busiest = max(pipes.items(), key=lambda item: item[1], default=("dram", 0.0))
+    link = m.get("nvlink_rx_mib_s", 0.0) + m.get("nvlink_tx_mib_s", 0.0)
+    facts = f"SM activity {_pct(sm)}, graphics {_pct(graphics)}, {busiest[0]} {_pct(busiest[1])}"
+    if link:
+        facts += f", NVLink {link:.0f} MiB/s"
+    if sm >= GPU_SM_WORK and (busiest[1] >= GPU_PIPE_WORK or link >= GPU_LINK_WORK_MIB_S):
+        return "work", f"GPU {reading.index}: {facts}: its kernels do work"
+    if graphics >= GPU_BUSY_GRAPHICS and busiest[1] < GPU_PIPE_WORK and link < GPU_LINK_WORK_MIB_S:
+        return "spin", (f"GPU {reading.index} is busy but does no work ({facts}): "
+                        "a spinning kernel, not work")
+    if graphics < GPU_IDLE_GRAPHICS:
+        return "idle", f"GPU {reading.index} is idle ({facts})"
+    return "busy", f"GPU {reading.index}: {facts}"
+
+
+def _moved(thread: ThreadProgress) -> bool:
+    if len(thread.stacks) < 2:
+        return False
+    off_dominant = thread.samples - thread.stacks[0].count
+    return off_dominant >= MIN_MOVED_SAMPLES
+
+
+def _one_loop(thread: ThreadProgress) -> bool:
+    """The stacks of the window are one but for the innermost frame's line: the thread went
+    round one loop of one function (a spin), never into a call or out of it (work). The
+    loop's own comprehensions (``while sum(f for f in flags) < n``) are part of it, and so are
+    torn samples: a ``--nonblocking`` read that lost the outer frames (the loop's stack with
+    its outermost frames cut off) is no move. A consumer that spins for each message and
+    handles it leaves the loop: its samples outside it say so."""
+    shapes = [(_loop_shape(s.frames), s.count) for s in thread.stacks]
+    shapes = [(shape, count) for shape, count in shapes if shape]
+    if not shapes:
+        return False
+    loop = max(shapes, key=lambda item: item[1])[0]
+    left = sum(count for shape, count in shapes
+               if shape != loop and shape != loop[len(loop) - len(shape):])
+    return left < MIN_MOVED_SAMPLES
+
+
+def _loop_shape(frames: Sequence[str]) -> tuple[object, ...]:
+    """A stack with its innermost frame's line dropped and the loop's comprehensions folded."""
+    kept = list(frames)
+    while kept and _COMPREHENSION.search(kept[-1]):
+        kept.pop()
+    return (*kept[:-1], _loop_key(kept[-1])) if kept else ()
+
+
+def _leaf(thread: ThreadProgress) -> str:
+    if not thread.stacks or not thread.stacks[0].frames:
+        return "one place"
+    return thread.stacks[0].frames[-1]
+
+
+def _working_thread(proc: ProcessProgress, tid: int | None) -> ThreadProgress | None:
+    by_tid = {t.tid: t for t in proc.threads}
+    return by_tid.get(tid if tid is not None else proc.pid) or next(
+        (t for t in proc.threads if t.samples), None)
+
+
+def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (),
+           tid: int | None = None, spinning: Collection[int] = (),
+           readers: Collection[int] = ()) -> RankProgress:
+    """The decision for one process; ``tid``: its working thread (default: the main thread);
+    ``spinning``, ``readers``: threads a stack sample caught yielding the CPU from Python, or
+    asleep reading a pipe or a socket (analyze/evidence/progress_hints.py)."""
+    if proc.gone:
+        return RankProgress(proc.pid, SLOW, "none", "the process exited during the window")
+    thread = _working_thread(proc, tid)
+    if thread is None:
+        why = proc.error or "no thread could be read"
+        return RankProgress(proc.pid, SLOW, "none", f"no evidence: {why}")
+    judged = thread.tid
+    judged_gpus = [gpu_work(reading) for reading in gpus]
+    gpu_text = "; ".join(sentence for _, sentence in judged_gpus) or None
+    gpu_state = _gpu_state([state for state, _ in judged_gpus])
+    spins = thread.tid in spinning and _one_loop(thread)
+    if _moved(thread) and not spins:  # a spin-wait's line goes round its loop: no progress
+        through = collective_sites(thread)
+        if through:  # a collective returned and the line went on: its peers answer each step
+            return RankProgress(proc.pid, PROGRESSING, "python", (
+                f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
+                f"samples, through {_sites(through)} and on: its collectives complete"),
+                judged, gpu_text, gpu_state)
+        if not _poll_loop(proc, thread, seconds, gpu_state, thread.tid in readers):
+            return RankProgress(proc.pid, PROGRESSING, "python", (
+                f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
+                f"samples"), judged, gpu_text, gpu_state)
+    for state, sentence in judged_gpus:
+        if state in _GPU_DECIDES:
+            return RankProgress(proc.pid, _GPU_DECIDES[state], "gpu", sentence, judged, gpu_text,
+                                gpu_state)
+    if spins:
+        return RankProgress(proc.pid, STUCK, "counters", (
+            f"spin-waiting: the thread yields its core (sched_yield) again and again at "
+            f"{_leaf(thread)} and its line only goes round that loop: a wait that burns CPU, "
+            "not work"), judged, gpu_text, gpu_state)
+    gpu_idle = gpu_state == "idle"
+    return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
+                                  thread.tid in readers), gpu=gpu_text,
+                   gpu_state=gpu_state)
+
+
+def _sites(sites: Sequence[str]) -> str:
+    return ", ".join(sites[:2]) + (f" and {len(sites) - 2} more" if len(sites) > 2 else "")
+
+
+def _gpu_state(states: Sequence[str]) -> str | None:
+    """One state for a rank's GPUs: work wins, then a spin; idle only when every one is."""
+    if not states:
+        return None
+    for state in ("work", "spin"):
+        if state in states:
+            return state
+    if all(state == "idle" for state in states):
+        return "idle"
+    return "busy" if "busy" in states else "unknown"
+
+
+def _poller(thread: ThreadProgress) -> bool:
+    """A Python thread that never left its line (a heartbeat, a monitor, a timed poll): the
+    I/O it does is its own polling, not the job's data (a native thread, gloo's, is no poller:
+    py-spy sees no line of it)."""
+    return thread.samples > 0 and not _moved(thread)
+
+
+def _data_moved(proc: ProcessProgress, judged: ThreadProgress) -> IoDelta | None:
+    """The I/O of the process beyond what its pollers did: the judged thread's own, and every
+    thread's that moved its line or runs no Python. Without per-thread counters (recordings
+    from before they were read), the whole process's."""
+    if not any(t.io is not None for t in proc.threads):
+        return proc.io
+    kept = [t.io for t in proc.threads
+            if t.io is not None and (t.tid == judged.tid or not _poller(t))]
+    return IoDelta(syscr=sum(i.syscr for i in kept), syscw=sum(i.syscw for i in kept),
+                   rchar=sum(i.rchar for i in kept), wchar=sum(i.wchar for i in kept))
+
+
+def _poll_loop(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
+               gpu_state: str | None, consumes: bool = False) -> bool:
+    """Its Python line moves, but only around a loop that waits: idle on CPU, no data moved
+    beyond its pollers' own, no GPU work (``while not store.check(k): time.sleep(0.05)``
+    alternates two lines forever). The counters judge it then: a timed poll."""
+    c = thread.counters
+    if c is None or c.cpu_ns is None or gpu_state == "work":
+        return False
+    io = _data_moved(proc, thread)
+    # It blocks and is woken (a wait), not only preempted (a computing loop the machine starves)
+    wakes = (c.voluntary or 0) - WAKES_PER_PAUSE * proc.pauses
+    return (c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds and wakes >= MIN_WAKES
+            and io is not None and (io.syscr + io.syscw < MIN_WAKES or _rereads(io, consumes)))
+
+
+def _rereads(io: IoDelta, consumes: bool = False) -> bool:
+    """Only small reads and no write: a poll re-reading its flag, not data moving; unless the
+    thread reads a pipe or a socket (``consumes``) and got bytes: those were sent to it."""
+    if consumes and io.rchar > 0:
+        return False
+    return io.syscw == 0 and io.wchar == 0 and io.rchar <= POLL_READ_BYTES * io.syscr
+
+
+def _other_worker(proc: ProcessProgress, judged: ThreadProgress,
+                  seconds: float) -> ThreadProgress | None:
+    """Another thread of the process that computes: it moved its Python line on CPU."""
+    for t in proc.threads:
+        c = t.counters
+        if (t.tid != judged.tid and _moved(t) and c is not None and c.cpu_ns is not None
+                and c.cpu_ns / 1e9 >= IDLE_CPU_SHARE * seconds):
+            return t
+    return None
+
+
+def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
+                   gpu_idle: bool, gpu_text: str | None, consumes: bool = False
+                   ) -> RankProgress:
+    c = thread.counters
+    where = (f"one stack in {thread.samples} samples ({_leaf(thread)})" if thread.samples
+             else "no Python samples")
+    if _moved(thread):  # a loop around a wait: its lines, not one
+        where = (f"{len(thread.stacks)} stacks of one waiting loop in {thread.samples} samples "
+                 f"({_leaf(thread)})")
+    if c is None or c.cpu_ns is None:
+        return RankProgress(proc.pid, SLOW, "none",
+                            f"{where}; its kernel counters could not be read", thread.tid)
+    cpu_s = c.cpu_ns / 1e9
+    raw_wakes = c.voluntary if c.voluntary is not None else c.runs or 0
+    noise = WAKES_PER_PAUSE * proc.pauses
+    wakes = max(0, raw_wakes - noise)
+    runs = max(0, (c.runs if c.runs is not None else raw_wakes) - noise)
+    window = f"{seconds:.1f} s"
+    if proc.pauses:
+        window += f" (not counting {raw_wakes - wakes} from py-spy's {proc.pauses} pauses)"
+    if cpu_s < IDLE_CPU_SHARE * seconds:
+        io = _data_moved(proc, thread)
+        moved = (io is not None and (io.syscw + io.syscr) >= MIN_WAKES
+                 and not _rereads(io, consumes))
+        if wakes >= MIN_WAKES and moved and io is not None:
+            return RankProgress(proc.pid, PROGRESSING, "counters", (
+                f"{where}, but its wait ended {wakes} times in {window} and the process made "
+                f"{io.syscr + io.syscw:,} reads/writes ({(io.rchar + io.wchar) / 1024:,.0f} KiB):"
+                " its waits complete and data moves"), thread.tid, wakes=wakes)
+        if runs == 0:  # never scheduled: asleep the whole window
+            return RankProgress(proc.pid, STUCK, "counters", (
+                f"blocked: {where}, {cpu_s * 1000:.0f} ms of CPU and 0 wake-ups in "
+                f"{window}"), thread.tid, wakes=0)
+        if wakes == 0:  # ran, but only ever lost the CPU to others: runnable, starved
+            return RankProgress(proc.pid, SLOW, "counters", (
+                f"{where}; it was runnable but got only {cpu_s * 1000:.0f} ms of CPU in {window} "
+                f"(preempted {c.involuntary or 0:,} times): the machine is overloaded"),
+                thread.tid, wakes=0)
+        if not moved and wakes >= MIN_WAKES:
+            other = _other_worker(proc, thread, seconds)
+            if other is not None:  # it waits while a thread of its own computes (the GIL)
+                return RankProgress(proc.pid, SLOW, "counters", (
+                    f"{where}; it woke {wakes} times in {window} without leaving that line "
+                    f"while thread {other.tid} of the same process ran and moved its Python "
+                    "line: slow, waiting for it"), thread.tid, wakes=wakes)
+            # A timer, not an event: woken by its own timeout, it checked and waited again.
+            return RankProgress(proc.pid, STUCK, "counters", (
+                f"polling without progress: {where}; it woke {wakes} times in {window} "
+                f"(every {seconds / wakes * 1000:,.0f} ms) but never left that "
+                f"{'loop' if _moved(thread) else 'line'} and no data "
+                "moved beyond its own polling: a timed wait that re-checks, not progress"),
+                thread.tid, wakes=wakes)
+        return RankProgress(proc.pid, SLOW, "counters", (
+            f"{where}; it woke once in {window}: a step longer than the window, or a wait "
+            "that timed out once"), thread.tid, wakes=wakes)
+    busy = (f"the thread ran {cpu_s:.1f} s of CPU and was scheduled {c.runs or 0:,} times in "
+            f"{window} in {where}")
+    if gpu_idle:
+        return RankProgress(proc.pid, STUCK, "counters",
+                            f"{busy} while its GPU is idle: a spin-wait, not work", thread.tid)
+    extra = f"; {gpu_text}" if gpu_text else ""
+    return RankProgress(proc.pid, SLOW, "counters", f"{busy}: a spin or work{extra}",
+                        thread.tid)
+
+
+def decide_all(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] | None = None,
+               working: Mapping[int, int] | None = None, spinning: Collection[int] = (),
+               readers: Collection[int] = ()) -> tuple[RankProgress, ...]:
+    """Every watched process. ``gpus_of``: pid -> GPU indices it uses; ``working``: pid -> tid;
+    ``spinning``, ``readers``: thread IDs, as :func:`decide` takes them."""
+    by_index = {g.index: g for g in evidence.gpus}
+    out = []
+    for proc in evidence.processes:
+        mine = [by_index[i] for i in (gpus_of or {}).get(proc.pid, ()) if i in by_index]
+        tid = (working or {}).get(proc.pid)
+        decided = decide(proc, evidence.seconds, mine, tid, spinning, readers)
+        out.append(replace(decided, seen=collective_sites(_working_thread(proc, tid))))
+    return _peers_answered(evidence, out, working or {})
+
+
+def _loop_key(text: str) -> tuple[str, str] | None:
+    """(function, file name) of a ``func (file:line)`` frame; None without a file."""
+    frame = parse_frame(text)
+    return (frame.name, frame.file.rsplit("/", 1)[-1]) if frame.file else None
+
+
+def _peers_answered(evidence: ProgressEvidence, decided: list[RankProgress],
+                    working: Mapping[int, int]) -> tuple[RankProgress, ...]:
+    """A poll-loop verdict taken back where a peer completed a collective in the same loop.
+
+    A collective returns only once every member has called it: when rank A's samples pass
+    through ``all_reduce at train (x.py:51)`` and on, a rank B whose moving loop is in that
+    same function called it too, even if its own samples missed the call (an NCCL launch takes
+    microseconds; a 100 Hz window can see only B's sleep and ``.item()``)."""
+    loops: dict[tuple[str, str], tuple[int, str]] = {}
+    for r in decided:
+        if r.decision != PROGRESSING:
+            continue
+        for site in r.seen:  # "all_reduce at train (x.py:51)"
+            key = _loop_key(site.partition(" at ")[2])
+            if key is not None:
+                loops.setdefault(key, (r.pid, site))
+    if not loops:
+        return tuple(decided)
+    procs = {p.pid: p for p in evidence.processes}
+    out = []
+    for r in decided:
+        thread = _working_thread(procs[r.pid], working.get(r.pid)) if r.pid in procs else None
+        peer = None
+        if (r.decision == STUCK and r.evidence == "counters" and (r.wakes or 0) >= MIN_WAKES
+                and thread is not None and _moved(thread)):
+            peer = next((loops[key] for stack in thread.stacks for frame in stack.frames
+                         if (key := _loop_key(frame)) in loops), None)
+        if peer is None:
+            out.append(r)
+            continue
+        out.append(replace(r, decision=PROGRESSING, evidence="python", reason=(
+            f"its loop is the one where PID {peer[0]} completed {peer[1]} in this window: a "
+            "collective returns only once every rank has called it (this rank's own call was "
+            "too short to be sampled)")))
+    return tuple(out)
+
+
+def _pids(ranks: Sequence[RankProgress]) -> str:
+    """``PID 12``, ``PIDs 12, 14``."""
+    return ("PID " if len(ranks) == 1 else "PIDs ") + ", ".join(str(r.pid) for r in ranks)
+
+
+def job_progress(ranks: Sequence[RankProgress]) -> JobProgress:
+    """Stuck when a rank is stuck; progressing when every rank is; else slow."""
+    ranks = tuple(ranks)
+    stuck = [r for r in ranks if r.decision == STUCK]
+    going = [r for r in ranks if r.decision == PROGRESSING]
+    if not ranks:
+        return JobProgress(SLOW, "no process was watched")
+    if stuck:
+        are = "is" if len(stuck) == 1 else "are"
+        return JobProgress(STUCK, f"{_pids(stuck)} {are} stuck: {stuck[0].reason}", ranks)
+    if len(going) == len(ranks):
+        kinds = sorted({r.evidence for r in going})
+        return JobProgress(PROGRESSING, (
+            f"every process progresses (evidence: {', '.join(kinds)}); "
+            f"for example PID {going[0].pid}: {going[0].reason}"), ranks)
+    slow = [r for r in ranks if r.decision == SLOW]
+    if not slow:  # some progress, the others wait for it
+        waiting = [r for r in ranks if r.decision != PROGRESSING]
+        return JobProgress(SLOW, f"{_pids(going)} progress; {_pids(waiting)} wait: "
+                           f"{waiting[0].reason}", ranks)
+    are = "is" if len(slow) == 1 else "are"
+    return JobProgress(SLOW, f"{_pids(slow)} {are} slow: not proven hung, nor seen to move: "
+                       f"{slow[0].reason}", ranks)
+
+
+def _unsampled(evidence: ProgressEvidence) -> list[ProcessProgress]:
+    """Processes py-spy record could not sample (the process itself was there)."""
+    return [p for p in evidence.processes
+            if not p.gone and not p.sampled and (p.error or evidence.error)]
+
+
+def watch_note(evidence: ProgressEvidence) -> str | None:
+    """One sentence for the report when the dense sampling was not (fully) there."""
+    failed = _unsampled(evidence)
+    if not failed:
+        return None
+    why = evidence.error or failed[0].error
+    pids = ", ".join(str(p.pid) for p in failed[:8]) + (", ..." if len(failed) > 8 else "")
+    return (f"Progress not measured for PID {pids} (py-spy record: {why}): stuck or moving "
+            "comes from the stack samples there.")
+
+
+def progress_of(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] | None = None,
+                working: Mapping[int, int] | None = None, spinning: Collection[int] = (),
+                readers: Collection[int] = ()) -> JobProgress:
+    """The job's decision, the window and what could not be watched: Snapshot.progress.
+
+    A process py-spy record could not sample gets no decision: the verdict falls back to its
+    stack samples (stuck unless a change was seen), as without the watcher.
+    """
+    failed = {p.pid for p in _unsampled(evidence)}
+    kept = replace(evidence, processes=tuple(p for p in evidence.processes
+                                             if p.pid not in failed))
+    ranks = decide_all(kept, gpus_of, working, spinning, readers)
+    job = job_progress(ranks) if ranks else JobProgress(SLOW, "no process was watched")
+    return replace(job, seconds=evidence.seconds, note=watch_note(evidence))
+
+
+def merge_progress(parts: Sequence[JobProgress | None],
+                   pids: Sequence[int]) -> JobProgress | None:
+    """The nodes' decisions as one job's (``hangscope merge``); None where a node has none or
+    a decided PID is also a process of another node (decisions are keyed by PID: one node's
+    decision would judge the other's process)."""
+    if not parts or any(p is None for p in parts):
+        return None
+    known = [p for p in parts if p is not None]
+    ranks = tuple(r for p in known for r in p.ranks)
+    if any(pids.count(r.pid) > 1 for r in ranks):
+        return None
+    job = job_progress(ranks)
+    return replace(job, seconds=min(p.seconds for p in known),
+                   note=next((p.note for p in known if p.note), None))

@@ -1,0 +1,67 @@
+"""What a stack sample says that the progress counters cannot: spin-waits and stream reads.
+
+**Spin-waits**: a thread that burns a core while it waits (``while not ok: os.sched_yield()``).
+
+vLLM's shared-memory ring (``acquire_write`` / ``acquire_read``), hand-written flag spins on a
+``multiprocessing.shared_memory`` buffer and lock-free queues wait this way: the thread is on
+CPU, its Python line goes round one loop, and no syscall but the yield is made. On every counter
+that is a computing loop; what tells them apart is the yield itself: a thread that gives its
+core away again and again has nothing to do until someone else changes memory. Native frames
+of a dump sample show it (``sched_yield <- os_sched_yield <- <the loop's line>``).
+
+A yield reached through a driver (libcuda spins in ``cudaStreamSynchronize`` with
+``sched_yield``) is not counted: the GPU judges that wait (analyze/evidence/progress.py).
+
+**Stream reads**: a thread asleep in a read of a pipe or a socket. Small reads with no write
+look like a poll re-reading a flag (SQLite's 16-byte header before each lock try); from a pipe
+or a socket they cannot be: every byte read there was sent, and is consumed (a server taking
+small messages).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from hangscope.model import Frame, Process, Thread
+
+#: The C functions that give the CPU away and return at once.
+YIELDS = frozenset({"sched_yield", "__sched_yield", "pthread_yield", "thrd_yield"})
+#: Native code between the yield and the Python frame that called it: the C library and the
+#: interpreter (``os_sched_yield``, ``_PyEval_EvalFrameDefault``), nothing else.
+_CALLERS = ("libc.so", "libc-", "libpython", "/python3", "ld-linux")
+
+
+def yields(frames: Iterable[Frame]) -> bool:
+    """The innermost frames are a CPU yield called from Python code."""
+    seen = False
+    for frame in frames:
+        if not frame.native:
+            return seen
+        if frame.name in YIELDS:
+            seen = True
+        elif not seen or not any(part in (frame.module or frame.file or "")
+                                 for part in _CALLERS):
+            return False
+    return False
+
+
+def spins(thread: Thread) -> bool:
+    """``thread`` is on CPU, caught yielding from Python code: a spin-wait."""
+    return (thread.active or thread.state == "R") and yields(thread.frames)
+
+
+def spinning_tids(processes: Iterable[Process]) -> frozenset[int]:
+    """Every spin-waiting thread of these processes (thread IDs)."""
+    return frozenset(t.tid for p in processes for t in p.threads if spins(t))
+
+
+#: Kernel wait channels of a read of a pipe or a socket (``cat /proc/PID/task/TID/wchan``).
+_STREAM_READ = re.compile(r"pipe_read|unix_stream_read|unix_dgram_recv|sk_wait_data|"
+                          r"tcp_recvmsg|skb_wait_for_more_packets|udp_recvmsg")
+
+
+def stream_readers(processes: Iterable[Process]) -> frozenset[int]:
+    """Every thread asleep reading a pipe or a socket (thread IDs)."""
+    return frozenset(t.tid for p in processes for t in p.threads
+                     if t.wchan and _STREAM_READ.search(t.wchan))

@@ -1,0 +1,122 @@
+"""Does a process that others wait for work, or spin? A pure reading of the progress window.
+
+A rank the others wait for in a collective is a straggler only if it will never arrive: it
+is blocked elsewhere, or spins in a loop that cannot end. One that works (rank 0 tokenising a
+dataset behind ``main_process_first`` while the others sit in a barrier: LongLoRA#45,
+axolotl#2684) makes the job slow, not hung. The window tells them apart:
+
+- its GPU's kernels do work (GPM), or its waits complete while data moves (counters): work;
+- its Python stack moved through more than one chain of *functions* (calls are made and
+  return: an encoder, a tokeniser, a loader), or the thread read or wrote data (log lines,
+  cache shards): work;
+- it moved only between lines of one loop of one function, with no call and no I/O (``while
+  padded % 8: padded += 16``): a spin that may never end, still a straggler.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from hangscope.analyze.evidence.progress import MIN_MOVED_SAMPLES, MIN_WAKES, PROGRESSING, SLOW
+from hangscope.model import Process, Snapshot
+from hangscope.model.progress import ProcessProgress, RankProgress, ThreadProgress
+from hangscope.words import size
+
+_LINE = re.compile(r":\d+\)$")
+_INLINE = re.compile(r"<(?:genexpr|listcomp|dictcomp|setcomp|lambda)> \(")
+#: Native libraries whose frames under a Python line are arithmetic (BLAS/LAPACK, OpenMP,
+#: torch's CPU kernels, NumPy's loops): a thread on CPU in them computes. Waiting libraries
+#: (libcuda, libnccl, libc, libpython) are not here: their spins are waits (classify.py).
+_MATH = ("libtorch_cpu", "blas", "lapack", "libmkl", "libgomp", "libiomp", "libomp",
+         "_multiarray_umath", "dnnl", "faiss", "libopenblas")
+#: On CPU this share of the window at least (a loaded machine gives a computing thread less
+#: than a core), and it never blocked of its own accord (at most this many voluntary
+#: switches: a thread that sleeps or waits in between is not one long native call).
+_BUSY_SHARE = 0.3
+_MAX_VOLUNTARY = 3
+
+
+def _raw(snap: Snapshot, proc: Process) -> ProcessProgress | None:
+    """The watcher's raw window of this process (its node's readings; None: not watched)."""
+    found = [p for r in snap.readings if r.progress is not None
+             and (r.host is None or proc.host is None or r.host == proc.host)
+             for p in r.progress.processes if p.pid == proc.pid]
+    return found[0] if len(found) == 1 else None
+
+
+def _thread(raw: ProcessProgress, measured: RankProgress) -> ThreadProgress | None:
+    tid = measured.tid if measured.tid is not None else raw.pid
+    return next((t for t in raw.threads if t.tid == tid), None)
+
+
+def _call_chains(thread: ThreadProgress) -> int:
+    """Distinct chains of functions (lines dropped) sampled at least MIN_MOVED_SAMPLES times
+    in all: a loop inside one function is one chain whatever line it is on."""
+    counts: dict[tuple[str, ...], int] = {}
+    for stack in thread.stacks:
+        # A comprehension or generator expression runs inline in its function's loop: no
+        # call of the program's (a torn sample may hold it alone: dropped).
+        chain = tuple(_LINE.sub(")", frame) for frame in stack.frames
+                      if not _INLINE.search(frame))
+        if chain:
+            counts[chain] = counts.get(chain, 0) + stack.count
+    if len(counts) < 2:
+        return len(counts)
+    ordered = sorted(counts.values(), reverse=True)
+    return len(counts) if sum(ordered[1:]) >= MIN_MOVED_SAMPLES else 1
+
+
+def work_words(snap: Snapshot, proc: Process, measured: RankProgress | None) -> str | None:
+    """What shows that ``proc`` works (``its kernels do work``, ``its Python stack went
+    through 6 call chains ... and it wrote 6.6M``); None where the window shows no work (it
+    was blocked, spun in one loop, or was not watched)."""
+    if measured is None or measured.decision not in (PROGRESSING, SLOW):
+        return None
+    raw = _raw(snap, proc)
+    thread = _thread(raw, measured) if raw is not None else None
+    if measured.decision == SLOW:  # neither proven: a native library's math still is work
+        seconds = snap.progress.seconds if snap.progress is not None else 0.0
+        return _native_math(proc, thread, seconds) if thread is not None else None
+    if measured.evidence == "gpu":
+        return measured.reason
+    io = thread.io if thread is not None and thread.io is not None else (
+        raw.io if raw is not None else None)
+    data = None
+    if io is not None and io.syscr + io.syscw >= MIN_WAKES:
+        moved = " and ".join(f"{verb} {size(amount)}" for verb, amount in
+                             (("read", io.rchar), ("wrote", io.wchar)) if amount)
+        data = f"it {moved or 'made'} in {io.syscr + io.syscw:,} reads/writes"
+    if measured.evidence == "counters":
+        return measured.reason if data is None else f"{measured.reason}; {data}"
+    if thread is None:
+        return None
+    chains = _call_chains(thread)
+    cpu = (f" ({thread.counters.cpu_ns / 1e9:.1f} s of CPU)"
+           if thread.counters is not None and thread.counters.cpu_ns is not None else "")
+    moved = (f"its Python stack went through {chains} call chains in {thread.samples} "
+             f"samples{cpu}") if chains >= 2 else None
+    if moved is None and data is None:
+        return None  # one loop of one function, no call, no I/O: a spin, not proven work
+    return "; ".join(w for w in (moved, data) if w)
+
+
+def _native_math(proc: Process, thread: ThreadProgress, seconds: float) -> str | None:
+    """``it computes inside torch/lib/libtorch_cpu.so under <module> (x.py:26): 2.0 s of CPU in
+    2.0 s``: the working thread ran the whole window inside a math library's native frames,
+    below one Python line (a long torch or NumPy call: ``torch.linalg.eigh``). A Python spin
+    has no such frames under its line: its loop is bytecode."""
+    working = proc.working_thread
+    counters = thread.counters
+    if working is None or counters is None or counters.cpu_ns is None or seconds <= 0 or \
+            counters.cpu_ns < _BUSY_SHARE * seconds * 1e9 or (
+                counters.voluntary is not None and counters.voluntary > _MAX_VOLUNTARY):
+        return None
+    native = list(itertools.takewhile(lambda f: f.native, working.frames))
+    lib = next((f for f in native if any(m in (f.file or "") for m in _MATH)), None)
+    if lib is None or len(native) == len(working.frames):
+        return None
+    return (f"it computes inside {lib.short_file} under {working.site or '?'}: "
+            f"{counters.cpu_ns / 1e9:.1f} s of CPU in {seconds:.1f} s, in a native math "
+            "library's frames (a long torch or NumPy call), not a Python loop")
+

@@ -1,0 +1,280 @@
+"""Paused or idle, not hung: a job whose every process waits for nobody in the job.
+
+A measured "stuck" says a thread never left its line and moved nothing; it does not say that
+anything is wrong. Two such waits are healthy when they are all there is:
+
+- *paused*: the working thread sleeps (``time.sleep``, ``asyncio.sleep``: the sleep category)
+  and the kernel saw it wake 0 times in the window: one long sleep between phases. (A sleep
+  that wakes again and again without leaving its line re-checks a flag: a poll, still stuck.)
+- *idle*: a server waiting for work: the process listens on a port and its working thread's
+  innermost Python frame is the server's own wait for the next event (``selectors``
+  under ``socketserver``/``asyncio``'s loop, or ``accept``), not a blocking call inside a
+  handler or a coroutine (an event loop blocked by a synchronous ``recv`` is hung).
+
+What waits only on those, for work they will send (a worker reading its task pipe from an
+idle server, a worker waiting for a coordinator asleep between phases), is idle too
+(analyze/patterns/calm/calm_chain.py); a client waiting for a reply never is.
+
+Only when every subject is paused or idle is the job so: a process that sleeps while ranks
+wait for it in a collective is a straggler, and a server that a waiting client talks to has a
+request in flight. :func:`calm_progress` then rewrites the measured decisions to ``paused`` or
+``idle`` (the report never calls a healthy job stuck), and the ``calm`` rule states it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from hangscope.analyze.evidence.progress import (
+    IDLE,
+    PAUSED,
+    PROGRESSING,
+    SLOW,
+    STUCK,
+    WAITING,
+    job_progress,
+)
+from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.graph.waitgraph import SYSCALLS
+from hangscope.analyze.patterns.calm.calm_chain import Calm, calm_chain
+from hangscope.model import Category, Process, Role, Snapshot, Thread
+from hangscope.model.progress import JobProgress, RankProgress
+from hangscope.model.waits import FILE_WATCHES, FdRecord, KernelWaits, TaskSyscall
+
+#: The innermost Python frame of a server that waits for its next request or connection.
+_WAITS_FOR_WORK = re.compile(
+    r"^(?:\S+\.)?(?:select|poll) \((?:[^)]*/)?selectors\.py\)|"
+    r"^(?:\S+\.)?(?:accept|_accept) \((?:[^)]*/)?socket\.py\)")
+#: ...and the loop around it: a server's, not a one-off wait on a socket.
+_SERVER_LOOP = re.compile(
+    r"\((?:[^)]*/)?(?:socketserver\.py|asyncio/base_events\.py|uvicorn/|aiohttp/|tornado/|"
+    r"http/server\.py|wsgiref/|gunicorn/|zmq/)\)")
+
+
+_ACCEPT = re.compile(r"^(?:\S+\.)?(?:accept|_accept) \((?:[^)]*/)?socket\.py\)")
+
+_POLL_WORDS = re.compile(r"but never left that (?:line|loop) and no data moved beyond its own "
+                         r"polling: a timed wait that re-checks, not progress")
+
+
+def _innermost_python(thread: Thread | None) -> tuple[str, tuple[str, ...]]:
+    frames = [f for f in (thread.frames if thread else ()) if not f.native]
+    names = tuple(f"{f.name} ({f.file})" for f in frames)
+    return (names[0] if names else ""), names
+
+
+def calm_kind(proc: Process, measured: RankProgress | None,
+              kernel: KernelWaits | None = None) -> str | None:
+    """``paused`` or ``idle`` where this process alone reads so; None otherwise."""
+    if measured is None and native_server(proc, kernel):
+        return IDLE
+    if measured is None or measured.evidence != "counters":
+        return None
+    # A server's wait is read on the thread the window judged (its main thread in its select
+    # loop), which need not be the one the stacks call working (a thread idle in Queue.get).
+    thread = proc.working_thread
+    if thread is None:
+        return None
+    # One long sleep (no wake-up), or a sleep longer than the window that woke once to check
+    # and slept again (a drain flag polled every few seconds): between phases.
+    if thread.category is Category.SLEEP and (measured.wakes or 0) <= 1 and (
+            measured.decision == STUCK or (measured.decision == SLOW and measured.wakes == 1)):
+        return PAUSED
+    if measured.decision != STUCK:
+        return None
+    thread = next((t for t in proc.threads if t.tid == measured.tid), thread)
+    if any(s.pending for s in proc.listening):
+        return None  # clients wait in its accept queue: a request is in flight
+    innermost, names = _innermost_python(thread)
+    if proc.listening and _WAITS_FOR_WORK.search(innermost) and (any(
+            _SERVER_LOOP.search(n) for n in names[1:]) or (
+            _ACCEPT.search(innermost) and proc.role is not Role.RANK)):
+        # a server loop's wait, or a plain accept() on its own listening socket outside any
+        # rank (a metrics exporter's loop): a rank's accept may be a rendezvous that hangs
+        return IDLE
+    if proc.listening and proc.role is not Role.RANK and _polls_listener(kernel, proc, thread):
+        return IDLE  # the program's own select loop over its listening socket
+    if proc.role is not Role.RANK and _watches_files(kernel, proc, thread):
+        return IDLE  # a drop-folder service: it waits for a file to appear
+    return None
+
+
+def native_server(proc: Process, kernel: KernelWaits | None) -> bool:
+    """A program without Python (a redis-server, an nginx, a broker) whose main thread waits in
+    epoll/poll/select over its own listening socket and which used no CPU to speak of: its
+    event loop waits for the next client. py-spy measures no window for it; the kernel's view
+    of its main thread is the evidence (its other threads idle on condition variables, as a
+    native server's background threads do)."""
+    main = next((t for t in proc.threads if t.tid == proc.pid), None)
+    return (main is not None and proc.listening and proc.role is not Role.RANK
+            and not any(s.pending for s in proc.listening)  # clients wait to be accepted
+            and not any(t.python for t in proc.threads) and not proc.is_exited
+            and (proc.cpu_percent or 0.0) < _NATIVE_IDLE_CPU
+            and _polls_listener(kernel, proc, main))
+
+
+#: CPU (% of one core) under which a native server's loop is taken as waiting, not serving.
+_NATIVE_IDLE_CPU = 5.0
+
+
+def _blocked_call(kernel: KernelWaits | None, proc: Process, thread: Thread
+                  ) -> tuple[dict[int, FdRecord], TaskSyscall] | None:
+    """The thread's fds (by number) and the syscall it is blocked in; None where unread."""
+    mine = kernel.process(proc.pid) if kernel is not None else None
+    call = mine.syscall(thread.tid) if mine else None
+    if mine is None or call is None:
+        return None
+    return {r.fd: r for r in mine.fds}, call
+
+
+def _watches_files(kernel: KernelWaits | None, proc: Process, thread: Thread) -> bool:
+    """The thread blocks reading (or polling) only an inotify/fanotify fd: it waits for a
+    file to be written in a watched directory, by someone outside the job (a drop folder, a
+    config reload). Nothing in the job owes it anything: work, not a wait on the job."""
+    found = _blocked_call(kernel, proc, thread)
+    if kernel is None or found is None:
+        return False
+    fds, call = found
+    watched = [fd for fd, _ in (*call.watched, *call.polled)]
+    if not watched and call.nr in SYSCALLS.get(kernel.arch, {}).get("read", ()) and call.args:
+        watched = [call.args[0]]
+    return bool(watched) and all(
+        (rec := fds.get(fd)) is not None and rec.target.startswith(FILE_WATCHES)
+        for fd in watched)
+
+
+def _polls_listener(kernel: KernelWaits | None, proc: Process, thread: Thread) -> bool:
+    """The thread waits in epoll/poll/select over a set of fds that holds a socket with no
+    connection (no Unix peer, no TCP ends): its listening socket. Whatever loop the program
+    wrote around it, a new client's connection is among what it waits for: work."""
+    found = _blocked_call(kernel, proc, thread)
+    if kernel is None or found is None:
+        return False
+    fds, call = found
+    connected = {u.inode for u in kernel.unix_peers} | {c.inode for c in kernel.tcp}
+    return any((rec := fds.get(fd)) is not None and rec.target.startswith("socket:")
+               and rec.inode is not None and rec.inode not in connected and events & 1
+               for fd, events in (*call.watched, *call.polled))
+
+
+def _reworded(measured: RankProgress, kind: str, proc: Process) -> RankProgress:
+    reason = measured.reason.removeprefix("blocked: ").removeprefix("polling without progress: ")
+    reason = _POLL_WORDS.sub("and went back to waiting: nothing asked it for work", reason)
+    if kind == IDLE and not proc.listening:  # _watches_files: a drop folder
+        reason = (f"waits for a file to be written where it watches (inotify), none yet: "
+                  f"{reason}")
+    elif kind == IDLE:
+        ports = ", ".join(str(s.port) for s in proc.listening if s.port) or "its socket"
+        reason = f"waits for requests on port {ports}, none in flight: {reason}"
+    else:
+        reason = f"asleep between phases, never woke: {reason}"
+    return replace(measured, decision=kind, reason=reason)
+
+
+def _native_idle(proc: Process) -> RankProgress:
+    """The decision for a native server (no Python, no measured window): idle, by the kernel."""
+    ports = ", ".join(str(s.port) for s in proc.listening if s.port) or "its socket"
+    return RankProgress(proc.pid, IDLE, "kernel", (
+        f"waits for requests on port {ports}, none in flight: its main thread waits in its "
+        f"event loop (epoll/poll) over its listening socket, {proc.cpu_percent or 0:.0f}% of "
+        "a CPU"), proc.pid)
+
+
+def _chained(measured: RankProgress, why: Calm, calm: dict[int, Calm]) -> RankProgress:
+    """A waiter on a calm process: idle, waiting for the work it will send."""
+    via = calm.get(why.via or 0)
+    if why.polls:
+        every = measured.reason.partition("(every ")[2].partition(")")[0]
+        return replace(measured, decision=IDLE, reason=(
+            f"asks PID {why.via} (idle) for work on {why.what}"
+            f"{f' every {every}' if every else ' again and again'}; each request ends "
+            "with an empty answer or its own timeout and it asks again: a long poll of an "
+            "empty queue (if it waits for a result rather than for work, that result was "
+            "lost)"))
+    state = "paused between phases" if via is not None and via.kind == PAUSED and \
+        via.via is None else "idle"
+    reason = measured.reason.removeprefix("blocked: ")
+    return replace(measured, decision=IDLE, reason=(
+        f"waits for work from PID {why.via} ({state}) on {why.what}, none asked for yet: "
+        f"{reason}"))
+
+
+def calm_progress(snap: Snapshot) -> JobProgress | None:
+    """The measured decisions with paused/idle in place of stuck, when every subject is."""
+    progress = snap.progress
+    if progress is None or not progress.ranks:
+        return progress
+    by_pid = {r.pid: r for r in progress.ranks}
+    subjects = [p for p in snap.subjects if not p.is_exited]
+    if not subjects or len({p.pid for p in snap.processes}) != len(snap.processes):
+        return progress  # a merged dump: PIDs repeat, a decision cannot be matched
+    # Roots among the subjects, and a rank's DataLoader workers asleep in their dataset
+    # (a slow fetch between batches): what a rank waits on for its next batch.
+    loaders = [p for p in snap.processes if p.role is Role.DATA_WORKER and not p.is_exited]
+    kernel = snap.waits.kernel if snap.waits is not None else None
+    roots = {p.pid: kind for p in (*subjects, *loaders)
+             if (kind := calm_kind(p, by_pid.get(p.pid), kernel))}
+    calm = calm_chain(snap, subjects, roots, by_pid)
+    # A helper (the resource tracker reading its pipe) waits as helpers always do: it is no
+    # evidence either way, unless it was seen to work.
+    judged = [p for p in subjects if not (p.role in HELPER_ROLES and (
+        by_pid.get(p.pid) is None or by_pid[p.pid].decision != PROGRESSING))]
+    if not judged or not all(p.pid in calm for p in judged):
+        return progress
+    procs = {p.pid: p for p in subjects}
+    ranks = tuple(r if r.pid not in calm or r.pid not in procs
+                  else _reworded(r, calm[r.pid].kind, procs[r.pid]) if calm[r.pid].via is None
+                  else _chained(r, calm[r.pid], calm) for r in progress.ranks)
+    ranks += tuple(_native_idle(procs[pid]) for pid in roots
+                   if pid not in by_pid and pid in procs)
+    # A server waiting for requests makes the job idle; else it sleeps between phases.
+    job = IDLE if IDLE in roots.values() else PAUSED
+    first = next((r for r in ranks if r.pid in roots and roots[r.pid] == job), ranks[0])
+    return replace(progress, decision=job, ranks=ranks, reason=(
+        f"every process waits for nobody in the job ({job}); for example PID {first.pid}: "
+        f"{first.reason}"))
+
+
+def fetching_loaders(snap: Snapshot) -> frozenset[int]:
+    """DataLoader workers asleep in the program's dataset and waking again and again: a fetch
+    that sleeps per item (a remote read's backoff, a rate limit) works, slowly; the window
+    only calls it a poll because its batch is not written yet."""
+    by_pid = {r.pid: r for r in snap.progress.ranks} if snap.progress else {}
+    return frozenset(
+        p.pid for p in snap.processes if p.role is Role.DATA_WORKER and not p.is_exited
+        and (t := p.working_thread) is not None and t.category is Category.SLEEP
+        and (r := by_pid.get(p.pid)) is not None and r.decision in (STUCK, SLOW)
+        and r.evidence == "counters" and (r.wakes or 0) > 0)
+
+
+def waiting_progress(progress: JobProgress | None,
+                     fetching: frozenset[int] = frozenset()) -> JobProgress | None:
+    """While a process progresses, one blocked the whole window (never woke) waits (for it, or
+    for what it produces): ``waiting``, not stuck, and the job is slow (issue 17 item 7: one
+    rank computing for a long time while the others wait for it is slow, never "stuck").
+    The verdict rules still see them as not moving (facts.stuck) and name the one that works.
+    """
+    if progress is None:
+        return progress
+    # One that moved, else one that runs on CPU without proof either way (starved, or one
+    # long call): both work, which a blocked process may be waiting for.
+    going = next((r for r in progress.ranks if r.decision == PROGRESSING), None) or next(
+        (r for r in progress.ranks if r.decision == SLOW and r.evidence == "counters"
+         and (r.wakes is None or r.wakes == 0)), None) or next(
+        (r for r in progress.ranks if r.pid in fetching), None)
+    if going is None:
+        return progress
+    doing = "progresses" if going.decision == PROGRESSING else "fetches (sleeps and wakes in " \
+        "its dataset)" if going.pid in fetching else "runs"
+    ranks = tuple(replace(r, decision=WAITING, reason=(
+        f"waits while PID {going.pid} {doing}: " + r.reason.removeprefix("blocked: ")))
+        if r.decision == STUCK and r.evidence == "counters" and r.wakes == 0 else replace(
+            r, decision=SLOW, reason="a DataLoader worker fetching slowly, asleep and woken "
+            "again and again in its dataset (not a poll: its batch is not written yet): "
+            + r.reason.removeprefix("polling without progress: ")) if r.pid in fetching else r
+        for r in progress.ranks)
+    if ranks == progress.ranks:
+        return progress
+    job = job_progress(ranks)
+    return replace(progress, decision=job.decision, reason=job.reason, ranks=ranks)

@@ -1,0 +1,138 @@
+"""What to do about a cycle of the wait-for graph: one sentence of advice by the kinds of its
+waits (a full pipe, a server calling back into itself, captured output read in the wrong
+order), read by analyze/patterns/waitpatterns.py's cycle.
+"""
+
+from __future__ import annotations
+
+from hangscope.analyze.graph.threadedges import at_loop_head
+from hangscope.analyze.graph.waitwalk import Graph
+from hangscope.words import who
+
+_ADVICE = {
+    ("file_lock",): "take the locks in the same order in every process",
+    ("child", "pipe"): "read the child's output while waiting (Popen.communicate(), or drain "
+                       "the queue before join())",
+    ("pipe", "child"): "read the child's output while waiting (Popen.communicate(), or drain "
+                       "the queue before join())",
+    ("loop",): "a coroutine blocks the event loop's thread in a synchronous call (join(), "
+               "result(), a lock) while the thread it waits for needs that loop to run its "
+               "future: await it instead (asyncio.to_thread, loop.run_in_executor)",
+}
+
+
+#: A cycle where a writer blocks on a pipe (its buffer full) read only by a process waiting
+#: for that writer, or its shell, to exit.
+_FULL_PIPE = ("the pipe is full (its buffer, 64 KiB by default) and its only reader waits "
+              "for the child to exit without reading it (Popen.wait() with stdout=PIPE): "
+              "read the child's output while waiting (communicate()) or send it to a file")
+
+
+#: A lock (an open SQLite transaction, an flock) held across a wait for another process that
+#: must take that lock before it can answer.
+_HELD_ACROSS = ("a process holds a lock while it waits for a reply from a process that needs "
+                "that lock first: release it (commit the transaction) before waiting, or "
+                "answer without it")
+_RETRIED = ("; SQLite's busy handler retries the locked database for ever (a livelock: the "
+            "retries look like work, nothing commits)")
+
+
+def buffered_reply(g: Graph, ring: list[int]) -> int | None:
+    """The position in ``ring`` of a Python worker that reads its stdin pipe at the head of
+    its request loop while the other side of the ring reads that worker's stdout pipe: it has
+    read every request sent and waits for the next, yet its reply has not arrived. Python
+    block-buffers stdout on a pipe; a reply printed without a flush stays in that buffer."""
+    if len(ring) != 2 or any(g.edges[i].kind != "pipe" for i in ring):
+        return None
+    for k, i in enumerate(ring):
+        edge, other = g.edges[i], g.edges[ring[1 - k]]
+        proc, thread = g.procs.get(edge.pid), g.threads.get((edge.pid, edge.tid))
+        if proc is None or not proc.python or edge.fd != 0 or not at_loop_head(thread):
+            continue
+        stdout = _stdout_pipe(g, edge.pid)
+        if other.to_pid == edge.pid and stdout is not None and stdout in other.object:
+            return k
+    return None
+
+
+def _stdout_pipe(g: Graph, pid: int) -> str | None:
+    """``pipe 123 `` of the pipe on ``pid``'s fd 1; None when it is no pipe."""
+    kernel = g.snap.waits.kernel if g.snap.waits is not None else None
+    mine = kernel.process(pid) if kernel else None
+    rec = next((r for r in mine.fds if r.fd == 1), None) if mine is not None else None
+    return f"pipe {rec.inode} " if rec is not None and rec.target.startswith("pipe:") else None
+
+
+_BUFFERED = ("{who} has read every request and waits for the next, but its reply never "
+             "arrived: Python buffers stdout on a pipe, so a reply print()ed without "
+             "flush=True stays in its buffer; flush after each reply (print(..., flush=True)), "
+             "or run it with python -u or PYTHONUNBUFFERED=1")
+
+
+def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
+    if "file_lock" in kinds and set(kinds) & {"pipe", "fifo", "unix", "tcp"}:
+        sqlite = any(g.edges[i].object.startswith("SQLite") for i in ring)
+        return _HELD_ACROSS + (_RETRIED if sqlite else "")
+    if (k := buffered_reply(g, ring)) is not None:
+        return _BUFFERED.format(who=who(g.procs[g.edges[ring[k]].pid]))
+    if len(ring) == 2 and all(g.edges[i].kind in ("pipe", "fifo")
+                              and "(read end)" in g.edges[i].object for i in ring):
+        return _BOTH_WRITE  # each blocked writing the pipe the other reads
+    if "child" in kinds and any(g.edges[i].kind in ("pipe", "fifo")
+                                and "(read end)" in g.edges[i].object for i in ring):
+        return _FULL_PIPE  # the writer waits for a reader: the pipe is full
+    if set(kinds) <= {"tcp", "unix", "store"}:
+        return _CALLBACK
+    if any("accept queue" in g.edges[i].how for i in ring):
+        return _UNACCEPTED
+    if "queue" in kinds:
+        return _FULL_QUEUES
+    if "thread" in kinds and any(g.edges[i].object.startswith("the import lock of ")
+                                 for i in ring):
+        return _IMPORT_JOIN
+    return next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
+                "one of them must act first: break the cycle")
+
+
+_BOTH_WRITE = ("both pipes are full: each side writes the pipe the other reads, and reads only "
+               "after its write: feed one pipe while reading the other (Popen.communicate("
+               "input=...), or a thread that writes the child's stdin)")
+
+
+_FULL_QUEUES = ("each waits for room in a bounded queue that the other drains only after its "
+                "own puts: take the replies as you go (a get between puts, or a thread that "
+                "drains them), or give one queue no bound")
+
+
+_IMPORT_JOIN = ("a module's body waits for a thread that needs that same module, whose import "
+                "lock the body's thread holds until the body ends (importlib detects only "
+                "lock cycles, never a join): start the thread from a function called after the "
+                "import, not at module level, or import what it needs before starting it")
+
+
+_UNACCEPTED = ("the listener waits for the very process whose connection it has not "
+               "accepted: accept and serve connections on their own thread, before anything "
+               "that waits for a client")
+
+
+_CALLBACK = ("a server that calls a service which calls it back while it cannot accept or "
+             "serve another request (one thread): serve requests on more threads "
+             "(ThreadingHTTPServer, a worker pool), or do not call back into the caller")
+
+
+# A process blocked writing its stdout or stderr, a pipe whose reader waits on something else.
+CAPTURED = ("its reader captures that output but reads another pipe first: the pipe fills "
+             "and the write blocks; read every captured pipe (Popen.communicate(), a thread "
+             "per pipe) or send the output to a file")
+
+
+def captured(g: Graph, ring: list[int]) -> bool:
+    """A process blocked writing its stdout or stderr to a reader that is itself blocked
+    reading another pipe of that same process (its stdout, while its stderr fills)."""
+    for k, i in enumerate(ring):
+        edge, nxt = g.edges[i], g.edges[ring[(k + 1) % len(ring)]]
+        if edge.kind == "pipe" and edge.fd in (1, 2) and "(read end)" in edge.object \
+                and nxt.kind == "pipe" and "(write end)" in nxt.object \
+                and nxt.pid == edge.to_pid and nxt.to_pid == edge.pid:
+            return True
+    return False

@@ -1,0 +1,49 @@
+"""The wait-for graph's blocked event loop: an asyncio loop's thread blocked in a synchronous
+read inside one of its coroutines, so no other task of the loop runs until it returns.
+
+Pure, over a classified Snapshot (analyze/graph/waitwalk.py's Graph); the loop's own frames come
+from
+analyze/graph/loopedges.py (a child forked inside a coroutine does not run its parent's loop).
+"""
+
+from __future__ import annotations
+
+from hangscope.analyze.graph.loopedges import loop_index, own_frames
+from hangscope.analyze.graph.threadedges import user_frame
+from hangscope.analyze.graph.waitwalk import Graph
+from hangscope.model import Frame
+from hangscope.model.waits import WaitPattern
+from hangscope.words import who
+
+
+def loop_reads(g: Graph, i: int) -> Frame | None:
+    """Edge ``i`` is an asyncio loop's thread blocked in a synchronous read inside one of its
+    coroutines: the user frame that reads (the loop runs nothing else until it returns)."""
+    edge = g.edges[i]
+    thread = g.threads.get((edge.pid, edge.tid))
+    if thread is None or edge.kind not in ("unix", "tcp", "pipe", "fifo", "store"):
+        return None
+    python = own_frames(thread)
+    loop = loop_index(thread)
+    if loop is None or loop == 0:
+        return None
+    inner = user_frame(thread)
+    return inner if inner is not None and python.index(inner) <= loop else None
+
+
+def event_loop(g: Graph) -> WaitPattern | None:
+    for i, edge in enumerate(g.edges):
+        inner = loop_reads(g, i)
+        if inner is None:
+            continue
+        thread = g.threads[(edge.pid, edge.tid)]
+        proc = g.procs[edge.pid]
+        target = g.procs.get(edge.to_pid) if edge.to_pid is not None else None
+        them = who(target) if target is not None else (edge.outside or "outside the job")
+        chain = (f"the asyncio event loop of {who(proc)} (thread {thread.name or thread.tid}) "
+                 f"is blocked in a synchronous read of {edge.object} inside "
+                 f"{inner.name} ({inner.short_file}:{inner.line}), waiting for {them}: no other "
+                 "task of the loop runs until it returns; await it (loop.sock_recv, asyncio "
+                 "streams) or run it in an executor")
+        return WaitPattern("event_loop", (proc.pid,), chain, (i,), proc.pid, thread.tid)
+    return None
