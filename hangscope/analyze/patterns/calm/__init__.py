@@ -9,6 +9,9 @@ calm_chain  Calm by the wait-for graph: a process blocked only on an idle or pau
 calmends    Where a wait chain ends in a calm process it waits on for work: no sink
             (analyze/patterns/calm/calm.py reads the calm processes;
             analyze/patterns/waitpatterns.py asks here chain by chain).
+engines     An idle serving engine: its front end waits for requests with no connection open,
+            and every other process of the job waits at the head of its loop for the next
+            message.
 longpoll    A long poll: a server holds each request in a timed wait, then answers (304, "no
             news").
 """

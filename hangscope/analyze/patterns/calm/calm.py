@@ -38,6 +38,8 @@ from hangscope.analyze.evidence.progress import (
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.waitgraph import SYSCALLS
 from hangscope.analyze.patterns.calm.calm_chain import Calm, calm_chain
+from hangscope.analyze.patterns.calm.engines import idle_front, idle_reason
+from hangscope.frameworks import SERVER_LOOP_FILES
 from hangscope.model import Category, Process, Role, Snapshot, Thread
 from hangscope.model.progress import JobProgress, RankProgress
 from hangscope.model.waits import FILE_WATCHES, FdRecord, KernelWaits, TaskSyscall
@@ -48,8 +50,8 @@ _WAITS_FOR_WORK = re.compile(
     r"^(?:\S+\.)?(?:accept|_accept) \((?:[^)]*/)?socket\.py\)")
 #: ...and the loop around it: a server's, not a one-off wait on a socket.
 _SERVER_LOOP = re.compile(
-    r"\((?:[^)]*/)?(?:socketserver\.py|asyncio/base_events\.py|uvicorn/|aiohttp/|tornado/|"
-    r"http/server\.py|wsgiref/|gunicorn/|zmq/)\)")
+    r"\((?:[^)]*/)?(?:socketserver\.py|asyncio/base_events\.py|http/server\.py|wsgiref/|"
+    + "|".join(re.escape(p) for p in SERVER_LOOP_FILES) + r")\)")
 
 
 _ACCEPT = re.compile(r"^(?:\S+\.)?(?:accept|_accept) \((?:[^)]*/)?socket\.py\)")
@@ -221,7 +223,7 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
     judged = [p for p in subjects if not (p.role in HELPER_ROLES and (
         by_pid.get(p.pid) is None or by_pid[p.pid].decision != PROGRESSING))]
     if not judged or not all(p.pid in calm for p in judged):
-        return progress
+        return _idle_engine(snap, progress)
     procs = {p.pid: p for p in subjects}
     ranks = tuple(r if r.pid not in calm or r.pid not in procs
                   else _reworded(r, calm[r.pid].kind, procs[r.pid]) if calm[r.pid].via is None
@@ -234,6 +236,19 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
     return replace(progress, decision=job, ranks=ranks, reason=(
         f"every process waits for nobody in the job ({job}); for example PID {first.pid}: "
         f"{first.reason}"))
+
+
+def _idle_engine(snap: Snapshot, progress: JobProgress) -> JobProgress:
+    """Every process of a serving engine waits for the next message while its front end has
+    no request open (analyze/patterns/calm/engines.py): idle."""
+    found = idle_front(snap)
+    if found is None:
+        return progress
+    front, ports = found
+    ranks = tuple(replace(r, decision=IDLE, reason=idle_reason(front, ports, r))
+                  if r.decision == STUCK else r for r in progress.ranks)
+    return replace(progress, decision=IDLE, ranks=ranks, reason=(
+        f"every process waits for work; for example PID {ranks[0].pid}: {ranks[0].reason}"))
 
 
 def fetching_loaders(snap: Snapshot) -> frozenset[int]:

@@ -1,0 +1,92 @@
+"""An idle serving engine: its front end waits for requests with no connection open, and
+every other process of the job waits at the head of its loop for the next message.
+
+A serving engine (SGLang: tokenizer manager -> schedulers -> detokenizer; vLLM: API server ->
+EngineCore -> workers) is a chain of processes that each wait for the one before; between
+requests every one of them is blocked, and none of them "waits for nobody in the job"
+(analyze/patterns/calm/calm.py's roots). What settles it is a kernel fact about the front end:
+a request in flight holds a connection to its listening port (the client's, accepted, or one
+in the accept queue). With none, and nothing stopped, dead or computing behind it, no one has
+asked the engine for anything: idle, not stuck. A real hang inside the engine shows as one of
+the exceptions (a stopped or dead process, a thread in a lock or a collective, a request
+connection still open).
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangscope.analyze.evidence.progress import STUCK
+from hangscope.model import Category, Process, Snapshot, Thread
+from hangscope.model.progress import RankProgress
+from hangscope.model.waits import KernelWaits
+
+#: The innermost Python frame of a server that waits for its next request or connection.
+WAITS_FOR_WORK = re.compile(
+    r"^(?:\S+\.)?(?:select|poll) \((?:[^)]*/)?selectors\.py\)|"
+    r"^(?:\S+\.)?(?:accept|_accept) \((?:[^)]*/)?socket\.py\)")
+#: The loop around it: an event loop's or a socket server's.
+SERVES = re.compile(r"\((?:[^)]*/)?(?:asyncio/base_events\.py|socketserver\.py)\)")
+#: CPU (% of one core) under which a process is taken as waiting.
+_WAITING_CPU = 5.0
+#: What a process of an idle engine may be blocked in: the next message, or its timed poll.
+_WAITS = frozenset({Category.IPC_WAIT, Category.IDLE, Category.SLEEP, Category.IO})
+
+
+def _python_names(thread: Thread) -> list[str]:
+    return [f"{f.name} ({f.file})" for f in thread.frames if not f.native]
+
+
+def serving_thread(proc: Process) -> Thread | None:
+    """The thread of ``proc`` that waits in a server loop for its next request."""
+    for thread in proc.threads:
+        names = _python_names(thread)
+        if names and WAITS_FOR_WORK.search(names[0]) and any(SERVES.search(n) for n in names):
+            return thread
+    return None
+
+
+def _ports(proc: Process) -> set[int]:
+    return {s.port for s in proc.listening if s.kind == "tcp" and s.port}
+
+
+def _open_requests(kernel: KernelWaits, ports: set[int]) -> int:
+    """Connections of the job whose local end is one of the listening ``ports``: accepted
+    requests (or keep-alive clients) the front end holds open."""
+    return sum(1 for c in kernel.tcp if int(c.local.rpartition(":")[2] or 0) in ports)
+
+
+def idle_front(snap: Snapshot) -> tuple[Process, set[int]] | None:
+    """The job's front end and its ports, where the whole engine waits for requests; None
+    where anything says otherwise."""
+    kernel = snap.waits.kernel if snap.waits is not None else None
+    if kernel is None or len(snap.host_names) > 1:
+        return None
+    live = [p for p in snap.processes if not p.is_exited]
+    fronts = [(p, ports) for p in live if (ports := _ports(p)) and serving_thread(p)]
+    if len(fronts) != 1:
+        return None
+    front, ports = fronts[0]
+    if any(s.pending for s in front.listening) or _open_requests(kernel, ports):
+        return None  # a request is in flight (or a client waits to be accepted)
+    by_pid = {r.pid: r for r in snap.progress.ranks} if snap.progress else {}
+    for proc in live:
+        if proc.is_stopped or proc.state == "D" or (proc.cpu_percent or 0.0) >= _WAITING_CPU:
+            return None
+        if proc is front:
+            continue
+        measured = by_pid.get(proc.pid)
+        if measured is not None and measured.decision != STUCK:
+            return None  # it moved: the engine works
+        thread = proc.working_thread
+        if thread is not None and thread.category not in _WAITS:
+            return None  # a lock, a collective, a compute loop: not a wait for a message
+    return front, ports
+
+
+def idle_reason(front: Process, ports: set[int], measured: RankProgress) -> str:
+    """Why a process of an idle engine is idle, in one clause."""
+    port = ", ".join(str(p) for p in sorted(ports))
+    return (f"waits for work: the job's front end (PID {front.pid}) waits for requests on "
+            f"port {port} with no connection open, and nothing in the job is stopped, dead or "
+            f"computing: {measured.reason.removeprefix('blocked: ')}")

@@ -1,0 +1,70 @@
+"""A serving engine over real pyzmq, FastAPI and uvicorn, built the way SGLang is
+(tests/targets/frameworks/zmq_engine.py): a front end with the tokenizer manager, schedulers
+per TP rank, a detokenizer, joined by PUSH/PULL.
+
+GIVEN the engine started and asked for nothing, THEN idle (its front end holds no request
+connection, every other process waits for its next message), never stuck. GIVEN scheduler
+TP1 stopped on its first request while a client outside the job waits for the answer, THEN
+TP1 is the suspect, stopped, with ``kill -CONT``; the waiting client is never the suspect.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+import pytest
+from support import TARGETS, dump_json, poll, show_text, verdict_job
+
+pytestmark = pytest.mark.frameworks
+
+JOBS = TARGETS / "frameworks" / "zmq_engine.py"
+TAGS = ["api", "scheduler0", "scheduler1", "detokenizer"]
+
+
+@contextmanager
+def client(port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """A client on this host, outside the job (its own session), posting one request."""
+    code = ("import urllib.request as u; u.urlopen(u.Request("
+            f"'http://127.0.0.1:{port}/generate', method='POST')).read()")
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_given_an_engine_asked_for_nothing_then_idle_never_stuck(tmp_path: Path) -> None:
+    with verdict_job("idle", tmp_path, TAGS, jobs=JOBS) as job:
+        raw = dump_json(job.pids["api"])
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    assert data["verdict"]["kind"] == "idle", (data["verdict"], text)
+    assert "with no connection open" in text, text
+    assert data["progress"]["decision"] == "idle", data["progress"]
+    assert "stuck" not in text.lower(), text
+
+
+def test_given_a_scheduler_stopped_mid_request_then_it_is_the_suspect_not_the_client(
+        tmp_path: Path) -> None:
+    with verdict_job("stop_tp1", tmp_path, TAGS, jobs=JOBS) as job:
+        port = int((job.workdir / "port").read_text())
+        with client(port) as visitor:
+            tp1 = psutil.Process(job.pids["scheduler1"])
+            poll(lambda: tp1.status() == psutil.STATUS_STOPPED, "scheduler TP1 to stop")
+            raw = dump_json(job.pids["api"])
+            # The engine was never woken or killed by the dump: TP1 is still stopped.
+            assert tp1.status() == psutil.STATUS_STOPPED
+            assert visitor.poll() is None  # the client still waits
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["suspects"] == [job.pids["scheduler1"]], (verdict, text)
+    assert "stopped" in verdict["summary"], verdict
+    assert f"kill -CONT {job.pids['scheduler1']}" in text, text
+    assert visitor.pid not in verdict["suspects"]
