@@ -68,3 +68,26 @@ def test_given_a_scheduler_stopped_mid_request_then_it_is_the_suspect_not_the_cl
     assert "stopped" in verdict["summary"], verdict
     assert f"kill -CONT {job.pids['scheduler1']}" in text, text
     assert visitor.pid not in verdict["suspects"]
+
+
+def test_given_every_process_of_the_engine_stopped_then_paused_not_a_missing_rank(
+        tmp_path: Path) -> None:
+    """GIVEN the idle engine suspended whole (SIGSTOP to every process, as ``scontrol
+    suspend`` does) THEN paused, with the way to resume it; no suspect."""
+    with verdict_job("idle", tmp_path, TAGS, jobs=JOBS) as job:
+        api = psutil.Process(job.pids["api"])
+        procs = [api, *api.children(recursive=True)]
+        try:
+            for proc in procs:
+                proc.suspend()
+            poll(lambda: all(p.status() == psutil.STATUS_STOPPED for p in procs),
+                 "every process of the engine to stop")
+            raw = dump_json(job.pids["api"])
+        finally:
+            for proc in procs:
+                proc.resume()
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "paused", (verdict, text)
+    assert verdict["suspects"] == [], verdict
+    assert "kill -CONT" in verdict["summary"], verdict

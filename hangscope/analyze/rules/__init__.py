@@ -23,7 +23,7 @@ from hangscope.analyze.evidence.world import describe_missing
 from hangscope.analyze.patterns.ends.stoppedends import traced_words
 from hangscope.analyze.rules.accept import fd_exhausted, unaccepted_connections
 from hangscope.analyze.rules.blocked import exiting_note, straggler_head
-from hangscope.analyze.rules.calm import calm, held_stopped
+from hangscope.analyze.rules.calm import all_stopped, calm, held_stopped
 from hangscope.analyze.rules.collectives import (
     collective_behind,
     collective_mismatch,
@@ -405,6 +405,10 @@ def unknown(facts: Facts) -> Verdict:
 #: The verdict table, tried in order; :func:`unknown` answers when no row holds.
 RULES: tuple[Rule, ...] = (
     Rule(VerdictKind.NO_TARGET, no_target, "no process of the job could be read"),
+    # Before every rule that reads a stopped process as the cause: all of them stopped at
+    # once is a pause (a suspended Slurm job), not a missing rank.
+    Rule(VerdictKind.PAUSED, all_stopped,
+         "every live process of the job is stopped (SIGSTOP): the job was suspended"),
     # A rank's own error (NCCL/c10d in its output) says why before any stack can.
     Rule(VerdictKind.RANK_FAILED, rank_failed,
          "a rank's output says its NCCL/c10d collective failed (the error leads)"),

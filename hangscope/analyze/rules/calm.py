@@ -78,3 +78,22 @@ def held_stopped(facts: Facts) -> Verdict | None:
                "have paused them, resume them (kill -CONT PID) and dump again.")
     lines = tuple(f"{_name(p)}, state T, parent PID {p.ppid}" for p in stopped[:6])
     return Verdict(VerdictKind.PAUSED, Severity.INFO, summary, (), lines)
+
+
+def all_stopped(facts: Facts) -> Verdict | None:
+    """Every live process of the job is stopped by a signal (state T, no tracer): the whole
+    job was suspended at once, as ``scontrol suspend``, a preemption or ``kill -STOP`` of the
+    process group leaves it. Nothing in it waits for anything: it was paused on purpose, and
+    SIGCONT resumes it. One stopped process among running ones is the missing-rank rule's."""
+    live = [p for p in facts.processes if not p.is_exited]
+    if len(live) < 2 or any(p.state != "T" or p.tracer is not None for p in live):
+        return None
+    names = ", ".join(f"PID {p.pid}" for p in live[:6]) + (
+        f" and {len(live) - 6} more" if len(live) > 6 else "")
+    pids = " ".join(str(p.pid) for p in live)
+    summary = (f"Paused, not hung: every process of the job ({len(live)}: {names}) is stopped "
+               "(state T: SIGSTOP), as `scontrol suspend`, a preemption or a stop of the "
+               "whole process group leaves it. If nothing should have paused it, resume it "
+               f"(`kill -CONT {pids}` or `scontrol resume`) and dump again.")
+    lines = tuple(f"{_name(p)}, state T, parent PID {p.ppid}" for p in live[:6])
+    return Verdict(VerdictKind.PAUSED, Severity.INFO, summary, (), lines)
