@@ -1,7 +1,8 @@
 """Process titles and command lines: the one parser of what a title says (pure, no I/O).
 
 SGLang and vLLM name their processes with setproctitle (``sglang::scheduler_DP1_TP1``,
-``VLLM::Worker_TP0``, ``VLLM::EngineCore_DP0``), Ray names actors ``ray::Class.method``.
+``VLLM::Worker_TP0``, ``VLLM::EngineCore_DP0``), Ray names actors ``ray::Class.method``: the
+titles themselves are the frameworks' own (hangscope/frameworks/), read here.
 Discovery (collect/tree.py, which may not import the analysis) climbs with
 :func:`looks_like_python` and :func:`looks_like_worker`; the roles and the rank identity
 (analyze/evidence/roles.py, analyze/evidence/identity.py) read coordinates with
@@ -13,10 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-SGLANG_SCHED = re.compile(r"^sglang::scheduler(?P<rest>\S*)")
-VLLM_TITLE = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+)::(?P<name>Worker|EngineCore|APIServer)"
-                        r"(?P<rest>[_A-Za-z0-9]*)")
-RAY = re.compile(r"^ray::(?P<actor>[A-Za-z_][\w]*)(?:\.(?P<method>[A-Za-z_]\w*))?")
+from hangscope.frameworks import LAUNCHERS, TITLE_PREFIXES, helper_role
+from hangscope.frameworks.multiprocessing import SPAWNED
+from hangscope.frameworks.ray import NO_ACTOR
+from hangscope.frameworks.ray import TITLE as RAY
+from hangscope.frameworks.sglang import SCHEDULER_TITLE as SGLANG_SCHED
+from hangscope.frameworks.vllm import TITLE as VLLM_TITLE
+
 # Longest names first: MOE_DP before DP, ATTN_CP before CP (no other axis ends like them).
 _FIELD = re.compile(r"(?:^|_)(ATTN_CP|MOE_DP|MOE_EP|DCP|PCP|DP|PP|TP|EP|CP)(\d+)(?=_|$)")
 _TITLED = re.compile(r"^(?:sglang::scheduler|[A-Za-z0-9_]+::(?:Worker|EngineCore))(?P<rest>\S*)")
@@ -44,7 +48,7 @@ def title_coordinates(title: str | None) -> dict[str, int]:
 def ray_actor(title: str) -> str | None:
     """``ray::Trainer.train`` -> ``Trainer.train``: the actor (and method) a Ray worker runs."""
     m = RAY.match(title)
-    if m is None or m.group("actor") in ("IDLE", "core_worker"):
+    if m is None or m.group("actor") in NO_ACTOR:
         return None
     return m.group("actor") + (f".{m.group('method')}" if m.group("method") else "")
 
@@ -57,29 +61,27 @@ def looks_like_python(cmdline: Sequence[str]) -> bool:
     title = title_of(cmdline)
     return (
         head.startswith("python")
-        or head in ("torchrun", "deepspeed", "accelerate", "vllm", "sglang", "ray", "pytest")
+        or head in LAUNCHERS or head == "pytest"
         or bool(SGLANG_SCHED.match(title))
-        or title.startswith(("sglang::", "VLLM::", "ray::"))
+        or title.startswith(TITLE_PREFIXES)
         or bool(VLLM_TITLE.match(title))
     )
 
 
 def is_spawned_child(cmdline: Sequence[str]) -> bool:
     title = title_of(cmdline)
-    return "multiprocessing.spawn" in title or "--multiprocessing-fork" in title or (
-        "multiprocessing.forkserver" in title
-    )
+    return any(word in title for word in SPAWNED)
 
 
 def looks_like_worker(cmdline: Sequence[str], environ: Mapping[str, str],
                       parent_cmdline: Sequence[str]) -> bool:
     """Whether a process is a worker of its parent's job (so discovery climbs past it)."""
     title = title_of(cmdline)
-    if title.startswith(("sglang::", "VLLM::", "ray::")) or VLLM_TITLE.match(title):
+    if title.startswith(TITLE_PREFIXES) or VLLM_TITLE.match(title):
         return True
     if "RANK" in environ or "LOCAL_RANK" in environ or "TORCHELASTIC_RUN_ID" in environ:
         return True
-    if is_spawned_child(cmdline) or "resource_tracker" in title:
+    if is_spawned_child(cmdline) or helper_role(title) is not None:
         return True
     if "compile_worker" in title:
         return True

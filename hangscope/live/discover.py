@@ -26,6 +26,7 @@ from hangscope.analyze.evidence.roles import (
 )
 from hangscope.collect import procfs, tree
 from hangscope.errors import FIND_PID_HINT, ProcessNotFound, UsageError
+from hangscope.frameworks.torch_distributed import FRAMEWORK as TORCHRUN
 from hangscope.model import Job, Process, RankInfo, Role
 from hangscope.redact import redact_argv, redact_env
 from hangscope.titles import looks_like_python, title_of
@@ -110,7 +111,7 @@ def _torchrun_worker(proc: Process, by_pid: dict[int, Process]) -> bool:
     (``setproctitle``) longer than its command line overwrote the memory /proc/PID/environ
     reads, so RANK and LOCAL_RANK are gone, but torchrun starts nothing else as its child."""
     parent = by_pid.get(proc.ppid) if proc.ppid is not None else None
-    return (parent is not None and job_kind([parent.cmdline]) == "torchrun"
+    return (parent is not None and job_kind([parent.cmdline]) == TORCHRUN.name
             and not {"RANK", "LOCAL_RANK"} & set(proc.environ or {}))
 
 

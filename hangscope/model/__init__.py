@@ -71,6 +71,7 @@ class Role(str, Enum):
     RESOURCE_TRACKER = "resource_tracker"
     DATA_WORKER = "data_worker"  # a torch DataLoader worker (comm pt_data_worker): a helper
     MAIN = "main"  # the one process that does the work of a job without ranks
+    HELPER = "helper"  # a framework's system process (Ray's raylet, GCS, agents): never a suspect
     OTHER = "other"
 
     def __str__(self) -> str:

@@ -290,3 +290,41 @@ def test_no_folder_holds_more_than_25_modules() -> None:
     crowded = {str(d.relative_to(REPO_ROOT)): n for d in [PACKAGE, *PACKAGE.rglob("*")]
                if d.is_dir() and (n := len(list(d.glob("*.py")))) > 25}
     assert crowded == {}
+
+
+def test_frameworks_are_pure_and_read_by_collect_and_analyze_alike() -> None:
+    """hangscope/frameworks/ is data about frameworks: it imports only the model (collect/ and
+    analyze/ both read it, so it may import neither)."""
+    found = [line for line in violations(("hangscope.frameworks",), ("hangscope",))
+             if " imports hangscope.model" not in line
+             and " imports hangscope.frameworks" not in line]
+    assert found == []
+
+
+#: Words that name a framework's process titles or launchers: they live in frameworks/.
+_FRAMEWORK_TITLES = re.compile(r"""["'](?:sglang::|VLLM::|ray::|raylet|gcs_server|"""
+                               r"""resource_tracker|pt_data_worker|torchrun|deepspeed)""")
+
+
+def test_framework_titles_are_named_only_in_frameworks() -> None:
+    """No module outside hangscope/frameworks/ names a framework's titles or helper processes
+    in its code (docstrings and comments may); the signature table's frames are its own, and
+    the model's Role values are names, not matches."""
+    found = set()
+    for mod, path in modules().items():
+        if mod.startswith(("hangscope.frameworks", "hangscope.model")) or mod in _SIGNATURE_TABLES:
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if id(node) not in docs and isinstance(node, ast.Constant) and isinstance(
+                    node.value, str) and _FRAMEWORK_TITLES.search(repr(node.value)):
+                found.add(f"{path.relative_to(REPO_ROOT)}: {node.value[:40]!r}")
+    assert sorted(found) == []
+
+
+#: Tables of frames and commands that still name libraries' files (the signature table and
+#: the demos that start real jobs).
+_SIGNATURE_TABLES = {"hangscope.analyze.evidence.signatures", "hangscope.demo"}

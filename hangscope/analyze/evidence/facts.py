@@ -21,6 +21,7 @@ from hangscope.analyze.evidence.group import group_ranks
 from hangscope.analyze.evidence.locks import LockWait, file_lock_waits
 from hangscope.analyze.evidence.progress import PROGRESSING, SLOW, STUCK
 from hangscope.analyze.evidence.world import MissingRanks, missing_ranks
+from hangscope.frameworks import RANK_LAUNCHERS
 from hangscope.model import (
     NOT_RUNNING,
     Category,
@@ -55,7 +56,7 @@ GONE = NOT_RUNNING
 
 
 #: Job kinds whose launcher starts ranks (a multiprocessing or Ray job may have none).
-_RANK_LAUNCHERS = frozenset({"torchrun", "deepspeed", "sglang", "vllm"})
+_RANK_LAUNCHERS = RANK_LAUNCHERS
 
 
 @dataclass(frozen=True)

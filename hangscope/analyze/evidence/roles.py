@@ -7,23 +7,18 @@ the environment at exec time (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``), the lau
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from hangscope.frameworks import distributed_thread, helper_role, job_kind_of, title_role
+from hangscope.frameworks.dataloader import WORKER_COMM, WORKER_FILE
+from hangscope.frameworks.sglang import DP_RANK_ENV
+from hangscope.frameworks.sglang import SCHEDULER_TITLE as _SGLANG_SCHED
+from hangscope.frameworks.torch_distributed import SOURCE as _DISTRIBUTED_SOURCE
+from hangscope.frameworks.vllm import OLD_WORKER as _VLLM_OLD
+from hangscope.frameworks.vllm import TITLE as _VLLM_TITLE
 from hangscope.model import Process, RankInfo, Role
-from hangscope.titles import (
-    RAY,
-    SGLANG_SCHED,
-    VLLM_TITLE,
-    title_coordinates,
-    title_of,
-)
-
-_SGLANG_SCHED, _VLLM_TITLE, _RAY = SGLANG_SCHED, VLLM_TITLE, RAY
-
-_VLLM_OLD = re.compile(r"VllmWorker(?:Process)?[-_ ]?(?:rank=)?(\d+)")
-_RAY = re.compile(r"^ray::")
+from hangscope.titles import title_coordinates, title_of
 
 COMPILER_NAMES = ("ptxas", "nvcc", "cicc", "ninja", "nvlink", "fatbinary", "cc1plus", "gcc", "g++",
                   "clang", "cc1", "cc", "c++", "clang++", "as", "ld", "collect2", "lto1",
@@ -55,15 +50,12 @@ def role_and_rank(cmdline: Sequence[str], environ: Mapping[str, str] | None,
     if sched:
         c = _coords(title)
         tp = c.get("tp", 0)
-        dp = c.get("dp", int_or_none(env.get("SGLANG_DP_RANK")))
+        dp = c.get("dp", int_or_none(env.get(DP_RANK_ENV)))
         return Role.RANK, RankInfo(tp=tp, pp=c.get("pp"), dp=dp, ep=c.get("ep"),
                                    global_rank=int_or_none(env.get("RANK")), source="title")
-    if title.startswith("sglang::detokenizer"):
-        return Role.DETOKENIZER, None
-    if title.startswith("sglang::tokenizer"):
-        return Role.TOKENIZER, None
-    if title.startswith("sglang::data_parallel_controller"):
-        return Role.CONTROLLER, None
+    named = title_role(title)
+    if named is not None:
+        return named, None
     vllm = _VLLM_TITLE.match(title)
     if vllm:
         c = _coords(title)
@@ -82,8 +74,9 @@ def role_and_rank(cmdline: Sequence[str], environ: Mapping[str, str] | None,
         return Role.COMPILER, None
     if "compile_worker" in title or "_inductor/compile_worker" in title:
         return Role.COMPILE_WORKER, None
-    if "resource_tracker" in title:
-        return Role.RESOURCE_TRACKER, None
+    helper = helper_role(title)
+    if helper is not None:
+        return helper, None
     rank = int_or_none(env.get("RANK")) if "RANK" in env \
         else int_or_none(env.get("OMPI_COMM_WORLD_RANK"))
     if rank is None:
@@ -94,8 +87,6 @@ def role_and_rank(cmdline: Sequence[str], environ: Mapping[str, str] | None,
                                    world_size=world, source="env")
     if is_root and has_children:
         return Role.LAUNCHER, None
-    if _RAY.match(title):
-        return Role.OTHER, None
     return Role.OTHER, None
 
 
@@ -173,18 +164,9 @@ def expected_ranks(args: Mapping[str, str], rank_envs: Sequence[Mapping[str, str
 def job_kind(cmdlines: Sequence[Sequence[str]]) -> str:
     """The launcher family, from every command line of the job."""
     text = "\n".join(title_of(c) for c in cmdlines)
-    if "sglang" in text:
-        return "sglang"
-    if "VLLM::" in text or "vllm" in text:
-        return "vllm"
-    if "torch.distributed.run" in text or "torchrun" in text or "torch.distributed.launch" in text:
-        return "torchrun"
-    if "deepspeed" in text:
-        return "deepspeed"
-    if "ray::" in text:
-        return "ray"
-    if "multiprocessing" in text:
-        return "mp"
+    kind = job_kind_of(text)
+    if kind is not None:
+        return kind
     if "python" in text:
         return "python"
     return "unknown"
@@ -194,9 +176,7 @@ def job_kind(cmdlines: Sequence[Sequence[str]]) -> str:
 
 #: Processes that serve the job's work and are never where it is stuck: grouped, not suspects.
 HELPER_ROLES = frozenset({Role.COMPILE_WORKER, Role.COMPILER, Role.RESOURCE_TRACKER,
-                          Role.TOKENIZER, Role.DETOKENIZER, Role.DATA_WORKER})
-
-_DATA_WORKER_FILE = "torch/utils/data/_utils/worker.py"
+                          Role.TOKENIZER, Role.DETOKENIZER, Role.DATA_WORKER, Role.HELPER})
 
 
 def is_helper_role(role: Role) -> bool:
@@ -207,9 +187,9 @@ def is_helper_role(role: Role) -> bool:
 def _data_worker(proc: Process, parent: Process | None, comm: str | None) -> bool:
     """A DataLoader worker: its comm (torch names it pt_data_worker), its stack, or a forked
     copy of a rank that carries the rank's own RANK (two processes must not be one rank)."""
-    if comm == "pt_data_worker":
+    if comm == WORKER_COMM:
         return True
-    if any(not f.native and f.file and _DATA_WORKER_FILE in f.file
+    if any(not f.native and f.file and WORKER_FILE in f.file
            for t in proc.threads for f in t.frames):
         return True
     return (parent is not None and parent.role is Role.RANK and proc.role is Role.RANK
@@ -223,7 +203,7 @@ def stack_roles(procs: Sequence[Process]) -> tuple[Process, ...]:
     setproctitle in ``worker_init_fn`` has lost the ``pt_data_worker`` comm)."""
     return tuple(replace(p, role=Role.DATA_WORKER, rank=None)
                  if p.role is Role.OTHER and any(
-                     not f.native and f.file and _DATA_WORKER_FILE in f.file
+                     not f.native and f.file and WORKER_FILE in f.file
                      and f.name == "_worker_loop" for t in p.threads for f in t.frames)
                  else p for p in procs)
 
@@ -289,17 +269,14 @@ def refine_roles(procs: Sequence[Process], comms: Mapping[int, str] | None = Non
     return [out.get(p.pid, p) for p in procs]
 
 
-# Threads that only a process inside torch.distributed has (gloo's and ProcessGroupNCCL's).
-_DISTRIBUTED_THREADS = ("pt_gloo", "gloo_", "pt_nccl")
-
 
 def in_distributed(proc: Process) -> bool:
     """Whether the sampled process takes part in torch.distributed: a frame of it on a stack,
     or a thread that only a process group starts."""
     for thread in proc.threads:
-        if thread.name and thread.name.startswith(_DISTRIBUTED_THREADS):
+        if distributed_thread(thread.name):
             return True
-        if any(f.file and "torch/distributed/" in f.file for f in thread.frames):
+        if any(f.file and _DISTRIBUTED_SOURCE in f.file for f in thread.frames):
             return True
     return False
 

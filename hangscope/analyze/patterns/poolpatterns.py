@@ -14,7 +14,8 @@ from hangscope.analyze.evidence.stackmemo import per_stack
 from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.waitwalk import Graph, hop, site_words, thread_words
 from hangscope.analyze.patterns.threadpatterns import future_wait
-from hangscope.model import Frame, Process, Thread
+from hangscope.frameworks import helper_role
+from hangscope.model import Frame, Process, Role, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -175,7 +176,7 @@ def _manager(proc: Process) -> bool:
 
 
 def _resource_tracker(proc: Process) -> bool:
-    return any("resource_tracker" in part for part in proc.cmdline)
+    return helper_role(" ".join(proc.cmdline)) is Role.RESOURCE_TRACKER
 
 
 def _executor_manager(proc: Process) -> Thread | None:

@@ -38,6 +38,7 @@ from hangscope.analyze.evidence.progress import (
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.waitgraph import SYSCALLS
 from hangscope.analyze.patterns.calm.calm_chain import Calm, calm_chain
+from hangscope.frameworks import SERVER_LOOP_FILES
 from hangscope.model import Category, Process, Role, Snapshot, Thread
 from hangscope.model.progress import JobProgress, RankProgress
 from hangscope.model.waits import FILE_WATCHES, FdRecord, KernelWaits, TaskSyscall
@@ -48,8 +49,8 @@ _WAITS_FOR_WORK = re.compile(
     r"^(?:\S+\.)?(?:accept|_accept) \((?:[^)]*/)?socket\.py\)")
 #: ...and the loop around it: a server's, not a one-off wait on a socket.
 _SERVER_LOOP = re.compile(
-    r"\((?:[^)]*/)?(?:socketserver\.py|asyncio/base_events\.py|uvicorn/|aiohttp/|tornado/|"
-    r"http/server\.py|wsgiref/|gunicorn/|zmq/)\)")
+    r"\((?:[^)]*/)?(?:socketserver\.py|asyncio/base_events\.py|http/server\.py|wsgiref/|"
+    + "|".join(re.escape(p) for p in SERVER_LOOP_FILES) + r")\)")
 
 
 _ACCEPT = re.compile(r"^(?:\S+\.)?(?:accept|_accept) \((?:[^)]*/)?socket\.py\)")

@@ -1,0 +1,127 @@
+"""One home per framework: what each one's processes, threads, helpers and waits are.
+
+Read by collect/ (discovery's climb, through titles.py) and analyze/ alike; pure data and
+small pure functions, importing only the model. No other module names a framework's process
+titles, launchers, helper processes or threads: it asks :data:`FRAMEWORKS` (the signature
+table of analyze/evidence/signatures.py still names library frames; see docs/architecture.md).
+
+Modules (one per framework, each a :class:`Framework` named ``FRAMEWORK``):
+
+sglang             ``sglang::scheduler_TP3``, tokenizer, detokenizer, DP controller over ZMQ
+vllm               ``VLLM::EngineCore``, ``VLLM::Worker_TP0``, the API server, over ZMQ
+torch_distributed  torchrun / torch.distributed.launch, DDP, mp.spawn, gloo and NCCL threads
+deepspeed          the ``deepspeed`` launcher
+accelerate         ``accelerate launch`` (torchrun underneath)
+lightning          Lightning's own launcher: rank 0 is the script, the others its children
+ray                ``ray::Actor.method`` workers; raylet, GCS and agents are helpers
+zmq                pyzmq: its I/O threads (``ZMQbg/...``) and the poll loop of an engine
+uvicorn            ASGI/HTTP servers waiting for their next request (uvicorn, aiohttp...)
+dataloader         torch DataLoader workers (``pt_data_worker``)
+multiprocessing    the resource tracker, spawned children, forkserver
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hangscope.model import Role
+
+
+@dataclass(frozen=True)
+class Framework:
+    """What hangscope knows of one framework. Every field is optional: a framework adds what it
+    has. Matching is by substring or prefix, never by a test job's names."""
+
+    name: str
+    #: Words in a job's command lines that say it runs this framework (``job_kind``); tried in
+    #: :data:`FRAMEWORKS` order, the first that matches names the job.
+    job_words: tuple[str, ...] = ()
+    #: Its launcher starts ranks (a job of this kind without any is missing them).
+    launches_ranks: bool = False
+    #: argv[0] basenames of its launchers / console scripts (a Python process by that name).
+    launchers: tuple[str, ...] = ()
+    #: Prefixes of the titles it sets with setproctitle: a titled process is a worker of its
+    #: parent's job (discovery climbs past it) and runs Python.
+    title_prefixes: tuple[str, ...] = ()
+    #: (title prefix, role) of its processes that are not ranks.
+    title_roles: tuple[tuple[str, Role], ...] = ()
+    #: Substrings of the command line or title of its system processes: helpers, never
+    #: suspects (Ray's raylet and agents, multiprocessing's resource tracker).
+    helper_processes: tuple[tuple[str, Role], ...] = ()
+    #: Thread-name prefixes of threads only a process inside it starts.
+    thread_names: tuple[str, ...] = ()
+    #: Source paths (a substring of a frame's file) of the loop a server runs while it waits
+    #: for its next request: a thread there, with nothing else to do, is idle.
+    server_loop_files: tuple[str, ...] = ()
+
+
+def _load() -> tuple[Framework, ...]:
+    from hangscope.frameworks import (
+        accelerate,
+        dataloader,
+        deepspeed,
+        lightning,
+        multiprocessing,
+        ray,
+        sglang,
+        torch_distributed,
+        uvicorn,
+        vllm,
+        zmq,
+    )
+
+    # The order is job_kind's: the more specific launcher first (SGLang and vLLM run
+    # torch.distributed inside; a torchrun job may use multiprocessing).
+    return (sglang.FRAMEWORK, vllm.FRAMEWORK, torch_distributed.FRAMEWORK,
+            deepspeed.FRAMEWORK, ray.FRAMEWORK, accelerate.FRAMEWORK, lightning.FRAMEWORK,
+            multiprocessing.FRAMEWORK, zmq.FRAMEWORK, uvicorn.FRAMEWORK, dataloader.FRAMEWORK)
+
+
+FRAMEWORKS: tuple[Framework, ...] = _load()
+
+RANK_LAUNCHERS: frozenset[str] = frozenset(f.name for f in FRAMEWORKS if f.launches_ranks)
+LAUNCHERS: frozenset[str] = frozenset(w for f in FRAMEWORKS for w in f.launchers)
+TITLE_PREFIXES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.title_prefixes)
+SERVER_LOOP_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.server_loop_files)
+
+
+def server_loop_pattern(extra: Sequence[str] = ()) -> re.Pattern[str]:
+    """A frame label ``func (file)`` inside a server's request loop (any framework's, or the
+    standard library's ``extra`` paths)."""
+    paths = "|".join(re.escape(p) for p in (*extra, *SERVER_LOOP_FILES))
+    return re.compile(r"\((?:[^)]*/)?(?:" + paths + r")")
+
+
+def job_kind_of(text: str) -> str | None:
+    """The framework whose words a job's command lines (joined) carry, or None."""
+    for fw in FRAMEWORKS:
+        if any(w in text for w in fw.job_words):
+            return fw.name
+    return None
+
+
+def helper_role(title: str) -> Role | None:
+    """The role of a framework's system process by its title or command line, or None."""
+    for fw in FRAMEWORKS:
+        for needle, role in fw.helper_processes:
+            if needle in title:
+                return role
+    return None
+
+
+def title_role(title: str) -> Role | None:
+    """The role a framework's title gives a process that is not a rank, or None."""
+    for fw in FRAMEWORKS:
+        for prefix, role in fw.title_roles:
+            if title.startswith(prefix):
+                return role
+    return None
+
+
+def distributed_thread(name: str | None) -> bool:
+    """A thread only a process inside a framework's process group starts (gloo, NCCL)."""
+    from hangscope.frameworks.torch_distributed import FRAMEWORK as TD
+
+    return bool(name and name.startswith(TD.thread_names))

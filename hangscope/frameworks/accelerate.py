@@ -1,0 +1,9 @@
+"""HuggingFace Accelerate: ``accelerate launch`` runs torch.distributed.run underneath (an
+elastic agent, ranks with RANK/LOCAL_RANK); ``Accelerator.backward`` runs DDP's reducer, whose
+collectives run on autograd's threads; ``gather_for_metrics`` is an all_gather."""
+
+from __future__ import annotations
+
+from hangscope.frameworks import Framework
+
+FRAMEWORK = Framework(name="accelerate", launchers=("accelerate",))

@@ -1,0 +1,25 @@
+"""vLLM: the API server (``vllm serve`` or ``python -m vllm.entrypoints.openai.api_server``),
+``VLLM::EngineCore`` (the scheduler loop, fed over ZMQ) and ``VLLM::Worker`` /
+``VLLM::Worker_TP0`` (the model; ranks), plus multiprocessing's resource tracker. Older
+releases named workers ``VllmWorkerProcess``."""
+
+from __future__ import annotations
+
+import re
+
+from hangscope.frameworks import Framework
+
+#: ``<PREFIX>::Worker_TP0``, ``VLLM::EngineCore_DP0``, ``VLLM::APIServer``: the name and the
+#: coordinates after it (the prefix is configurable: VLLM_PROCESS_NAME_PREFIX).
+TITLE = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+)::(?P<name>Worker|EngineCore|APIServer)"
+                   r"(?P<rest>[_A-Za-z0-9]*)")
+#: Older releases: ``VllmWorkerProcess`` with its rank.
+OLD_WORKER = re.compile(r"VllmWorker(?:Process)?[-_ ]?(?:rank=)?(\d+)")
+
+FRAMEWORK = Framework(
+    name="vllm",
+    launches_ranks=True,
+    job_words=("VLLM::", "vllm"),
+    launchers=("vllm",),
+    title_prefixes=("VLLM::",),
+)
