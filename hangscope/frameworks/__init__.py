@@ -55,6 +55,9 @@ class Framework:
     #: Source paths (a substring of a frame's file) of the loop a server runs while it waits
     #: for its next request: a thread there, with nothing else to do, is idle.
     server_loop_files: tuple[str, ...] = ()
+    #: Source directories of the framework's own Python code (a path component, ``accelerate/``):
+    #: plumbing, so a call site is the user's line that called into the framework.
+    library_files: tuple[str, ...] = ()
 
 
 def _load() -> tuple[Framework, ...]:
@@ -85,6 +88,7 @@ RANK_LAUNCHERS: frozenset[str] = frozenset(f.name for f in FRAMEWORKS if f.launc
 LAUNCHERS: frozenset[str] = frozenset(w for f in FRAMEWORKS for w in f.launchers)
 TITLE_PREFIXES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.title_prefixes)
 SERVER_LOOP_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.server_loop_files)
+LIBRARY_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.library_files)
 
 
 def server_loop_pattern(extra: Sequence[str] = ()) -> re.Pattern[str]:

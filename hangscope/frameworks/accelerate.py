@@ -6,4 +6,4 @@ from __future__ import annotations
 
 from hangscope.frameworks import Framework
 
-FRAMEWORK = Framework(name="accelerate", launchers=("accelerate",))
+FRAMEWORK = Framework(name="accelerate", launchers=("accelerate",), library_files=("accelerate/",))

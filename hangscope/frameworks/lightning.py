@@ -5,6 +5,34 @@ rank 0 and a launcher at once, never only a launcher."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from hangscope.frameworks import Framework
 
-FRAMEWORK = Framework(name="lightning", launchers=("lightning",))
+FRAMEWORK = Framework(name="lightning", launchers=("lightning",),
+                      library_files=("lightning/", "pytorch_lightning/", "lightning_fabric/"))
+
+
+def _script(cmdline: Sequence[str]) -> tuple[str, ...]:
+    """The script and its arguments after the interpreter, the script by its file name
+    (the launcher re-runs ``[sys.executable, abspath(argv[0]), *argv[1:]]``)."""
+    rest = list(cmdline[1:])
+    if rest and rest[0] != "-m":
+        rest[0] = rest[0].rsplit("/", 1)[-1]
+    return tuple(rest)
+
+
+def reruns_script(parent_cmdline: Sequence[str], child_cmdline: Sequence[str],
+                  child_env: Mapping[str, str]) -> bool:
+    """Whether a child is a rank that Lightning's script launcher started from its parent: the
+    parent's own script and arguments again, with ``LOCAL_RANK`` of 1 or more and no
+    ``RANK`` (the launcher sets only the node's coordinates; the parent is local rank 0)."""
+    local = child_env.get("LOCAL_RANK", "")
+    return (local.isdigit() and int(local) >= 1 and "RANK" not in child_env
+            and len(parent_cmdline) > 1 and _script(parent_cmdline) == _script(child_cmdline))
+
+
+def global_rank(env: Mapping[str, str], local_rank: int, per_node: int) -> int | None:
+    """A rank's global number from the node's coordinates the launcher set (``NODE_RANK``)."""
+    node = env.get("NODE_RANK", "0")
+    return int(node) * per_node + local_rank if node.isdigit() else None

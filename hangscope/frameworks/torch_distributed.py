@@ -6,12 +6,21 @@ process group starts (gloo's ``pt_gloo``/``gloo_*``, ProcessGroupNCCL's ``pt_ncc
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from hangscope.frameworks import Framework
+from hangscope.model import Frame
 
 #: The environment torchelastic gives every rank it starts.
 RANK_ENV = ("RANK", "LOCAL_RANK", "TORCHELASTIC_RUN_ID")
 #: torch's own source directory for everything distributed.
 SOURCE = "torch/distributed/"
+#: DDP's reducer waiting for its gradient buckets' all_reduce at the end of ``backward`` (native
+#: symbols): the thread that runs autograd's engine, which on CPU is the caller's own (gloo's
+#: work threads run the all_reduce itself), waits here for every rank's gradients.
+REDUCER_WAIT = (r"c10d::Reducer::(?:finalize_backward|all_reduce_bucket|run_comm_hook|"
+                r"run_allreduce_hook|delay_all_reduce)\b")
 
 FRAMEWORK = Framework(
     name="torchrun",
@@ -20,3 +29,11 @@ FRAMEWORK = Framework(
     launchers=("torchrun",),
     thread_names=("pt_gloo", "gloo_", "pt_nccl"),
 )
+
+
+_REDUCER = re.compile(REDUCER_WAIT)
+
+
+def in_ddp_backward(frames: Sequence[Frame]) -> bool:
+    """A stack waiting in DDP's reducer for its gradient all_reduce (its native frames)."""
+    return any(f.native and _REDUCER.search(f.name) for f in frames)

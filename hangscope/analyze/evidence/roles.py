@@ -12,6 +12,8 @@ from dataclasses import replace
 
 from hangscope.frameworks import distributed_thread, helper_role, job_kind_of, title_role
 from hangscope.frameworks.dataloader import WORKER_COMM, WORKER_FILE
+from hangscope.frameworks.lightning import global_rank as _script_global_rank
+from hangscope.frameworks.lightning import reruns_script
 from hangscope.frameworks.sglang import DP_RANK_ENV
 from hangscope.frameworks.sglang import SCHEDULER_TITLE as _SGLANG_SCHED
 from hangscope.frameworks.torch_distributed import SOURCE as _DISTRIBUTED_SOURCE
@@ -230,6 +232,33 @@ def _rank_helper(proc: Process, by_pid: Mapping[int, Process],
     return None
 
 
+def _script_ranks(procs: Sequence[Process],
+                  by_pid: Mapping[int, Process]) -> dict[int, Process]:
+    """A launcher that re-ran its own script as its rank children (Lightning's script
+    launcher) is local rank 0 itself: it trains in its own process. Its children and it get
+    their global ranks from the node's coordinates (``NODE_RANK``, ``WORLD_SIZE``)."""
+    out: dict[int, Process] = {}
+    for proc in procs:
+        if proc.role is not Role.LAUNCHER:
+            continue
+        kids = [by_pid[pid] for pid in proc.children if pid in by_pid]
+        ranks = [k for k in kids if k.role is Role.RANK and k.rank is not None
+                 and reruns_script(proc.cmdline, k.cmdline, k.environ)]
+        if not ranks:
+            continue
+        per_node = len(ranks) + 1
+        env = ranks[0].environ
+        world = ranks[0].rank.world_size if ranks[0].rank else None
+        out[proc.pid] = replace(proc, role=Role.RANK, rank=RankInfo(
+            global_rank=_script_global_rank(env, 0, per_node), local_rank=0,
+            world_size=world, source="env"))
+        for kid in ranks:
+            local = kid.rank.local_rank if kid.rank and kid.rank.local_rank is not None else 0
+            out[kid.pid] = replace(kid, rank=replace(
+                kid.rank, global_rank=_script_global_rank(kid.environ, local, per_node)))
+    return out
+
+
 def refine_roles(procs: Sequence[Process], comms: Mapping[int, str] | None = None) -> list[Process]:
     """Second pass over a job's roles, once every process is known (``ps -o pid,comm``).
 
@@ -238,7 +267,7 @@ def refine_roles(procs: Sequence[Process], comms: Mapping[int, str] | None = Non
     tracker), is the process doing the work: main.
     """
     by_pid = {p.pid: p for p in procs}
-    out = {}
+    out = _script_ranks(procs, by_pid)
     for proc in procs:
         parent = by_pid.get(proc.ppid) if proc.ppid is not None else None
         comm = (comms or {}).get(proc.pid)

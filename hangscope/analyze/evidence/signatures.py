@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hangscope.frameworks import LIBRARY_FILES
+from hangscope.frameworks.torch_distributed import REDUCER_WAIT
 from hangscope.model import Category
 
 # Where a pattern is looked for in a thread's stack.
@@ -96,6 +98,15 @@ SIGNATURES: tuple[Signature, ...] = (
         ANYWHERE,
         "Waiting in a collective: it completes only when every rank of the group calls the "
         "same op; look for the rank that is elsewhere."),
+    Signature(
+        # DDP's all_reduce runs inside ``backward``: the reducer launches each gradient bucket's
+        # all_reduce from autograd's hooks (gloo runs it on its own work threads, which py-spy
+        # cannot see) and the thread in autograd's engine waits for all of them at the end.
+        "ddp_backward", Category.COLLECTIVE, None, _re(REDUCER_WAIT), ANYWHERE,
+        "Waiting in DDP's gradient all_reduce at the end of backward: it completes only when "
+        "every rank runs the same backward; look for the rank that is elsewhere (a skipped "
+        "batch, an evaluation-only collective, a rank-0-only step).",
+        op="all_reduce"),
     Signature(
         # vLLM/SGLang custom all-reduce: no NCCL frame; its kernel spins on peer flags, so the
         # launch after it (or the next sync) blocks with the GPU at 100% (sglang #31117).
@@ -222,7 +233,7 @@ POOL_WORKER_FRAMES = _re(
 # Python files that are plumbing: the call site a user cares about is the first frame
 # outside these (the line of *their* code that called into the blocking library).
 PLUMBING_FILES = _re(
-    r"(?:^|/)(?:torch/(?:distributed|cuda|_ops|_tensor|nn/modules/module|utils|autograd|fx)|"
+    r"(?:^|/)(?:torch/(?:distributed|cuda|_ops|_tensor|nn/modules/module|utils|autograd|fx|optim)|"
     r"threading\.py|queue\.py|multiprocessing/|selectors\.py|socket\.py|subprocess\.py|"
     r"http/client\.py|http/server\.py|socketserver\.py|urllib/|ssl\.py|"
     r"asyncio/|concurrent/|zmq/|filelock/|triton/|torch/_inductor/|torch/_dynamo/|"
@@ -230,7 +241,9 @@ PLUMBING_FILES = _re(
     r"pynccl(?:_wrapper)?\.py|shm_broadcast\.py|time\.py|"
     r"(?:custom|quick)_all_reduce\.py|torch/_functorch/|torch/__init__\.py|"
     r"torch/_utils_internal\.py|torchinductor_[^/]*/|c[a-z0-9]{51}\.py$|"
-    r"^<frozen importlib\._bootstrap(?:_external)?>$)"
+    r"^<frozen importlib\._bootstrap(?:_external)?>$"
+    # the frameworks' own code (Accelerate, Lightning): the user's line called into it
+    + "".join("|" + re.escape(path) for path in LIBRARY_FILES) + ")"
 )
 
 #: Where a forked or spawned child's own code begins: frames outside this one (older, further

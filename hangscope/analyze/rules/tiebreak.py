@@ -3,7 +3,10 @@
 Two ranks of DP1 wait in different collectives, one each: no majority inside DP1 says which
 side is wrong. The other replicas run the same code: the collective (op and call site) they
 wait in now, or that the progress recorder's dense samples saw them pass through, is the
-normal path; the tied side that is not on it is the suspect.
+normal path; the tied side that is not on it is the suspect. Without replicas, the training
+step's own collective (DDP's gradient all_reduce inside ``backward``, which every rank runs
+every step) is the normal path: the side elsewhere left the step (an evaluation-only gather,
+a skipped batch).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Sequence
 from hangscope.analyze.evidence.facts import Facts
 from hangscope.analyze.evidence.identity import rank_label, replica_key
 from hangscope.analyze.evidence.progress_sites import signature
+from hangscope.frameworks.torch_distributed import in_ddp_backward
 from hangscope.model import Category, Group, Process
 
 
@@ -44,8 +48,27 @@ def break_tie(facts: Facts, members: Sequence[Process],
     path = _normal_path(facts, members)
     normal = [g for g in tied if g.op and signature(g.op, g.site) in path]
     if len(normal) != 1:
-        return None
+        return _training_step(facts, tied)
     group = normal[0]
     sig = signature(group.op or "", group.site)
     who = ", ".join(rank_label(p) for p in path[sig][:8])
     return group, (f"The other replicas ({who}) run {sig} too: that is the normal path")
+
+
+def _training_step(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
+    """The one tied group whose ranks all wait in DDP's gradient all_reduce inside backward."""
+    def in_backward(group: Group) -> bool:
+        procs = [facts.snapshot.process(pid) for pid in group.pids]
+        return bool(procs) and all(
+            p is not None and (w := p.working_thread) is not None and in_ddp_backward(w.frames)
+            for p in procs)
+
+    step = [g for g in tied if in_backward(g)]
+    if len(step) != 1:
+        return None
+    who = ", ".join(rank_label(p) for pid in step[0].pids
+                    if (p := facts.snapshot.process(pid)) is not None)
+    verb = "waits" if len(step[0].pids) == 1 else "wait"
+    return step[0], (f"{who[:1].upper()}{who[1:]} {verb} in DDP's gradient all_reduce inside "
+                     "backward, which every rank runs every training step: that is the "
+                     "normal path")

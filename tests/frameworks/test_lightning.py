@@ -1,0 +1,53 @@
+"""Lightning 2.6 with its own launcher (``Trainer(accelerator="cpu", devices=2,
+strategy="ddp")`` run as ``python script.py``; tests/targets/frameworks/lightning_jobs.py).
+
+The script's process is rank 0 and starts rank 1 as its child. GIVEN training that progresses,
+THEN the verdict is progressing and the script's process is rank 0, not a launcher. GIVEN rank
+0 blocked in its training step while rank 1 waits in backward's all_reduce, THEN rank 0 (the
+script's own process) is the suspect and no rank is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from support import TARGETS, dump_json, running_target
+
+pytestmark = pytest.mark.frameworks
+
+JOBS = TARGETS / "frameworks" / "lightning_jobs.py"
+
+
+def _lightning(mode: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+    workdir = tmp_path / mode
+    argv = [sys.executable, str(JOBS), mode, str(workdir / "ready"), str(workdir)]
+    return running_target(argv, workdir, tags=["rank0", "rank1"], timeout=90)
+
+
+def _ranks(data: dict) -> dict[int, int | None]:  # type: ignore[type-arg]
+    return {p["pid"]: (p["rank"] or {}).get("global_rank") for p in data["processes"]
+            if p["role"] == "rank"}
+
+
+def test_lightning_training_that_progresses_is_progressing_with_the_script_as_rank_0(
+        tmp_path: Path) -> None:
+    with _lightning("progress", tmp_path) as job:
+        data = json.loads(dump_json(job.launcher))
+    assert data["verdict"]["kind"] == "progressing", data["verdict"]
+    assert job.pids["rank0"] == job.launcher
+    assert _ranks(data) == {job.launcher: 0, job.pids["rank1"]: 1}, data["processes"]
+
+
+def test_a_hang_in_the_scripts_own_process_is_rank_0s(tmp_path: Path) -> None:
+    with _lightning("rank0_stalls", tmp_path) as job:
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] != "missing_rank", verdict
+    assert verdict["suspects"][0] == job.launcher, verdict
+    assert "Rank 1" in verdict["summary"] and "waits in all_reduce at main " \
+        "(lightning_jobs.py:" in verdict["summary"], verdict
+    assert "rank 0" in verdict["summary"], verdict
+    assert _ranks(data) == {job.launcher: 0, job.pids["rank1"]: 1}, data["processes"]

@@ -1,0 +1,112 @@
+"""Real DDP training over gloo on CPU, 2 ranks, launched by torchrun or ``accelerate launch``.
+
+    python -m torch.distributed.run --nproc-per-node 2 ddp_jobs.py MODE READY_FILE WORKDIR
+    accelerate launch --cpu --num_processes 2 ddp_jobs.py MODE READY_FILE WORKDIR
+
+Each rank appends ``"<pid> rank<N>"`` to READY_FILE once it is in its final state. Modes, each
+the mechanism of a real report:
+
+- ``ddp_progress``     DDP trains forever; ready after a few steps (the healthy twin).
+- ``ddp_stalled_rank`` rank 1 blocks on a pipe nobody writes before its 4th step (a shard
+                       fetch that never returns); rank 0 waits in backward's all_reduce, which
+                       DDP's reducer runs on gloo's threads while the main thread waits in
+                       autograd's engine. pytorch/pytorch#150206 ("DDP hangs at
+                       loss.backward() when one rank ..."), huggingface/accelerate#2149.
+- ``accel_progress``   Accelerate trains forever (the healthy twin).
+- ``accel_gather_mismatch`` rank 1 leaves training for an evaluation-only
+                       ``accelerator.gather_for_metrics`` (an all_gather) while rank 0 is in
+                       ``accelerator.backward``'s all_reduce: mismatched collectives.
+                       huggingface/accelerate#2110 ("gather_for_metrics hangs when ...").
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+STALL_STEP = 3
+READY_STEP = 5
+
+
+def ready(path: str, tag: str) -> None:
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()} {tag}\n")
+
+
+def model_and_data():  # torch, imported late (a slow import)
+    import torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    return net, torch.randn(16, 32), torch.randn(16, 1)
+
+
+def fetch_shard() -> None:
+    """A data shard that never arrives: a read of a pipe nobody writes."""
+    r, _w = os.pipe()
+    os.read(r, 1)
+
+
+def ddp(mode: str, ready_file: str) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    net, x, y = model_and_data()
+    model = DistributedDataParallel(net)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    step = 0
+    while True:
+        if mode == "ddp_stalled_rank" and step == STALL_STEP:
+            if rank == 1:
+                ready(ready_file, f"rank{rank}")
+                fetch_shard()
+            else:
+                ready(ready_file, f"rank{rank}")
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1
+        if mode == "ddp_progress" and step == READY_STEP:
+            ready(ready_file, f"rank{rank}")
+
+
+def accel(mode: str, ready_file: str) -> None:
+    import torch
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    rank = accelerator.process_index
+    net, x, y = model_and_data()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    model, opt = accelerator.prepare(net, opt)
+    step = 0
+    while True:
+        if mode == "accel_gather_mismatch" and step == STALL_STEP:
+            ready(ready_file, f"rank{rank}")
+            if rank == 1:
+                with torch.no_grad():
+                    preds = model(x)
+                accelerator.gather_for_metrics(preds)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        accelerator.backward(loss)
+        opt.step()
+        step += 1
+        if mode == "accel_progress" and step == READY_STEP:
+            ready(ready_file, f"rank{rank}")
+
+
+def main() -> None:
+    mode, ready_file, _workdir = sys.argv[1:4]
+    if mode.startswith("accel_"):
+        accel(mode, ready_file)
+    else:
+        ddp(mode, ready_file)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""DDP's backward and Lightning's launcher, on real captures and real command lines.
+
+GIVEN a DDP rank's main thread captured (py-spy --native) waiting in the reducer at the end of
+backward, THEN it waits in all_reduce at the user's ``loss.backward()`` line. GIVEN the
+process tree of ``python script.py`` with Lightning's own launcher (rank 1 its child, the same
+script, LOCAL_RANK=1), THEN the script's process is rank 0, not a launcher.
+"""
+
+from __future__ import annotations
+
+from support import FIXTURES
+
+from hangscope.analyze.evidence.classify import classify_thread
+from hangscope.analyze.evidence.roles import refine_roles, role_and_rank
+from hangscope.collect.pyspy import parse_dump
+from hangscope.model import Category, Process, Role, Thread
+
+CAPTURE = FIXTURES / "frameworks" / "ddp_backward.native.json"
+
+
+def test_a_thread_waiting_in_ddps_reducer_waits_in_all_reduce_at_the_users_backward() -> None:
+    dump = parse_dump(1, CAPTURE.read_text(), native=True)
+    captured = next(t for t in dump.threads if t.name == "MainThread")
+    main = classify_thread(Thread(tid=captured.tid, name=captured.name, frames=captured.frames,
+                                  state="S", wchan="futex_do_wait", python=True))
+    assert (main.category, main.op) == (Category.COLLECTIVE, "all_reduce")
+    assert main.site is not None and main.site.startswith("ddp (ddp_jobs.py:")
+
+
+def _proc(pid: int, ppid: int, cmdline: tuple[str, ...], env: dict[str, str],
+          children: tuple[int, ...] = ()) -> Process:
+    role, rank = role_and_rank(cmdline, env, pid == 10, bool(children))
+    return Process(pid=pid, ppid=ppid, role=role, rank=rank, cmdline=cmdline, environ=env,
+                   children=children, python=True)
+
+
+def test_the_script_that_reran_itself_as_its_rank_children_is_rank_0() -> None:
+    script = ("python", "train.py", "--epochs", "3")
+    child_env = {"LOCAL_RANK": "1", "NODE_RANK": "0", "WORLD_SIZE": "2",
+                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    procs = [_proc(10, 1, script, {}, (11,)),
+             _proc(11, 10, ("/venv/bin/python", "/home/u/train.py", "--epochs", "3"),
+                   child_env)]
+    assert procs[0].role is Role.LAUNCHER  # what the tree alone says
+    rank0, rank1 = refine_roles(procs)
+    assert rank0.role is Role.RANK and rank0.rank is not None
+    assert (rank0.rank.global_rank, rank0.rank.local_rank, rank0.rank.world_size) == (0, 0, 2)
+    assert rank1.rank is not None and rank1.rank.global_rank == 1
+
+
+def test_a_launcher_whose_children_run_another_program_stays_a_launcher() -> None:
+    procs = [_proc(10, 1, ("python", "launch.py"), {}, (11,)),
+             _proc(11, 10, ("python", "train.py"), {"LOCAL_RANK": "1", "WORLD_SIZE": "2"})]
+    assert refine_roles(procs)[0].role is Role.LAUNCHER
