@@ -162,19 +162,24 @@ PROC_PENDING: dict[str, str] = {
 _PROC_PATH = re.compile(r"""["'](?:/proc/|/proc["'])|f["']/proc""")
 
 
+def _code_strings(path: Path) -> Iterator[ast.Constant | ast.JoinedStr]:
+    """The string literals of ``path``'s code: every one but the docstrings."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+            and isinstance(n.body[0], ast.Expr)}
+    for node in ast.walk(tree):
+        if id(node) not in docs and isinstance(node, (ast.Constant, ast.JoinedStr)):
+            yield node
+
+
 def test_proc_is_read_only_by_procfs() -> None:
     """Code outside collect/procfs.py names no /proc path (docstrings and comments may)."""
     found = set()
     for mod, path in modules().items():
         if mod == "hangscope.collect.procfs":
             continue
-        tree = ast.parse(path.read_text())
-        docs = {id(n.body[0].value) for n in ast.walk(tree)
-                if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
-                and isinstance(n.body[0], ast.Expr)}
-        for node in ast.walk(tree):
-            if id(node) in docs or not isinstance(node, (ast.Constant, ast.JoinedStr)):
-                continue
+        for node in _code_strings(path):
             text = ast.unparse(node)
             if _PROC_PATH.search(text) and "/proc/PID" not in text:
                 found.add(str(path.relative_to(REPO_ROOT)))
@@ -314,12 +319,8 @@ def test_framework_titles_are_named_only_in_frameworks() -> None:
     for mod, path in modules().items():
         if mod.startswith(("hangscope.frameworks", "hangscope.model")) or mod in _SIGNATURE_TABLES:
             continue
-        tree = ast.parse(path.read_text())
-        docs = {id(n.body[0].value) for n in ast.walk(tree)
-                if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
-                and isinstance(n.body[0], ast.Expr)}
-        for node in ast.walk(tree):
-            if id(node) not in docs and isinstance(node, ast.Constant) and isinstance(
+        for node in _code_strings(path):
+            if isinstance(node, ast.Constant) and isinstance(
                     node.value, str) and _FRAMEWORK_TITLES.search(repr(node.value)):
                 found.add(f"{path.relative_to(REPO_ROOT)}: {node.value[:40]!r}")
     assert sorted(found) == []

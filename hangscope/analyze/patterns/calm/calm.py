@@ -38,16 +38,17 @@ from hangscope.analyze.evidence.progress import (
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.waitgraph import SYSCALLS
 from hangscope.analyze.patterns.calm.calm_chain import Calm, calm_chain
-from hangscope.analyze.patterns.calm.engines import idle_front, idle_reason
+from hangscope.analyze.patterns.calm.engines import (
+    WAITS_FOR_WORK,
+    idle_front,
+    idle_reason,
+    python_names,
+)
 from hangscope.frameworks import SERVER_LOOP_FILES
 from hangscope.model import Category, Process, Role, Snapshot, Thread
 from hangscope.model.progress import JobProgress, RankProgress
 from hangscope.model.waits import FILE_WATCHES, FdRecord, KernelWaits, TaskSyscall
 
-#: The innermost Python frame of a server that waits for its next request or connection.
-_WAITS_FOR_WORK = re.compile(
-    r"^(?:\S+\.)?(?:select|poll) \((?:[^)]*/)?selectors\.py\)|"
-    r"^(?:\S+\.)?(?:accept|_accept) \((?:[^)]*/)?socket\.py\)")
 #: ...and the loop around it: a server's, not a one-off wait on a socket.
 _SERVER_LOOP = re.compile(
     r"\((?:[^)]*/)?(?:socketserver\.py|asyncio/base_events\.py|http/server\.py|wsgiref/|"
@@ -61,8 +62,7 @@ _POLL_WORDS = re.compile(r"but never left that (?:line|loop) and no data moved b
 
 
 def _innermost_python(thread: Thread | None) -> tuple[str, tuple[str, ...]]:
-    frames = [f for f in (thread.frames if thread else ()) if not f.native]
-    names = tuple(f"{f.name} ({f.file})" for f in frames)
+    names = tuple(python_names(thread)) if thread else ()
     return (names[0] if names else ""), names
 
 
@@ -89,7 +89,7 @@ def calm_kind(proc: Process, measured: RankProgress | None,
     if any(s.pending for s in proc.listening):
         return None  # clients wait in its accept queue: a request is in flight
     innermost, names = _innermost_python(thread)
-    if proc.listening and _WAITS_FOR_WORK.search(innermost) and (any(
+    if proc.listening and WAITS_FOR_WORK.search(innermost) and (any(
             _SERVER_LOOP.search(n) for n in names[1:]) or (
             _ACCEPT.search(innermost) and proc.role is not Role.RANK)):
         # a server loop's wait, or a plain accept() on its own listening socket outside any

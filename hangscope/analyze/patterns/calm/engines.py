@@ -33,14 +33,15 @@ _WAITING_CPU = 5.0
 _WAITS = frozenset({Category.IPC_WAIT, Category.IDLE, Category.SLEEP, Category.IO})
 
 
-def _python_names(thread: Thread) -> list[str]:
+def python_names(thread: Thread) -> list[str]:
+    """The thread's Python frames as ``func (file)`` labels, innermost first."""
     return [f"{f.name} ({f.file})" for f in thread.frames if not f.native]
 
 
 def serving_thread(proc: Process) -> Thread | None:
     """The thread of ``proc`` that waits in a server loop for its next request."""
     for thread in proc.threads:
-        names = _python_names(thread)
+        names = python_names(thread)
         if names and WAITS_FOR_WORK.search(names[0]) and any(SERVES.search(n) for n in names):
             return thread
     return None
