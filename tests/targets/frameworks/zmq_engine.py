@@ -30,6 +30,7 @@ import asyncio
 import os
 import signal
 import sys
+import tempfile
 import time
 
 import setproctitle
@@ -148,8 +149,11 @@ def serve(ipc: str, ready_file: str, port_file: str) -> None:
 
 
 def main(mode: str, ready_file: str, workdir: str) -> None:
-    ipc = os.path.join(workdir, "ipc")
-    os.makedirs(ipc, exist_ok=True)
+    # A short directory under /tmp, as SGLang's own ipc names are: a Unix socket path holds at
+    # most 107 bytes, and pytest's tmp_path under xdist alone comes near that.
+    ipc = tempfile.mkdtemp(prefix="hs-zmq-")
+    with open(os.path.join(workdir, "ipc_dir"), "w") as f:
+        f.write(ipc)
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
