@@ -126,6 +126,7 @@ def give_cue(srv: Server) -> None:
 
 def dumped(srv: Server, tmp_path: Path) -> tuple[dict[str, object], str]:
     raw = dump_json(srv.api, timeout=180)
+    (tmp_path / "dump.json").write_text(raw)  # kept for a failure's reading
     return json.loads(raw), show_text(raw, tmp_path)
 
 
