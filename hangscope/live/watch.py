@@ -170,6 +170,11 @@ class Watch:
             if shape and shape != self._hang and len(self.captures) < self.options.max_captures:
                 return self._capture("the hang changed shape", shape)
             return False
+        if self._checked is not None and self.stall.moved_since(self._checked):
+            # The job moved since it was judged not hung (a server served, a phase ended): a
+            # later stall in the same places is a new one (the engine stopped at the wait it
+            # idled in), judged anew.
+            self._checked = None
         if not self.stall.stalled() or shape == self._checked:
             return False
         longest = self.stall.longest()

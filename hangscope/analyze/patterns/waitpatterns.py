@@ -244,11 +244,6 @@ def _both_read(g: Graph, ring: list[int]) -> str:
 
 def _sink(g: Graph) -> WaitPattern | None:
     """The longest chain from a stuck subject that holds a wait other than a child's."""
-    if idle_front(g.snap) is not None:
-        # an idle serving engine (analyze/patterns/calm/engines.py): its front end holds no
-        # request and every process waits for its next message, so every chain in it is a
-        # wait for work that nobody has asked for
-        return None
     best: tuple[tuple[bool, int, bool], list[int]] | None = None
     outside = visitors(g.snap)
     # From every process's working thread, and from every thread that waits on another
@@ -370,6 +365,12 @@ PATTERNS = (self_connect, tty_stopped, own_end, _cycle, _lock_cycle, shared_conn
 def wait_graph(snap: Snapshot) -> WaitGraph:
     """The graph of a classified snapshot and every pattern that holds in it."""
     edges = build_edges(snap)
+    if idle_front(snap) is not None:
+        # An idle serving engine (analyze/patterns/calm/engines.py): its front end holds no
+        # request and every process waits for its next message. Its waits are for work nobody
+        # asked for; two TP workers each polling the zmq sockets they share read as a ring
+        # (a zmq receive waits on every connection of its process), and are no deadlock.
+        return WaitGraph(edges, ())
     g = Graph(snap, edges)
     patterns = tuple(replace(p, chain=p.chain + member_notes(g, p))
                      for find in PATTERNS if (p := find(g)) is not None)

@@ -1,0 +1,55 @@
+"""A real vLLM server on CPU at tensor parallel 2 (``--distributed-executor-backend mp``: the
+EngineCore drives ``VLLM::Worker_TP0`` and ``VLLM::Worker_TP1``, which all-reduce over gloo).
+
+GIVEN it idle THEN idle: the two workers each poll the zmq sockets they share, which reads as a
+ring of waits, and is no deadlock. GIVEN worker TP1 stopped (SIGSTOP) while a client waits THEN
+rank 1 is the suspect, stopped, with ``kill -CONT``; neither the client nor the API server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from support import poll
+from vllm_support import Server, clients, dumped, healthy, vllm_server
+
+pytestmark = pytest.mark.vllm
+
+PORT = 18766
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with vllm_server(tmp_path_factory.mktemp("vllm_tp2"), PORT, tp=2) as srv:
+        yield srv
+
+
+def test_given_a_tp2_server_nobody_asks_then_idle_not_a_deadlock(server: Server,
+                                                                 tmp_path: Path) -> None:
+    data, text = dumped(server, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "idle", (verdict, text)
+    assert verdict["suspects"] == [], verdict
+    assert "DEADLOCK" not in text, text
+
+
+def test_given_worker_tp1_stopped_while_a_client_waits_then_it_is_the_suspect(
+        server: Server, tmp_path: Path) -> None:
+    tp1 = psutil.Process(server.one("VLLM::Worker_TP1"))
+    with clients(server, "loop", 1, tmp_path) as pids:
+        tp1.suspend()
+        try:
+            poll(lambda: tp1.status() == psutil.STATUS_STOPPED, "worker TP1 to stop")
+            data, text = dumped(server, tmp_path)
+            assert tp1.status() == psutil.STATUS_STOPPED  # the dump left it as it was
+        finally:
+            tp1.resume()
+    verdict = data["verdict"]
+    assert verdict["suspects"] == [tp1.pid], (verdict, text)
+    assert "stopped" in verdict["summary"], verdict
+    assert f"kill -CONT {tp1.pid}" in text, text
+    assert pids[0] not in verdict["suspects"] and server.api not in verdict["suspects"]
+    poll(lambda: healthy(server.port), "the server to answer again", timeout=60)

@@ -1,0 +1,119 @@
+"""A real vLLM server for the vllm tier: start one (TP 1 or 2) from a fixture that always
+kills its whole tree, clients outside the job, the cue the test's logits processor waits for,
+and a dump of it (tests/frameworks/test_vllm*.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+from support import TARGETS, dump_json, poll, running_target, show_text
+
+HERE = TARGETS / "frameworks"
+
+
+@dataclass
+class Server:
+    api: int
+    port: int
+    cue: Path  # the FIFO the logits processor reads when a request asks it to
+    workdir: Path
+
+    def one(self, title: str) -> int:
+        """The PID of the server's process titled ``title`` (VLLM::EngineCore...)."""
+        # setproctitle writes the title over the command line (the comm is cut at 15 bytes:
+        # VLLM::Worker_TP0 and _TP1 share it)
+        found = [p.pid for p in psutil.Process(self.api).children(recursive=True)
+                 if " ".join(p.cmdline()).split(" ", 1)[0] == title]
+        assert len(found) == 1, (title, found)
+        return found[0]
+
+
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+@contextmanager
+def vllm_server(root: Path, port: int, tp: int = 1) -> Iterator[Server]:
+    """A vLLM server on CPU with the tiny model built here, ready once /health answers; its
+    whole tree killed after, even on failure."""
+    pytest.importorskip("vllm", reason="the vllm tier needs the 'vllm' extra")
+    model = root / "model"
+    subprocess.run([sys.executable, str(HERE / "vllm_model.py"), str(model)], check=True,
+                   timeout=300)
+    cue = root / "cue.fifo"
+    os.mkfifo(cue)
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+           "VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+           "HS_CUE_FIFO": str(cue), "PYTHONPATH": str(HERE)}
+    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+            "--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "4",
+            "--enforce-eager", "--host", "127.0.0.1", "--port", str(port),
+            "--logits-processors", "vllm_user_code:WaitForCue"]
+    if tp > 1:
+        argv += ["--tensor-parallel-size", str(tp), "--distributed-executor-backend", "mp"]
+    with running_target(argv, root / "server", env=env, timeout=600,
+                        ready=lambda t: healthy(port)) as target:
+        yield Server(target.popen.pid, port, cue, root)
+
+
+@contextmanager
+def clients(srv: Server, mode: str, count: int, tmp_path: Path) -> Iterator[list[int]]:
+    """``count`` clients outside the job (each its own session), ready once each has sent its
+    request (``cue``) or had its first answer (``loop``); killed after."""
+    ready = tmp_path / f"clients-{mode}"
+    procs = [subprocess.Popen([sys.executable, str(HERE / "vllm_client.py"), str(srv.port),
+                               mode, str(ready)], start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for _ in range(count)]
+    try:
+        def all_ready() -> bool:
+            if any(p.poll() is not None for p in procs):
+                raise AssertionError(f"a client exited: {[p.returncode for p in procs]}")
+            return len(read_ready_lines(ready)) >= count
+        poll(all_ready, f"{count} {mode} clients ready", timeout=120)
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(timeout=10)
+
+
+def read_ready_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def blocked_in_cue(pid: int) -> bool:
+    """The Worker's main thread is blocked opening the cue FIFO (no writer yet)."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text().strip() == "wait_for_partner"
+    except OSError:
+        return False
+
+
+def give_cue(srv: Server) -> None:
+    """Open the FIFO for writing: the blocked processor's open returns and reads a line."""
+    fd = os.open(srv.cue, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.write(fd, b"go\n")
+    finally:
+        os.close(fd)
+
+
+def dumped(srv: Server, tmp_path: Path) -> tuple[dict[str, object], str]:
+    raw = dump_json(srv.api, timeout=180)
+    (tmp_path / "dump.json").write_text(raw)  # kept for a failure's reading
+    return json.loads(raw), show_text(raw, tmp_path)
