@@ -20,6 +20,8 @@ import multiprocessing as mp
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from hang_shapes import free_port, ready
 
@@ -46,14 +48,18 @@ def worker(index: int, port: int, mode: str, ready_file: str) -> None:
         dist.all_reduce(value)
 
 
-def launch(mode: str, ready_file: str) -> None:
-    port = free_port()
+def fork_ranks(target: Callable[..., None], ready_file: str, *args: object) -> list[Any]:
+    """Fork WORLD ranks running ``target(index, *args)``; then the launcher is ready."""
     context = mp.get_context("fork")
-    workers = [context.Process(target=worker, args=(i, port, mode, ready_file))
-               for i in range(WORLD)]
-    for proc in workers:
+    ranks = [context.Process(target=target, args=(i, *args)) for i in range(WORLD)]
+    for proc in ranks:
         proc.start()
     ready(ready_file, "launcher")
+    return ranks
+
+
+def launch(mode: str, ready_file: str) -> None:
+    workers = fork_ranks(worker, ready_file, free_port(), mode, ready_file)
     while workers:  # the test kills the job: no worker returns
         workers.pop().join()
 

@@ -237,7 +237,7 @@ PLUMBING_FILES = _re(
     r"threading\.py|queue\.py|multiprocessing/|selectors\.py|socket\.py|subprocess\.py|"
     r"http/client\.py|http/server\.py|socketserver\.py|urllib/|ssl\.py|"
     r"asyncio/|concurrent/|zmq/|filelock/|triton/|torch/_inductor/|torch/_dynamo/|"
-    r"c10d_logger\.py|contextlib\.py|functools\.py|runpy\.py|"
+    r"c10d_logger\.py|contextlib\.py|functools\.py|runpy\.py|cmd\.py|pdb\.py|bdb\.py|"
     r"pynccl(?:_wrapper)?\.py|shm_broadcast\.py|time\.py|"
     r"(?:custom|quick)_all_reduce\.py|torch/_functorch/|torch/__init__\.py|"
     r"torch/_utils_internal\.py|torchinductor_[^/]*/|c[a-z0-9]{51}\.py$|"
