@@ -10,20 +10,17 @@ same ranks, progressing.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support import FAST_WINDOW, TARGETS, dump_json, verdict_job
+from support import TARGETS, job_dump
 
 JOBS = TARGETS / "env_rank_jobs.py"
 TAGS = ["launcher", "rank0", "rank1", "rank2"]
 
 
 def _dumped(mode: str, tmp_path: Path) -> tuple[dict, dict[str, int]]:
-    with verdict_job(mode, tmp_path, TAGS, timeout=120, jobs=JOBS) as job:
-        data = json.loads(dump_json(job.launcher, *FAST_WINDOW))
-        return data, dict(job.pids)
+    return job_dump(mode, tmp_path, TAGS, JOBS)
 
 
 def _ranks(data: dict) -> dict[int, tuple[int, str]]:

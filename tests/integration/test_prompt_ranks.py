@@ -10,20 +10,18 @@ progressing.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support import FAST_WINDOW, TARGETS, dump_json, verdict_job
+from support import TARGETS, job_dump
 
 JOBS = TARGETS / "prompt_jobs.py"
 TAGS = ["launcher", "rank0", "rank1", "rank2"]
 
 
 def _verdict(mode: str, tmp_path: Path) -> tuple[dict, dict[str, int]]:
-    with verdict_job(mode, tmp_path, TAGS, timeout=120, jobs=JOBS) as job:
-        data = json.loads(dump_json(job.launcher, *FAST_WINDOW))
-        return data["verdict"], dict(job.pids)
+    data, pids = job_dump(mode, tmp_path, TAGS, JOBS)
+    return data["verdict"], pids
 
 
 def test_a_rank_at_a_console_prompt_on_a_fifo_its_peers_could_write_is_the_suspect(
