@@ -76,6 +76,7 @@ def test_reaped_ranks_of_a_job_whose_last_rank_joins_its_child_at_exit_are_not_m
     assert "ranks 0-1 exited and were reaped" in summary, summary
 
 
+@pytest.mark.extended
 def test_a_rank_whose_thread_drains_its_backlog_at_exit_is_progressing_not_missing_its_peers(
         tmp_path: Path) -> None:
     data, _ = _dumped("draining", tmp_path, settled=False)
