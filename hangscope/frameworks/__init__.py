@@ -61,6 +61,11 @@ class Framework:
     #: Source directories of the framework's own Python code (a path component, ``accelerate/``):
     #: plumbing, so a call site is the user's line that called into the framework.
     library_files: tuple[str, ...] = ()
+    #: Source paths of its own waits for a message that poll a zmq socket between spins (vLLM's
+    #: shared-memory broadcast queue: ``sched_yield`` for a while after each read, then a poll
+    #: of its notify socket): a thread there waits on its zmq peers whichever phase a sample
+    #: catches.
+    zmq_waits: tuple[str, ...] = ()
 
 
 def _load() -> tuple[Framework, ...]:
@@ -93,6 +98,7 @@ TITLE_PREFIXES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.title_p
 SERVER_LOOP_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.server_loop_files)
 LIBRARY_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.library_files)
 HELPER_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_threads)
+ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)
 
 
 def server_loop_pattern(extra: Sequence[str] = ()) -> re.Pattern[str]:

@@ -22,4 +22,7 @@ FRAMEWORK = Framework(
     job_words=("VLLM::", "vllm"),
     launchers=("vllm",),
     title_prefixes=("VLLM::",),
+    # The EngineCore -> Worker broadcast (and the Workers' replies): a MessageQueue in shared
+    # memory whose reader spins, then polls a zmq SUB socket for the writer's notification.
+    zmq_waits=("vllm/distributed/device_communicators/shm_broadcast.py",),
 )

@@ -46,6 +46,8 @@ stackmemo       One answer per distinct stack: a fact of a thread's frames, comp
                 every rank that shares them.
 store_key       Which key a rank waits for in a c10d store get/wait, from its stack, its locals
                 and its line.
+visitors        Clients from outside the job (a curl, a load generator on its port): context, never
+                the cause.
 working         Does a process that others wait for work, or spin? A pure reading of the
                 progress window.
 world           The expected world against the ranks found: which ranks are missing, and what is

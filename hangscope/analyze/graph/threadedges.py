@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
+from hangscope.frameworks import ZMQ_WAITS
 from hangscope.model import Category, Frame, Process, Thread, in_library
 from hangscope.model.waits import WaitEdge
 
@@ -335,8 +336,12 @@ def join_edges(proc: Process) -> Iterator[WaitEdge]:
 
 
 def blocked(thread: Thread) -> bool:
-    """Its stack never moved in the window (one sample: assumed)."""
-    return thread.samples <= 1 or thread.unchanged_samples >= thread.samples
+    """Its stack never moved in the window (one sample: assumed), or it sleeps in the kernel
+    inside a framework's spin-then-poll wait for a message (hangscope/frameworks ``zmq_waits``:
+    samples catch it in ``sched_yield`` or in the poll, one wait either way)."""
+    return thread.samples <= 1 or thread.unchanged_samples >= thread.samples or (
+        thread.state == "S" and any(not f.native and f.file and any(
+            w in f.file for w in ZMQ_WAITS) for f in thread.frames[:10]))
 
 
 #: Where a thread-to-thread wait is made, and its calls.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 
+from hangscope.frameworks import ZMQ_WAITS
 from hangscope.model import Process, Thread
 from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
 
@@ -30,9 +31,12 @@ SocketEdges = Callable[[Process, Thread, FdRecord, str], Iterator[WaitEdge]]
 
 
 def in_zmq_receive(thread: Thread) -> bool:
-    """The thread waits inside pyzmq or libzmq for a message."""
+    """The thread waits inside pyzmq or libzmq for a message, or inside a framework's own wait
+    that polls a zmq socket between spins (hangscope/frameworks: ``zmq_waits``)."""
     return any((not f.native and _ZMQ_PY.search(f.file or "")) or (
-        f.native and _ZMQ_NATIVE.search(f.name)) for f in thread.frames[:10])
+        f.native and _ZMQ_NATIVE.search(f.name)) or (
+        not f.native and f.file and any(w in f.file for w in ZMQ_WAITS))
+        for f in thread.frames[:10])
 
 
 def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],

@@ -8,6 +8,7 @@ logging lock), so each pattern says what waits behind it, in the same words as i
 
 from __future__ import annotations
 
+from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.waitwalk import Graph, hop
 from hangscope.model import Category
 from hangscope.words import who
@@ -20,8 +21,10 @@ def behind(g: Graph, members: tuple[int, ...]) -> str:
     """``; rank 1 (PID 7) is blocked on the FLOCK lock on x, which PID 5 holds; ranks 0, 2
     wait in broadcast for it``: each chain of waits from outside ``members`` into them, up to
     the first member, and the ranks in a collective for the processes those chains start at."""
+    # A helper's wait (the resource tracker reading the pipe every process of the job holds)
+    # is how it always waits: nobody waits behind the pattern there.
     starts = [(p.pid, None) for p in g.snap.processes if p.pid not in members
-              and not p.is_exited] + list(dict.fromkeys(
+              and not p.is_exited and p.role not in HELPER_ROLES] + list(dict.fromkeys(
                   (e.pid, e.tid) for e in g.edges if e.kind in ("py_lock", "gil")
                   and e.pid not in members))
     chains: list[tuple[list[int], list[int]]] = []  # (first edge of each head, the rest)

@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.evidence.visitors import visitors
 from hangscope.analyze.graph.loopedges import loop_index
 from hangscope.analyze.graph.waitgraph import build_edges
 from hangscope.analyze.graph.waitwalk import (
@@ -56,6 +57,7 @@ from hangscope.analyze.patterns.behind import behind, collective_behind
 from hangscope.analyze.patterns.calm.calm import native_server
 from hangscope.analyze.patterns.calm.calm_chain import waits_for_work
 from hangscope.analyze.patterns.calm.calmends import calm_end
+from hangscope.analyze.patterns.calm.engines import idle_front
 from hangscope.analyze.patterns.checkouts import nested_checkout
 from hangscope.analyze.patterns.cycleadvice import CAPTURED, buffered_reply, captured, cycle_advice
 from hangscope.analyze.patterns.ends.crashloops import crash_loop
@@ -242,7 +244,13 @@ def _both_read(g: Graph, ring: list[int]) -> str:
 
 def _sink(g: Graph) -> WaitPattern | None:
     """The longest chain from a stuck subject that holds a wait other than a child's."""
-    best: tuple[tuple[int, bool], list[int]] | None = None
+    if idle_front(g.snap) is not None:
+        # an idle serving engine (analyze/patterns/calm/engines.py): its front end holds no
+        # request and every process waits for its next message, so every chain in it is a
+        # wait for work that nobody has asked for
+        return None
+    best: tuple[tuple[bool, int, bool], list[int]] | None = None
+    outside = visitors(g.snap)
     # From every process's working thread, and from every thread that waits on another
     # thread of its own process (a Python lock, the GIL): they need not be the working one.
     # A helper's wait (the resource tracker reading its pipe, a compile worker's queue) is how
@@ -261,9 +269,11 @@ def _sink(g: Graph) -> WaitPattern | None:
             continue  # (a stopped process at the end says why: what stopped it)
         if g.edges[path[-1]].kind == "collective":
             continue  # ends at the rank the collective waits for: the straggler rules say it
+        # A chain inside the job first: one that starts at a visitor (a client from outside
+        # the job, analyze/evidence/visitors.py) says only that the server has not answered.
         # Of chains as long, one that starts with a request to a listening port: a client
         # waits for an answer, where a worker reading its parent's socket waits for work.
-        rank = (len(path), _asks(g, g.edges[path[0]]))
+        rank = (pid not in outside, len(path), _asks(g, g.edges[path[0]]))
         if best is None or rank > best[0]:
             best = (rank, path)
     if best is None:

@@ -246,7 +246,7 @@ def _idle_engine(snap: Snapshot, progress: JobProgress) -> JobProgress:
         return progress
     front, ports = found
     ranks = tuple(replace(r, decision=IDLE, reason=idle_reason(front, ports, r))
-                  if r.decision == STUCK else r for r in progress.ranks)
+                  if r.decision in (STUCK, SLOW) else r for r in progress.ranks)
     return replace(progress, decision=IDLE, ranks=ranks, reason=(
         f"every process waits for work; for example PID {ranks[0].pid}: {ranks[0].reason}"))
 

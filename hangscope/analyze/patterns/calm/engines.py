@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from hangscope.analyze.evidence.progress import STUCK
+from hangscope.analyze.evidence.progress import SLOW, STUCK
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
 from hangscope.model.waits import KernelWaits
@@ -26,7 +26,17 @@ WAITS_FOR_WORK = re.compile(
     r"^(?:\S+\.)?(?:select|poll) \((?:[^)]*/)?selectors\.py\)|"
     r"^(?:\S+\.)?(?:accept|_accept) \((?:[^)]*/)?socket\.py\)")
 #: The loop around it: an event loop's or a socket server's.
-SERVES = re.compile(r"\((?:[^)]*/)?(?:asyncio/base_events\.py|socketserver\.py)\)")
+SERVES = re.compile(r"\((?:[^)]*/)?(?:asyncio/base_events\.py|asyncio/runners\.py|"
+                    r"socketserver\.py)\)")
+#: The innermost Python frame of a thread whose event loop runs in C (uvloop, which vLLM's
+#: and SGLang's servers use): no Python frame of the loop's own, only the call that started it.
+NATIVE_LOOP = re.compile(r"^(?:\S+\.)?(?:run|run_until_complete|run_forever) "
+                         r"\((?:[^)]*/)?asyncio/(?:runners|base_events)\.py\)")
+#: The native frame such a loop waits in for its next event.
+_POLLS = re.compile(r"^(?:epoll_wait|epoll_pwait2?|poll|ppoll|select|pselect6?)$")
+#: The frame of a hand-off queue's get (queue.Queue, or multiprocessing's over a pipe it reads
+#: on another thread): a thread there waits for what another thread of its process receives.
+_HAND_OFF = re.compile(r"^(?:\S+\.)?get \((?:[^)]*/)?queue\.py\)")
 #: CPU (% of one core) under which a process is taken as waiting.
 _WAITING_CPU = 5.0
 #: What a process of an idle engine may be blocked in: the next message, or its timed poll.
@@ -39,12 +49,36 @@ def python_names(thread: Thread) -> list[str]:
 
 
 def serving_thread(proc: Process) -> Thread | None:
-    """The thread of ``proc`` that waits in a server loop for its next request."""
+    """The thread of ``proc`` that waits in a server loop for its next request: in Python's
+    selector, or in a native loop's poll under the call that started it."""
     for thread in proc.threads:
         names = python_names(thread)
-        if names and WAITS_FOR_WORK.search(names[0]) and any(SERVES.search(n) for n in names):
+        if not names or not any(SERVES.search(n) for n in names):
+            continue
+        if WAITS_FOR_WORK.search(names[0]) or (
+                NATIVE_LOOP.search(names[0]) and _in_native_poll(thread)):
             return thread
     return None
+
+
+def _in_native_poll(thread: Thread) -> bool:
+    """The thread's innermost frame is a native poll: its loop waits for the next event (a
+    Python callback running would show its own frames above the loop's start)."""
+    first = thread.frames[0] if thread.frames else None
+    return first is not None and first.native and bool(_POLLS.match(first.name))
+
+
+def _waits_for_message(proc: Process, thread: Thread) -> bool:
+    """``thread`` waits for its process's next message: on a socket or pipe itself, or on a
+    hand-off queue that another thread of the process fills from one (vLLM's EngineCore: its
+    main thread in ``Queue.get``, its input thread in zmq's poll)."""
+    if thread.category in _WAITS:
+        return True
+    if thread.category is not Category.LOCK or not any(
+            _HAND_OFF.search(n) for n in python_names(thread)[:3]):
+        return False
+    return any(t is not thread and t.category in (Category.IPC_WAIT, Category.IDLE)
+               and python_names(t) for t in proc.threads)
 
 
 def _ports(proc: Process) -> set[int]:
@@ -77,10 +111,11 @@ def idle_front(snap: Snapshot) -> tuple[Process, set[int]] | None:
         if proc is front:
             continue
         measured = by_pid.get(proc.pid)
-        if measured is not None and measured.decision != STUCK:
+        if measured is not None and measured.decision not in (STUCK, SLOW):
             return None  # it moved: the engine works
+        # (slow: woken by its own timed poll, its stack never changed, its CPU near nothing)
         thread = proc.working_thread
-        if thread is not None and thread.category not in _WAITS:
+        if thread is not None and not _waits_for_message(proc, thread):
             return None  # a lock, a collective, a compute loop: not a wait for a message
     return front, ports
 
