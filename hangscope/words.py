@@ -281,7 +281,7 @@ def fold_threads(threads: Iterable[Thread]) -> list[tuple[Thread, tuple[Thread, 
     return [(members[0], tuple(members)) for members in runs.values()]
 
 
-def _innermost_call(thread: Thread) -> str | None:
+def innermost_call(thread: Thread) -> str | None:
     """``Queue.get``: the call the code at the site made (the Python frame just inside it),
     else the innermost Python frame."""
     python = [f for f in thread.frames if not f.native]
@@ -300,7 +300,7 @@ def threads_line(members: Sequence[Thread]) -> str:
     if len(members) == 1:
         return f"thread {first.name or first.tid} (tid {first.tid}): {first.category}{site}"
     category = first.category or Category.UNKNOWN
-    call = _innermost_call(first)
+    call = innermost_call(first)
     inside = f" in {call}" if call and call not in (first.site or "") else ""
     tids = compact_ranks(t.tid for t in members)
     return f"{len(members)} threads {verb(category, plural=True)}{inside}{site} (tids {tids})"

@@ -362,6 +362,13 @@ def dump_json(pid: int, *extra: str, timeout: float = 120.0) -> str:
 FAST_WINDOW = ("--samples", "2", "--window", "0.5")
 
 
+def job_dump(mode: str, tmp_path: Path, tags: Sequence[str], jobs: Path,
+             window: Sequence[str] = FAST_WINDOW) -> tuple[dict[str, Any], dict[str, int]]:
+    """The JSON dump of a :func:`verdict_job` of ``jobs``, from its launcher, and its PIDs."""
+    with verdict_job(mode, tmp_path, tags, timeout=120, jobs=jobs) as job:
+        return json.loads(dump_json(job.launcher, *window)), dict(job.pids)
+
+
 def asleep(pid: int) -> bool:
     """Every thread of ``pid`` sleeps in the kernel (state S or D): it is where it blocks."""
     try:

@@ -135,9 +135,19 @@ def read_cmdline(pid: int) -> tuple[str, ...]:
     return tuple(p.decode(errors="replace") for p in parts)
 
 
-def read_environ(pid: int, keys: tuple[str, ...] = JOB_ENV_KEYS) -> dict[str, str] | None:
+#: How a process's environment names its rank. A process started without one may set it
+#: itself (``os.environ["RANK"] = ...`` in an ``mp.spawn`` or ``mp.Process`` worker): only its
+#: live environment has it then.
+_RANK_ENTRIES = (b"RANK=", b"LOCAL_RANK=", b"OMPI_COMM_WORLD_RANK=", b"PMI_RANK=",
+                 b"SLURM_PROCID=")
+
+
+def read_environ(pid: int, keys: tuple[str, ...] = JOB_ENV_KEYS,
+                 live: bool = True) -> dict[str, str] | None:
     """The job-relevant part of ``/proc/PID/environ`` (the environment at exec time), or of
-    the live environment where a process title overwrote it (collect/liveenv.py).
+    the live environment (collect/liveenv.py) where a process title overwrote it or where it
+    names no rank (a worker may set its own); ``live=False`` (a process in state D, whose
+    memory a read could wait on) reads only the first.
 
     Returns None when it cannot be read (another user's process without privilege).
     """
@@ -146,8 +156,10 @@ def read_environ(pid: int, keys: tuple[str, ...] = JOB_ENV_KEYS) -> dict[str, st
             raw = fh.read()
     except OSError:
         return None
-    if raw and b"=" not in raw:  # a process title was written over it (setproctitle)
-        raw = _live_environ(pid) or raw
+    titled = raw and b"=" not in raw  # a process title was written over it (setproctitle)
+    if live and (titled or not any(item.startswith(_RANK_ENTRIES) for item in raw.split(b"\0"))):
+        now = _live_environ(pid)
+        raw = now if now and b"=" in now else raw
     wanted = set(keys)
     env = {}
     for item in raw.split(b"\0"):

@@ -62,18 +62,25 @@ def _exe(pid: int, state: str) -> str | None:
     return exe
 
 
-#: (pid, start ticks) -> (exe, environ): neither changes while a process lives (environ is
-#: the one it was exec'd with), so a refresh does not read them again.
+#: (pid, start ticks) -> (exe, environ): neither changes while a process lives once it names
+#: its rank (a worker without one may still set its own), so a refresh does not read them again.
 Fixed = dict[tuple[int, int], tuple[str | None, dict[str, str] | None]]
+#: An environment that names the process's rank: it is fixed from then on.
+_RANKED = ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
 
 def _info(line: procfs.Stat, children: tuple[int, ...], boot: float,
           fixed: Fixed | None = None) -> Found:
     key = (line.pid, line.start_ticks)
+    # A process in state D may hold its memory map's lock: reading its memory could wait.
+    live = line.state not in ("D", "Z", "X", "x")
     if fixed is not None and key in fixed and line.state not in ("Z", "X", "x"):
         exe, environ = fixed[key]
+        if not environ or not any(k in environ for k in _RANKED):
+            environ = read_environ(line.pid, live=live)  # it may have set its rank since
+            fixed[key] = (exe, environ)
     else:
-        exe, environ = _exe(line.pid, line.state), read_environ(line.pid)
+        exe, environ = _exe(line.pid, line.state), read_environ(line.pid, live=live)
         if fixed is not None:
             fixed[key] = (exe, environ)
     return Found(

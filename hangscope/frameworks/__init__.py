@@ -52,6 +52,9 @@ class Framework:
     helper_processes: tuple[tuple[str, Role], ...] = ()
     #: Thread-name prefixes of threads only a process inside it starts.
     thread_names: tuple[str, ...] = ()
+    #: Thread-name prefixes of its helper threads (timers, keep-alives, heartbeats): they wait
+    #: between beats by design, so neither their wait nor their beat says where the job is.
+    helper_threads: tuple[str, ...] = ()
     #: Source paths (a substring of a frame's file) of the loop a server runs while it waits
     #: for its next request: a thread there, with nothing else to do, is idle.
     server_loop_files: tuple[str, ...] = ()
@@ -94,6 +97,7 @@ LAUNCHERS: frozenset[str] = frozenset(w for f in FRAMEWORKS for w in f.launchers
 TITLE_PREFIXES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.title_prefixes)
 SERVER_LOOP_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.server_loop_files)
 LIBRARY_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.library_files)
+HELPER_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_threads)
 ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)
 
 

@@ -1,8 +1,9 @@
 """torch.distributed: torchrun / ``python -m torch.distributed.run`` / ``.launch`` (its
 elastic agent is the launcher; ranks carry RANK, LOCAL_RANK, WORLD_SIZE and
 TORCHELASTIC_RUN_ID), ``mp.spawn`` (ranks numbered in the child, not in its environment), DDP
-(the reducer's all_reduce runs from autograd's threads during ``backward``), and the threads a
-process group starts (gloo's ``pt_gloo``/``gloo_*``, ProcessGroupNCCL's ``pt_nccl_*``)."""
+(the reducer's all_reduce runs from autograd's threads during ``backward``), the threads a
+process group starts (gloo's ``pt_gloo``/``gloo_*``, ProcessGroupNCCL's ``pt_nccl_*``), and the
+agent's rendezvous keep-alive timer (a helper thread)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ FRAMEWORK = Framework(
     job_words=("torch.distributed.run", "torchrun", "torch.distributed.launch"),
     launchers=("torchrun",),
     thread_names=("pt_gloo", "gloo_", "pt_nccl"),
+    # torchelastic's agent: the rendezvous keep-alive beat (``_PeriodicTimer`` threads, waiting
+    # in Event.wait between beats for the life of the agent).
+    helper_threads=("RendezvousKeepAliveTimer", "PeriodicTimer"),
 )
 
 

@@ -5,6 +5,12 @@ test cites it), WHEN ``hangscope dump PID --format json`` reads it, THEN the JSO
 ``wait_graph`` holds the edge the kernel or the interpreter shows, and the verdict names the
 pattern, the suspect and the chain in one sentence. No rule reads these jobs' file or
 function names: the sentences quote them only because they are the jobs' own frames.
+
+GIVEN rank 0 of a gloo job at a ``cmd.Cmd`` prompt reading a FIFO whose write end every rank and
+the launcher hold (inherited), while ranks 1-2 wait in barrier for it
+(tests/targets/prompt_jobs.py) THEN no deadlock: the prompt nobody answers, rank 0 the suspect
+at its own line, the holders of the write end named as able to answer; GIVEN the launcher
+answering the console every 20 ms (the healthy twin) THEN progressing.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import TARGETS, dump_json, poll, verdict_job
+from support import TARGETS, dump_json, job_dump, poll, verdict_job
 
 JOBS = TARGETS / "waitgraph_jobs.py"
 #: Two samples half a second apart: the progress watcher and a stuck/moved call, quickly.
@@ -242,3 +248,30 @@ def test_a_tcpstore_get_of_a_key_never_set_waits_for_the_stores_owner(tmp_path: 
     assert "waits in TCPStore.get for key 'ready_to_train' of the c10d store at 127.0.0.1:" in (
         verdict["summary"])
     assert "nobody set 'ready_to_train'; look where PID " in verdict["summary"]
+
+
+PROMPT_JOBS = TARGETS / "prompt_jobs.py"
+PROMPT_TAGS = ["launcher", "rank0", "rank1", "rank2"]
+
+
+@pytest.mark.extended
+def test_a_rank_at_a_console_prompt_on_a_fifo_its_peers_could_write_is_the_suspect(
+        tmp_path: Path) -> None:
+    data, pids = job_dump("unanswered", tmp_path, PROMPT_TAGS, PROMPT_JOBS)
+    verdict = data["verdict"]
+    assert (verdict["kind"], verdict["suspects"]) == ("wait_chain", [pids["rank0"]]), verdict
+    summary = verdict["summary"]
+    line = PROMPT_JOBS.read_text().splitlines().index(
+        "            Console(stdin=commands, stdout=sys.stdout).cmdloop()") + 1
+    assert summary.startswith("A prompt nobody answers: "), summary
+    assert (f"rank 0 (PID {pids['rank0']}) waits for input on FIFO "
+            f"{tmp_path / 'job-unanswered' / 'console'} at rank_main (prompt_jobs.py:{line}) "
+            "(a prompt), which nobody answers") in summary, summary
+    assert "hold its write end and could answer, but none writes" in summary, summary
+    assert "waits in barrier" in summary, summary
+
+
+@pytest.mark.extended
+def test_a_rank_whose_console_the_launcher_answers_is_progressing(tmp_path: Path) -> None:
+    data, _ = job_dump("answered", tmp_path, PROMPT_TAGS, PROMPT_JOBS)
+    assert data["verdict"]["kind"] == "progressing", data["verdict"]

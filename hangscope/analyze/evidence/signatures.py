@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hangscope.frameworks import LIBRARY_FILES
+from hangscope.frameworks import HELPER_THREADS, LIBRARY_FILES
 from hangscope.frameworks.torch_distributed import REDUCER_WAIT
 from hangscope.model import Category
 
@@ -216,7 +216,9 @@ HELPER_THREAD_NAMES = _re(
     r"^(?:pt_nccl_\w+|pt_tcpstore\w*|tqdm_monitor|TMonitor|ZMQbg/.*|cuda-EvtHandlr|cuda\d+|"
     r"InductorSubproc|.*\(_read_thread\)|.*\(_monitor\)|.*\(_handle_workers\)|"
     r".*\(_handle_results\)|.*\(_handle_tasks\)|QueueFeederThread|.*\(_feed\)|"
-    r".*\(_run_tracker\)|.*watchdog.*|.*heartbeat.*)$",
+    r".*\(_run_tracker\)|.*watchdog.*|.*heartbeat.*"
+    # the frameworks' own helper threads (torchrun's rendezvous keep-alive timer)
+    + "".join("|" + re.escape(prefix) + ".*" for prefix in HELPER_THREADS) + ")$",
 )
 HELPER_THREAD_FRAMES = _re(
     r"\((?:[^)]*/)?(?:tqdm/_monitor\.py|torch/_inductor/compile_worker/(?:subproc_pool|timer)\.py|"
@@ -237,7 +239,7 @@ PLUMBING_FILES = _re(
     r"threading\.py|queue\.py|multiprocessing/|selectors\.py|socket\.py|subprocess\.py|"
     r"http/client\.py|http/server\.py|socketserver\.py|urllib/|ssl\.py|"
     r"asyncio/|concurrent/|zmq/|filelock/|triton/|torch/_inductor/|torch/_dynamo/|"
-    r"c10d_logger\.py|contextlib\.py|functools\.py|runpy\.py|"
+    r"c10d_logger\.py|contextlib\.py|functools\.py|runpy\.py|cmd\.py|pdb\.py|bdb\.py|"
     r"pynccl(?:_wrapper)?\.py|shm_broadcast\.py|time\.py|"
     r"(?:custom|quick)_all_reduce\.py|torch/_functorch/|torch/__init__\.py|"
     r"torch/_utils_internal\.py|torchinductor_[^/]*/|c[a-z0-9]{51}\.py$|"

@@ -78,6 +78,13 @@ def _flag_world(job: Job) -> tuple[set[tuple[tuple[str, int], ...]], str] | None
     return expected, " ".join(said)
 
 
+def finished_ranks(processes: Sequence[Process]) -> tuple[Process, ...]:
+    """Ranks that exited with code 0: zombies whose exit status says so (a zombie has no
+    environment left to read: a child of the job's of no other role counts, as below)."""
+    return tuple(p for p in processes if p.is_zombie and p.exit_code == 0
+                 and p.role in (Role.RANK, Role.OTHER))
+
+
 def missing_ranks(processes: Sequence[Process], job: Job) -> MissingRanks | None:
     """Expected against found: None when every expected rank is there (or nothing says)."""
     ranks = [p for p in processes if p.role is Role.RANK and not p.is_exited]

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
 
+from hangscope.analyze.evidence.world import finished_ranks
 from hangscope.analyze.findings.cuda import check_coredump_pipe
 from hangscope.analyze.findings.kernel import (
     SHOWN_LINES,
@@ -100,7 +101,11 @@ def check_expected_ranks(snap: Snapshot) -> Iterable[Finding]:
     source = snap.job.expected_source
     facts = {"expected": expected, "found": found, "source": source,
              "pids": [p.pid for p in ranks]}
-    if found < expected:
+    if found < expected <= found + len(done := finished_ranks(snap.processes)):
+        yield Finding("ranks.finished", Severity.INFO, f"Expected {expected} {noun} ({source}) "
+                      f"and found {found} running: the other {expected - found} exited with "
+                      "code 0 (finished).", {**facts, "finished": [p.pid for p in done]})
+    elif found < expected:
         missing = expected - found
         yield Finding("ranks.missing", Severity.CRITICAL,
                       f"Expected {expected} {noun} ({source}) but found "

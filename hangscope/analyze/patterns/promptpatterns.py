@@ -26,6 +26,12 @@ def prompt_edge(g: Graph, i: int) -> bool:
             edge.kind != "terminal" and "(write end)" not in edge.object):
         return False
     proc = g.procs[edge.pid]
+    prompt = any(f.name.rsplit(".", 1)[-1] in ("builtin_input", "cmdloop", "interaction")
+                 or (f.file or "").endswith(("/pdb.py", "/cmd.py")) for f in thread.frames)
+    if edge.kind == "fifo" and prompt:
+        # A FIFO standing in for a terminal: whoever holds its write end could answer, but a
+        # prompt waits for a person, not for them (they may well wait for the prompt's side).
+        return True
     if edge.kind != "terminal" and edge.to_pid is not None:
         # A filter such as `cut`, or a pipeline stage, reads its stdin from a writer that works
         # or waits elsewhere: no prompt. Only writers waiting on the reader itself never write.
@@ -33,8 +39,6 @@ def prompt_edge(g: Graph, i: int) -> bool:
         # sys.stdin:``) asks nothing: it waits for work.
         return bool(proc.python) and edge.fd == 0 and bool(_stdin_writers(g, i)) and not (
             at_loop_head(thread))
-    prompt = any(f.name.rsplit(".", 1)[-1] in ("builtin_input", "cmdloop", "interaction")
-                 or (f.file or "").endswith(("/pdb.py", "/cmd.py")) for f in thread.frames)
     # A Python prompt (input(), pdb, cmd), or a Python program reading its stdin from a
     # terminal or a FIFO; a filter such as `cut` reading its stdin pipe is no prompt.
     return prompt or (edge.fd == 0 and edge.kind in ("terminal", "fifo") and bool(proc.python))
@@ -61,6 +65,14 @@ def _stdin_writers(g: Graph, i: int) -> list[tuple[int, int]]:
             return []
         found.append((pid, back))
     return found
+
+
+def _able_to_answer(g: Graph, i: int) -> list[int]:
+    """The processes holding the write end of edge ``i``'s FIFO: able to answer the prompt,
+    not what it waits for."""
+    edge = g.edges[i]
+    return list(dict.fromkeys(e.to_pid for e in g.edges if (e.pid, e.tid, e.object) == (
+        edge.pid, edge.tid, edge.object) and e.to_pid is not None and e.to_pid != edge.pid))
 
 
 def _same_prompts(g: Graph, i: int, writers: list[tuple[int, int]]) -> list[int]:
@@ -96,6 +108,11 @@ def prompt(g: Graph) -> WaitPattern | None:
             chain += (", and so " + ("does " if len(same) == 1 else "do ")
                       + " and ".join(who(g.procs[g.edges[j].pid]) for j in same)
                       + " on " + ("its" if len(same) == 1 else "theirs"))
+        able = _able_to_answer(g, i) if edge.kind == "fifo" else []
+        if able:
+            chain += (f": {' and '.join(who(g.procs[pid]) for pid in able)} "
+                      f"hold{'s' if len(able) == 1 else ''} its write end and could answer, "
+                      "but none writes")
         if writers:
             held = "; ".join(hop(g, back) for _, back in writers)
             names = " and ".join(who(g.procs[pid]) for pid, _ in writers)

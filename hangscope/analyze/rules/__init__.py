@@ -30,6 +30,7 @@ from hangscope.analyze.rules.collectives import (
     collective_missing,
 )
 from hangscope.analyze.rules.elsewhere import skipped_collective
+from hangscope.analyze.rules.exiting import cannot_exit, job_finished
 from hangscope.analyze.rules.failed import rank_failed
 from hangscope.analyze.rules.graph import (
     crash_looping,
@@ -183,6 +184,8 @@ def missing_rank(facts: Facts) -> Verdict | None:
     short = job.expected_ranks is not None and facts.ranks_found < job.expected_ranks
     if not short and not facts.gone and missing is None:
         return None
+    if job_finished(facts):
+        return None  # exited with code 0, or reaped once the job's code ran to its end
     if not facts.has_ranks and len(facts.gone) < len(facts.subjects):
         # An exited child of a job without ranks, while the rest of it waits: the wait-for
         # graph tells why (a job whose every process exited has nothing else to say).
@@ -420,6 +423,10 @@ RULES: tuple[Rule, ...] = (
          "stuck ranks wait in different collective ops or call sites"),
     Rule(VerdictKind.WAIT_CHAIN, crash_looping,
          "children of one process die as they start, one error repeated, and are restarted"),
+    # Before the missing ranks: a rank that finished is not missing, and the one that cannot
+    # finish is the story.
+    Rule(VerdictKind.WAIT_CHAIN, cannot_exit,
+         "every rank finished but one whose exit joins a thread or child that never ends"),
     Rule(VerdictKind.MISSING_RANK, collective_missing,
          "NCCL RAS has no data from a rank, or a Flight Recorder group member has no process"),
     Rule(VerdictKind.MISSING_RANK, missing_rank,
