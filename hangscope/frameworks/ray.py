@@ -21,6 +21,10 @@ FRAMEWORK = Framework(
     launchers=("ray",),
     title_prefixes=("ray::",),
     helper_processes=(
+        # The agents retitle themselves (ray_constants.AGENT_PROCESS_TYPE_*): by the title,
+        # which reads like an actor's, they are its system processes all the same.
+        ("ray::DashboardAgent", Role.HELPER),
+        ("ray::RuntimeEnvAgent", Role.HELPER),
         ("raylet", Role.HELPER),
         ("gcs_server", Role.HELPER),
         ("ray/dashboard/agent.py", Role.HELPER),

@@ -26,7 +26,16 @@ from pathlib import Path
 import psutil
 import pytest
 from support import poll
-from vllm_support import Server, blocked_in_cue, clients, dumped, give_cue, healthy, vllm_server
+from vllm_support import (
+    Server,
+    blocked_in_cue,
+    clients,
+    dumped,
+    give_cue,
+    healthy,
+    stopped_with_a_client,
+    vllm_server,
+)
 
 pytestmark = pytest.mark.vllm
 
@@ -61,20 +70,7 @@ def test_given_a_busy_vllm_server_then_not_hung_and_no_client_decides(server: Se
 
 def test_given_the_engine_core_stopped_while_a_client_waits_then_it_is_the_suspect(
         server: Server, tmp_path: Path) -> None:
-    core = psutil.Process(server.one("VLLM::EngineCore"))
-    with clients(server, "loop", 1, tmp_path) as pids:
-        core.suspend()
-        try:
-            poll(lambda: core.status() == psutil.STATUS_STOPPED, "the EngineCore to stop")
-            data, text = dumped(server, tmp_path)
-            assert core.status() == psutil.STATUS_STOPPED  # the dump left it as it was
-        finally:
-            core.resume()
-    verdict = data["verdict"]
-    assert verdict["suspects"] == [core.pid], (verdict, text)
-    assert f"kill -CONT {core.pid}" in verdict["summary"], verdict
-    assert pids[0] not in verdict["suspects"]
-    poll(lambda: healthy(server.port), "the server to answer again", timeout=60)
+    stopped_with_a_client(server, "VLLM::EngineCore", tmp_path)
 
 
 @pytest.mark.parametrize("waiting_client", [True, False], ids=["client_waits", "client_gone"])

@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
-from support import poll
-from vllm_support import Server, clients, dumped, healthy, vllm_server
+from vllm_support import Server, dumped, stopped_with_a_client, vllm_server
 
 pytestmark = pytest.mark.vllm
 
@@ -38,18 +36,4 @@ def test_given_a_tp2_server_nobody_asks_then_idle_not_a_deadlock(server: Server,
 
 def test_given_worker_tp1_stopped_while_a_client_waits_then_it_is_the_suspect(
         server: Server, tmp_path: Path) -> None:
-    tp1 = psutil.Process(server.one("VLLM::Worker_TP1"))
-    with clients(server, "loop", 1, tmp_path) as pids:
-        tp1.suspend()
-        try:
-            poll(lambda: tp1.status() == psutil.STATUS_STOPPED, "worker TP1 to stop")
-            data, text = dumped(server, tmp_path)
-            assert tp1.status() == psutil.STATUS_STOPPED  # the dump left it as it was
-        finally:
-            tp1.resume()
-    verdict = data["verdict"]
-    assert verdict["suspects"] == [tp1.pid], (verdict, text)
-    assert "stopped" in verdict["summary"], verdict
-    assert f"kill -CONT {tp1.pid}" in text, text
-    assert pids[0] not in verdict["suspects"] and server.api not in verdict["suspects"]
-    poll(lambda: healthy(server.port), "the server to answer again", timeout=60)
+    stopped_with_a_client(server, "VLLM::Worker_TP1", tmp_path)

@@ -117,3 +117,24 @@ def dumped(srv: Server, tmp_path: Path) -> tuple[dict[str, object], str]:
     raw = dump_json(srv.api, timeout=180)
     (tmp_path / "dump.json").write_text(raw)  # kept for a failure's reading
     return json.loads(raw), show_text(raw, tmp_path)
+
+
+def stopped_with_a_client(srv: Server, title: str, tmp_path: Path) -> None:
+    """Stop the server's process ``title`` (SIGSTOP) while one client waits for an answer,
+    dump, resume it; assert it is the suspect, stopped, with ``kill -CONT``, and neither the
+    client nor the API server is; the server answers again after."""
+    proc = psutil.Process(srv.one(title))
+    with clients(srv, "loop", 1, tmp_path) as pids:
+        proc.suspend()
+        try:
+            poll(lambda: proc.status() == psutil.STATUS_STOPPED, f"{title} to stop")
+            data, text = dumped(srv, tmp_path)
+            assert proc.status() == psutil.STATUS_STOPPED  # the dump left it as it was
+        finally:
+            proc.resume()
+    verdict = data["verdict"]
+    assert isinstance(verdict, dict)
+    assert verdict["suspects"] == [proc.pid], (verdict, text)
+    assert "stopped" in verdict["summary"] and f"kill -CONT {proc.pid}" in text, (verdict, text)
+    assert pids[0] not in verdict["suspects"] and srv.api not in verdict["suspects"]
+    poll(lambda: healthy(srv.port), "the server to answer again", timeout=60)

@@ -52,3 +52,12 @@ def test_a_launcher_whose_children_run_another_program_stays_a_launcher() -> Non
     procs = [_proc(10, 1, ("python", "launch.py"), {}, (11,)),
              _proc(11, 10, ("python", "train.py"), {"LOCAL_RANK": "1", "WORLD_SIZE": "2"})]
     assert refine_roles(procs)[0].role is Role.LAUNCHER
+
+
+def test_rays_agents_retitled_as_ray_processes_are_helpers_and_its_actors_are_not() -> None:
+    """Ray's dashboard and runtime-env agents set their titles (``ray::DashboardAgent``,
+    ``ray::RuntimeEnvAgent``, ray/_private/ray_constants.py), which read like an actor's
+    ``ray::Actor.method``: by the title they are its system processes all the same."""
+    for title in ("ray::DashboardAgent", "ray::RuntimeEnvAgent"):
+        assert role_and_rank((title,), {}, False, False)[0] is Role.HELPER, title
+    assert role_and_rank(("ray::Trainer.train",), {}, False, False)[0] is not Role.HELPER
