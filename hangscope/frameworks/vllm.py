@@ -19,7 +19,9 @@ OLD_WORKER = re.compile(r"VllmWorker(?:Process)?[-_ ]?(?:rank=)?(\d+)")
 FRAMEWORK = Framework(
     name="vllm",
     launches_ranks=True,
-    job_words=("VLLM::", "vllm"),
+    # Its titles and entry points, never the bare name: a venv at /work/vllm-venv runs
+    # other jobs too.
+    job_words=("VLLM::", "vllm.entrypoints", "vllm serve", "vllm.v1."),
     launchers=("vllm",),
     title_prefixes=("VLLM::",),
     # The EngineCore -> Worker broadcast (and the Workers' replies): a MessageQueue in shared

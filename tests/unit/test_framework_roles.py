@@ -61,3 +61,18 @@ def test_rays_agents_retitled_as_ray_processes_are_helpers_and_its_actors_are_no
     for title in ("ray::DashboardAgent", "ray::RuntimeEnvAgent"):
         assert role_and_rank((title,), {}, False, False)[0] is Role.HELPER, title
     assert role_and_rank(("ray::Trainer.train",), {}, False, False)[0] is not Role.HELPER
+
+
+def test_a_job_run_from_a_venv_named_after_an_engine_is_not_that_engine() -> None:
+    """The job's kind comes from the engine's own titles and entry points, never a bare name
+    in a path (a pyzmq server started from /work/vllm-venv is a python job: blind round 14)."""
+    from hangscope.analyze.evidence.roles import job_kind
+
+    venv = "/work/vllm-venv/bin/python"
+    assert job_kind([(venv, "server.py")]) == "python"
+    assert job_kind([("/opt/sglang-env/bin/python", "-u", "engine.py")]) == "python"
+    assert job_kind([(venv, "-m", "vllm.entrypoints.openai.api_server", "--model", "m"),
+                     ("VLLM::EngineCore",)]) == "vllm"
+    assert job_kind([("/usr/bin/python", "/usr/local/bin/vllm", "serve", "m")]) == "vllm"
+    assert job_kind([("python", "-m", "sglang.launch_server", "--tp", "2"),
+                     ("sglang::scheduler_TP0",)]) == "sglang"
