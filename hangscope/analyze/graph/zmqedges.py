@@ -10,6 +10,11 @@ other end, as a read of that connection (how the I/O thread sees it).
 
 The mailbox does not say which zmq socket a connection belongs to; a process whose I/O
 threads watch several connections waits, as far as the kernel shows, on any of them.
+
+A thread in ``Context.term()`` (``zmq_ctx_term``) waits until every socket of the context is
+closed and, under the default ``LINGER`` of -1, its unsent messages are taken: it waits on the
+peers of the connections its I/O threads still hold, and where they hold none, on a peer that
+is gone (the messages wait for it forever: pyzmq #102).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ _ZMQ_PY = re.compile(r"(?:^|/)zmq/(?:sugar/(?:socket|poll)\.py|green/|asyncio)")
 _ZMQ_NATIVE = re.compile(r"zmq_(?:poll|msg_recv|recv)|zmq::(?:socket_base_t::recv|"
                          r"signaler_t::wait|mailbox_t::recv)")
 _IO_THREAD = re.compile(r"^ZMQbg/IO/\d+$")
+_TERM_PY = re.compile(r"(?:^|/)zmq/sugar/context\.py$")
+_TERM_NATIVE = re.compile(r"zmq_ctx_(?:term|destroy|shutdown)|zmq::ctx_t::terminate")
 
 #: Edges of a read of one socket fd: (process, thread, fd record, how) -> edges.
 SocketEdges = Callable[[Process, Thread, FdRecord, str], Iterator[WaitEdge]]
@@ -39,12 +46,25 @@ def in_zmq_receive(thread: Thread) -> bool:
         for f in thread.frames[:10])
 
 
+def in_zmq_term(thread: Thread) -> bool:
+    """The thread waits in ``Context.term()``/``destroy()``: for its sockets' unsent
+    messages to be taken (LINGER)."""
+    return any((not f.native and _TERM_PY.search(f.file or "") and f.name.rsplit(".", 1)[-1]
+                in ("term", "destroy")) or (f.native and _TERM_NATIVE.search(f.name))
+               for f in thread.frames[:12])
+
+
 def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
               proc: Process, thread: Thread, socket_edges: SocketEdges) -> Iterator[WaitEdge]:
     """The edges of ``thread``, blocked in a zmq receive: one per connection its process's
     zmq I/O threads watch (``connected``: the inodes of sockets with a peer)."""
     mine = kernel.process(proc.pid)
-    if mine is None or thread.state != "S" or not in_zmq_receive(thread):
+    if mine is None or thread.state != "S":
+        return
+    if in_zmq_term(thread):
+        yield from _term_edges(kernel, fds, connected, proc, thread, socket_edges)
+        return
+    if not in_zmq_receive(thread):
         return
     io_tids = {t.tid: t.name for t in proc.threads if _IO_THREAD.match(t.name or "")}
     seen: set[int] = set()
@@ -60,3 +80,31 @@ def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: froze
             how = (f"a zmq receive: its messages come through zmq's I/O thread "
                    f"{io_tids[call.tid]} ({call.tid}), whose epoll watches fd {fd}")
             yield from socket_edges(proc, thread, rec, how)
+
+
+def _term_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
+                proc: Process, thread: Thread, socket_edges: SocketEdges) -> Iterator[WaitEdge]:
+    """A ``term()``'s edges: to the peers of the connections its I/O threads hold (its unsent
+    messages wait for them to read), or, with none, to nobody in the job: the peer is gone."""
+    mine = kernel.process(proc.pid)
+    io_tids = {t.tid for t in proc.threads if _IO_THREAD.match(t.name or "")}
+    found = False
+    for call in (mine.syscalls if mine is not None else ()):
+        if call.tid not in io_tids:
+            continue
+        for fd, _events in call.watched:
+            rec = fds.get(fd)
+            if rec is None or rec.inode not in connected or not rec.target.startswith("socket:"):
+                continue
+            found = True
+            yield from socket_edges(proc, thread, rec, (
+                "zmq term() waits until its sockets' unsent messages are taken (LINGER); "
+                f"zmq's I/O thread {call.tid} still holds this connection"))
+    if not found:
+        yield WaitEdge(proc.pid, thread.tid, "zmq_term",
+                       "zmq Context.term() (its sockets' unsent messages)",
+                       "term() returns once every socket is closed and, with LINGER -1 (the "
+                       "default), its queued messages delivered; none of its zmq I/O threads "
+                       "holds a connection to deliver them on",
+                       outside="a peer that is gone (its queued messages wait for it forever; "
+                       "close the sockets with linger=0, or set zmq.LINGER, before term())")

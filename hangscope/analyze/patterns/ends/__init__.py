@@ -34,4 +34,6 @@ stoppedends     A chain that ends at a stopped process: what stopped it, from th
                 child waits: the stop says why).
 unaccepted      Connections nobody accepts: a listener with a full accept queue that no thread
                 watches.
+zmqends         A zmq receive nobody in the job owes a message: its live peers only wait for
+                its next request; the peer that owed the answer is gone.
 """

@@ -1,0 +1,63 @@
+"""A zmq receive nobody in the job owes a message: the peer that owes it is gone.
+
+A thread in a zmq receive waits, as far as the kernel shows, on every connection its process's
+I/O threads hold (analyze/graph/zmqedges.py). When every live process at the other end of
+those connections is a server waiting for its *next request* from it (a REP or PULL reading
+the connection it accepted on its own bound socket), none of them owes it an answer: the
+answer it waits for was owed by a peer that is no longer there (a REQ whose REP was killed
+while handling the request: the request died with it; zeromq/libzmq#1227, pyzmq#51). zmq
+reconnects to a dead peer's endpoint silently, so nothing fails: the receive waits forever.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
+from hangscope.analyze.patterns.calm.calm_chain import waits_for_work
+from hangscope.model.waits import WaitPattern
+from hangscope.words import who_list
+
+#: A line of the job's output that says a process ended (a reaper's or a launcher's log).
+_ENDED = re.compile(r"\b(?:exited|exit code|died|killed|terminated|rc=-?\d+|signal \d+|"
+                    r"SIG[A-Z]+)\b", re.IGNORECASE)
+
+
+def unowed_receive(g: Graph) -> WaitPattern | None:
+    """The first process whose zmq receive no live peer owes a message."""
+    for proc in g.snap.processes:
+        if proc.is_exited or proc.role in HELPER_ROLES:
+            continue
+        out = g.live_edges(proc.pid, None)
+        if not out or not all(g.edges[i].how.startswith("a zmq receive") for i in out):
+            continue
+        peers = sorted({g.edges[i].to_pid for i in out if g.edges[i].to_pid is not None})
+        if not peers or len(peers) != len({g.edges[i].to_pid for i in out}):
+            continue  # an end outside the job: not a question of the job's peers
+        if not all(_serves(g, peer, proc.pid) for peer in peers):
+            continue
+        thread = g.threads.get((proc.pid, g.edges[out[0]].tid))
+        them = who_list([g.procs[p] for p in peers])
+        one = len(peers) == 1
+        chain = (f"{thread_words(proc, thread)} waits for a zmq message{site_words(thread)} "
+                 f"that no live process of the job owes it: {them} "
+                 f"{'waits' if one else 'wait'} only for {'its' if one else 'their'} next "
+                 f"request from it, on the connection{'' if one else 's'} it made; the peer "
+                 "that owes the answer is gone (a REQ whose request died with its REP: zmq "
+                 "reconnects to a dead endpoint silently; give the socket a receive timeout "
+                 "and a retry, or watch the peer's process)")
+        ended = next((line.strip() for line in reversed(proc.log_tail[-12:])
+                      if _ENDED.search(line)), None)
+        if ended:
+            chain += f"; the job's output says: {ended[:160]!r}"
+        return WaitPattern("sink", (proc.pid, *peers), chain, tuple(out), proc.pid,
+                           g.edges[out[0]].tid)
+    return None
+
+
+def _serves(g: Graph, peer: int, client: int) -> bool:
+    """``peer``'s working thread only waits for its next request from ``client``."""
+    out = g.live_edges(peer, None)
+    mine = [i for i in out if g.edges[i].to_pid == client]
+    return bool(mine) and all(waits_for_work(g.snap, g.edges[i]) for i in mine)

@@ -1,0 +1,56 @@
+"""Hangs over pyzmq and their twins (tests/targets/frameworks/zmq_shapes.py).
+
+GIVEN a REQ waiting for the reply of a REP that was killed while it handled the request, and
+reaped, while the other REP, which answered, waits for its next request THEN a wait chain at
+the trainer's line, saying no live peer owes it the message (no deadlock with the live
+worker); GIVEN both workers answering THEN progressing. GIVEN a child in ``ctx.term()`` held
+by messages queued for a collector that has gone THEN the child is the suspect, blocked in
+term, with LINGER as the fix; GIVEN the same with LINGER=0 THEN not hung.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import TARGETS, dump_json, show_text, verdict_job
+
+pytestmark = pytest.mark.frameworks
+
+JOBS = TARGETS / "frameworks" / "zmq_shapes.py"
+
+
+def _dump(mode: str, tags: list[str], tmp_path: Path) -> tuple[dict, str, dict[str, int]]:
+    with verdict_job(mode, tmp_path, tags, jobs=JOBS) as job:
+        raw = dump_json(job.pids[tags[0]])
+    return json.loads(raw), show_text(raw, tmp_path), dict(job.pids)
+
+
+def test_given_a_req_whose_rep_died_with_the_request_then_no_live_peer_owes_it(
+        tmp_path: Path) -> None:
+    data, text, pids = _dump("dead_rep", ["trainer", "worker1"], tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert verdict["suspects"] == [pids["trainer"]], verdict
+    assert "no live process of the job owes it" in verdict["summary"], verdict
+    assert "exited rc=-9" in verdict["summary"], verdict
+    assert "DEADLOCK" not in text, text
+
+
+def test_given_both_reps_answering_then_progressing(tmp_path: Path) -> None:
+    data, text, _ = _dump("rep_ok", ["trainer", "worker0", "worker1"], tmp_path)
+    assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)
+
+
+def test_given_term_held_by_messages_for_a_gone_peer_then_the_sender_is_the_suspect(
+        tmp_path: Path) -> None:
+    data, text, pids = _dump("term_linger", ["parent", "sender"], tmp_path)
+    verdict = data["verdict"]
+    assert verdict["suspects"] == [pids["sender"]], (verdict, text)
+    assert "Context.term()" in verdict["summary"] and "LINGER" in verdict["summary"], verdict
+
+
+def test_given_term_with_linger_0_then_not_hung(tmp_path: Path) -> None:
+    data, text, _ = _dump("term_linger0", ["parent"], tmp_path)
+    assert data["verdict"]["kind"] in ("paused", "idle"), (data["verdict"], text)

@@ -1,0 +1,137 @@
+"""Shapes of hangs over pyzmq that have nothing to do with a framework's own code, each with
+its healthy twin.
+
+    python zmq_shapes.py MODE READY_FILE WORKDIR
+
+- ``dead_rep``: a trainer drives two rollout workers over REQ/REP (ipc://); worker 0 is killed
+  (SIGKILL, as the OOM killer does) while it handles a request and its parent reaps it; the
+  trainer's REQ waits for that reply forever, while worker 1, which answered, waits for its
+  next request (zeromq/libzmq#1227, zeromq/pyzmq#51: REQ has no timeout and zmq reconnects to
+  a dead endpoint silently).
+- ``rep_ok``: the twin: both workers answer, round after round (progressing).
+- ``term_linger``: a sender child PUSHes results to a collector that has gone, then calls
+  ``ctx.term()``: with the default LINGER (-1) term waits for its queued messages forever and
+  the parent joining the child waits with it (zeromq/pyzmq#102).
+- ``term_linger0``: the twin: the same with ``LINGER=0``: term returns, the child exits, and
+  the parent sleeps between phases (paused).
+
+Each process appends ``"<pid> <tag>"`` to READY_FILE once it is in its final wait.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import zmq
+
+
+def ready(path: str, tag: str) -> None:
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()} {tag}\n")
+
+
+def rollout_worker(rank: int, address: str, ready_file: str, die: bool) -> None:
+    ctx = zmq.Context()
+    rep = ctx.socket(zmq.REP)
+    rep.bind(address)
+    ready(ready_file, f"worker{rank}")
+    while True:
+        msg = rep.recv_json()
+        if die and rank == 0 and msg["op"] == "update_weights":
+            os.kill(os.getpid(), signal.SIGKILL)
+        rep.send_json({"rank": rank, "op": msg["op"]})
+
+
+def trainer(mode: str, ready_file: str, ipc: str) -> None:
+    die = mode == "dead_rep"
+    workers = [subprocess.Popen([sys.executable, __file__, "worker", ready_file, ipc, str(r),
+                                 str(int(die))]) for r in range(2)]
+
+    def reaper() -> None:  # notices an exit and only says so
+        while True:
+            for rank, proc in enumerate(workers):
+                if proc.poll() is not None and not getattr(proc, "said", False):
+                    print(f"rollout worker {rank} exited rc={proc.returncode}", flush=True)
+                    proc.said = True  # type: ignore[attr-defined]
+            time.sleep(0.2)
+
+    threading.Thread(target=reaper, name="reaper", daemon=True).start()
+    ctx = zmq.Context()
+    socks = []
+    for rank in range(2):
+        sock = ctx.socket(zmq.REQ)
+        sock.connect(f"ipc://{ipc}/rollout{rank}")
+        socks.append(sock)
+    rounds = 0
+    while True:
+        op = "update_weights" if die and rounds == 2 else "generate"
+        for sock in socks:
+            sock.send_json({"op": op})
+        if op == "update_weights":
+            # ready once worker 0 is gone: the request died with it
+            while workers[0].poll() is None:
+                time.sleep(0.05)
+            ready(ready_file, "trainer")
+        for sock in socks:
+            sock.recv_json()
+        rounds += 1
+        if rounds == 3 and not die:
+            ready(ready_file, "trainer")
+
+
+def sender(address: str, linger: int, ready_file: str) -> None:
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, linger)
+    push.connect(address)
+    for i in range(3):
+        push.send_json({"result": i})  # queued: nobody takes them
+    push.close()
+    ready(ready_file, "sender")
+    ctx.term()
+
+
+def collector_gone(mode: str, ready_file: str, ipc: str) -> None:
+    # The collector bound its endpoint, and went away before the sender's results came.
+    address = f"ipc://{ipc}/results"
+    ctx = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    pull.bind(address)
+    pull.close(linger=0)
+    ctx.term()
+    child = mp.get_context("spawn").Process(
+        target=sender, args=(address, -1 if mode == "term_linger" else 0, ready_file))
+    child.start()
+    if mode == "term_linger":
+        ready(ready_file, "parent")
+        child.join()  # waits with it
+        return
+    child.join()
+    ready(ready_file, "parent")
+    time.sleep(3600)  # between phases
+
+
+def main(mode: str, ready_file: str, workdir: str) -> None:
+    # A short directory under /tmp: a Unix socket path holds at most 107 bytes.
+    ipc = tempfile.mkdtemp(prefix="hs-zmqs-")
+    with open(os.path.join(workdir, "ipc_dir"), "w") as f:
+        f.write(ipc)
+    if mode in ("dead_rep", "rep_ok"):
+        trainer(mode, ready_file, ipc)
+    else:
+        collector_gone(mode, ready_file, ipc)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "worker":
+        _, _, ready_file, ipc, rank, die = sys.argv
+        rollout_worker(int(rank), f"ipc://{ipc}/rollout{rank}", ready_file, die == "1")
+    else:
+        main(*sys.argv[1:4])
