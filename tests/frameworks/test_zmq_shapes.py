@@ -5,16 +5,20 @@ reaped, while the other REP, which answered, waits for its next request THEN a w
 the trainer's line, saying no live peer owes it the message (no deadlock with the live
 worker); GIVEN both workers answering THEN progressing. GIVEN a child in ``ctx.term()`` held
 by messages queued for a collector that has gone THEN the child is the suspect, blocked in
-term, with LINGER as the fix; GIVEN the same with LINGER=0 THEN not hung.
+term, with LINGER as the fix; GIVEN the same with LINGER=0 THEN not hung. GIVEN a front end
+awaiting the answer of a worker child that aborted (SIGABRT) and was never reaped, while a
+client waits THEN the dead child is the suspect; GIVEN the worker answering THEN idle.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from support import TARGETS, dump_json, show_text, verdict_job
+from support import TARGETS, dump_json, poll, show_text, verdict_job
 
 pytestmark = pytest.mark.frameworks
 
@@ -54,3 +58,44 @@ def test_given_term_held_by_messages_for_a_gone_peer_then_the_sender_is_the_susp
 def test_given_term_with_linger_0_then_not_hung(tmp_path: Path) -> None:
     data, text, _ = _dump("term_linger0", ["parent"], tmp_path)
     assert data["verdict"]["kind"] in ("paused", "idle"), (data["verdict"], text)
+
+
+def _ask(port: int) -> subprocess.Popen[bytes]:
+    """A client of the front end outside the job (its own session): sends one request and
+    waits for the answer."""
+    code = (f"import socket; s = socket.create_connection(('127.0.0.1', {port})); "
+            "s.sendall(b'hello\\n'); print(s.recv(100).decode(), flush=True)")
+    return subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def test_given_a_front_end_awaiting_a_worker_that_aborted_then_the_dead_worker_is_the_suspect(
+        tmp_path: Path) -> None:
+    with verdict_job("aborted", tmp_path, ["front"], jobs=JOBS) as job:
+        front = job.pids["front"]
+        client = _ask(int((job.workdir / "port").read_text()))
+        try:
+            import psutil
+
+            kids = psutil.Process(front).children()
+            poll(lambda: any(k.status() == psutil.STATUS_ZOMBIE for k in kids),
+                 "the worker to abort")
+            dead = next(k.pid for k in kids if k.status() == psutil.STATUS_ZOMBIE)
+            raw = dump_json(front)
+        finally:
+            client.kill()
+            client.wait(timeout=10)
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["suspects"] == [dead], (verdict, text)
+    assert "killed by SIGABRT" in verdict["summary"], verdict
+
+
+def test_given_a_front_end_whose_worker_answered_then_idle(tmp_path: Path) -> None:
+    with verdict_job("served", tmp_path, ["front"], jobs=JOBS) as job:
+        client = _ask(int((job.workdir / "port").read_text()))
+        out, _ = client.communicate(timeout=30)
+        assert out.startswith(b"answer to hello"), out
+        raw = dump_json(job.pids["front"])
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    assert data["verdict"]["kind"] == "idle", (data["verdict"], text)

@@ -61,7 +61,7 @@ from hangscope.analyze.patterns.calm.engines import idle_front
 from hangscope.analyze.patterns.checkouts import nested_checkout
 from hangscope.analyze.patterns.cycleadvice import CAPTURED, buffered_reply, captured, cycle_advice
 from hangscope.analyze.patterns.ends.crashloops import crash_loop
-from hangscope.analyze.patterns.ends.deadprocs import dead_process
+from hangscope.analyze.patterns.ends.deadprocs import crashed_child, crashed_words, dead_process
 from hangscope.analyze.patterns.ends.deadthreads import dead_thread
 from hangscope.analyze.patterns.ends.fdlimit import exhausted, exhausted_words
 from hangscope.analyze.patterns.ends.fifopatterns import fifo_open
@@ -290,6 +290,7 @@ def _sink(g: Graph) -> WaitPattern | None:
         return None
     path = best[1]
     suspect, tid = _suspect(g, path)
+    crashed = crashed_child(g, suspect)
     members = tuple(dict.fromkeys([*(g.edges[i].pid for i in path),
                                    *(p for i in path if (p := g.edges[i].to_pid))]))
     last = g.edges[path[-1]]
@@ -300,11 +301,14 @@ def _sink(g: Graph) -> WaitPattern | None:
     together = store_peers(g, path[0])
     chain = "; ".join([hop(g, path[0], together), *(hop(g, i) for i in path[1:])]) + (
         _starved_end(g.snap, end) or idle or _end(g, path, waiters=len(together) + 1)) + (
+        crashed_words(g, crashed) if crashed is not None else "") + (
         _unset_key(g, path, suspect)) + (
         # the ranks in a collective for the rank whose chain this is, blocked outside any
         collective_behind(g, [g.edges[path[0]].pid]) if g.edges[path[0]].kind != "store"
         else "")
     members = tuple(dict.fromkeys([*members, *(g.edges[k].pid for k in together)]))
+    if crashed is not None:  # the end waits on what its crashed child would have sent
+        members, suspect, tid = (*members, crashed.pid), crashed.pid, None
     return WaitPattern("sink", members, chain, (path[0], *together, *path[1:]), suspect, tid)
 
 

@@ -14,6 +14,11 @@ its healthy twin.
   the parent joining the child waits with it (zeromq/pyzmq#102).
 - ``term_linger0``: the twin: the same with ``LINGER=0``: term returns, the child exits, and
   the parent sleeps between phases (paused).
+- ``aborted``: a front end (an asyncio HTTP server) hands each request to a worker child over
+  PUSH/PULL and awaits its answer; the worker aborts (SIGABRT, as a C++ fatal error or an NCCL
+  watchdog's terminate leaves it) on its first request and is never reaped; the client waits
+  forever and /health still answers (sgl-project/sglang#18421).
+- ``served``: the twin: the worker answers; the front end idles with no request open (idle).
 
 Each process appends ``"<pid> <tag>"`` to READY_FILE once it is in its final wait.
 """
@@ -118,6 +123,50 @@ def collector_gone(mode: str, ready_file: str, ipc: str) -> None:
     time.sleep(3600)  # between phases
 
 
+def worker(ipc: str, abort: bool) -> None:
+    ctx = zmq.Context()
+    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    pull.connect(f"ipc://{ipc}/requests")
+    push.connect(f"ipc://{ipc}/answers")
+    while True:
+        request = pull.recv()
+        if abort:
+            os.abort()
+        push.send(b"answer to " + request)
+
+
+def front_end(mode: str, ready_file: str, ipc: str, workdir: str) -> None:
+    import asyncio
+
+    import zmq.asyncio
+
+    ctx = zmq.asyncio.Context()
+    to_worker, answers = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+    to_worker.bind(f"ipc://{ipc}/requests")
+    answers.bind(f"ipc://{ipc}/answers")
+    child = mp.get_context("spawn").Process(target=worker, args=(ipc, mode == "aborted"))
+    child.start()  # never joined: a child that dies stays a zombie
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line = await reader.readline()
+        await to_worker.send(line.strip())
+        answer = await answers.recv()
+        writer.write(answer + b"\n")
+        await writer.drain()
+        writer.close()
+
+    async def run() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        with open(os.path.join(workdir, "port"), "w") as f:
+            f.write(str(port))
+        ready(ready_file, "front")
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(run())
+
+
 def main(mode: str, ready_file: str, workdir: str) -> None:
     # A short directory under /tmp: a Unix socket path holds at most 107 bytes.
     ipc = tempfile.mkdtemp(prefix="hs-zmqs-")
@@ -125,6 +174,8 @@ def main(mode: str, ready_file: str, workdir: str) -> None:
         f.write(ipc)
     if mode in ("dead_rep", "rep_ok"):
         trainer(mode, ready_file, ipc)
+    elif mode in ("aborted", "served"):
+        front_end(mode, ready_file, ipc, workdir)
     else:
         collector_gone(mode, ready_file, ipc)
 

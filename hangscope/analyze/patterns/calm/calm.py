@@ -211,6 +211,8 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
     subjects = [p for p in snap.subjects if not p.is_exited]
     if not subjects or len({p.pid for p in snap.processes}) != len(snap.processes):
         return progress  # a merged dump: PIDs repeat, a decision cannot be matched
+    if any(p.state == "Z" and (p.exit_code or 0) < 0 for p in snap.processes):
+        return progress  # a process of it was killed (a crash) and never reaped: not calm
     # Roots among the subjects, and a rank's DataLoader workers asleep in their dataset
     # (a slow fetch between batches): what a rank waits on for its next batch.
     loaders = [p for p in snap.processes if p.role is Role.DATA_WORKER and not p.is_exited]

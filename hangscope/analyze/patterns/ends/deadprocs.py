@@ -12,12 +12,13 @@ succeed on it until its parent reaps it, and a parent that waits for another chi
 from __future__ import annotations
 
 import os
+import signal
 
 from hangscope.analyze.graph.liveness import job_computes, stuck_poller
 from hangscope.analyze.graph.threadedges import blocked
 from hangscope.analyze.graph.waitwalk import Graph, site_words
 from hangscope.analyze.patterns.ends.deadthreads import last_traceback
-from hangscope.model import Process
+from hangscope.model import Category, Process
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who, who_list
 
@@ -103,3 +104,33 @@ def _lock_holder_died(g: Graph, dead: list[Process], locked: list[Process]
               "shared state when one dies")
     return WaitPattern("dead_holder", (died.pid, *(p.pid for p in same)), chain, (),
                        died.pid, None)
+
+
+def crashed_child(g: Graph, pid: int | None) -> Process | None:
+    """A child of ``pid`` (where a wait chain ends, blocked on nothing the graph can follow)
+    that was killed by a signal (SIGABRT, SIGSEGV, SIGKILL: a crash, an OOM kill) and is a
+    zombie it never reaped: what ``pid`` waits for would have come from it (a tokenizer
+    manager awaiting the reply of a scheduler that aborted: sgl-project/sglang#18421).
+    A child that exited by itself, or was reaped, says nothing here."""
+    end = g.procs.get(pid or 0)
+    if end is None or end.is_exited or g.live_edges(end.pid, None):
+        return None
+    thread = end.working_thread
+    if thread is None or thread.category not in (Category.IPC_WAIT, Category.IDLE):
+        return None
+    return next((p for p in g.snap.processes if p.ppid == end.pid and p.state == "Z"
+                 and p.exit_code is not None and p.exit_code < 0), None)
+
+
+def crashed_words(g: Graph, proc: Process) -> str:
+    """``; its child PID 7 was killed by SIGABRT (signal 6) ...``."""
+    code = proc.exit_code or 0
+    try:
+        name = f"{signal.Signals(-code).name} (signal {-code})"
+    except ValueError:
+        name = f"signal {-code}"
+    parent = g.procs.get(proc.ppid or 0)
+    return (f"; its child {who(proc)} was killed by {name} and is a zombie "
+            f"{who(parent) if parent is not None else 'its parent'} never reaped: what it "
+            "waits for would have come from that child; watch the children's sentinels "
+            "(or a pidfd) and fail the requests, or restart the child, when one dies")
