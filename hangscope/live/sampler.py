@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from hangscope.collect.progress import ProgressWatcher
     from hangscope.model.progress import ProgressEvidence
 
-# What runs only after the first round (the window, the waits, the analysis, the reading of
+# What runs only after the first round (the later rounds, the waits, the analysis, the reading of
 # collectives) is imported then, on the host thread while the first py-spy dumps run
 # (_warm_imports): a cold dump's first py-spy starts ~0.1 s sooner (issue 22).
 
@@ -263,6 +263,14 @@ class Sampler:
             # every process first: a stack that stays put over the window was already stuck
             # that long before it.
             off_cpu: dict[int, dict[int, float]] = {}
+            # The window runs beside the first round: progress is watched (counters, dense
+            # Python sampling that pauses nobody, GPM) while the native dumps run, so a dump
+            # costs the longer of the two, not their sum (issue 36). The watcher's counters
+            # are read before any dump pauses a process, so each pause it is told of
+            # (note_pause) is one it saw; a dense sample taken while a process is paused
+            # reads the same stack as the one before it: no move.
+            self._watcher = self._start_watcher(procs)
+            t0 = self.clock()
             rounds.append(self._round(pool, procs, opts.native, fds=True, off_cpu=off_cpu))
             phases.mark("first round (py-spy)")
             gpu_readings = [first_gpus.result()]
@@ -272,12 +280,9 @@ class Sampler:
                 procs, {pid: r.proc for pid, r in rounds[0].items()}, listening_read.result(),
                 job_started, opts.fr_trigger and not self._fr_asked)
             self._fr_asked = True
-            # The window asked for (--window) starts when the first round is in, not before
-            # it: native dumps of torch ranks can take seconds on a busy host, and a window
-            # that silently grew by them would be another window than the one asked for and
-            # reported. Progress is watched over that same window.
-            self._watcher = self._start_watcher(procs)
-            t0 = self.clock()
+            # The later rounds keep their places in the window asked for (--window); where
+            # the first round took longer, they follow it at once and the window measured
+            # (and reported) is that much longer.
             window, evidence = 0.0, None
             for i in range(1, samples):
                 delay = t0 + i * interval - self.clock()
