@@ -15,6 +15,7 @@ thread died.
 
 from __future__ import annotations
 
+from hangscope.analyze.evidence.stackmemo import per_stack
 from hangscope.analyze.graph.threadedges import blocked, user_frame
 from hangscope.analyze.graph.waitwalk import Graph, hops_into, thread_names, waits_into
 from hangscope.analyze.patterns.threadpatterns import (
@@ -23,7 +24,7 @@ from hangscope.analyze.patterns.threadpatterns import (
     notified_wait,
     program_threads,
 )
-from hangscope.model import Thread
+from hangscope.model import Frame, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -108,8 +109,13 @@ def full_queue(g: Graph) -> WaitPattern | None:
 
 def _in_put(thread: Thread) -> bool:
     """Blocked in ``queue.Queue.put`` (its ``not_full`` Condition): the queue is full."""
+    return _put_frames(thread.frames)
+
+
+@per_stack  # asked of every thread of every rank: once per distinct stack
+def _put_frames(frames: tuple[Frame, ...]) -> bool:
     return any(not f.native and (f.file or "").endswith("/queue.py")
-               and f.name.rsplit(".", 1)[-1] == "put" for f in thread.frames[:12])
+               and f.name.rsplit(".", 1)[-1] == "put" for f in frames[:12])
 
 
 def _own_loop(thread: Thread) -> str | None:
