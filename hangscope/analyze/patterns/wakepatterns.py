@@ -34,8 +34,8 @@ _SIGNALLED = ("Condition.wait", "Event.wait", "Condition.wait_for")
 def lost_wakeup(g: Graph) -> WaitPattern | None:
     """Every thread of one process waits to be notified by another of its threads."""
     for proc in g.snap.processes:
-        if proc.is_exited or not proc.threads or died_threads(proc):
-            continue
+        if proc.is_exited or not any(_direct(t) for t in proc.threads) or died_threads(proc):
+            continue  # (no thread calls Condition/Event.wait itself: none is signalled below)
         threads = program_threads(proc)
         if len(threads) < 2 or any(could_produce(t) or not blocked(t) for t in threads) or any(
                 "asyncio" in (f.file or "") for t in threads for f in t.frames if not f.native):
@@ -80,8 +80,8 @@ def full_queue(g: Graph) -> WaitPattern | None:
     queue's likely consumer, blocked filling what it should drain (its output routed back
     into its own queue)."""
     for proc in g.snap.processes:
-        if proc.is_exited or not proc.threads:
-            continue
+        if proc.is_exited or not any(_in_put(t) for t in proc.threads):
+            continue  # (no thread in Queue.put: no putter below)
         threads = program_threads(proc)
         putters = sorted((t for t in threads if _in_put(t) and blocked(t)), key=lambda t: t.tid)
         if not putters or any(could_produce(t) for t in threads if t not in putters):
