@@ -11,7 +11,8 @@ SIGKILLed at the end), then, in each run and one after the other on the same job
 - ``floor``: the parallel py-spy floor from those same dumps, max(slowest, sum / cores);
 - ``-P cores``: the same dumps run ``cores`` at a time by a bare thread pool, measured;
 - ``cold``: ``hangscope dump -v PID`` in a fresh interpreter (the default: 3 samples over a
-  2 s window), with the phases its ``-v`` line prints;
+  2 s window), with the phases its ``-v`` line prints; ``cold 1 sample``: ``--samples 1``,
+  the stacks without the window, what the serial loop gives;
 - ``baseline``: the same command on another checkout (``--baseline ROOT``, e.g. ``git archive
   88d4685 | tar -x -C /tmp/base``), run right after, when given.
 
@@ -40,11 +41,11 @@ WINDOW_S = 2.0  # hangscope dump's default window
 MARGIN_S = 0.5
 
 
-def cold_dump(pid: int, root: Path) -> tuple[float, dict[str, float], str]:
+def cold_dump(pid: int, root: Path, *extra: str) -> tuple[float, dict[str, float], str]:
     """(wall seconds, phases from ``-v``, the verdict's first line) of ``hangscope dump``."""
     env = dict(os.environ, PYTHONPATH=str(root))
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "hangscope", "dump", "-v", str(pid)],
+    out = subprocess.run([sys.executable, "-m", "hangscope", "dump", "-v", *extra, str(pid)],
                          capture_output=True, text=True, check=False, timeout=120, env=env,
                          cwd=root)
     wall = time.monotonic() - t0
@@ -84,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             row["parallel"] = parallel_loop(pids)
             row["cold"], phases, verdict = cold_dump(job.pid, ROOT)
             verdicts.add(verdict)
+            # The stacks alone, no window: what the serial loop gives, like for like.
+            row["cold 1 sample"], _, verdict = cold_dump(job.pid, ROOT, "--samples", "1")
+            verdicts.add(verdict)
             row.update({f"phase {k}": v for k, v in phases.items()})
             if args.baseline:
                 row["baseline"], old_phases, verdict = cold_dump(job.pid, args.baseline)
@@ -92,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             goal = max(row["floor"], WINDOW_S) + MARGIN_S
             row["goal"] = goal
             print(f"run {run + 1}: serial {row['serial']:.2f} s, floor {row['floor']:.2f} s, "
-                  f"-P {CORES} {row['parallel']:.2f} s, cold {row['cold']:.2f} s"
+                  f"-P {CORES} {row['parallel']:.2f} s, cold {row['cold']:.2f} s "
+                  f"(1 sample {row['cold 1 sample']:.2f} s)"
                   + (f", baseline {row['baseline']:.2f} s" if args.baseline else "")
                   + f"; goal {goal:.2f} s: {'met' if row['cold'] <= goal else 'MISSED'}, "
                   f"{'below' if row['cold'] < row['serial'] else 'NOT below'} the serial loop")
