@@ -51,3 +51,19 @@ def barrier_job(ranks: int, torch: bool = False, probe_dir: Path | None = None,
                     build_argv=build, ready_lines=ranks, ranks=ranks)
     with running_demo(spec, timeout=timeout) as job:
         yield job
+
+
+BUSY_JOB = Path(__file__).resolve().parent / "busy_job.py"
+
+
+@contextmanager
+def busy_job(mode: str, threads: int = 1, timeout: float = 120.0) -> Iterator[DemoJob]:
+    """One torch process whose threads compute on every core (``busy``) or all wait (``idle``)."""
+    def build(ready_file: Path) -> list[str]:
+        return [sys.executable, str(BUSY_JOB), "--mode", mode, "--threads", str(threads),
+                "--ready-file", str(ready_file)]
+
+    spec = DemoSpec(name=f"bench-{mode}-{threads}", description=f"{mode} process, {threads} "
+                    "Python threads", build_argv=build, ready_lines=1, ranks=1)
+    with running_demo(spec, timeout=timeout) as job:
+        yield job

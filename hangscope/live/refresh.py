@@ -55,7 +55,7 @@ class Refresher:
     def forget(self, pid: int) -> None:
         self.known.pop(pid, None)
 
-    def sample(self, proc: Process, native: bool, fds: bool) -> Round:
+    def sample(self, proc: Process, native: bool, fds: bool, unpaused: bool = False) -> Round:
         """One process's stacks and /proc facts for one round, paying as little as it can.
 
         1. None of its Python threads has run since a moment its stacks were known exactly
@@ -66,12 +66,16 @@ class Refresher:
            Same Python stacks, thread states and wchans as the known native dump: that dump.
         3. Otherwise (a cold start, or the stacks moved): ``py-spy dump --native``, at most
            one per core at a time.
+
+        ``unpaused``: this process computes (the sampler's cheap kernel facts): read it as
+        ``--nonblocking`` does, Python only and never paused.
         """
         pid = proc.pid
         with_fds = native or fds
         if proc.python is False:
             return Round(None, procfs.read_process(pid, with_fds=with_fds))
-        want_native = native and not self._nonblocking
+        nonblocking = self._nonblocking or unpaused
+        want_native = native and not nonblocking
         known = self.known.get(pid)
         if known is not None and (known.create_time != proc.create_time
                                   or (want_native and not known.dump.native)):
@@ -83,7 +87,7 @@ class Refresher:
                 return Round(known.dump, _facts(pid, with_fds, before, known),
                              anchor=known.marks)
         if known is not None or not want_native:
-            fresh, after, marks, at_dump = self._python_read(proc, before, known)
+            fresh, after, marks, at_dump = self._python_read(proc, before, known, nonblocking)
             if fresh is not None and fresh.ok and known is not None and _same_stacks(
                     fresh, at_dump, known):
                 return Round(known.dump, _facts(pid, with_fds, after, known), anchor=marks)
@@ -92,11 +96,11 @@ class Refresher:
                              at_dump=at_dump)
         with self._native_gate:
             at_dump = procfs.read_tasks(pid)
-            dump = self._dump(proc, want_native, self._nonblocking)
+            dump = self._dump(proc, want_native, nonblocking)
         return Round(dump, procfs.read_process(pid, with_fds=with_fds), at_dump=at_dump)
 
     def _python_read(self, proc: Process, before: tuple[procfs.TaskInfo, ...] | None,
-                     known: Known | None
+                     known: Known | None, nonblocking: bool
                      ) -> tuple[pyspy.DumpResult | None, tuple[procfs.TaskInfo, ...],
                                 Marks | None, tuple[procfs.TaskInfo, ...]]:
         """Python stacks without pausing the process when that is exact: (dump, threads after
@@ -107,13 +111,13 @@ class Refresher:
         python = set(known.keys) if known is not None else {t.tid for t in before}
         quiet = all(t.state in ASLEEP and t.sched is not None
                     for t in before if t.tid in python)
-        if quiet or self._nonblocking:
+        if quiet or nonblocking:
             fresh = self._dump(proc, False, True)
             after = procfs.read_tasks(pid)
             if fresh is None or not fresh.ok:
                 return fresh, after, None, after
             marks = Marks.between(before, after, {t.tid for t in fresh.threads})
-            if marks is not None or self._nonblocking:
+            if marks is not None or nonblocking:
                 return fresh, after, marks, after
         # A Python thread ran: the unpaused read may be torn, so pause (py-spy's own pause).
         # Thread states are read before it: after it, the threads are resuming from the stop.

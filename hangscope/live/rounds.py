@@ -103,7 +103,10 @@ def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Wind
     elif not last.proc.exists:
         errors.append("the process exited during sampling")
     dumps = [r[proc.pid].dump for r in rounds]
-    base = next((d for d in dumps if d is not None and d.ok), None)
+    # The first native dump where there is one: a process that computed was read without
+    # pausing it first and natively only once it was seen stuck (Sampler._round).
+    base = next((d for d in dumps if d is not None and d.ok and d.native),
+                next((d for d in dumps if d is not None and d.ok), None))
     for dump in dumps:
         if dump is None or dump.ok:
             continue

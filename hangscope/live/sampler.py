@@ -29,14 +29,14 @@ from hangscope.collect.host import BoundedGpuReader
 from hangscope.errors import PermissionDenied, ToolMissing
 from hangscope.live.discover import Discovery, check_python_job, not_sampleable, replaced
 from hangscope.live.refresh import Refresher
-from hangscope.live.rounds import Round
+from hangscope.live.rounds import Round, stack_key
 from hangscope.model import Job, Process, Readings, Role, Severity, Snapshot, Verdict, VerdictKind
 
 if TYPE_CHECKING:
     from hangscope.collect.progress import ProgressWatcher
     from hangscope.model.progress import ProgressEvidence
 
-# What runs only after the first round (the window, the waits, the analysis, the reading of
+# What runs only after the first round (the later rounds, the waits, the analysis, the reading of
 # collectives) is imported then, on the host thread while the first py-spy dumps run
 # (_warm_imports): a cold dump's first py-spy starts ~0.1 s sooner (issue 22).
 
@@ -133,6 +133,11 @@ class Sampler:
         self.last: Snapshot | None = None
         self._kernels_once = False  # the TUI's kernels key: the next snapshot reads kernels
         self._tracers: set[int] = set()  # this snapshot's tracers of job processes
+        # Processes that computed as round one began: read without pausing them (_sample);
+        # those still to be looked at again by the next round.
+        self._unpaused: set[int] = set()
+        self._to_check: set[int] = set()
+        self._defer_native = False
 
     def request_kernels(self) -> None:
         """Read the stuck spinning ranks' kernels in the next snapshot only (cuda-gdb)."""
@@ -187,9 +192,57 @@ class Sampler:
             self._in_d[proc.pid] = read
         return self._in_d[proc.pid]
 
+    def _computes(self, proc: Process) -> bool:
+        """Cheap kernel facts, before any py-spy: a thread of ``proc`` is on a CPU now, or its
+        CPU time moved since discovery read it (``/proc/PID/task/*/stat``, ``/proc/PID/stat``)."""
+        if proc.python is False or proc.pid in self._tracers:
+            return False
+        if any(t.state == "R" for t in procfs.read_tasks(proc.pid, wchan=False)):
+            return True
+        found = self.discovery.found.get(proc.pid)
+        stat = procfs.read_stat(proc.pid)
+        return (found is not None and found.cpu_ticks is not None and stat is not None
+                and stat.state not in ("D", "T", "t", "Z", "X")
+                and stat.cpu_ticks > found.cpu_ticks)
+
+    def _sample(self, proc: Process, native: bool, fds: bool,
+                previous: dict[int, Round] | None) -> Round:
+        """One process's round, paying for what is stuck (issue 36).
+
+        Round one of a windowed dump reads a process that computes (``_computes``) without
+        pausing it, Python only. The next round reads it again the same way: where a Python
+        thread stayed in one function on a CPU (``_stayed``: a spin-wait such as a CUDA
+        sync, or a long native call), the native stacks are taken then (they name the wait);
+        otherwise it is never paused, and its counters judge it (the progress window).
+        """
+        pid = proc.pid
+        if native and self._defer_native and self._computes(proc):
+            self._unpaused.add(pid)
+            self._to_check.add(pid)
+            return self._refresh.sample(proc, False, fds, unpaused=True)
+        if pid not in self._unpaused:
+            return self._refresh.sample(proc, native, fds)
+        fresh = self._refresh.sample(proc, False, fds, unpaused=True)
+        if pid not in self._to_check:
+            return fresh
+        self._to_check.discard(pid)
+        reads = [previous.get(pid) if previous else None, fresh]
+        # A thread caught twice in one function may be in a loop that calls it often: look
+        # again, a little later each time (an unpaused read costs ~15 ms of py-spy, a native
+        # one a pause and ~0.1-0.5 s of a core).
+        for _ in range(EXTRA_LOOKS):
+            if not _stayed(reads):
+                return reads[-1]
+            time.sleep(LOOK_INTERVAL_S)  # the spacing of the looks, not a readiness wait
+            reads.append(self._refresh.sample(proc, False, fds, unpaused=True))
+        if not _stayed(reads):
+            return reads[-1]
+        self._unpaused.discard(pid)
+        return self._refresh.sample(proc, True, fds)
+
     def _round(self, pool: ThreadPoolExecutor, procs: Sequence[Process], native: bool,
-               fds: bool = False, off_cpu: dict[int, dict[int, float]] | None = None
-               ) -> dict[int, Round]:
+               fds: bool = False, off_cpu: dict[int, dict[int, float]] | None = None,
+               previous: dict[int, Round] | None = None) -> dict[int, Round]:
         def one(proc: Process) -> tuple[int, Round]:
             if off_cpu is not None:  # each process's own before its sample (one key each)
                 off_cpu[proc.pid] = procfs.read_off_cpu(proc.pid)
@@ -198,7 +251,7 @@ class Sampler:
             if replaced(proc):
                 self._refresh.forget(proc.pid)
                 return proc.pid, Round(None, procfs.ProcInfo(proc.pid, exists=False), True)
-            sample = self._refresh.sample(proc, native, fds)
+            sample = self._sample(proc, native, fds, previous)
             if replaced(proc):
                 self._refresh.forget(proc.pid)
                 return proc.pid, Round(None, procfs.ProcInfo(proc.pid, exists=False), True)
@@ -243,6 +296,10 @@ class Sampler:
                          and f.status == psutil.STATUS_TRACING_STOP
                          and (t := procfs.tracer_of(p.pid)) is not None}
         job_started = min((p.create_time for p in procs if p.create_time), default=None)
+        # Only a windowed dump's first snapshot can defer a native dump to its next round.
+        self._unpaused, self._to_check = set(), set()
+        self._defer_native = (opts.native and not opts.nonblocking and samples > 1
+                              and self.last is None)
         rounds: list[dict[int, Round]] = []
         with ThreadPoolExecutor(max_workers=_workers(opts, len(procs))) as pool:
             # Facts of the whole host, read while the processes are sampled (the kernel takes
@@ -263,6 +320,14 @@ class Sampler:
             # every process first: a stack that stays put over the window was already stuck
             # that long before it.
             off_cpu: dict[int, dict[int, float]] = {}
+            # The window runs beside the first round: progress is watched (counters, dense
+            # Python sampling that pauses nobody, GPM) while the native dumps run, so a dump
+            # costs the longer of the two, not their sum (issue 36). The watcher's counters
+            # are read before any dump pauses a process, so each pause it is told of
+            # (note_pause) is one it saw; a dense sample taken while a process is paused
+            # reads the same stack as the one before it: no move.
+            self._watcher = self._start_watcher(procs)
+            t0 = self.clock()
             rounds.append(self._round(pool, procs, opts.native, fds=True, off_cpu=off_cpu))
             phases.mark("first round (py-spy)")
             gpu_readings = [first_gpus.result()]
@@ -272,12 +337,9 @@ class Sampler:
                 procs, {pid: r.proc for pid, r in rounds[0].items()}, listening_read.result(),
                 job_started, opts.fr_trigger and not self._fr_asked)
             self._fr_asked = True
-            # The window asked for (--window) starts when the first round is in, not before
-            # it: native dumps of torch ranks can take seconds on a busy host, and a window
-            # that silently grew by them would be another window than the one asked for and
-            # reported. Progress is watched over that same window.
-            self._watcher = self._start_watcher(procs)
-            t0 = self.clock()
+            # The later rounds keep their places in the window asked for (--window); where
+            # the first round took longer, they follow it at once and the window measured
+            # (and reported) is that much longer.
             window, evidence = 0.0, None
             for i in range(1, samples):
                 delay = t0 + i * interval - self.clock()
@@ -285,7 +347,7 @@ class Sampler:
                     time.sleep(delay)  # the sampling interval itself, not a readiness wait
                 if i == samples - 1:  # the window ends as the last round starts
                     window, evidence = self.clock() - t0, self._stop_watcher()
-                rounds.append(self._round(pool, procs, False))
+                rounds.append(self._round(pool, procs, False, previous=rounds[-1]))
                 gpu_readings.append(self._gpus.read())
             if samples == 1:
                 evidence = self._stop_watcher()
@@ -397,6 +459,31 @@ class Sampler:
         found = self.discovery.found.get(proc.pid)
         # Native dumps cost by the size of what is mapped (libtorch: ~0.5 s per rank).
         return (found.vsize or 0) / 2**40 if found is not None and proc.python else 0.0
+
+#: Further unpaused reads of a process that computes before it is judged stuck-looking.
+EXTRA_LOOKS = 2
+#: Between those reads: a call that lasts longer than this three times over is "one place".
+LOOK_INTERVAL_S = 0.1
+
+
+def _stayed(reads: Sequence[Round | None]) -> bool:
+    """Whether a Python thread stayed in one function (the same callers; only the innermost
+    line may differ: a loop) in every unpaused read while it used CPU: a spin-wait (a CUDA
+    sync, a ``sched_yield`` loop) or one long native call, worth a pause for its native
+    frames. Threads asleep are waiting, and their Python frames and wait channel say on what.
+    A read that failed: assume so."""
+    dumps = [r.dump if r is not None else None for r in reads]
+    if any(r is None or d is None or not d.ok for r, d in zip(reads, dumps, strict=True)):
+        return True
+    keys = [{t.tid: stack_key(t)[1:] for t in d.threads if t.frames}
+            for d in dumps if d is not None]
+    first, last = reads[0], reads[-1]
+    assert first is not None and last is not None
+    cpu_was = {t.tid: t.sched[0] for t in first.proc.tasks if t.sched}
+    cpu_now = {t.tid: t.sched[0] for t in last.proc.tasks if t.sched}
+    return any(all(k.get(tid) == key for k in keys[1:])
+               and cpu_now.get(tid, 0) > cpu_was.get(tid, 0) for tid, key in keys[0].items())
+
 
 #: The processes whose progress is watched: those that do the job's work.
 WATCHED = frozenset({Role.RANK, Role.MAIN, Role.ENGINE_CORE})

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
+from hangscope.analyze.evidence.stackmemo import per_stack
 from hangscope.frameworks import ZMQ_WAITS
 from hangscope.model import Category, Frame, Process, Thread, in_library
 from hangscope.model.waits import WaitEdge
@@ -352,7 +353,12 @@ _PRODUCED = {"threading.py": ("wait", "wait_for"), "queue.py": ("get", "join"),
 def notified_wait(thread: Thread) -> Frame | None:
     """The frame of a thread-to-thread wait (``Event.wait``, ``Condition.wait``, ``Queue.get``,
     ``Future.result``): a thread of the same process must set, notify, put or complete it."""
-    python = [f for f in thread.frames if not f.native]
+    return _notified_frames(thread.frames)
+
+
+@per_stack  # asked of every thread of every rank by several patterns: once per stack
+def _notified_frames(frames: tuple[Frame, ...]) -> Frame | None:
+    python = [f for f in frames if not f.native]
     found = None
     for f in python:  # the outermost plumbing frame: Event.wait over Condition.wait
         file = f.file or ""

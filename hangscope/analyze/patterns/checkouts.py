@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 from functools import lru_cache
 
+from hangscope.analyze.evidence.stackmemo import per_stack
 from hangscope.analyze.graph.threadedges import blocked, user_frame
 from hangscope.analyze.graph.waitwalk import Graph, hops_into, thread_names, waits_into
 from hangscope.model import Category, Frame, Process, Thread
@@ -46,11 +47,17 @@ def _holds(frame: Frame) -> set[str]:
     return {n for text in frame.within if (n := called_name(text)) is not None}
 
 
+@per_stack  # asked of every thread of every rank: once per distinct stack
+def _inside_with(frames: tuple[Frame, ...]) -> bool:
+    return any(f.within for f in frames if not f.native)
+
+
 def _nested(thread: Thread) -> _Nested | None:
     """The thread waits inside a checkout function for a resource while an outer frame of
     its own stack is inside a with-block over a call of that same function."""
-    if not blocked(thread) or thread.category is not Category.LOCK:
-        return None
+    if not _inside_with(thread.frames) or not blocked(thread) \
+            or thread.category is not Category.LOCK:
+        return None  # (a holder below is a frame inside a with-block: none, no holder)
     python = [f for f in thread.frames if not f.native]  # innermost first
     for k, frame in enumerate(python):
         name = frame.name.rsplit(".", 1)[-1]

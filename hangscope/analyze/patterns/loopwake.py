@@ -17,11 +17,12 @@ loop-only call (collect/source.py ``loop_unsafe``).
 from __future__ import annotations
 
 from hangscope.analyze.evidence.progress import WAKES_PER_PAUSE
+from hangscope.analyze.evidence.stackmemo import per_stack
 from hangscope.analyze.graph.liveness import job_computes
 from hangscope.analyze.graph.loopedges import loop_index, own_frames
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.waitwalk import Graph
-from hangscope.model import Process, Thread
+from hangscope.model import Frame, Process, Thread
 from hangscope.model.waits import KernelWaits, WaitPattern
 from hangscope.words import who
 
@@ -31,13 +32,18 @@ def loop_handoffs(proc: Process) -> tuple[Thread | None, list[tuple[Thread, str]
     thread whose own frames make a loop-only call (``Frame.loop_unsafe``), with that call.
     Both callers need such a call, so a process without one is done in one cheap pass (no
     loop search per thread: thousands of ranks have none)."""
-    if not any(f.loop_unsafe for t in proc.threads for f in t.frames):
+    if not any(_makes_loop_unsafe_call(t.frames) for t in proc.threads):
         return None, []
     loops = [t for t in proc.threads if loop_index(t) is not None]
     if proc.is_exited or len(loops) != 1:
         return None, []
     return loops[0], [(t, call) for t in proc.threads if t is not loops[0] if (call := next(
         (f.loop_unsafe for f in own_frames(t) if f.loop_unsafe), None))]
+
+
+@per_stack  # asked of every thread of every rank (a finding and a pattern): once per stack
+def _makes_loop_unsafe_call(frames: tuple[Frame, ...]) -> bool:
+    return any(f.loop_unsafe for f in frames)
 
 
 def unwoken_loop(g: Graph) -> WaitPattern | None:

@@ -9,6 +9,7 @@ its ordered table.
 
 from __future__ import annotations
 
+from hangscope.analyze.evidence.stackmemo import per_stack
 from hangscope.analyze.graph.loopedges import loop_index, own_frames
 from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.threadedges import (
@@ -199,11 +200,24 @@ def fork_lock(g: Graph) -> WaitPattern | None:
 _FUTURE = ("concurrent/futures/_base.py",)
 
 
-def future_wait(thread: Thread, calls: tuple[str, ...] = ("result", "exception", "wait")
-                ) -> Frame | None:
+_FUTURE_CALLS = ("result", "exception", "wait")
+
+
+def future_wait(thread: Thread, calls: tuple[str, ...] = _FUTURE_CALLS) -> Frame | None:
     """The ``concurrent.futures`` frame (``Future.result``, ``wait``...) a thread blocks in."""
-    return next((f for f in thread.frames if not f.native and (f.file or "").endswith(_FUTURE)
+    if calls is _FUTURE_CALLS:
+        return _future_frame(thread.frames)
+    return _future_in(thread.frames, calls)
+
+
+def _future_in(frames: tuple[Frame, ...], calls: tuple[str, ...]) -> Frame | None:
+    return next((f for f in frames if not f.native and (f.file or "").endswith(_FUTURE)
                  and f.name.rsplit(".", 1)[-1] in calls), None)
+
+
+@per_stack  # asked of every thread of every rank: once per distinct stack
+def _future_frame(frames: tuple[Frame, ...]) -> Frame | None:
+    return _future_in(frames, _FUTURE_CALLS)
 
 
 def program_threads(proc: Process) -> list[Thread]:
@@ -228,10 +242,12 @@ def self_wait(g: Graph) -> WaitPattern | None:
         for thread in proc.threads:
             if proc.is_exited or not _blocked(thread) or thread.category is not Category.LOCK:
                 continue
-            python = own_frames(thread)
             waits = future_wait(thread)
+            if waits is None:
+                continue
+            python = own_frames(thread)
             loop = loop_index(thread)
-            if waits is None or loop is None or python.index(waits) > loop:
+            if loop is None or python.index(waits) > loop:
                 continue
             if any(t.tid != thread.tid and runs_task(t) and _blocked(t) and future_wait(t)
                    for t in proc.threads):
@@ -286,8 +302,8 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
     complete a future, and none is left that could: the producer died (its traceback in the
     output), or every other thread waits too."""
     for proc in g.snap.processes:
-        if proc.is_exited or not proc.threads:
-            continue
+        if proc.is_exited or not any(notified_wait(t) is not None for t in proc.threads):
+            continue  # (no thread waits to be notified: none is this pattern's)
         # The working thread first: a main thread in Queue.join() is what the job waits on,
         # its workers idle in Queue.get() only wait for more work.
         for thread in sorted(proc.threads, key=lambda t: t.tid != proc.working_tid):

@@ -11,6 +11,7 @@ wait behind it. The same holds for a plain non-reentrant lock taken twice down o
 
 from __future__ import annotations
 
+from hangscope.analyze.evidence.stackmemo import per_stack
 from hangscope.analyze.graph.threadedges import blocked
 from hangscope.analyze.graph.waitwalk import Graph, thread_words
 from hangscope.model import Frame
@@ -25,12 +26,17 @@ def _owner(frame: Frame) -> str:
     return f"{frame.file}:{head}" if head else frame.file or ""
 
 
+@per_stack  # asked of every thread of every rank: once per distinct stack
+def _takes_a_lock(frames: tuple[Frame, ...]) -> bool:
+    return any(f.takes for f in frames if not f.native)
+
+
 def lock_upgrade(g: Graph) -> WaitPattern | None:
     """A blocked thread whose frame takes ``X`` while an outer frame of its own holds ``X``,
     and the threads of its process that wait in that lock's code behind it."""
     for proc in g.snap.processes:
         for thread in proc.threads:
-            if proc.is_exited or not blocked(thread):
+            if proc.is_exited or not _takes_a_lock(thread.frames) or not blocked(thread):
                 continue
             python = [f for f in thread.frames if not f.native]  # innermost first
             for k, taking in enumerate(python):

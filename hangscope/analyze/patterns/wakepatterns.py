@@ -15,6 +15,7 @@ thread died.
 
 from __future__ import annotations
 
+from hangscope.analyze.evidence.stackmemo import per_stack
 from hangscope.analyze.graph.threadedges import blocked, user_frame
 from hangscope.analyze.graph.waitwalk import Graph, hops_into, thread_names, waits_into
 from hangscope.analyze.patterns.threadpatterns import (
@@ -23,7 +24,7 @@ from hangscope.analyze.patterns.threadpatterns import (
     notified_wait,
     program_threads,
 )
-from hangscope.model import Thread
+from hangscope.model import Frame, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -33,8 +34,8 @@ _SIGNALLED = ("Condition.wait", "Event.wait", "Condition.wait_for")
 def lost_wakeup(g: Graph) -> WaitPattern | None:
     """Every thread of one process waits to be notified by another of its threads."""
     for proc in g.snap.processes:
-        if proc.is_exited or not proc.threads or died_threads(proc):
-            continue
+        if proc.is_exited or not any(_direct(t) for t in proc.threads) or died_threads(proc):
+            continue  # (no thread calls Condition/Event.wait itself: none is signalled below)
         threads = program_threads(proc)
         if len(threads) < 2 or any(could_produce(t) or not blocked(t) for t in threads) or any(
                 "asyncio" in (f.file or "") for t in threads for f in t.frames if not f.native):
@@ -79,8 +80,8 @@ def full_queue(g: Graph) -> WaitPattern | None:
     queue's likely consumer, blocked filling what it should drain (its output routed back
     into its own queue)."""
     for proc in g.snap.processes:
-        if proc.is_exited or not proc.threads:
-            continue
+        if proc.is_exited or not any(_in_put(t) for t in proc.threads):
+            continue  # (no thread in Queue.put: no putter below)
         threads = program_threads(proc)
         putters = sorted((t for t in threads if _in_put(t) and blocked(t)), key=lambda t: t.tid)
         if not putters or any(could_produce(t) for t in threads if t not in putters):
@@ -108,8 +109,13 @@ def full_queue(g: Graph) -> WaitPattern | None:
 
 def _in_put(thread: Thread) -> bool:
     """Blocked in ``queue.Queue.put`` (its ``not_full`` Condition): the queue is full."""
+    return _put_frames(thread.frames)
+
+
+@per_stack  # asked of every thread of every rank: once per distinct stack
+def _put_frames(frames: tuple[Frame, ...]) -> bool:
     return any(not f.native and (f.file or "").endswith("/queue.py")
-               and f.name.rsplit(".", 1)[-1] == "put" for f in thread.frames[:12])
+               and f.name.rsplit(".", 1)[-1] == "put" for f in frames[:12])
 
 
 def _own_loop(thread: Thread) -> str | None:

@@ -53,6 +53,8 @@ def _parent_waits(g: Graph, proc: Process) -> list[int]:
 
 def signal_wait(g: Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
+        if not proc.signals_blocked and "SIGTERM" not in proc.signals_ignored:
+            continue  # neither case below: no pending signal blocked, SIGTERM not ignored
         if proc.is_exited or proc.is_stopped or not _all_wait(proc):
             continue
         parents = _parent_waits(g, proc)

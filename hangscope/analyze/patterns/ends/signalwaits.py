@@ -11,6 +11,8 @@ is in state Z (cpython's signal docs; the classic check-then-pause race).
 
 from __future__ import annotations
 
+import functools
+
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.waitwalk import Graph, hop, waits_into
 from hangscope.model import Thread
@@ -27,9 +29,13 @@ _CALLS = {"__do_sys_pause": "signal.pause()", "sys_pause": "signal.pause()",
 
 def signal_wait(thread: Thread) -> str | None:
     """The call a thread sleeps in until a signal comes (``signal.pause()``), or None."""
-    wchan = thread.wchan or ""
-    if thread.state != "S" or not any(wchan == w or wchan.startswith(w + ".")
-                                      for w in _SIGNAL_WAITS):
+    return _signal_call(thread.state, thread.wchan) if thread.state == "S" else None
+
+
+@functools.lru_cache(maxsize=1024)  # asked of every rank: once per distinct wait channel
+def _signal_call(state: str | None, wchan: str | None) -> str | None:
+    wchan = wchan or ""
+    if state != "S" or not any(wchan == w or wchan.startswith(w + ".") for w in _SIGNAL_WAITS):
         return None
     return _CALLS.get(wchan.split(".")[0], "sigsuspend()")
 
