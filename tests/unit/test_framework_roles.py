@@ -48,6 +48,20 @@ def test_the_script_that_reran_itself_as_its_rank_children_is_rank_0() -> None:
     assert rank1.rank is not None and rank1.rank.global_rank == 1
 
 
+def test_the_script_whose_live_environment_says_local_rank_0_is_still_rank_0() -> None:
+    """Lightning sets LOCAL_RANK=0 (and WORLD_SIZE, NODE_RANK) in the script's own
+    os.environ, which hangscope reads live where the start environment names no rank: the
+    script reads as a rank without a global rank, and its child, which carries no RANK either,
+    is still rank 1, not a helper of it."""
+    script = ("python", "train.py")
+    live = {"LOCAL_RANK": "0", "NODE_RANK": "0", "WORLD_SIZE": "2"}
+    procs = [_proc(10, 1, script, live, (11,)),
+             _proc(11, 10, ("/venv/bin/python", "/home/u/train.py"), {**live, "LOCAL_RANK": "1"})]
+    rank0, rank1 = refine_roles(procs)
+    assert rank0.role is Role.RANK and rank0.rank is not None and rank0.rank.global_rank == 0
+    assert rank1.role is Role.RANK and rank1.rank is not None and rank1.rank.global_rank == 1
+
+
 def test_a_launcher_whose_children_run_another_program_stays_a_launcher() -> None:
     procs = [_proc(10, 1, ("python", "launch.py"), {}, (11,)),
              _proc(11, 10, ("python", "train.py"), {"LOCAL_RANK": "1", "WORLD_SIZE": "2"})]

@@ -225,8 +225,8 @@ def _rank_helper(proc: Process, by_pid: Mapping[int, Process],
         if parent.role is Role.COMPILER:
             return replace(proc, role=Role.COMPILER, rank=None)
         if parent.role is Role.RANK and parent.rank is not None and (
-                proc.python is False
-                or parent.rank.global_rank == proc.rank.global_rank):
+                proc.python is False or (parent.rank.global_rank is not None
+                                         and parent.rank.global_rank == proc.rank.global_rank)):
             return replace(proc, role=Role.OTHER, rank=None)
         parent = by_pid.get(parent.ppid) if parent.ppid is not None else None
     return None
@@ -239,7 +239,11 @@ def _script_ranks(procs: Sequence[Process],
     their global ranks from the node's coordinates (``NODE_RANK``, ``WORLD_SIZE``)."""
     out: dict[int, Process] = {}
     for proc in procs:
-        if proc.role is not Role.LAUNCHER:
+        # (the script's own process may read LOCAL_RANK=0 already: Lightning sets it in
+        # os.environ, which hangscope reads live where the start environment names no rank)
+        if proc.role is not Role.LAUNCHER and not (
+                proc.role is Role.RANK and proc.rank is not None
+                and proc.rank.global_rank is None and proc.rank.local_rank in (None, 0)):
             continue
         kids = [by_pid[pid] for pid in proc.children if pid in by_pid]
         ranks = [k for k in kids if k.role is Role.RANK and k.rank is not None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.store_key import store_op
 from hangscope.analyze.graph.liveness import busy
 from hangscope.analyze.graph.loopedges import TASK_OF
@@ -131,8 +132,10 @@ def hops_into(g: Graph, into: Sequence[int]) -> str:
 def waits_into(g: Graph, pid: int) -> tuple[list[int], list[int]]:
     """The other processes that wait on ``pid`` (not its parent's child wait), and the first
     edge of each of the first three onto it: what they wait on, in their own words."""
+    # (a helper's wait, the resource tracker reading the pipe every process holds, is how it
+    # always waits: it waits on nobody in particular)
     waiters = sorted({e.pid for e in g.edges if e.to_pid == pid and e.pid != pid
-                      and e.kind != "child"})
+                      and e.kind != "child" and g.procs[e.pid].role not in HELPER_ROLES})
     into = [next(i for i, e in enumerate(g.edges) if e.pid == w and e.to_pid == pid
                  and e.kind != "child") for w in waiters[:3]]
     return waiters, into

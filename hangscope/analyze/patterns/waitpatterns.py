@@ -73,7 +73,7 @@ from hangscope.analyze.patterns.ends.signalmasks import signal_wait
 from hangscope.analyze.patterns.ends.signalwaits import gone_signal
 from hangscope.analyze.patterns.ends.stoppedends import stopped_end, stopped_words
 from hangscope.analyze.patterns.ends.unaccepted import unaccepted, unaccepted_words
-from hangscope.analyze.patterns.ends.zmqends import unowed_receive
+from hangscope.analyze.patterns.ends.zmqends import owes_nothing, unowed_receive
 from hangscope.analyze.patterns.gilpatterns import gil_native_wait, gil_ring
 from hangscope.analyze.patterns.looppatterns import event_loop, loop_reads
 from hangscope.analyze.patterns.loopwake import unwoken_loop
@@ -153,7 +153,7 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         if all(g.edges[i].kind in ("tcp", "unix") and waits_for_work(g.snap, g.edges[i])
                for i in ring):
             continue  # each side waits for the other's next request: idle peers, no deadlock
-        if _owes_nothing(g, ring):
+        if owes_nothing(g, ring):
             continue  # a zmq receive's guess at a server that only waits for its next request
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         threads = {(g.edges[i].pid, g.edges[i].tid) for i in ring}
@@ -188,18 +188,6 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         return WaitPattern("cycle", members, chain, tuple(ring), members[0],
                            g.edges[ring[0]].tid, also)
     return None
-
-
-def _owes_nothing(g: Graph, ring: list[int]) -> bool:
-    """The ring holds a zmq receive (which waits, as far as the kernel shows, on every
-    connection of its process: analyze/graph/zmqedges.py) onto a server that itself only waits
-    for its next request on that connection: the server owes the receiver no answer, so the
-    ring is a guess, no deadlock (the reply awaited is another peer's, a dead one's)."""
-    for k, i in enumerate(ring):
-        nxt = g.edges[ring[(k + 1) % len(ring)]]
-        if g.edges[i].how.startswith("a zmq receive") and waits_for_work(g.snap, nxt):
-            return True
-    return False
 
 
 def _from_lock_holder(g: Graph, ring: list[int]) -> list[int]:

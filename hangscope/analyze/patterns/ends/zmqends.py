@@ -7,6 +7,8 @@ the connection it accepted on its own bound socket), none of them owes it an ans
 answer it waits for was owed by a peer that is no longer there (a REQ whose REP was killed
 while handling the request: the request died with it; zeromq/libzmq#1227, pyzmq#51). zmq
 reconnects to a dead peer's endpoint silently, so nothing fails: the receive waits forever.
+Said only where a peer is known to be gone (the job's output says one ended, or a zombie):
+without it, the message may have been lost another way (a PUB sent before its SUB joined).
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import re
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.patterns.calm.calm_chain import waits_for_work
+from hangscope.model import Process
 from hangscope.model.waits import WaitPattern
-from hangscope.words import who_list
+from hangscope.words import who, who_list
 
 #: A line of the job's output that says a process ended (a reaper's or a launcher's log).
 _ENDED = re.compile(r"\b(?:exited|exit code|died|killed|terminated|rc=-?\d+|signal \d+|"
-                    r"SIG[A-Z]+)\b", re.IGNORECASE)
+                    r"SIG[A-Z]+|Exception in thread)\b", re.IGNORECASE)
 
 
 def unowed_receive(g: Graph) -> WaitPattern | None:
@@ -35,8 +38,9 @@ def unowed_receive(g: Graph) -> WaitPattern | None:
         peers = sorted({g.edges[i].to_pid for i in out if g.edges[i].to_pid is not None})
         if not peers or len(peers) != len({g.edges[i].to_pid for i in out}):
             continue  # an end outside the job: not a question of the job's peers
-        if not all(_serves(g, peer, proc.pid) for peer in peers):
-            continue
+        ended = gone_peer(g, proc)
+        if ended is None or not all(_serves(g, peer, proc.pid) for peer in peers):
+            continue  # no sign that a peer is gone: a message lost another way (a slow joiner)
         thread = g.threads.get((proc.pid, g.edges[out[0]].tid))
         them = who_list([g.procs[p] for p in peers])
         one = len(peers) == 1
@@ -47,10 +51,8 @@ def unowed_receive(g: Graph) -> WaitPattern | None:
                  "that owes the answer is gone (a REQ whose request died with its REP: zmq "
                  "reconnects to a dead endpoint silently; give the socket a receive timeout "
                  "and a retry, or watch the peer's process)")
-        ended = next((line.strip() for line in reversed(proc.log_tail[-12:])
-                      if _ENDED.search(line)), None)
         if ended:
-            chain += f"; the job's output says: {ended[:160]!r}"
+            chain += f"; {ended}"
         return WaitPattern("sink", (proc.pid, *peers), chain, tuple(out), proc.pid,
                            g.edges[out[0]].tid)
     return None
@@ -61,3 +63,30 @@ def _serves(g: Graph, peer: int, client: int) -> bool:
     out = g.live_edges(peer, None)
     mine = [i for i in out if g.edges[i].to_pid == client]
     return bool(mine) and all(waits_for_work(g.snap, g.edges[i]) for i in mine)
+
+
+def gone_peer(g: Graph, proc: Process) -> str | None:
+    """Evidence that a process (or a thread) of the job is gone, in words (None: none): a line
+    of ``proc``'s output that says one ended (a reaper's, a launcher's, threading's "Exception
+    in thread"), or a zombie in the job.
+    Without it, a zmq receive nobody seems to owe is as likely a message lost another way (a
+    PUB sent before its SUB joined) as one owed by the dead."""
+    line = next((ln.strip() for ln in reversed(proc.log_tail[-12:]) if _ENDED.search(ln)), None)
+    if line:
+        return f"the job's output says: {line[:160]!r}"
+    dead = next((p for p in g.snap.processes if p.state == "Z"), None)
+    return f"{who(dead)} is a zombie" if dead is not None else None
+
+
+def owes_nothing(g: Graph, ring: list[int]) -> bool:
+    """The ring holds a zmq receive (which waits, as far as the kernel shows, on every
+    connection of its process: analyze/graph/zmqedges.py) onto a server that itself only waits
+    for its next request on that connection, and a peer of the job is known to be gone: the
+    server owes the receiver nothing; the answer awaited is the dead peer's."""
+    for k, i in enumerate(ring):
+        edge = g.edges[i]
+        nxt = g.edges[ring[(k + 1) % len(ring)]]
+        if edge.how.startswith("a zmq receive") and waits_for_work(g.snap, nxt) and \
+                gone_peer(g, g.procs[edge.pid]) is not None:
+            return True
+    return False
