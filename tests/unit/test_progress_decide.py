@@ -140,3 +140,53 @@ def test_a_spinning_gpu_makes_a_one_stack_rank_stuck_and_says_why() -> None:
     # and a computing rank keeps its Python evidence while its GPU is described
     moving = decide(load("compute").processes[0], 2.0, [replace(spin, metrics=H200_MATMUL)])
     assert moving.evidence == "python" and moving.gpu and "do work" in moving.gpu
+
+
+_VLLM_WORKER = ("<module> (<string>:1)", "spawn_main (multiprocessing/spawn.py:122)",
+                "_main (multiprocessing/spawn.py:135)",
+                "BaseProcess._bootstrap (multiprocessing/process.py:314)",
+                "BaseProcess.run (multiprocessing/process.py:108)",
+                "WorkerProc.worker_main (vllm/v1/executor/multiproc_executor.py:944)",
+                "WorkerProc.worker_busy_loop (vllm/v1/executor/multiproc_executor.py:1041)")
+_SHM = "vllm/distributed/device_communicators/shm_broadcast.py"
+
+
+def _worker(*stacks: tuple[tuple[str, ...], int], cpu_ns: int = 2_000_000) -> ProgressEvidence:
+    from hangscope.model.progress import (
+        CounterDelta,
+        ProcessProgress,
+        StackCount,
+        ThreadProgress,
+    )
+
+    thread = ThreadProgress(tid=7, name="MainThread", samples=sum(n for _, n in stacks),
+                            stacks=tuple(StackCount(_VLLM_WORKER + f, n) for f, n in stacks),
+                            counters=CounterDelta(cpu_ns=cpu_ns, runs=30, voluntary=30,
+                                                  involuntary=0, state="S"))
+    return ProgressEvidence(seconds=2.0, rate=100, processes=(
+        ProcessProgress(pid=7, threads=(thread,), sampled=True),))
+
+
+def test_a_vllm_worker_going_round_its_broadcast_wait_is_not_progressing() -> None:
+    """A vLLM Worker after its last step: vLLM's shared-memory broadcast wait spins
+    (sched_yield) for a while, then polls its zmq notify socket; its stacks differ only inside
+    that wait (a real capture's frames: the EngineCore stopped, tests/frameworks/test_vllm.py)."""
+    waits = decide_all(_worker(
+        ((f"MessageQueue.dequeue ({_SHM}:971)", "_GeneratorContextManager.__enter__ "
+          "(contextlib.py:137)", f"MessageQueue.acquire_read ({_SHM}:864)",
+          f"SpinCondition.wait ({_SHM}:210)", "Poller.poll (zmq/sugar/poll.py:106)"), 150),
+        ((f"MessageQueue.dequeue ({_SHM}:971)", "_GeneratorContextManager.__enter__ "
+          "(contextlib.py:137)", f"MessageQueue.acquire_read ({_SHM}:850)",
+          f"SpinCondition.wait ({_SHM}:205)", "sched_yield (vllm/distributed/utils.py:46)"),
+         40),
+        ((f"MessageQueue.dequeue ({_SHM}:971)", "_GeneratorContextManager.__enter__ "
+          "(contextlib.py:137)", f"MessageQueue.acquire_read ({_SHM}:841)"), 20)))
+    assert waits[0].decision != PROGRESSING, waits[0]
+    # ...while a Worker that leaves the wait for its model's forward pass works
+    works = decide_all(_worker(
+        ((f"MessageQueue.dequeue ({_SHM}:971)", f"MessageQueue.acquire_read ({_SHM}:864)",
+          f"SpinCondition.wait ({_SHM}:210)", "Poller.poll (zmq/sugar/poll.py:106)"), 60),
+        (("Worker.execute_model (vllm/v1/worker/cpu_worker.py:120)",
+          "LlamaModel.forward (vllm/model_executor/models/llama.py:400)"), 150),
+        cpu_ns=1_800_000_000))
+    assert works[0].decision == PROGRESSING, works[0]

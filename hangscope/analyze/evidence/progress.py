@@ -41,6 +41,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from hangscope.analyze.evidence.progress_sites import collective_sites, parse_frame
+from hangscope.frameworks import ZMQ_WAITS
 from hangscope.model.progress import (
     GpmReading,
     IoDelta,
@@ -138,6 +139,21 @@ def _one_loop(thread: ThreadProgress) -> bool:
     return left < MIN_MOVED_SAMPLES
 
 
+def _inside_wait(thread: ThreadProgress) -> bool:
+    """Every stack of the window is inside one of a framework's own waits for a message,
+    entered from one line (vLLM's shared-memory broadcast: ``sched_yield`` for a while after
+    each read, then a poll of its zmq notify socket; hangscope/frameworks ``zmq_waits``): the
+    stacks differ only inside the wait, which goes round its own loop: no progress."""
+    outer: set[tuple[str, ...]] = set()
+    for stack in thread.stacks:
+        k = next((i for i, f in enumerate(stack.frames) if any(w in f for w in ZMQ_WAITS)),
+                 None)
+        if k is None:
+            return False
+        outer.add(tuple(stack.frames[:k]))
+    return len(outer) == 1
+
+
 def _loop_shape(frames: Sequence[str]) -> tuple[object, ...]:
     """A stack with its innermost frame's line dropped and the loop's comprehensions folded."""
     kept = list(frames)
@@ -175,7 +191,8 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     gpu_text = "; ".join(sentence for _, sentence in judged_gpus) or None
     gpu_state = _gpu_state([state for state, _ in judged_gpus])
     spins = thread.tid in spinning and _one_loop(thread)
-    if _moved(thread) and not spins:  # a spin-wait's line goes round its loop: no progress
+    # a spin-wait's line goes round its loop, and a framework's wait round its own: no progress
+    if _moved(thread) and not spins and not (ZMQ_WAITS and _inside_wait(thread)):
         through = collective_sites(thread)
         if through:  # a collective returned and the line went on: its peers answer each step
             return RankProgress(proc.pid, PROGRESSING, "python", (
