@@ -20,6 +20,9 @@ FRAMEWORK = Framework(
     job_words=("ray::",),
     launchers=("ray",),
     title_prefixes=("ray::",),
+    # The driver's own threads (ray/_private/worker.py): they relay the cluster's errors and
+    # the workers' logs, and wait for them as they always do.
+    helper_threads=("ray_listen_error_messages", "ray_print_logs"),
     helper_processes=(
         # The agents retitle themselves (ray_constants.AGENT_PROCESS_TYPE_*): by the title,
         # which reads like an actor's, they are its system processes all the same.

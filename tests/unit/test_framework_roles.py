@@ -90,3 +90,23 @@ def test_a_job_run_from_a_venv_named_after_an_engine_is_not_that_engine() -> Non
     assert job_kind([("/usr/bin/python", "/usr/local/bin/vllm", "serve", "m")]) == "vllm"
     assert job_kind([("python", "-m", "sglang.launch_server", "--tp", "2"),
                      ("sglang::scheduler_TP0",)]) == "sglang"
+
+
+def test_rays_own_processes_and_threads_never_make_the_story_of_a_ray_job() -> None:
+    """A real Ray job (blind round 13's 06: two actors each ray.get on the other, the driver
+    behind them), dumped: Ray's agents watch their parent through a pipe on stdin (a "prompt"
+    among helpers), and the driver's ray_listen_error_messages thread waits in C++ beside its
+    main thread's ray.get (a "lock-order inversion"). Neither is the job's story: no pattern
+    among helpers alone, no helper suspect, no local deadlock."""
+    from hangscope.analyze import analyze
+    from hangscope.analyze.evidence.roles import HELPER_ROLES
+    from hangscope.model.serialize import load
+
+    snap = analyze(load(FIXTURES / "frameworks" / "ray_actor_cycle.dump.json"))
+    helpers = {p.pid for p in snap.processes if p.role in HELPER_ROLES}
+    assert len(helpers) >= 5  # raylet, GCS, the agents, the dashboard
+    assert snap.verdict is not None
+    assert not set(snap.verdict.suspects) & helpers, snap.verdict
+    assert str(snap.verdict.kind) != "local_deadlock", snap.verdict.summary
+    assert snap.wait_graph is not None
+    assert all(not set(p.members) <= helpers for p in snap.wait_graph.patterns)

@@ -379,6 +379,10 @@ def wait_graph(snap: Snapshot) -> WaitGraph:
         # (a zmq receive waits on every connection of its process), and are no deadlock.
         return WaitGraph(edges, ())
     g = Graph(snap, edges)
+    # A pattern among a framework's helpers alone (Ray's agents watching their parent through
+    # a pipe, a resource tracker) is how they always wait: never the job's story.
+    helpers = {p.pid for p in snap.processes if p.role in HELPER_ROLES}
     patterns = tuple(replace(p, chain=p.chain + member_notes(g, p))
-                     for find in PATTERNS if (p := find(g)) is not None)
+                     for find in PATTERNS if (p := find(g)) is not None
+                     and not (helpers and set(p.members) <= helpers))
     return WaitGraph(edges, patterns)
