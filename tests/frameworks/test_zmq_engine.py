@@ -28,10 +28,11 @@ TAGS = ["api", "scheduler0", "scheduler1", "detokenizer"]
 
 
 @contextmanager
-def client(port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """A client on this host, outside the job (its own session), posting one request."""
-    code = ("import urllib.request as u; u.urlopen(u.Request("
-            f"'http://127.0.0.1:{port}/generate', method='POST')).read()")
+def client(port: int, loop: bool = False) -> Iterator[subprocess.Popen[bytes]]:
+    """A client on this host, outside the job (its own session), posting one request (or,
+    ``loop``, one after another until killed: a load generator)."""
+    ask = f"u.urlopen(u.Request('http://127.0.0.1:{port}/generate', method='POST')).read()"
+    code = "import urllib.request as u\n" + (f"while True: {ask}" if loop else ask)
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -91,3 +92,22 @@ def test_given_every_process_of_the_engine_stopped_then_paused_not_a_missing_ran
     assert verdict["kind"] == "paused", (verdict, text)
     assert verdict["suspects"] == [], verdict
     assert "kill -CONT" in verdict["summary"], verdict
+
+
+def test_given_a_busy_engine_and_a_client_asking_in_a_loop_then_progressing_not_its_chain(
+        tmp_path: Path) -> None:
+    """GIVEN the engine answering a load generator outside the job (a visitor whose wait for
+    each answer is a TCP chain into the front end) THEN progressing, the client no suspect
+    (issue 34: a healthy busy server read "WAIT CHAIN, critical" through its client)."""
+    with verdict_job("idle", tmp_path, TAGS, jobs=JOBS) as job:
+        port = int((job.workdir / "port").read_text())
+        with client(port, loop=True) as visitor:
+            tp1 = psutil.Process(job.pids["scheduler1"])
+            start = tp1.cpu_times().user
+            poll(lambda: tp1.cpu_times().user > start + 0.2, "the engine to serve requests")
+            raw = dump_json(job.pids["api"])
+            assert visitor.poll() is None
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "progressing", (verdict, text)
+    assert visitor.pid not in verdict["suspects"] and "WAIT CHAIN" not in text, verdict

@@ -249,6 +249,12 @@ def _sink(g: Graph) -> WaitPattern | None:
     """The longest chain from a stuck subject that holds a wait other than a child's."""
     best: tuple[tuple[bool, int, bool], list[int]] | None = None
     outside = visitors(g.snap)
+    if outside and any(r.decision == "progressing" for r in (
+            g.snap.progress.ranks if g.snap.progress is not None else ())):
+        # a client from outside waits on a job that works: its answer is being made
+        outside_waits = outside
+    else:
+        outside_waits = frozenset()
     # From every process's working thread, and from every thread that waits on another
     # thread of its own process (a Python lock, the GIL): they need not be the working one.
     # A helper's wait (the resource tracker reading its pipe, a compile worker's queue) is how
@@ -258,6 +264,8 @@ def _sink(g: Graph) -> WaitPattern | None:
         dict.fromkeys((e.pid, e.tid) for e in g.edges
                       if e.to_tid is not None and e.pid not in helpers))
     for pid, tid in starts:
+        if pid in outside_waits:
+            continue
         path, start = g.walk(pid, tid)
         # Waits for a child or a joined thread only say who waits for whom: the chain must
         # hold a wait that says why (a pipe, a socket, a lock, the GIL, a terminal).
