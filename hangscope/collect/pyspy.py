@@ -25,10 +25,11 @@ from hangscope.collect.source import (
     capture_block,
     lock_scope,
     loop_unsafe,
+    rank_guards,
     within,
 )
 from hangscope.errors import ToolMissing
-from hangscope.model import Frame
+from hangscope.model import Frame, in_library
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,8 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 loop_unsafe=None if native else loop_unsafe(
                     str(filename) if filename else None, at),
                 within=() if native or not filename else within(str(filename), at),
+                guards=() if native or not filename or in_library(str(filename))
+                else rank_guards(str(filename), at),
             )
         )
     # A stack that takes a lock: what each of its lines calls says which frame was entered

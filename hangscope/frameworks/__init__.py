@@ -66,6 +66,10 @@ class Framework:
     #: of its notify socket): a thread there waits on its zmq peers whichever phase a sample
     #: catches.
     zmq_waits: tuple[str, ...] = ()
+    #: Names whose test in an ``if`` says which rank runs its body (``trainer.is_global_zero``,
+    #: ``accelerator.is_main_process``, ``dist.get_rank() == 0``): a collective in that body is
+    #: called by some ranks only.
+    rank_tests: tuple[str, ...] = ()
 
 
 def _load() -> tuple[Framework, ...]:
@@ -99,6 +103,7 @@ SERVER_LOOP_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.serv
 LIBRARY_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.library_files)
 HELPER_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_threads)
 ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)
+RANK_TESTS: tuple[str, ...] = tuple(dict.fromkeys(p for f in FRAMEWORKS for p in f.rank_tests))
 
 
 def server_loop_pattern(extra: Sequence[str] = ()) -> re.Pattern[str]:

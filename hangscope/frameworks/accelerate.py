@@ -6,4 +6,6 @@ from __future__ import annotations
 
 from hangscope.frameworks import Framework
 
-FRAMEWORK = Framework(name="accelerate", launchers=("accelerate",), library_files=("accelerate/",))
+FRAMEWORK = Framework(name="accelerate", launchers=("accelerate",), library_files=("accelerate/",),
+                      rank_tests=("is_main_process", "is_local_main_process",
+                                  "is_last_process", "process_index"))

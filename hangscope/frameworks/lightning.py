@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from hangscope.frameworks import Framework
 
 FRAMEWORK = Framework(name="lightning", launchers=("lightning",),
-                      library_files=("lightning/", "pytorch_lightning/", "lightning_fabric/"))
+                      library_files=("lightning/", "pytorch_lightning/", "lightning_fabric/"),
+                      rank_tests=("is_global_zero", "global_rank", "local_rank"))
 
 
 def _script(cmdline: Sequence[str]) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ FRAMEWORK = Framework(
     # torchelastic's agent: the rendezvous keep-alive beat (``_PeriodicTimer`` threads, waiting
     # in Event.wait between beats for the life of the agent).
     helper_threads=("RendezvousKeepAliveTimer", "PeriodicTimer"),
+    rank_tests=("get_rank", "rank", "local_rank", "global_rank"),
 )
 
 

@@ -130,6 +130,10 @@ class Frame:
     # The ``with torch.cuda.graph(...)`` block this Python frame's line is inside, from its
     # source (collect/source.py): "torch.cuda.graph(g) (train.py:151)"; None: not in one.
     capture: str | None = None
+    # The rank tests of the ``if`` blocks whose body (or else) holds this Python frame's line,
+    # from its source (collect/source.py), outermost first: "trainer.is_global_zero
+    # (train.py:23)": only the ranks that pass it run the line.
+    guards: tuple[str, ...] = ()
     # The locks of this frame's line, from its source (collect/source.py): the one its
     # statement takes (``with self.lock:``, ``lock.acquire()``), and those held there (the
     # with-blocks and acquire/try/finally-release regions enclosing it, outermost first), as

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import TARGETS, dump_json, running_target
+from support import TARGETS, dump_json, running_target, wait_off_cpu
 
 pytestmark = pytest.mark.frameworks
 
@@ -51,3 +51,23 @@ def test_a_hang_in_the_scripts_own_process_is_rank_0s(tmp_path: Path) -> None:
         "(lightning_jobs.py:" in verdict["summary"], verdict
     assert "rank 0" in verdict["summary"], verdict
     assert _ranks(data) == {job.launcher: 0, job.pids["rank1"]: 1}, data["processes"]
+
+
+def test_a_checkpoint_saved_on_global_zero_only_is_rank_0s_barrier_alone(tmp_path: Path) -> None:
+    """GIVEN rank 0 in ``save_checkpoint``'s barrier under ``if trainer.is_global_zero:`` and
+    rank 1 in the next epoch's first collective (two ranks: no majority) THEN the tie is
+    broken by the source: rank 0 called it under a test of its rank, so it is the odd one."""
+    with _lightning("ckpt_rank0", tmp_path) as job:
+        for pid in job.pids.values():
+            wait_off_cpu(pid, 1.0)  # each in its collective
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [job.launcher], verdict
+    assert "under `if trainer.is_global_zero:`" in verdict["summary"], verdict
+
+
+def test_a_checkpoint_saved_on_every_rank_trains_on(tmp_path: Path) -> None:
+    with _lightning("ckpt_all", tmp_path) as job:
+        data = json.loads(dump_json(job.launcher))
+    assert data["verdict"]["kind"] == "progressing", data["verdict"]

@@ -48,7 +48,7 @@ def break_tie(facts: Facts, members: Sequence[Process],
     path = _normal_path(facts, members)
     normal = [g for g in tied if g.op and signature(g.op, g.site) in path]
     if len(normal) != 1:
-        return _training_step(facts, tied)
+        return _training_step(facts, tied) or _rank_guarded(facts, tied)
     group = normal[0]
     sig = signature(group.op or "", group.site)
     who = ", ".join(rank_label(p) for p in path[sig][:8])
@@ -72,3 +72,38 @@ def _training_step(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | N
     return step[0], (f"{who[:1].upper()}{who[1:]} {verb} in DDP's gradient all_reduce inside "
                      "backward, which every rank runs every training step: that is the "
                      "normal path")
+
+
+def _rank_guarded(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
+    """Of two tied groups, the one whose ranks reached their collective through an ``if`` on
+    the rank (``if trainer.is_global_zero:``, from the source: ``Frame.guards``) is the odd
+    one: only the ranks that pass the test call it, and the others never join (a checkpoint or
+    an evaluation gathered on rank 0 only: Lightning#19045, accelerate#2785). The other group
+    is on the normal path."""
+    def guard(group: Group) -> str | None:
+        found = set()
+        for pid in group.pids:
+            proc = facts.snapshot.process(pid)
+            working = proc.working_thread if proc is not None else None
+            tests = [g for f in (working.frames if working is not None else ())
+                     if not f.native for g in f.guards]
+            if not tests:
+                return None
+            found.add(tests[-1])  # the innermost test
+        return found.pop() if len(found) == 1 else None
+
+    if len(tied) != 2:
+        return None
+    guards = [guard(g) for g in tied]
+    if sum(g is not None for g in guards) != 1:
+        return None
+    odd = 0 if guards[0] is not None else 1
+    group, normal = tied[odd], tied[1 - odd]
+    who = ", ".join(rank_label(p) for pid in group.pids
+                    if (p := facts.snapshot.process(pid)) is not None)
+    verb = "calls" if len(group.pids) == 1 else "call"
+    test, _, where = (guards[odd] or "").rpartition(" (")
+    return normal, (f"{who[:1].upper()}{who[1:]} {verb} {group.op or 'its collective'} under "
+                    f"`if {test}:` ({where}: only the ranks that pass that test call it, so "
+                    "the others never join; call it on every rank, or keep the collective out "
+                    "of the rank's branch")

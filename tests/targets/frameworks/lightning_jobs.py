@@ -10,6 +10,11 @@ appends ``"<pid> rank<N>"`` to READY_FILE once it is in its final state. Modes:
                    step: a download, an upload, a prompt) while rank 1 waits in backward's
                    all_reduce for it. Lightning-AI/pytorch-lightning#21367 ("Selective Rank
                    Deadlock": ranks 0 and 2 hang while the others wait).
+- ``ckpt_rank0``   a callback saves a checkpoint at each epoch's end under
+                   ``if trainer.is_global_zero:``; ``save_checkpoint`` ends in the strategy's
+                   barrier, which rank 1 never enters: it goes on to the next epoch and waits
+                   in its first collective (Lightning-AI/pytorch-lightning#19045).
+- ``ckpt_all``     the twin: every rank calls ``save_checkpoint`` (Lightning's way); trains on.
 """
 
 from __future__ import annotations
@@ -52,11 +57,24 @@ def main() -> None:
         def configure_optimizers(self):  # type: ignore[no-untyped-def]
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
+    class SaveEveryEpoch(L.Callback):
+        def on_train_epoch_end(self, trainer, pl_module):  # type: ignore[no-untyped-def]
+            path = os.path.join(workdir, f"rank{trainer.global_rank}.ckpt")
+            if mode == "ckpt_rank0":
+                ready(ready_file, f"rank{trainer.global_rank}")
+                if trainer.is_global_zero:  # the bug: a collective on rank 0 only
+                    trainer.save_checkpoint(path)
+            elif mode == "ckpt_all":
+                trainer.save_checkpoint(path)
+                if trainer.current_epoch == 1:
+                    ready(ready_file, f"rank{trainer.global_rank}")
+
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(64, 32), torch.randn(64, 1))
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=-1,
                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, default_root_dir=workdir)
+                        enable_model_summary=False, default_root_dir=workdir,
+                        callbacks=[SaveEveryEpoch()] if mode.startswith("ckpt") else [])
     trainer.fit(Net(), DataLoader(data, batch_size=8))
 
 

@@ -1,0 +1,44 @@
+"""The rank tests a frame's line lies under, read from its source (collect/source.py
+``rank_guards``): a collective under ``if trainer.is_global_zero:`` is called by some ranks
+only (the tie-breaker of analyze/rules/tiebreak.py reads it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangscope.collect.source import rank_guards
+
+SCRIPT = '''\
+import torch.distributed as dist
+
+
+def on_epoch_end(trainer, accelerator, rank):
+    log("epoch done")
+    if trainer.is_global_zero:
+        trainer.save_checkpoint("x.ckpt")
+    if accelerator.is_main_process:
+        pass
+    else:
+        dist.barrier()
+    if dist.get_rank() == 0 and rank > 1:
+        dist.all_reduce(t)
+    if len(items) > 3:
+        dist.broadcast(t, 0)
+'''
+
+
+def test_a_line_under_an_if_on_the_rank_names_its_test(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    assert rank_guards(str(path), 7) == ("trainer.is_global_zero (train.py:6)",)
+    # the else branch of a test on the rank runs on the other ranks only: guarded too
+    assert rank_guards(str(path), 11) == ("accelerator.is_main_process (train.py:8)",)
+    assert rank_guards(str(path), 13) == ("dist.get_rank() == 0 and rank > 1 (train.py:12)",)
+
+
+def test_a_line_outside_or_under_another_test_has_none(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    assert rank_guards(str(path), 5) == ()
+    assert rank_guards(str(path), 15) == ()  # a test that names no rank
+    assert rank_guards(str(tmp_path / "missing.py"), 3) == ()
