@@ -194,7 +194,9 @@ class Sampler:
 
     def _computes(self, proc: Process) -> bool:
         """Cheap kernel facts, before any py-spy: a thread of ``proc`` is on a CPU now, or its
-        CPU time moved since discovery read it (``/proc/PID/task/*/stat``, ``/proc/PID/stat``)."""
+        CPU time moved by two clock ticks or more since discovery read it
+        (``/proc/PID/task/*/stat``, ``/proc/PID/stat``): one tick is a helper's wake-up that
+        the tick happened to catch, not a process at work."""
         if proc.python is False or proc.pid in self._tracers:
             return False
         if any(t.state == "R" for t in procfs.read_tasks(proc.pid, wchan=False)):
@@ -203,7 +205,7 @@ class Sampler:
         stat = procfs.read_stat(proc.pid)
         return (found is not None and found.cpu_ticks is not None and stat is not None
                 and stat.state not in ("D", "T", "t", "Z", "X")
-                and stat.cpu_ticks > found.cpu_ticks)
+                and stat.cpu_ticks >= found.cpu_ticks + COMPUTE_TICKS)
 
     def _sample(self, proc: Process, native: bool, fds: bool,
                 previous: dict[int, Round] | None) -> Round:
@@ -212,8 +214,9 @@ class Sampler:
         Round one of a windowed dump reads a process that computes (``_computes``) without
         pausing it, Python only. The next round reads it again the same way: where a Python
         thread stayed in one function on a CPU (``_stayed``: a spin-wait such as a CUDA
-        sync, or a long native call), the native stacks are taken then (they name the wait);
-        otherwise it is never paused, and its counters judge it (the progress window).
+        sync, or a long native call), or its main thread stayed blocked where it was, the
+        native stacks are taken then (they name the wait); otherwise it is never paused,
+        and its counters judge it (the progress window).
         """
         pid = proc.pid
         if native and self._defer_native and self._computes(proc):
@@ -231,11 +234,11 @@ class Sampler:
         # again, a little later each time (an unpaused read costs ~15 ms of py-spy, a native
         # one a pause and ~0.1-0.5 s of a core).
         for _ in range(EXTRA_LOOKS):
-            if not _stayed(reads):
+            if not _stayed(reads, pid):
                 return reads[-1]
             time.sleep(LOOK_INTERVAL_S)  # the spacing of the looks, not a readiness wait
             reads.append(self._refresh.sample(proc, False, fds, unpaused=True))
-        if not _stayed(reads):
+        if not _stayed(reads, pid):
             return reads[-1]
         self._unpaused.discard(pid)
         return self._refresh.sample(proc, True, fds)
@@ -460,27 +463,32 @@ class Sampler:
         # Native dumps cost by the size of what is mapped (libtorch: ~0.5 s per rank).
         return (found.vsize or 0) / 2**40 if found is not None and proc.python else 0.0
 
+#: CPU clock ticks since discovery that say a process computes (with no thread in state R).
+COMPUTE_TICKS = 2
 #: Further unpaused reads of a process that computes before it is judged stuck-looking.
 EXTRA_LOOKS = 2
 #: Between those reads: a call that lasts longer than this three times over is "one place".
 LOOK_INTERVAL_S = 0.1
 
 
-def _stayed(reads: Sequence[Round | None]) -> bool:
+def _stayed(reads: Sequence[Round | None], pid: int) -> bool:
     """Whether a Python thread stayed in one function (the same callers; only the innermost
     line may differ: a loop) in every unpaused read while it used CPU: a spin-wait (a CUDA
-    sync, a ``sched_yield`` loop) or one long native call, worth a pause for its native
-    frames. Threads asleep are waiting, and their Python frames and wait channel say on what.
-    A read that failed: assume so."""
+    sync, a ``sched_yield`` loop) or one long native call; or the main thread kept one stack
+    and never ran (blocked: a hung rank whose helper threads made it look busy). Either is
+    worth a pause for its native frames. A read that failed: assume so."""
     dumps = [r.dump if r is not None else None for r in reads]
     if any(r is None or d is None or not d.ok for r, d in zip(reads, dumps, strict=True)):
         return True
-    keys = [{t.tid: stack_key(t)[1:] for t in d.threads if t.frames}
-            for d in dumps if d is not None]
+    full = [{t.tid: stack_key(t) for t in d.threads if t.frames} for d in dumps if d is not None]
+    keys = [{tid: key[1:] for tid, key in k.items()} for k in full]
     first, last = reads[0], reads[-1]
     assert first is not None and last is not None
     cpu_was = {t.tid: t.sched[0] for t in first.proc.tasks if t.sched}
     cpu_now = {t.tid: t.sched[0] for t in last.proc.tasks if t.sched}
+    if pid in full[0] and all(k.get(pid) == full[0][pid] for k in full[1:]) and (
+            pid in cpu_was and cpu_now.get(pid) == cpu_was[pid]):
+        return True  # the main thread is blocked where it was
     return any(all(k.get(tid) == key for k in keys[1:])
                and cpu_now.get(tid, 0) > cpu_was.get(tid, 0) for tid, key in keys[0].items())
 

@@ -303,7 +303,10 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
     raw_wakes = c.voluntary if c.voluntary is not None else c.runs or 0
     noise = WAKES_PER_PAUSE * proc.pauses
     wakes = max(0, raw_wakes - noise)
-    runs = max(0, (c.runs if c.runs is not None else raw_wakes) - noise)
+    # A pause wakes the thread into the stop; on a loaded machine it may be preempted on its
+    # way there, once per pause at most: that time scheduled in is py-spy's too.
+    preempted = min(c.involuntary or 0, proc.pauses)
+    runs = max(0, (c.runs if c.runs is not None else raw_wakes) - noise - preempted)
     window = f"{seconds:.1f} s"
     if proc.pauses:
         window += f" (not counting {raw_wakes - wakes} from py-spy's {proc.pauses} pauses)"

@@ -28,6 +28,9 @@ socketpeers      Who of a socket's peer process the waiter waits on: the thread 
                  sends the reply).
 sqliteedges      The wait-for edge of a thread that SQLite's busy handler keeps retrying: the
                  database is locked, and /proc/locks names who holds it.
+stackindex       The processes of one snapshot by the stacks of their threads: a pattern asks
+                 which processes have a thread whose stack has a fact once per distinct set of
+                 stacks, not per rank.
 threadedges      Wait-for edges between the threads of one process: Python locks (the holder
                  from the source, ``Frame.holds``/``Frame.takes``, else the probable one), the
                  GIL's owner, thread joins; and the thread-level facts the patterns read (is it

@@ -353,11 +353,11 @@ _PRODUCED = {"threading.py": ("wait", "wait_for"), "queue.py": ("get", "join"),
 def notified_wait(thread: Thread) -> Frame | None:
     """The frame of a thread-to-thread wait (``Event.wait``, ``Condition.wait``, ``Queue.get``,
     ``Future.result``): a thread of the same process must set, notify, put or complete it."""
-    return _notified_frames(thread.frames)
+    return notified_frames(thread.frames)
 
 
 @per_stack  # asked of every thread of every rank by several patterns: once per stack
-def _notified_frames(frames: tuple[Frame, ...]) -> Frame | None:
+def notified_frames(frames: tuple[Frame, ...]) -> Frame | None:
     python = [f for f in frames if not f.native]
     found = None
     for f in python:  # the outermost plumbing frame: Event.wait over Condition.wait

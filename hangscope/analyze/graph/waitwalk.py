@@ -7,12 +7,13 @@ analyze/patterns/waitpatterns.py and analyze/patterns/threadpatterns.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.store_key import store_op
 from hangscope.analyze.graph.liveness import busy
 from hangscope.analyze.graph.loopedges import TASK_OF
+from hangscope.analyze.graph.stackindex import Frames, StackIndex
 from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.waitgraph import edges_from
@@ -35,6 +36,13 @@ class Graph:
         self._kids: dict[int, list[Process]] | None = None
         self._files: set[str] | None = None
         self._has: dict[str, bool] = {}
+        self.stacks = StackIndex(snap.processes)
+
+    def having(self, fact: Callable[[Frames], object]) -> list[Process]:
+        """The processes with a thread whose stack has ``fact`` (a truthy answer), in snapshot
+        order, asked once per distinct set of stacks (analyze/graph/stackindex.py): a pattern
+        whose subject needs such a thread looks at these only (issue 36: 131,072 ranks)."""
+        return self.stacks.having(fact)
 
     def has_file(self, suffix: str) -> bool:
         """Whether any Python frame of the job runs in a file ending with ``suffix``: a
@@ -42,8 +50,8 @@ class Graph:
         stacks never enter it, and skipping it keeps the graph linear in a job's distinct
         files, not its ranks times their frames (issue 22: 8,192 ranks)."""
         if self._files is None:
-            self._files = {f.file for p in self.snap.processes for t in p.threads
-                           for f in t.frames if f.file and not f.native}
+            self._files = {f.file for frames in self.stacks.stacks() for f in frames
+                           if f.file and not f.native}  # each distinct stack once
         if suffix not in self._has:
             self._has[suffix] = any(f.endswith(suffix) for f in self._files)
         return self._has[suffix]

@@ -77,7 +77,7 @@ def _holders(proc: Process, name: str) -> list[Thread]:
 
 def nested_checkout(g: Graph) -> WaitPattern | None:
     """Every holder of a pool's resource waits inside that pool's checkout for another."""
-    for proc in g.snap.processes:
+    for proc in g.having(_inside_with):  # (a holder is a frame inside a with-block)
         if proc.is_exited or len(proc.threads) < 1:
             continue
         by_name: dict[str, list[tuple[Thread, _Nested]]] = {}

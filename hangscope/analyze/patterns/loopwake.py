@@ -32,7 +32,7 @@ def loop_handoffs(proc: Process) -> tuple[Thread | None, list[tuple[Thread, str]
     thread whose own frames make a loop-only call (``Frame.loop_unsafe``), with that call.
     Both callers need such a call, so a process without one is done in one cheap pass (no
     loop search per thread: thousands of ranks have none)."""
-    if not any(_makes_loop_unsafe_call(t.frames) for t in proc.threads):
+    if not any(makes_loop_unsafe_call(t.frames) for t in proc.threads):
         return None, []
     loops = [t for t in proc.threads if loop_index(t) is not None]
     if proc.is_exited or len(loops) != 1:
@@ -42,7 +42,7 @@ def loop_handoffs(proc: Process) -> tuple[Thread | None, list[tuple[Thread, str]
 
 
 @per_stack  # asked of every thread of every rank (a finding and a pattern): once per stack
-def _makes_loop_unsafe_call(frames: tuple[Frame, ...]) -> bool:
+def makes_loop_unsafe_call(frames: tuple[Frame, ...]) -> bool:
     return any(f.loop_unsafe for f in frames)
 
 

@@ -70,7 +70,7 @@ def pool_saturated(g: Graph) -> WaitPattern | None:
     """A driver waits on its Pool while every worker is inside a task that itself waits on
     the job (a Manager queue, another task's result): the tasks they wait for are queued
     behind them, and no worker is free to run them."""
-    for proc in g.snap.processes:
+    for proc in g.having(_pool_wait_frames):  # (a driver waits on its Pool: none elsewhere)
         waiting = _driver_wait(proc)
         if waiting is None:
             continue
@@ -117,7 +117,7 @@ def pool_saturated(g: Graph) -> WaitPattern | None:
 
 
 def lost_result(g: Graph) -> WaitPattern | None:
-    for proc in g.snap.processes:
+    for proc in g.having(_pool_wait_frames):  # (a driver waits on its Pool: none elsewhere)
         waiting = _driver_wait(proc)
         if waiting is None:
             continue

@@ -17,6 +17,7 @@ from hangscope.analyze.graph.threadedges import (
     held_locks,
     joins,
     lock_key,
+    notified_frames,
     notified_wait,
     runs_task,
     taking_frame,
@@ -238,7 +239,7 @@ def self_wait(g: Graph) -> WaitPattern | None:
     """An asyncio loop's thread blocks on a concurrent future that no other thread is
     working on: its work is scheduled on this loop (``run_coroutine_threadsafe``), which
     cannot run it until the wait returns."""
-    for proc in g.snap.processes:
+    for proc in g.having(_future_frame):  # (a thread blocked on a future: none elsewhere)
         for thread in proc.threads:
             if proc.is_exited or not _blocked(thread) or thread.category is not Category.LOCK:
                 continue
@@ -301,9 +302,9 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
     """A thread waits for another thread of its process to set an Event, put on a queue or
     complete a future, and none is left that could: the producer died (its traceback in the
     output), or every other thread waits too."""
-    for proc in g.snap.processes:
-        if proc.is_exited or not any(notified_wait(t) is not None for t in proc.threads):
-            continue  # (no thread waits to be notified: none is this pattern's)
+    for proc in g.having(notified_frames):  # (a thread waits to be notified: none elsewhere)
+        if proc.is_exited:
+            continue
         # The working thread first: a main thread in Queue.join() is what the job waits on,
         # its workers idle in Queue.get() only wait for more work.
         for thread in sorted(proc.threads, key=lambda t: t.tid != proc.working_tid):

@@ -34,7 +34,7 @@ def _takes_a_lock(frames: tuple[Frame, ...]) -> bool:
 def lock_upgrade(g: Graph) -> WaitPattern | None:
     """A blocked thread whose frame takes ``X`` while an outer frame of its own holds ``X``,
     and the threads of its process that wait in that lock's code behind it."""
-    for proc in g.snap.processes:
+    for proc in g.having(_takes_a_lock):  # (a frame that takes a lock: none elsewhere)
         for thread in proc.threads:
             if proc.is_exited or not _takes_a_lock(thread.frames) or not blocked(thread):
                 continue

@@ -16,7 +16,7 @@ thread died.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.stackmemo import per_stack
-from hangscope.analyze.graph.threadedges import blocked, user_frame
+from hangscope.analyze.graph.threadedges import blocked, notified_frames, user_frame
 from hangscope.analyze.graph.waitwalk import Graph, hops_into, thread_names, waits_into
 from hangscope.analyze.patterns.threadpatterns import (
     could_produce,
@@ -33,7 +33,7 @@ _SIGNALLED = ("Condition.wait", "Event.wait", "Condition.wait_for")
 
 def lost_wakeup(g: Graph) -> WaitPattern | None:
     """Every thread of one process waits to be notified by another of its threads."""
-    for proc in g.snap.processes:
+    for proc in g.having(notified_frames):  # (_direct waits are notified waits)
         if proc.is_exited or not any(_direct(t) for t in proc.threads) or died_threads(proc):
             continue  # (no thread calls Condition/Event.wait itself: none is signalled below)
         threads = program_threads(proc)
@@ -79,9 +79,9 @@ def full_queue(g: Graph) -> WaitPattern | None:
     A putter that runs its own Thread subclass's loop (``X.run`` calling ``X.write``) is the
     queue's likely consumer, blocked filling what it should drain (its output routed back
     into its own queue)."""
-    for proc in g.snap.processes:
-        if proc.is_exited or not any(_in_put(t) for t in proc.threads):
-            continue  # (no thread in Queue.put: no putter below)
+    for proc in g.having(_put_frames):  # (a thread in Queue.put: no putter elsewhere)
+        if proc.is_exited:
+            continue
         threads = program_threads(proc)
         putters = sorted((t for t in threads if _in_put(t) and blocked(t)), key=lambda t: t.tid)
         if not putters or any(could_produce(t) for t in threads if t not in putters):

@@ -12,7 +12,7 @@ the multiprocessing "fork with threads" reports).
 
 from __future__ import annotations
 
-from hangscope.analyze.graph.threadedges import user_frame
+from hangscope.analyze.graph.threadedges import notified_frames, user_frame
 from hangscope.analyze.graph.waitwalk import Graph, hops_into, waits_into
 from hangscope.analyze.patterns.threadpatterns import _bystander, _forked, notified_wait
 from hangscope.model import Frame, Process, Thread, in_library
@@ -40,7 +40,7 @@ def _left_behind(parent: Process, owner: Frame) -> Thread | None:
 
 def fork_notifier(g: Graph) -> WaitPattern | None:
     found: list[tuple[Process, Thread, Frame, Thread]] = []
-    for proc in g.snap.processes:
+    for proc in g.having(notified_frames):  # (its main thread waits to be notified)
         parent = g.procs.get(proc.ppid or 0)
         main = next((t for t in proc.threads if t.tid == proc.pid), None)
         if proc.is_exited or parent is None or main is None or not main.python \
