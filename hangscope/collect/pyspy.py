@@ -19,13 +19,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hangscope.collect.parkedlocks import parked_for
+from hangscope.collect.rankguards import rank_guards
 from hangscope.collect.source import (
     at_loop_header,
     calls_at,
     capture_block,
     lock_scope,
     loop_unsafe,
-    rank_guards,
     within,
 )
 from hangscope.errors import ToolMissing
