@@ -14,6 +14,7 @@ host thread, the verdict of a report without stacks) share the Sampler's state o
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -471,6 +472,21 @@ EXTRA_LOOKS = 2
 LOOK_INTERVAL_S = 0.1
 
 
+#: A comprehension's or a lambda's frame: part of the line that made it (``while
+#: any(flag != n for flag in flags): os.sched_yield()`` is one loop, in the genexpr or not).
+_INNER = re.compile(r"<(?:genexpr|listcomp|setcomp|dictcomp|lambda)>$")
+
+
+def _callers(key: tuple[tuple[str, str | None, int | None], ...]
+             ) -> tuple[tuple[str, str | None, int | None], ...]:
+    """A stack key (innermost first) without its innermost function: its comprehensions and
+    lambdas, then the function itself, whose line a loop moves."""
+    k = 0
+    while k < len(key) and _INNER.search(key[k][0]):
+        k += 1
+    return key[k + 1:]
+
+
 def _stayed(reads: Sequence[Round | None], pid: int) -> bool:
     """Whether a Python thread stayed in one function (the same callers; only the innermost
     line may differ: a loop) in every unpaused read while it used CPU: a spin-wait (a CUDA
@@ -481,7 +497,7 @@ def _stayed(reads: Sequence[Round | None], pid: int) -> bool:
     if any(r is None or d is None or not d.ok for r, d in zip(reads, dumps, strict=True)):
         return True
     full = [{t.tid: stack_key(t) for t in d.threads if t.frames} for d in dumps if d is not None]
-    keys = [{tid: key[1:] for tid, key in k.items()} for k in full]
+    keys = [{tid: _callers(key) for tid, key in k.items()} for k in full]
     first, last = reads[0], reads[-1]
     assert first is not None and last is not None
     cpu_was = {t.tid: t.sched[0] for t in first.proc.tasks if t.sched}
@@ -489,8 +505,17 @@ def _stayed(reads: Sequence[Round | None], pid: int) -> bool:
     if pid in full[0] and all(k.get(pid) == full[0][pid] for k in full[1:]) and (
             pid in cpu_was and cpu_now.get(pid) == cpu_was[pid]):
         return True  # the main thread is blocked where it was
-    return any(all(k.get(tid) == key for k in keys[1:])
+    return any(all(_same_callers(k.get(tid), key) for k in keys[1:])
                and cpu_now.get(tid, 0) > cpu_was.get(tid, 0) for tid, key in keys[0].items())
+
+
+def _same_callers(a: tuple[object, ...] | None, b: tuple[object, ...]) -> bool:
+    """Two reads' callers of one thread are the same: equal, or one the other cut short (an
+    unpaused read can lose its outermost frames: innermost first, a prefix of the other)."""
+    if a is None or not a or not b:
+        return a == b
+    short, full = (a, b) if len(a) <= len(b) else (b, a)
+    return full[:len(short)] == short
 
 
 #: The processes whose progress is watched: those that do the job's work.
