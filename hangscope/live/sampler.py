@@ -68,6 +68,9 @@ class SampleOptions:
 
 #: The shortest window worth watching for progress (a step of a healthy job is longer).
 MIN_WATCH_S = 0.5
+#: The shortest window that runs beside the first round's native dumps (a dump's pause is a
+#: small part of it); a shorter one starts when the first round is in.
+BESIDE_WINDOW_S = 1.5
 #: How long the one read of a process in state D may take (it is not stopped: memory reads).
 D_STATE_DEADLINE_S = 1.0
 
@@ -324,13 +327,18 @@ class Sampler:
             # every process first: a stack that stays put over the window was already stuck
             # that long before it.
             off_cpu: dict[int, dict[int, float]] = {}
-            # The window runs beside the first round: progress is watched (counters, dense
-            # Python sampling that pauses nobody, GPM) while the native dumps run, so a dump
-            # costs the longer of the two, not their sum (issue 36). The watcher's counters
-            # are read before any dump pauses a process, so each pause it is told of
-            # (note_pause) is one it saw; a dense sample taken while a process is paused
-            # reads the same stack as the one before it: no move.
-            self._watcher = self._start_watcher(procs)
+            # A window of a few seconds runs beside the first round: progress is watched
+            # (counters, dense Python sampling that pauses nobody, GPM) while the native dumps
+            # run, so a dump costs the longer of the two, not their sum (issue 36). The
+            # watcher's counters are read before any dump pauses a process, so each pause it
+            # is told of (note_pause) is one it saw; a dense sample taken while a process is
+            # paused reads the same stack as the one before it: no move. A short window
+            # follows the first round instead: a process held stopped by its native dump for
+            # much of it would show too little of its own activity (a 0.2 s poll seen
+            # waking not once in 0.5 s reads "paused").
+            beside = opts.window >= BESIDE_WINDOW_S
+            if beside:
+                self._watcher = self._start_watcher(procs)
             t0 = self.clock()
             rounds.append(self._round(pool, procs, opts.native, fds=True, off_cpu=off_cpu))
             phases.mark("first round (py-spy)")
@@ -344,6 +352,9 @@ class Sampler:
             # The later rounds keep their places in the window asked for (--window); where
             # the first round took longer, they follow it at once and the window measured
             # (and reported) is that much longer.
+            if not beside:
+                self._watcher = self._start_watcher(procs)
+                t0 = self.clock()
             window, evidence = 0.0, None
             for i in range(1, samples):
                 delay = t0 + i * interval - self.clock()
