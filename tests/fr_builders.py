@@ -215,6 +215,18 @@ def _ok_wrapped_coalesced() -> dict[int, dict[str, Any]]:
     return d
 
 
+# --- issue 35's false verdicts, each in another shape than the one reported ------------------
+
+def _all_gather_outputs_differ(odd: bool = True) -> dict[int, dict[str, Any]]:
+    """Four ranks gather equal inputs into a list of outputs; rank 2's list has 3 tensors."""
+    d = job(4)
+    for r in range(4):
+        add(d, r, "all_reduce", [[4]], state="completed")
+        add(d, r, "all_gather", [[2, 4]], [[2, 4]] * (3 if odd and r == 2 else 4),
+            state="started")
+    return d
+
+
 CASES = {
     "lag_third_hides_mismatch": _lag_third_hides_mismatch,
     "split_groups_same_name": _split_groups_same_name,
@@ -229,4 +241,6 @@ CASES = {
     "ok_p2p": _ok_p2p,
     "state_not_started": _state_not_started,
     "ok_wrapped_coalesced": _ok_wrapped_coalesced,
+    "all_gather_outputs_differ": _all_gather_outputs_differ,
+    "ok_all_gather_outputs": lambda: _all_gather_outputs_differ(odd=False),
 }

@@ -27,9 +27,16 @@ def _at(entry: ev.FrEntry | None) -> str:
     return entry.op + (f" at {entry.site}" if entry.site else "")
 
 
-def _side(pg: Pg, ranks: list[int], seq: int, index: int, detail: str | None) -> ev.Side:
+def _side(pg: Pg, ranks: list[int], seq: int, index: int, detail: str | None,
+          field: str = "") -> ev.Side:
+    """One side of a disagreement; ``field`` ("input", "output"): the sizes that differ,
+    named in its detail (an all_gather of equal inputs into other outputs is no input
+    mismatch)."""
     entries = pg.seqs[ranks[0]][seq]
     e = entries[min(index, len(entries) - 1)]
+    if field:
+        detail = f"{field} sizes " + str([list(x) for x in (
+            e.input_sizes if field == "input" else e.output_sizes)])
     return ev.Side(ranks=tuple(ranks), op=e.op, sizes=e.input_sizes, dtypes=e.input_dtypes,
                    site=e.site, output_sizes=e.output_sizes, state=e.state,
                    record_id=e.record_id, detail=detail)
@@ -67,7 +74,7 @@ def _seq_disagreement(pg: Pg, seq: int, ranks: list[int],
             sides.append(list(group))
     if len(sides) > 1 and first is not None:
         return ev.Disagreement(seq=seq, what=first.what, sides=tuple(
-            _side(pg, sorted(s), seq, first.index, None) for s in sides))
+            _side(pg, sorted(s), seq, first.index, None, first.field) for s in sides))
     if len(sides) == 1:  # every rank agrees: on an entry its op cannot produce, all are wrong
         rep = entries_of[sides[0][0]]
         own = fr_match.list_diff(rep, rep, size)
@@ -198,6 +205,16 @@ def _sizes_of(s: ev.Side) -> str:
     return str([list(x) for x in sizes])
 
 
+def _sizes_field(d: ev.Disagreement) -> str:
+    """Which sizes the sides of a size disagreement differ in: "input" or "output" ("" for
+    one side whose entry contradicts itself)."""
+    if len(d.sides) < 2:
+        return ""
+    if d.sides[0].op != "scatter" and len({s.sizes for s in d.sides}) > 1:
+        return "input"
+    return "output" if len({s.output_sizes for s in d.sides}) > 1 else ""
+
+
 def _mismatch_sentence(pg: Pg, d: ev.Disagreement) -> str:
     if d.what == "p2p":
         parts = [f"{rank_names(s.ranks)} {s.op} of {_sizes_of(s)} {'/'.join(s.dtypes)}"
@@ -207,15 +224,18 @@ def _mismatch_sentence(pg: Pg, d: ev.Disagreement) -> str:
     if d.what == "numel":
         return (f"Mismatched all_to_all in {pg.label} at collective #{d.seq}: "
                 f"{d.sides[0].detail} (Flight Recorder).")
+    field = _sizes_field(d) if d.what == "sizes" else ""
     parts = []
     for s in d.sides:
         shown = (f" of {_sizes_of(s)}" + (f" -> {[list(x) for x in s.output_sizes]}"
-                                          if s.output_sizes and s.output_sizes != s.sizes else "")
+                                          if s.output_sizes and (s.output_sizes != s.sizes
+                                                                 or field == "output") else "")
                  if d.what in ("sizes", "coalesced") else
                  f" of {'/'.join(s.dtypes) or '?'}" if d.what == "dtype" else "")
         parts.append(f"{rank_names(s.ranks)} called {s.op}{shown}"
                      + (f" at {s.site}" if s.site else ""))
-    what = "the coalesced group differs" if d.what == "coalesced" else f"{d.what} differs"
+    what = ("the coalesced group differs" if d.what == "coalesced" else
+            f"{field} sizes differ" if field else f"{d.what} differs")
     return (f"Mismatched collectives in {pg.label} at collective #{d.seq} ({what}): "
             f"{'; '.join(parts)} (Flight Recorder).")
 
