@@ -217,6 +217,24 @@ def _ok_wrapped_coalesced() -> dict[int, dict[str, Any]]:
 
 # --- issue 35's false verdicts, each in another shape than the one reported ------------------
 
+def _recv_ring(matched: bool = False) -> dict[int, dict[str, Any]]:
+    """Three ranks pass a tensor round a ring (completed), then each receives from its next
+    neighbour and nobody sends (``matched``: the second round is sends and receives too)."""
+    d = job(3)
+    for r in range(3):
+        add(d, r, "all_reduce", [[4]], state="completed")
+    for r in range(3):
+        nxt, prev = (r + 1) % 3, (r - 1) % 3
+        add(d, r, f"send {r}->{nxt}", [[4]], [], state="completed")
+        add(d, r, f"recv {r}<-{prev}", [], [[4]], state="completed")
+    for r in range(3):
+        nxt, prev = (r + 1) % 3, (r - 1) % 3
+        if matched:
+            add(d, r, f"send {r}->{prev}", [[4]], [], state="completed")
+        add(d, r, f"recv {r}<-{nxt}", [], [[4]], state="completed" if matched else "started")
+    return d
+
+
 def _all_gather_outputs_differ(odd: bool = True) -> dict[int, dict[str, Any]]:
     """Four ranks gather equal inputs into a list of outputs; rank 2's list has 3 tensors."""
     d = job(4)
@@ -241,6 +259,8 @@ CASES = {
     "ok_p2p": _ok_p2p,
     "state_not_started": _state_not_started,
     "ok_wrapped_coalesced": _ok_wrapped_coalesced,
+    "recv_ring": _recv_ring,
+    "ok_p2p_ring": lambda: _recv_ring(matched=True),
     "all_gather_outputs_differ": _all_gather_outputs_differ,
     "ok_all_gather_outputs": lambda: _all_gather_outputs_differ(odd=False),
 }

@@ -34,8 +34,38 @@ def _said(name: str) -> list[ev.Conclusion]:
 
 
 
+def test_a_ring_of_receives_nobody_sends_is_a_p2p_mismatch_not_a_rank_behind() -> None:
+    # GIVEN three ranks that passed a tensor round a ring, then each receives from its next
+    # neighbour and nobody sends
+    # WHEN the dumps are judged
+    (c,) = _said("recv_ring")
+    # THEN every rank waits in an unmatched recv: a mismatch of the three, nobody behind
+    assert (c.kind, c.ranks, c.ops) == (ev.MISMATCH, (0, 1, 2), ("recv", "recv", "recv"))
+    assert "each waits to receive, nobody sends" in c.sentence
 
 
+def test_two_ranks_that_both_send_to_each_other_unreceived() -> None:
+    d = b.job(2)
+    b.add(d, 0, "send 0->1", [[4]], [], state="started")
+    b.add(d, 1, "send 1->0", [[4]], [], state="started")
+    (c,) = _judge(d).conclusions
+    assert (c.kind, c.ranks) == (ev.MISMATCH, (0, 1))
+    assert "both wait to send, nobody receives" in c.sentence
+
+
+def test_a_ring_whose_sends_match_its_receives_says_nothing() -> None:
+    assert _said("ok_p2p_ring") == []
+
+
+def test_a_receive_whose_sender_is_in_a_collective_still_names_the_sender_behind() -> None:
+    # the chain ends at a rank that waits in no p2p op: that rank has not posted its send
+    # (NCCL: rank 1's recv and its next all_reduce both enqueued, neither can end)
+    d = b.job(2)
+    b.add(d, 1, "recv 1<-0", [], [[4]], state="started")
+    for r in range(2):
+        b.add(d, r, "all_reduce", [[4]], state="started")
+    (c,) = _judge(d).conclusions
+    assert c.ranks == (0,) and "rank 0 has not posted its send" in c.sentence
 
 
 def test_an_all_gather_whose_outputs_differ_names_the_output_sizes() -> None:
