@@ -217,6 +217,19 @@ def _ok_wrapped_coalesced() -> dict[int, dict[str, Any]]:
 
 # --- issue 35's false verdicts, each in another shape than the one reported ------------------
 
+def _wrapped_two_ranks_odd_dtype(odd: bool = True) -> dict[int, dict[str, Any]]:
+    """Rank 1 reduces Half where the others reduce Float, from #1 on; rank 0's and rank 2's
+    ring buffers wrapped (they hold #4 and #5 on), rank 1's did not."""
+    d = job(3)
+    for r in range(3):
+        for _ in range(8):
+            add(d, r, "all_reduce", [[16]], state="completed",
+                dtype="Half" if odd and r == 1 else "Float")
+    del d[0]["entries"][:3]
+    del d[2]["entries"][:4]
+    return d
+
+
 def _recv_ring(matched: bool = False) -> dict[int, dict[str, Any]]:
     """Three ranks pass a tensor round a ring (completed), then each receives from its next
     neighbour and nobody sends (``matched``: the second round is sends and receives too)."""
@@ -259,6 +272,8 @@ CASES = {
     "ok_p2p": _ok_p2p,
     "state_not_started": _state_not_started,
     "ok_wrapped_coalesced": _ok_wrapped_coalesced,
+    "wrapped_two_ranks_odd_dtype": _wrapped_two_ranks_odd_dtype,
+    "ok_wrapped_two_ranks": lambda: _wrapped_two_ranks_odd_dtype(odd=False),
     "recv_ring": _recv_ring,
     "ok_p2p_ring": lambda: _recv_ring(matched=True),
     "all_gather_outputs_differ": _all_gather_outputs_differ,

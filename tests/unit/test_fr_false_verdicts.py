@@ -32,6 +32,19 @@ def _said(name: str) -> list[ev.Conclusion]:
 
 
 
+def test_wrapped_buffers_compare_only_the_seqs_every_rank_holds() -> None:
+    # GIVEN rank 1 reduces Half where ranks 0 and 2 reduce Float, from #1 on; rank 0's and
+    # rank 2's ring buffers wrapped (they hold #4 and #5 on)
+    # WHEN the dumps are judged
+    (c,) = _said("wrapped_two_ranks_odd_dtype")
+    # THEN the first seq all three hold whole (#6) names rank 1 alone, not ranks 0 and 1 at #5
+    assert (c.kind, c.ranks, c.seq) == (ev.MISMATCH, (1,), 6)
+    assert "ranks 0 and 2 called all_reduce of Float; rank 1 called all_reduce of Half" \
+        in c.sentence
+
+
+def test_wrapped_buffers_that_agree_say_nothing() -> None:
+    assert _said("ok_wrapped_two_ranks") == []
 
 
 def test_a_ring_of_receives_nobody_sends_is_a_p2p_mismatch_not_a_rank_behind() -> None:

@@ -7,9 +7,10 @@ in global ranks).
 A group is its name *and* its members (analyze/evidence/flightrec/fr_groups.py gathers them:
 ``split_group``
 gives disjoint groups one name, and each rank sees only its own). Each sequence id is compared
-among the ranks that reached it (a rank that lags, or whose ring buffer wrapped, hides nothing
-the others disagree on), op by op (analyze/evidence/flightrec/fr_match.py); p2p sends are matched
-to receives.
+among the ranks that reached it (a rank that lags hides nothing the others disagree on; past a
+wrapped ring buffer's first id only, so that every rank's view is there), op by op
+(analyze/evidence/flightrec/fr_match.py); p2p sends are matched to receives, and ranks that
+wait on each other in unmatched p2p ops are a mismatch, not a rank behind.
 """
 
 from __future__ import annotations
@@ -119,12 +120,13 @@ def _disagreement(pg: Pg) -> ev.Disagreement | None:
     # seq -> (the ranks that reached it, in rank order; each one's entries of it): one pass
     # over every rank's entries, each seq then compared without a lookup per rank.
     by_seq: dict[int, tuple[list[int], list[list[ev.FrEntry]]]] = {}
+    # A wrapped ring buffer lost every seq before its first, and the start of that one: only
+    # the seqs after it are held by every rank. Below them the ranks that still hold a seq
+    # would be compared without the wrapped ones, and split into sides that are not the job's.
+    floor = max((min(pg.seqs[r]) + 1 for r in pg.wrapped if pg.seqs.get(r)), default=0)
     for rank in sorted(pg.seqs):
-        seqs = pg.seqs[rank]
-        # A wrapped ring buffer lost the start of its first seq: that one is not complete.
-        partial = min(seqs) if rank in pg.wrapped else None
-        for seq, view in seqs.items():
-            if seq == partial:
+        for seq, view in pg.seqs[rank].items():
+            if seq < floor:
                 continue
             held = by_seq.get(seq)
             if held is None:
