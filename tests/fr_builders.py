@@ -217,6 +217,22 @@ def _ok_wrapped_coalesced() -> dict[int, dict[str, Any]]:
 
 # --- issue 35's false verdicts, each in another shape than the one reported ------------------
 
+def _stopped_before_subgroup(stopped: bool = True) -> dict[int, dict[str, Any]]:
+    """tp groups [0, 1] and [2, 3]: rank 3 stopped before its group's first collective (its
+    status lists the group, -1: nothing enqueued) while rank 2 waits in it."""
+    d = job(4, {"0": ("default_pg", [[0, 1, 2, 3]]), "5": ("tp", [[0, 1], [2, 3]])})
+    for r in range(4):
+        for _ in range(2):
+            add(d, r, "all_reduce", [[8]], state="completed")
+        if r != 3 or not stopped:
+            add(d, r, "all_gather_into_tensor", [[4]], [[8]], pg=("5", "tp"),
+                state="started" if stopped else "completed")
+    d[3]["pg_status"].setdefault("5", {"last_enqueued_collective": -1,
+                                       "last_started_collective": -1,
+                                       "last_completed_collective": -1})
+    return d
+
+
 def _wrapped_two_ranks_odd_dtype(odd: bool = True) -> dict[int, dict[str, Any]]:
     """Rank 1 reduces Half where the others reduce Float, from #1 on; rank 0's and rank 2's
     ring buffers wrapped (they hold #4 and #5 on), rank 1's did not."""
@@ -272,6 +288,8 @@ CASES = {
     "ok_p2p": _ok_p2p,
     "state_not_started": _state_not_started,
     "ok_wrapped_coalesced": _ok_wrapped_coalesced,
+    "stopped_before_subgroup": _stopped_before_subgroup,
+    "ok_subgroup_reached": lambda: _stopped_before_subgroup(stopped=False),
     "wrapped_two_ranks_odd_dtype": _wrapped_two_ranks_odd_dtype,
     "ok_wrapped_two_ranks": lambda: _wrapped_two_ranks_odd_dtype(odd=False),
     "recv_ring": _recv_ring,

@@ -30,6 +30,19 @@ def _said(name: str) -> list[ev.Conclusion]:
     return list(_judge(b.CASES[name]()).conclusions)
 
 
+def test_a_rank_stopped_before_its_subgroups_first_collective_is_behind() -> None:
+    # GIVEN tp groups [0, 1] and [2, 3]; rank 3 stopped after default_pg #2, before tp #1,
+    # which rank 2 waits in (rank 3's status lists tp with nothing enqueued)
+    # WHEN the dumps are judged
+    (c,) = _said("stopped_before_subgroup")
+    # THEN rank 3 is behind in its tp group: it has not reached #1, the all_gather rank 2 is in
+    assert (c.kind, c.ranks, c.pids, c.seq, c.ops) == (
+        ev.BEHIND, (3,), (103,), 1, ("all_gather_into_tensor",))
+    assert "rank 3 enqueued no collective in it; rank 2 reached #1" in c.sentence
+
+
+def test_a_subgroup_every_member_reached_says_nothing() -> None:
+    assert _said("ok_subgroup_reached") == []
 
 
 def test_wrapped_buffers_compare_only_the_seqs_every_rank_holds() -> None:

@@ -343,7 +343,7 @@ def _conclusions(pg: Pg, live: Mapping[int, int] | None,
             ops=tuple(s.op for s in d.sides), seq=d.seq,
             sites=tuple(s.site or "?" for s in d.sides), source=ev.SOURCE_FR,
             sentence=_mismatch_sentence(pg, d)))
-    lasts = {r: pg.last(r) for r in pg.ranks if r in pg.members or not pg.members}
+    lasts = {r: pg.reached(r) for r in pg.ranks if r in pg.members or not pg.members}
     lasts = {r: v for r, v in lasts.items() if v is not None}
     if len(lasts) >= 2 and len(set(lasts.values())) > 1:
         top = max(lasts.values())
@@ -356,8 +356,9 @@ def _conclusions(pg: Pg, live: Mapping[int, int] | None,
             kind=ev.BEHIND, communicator=pg.id, ranks=tuple(behind), pids=pids(behind),
             ops=(nxt.op,) if nxt else (), seq=lowest + 1, sites=(nxt.site,) if nxt and nxt.site
             else (), source=ev.SOURCE_FR,
-            sentence=f"{pg.label.capitalize()}: {rank_names(behind)} enqueued collectives up to "
-                     + ", ".join(f"#{lasts[r]}" for r in behind)
+            sentence=f"{pg.label.capitalize()}: {rank_names(behind)} enqueued "
+                     + ("no collective in it" if not any(lasts[r] for r in behind) else
+                        "collectives up to " + ", ".join(f"#{lasts[r]}" for r in behind))
                      + f"; {rank_names(ahead)} reached #{top}: {rank_names(behind)} "
                      f"{'has' if len(behind) == 1 else 'have'} not reached collective "
                      f"#{lowest + 1} ({_at(nxt)}) (Flight Recorder)."))
