@@ -225,7 +225,7 @@ def _stopped_before_subgroup(stopped: bool = True) -> dict[int, dict[str, Any]]:
         for _ in range(2):
             add(d, r, "all_reduce", [[8]], state="completed")
         if r != 3 or not stopped:
-            add(d, r, "all_gather_into_tensor", [[4]], [[8]], pg=("5", "tp"),
+            add(d, r, "_all_gather_base", [[4]], [[8]], pg=("5", "tp"),
                 state="started" if stopped else "completed")
     d[3]["pg_status"].setdefault("5", {"last_enqueued_collective": -1,
                                        "last_started_collective": -1,

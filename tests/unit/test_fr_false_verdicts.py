@@ -37,7 +37,7 @@ def test_a_rank_stopped_before_its_subgroups_first_collective_is_behind() -> Non
     (c,) = _said("stopped_before_subgroup")
     # THEN rank 3 is behind in its tp group: it has not reached #1, the all_gather rank 2 is in
     assert (c.kind, c.ranks, c.pids, c.seq, c.ops) == (
-        ev.BEHIND, (3,), (103,), 1, ("all_gather_into_tensor",))
+        ev.BEHIND, (3,), (103,), 1, ("_all_gather_base",))
     assert "rank 3 enqueued no collective in it; rank 2 reached #1" in c.sentence
 
 
