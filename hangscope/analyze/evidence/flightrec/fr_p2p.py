@@ -108,19 +108,18 @@ def _p2p_cycle(cycle: Sequence[_Wait]) -> ev.Disagreement:
               f"{who} wait{'s' if who == 'each' else ''} to send, nobody receives"
               if ops == {"send"} else "each waits for a peer that waits in another unmatched op")
     return ev.Disagreement(seq=cycle[0][0].seq, what="p2p", sides=tuple(
-        ev.Side(ranks=(rank,), op=e.op, sizes=e.input_sizes or e.output_sizes,
-                dtypes=e.input_dtypes or e.output_dtypes, site=e.site, state=e.state,
-                output_sizes=e.output_sizes, record_id=e.record_id, detail=detail)
-        for e, rank, _ in sorted(cycle, key=lambda w: w[1])))
+        _side(e, rank, detail) for e, rank, _ in sorted(cycle, key=lambda w: w[1])))
+
+
+def _side(e: ev.FrEntry, rank: int, detail: str) -> ev.Side:
+    return ev.Side(ranks=(rank,), op=e.op, sizes=e.input_sizes or e.output_sizes,
+                   dtypes=e.input_dtypes or e.output_dtypes, site=e.site, state=e.state,
+                   output_sizes=e.output_sizes, record_id=e.record_id, detail=detail)
 
 
 def _p2p_sides(pg: Pg, what: str, a: ev.FrEntry, b: ev.FrEntry | None, src: int, dst: int,
                detail: str) -> ev.Disagreement:
-    def side(e: ev.FrEntry, rank: int) -> ev.Side:
-        return ev.Side(ranks=(rank,), op=e.op, sizes=e.input_sizes or e.output_sizes,
-                       dtypes=e.input_dtypes or e.output_dtypes, site=e.site, state=e.state,
-                       output_sizes=e.output_sizes, record_id=e.record_id, detail=detail)
-    sides = [side(a, src if a.op == "send" else dst)]
+    sides = [_side(a, src if a.op == "send" else dst, detail)]
     if b is not None:
-        sides.append(side(b, dst if b.op == "recv" else src))
+        sides.append(_side(b, dst if b.op == "recv" else src, detail))
     return ev.Disagreement(seq=a.seq, what=what, sides=tuple(sides))
