@@ -215,6 +215,65 @@ def _ok_wrapped_coalesced() -> dict[int, dict[str, Any]]:
     return d
 
 
+# --- issue 35's false verdicts, each in another shape than the one reported ------------------
+
+def _stopped_before_subgroup(stopped: bool = True) -> dict[int, dict[str, Any]]:
+    """tp groups [0, 1] and [2, 3]: rank 3 stopped before its group's first collective (its
+    status lists the group, -1: nothing enqueued) while rank 2 waits in it."""
+    d = job(4, {"0": ("default_pg", [[0, 1, 2, 3]]), "5": ("tp", [[0, 1], [2, 3]])})
+    for r in range(4):
+        for _ in range(2):
+            add(d, r, "all_reduce", [[8]], state="completed")
+        if r != 3 or not stopped:
+            add(d, r, "_all_gather_base", [[4]], [[8]], pg=("5", "tp"),
+                state="started" if stopped else "completed")
+    d[3]["pg_status"].setdefault("5", {"last_enqueued_collective": -1,
+                                       "last_started_collective": -1,
+                                       "last_completed_collective": -1})
+    return d
+
+
+def _wrapped_two_ranks_odd_dtype(odd: bool = True) -> dict[int, dict[str, Any]]:
+    """Rank 1 reduces Half where the others reduce Float, from #1 on; rank 0's and rank 2's
+    ring buffers wrapped (they hold #4 and #5 on), rank 1's did not."""
+    d = job(3)
+    for r in range(3):
+        for _ in range(8):
+            add(d, r, "all_reduce", [[16]], state="completed",
+                dtype="Half" if odd and r == 1 else "Float")
+    del d[0]["entries"][:3]
+    del d[2]["entries"][:4]
+    return d
+
+
+def _recv_ring(matched: bool = False) -> dict[int, dict[str, Any]]:
+    """Three ranks pass a tensor round a ring (completed), then each receives from its next
+    neighbour and nobody sends (``matched``: the second round is sends and receives too)."""
+    d = job(3)
+    for r in range(3):
+        add(d, r, "all_reduce", [[4]], state="completed")
+    for r in range(3):
+        nxt, prev = (r + 1) % 3, (r - 1) % 3
+        add(d, r, f"send {r}->{nxt}", [[4]], [], state="completed")
+        add(d, r, f"recv {r}<-{prev}", [], [[4]], state="completed")
+    for r in range(3):
+        nxt, prev = (r + 1) % 3, (r - 1) % 3
+        if matched:
+            add(d, r, f"send {r}->{prev}", [[4]], [], state="completed")
+        add(d, r, f"recv {r}<-{nxt}", [], [[4]], state="completed" if matched else "started")
+    return d
+
+
+def _all_gather_outputs_differ(odd: bool = True) -> dict[int, dict[str, Any]]:
+    """Four ranks gather equal inputs into a list of outputs; rank 2's list has 3 tensors."""
+    d = job(4)
+    for r in range(4):
+        add(d, r, "all_reduce", [[4]], state="completed")
+        add(d, r, "all_gather", [[2, 4]], [[2, 4]] * (3 if odd and r == 2 else 4),
+            state="started")
+    return d
+
+
 CASES = {
     "lag_third_hides_mismatch": _lag_third_hides_mismatch,
     "split_groups_same_name": _split_groups_same_name,
@@ -229,4 +288,12 @@ CASES = {
     "ok_p2p": _ok_p2p,
     "state_not_started": _state_not_started,
     "ok_wrapped_coalesced": _ok_wrapped_coalesced,
+    "stopped_before_subgroup": _stopped_before_subgroup,
+    "ok_subgroup_reached": lambda: _stopped_before_subgroup(stopped=False),
+    "wrapped_two_ranks_odd_dtype": _wrapped_two_ranks_odd_dtype,
+    "ok_wrapped_two_ranks": lambda: _wrapped_two_ranks_odd_dtype(odd=False),
+    "recv_ring": _recv_ring,
+    "ok_p2p_ring": lambda: _recv_ring(matched=True),
+    "all_gather_outputs_differ": _all_gather_outputs_differ,
+    "ok_all_gather_outputs": lambda: _all_gather_outputs_differ(odd=False),
 }

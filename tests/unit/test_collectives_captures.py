@@ -113,7 +113,7 @@ def test_size_mismatch_is_named() -> None:
     b = dataclasses.replace(b, entries=(first,))
     found = analyze(None, ev.FrReading(ev.READ, "r", dumps=(a, b)), {0: 1, 1: 2})
     mismatch = next(c for c in found.conclusions if c.kind == ev.MISMATCH)
-    assert mismatch.seq == 1 and "sizes differs" in mismatch.sentence
+    assert mismatch.seq == 1 and "(input sizes differ)" in mismatch.sentence
 
 
 def test_ras_counts_that_cross_are_a_mismatch() -> None:

@@ -201,7 +201,7 @@ def test_all_gather_into_a_list_is_no_mismatch() -> None:
 def test_coalesced_group_every_entry_compared() -> None:
     d = b.CASES["coalesced_entry_differs"]()
     (c,) = _conclusions(d)
-    assert c.kind == ev.MISMATCH and "sizes differs" in c.sentence
+    assert c.kind == ev.MISMATCH and "(input sizes differ)" in c.sentence
 
 
 def test_coalesced_group_of_another_length_is_a_mismatch() -> None:

@@ -7,9 +7,10 @@ in global ranks).
 A group is its name *and* its members (analyze/evidence/flightrec/fr_groups.py gathers them:
 ``split_group``
 gives disjoint groups one name, and each rank sees only its own). Each sequence id is compared
-among the ranks that reached it (a rank that lags, or whose ring buffer wrapped, hides nothing
-the others disagree on), op by op (analyze/evidence/flightrec/fr_match.py); p2p sends are matched
-to receives.
+among the ranks that reached it (a rank that lags hides nothing the others disagree on; past a
+wrapped ring buffer's first id only, so that every rank's view is there), op by op
+(analyze/evidence/flightrec/fr_match.py); p2p ops after them
+(analyze/evidence/flightrec/fr_p2p.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from hangscope.analyze.evidence.flightrec import fr_match
 from hangscope.analyze.evidence.flightrec.fr_groups import Pg, process_groups, rank_names
+from hangscope.analyze.evidence.flightrec.fr_p2p import NOT_POSTED, p2p_disagreement
 from hangscope.model import nccl as ev
 
 
@@ -27,9 +29,16 @@ def _at(entry: ev.FrEntry | None) -> str:
     return entry.op + (f" at {entry.site}" if entry.site else "")
 
 
-def _side(pg: Pg, ranks: list[int], seq: int, index: int, detail: str | None) -> ev.Side:
+def _side(pg: Pg, ranks: list[int], seq: int, index: int, detail: str | None,
+          field: str = "") -> ev.Side:
+    """One side of a disagreement; ``field`` ("input", "output"): the sizes that differ,
+    named in its detail (an all_gather of equal inputs into other outputs is no input
+    mismatch)."""
     entries = pg.seqs[ranks[0]][seq]
     e = entries[min(index, len(entries) - 1)]
+    if field:
+        detail = f"{field} sizes " + str([list(x) for x in (
+            e.input_sizes if field == "input" else e.output_sizes)])
     return ev.Side(ranks=tuple(ranks), op=e.op, sizes=e.input_sizes, dtypes=e.input_dtypes,
                    site=e.site, output_sizes=e.output_sizes, state=e.state,
                    record_id=e.record_id, detail=detail)
@@ -67,7 +76,7 @@ def _seq_disagreement(pg: Pg, seq: int, ranks: list[int],
             sides.append(list(group))
     if len(sides) > 1 and first is not None:
         return ev.Disagreement(seq=seq, what=first.what, sides=tuple(
-            _side(pg, sorted(s), seq, first.index, None) for s in sides))
+            _side(pg, sorted(s), seq, first.index, None, first.field) for s in sides))
     if len(sides) == 1:  # every rank agrees: on an entry its op cannot produce, all are wrong
         rep = entries_of[sides[0][0]]
         own = fr_match.list_diff(rep, rep, size)
@@ -112,12 +121,13 @@ def _disagreement(pg: Pg) -> ev.Disagreement | None:
     # seq -> (the ranks that reached it, in rank order; each one's entries of it): one pass
     # over every rank's entries, each seq then compared without a lookup per rank.
     by_seq: dict[int, tuple[list[int], list[list[ev.FrEntry]]]] = {}
+    # A wrapped ring buffer lost every seq before its first, and the start of that one: only
+    # the seqs after it are held by every rank. Below them the ranks that still hold a seq
+    # would be compared without the wrapped ones, and split into sides that are not the job's.
+    floor = max((min(pg.seqs[r]) + 1 for r in pg.wrapped if pg.seqs.get(r)), default=0)
     for rank in sorted(pg.seqs):
-        seqs = pg.seqs[rank]
-        # A wrapped ring buffer lost the start of its first seq: that one is not complete.
-        partial = min(seqs) if rank in pg.wrapped else None
-        for seq, view in seqs.items():
-            if seq == partial:
+        for seq, view in pg.seqs[rank].items():
+            if seq < floor:
                 continue
             held = by_seq.get(seq)
             if held is None:
@@ -135,67 +145,22 @@ def _disagreement(pg: Pg) -> ev.Disagreement | None:
             return found
         if state is None:
             state = _state_disagreement(pg, seq, ranks, views)
-    return state or _p2p_disagreement(pg)
-
-
-_NOT_POSTED = "not posted"  # Side.detail of the peer that has not posted its half of a p2p op
-
-
-def _global(pg: Pg, group_rank: int) -> int | None:
-    return pg.members[group_rank] if 0 <= group_rank < len(pg.members) else None
-
-
-def _p2p_disagreement(pg: Pg) -> ev.Disagreement | None:
-    """The first send whose receive differs in size or dtype, or that has no receive posted
-    (only between ranks whose buffers still hold their first p2p op: counts must align)."""
-    pairs: dict[tuple[int, int], tuple[list[ev.FrEntry], list[ev.FrEntry]]] = {}
-    for rank, ops in pg.p2p.items():
-        if rank in pg.wrapped:
-            continue
-        for e in ops:
-            if e.peer is None:
-                continue
-            src, dst = (_global(pg, e.peer[0]), _global(pg, e.peer[1]))
-            if src is None or dst is None or (src if e.op == "send" else dst) != rank:
-                continue
-            pairs.setdefault((src, dst), ([], []))[0 if e.op == "send" else 1].append(e)
-    for (src, dst), (sends, recvs) in sorted(pairs.items()):
-        held = set(pg.ranks)
-        if src in pg.wrapped or dst in pg.wrapped or src not in held or dst not in held:
-            continue
-        for k, (s, r) in enumerate(zip(sends, recvs, strict=False)):
-            if s.input_sizes != r.output_sizes or (s.input_dtypes and r.output_dtypes and
-                                                   s.input_dtypes != r.output_dtypes):
-                return _p2p_sides(pg, "p2p", s, r, src, dst, f"send #{k + 1}")
-        if len(sends) != len(recvs):
-            k = min(len(sends), len(recvs))
-            lone = (sends if len(sends) > len(recvs) else recvs)[k]
-            if lone.state != "completed":
-                d = _p2p_sides(pg, "p2p", lone, None, src, dst,
-                               f"{lone.op} #{k + 1} has no matching "
-                               f"{'recv' if lone.op == 'send' else 'send'} posted")
-                peer = dst if lone.op == "send" else src
-                return ev.Disagreement(seq=d.seq, what=d.what, sides=(*d.sides, ev.Side(
-                    ranks=(peer,), op="recv" if lone.op == "send" else "send",
-                    detail=_NOT_POSTED)))
-    return None
-
-
-def _p2p_sides(pg: Pg, what: str, a: ev.FrEntry, b: ev.FrEntry | None, src: int, dst: int,
-               detail: str) -> ev.Disagreement:
-    def side(e: ev.FrEntry, rank: int) -> ev.Side:
-        return ev.Side(ranks=(rank,), op=e.op, sizes=e.input_sizes or e.output_sizes,
-                       dtypes=e.input_dtypes or e.output_dtypes, site=e.site, state=e.state,
-                       output_sizes=e.output_sizes, record_id=e.record_id, detail=detail)
-    sides = [side(a, src if a.op == "send" else dst)]
-    if b is not None:
-        sides.append(side(b, dst if b.op == "recv" else src))
-    return ev.Disagreement(seq=a.seq, what=what, sides=tuple(sides))
+    return state or p2p_disagreement(pg)
 
 
 def _sizes_of(s: ev.Side) -> str:
     sizes = s.output_sizes if s.op in ("scatter", "recv") and not s.sizes else s.sizes
     return str([list(x) for x in sizes])
+
+
+def _sizes_field(d: ev.Disagreement) -> str:
+    """Which sizes the sides of a size disagreement differ in: "input" or "output" ("" for
+    one side whose entry contradicts itself)."""
+    if len(d.sides) < 2:
+        return ""
+    if d.sides[0].op != "scatter" and len({s.sizes for s in d.sides}) > 1:
+        return "input"
+    return "output" if len({s.output_sizes for s in d.sides}) > 1 else ""
 
 
 def _mismatch_sentence(pg: Pg, d: ev.Disagreement) -> str:
@@ -207,15 +172,18 @@ def _mismatch_sentence(pg: Pg, d: ev.Disagreement) -> str:
     if d.what == "numel":
         return (f"Mismatched all_to_all in {pg.label} at collective #{d.seq}: "
                 f"{d.sides[0].detail} (Flight Recorder).")
+    field = _sizes_field(d) if d.what == "sizes" else ""
     parts = []
     for s in d.sides:
         shown = (f" of {_sizes_of(s)}" + (f" -> {[list(x) for x in s.output_sizes]}"
-                                          if s.output_sizes and s.output_sizes != s.sizes else "")
+                                          if s.output_sizes and (s.output_sizes != s.sizes
+                                                                 or field == "output") else "")
                  if d.what in ("sizes", "coalesced") else
                  f" of {'/'.join(s.dtypes) or '?'}" if d.what == "dtype" else "")
         parts.append(f"{rank_names(s.ranks)} called {s.op}{shown}"
                      + (f" at {s.site}" if s.site else ""))
-    what = "the coalesced group differs" if d.what == "coalesced" else f"{d.what} differs"
+    what = ("the coalesced group differs" if d.what == "coalesced" else
+            f"{field} sizes differ" if field else f"{d.what} differs")
     return (f"Mismatched collectives in {pg.label} at collective #{d.seq} ({what}): "
             f"{'; '.join(parts)} (Flight Recorder).")
 
@@ -250,7 +218,7 @@ def _conclusions(pg: Pg, live: Mapping[int, int] | None,
             sentence=f"{pg.label.capitalize()}: collective #{d.seq} ({top.op}) is "
                      f"{top.state} on {rank_names(top.ranks)} but only {lo.state} on "
                      f"{rank_names(lag)} (Flight Recorder entry states)."))
-    elif d is not None and d.what == "p2p" and d.sides[-1].detail == _NOT_POSTED:
+    elif d is not None and d.what == "p2p" and d.sides[-1].detail == NOT_POSTED:
         s, peer = d.sides[0], d.sides[-1]
         out.append(ev.Conclusion(
             kind=ev.BEHIND, communicator=pg.id, ranks=peer.ranks, pids=pids(peer.ranks),
@@ -266,7 +234,7 @@ def _conclusions(pg: Pg, live: Mapping[int, int] | None,
             ops=tuple(s.op for s in d.sides), seq=d.seq,
             sites=tuple(s.site or "?" for s in d.sides), source=ev.SOURCE_FR,
             sentence=_mismatch_sentence(pg, d)))
-    lasts = {r: pg.last(r) for r in pg.ranks if r in pg.members or not pg.members}
+    lasts = {r: pg.reached(r) for r in pg.ranks if r in pg.members or not pg.members}
     lasts = {r: v for r, v in lasts.items() if v is not None}
     if len(lasts) >= 2 and len(set(lasts.values())) > 1:
         top = max(lasts.values())
@@ -279,8 +247,9 @@ def _conclusions(pg: Pg, live: Mapping[int, int] | None,
             kind=ev.BEHIND, communicator=pg.id, ranks=tuple(behind), pids=pids(behind),
             ops=(nxt.op,) if nxt else (), seq=lowest + 1, sites=(nxt.site,) if nxt and nxt.site
             else (), source=ev.SOURCE_FR,
-            sentence=f"{pg.label.capitalize()}: {rank_names(behind)} enqueued collectives up to "
-                     + ", ".join(f"#{lasts[r]}" for r in behind)
+            sentence=f"{pg.label.capitalize()}: {rank_names(behind)} enqueued "
+                     + ("no collective in it" if not any(lasts[r] for r in behind) else
+                        "collectives up to " + ", ".join(f"#{lasts[r]}" for r in behind))
                      + f"; {rank_names(ahead)} reached #{top}: {rank_names(behind)} "
                      f"{'has' if len(behind) == 1 else 'have'} not reached collective "
                      f"#{lowest + 1} ({_at(nxt)}) (Flight Recorder)."))

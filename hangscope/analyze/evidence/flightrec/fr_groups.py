@@ -57,6 +57,16 @@ class Pg:
         seqs = self.seqs.get(rank, {})
         return max(seqs) if seqs else None
 
+    def reached(self, rank: int) -> int | None:
+        """:meth:`last`, or 0 where the rank's dump holds the group and no entry of it and
+        lost none (its ring buffer did not wrap, or its status says nothing was enqueued): a
+        rank stopped before the group's first collective has not reached #1."""
+        last = self.last(rank)
+        group = self.groups.get(rank)
+        if last is not None or group is None:
+            return last
+        return 0 if group.last_enqueued == -1 or rank not in self.wrapped else None
+
 
 def process_groups(dumps: Sequence[ev.FrDump]) -> list[Pg]:
     """Every group of the dumps, keyed by (name, members)."""
@@ -82,6 +92,9 @@ def process_groups(dumps: Sequence[ev.FrDump]) -> list[Pg]:
             pg.desc = pg.desc or g.desc
         records = [e.record_id for e in dump.entries if e.record_id is not None]
         wrapped = bool(records) and min(records) > 0
+        if wrapped:  # every group of the dump, also one whose entries were all lost
+            for k in own.values():
+                pgs[k].wrapped.add(dump.rank)
         # The entries' group name -> that group's seq -> entries on this rank: looked up once
         # per group, not once per entry (a dump holds 2,000 entries of a handful of groups).
         rank_seqs: dict[str, dict[int, list[ev.FrEntry]]] = {}

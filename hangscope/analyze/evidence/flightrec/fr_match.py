@@ -41,6 +41,7 @@ class Diff:
     what: str  # op | sizes | dtype | coalesced | state
     detail: str
     index: int = 0
+    field: str = ""  # sizes: "input" or "output", the side of the entries that differs
 
 
 def numel(sizes: Sequence[Sequence[int]]) -> int:
@@ -98,9 +99,11 @@ def entry_diff(a: ev.FrEntry, b: ev.FrEntry, size: int) -> Diff | None:
         return None
     a2a = is_all_to_all(a.op)
     if not a2a and a.op != "scatter" and a.input_sizes != b.input_sizes:
-        return Diff("sizes", f"inputs {_shown(a.input_sizes)} vs {_shown(b.input_sizes)}")
+        return Diff("sizes", f"inputs {_shown(a.input_sizes)} vs {_shown(b.input_sizes)}",
+                    field="input")
     if not a2a and a.op != "gather" and a.output_sizes != b.output_sizes:
-        return Diff("sizes", f"outputs {_shown(a.output_sizes)} vs {_shown(b.output_sizes)}")
+        return Diff("sizes", f"outputs {_shown(a.output_sizes)} vs {_shown(b.output_sizes)}",
+                    field="output")
     own = _self_diff(a, size) or _self_diff(b, size)
     if own:
         return Diff("sizes", own)
@@ -118,7 +121,7 @@ def list_diff(xs: Sequence[ev.FrEntry], ys: Sequence[ev.FrEntry], size: int) -> 
     for i, (a, b) in enumerate(zip(xs, ys, strict=False)):
         d = entry_diff(a, b, size)
         if d is not None:
-            return Diff(d.what, d.detail, i)
+            return Diff(d.what, d.detail, i, d.field)
     if len(xs) != len(ys):
         n = min(len(xs), len(ys))
         tail = (xs if len(xs) > len(ys) else ys)[n:]
