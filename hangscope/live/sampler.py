@@ -522,9 +522,12 @@ def _stayed(reads: Sequence[Round | None], pid: int) -> bool:
 
 def _same_callers(a: tuple[object, ...] | None, b: tuple[object, ...]) -> bool:
     """Two reads' callers of one thread are the same: equal, or one the other cut short (an
-    unpaused read can lose its outermost frames: innermost first, a prefix of the other)."""
-    if a is None or not a or not b:
-        return a == b
+    unpaused read can lose its outermost frames: innermost first, a prefix of the other; one
+    that kept only the innermost function says nothing against it)."""
+    if a is None:
+        return False  # the thread is gone from that read
+    if not a or not b:
+        return True
     short, full = (a, b) if len(a) <= len(b) else (b, a)
     return full[:len(short)] == short
 
