@@ -268,3 +268,24 @@ def test_the_gil_held_in_a_native_lock_wait_starves_the_thread_that_would_post_i
         "the GIL while blocked on a native lock"), summary
     assert "thread poster, every other Python thread of it, waits for the GIL" in summary
     assert verdict["suspects"] == [pids["store"]], verdict
+
+
+@pytest.mark.extended
+def test_an_event_loop_blocked_in_a_librarys_read_names_the_coroutine_that_called_it(
+        tmp_path: Path) -> None:
+    """Real report: encode/httpx#1999-style "a sync HTTP call inside async def freezes the
+    server" (urllib.request.urlopen in a coroutine, a service that never answers): the site is
+    the program's own coroutine that made the call, not socket.py's read inside the library
+    (issue 35: "the coroutine that made the call")."""
+    data, pids = _dump("loop_urlopen", tmp_path, ["service"])
+    summary = data["verdict"]["summary"]
+    assert summary.startswith("Event loop blocked: "), summary
+    assert "inside loop_urlopen.<locals>.fetch_config (party_jobs.py:" in summary, summary
+    assert "socket.py" not in summary.split(", waiting for")[0], summary
+    assert data["verdict"]["suspects"] == [pids["service"]], data["verdict"]
+
+
+@pytest.mark.extended
+def test_an_event_loop_whose_sync_call_returns_is_not_blocked(tmp_path: Path) -> None:
+    data, _ = _dump("loop_urlopen_ok", tmp_path, ["service"])
+    assert data["verdict"]["kind"] in ("progressing", "idle", "paused"), data["verdict"]

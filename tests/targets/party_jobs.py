@@ -18,6 +18,10 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
                     main thread serves ``accept()``, and a client waits for its reply.
 - ``permits_held``  the same gateway whose two permit holders wait, inside the region, for a
                     backend child that never answers: held, not leaked.
+- ``loop_urlopen``  an asyncio service fetches its config with ``urllib.request.urlopen`` inside
+                    a coroutine (synchronous I/O on the loop's thread) from a service that
+                    never answers: no other task runs. ``loop_urlopen_ok``: the service
+                    answers; the loop fetches again and again (the twin).
 - ``loop_lock``     an asyncio service forks a multiprocessing worker from inside a coroutine
                     (the child blocks on its task queue), then a coroutine takes a
                     ``threading.Lock`` that a publisher thread holds while it waits on
@@ -457,6 +461,57 @@ def loop_queue() -> None:
     asyncio.run(main())
 
 
+def _config_server(answer: bool) -> int:
+    """A config service on a thread: it accepts and, ``answer``, replies to each request;
+    otherwise holds every connection and never replies (a service that hangs)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+
+    def serve() -> None:
+        held = []
+        while True:
+            conn, _ = server.accept()
+            if not answer:
+                held.append(conn)
+                continue
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            conn.close()
+
+    threading.Thread(target=serve, name="config-service", daemon=True).start()
+    return int(server.getsockname()[1])
+
+
+def loop_urlopen(answer: bool) -> None:
+    import asyncio
+    import urllib.request
+
+    port = _config_server(answer)
+
+    async def fetch_config() -> bytes:
+        # synchronous I/O inside a coroutine: the whole loop waits for it
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/config", timeout=3600) as r:
+            return bytes(r.read())
+
+    async def handle_request() -> bytes:
+        return await fetch_config()
+
+    async def ticker() -> None:
+        while True:
+            await asyncio.sleep(0.05)
+
+    async def main() -> None:
+        asyncio.get_running_loop().create_task(ticker())
+        await asyncio.sleep(0.1)
+        ready("service")
+        while True:
+            await handle_request()
+            await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+
+
 # -- executor_empty ------------------------------------------------------------------------
 
 
@@ -538,7 +593,9 @@ MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier
          "loader_stuck": loader_stuck, "pull_idle": pull_idle, "puller": puller,
          "handler_chain": handler_chain, "queue_self": queue_self,
          "loop_queue": loop_queue, "executor_empty": executor_empty,
-         "manager_orphan": manager_orphan, "gil_sem": gil_sem}
+         "manager_orphan": manager_orphan, "gil_sem": gil_sem,
+         "loop_urlopen": lambda: loop_urlopen(False),
+         "loop_urlopen_ok": lambda: loop_urlopen(True)}
 
 if __name__ == "__main__":
     MODES[MODE]()

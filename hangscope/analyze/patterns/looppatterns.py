@@ -11,7 +11,7 @@ from __future__ import annotations
 from hangscope.analyze.graph.loopedges import loop_index, own_frames
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.waitwalk import Graph
-from hangscope.model import Frame
+from hangscope.model import Frame, in_library
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -27,7 +27,11 @@ def loop_reads(g: Graph, i: int) -> Frame | None:
     loop = loop_index(thread)
     if loop is None or loop == 0:
         return None
-    inner = user_frame(thread)
+    # The site is the program's own coroutine that made the call (issue 35: "the coroutine
+    # that made the call"), not the library's read inside it; a read of the program's own
+    # making has no library frame above it.
+    inner = next((f for f in python[:loop] if not in_library(f.file)), None) \
+        or user_frame(thread)
     return inner if inner is not None and python.index(inner) <= loop else None
 
 
