@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from hangscope.analyze.evidence.facts import Facts
 from hangscope.analyze.graph.threadedges import joins, notified_wait, user_frame, waits_on_lock
+from hangscope.analyze.graph.waitwalk import called_from
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.model import Category, Frame, Process, Severity, Thread, Verdict, VerdictKind
 from hangscope.words import who
@@ -61,7 +62,7 @@ def ownerless_lock(facts: Facts) -> Verdict | None:
             continue
         waiters, lock, frame = found
         parked = tuple(dict.fromkeys(p for t in waiters for f in t.frames for p in f.parked))
-        site = f"{frame.name} ({frame.short_file}:{frame.line})"
+        site = f"{frame.name} ({frame.short_file}:{frame.line})" + called_from(waiters[0], frame)
         count = f"{len(waiters)} thread{'s wait' if len(waiters) > 1 else ' waits'}"
         summary = (f"A lock nobody running holds: {count} in {who(proc)} to take {lock} at "
                    f"{site}, and no thread's stack is inside a block that holds it (its other "
