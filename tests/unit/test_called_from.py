@@ -1,10 +1,11 @@
-"""The user's own frame beside a library's site (analyze/graph/waitwalk.py ``called_from``):
+"""The user's own frame beside a library's site (analyze/graph/sites.py ``called_from``):
 issue 35, "the site must be the innermost frame of the user's code on the blocked thread (and
 above the fork point for a forked child)"."""
 
 from __future__ import annotations
 
-from hangscope.analyze.graph.waitwalk import called_from, site_words
+from hangscope.analyze.graph.sites import called_from
+from hangscope.analyze.graph.waitwalk import site_words
 from hangscope.model import Frame, Thread
 
 LIB = "/usr/lib/python3.11/"

@@ -26,6 +26,8 @@ socketpeers      Who of a socket's peer process the waiter waits on: the thread 
                  when we wait for a reply and that thread only waits at the head of its loop for
                  our next message, the peer's other threads (one of them, a request handler,
                  sends the reply).
+sites            Where a wait is in the user's words: beside a library's frame, the program's
+                 own function that called it (never the parent's frames before a fork).
 sqliteedges      The wait-for edge of a thread that SQLite's busy handler keeps retrying: the
                  database is locked, and /proc/locks names who holds it.
 stackindex       The processes of one snapshot by the stacks of their threads: a pattern asks

@@ -13,11 +13,12 @@ from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.store_key import store_op
 from hangscope.analyze.graph.liveness import busy
 from hangscope.analyze.graph.loopedges import TASK_OF
+from hangscope.analyze.graph.sites import called_from
 from hangscope.analyze.graph.stackindex import Frames, StackIndex
 from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.waitgraph import edges_from
-from hangscope.model import Frame, Process, Snapshot, Thread, in_library
+from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitPattern
 from hangscope.words import who, who_many
 
@@ -173,30 +174,6 @@ def site_words(thread: Thread | None) -> str:
     if frame is not None:
         return f" at {frame.name} ({frame.short_file}:{frame.line})"
     return f" at {thread.site}" if thread.site else ""
-
-
-def called_from(thread: Thread, frame: Frame | None = None) -> str:
-    """`` (called from record (app.py:17))`` where the thread's site (or ``frame``) is a
-    library's frame (logging's ``Handler.acquire``) that the program's own code called: the
-    user's frame is where to look (issue 35: the site is the innermost frame of the user's
-    code, above the fork point in a forked child)."""
-    python = [f for f in thread.frames if not f.native and f.file]
-    at = next((k for k, f in enumerate(python) if (f is frame if frame is not None else
-               thread.site == f"{f.name} ({f.short_file}:{f.line})")), None)
-    if at is None or not in_library(python[at].file):
-        return ""
-    for f in python[at + 1:]:
-        if (f.file or "").endswith(_FORK_POINTS):
-            return ""  # below it, the parent's frames from before the fork: not this process's
-        if not in_library(f.file):
-            return f" (called from {f.name} ({f.short_file}:{f.line}))"
-    return ""
-
-
-#: Where a child started by multiprocessing begins its own life: the frames below (outer) are
-#: its parent's, copied by fork.
-_FORK_POINTS = ("multiprocessing/process.py", "multiprocessing/popen_fork.py",
-                "multiprocessing/spawn.py")
 
 
 def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
