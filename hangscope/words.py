@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import signal
 from collections.abc import Iterable, Mapping, Sequence
 
 from hangscope.model import Category, Group, Process, RankInfo, Role, Thread, rank_id
@@ -304,3 +305,15 @@ def threads_line(members: Sequence[Thread]) -> str:
     inside = f" in {call}" if call and call not in (first.site or "") else ""
     tids = compact_ranks(t.tid for t in members)
     return f"{len(members)} threads {verb(category, plural=True)}{inside}{site} (tids {tids})"
+
+
+
+def exit_text(code: int) -> str:
+    """``exited with code 1``; ``was killed by SIGABRT (signal 6)`` for a negative code."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"was killed by {name} (signal {-code})"

@@ -103,6 +103,14 @@ SERVER_LOOP_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.serv
 LIBRARY_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.library_files)
 HELPER_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_threads)
 ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)
+
+
+def in_zmq_wait(location: str | None) -> bool:
+    """A frame's file (or its ``func (file:line)`` label) is inside a framework's own wait for
+    a message that polls a zmq socket between spins (``zmq_waits``)."""
+    return bool(location) and any(w in location for w in ZMQ_WAITS)
+
+
 RANK_TESTS: tuple[str, ...] = tuple(dict.fromkeys(p for f in FRAMEWORKS for p in f.rank_tests))
 
 

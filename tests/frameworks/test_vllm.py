@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -33,8 +32,8 @@ from vllm_support import (
     dumped,
     give_cue,
     healthy,
+    server_fixture,
     stopped_with_a_client,
-    vllm_server,
 )
 
 pytestmark = pytest.mark.vllm
@@ -42,10 +41,7 @@ pytestmark = pytest.mark.vllm
 PORT = 18765
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with vllm_server(tmp_path_factory.mktemp("vllm"), PORT) as srv:
-        yield srv
+server = server_fixture(PORT)
 
 
 def test_given_a_vllm_server_nobody_asks_then_idle_never_stuck(server: Server,

@@ -8,21 +8,17 @@ rank 1 is the suspect, stopped, with ``kill -CONT``; neither the client nor the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from vllm_support import Server, dumped, stopped_with_a_client, vllm_server
+from vllm_support import Server, dumped, server_fixture, stopped_with_a_client
 
 pytestmark = pytest.mark.vllm
 
 PORT = 18766
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with vllm_server(tmp_path_factory.mktemp("vllm_tp2"), PORT, tp=2) as srv:
-        yield srv
+server = server_fixture(PORT, tp=2)
 
 
 def test_given_a_tp2_server_nobody_asks_then_idle_not_a_deadlock(server: Server,

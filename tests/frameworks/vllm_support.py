@@ -46,6 +46,18 @@ def healthy(port: int) -> bool:
         return False
 
 
+def server_fixture(port: int, tp: int = 1):  # type: ignore[no-untyped-def]
+    """A module's ``server`` fixture: one vLLM server for all its cases (a start costs a
+    minute), on ``port`` at tensor parallel ``tp``."""
+
+    @pytest.fixture(scope="module")
+    def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+        with vllm_server(tmp_path_factory.mktemp(f"vllm_tp{tp}"), port, tp) as srv:
+            yield srv
+
+    return server
+
+
 @contextmanager
 def vllm_server(root: Path, port: int, tp: int = 1) -> Iterator[Server]:
     """A vLLM server on CPU with the tiny model built here, ready once /health answers; its

@@ -41,7 +41,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from hangscope.analyze.evidence.progress_sites import collective_sites, parse_frame
-from hangscope.frameworks import ZMQ_WAITS
+from hangscope.frameworks import in_zmq_wait
 from hangscope.model.progress import (
     GpmReading,
     IoDelta,
@@ -146,8 +146,7 @@ def _inside_wait(thread: ThreadProgress) -> bool:
     stacks differ only inside the wait, which goes round its own loop: no progress."""
     outer: set[tuple[str, ...]] = set()
     for stack in thread.stacks:
-        k = next((i for i, f in enumerate(stack.frames) if any(w in f for w in ZMQ_WAITS)),
-                 None)
+        k = next((i for i, f in enumerate(stack.frames) if in_zmq_wait(f)), None)
         if k is None:
             return False
         outer.add(tuple(stack.frames[:k]))
@@ -192,7 +191,7 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     gpu_state = _gpu_state([state for state, _ in judged_gpus])
     spins = thread.tid in spinning and _one_loop(thread)
     # a spin-wait's line goes round its loop, and a framework's wait round its own: no progress
-    if _moved(thread) and not spins and not (ZMQ_WAITS and _inside_wait(thread)):
+    if _moved(thread) and not spins and not _inside_wait(thread):
         through = collective_sites(thread)
         if through:  # a collective returned and the line went on: its peers answer each step
             return RankProgress(proc.pid, PROGRESSING, "python", (

@@ -9,7 +9,6 @@ hung tasks from ``dmesg`` since the job started. Pure checks over a Snapshot, li
 from __future__ import annotations
 
 import re
-import signal
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
@@ -25,7 +24,7 @@ from hangscope.model import (
     Severity,
     Snapshot,
 )
-from hangscope.words import size, who
+from hangscope.words import exit_text, size, who
 
 #: Resident memory against RAM (or the cgroup limit): warning, then critical.
 MEM_WARN_FRACTION = 0.75
@@ -40,14 +39,6 @@ SWAP_WARN_BYTES = 16 << 20
 SHOWN_LINES = 6
 
 
-def _exit_text(code: int) -> str:
-    if code >= 0:
-        return f"exited with code {code}"
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
-    return f"was killed by {name} (signal {-code})"
 
 
 
@@ -68,7 +59,7 @@ def check_process_states(snap: Snapshot) -> Iterable[Finding]:
         name = who(proc)
         if proc.is_zombie:
             parent = snap.process(proc.ppid) if proc.ppid is not None else None
-            how = _exit_text(proc.exit_code) if proc.exit_code is not None else "has exited"
+            how = exit_text(proc.exit_code) if proc.exit_code is not None else "has exited"
             if proc.role is Role.OTHER and parent is not None:
                 name = f"PID {proc.pid}, a child of {who(parent)},"
             reaper = who(parent) if parent is not None else f"PID {proc.ppid}"

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from hangscope.analyze.evidence.stackmemo import per_stack
-from hangscope.frameworks import ZMQ_WAITS
+from hangscope.frameworks import in_zmq_wait
 from hangscope.model import Category, Frame, Process, Thread, in_library
 from hangscope.model.waits import WaitEdge
 
@@ -341,8 +341,8 @@ def blocked(thread: Thread) -> bool:
     inside a framework's spin-then-poll wait for a message (hangscope/frameworks ``zmq_waits``:
     samples catch it in ``sched_yield`` or in the poll, one wait either way)."""
     return thread.samples <= 1 or thread.unchanged_samples >= thread.samples or (
-        thread.state == "S" and any(not f.native and f.file and any(
-            w in f.file for w in ZMQ_WAITS) for f in thread.frames[:10]))
+        thread.state == "S" and any(not f.native and in_zmq_wait(f.file)
+                                    for f in thread.frames[:10]))
 
 
 #: Where a thread-to-thread wait is made, and its calls.

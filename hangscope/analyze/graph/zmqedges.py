@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 
-from hangscope.frameworks import ZMQ_WAITS
+from hangscope.frameworks import in_zmq_wait
 from hangscope.model import Process, Thread
 from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
 
@@ -42,7 +42,7 @@ def in_zmq_receive(thread: Thread) -> bool:
     that polls a zmq socket between spins (hangscope/frameworks: ``zmq_waits``)."""
     return any((not f.native and _ZMQ_PY.search(f.file or "")) or (
         f.native and _ZMQ_NATIVE.search(f.name)) or (
-        not f.native and f.file and any(w in f.file for w in ZMQ_WAITS))
+        not f.native and in_zmq_wait(f.file))
         for f in thread.frames[:10])
 
 

@@ -12,7 +12,6 @@ succeed on it until its parent reaps it, and a parent that waits for another chi
 from __future__ import annotations
 
 import os
-import signal
 
 from hangscope.analyze.graph.liveness import job_computes, stuck_poller
 from hangscope.analyze.graph.threadedges import blocked
@@ -20,7 +19,7 @@ from hangscope.analyze.graph.waitwalk import Graph, site_words
 from hangscope.analyze.patterns.ends.deadthreads import last_traceback
 from hangscope.model import Category, Process
 from hangscope.model.waits import WaitPattern
-from hangscope.words import who, who_list
+from hangscope.words import exit_text, who, who_list
 
 
 def _waiters(g: Graph) -> list[Process]:
@@ -124,13 +123,8 @@ def crashed_child(g: Graph, pid: int | None) -> Process | None:
 
 def crashed_words(g: Graph, proc: Process) -> str:
     """``; its child PID 7 was killed by SIGABRT (signal 6) ...``."""
-    code = proc.exit_code or 0
-    try:
-        name = f"{signal.Signals(-code).name} (signal {-code})"
-    except ValueError:
-        name = f"signal {-code}"
     parent = g.procs.get(proc.ppid or 0)
-    return (f"; its child {who(proc)} was killed by {name} and is a zombie "
+    return (f"; its child {who(proc)} {exit_text(proc.exit_code or 0)} and is a zombie "
             f"{who(parent) if parent is not None else 'its parent'} never reaped: what it "
             "waits for would have come from that child; watch the children's sentinels "
             "(or a pidfd) and fail the requests, or restart the child, when one dies")
