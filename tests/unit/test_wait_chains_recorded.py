@@ -119,3 +119,16 @@ def test_given_a_child_filling_its_stdout_pipe_then_still_a_cycle_not_a_prompt()
     assert snap.verdict is not None and snap.verdict.kind is VerdictKind.DEADLOCK
     assert snap.wait_graph is not None
     assert "prompt" not in {p.kind for p in snap.wait_graph.patterns}
+
+
+def test_given_a_supervisor_that_woke_to_restart_a_replica_then_still_a_crash_loop() -> None:
+    # Recorded from tests/targets/restart_jobs.py crashing under load: the supervisor's stack
+    # moved in the window (os.wait returned, Popen, os.wait again); it waits all the same.
+    snap = dump("crash_loop_waking")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.summary.startswith("Crash loop"), verdict.summary
+    supervisor = _pid(snap, lambda p: p.title == "replica-supervisor")
+    thread = next(p for p in snap.processes if p.pid == supervisor).working_thread
+    assert thread is not None and thread.unchanged_samples < thread.samples  # it moved
+    assert supervisor not in verdict.suspects and verdict.suspects

@@ -18,7 +18,7 @@ from hangscope.analyze.graph.threadedges import blocked
 from hangscope.analyze.graph.waitwalk import Graph, site_words
 from hangscope.analyze.patterns.ends.deadthreads import last_traceback
 from hangscope.analyze.patterns.poolpatterns import pool_runs
-from hangscope.model import Process
+from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -50,10 +50,17 @@ def _restarted(proc: Process, kids: list[Process]) -> bool:
                               + _LATE_S for k in kids)
 
 
+def _waiting(thread: Thread) -> bool:
+    """The thread waits: its stack never moved, or it sleeps in the kernel now. A supervisor
+    in a crash loop wakes at each death to start the replacement, so its samples may differ
+    (os.wait, then Popen, then os.wait again); where it returns to is the wait."""
+    return blocked(thread) or thread.state in ("S", "D")
+
+
 def crash_loop(g: Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
         thread = proc.working_thread
-        if proc.is_exited or thread is None or not blocked(thread):
+        if proc.is_exited or thread is None or not _waiting(thread):
             continue
         kids = g.kids(proc.pid)
         dead = sorted(p.pid for p in kids if p.is_gone)
