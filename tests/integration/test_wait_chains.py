@@ -65,6 +65,36 @@ def test_a_daemon_that_inherited_the_output_pipe_is_the_suspect_not_the_exited_s
     assert zombie["severity"] == "warning" and "waits forever" not in zombie["message"]
 
 
+@pytest.mark.extended
+def test_a_live_heartbeat_holding_the_pipe_is_the_suspect_not_progress(tmp_path: Path) -> None:
+    """Real report: python/cpython#76116 again, with a live helper (issue 35, a helper
+    process decides): the background process that keeps the pipe is a heartbeat, waking every
+    0.1 s to write its own file. Its beats are no progress of the job: the reader never woke,
+    so nothing reached its pipe."""
+    data, pids = _dump("heartbeat_output", tmp_path, ["tool", "heartbeat"], zombie="shell")
+    tool, beat = pids["tool"], pids["heartbeat"]
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict  # was "progressing": the beats decided
+    assert verdict["suspects"] == [beat]
+    assert f"PID {tool} (python) is blocked reading pipe" in verdict["summary"], verdict
+    assert "inherited the write end and keeps it open" in verdict["summary"]
+    decided = {r["pid"]: r for r in data["progress"]["ranks"]}
+    assert decided[beat]["decision"] == "stuck", decided[beat]  # a poller's ticks
+    assert "woke" in decided[beat]["reason"], decided[beat]
+
+
+@pytest.mark.extended
+def test_a_script_that_works_beside_a_heartbeat_progresses(tmp_path: Path) -> None:
+    """The twin: the script prints a line every 0.1 s to the pipe its reader reads, a
+    heartbeat (its output sent to /dev/null) beats beside it: progressing, nobody blamed."""
+    data, pids = _dump("heartbeat_busy", tmp_path, ["tool", "shell", "heartbeat"])
+    verdict = data["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+    assert not verdict["suspects"], verdict
+    decided = {r["pid"]: r["decision"] for r in data["progress"]["ranks"]}
+    assert decided[pids["tool"]] == "progressing", decided  # its reads of the script's lines
+
+
 def test_a_child_prompting_on_a_stdin_pipe_its_parent_never_writes_is_the_suspect(
         tmp_path: Path) -> None:
     """Real report: nco/pynco#56 (a tool run with stdin=PIPE asks to overwrite; no input ever

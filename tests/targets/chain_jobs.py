@@ -8,6 +8,10 @@ each the mechanism of a real report (the tests cite it):
 - ``daemon_output`` a tool reads a shell script's output with ``check_output``; the script
                     starts a daemon with ``&`` (it inherits the stdout pipe) and exits: the
                     tool waits for an EOF the daemon never gives; the shell is a zombie.
+- ``heartbeat_output`` the same, but the daemon is a live heartbeat: it writes a line to its
+                    own file every 0.1 s (its counters move) and never touches the pipe.
+- ``heartbeat_busy`` its healthy twin: the script computes and prints a line every 0.1 s
+                    while a heartbeat daemon (its stdout sent to /dev/null) beats beside it.
 - ``asker``         a driver starts a child with ``stdin=PIPE`` it never writes and waits for
                     it to exit; the child asks ``input()``; a peer waits on the driver's
                     Unix socket for the child's answer.
@@ -82,6 +86,33 @@ def daemon_output() -> None:
 def daemon() -> None:
     ready("daemon")
     threading.Event().wait()  # a long-lived agent: it never writes or closes stdout
+
+
+def heartbeat_output(busy: bool = False) -> None:
+    script = WORKDIR / "bring_up.sh"
+    beat = " ".join(me("heartbeat"))
+    # The twin's script works (a line every 0.1 s, for ever) and its heartbeat's stdout goes
+    # to /dev/null; the hung one's script exits and its heartbeat keeps the pipe.
+    work = (f"{beat} > /dev/null &\necho \"$$ shell\" >> {READY}\n"
+            "while true; do echo step; i=0; while [ $i -lt 300 ]; do i=$((i+1)); done; "
+            "sleep 0.1; done\n") if busy else \
+        f"{beat} &\necho \"$$ shell\" >> {READY}\nexit 0\n"
+    script.write_text(f"#!/bin/sh\n{work}")
+    ready("tool")
+    with subprocess.Popen(["sh", str(script)], stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        for _ in proc.stdout:  # reads the script's output until EOF
+            pass
+
+
+def heartbeat() -> None:
+    """A monitor's heartbeat: a timestamp in its own file every 0.1 s, nothing else."""
+    ready("heartbeat")
+    with open(WORKDIR / "heartbeat.log", "a") as log:
+        while True:
+            log.write(f"{time.time():.3f} alive\n")
+            log.flush()
+            time.sleep(0.1)
 
 
 # -- a prompt on a stdin pipe nobody writes ----------------------------------------------
@@ -328,6 +359,8 @@ def both_send_peer(port: int) -> None:
 
 MODES = {
     "daemon_output": daemon_output, "daemon": daemon,
+    "heartbeat_output": heartbeat_output, "heartbeat": heartbeat,
+    "heartbeat_busy": lambda: heartbeat_output(busy=True),
     "asker": asker_driver, "asker_child": asker_child,
     "asker_peer": lambda: asker_peer(sys.argv[4]),
     "early_store": lambda: early_job(3), "early_pair": lambda: early_job(2),

@@ -240,14 +240,29 @@ def _poller(thread: ThreadProgress) -> bool:
     return thread.samples > 0 and not _moved(thread)
 
 
-def _data_moved(proc: ProcessProgress, judged: ThreadProgress) -> IoDelta | None:
-    """The I/O of the process beyond what its pollers did: the judged thread's own, and every
-    thread's that moved its line or runs no Python. Without per-thread counters (recordings
-    from before they were read), the whole process's."""
+def _ticks(thread: ThreadProgress, consumes: bool = False) -> bool:
+    """A poller's own tick: a heartbeat's timestamp, a monitor's log line. At most two small
+    reads or writes per wake-up, a few bytes each: the bookkeeping of a loop that wakes on its
+    own timer, not the job's data (a heartbeat process that only beats moves nothing anyone
+    waits for). Bytes it got from a pipe or a socket (``consumes``) were sent to it: data."""
+    io, c = thread.io, thread.counters
+    if io is None or c is None or not _poller(thread) or (consumes and io.rchar > 0):
+        return False
+    calls = io.syscr + io.syscw
+    wakes = c.voluntary if c.voluntary is not None else c.runs or 0
+    return calls <= 2 * max(wakes, 1) and io.rchar + io.wchar <= POLL_READ_BYTES * max(calls, 1)
+
+
+def _data_moved(proc: ProcessProgress, judged: ThreadProgress,
+                consumes: bool = False) -> IoDelta | None:
+    """The I/O of the process beyond what its pollers did: the judged thread's own (unless it
+    is a poller's tick), and every thread's that moved its line or runs no Python. Without
+    per-thread counters (recordings from before they were read), the whole process's."""
     if not any(t.io is not None for t in proc.threads):
         return proc.io
     kept = [t.io for t in proc.threads
-            if t.io is not None and (t.tid == judged.tid or not _poller(t))]
+            if t.io is not None and ((t.tid == judged.tid and not _ticks(t, consumes))
+                                     or not _poller(t))]
     return IoDelta(syscr=sum(i.syscr for i in kept), syscw=sum(i.syscw for i in kept),
                    rchar=sum(i.rchar for i in kept), wchar=sum(i.wchar for i in kept))
 
@@ -260,7 +275,7 @@ def _poll_loop(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
     c = thread.counters
     if c is None or c.cpu_ns is None or gpu_state == "work":
         return False
-    io = _data_moved(proc, thread)
+    io = _data_moved(proc, thread, consumes)
     # It blocks and is woken (a wait), not only preempted (a computing loop the machine starves)
     wakes = (c.voluntary or 0) - WAKES_PER_PAUSE * proc.pauses
     return (c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds and wakes >= MIN_WAKES
@@ -310,7 +325,7 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
     if proc.pauses:
         window += f" (not counting {raw_wakes - wakes} from py-spy's {proc.pauses} pauses)"
     if cpu_s < IDLE_CPU_SHARE * seconds:
-        io = _data_moved(proc, thread)
+        io = _data_moved(proc, thread, consumes)
         moved = (io is not None and (io.syscw + io.syscr) >= MIN_WAKES
                  and not _rereads(io, consumes))
         if wakes >= MIN_WAKES and moved and io is not None:

@@ -8,6 +8,7 @@ from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.patterns.calm.calm import calm_kind
 from hangscope.analyze.patterns.calm.calm_chain import polls_for_work, waits_for_work
 from hangscope.analyze.patterns.calm.longpoll import holds_requests_with_deadline
+from hangscope.analyze.evidence.progress import MIN_WAKES
 from hangscope.model import Category, Process, Snapshot
 from hangscope.model.progress import RankProgress
 
@@ -19,7 +20,8 @@ def calm_end(g: Graph, path: list[int]) -> bool:
     if end is None:
         return False
     if end.pid != g.edges[path[0]].pid and _sleeps_and_wakes(g.snap, end) and all(
-            waits_for_work(g.snap, g.edges[i]) for i in path):
+            waits_for_work(g.snap, g.edges[i]) for i in path) and not _writes_elsewhere(
+                g.snap, end, g.edges[path[-1]].pid):
         # a producer that sleeps and wakes again (a loader's fetch between two batches): its
         # readers wait for what it makes, which is slow, not a hang
         return True
@@ -54,6 +56,25 @@ def _sleeps_and_wakes(snap: Snapshot, proc: Process) -> bool:
         return False
     return measured.decision in ("slow", "stuck") and measured.evidence == "counters" \
         and thread.category is Category.SLEEP and (measured.wakes or 0) > 0
+
+
+def _writes_elsewhere(snap: Snapshot, end: Process, reader: int) -> bool:
+    """``end`` woke and wrote again and again in the window while ``reader``, blocked reading
+    the pipe only ``end`` can write, never woke: a write to that pipe would have woken it, so
+    ``end`` writes somewhere else (a heartbeat's timestamps, a monitor's log) and makes
+    nothing its reader waits for. A producer that sleeps per item writes nothing until its
+    item is made."""
+    ends, readers = _measured(snap, end.pid), _measured(snap, reader)
+    if ends is None or readers is None or readers.wakes != 0 or not ends.wakes:
+        return False
+    for reading in snap.readings:
+        for proc in (reading.progress.processes if reading.progress is not None else ()):
+            if proc.pid != end.pid:
+                continue
+            thread = next((t for t in proc.threads if t.tid == ends.tid), None)
+            return thread is not None and thread.io is not None \
+                and thread.io.syscw >= MIN_WAKES
+    return False
 
 
 def _calm(snap: Snapshot, proc: Process) -> str | None:
