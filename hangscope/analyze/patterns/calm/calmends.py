@@ -4,11 +4,11 @@ reads the calm processes; analyze/patterns/waitpatterns.py asks here chain by ch
 
 from __future__ import annotations
 
+from hangscope.analyze.evidence.progress import MIN_WAKES
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.patterns.calm.calm import calm_kind
 from hangscope.analyze.patterns.calm.calm_chain import polls_for_work, waits_for_work
 from hangscope.analyze.patterns.calm.longpoll import holds_requests_with_deadline
-from hangscope.analyze.evidence.progress import MIN_WAKES
 from hangscope.model import Category, Process, Snapshot
 from hangscope.model.progress import RankProgress
 
