@@ -750,6 +750,23 @@ def _listening_netlink() -> dict[int, Socket] | None:
     return result
 
 
+def read_memory(pid: int, address: int, size: int) -> bytes | None:
+    """``size`` bytes of process ``pid``'s memory at ``address`` (``/proc/PID/mem``: a read
+    that does not stop the process); None when it cannot be read (gone, unmapped, no
+    permission)."""
+    try:
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.pread(fd, size, address)
+    except (OSError, OverflowError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) == size else None
+
+
 def read_children(pid: int) -> tuple[int, ...]:
     """``cat /proc/PID/task/*/children``."""
     kids: list[int] = []

@@ -18,11 +18,16 @@ from concurrent.futures import ThreadPoolExecutor
 from hangscope.collect.locks import read_file_locks
 from hangscope.collect.procfs import read_kernel_waits
 from hangscope.collect.pyspy import dump_locals
+from hangscope.frameworks import OBJECT_WAITS
 from hangscope.model import Process
-from hangscope.model.waits import LocalsRead, WaitEvidence
+from hangscope.model.waits import Hosted, KernelWaits, LocalsRead, WaitEvidence
 
 #: At most this many --locals reads per snapshot (a 1,000-rank pipeline: the first ones tell).
 MAX_LOCALS = 64
+
+#: How much of the head of a framework's log is read for the producer a process hosts: the
+#: line comes as the producer starts (after a few periodic stats dumps at most, ~4 KiB each).
+HOST_LOG_BYTES = 1 << 20
 
 #: (PID, the py-spy --locals threads of it) -> what they say, the caller's reading.
 Interpret = Callable[[int, Sequence[object]], LocalsRead]
@@ -66,4 +71,28 @@ def read_waits(procs: Sequence[Process], asked: Sequence[int] = (),
     with ThreadPoolExecutor(max_workers=min(8, len(asked)),
                             thread_name_prefix="hangscope-locals") as pool:
         reads = tuple(pool.map(lambda pid: _locals(pid, interpret, timeout, pyspy), asked))
-    return WaitEvidence(file_locks=records, locals=reads, kernel=kernel)
+    hosted = read_hosted(kernel) if any(r.objects for r in reads) else ()
+    return WaitEvidence(file_locks=records, locals=reads, kernel=kernel, hosted=hosted)
+
+
+def read_hosted(kernel: KernelWaits) -> tuple[Hosted, ...]:
+    """Which producers (a framework's actors) each process hosts: the head of the framework's
+    log file that the process holds open (its fds) names them."""
+    out: list[Hosted] = []
+    for pf in kernel.processes:
+        for rec in pf.fds:
+            wait, named = next(((w, m) for w in OBJECT_WAITS
+                                if (m := w.host_log.search(rec.target))), (None, None))
+            if wait is None or named is None or (
+                    "pid" in named.groupdict() and int(named.group("pid")) != pf.pid):
+                continue
+            try:
+                with open(rec.target, "rb") as f:
+                    head = f.read(HOST_LOG_BYTES)
+            except OSError:
+                continue
+            ids = tuple(dict.fromkeys(m.group("id").decode() for m in
+                                      wait.host_line.finditer(head)))
+            if ids:
+                out.append(Hosted(pf.pid, ids, rec.target))
+    return tuple(out)

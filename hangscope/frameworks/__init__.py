@@ -23,10 +23,44 @@ multiprocessing    the resource tracker, spawned children, forkserver
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hangscope.model import Role
+
+
+@dataclass(frozen=True)
+class ObjectWait:
+    """A framework's blocking get on an object that another of its processes produces (Ray's
+    ``ray.get``): where a thread waits, how the object's id is read from outside, and how the
+    process that owes it is found. The wait-for graph joins the two (analyze/graph/objectedges.py).
+    """
+
+    #: (function, source path substring) of the frame a thread blocks in.
+    frame: tuple[str, str]
+    #: That frame's locals that hold the objects waited for.
+    names: tuple[str, ...]
+    #: One object in a local's repr (py-spy prints an extension object as ``<type at 0xADDR>``):
+    #: group ``addr``, the object's address in the waiter's memory.
+    ref: re.Pattern[str]
+    #: Where the object's id lies inside the object (bytes from its address) and its size: read
+    #: from the waiter's memory, which does not stop it.
+    id_offset: int
+    id_size: int
+    #: An object's id -> the id of the producer (an actor) that owes it; None: no producer a
+    #: process is known by (a plain task, which any worker may run).
+    producer_of: Callable[[bytes], str | None]
+    #: The log file a process of the framework holds open that says which producer it hosts
+    #: (its file name; a group ``pid``: the PID of the process it is about, as another process,
+    #: a log monitor, may hold it open too), and the line in it (group ``id``).
+    host_log: re.Pattern[str]
+    host_line: re.Pattern[bytes]
+    #: (function, source path substring) of the loop a producer's process waits in for its next
+    #: task: a producer whose working thread is there (innermost) runs no task, so it holds up
+    #: nobody's get (the result is on its way, or the task never reached it): no edge.
+    idle_frame: tuple[str, str] | None = None
+    #: What a producer is called in a sentence ("actor").
+    producer_word: str = "producer"
 
 
 @dataclass(frozen=True)
@@ -70,6 +104,8 @@ class Framework:
     #: ``accelerator.is_main_process``, ``dist.get_rank() == 0``): a collective in that body is
     #: called by some ranks only.
     rank_tests: tuple[str, ...] = ()
+    #: Its blocking get on an object another of its processes produces.
+    object_wait: ObjectWait | None = None
 
 
 def _load() -> tuple[Framework, ...]:
@@ -109,6 +145,19 @@ def in_zmq_wait(location: str | None) -> bool:
     """A frame's file (or its ``func (file:line)`` label) is inside a framework's own wait for
     a message that polls a zmq socket between spins (``zmq_waits``)."""
     return bool(location) and any(w in location for w in ZMQ_WAITS)
+
+
+OBJECT_WAITS: tuple[ObjectWait, ...] = tuple(
+    f.object_wait for f in FRAMEWORKS if f.object_wait is not None)
+
+
+def object_wait_at(function: str | None, filename: str | None) -> ObjectWait | None:
+    """The framework's object wait whose blocking frame this is, or None."""
+    for wait in OBJECT_WAITS:
+        name, path = wait.frame
+        if function is not None and function.split(".")[-1] == name and path in (filename or ""):
+            return wait
+    return None
 
 
 RANK_TESTS: tuple[str, ...] = tuple(dict.fromkeys(p for f in FRAMEWORKS for p in f.rank_tests))

@@ -1,19 +1,59 @@
 """Ray: ``ray.init()`` starts its own system processes (the GCS server, the raylet, the
 dashboard and runtime-env agents, the log monitor) beside the driver; actors and tasks run in
 workers titled ``ray::Actor.method`` (``ray::IDLE`` between tasks). Its system processes are
-helpers: they serve the job and are never suspects."""
+helpers: they serve the job and are never suspects.
+
+``ray.get`` blocks in ``Worker.get_objects`` on ``ObjectRef`` objects. An ObjectID is the
+24-byte TaskID of the task that returns it plus a 4-byte index, and an actor task's TaskID is 8
+bytes of its own followed by the 16-byte ActorID (src/ray/common/id.h, Ray 2.60); a plain
+task's TaskID carries the nil ActorID (12 bytes of 0xff, then the job's 4). Each actor's worker
+logs ``Creating actor actor_id=HEX`` in its core-worker log (``python-core-worker-WID_PID.log``,
+which it holds open), so the object a thread waits for names the process that owes it: two
+actors that ``ray.get`` each other's results inside a method (ray#3307) wait in a cycle."""
 
 from __future__ import annotations
 
 import re
 
-from hangscope.frameworks import Framework
+from hangscope.frameworks import Framework, ObjectWait
 from hangscope.model import Role
 
 #: ``ray::Trainer.train``: the actor (and method) a worker runs.
 TITLE = re.compile(r"^ray::(?P<actor>[A-Za-z_][\w]*)(?:\.(?P<method>[A-Za-z_]\w*))?")
 #: Worker titles that run no actor.
 NO_ACTOR = ("IDLE", "core_worker")
+
+#: A plain task's ActorID: 12 bytes of 0xff, then its job's id (id.h ``ActorID::NilFromJob``).
+_NIL_ACTOR_UNIQUE = b"\xff" * 12
+
+
+def actor_of_object(object_id: bytes) -> str | None:
+    """The hex ActorID of the actor whose task returns the 28-byte ObjectID ``object_id``;
+    None for a plain task's result, or bytes that are no ObjectID."""
+    if len(object_id) != 28:
+        return None
+    actor = object_id[8:24]  # TaskID = 8 unique bytes + ActorID (12 unique bytes + JobID)
+    if actor[:12] == _NIL_ACTOR_UNIQUE or not any(actor[:12]):
+        return None  # a plain task (or zeroed memory: the object was not an ObjectRef)
+    return actor.hex()
+
+
+OBJECT_WAIT = ObjectWait(
+    frame=("get_objects", "ray/_private/worker.py"),
+    names=("object_refs", "object_ref"),
+    ref=re.compile(r"<ray\.ObjectRef at 0x(?P<addr>[0-9a-f]+)>"),
+    # ``cdef class ObjectRef(BaseID)``: PyObject_HEAD (16 bytes), Cython's vtable pointer (8),
+    # then ``CObjectID data``: its cached hash (8), then the 28 id bytes (id.h packs to 1 byte).
+    id_offset=32,
+    id_size=28,
+    producer_of=actor_of_object,
+    host_log=re.compile(r"/python-core-worker-[0-9a-f]+_(?P<pid>\d+)\.log$"),
+    host_line=re.compile(rb"Creating actor actor_id=(?P<id>[0-9a-f]{32})"),
+    # ``Worker.main_loop`` runs the worker's task loop (``run_task_loop``): a Python frame
+    # innermost there is an actor between tasks.
+    idle_frame=("main_loop", "ray/_private/worker.py"),
+    producer_word="actor",
+)
 
 FRAMEWORK = Framework(
     name="ray",
@@ -37,4 +77,5 @@ FRAMEWORK = Framework(
         ("ray/_private/monitor.py", Role.HELPER),
         ("ray/autoscaler/_private/monitor.py", Role.HELPER),
     ),
+    object_wait=OBJECT_WAIT,
 )

@@ -370,6 +370,7 @@ class Sampler:
         from hangscope.analyze.evidence.locals_wanted import interpreter, locals_wanted
         from hangscope.collect import exitcode, logs, nvml
         from hangscope.collect.host import read_host
+        from hangscope.collect.procfs import read_memory
         from hangscope.collect.source import line_text
         from hangscope.collect.waits import read_waits
         from hangscope.live.rounds import Window, merge_rounds
@@ -387,7 +388,7 @@ class Sampler:
         merged = [merge_rounds(p, rounds, read, opts.redact) for p in procs]
         merged = logs.attach_tails(merged, redact=opts.redact)
         asked, tids, ops = locals_wanted(merged) if not opts.nonblocking else ((), {}, {})
-        waits = read_waits(merged, asked, interpreter(tids, ops, line_text),
+        waits = read_waits(merged, asked, interpreter(tids, ops, line_text, read_memory),
                            min(5.0, opts.timeout), self._pyspy)
         phases.mark("locals and waits")
         host_name = merged[0].host if merged else None

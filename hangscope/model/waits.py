@@ -53,6 +53,18 @@ class LocalsRead:
     # analyze/evidence/store_key.py)
     store_keys: tuple[str, ...] = ()
     error: str | None = None  # why nothing was read (py-spy failed or timed out)
+    # The hex ids of the objects its blocking get waits for (a framework's ObjectWait: the
+    # frame's locals name each object's address, the waiter's memory its id)
+    objects: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """The producers (a framework's actors) a process hosts, as its own log file says."""
+
+    pid: int
+    ids: tuple[str, ...]  # hex ids
+    source: str  # the log file that says so
 
 
 # -- the raw facts of the wait-for graph (collect/procfs.py reads them; analyze/graph/waitgraph.py
@@ -152,6 +164,8 @@ class WaitEvidence:
     file_locks: tuple[FileLockRecord, ...] = ()
     locals: tuple[LocalsRead, ...] = ()
     kernel: KernelWaits | None = None  # fds, syscalls, socket peers (None: not read)
+    # Which process hosts which producer (read only when a waiter's objects were read)
+    hosted: tuple[Hosted, ...] = ()
 
     def lock_files(self) -> dict[int, str]:
         """PID -> the file a polling waiter wants."""
@@ -178,7 +192,8 @@ class WaitEdge:
     tid: int
     # pipe | unix | tcp | file_lock | child | gil | py_lock | store | terminal | fifo_open |
     # collective (a rank in one waits for a rank of its group in none) | queue (a full
-    # multiprocessing.Queue's put waits for its readers)
+    # multiprocessing.Queue's put waits for its readers) | object (a framework's get waits for
+    # the process hosting the object's producer: a Ray actor)
     kind: str
     object: str  # what it waits on: "pipe 123 (write end)", "lock file /x/.lock", "child 3840"
     how: str  # how it was known: "read(fd 5) in the kernel, fdinfo flags", "owns_gil"

@@ -25,6 +25,9 @@ other end can be read:
   waiting on one lock lead to the one thread of the process that is inside the same function
   past that line ("probable holder": Python does not say who holds a lock).
 
+- a thread in a framework's get of an object (``ray.get``) leads to the process hosting the
+  object's producer (analyze/graph/objectedges.py).
+
 Collectives and point-to-point waits stay with analyze/evidence/p2p.py and the collective rules.
 """
 
@@ -37,6 +40,7 @@ from hangscope.analyze.graph.fdindex import FdIndex
 from hangscope.analyze.graph.handoffedges import handoff_edges
 from hangscope.analyze.graph.listeners import listeners_of
 from hangscope.analyze.graph.loopedges import loop_future_edges
+from hangscope.analyze.graph.objectedges import object_edges
 from hangscope.analyze.graph.partners import likely_partner_first, to_handler
 from hangscope.analyze.graph.queueedges import queue_put_edges
 from hangscope.analyze.graph.socketpeers import peer_edges
@@ -357,6 +361,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         edges.extend(py_lock_edges(proc))
         edges.extend(import_lock_edges(proc))
     edges.extend(collective_edges(snap))
+    edges.extend(object_edges(snap))
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
     working = {p.pid: p.working_tid for p in snap.processes}
     return tuple(to_handler(likely_partner_first(edges, threads), threads, working))

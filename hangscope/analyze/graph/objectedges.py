@@ -1,0 +1,70 @@
+"""A thread blocked in a framework's get waits for the process that hosts the producer of the
+object: wait-for edges (Ray's ``ray.get`` on an actor's result waits for that actor's worker).
+
+The objects a waiter wants come from its frame's locals and its memory (``LocalsRead.objects``,
+analyze/evidence/locals_wanted.py), the producer from the object's id (the framework's
+``ObjectWait.producer_of``: a Ray ObjectID embeds the ActorID of the actor whose task returns
+it), and the process that hosts that producer from its own log (``WaitEvidence.hosted``). An
+actor runs one method at a time, so a get on an actor's result waits for that actor's
+process: two actors that get each other's results inside a method close a cycle (ray#3307).
+An object whose producer no process of the job is known to host gives no edge: a plain task's
+result (any worker may run it) or an actor on another node is not guessed at; nor does one whose
+producer's process runs no task (its working thread is in the framework's loop for the next
+one): the result is on its way, and that process holds up nobody.
+"""
+
+from __future__ import annotations
+
+from hangscope.frameworks import OBJECT_WAITS, ObjectWait
+from hangscope.model import Process, Snapshot
+from hangscope.model.waits import WaitEdge
+
+
+def object_edges(snap: Snapshot) -> list[WaitEdge]:
+    """waiter's working thread -> the process hosting the producer of each object it waits
+    for."""
+    waits = snap.waits
+    if waits is None or not waits.hosted:
+        return []
+    hosts: dict[str, tuple[int, str]] = {}
+    for hosted in waits.hosted:
+        for ident in hosted.ids:
+            hosts.setdefault(ident, (hosted.pid, hosted.source))
+    procs = {p.pid: p for p in snap.processes}
+    edges: list[WaitEdge] = []
+    for read in waits.locals:
+        proc = procs.get(read.pid)
+        if proc is None or proc.is_exited or proc.working_tid is None:
+            continue
+        seen: set[int] = set()
+        for object_hex in read.objects:
+            for wait in OBJECT_WAITS:
+                producer = wait.producer_of(bytes.fromhex(object_hex))
+                host = hosts.get(producer) if producer is not None else None
+                if host is None or host[0] in seen:
+                    continue
+                pid, source = host
+                target = procs.get(pid)
+                if target is None or _between_tasks(wait, target):
+                    continue
+                seen.add(pid)
+                edges.append(WaitEdge(
+                    proc.pid, proc.working_tid, "object",
+                    f"a result of {wait.producer_word} {producer} (object {object_hex[:16]}…)",
+                    f"py-spy --locals: its {wait.frame[0]} waits for that object; the object's "
+                    f"id names the {wait.producer_word} whose task returns it, and {source} "
+                    f"says PID {pid} hosts that {wait.producer_word}, which runs one task at "
+                    "a time", pid, target.working_tid))
+                break
+    return edges
+
+
+def _between_tasks(wait: ObjectWait, proc: Process) -> bool:
+    """The producer's process runs no task: its working thread's innermost Python frame is
+    the framework's loop for the next one."""
+    thread = proc.working_thread
+    if wait.idle_frame is None or thread is None:
+        return False
+    name, path = wait.idle_frame
+    frame = next((f for f in thread.frames if not f.native), None)
+    return frame is not None and frame.name.split(".")[-1] == name and path in (frame.file or "")

@@ -1,0 +1,95 @@
+"""Ray 2.60 actors (tests/targets/frameworks/ray_jobs.py): the driver runs ``ray.init`` and
+Ray's own processes are its children, each actor a worker titled ``ray::Class.method``.
+
+GIVEN two actors that ``ray.get`` each other's results inside a method (ray-project/ray#3307)
+THEN the verdict is a deadlock whose cycle names both actors, and its suspect is one of the
+actors' processes: never Ray's own processes (GCS, raylet, agents), never the driver (it waits
+on the first actor, a victim). GIVEN one actor that ``ray.get``s results the other computes and
+returns, in a loop, THEN it progresses; GIVEN idle actors and a sleeping driver,
+THEN nothing is a deadlock and nobody is blamed. One Ray start per test (each mode is its own
+driver, and a cycle cannot be undone but by killing the actors).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from support import TARGETS, Target, dump_json, poll, running_target
+
+pytestmark = pytest.mark.frameworks
+
+JOBS = TARGETS / "frameworks" / "ray_jobs.py"
+#: Ray starts its GCS, raylet and agents before the first actor: ~7 s on an idle 2-core machine.
+START_TIMEOUT = 120
+
+
+@contextmanager
+def _ray(mode: str, tmp_path: Path, tags: list[str]) -> Iterator[Target]:
+    workdir = tmp_path / mode
+    argv = [sys.executable, str(JOBS), mode, str(workdir / "ready"), str(workdir)]
+    with running_target(argv, workdir, tags=tags, timeout=START_TIMEOUT,
+                        env={"RAY_USAGE_STATS_ENABLED": "0"}) as job:
+        yield job
+
+
+def _in_ray_get(pid: int) -> bool:
+    """The actor's main thread is inside ``ray.get`` (its ready line comes just before the
+    call): py-spy's stack of it says so."""
+    pyspy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+    out = subprocess.run([pyspy, "dump", "--pid", str(pid)], capture_output=True, text=True,
+                         timeout=30).stdout
+    main = next((t for t in out.split("\nThread ") if '"MainThread"' in t.split("\n", 1)[0]),
+                "")
+    return "get_objects" in main
+
+
+def _ray_system_pids(data: dict) -> set[int]:  # type: ignore[type-arg]
+    return {p["pid"] for p in data["processes"] if p["role"] == "helper"}
+
+
+def test_two_actors_that_ray_get_each_other_are_a_deadlock_between_the_actors(
+        tmp_path: Path) -> None:
+    with _ray("cycle", tmp_path, ["planner", "executor", "driver"]) as job:
+        actors = {job.pids["planner"], job.pids["executor"]}
+        for pid in actors:
+            poll(lambda pid=pid: _in_ray_get(pid), f"PID {pid} inside ray.get", 60)
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", verdict
+    assert verdict["suspects"] and set(verdict["suspects"]) <= actors, verdict
+    assert job.launcher not in verdict["suspects"], verdict
+    assert not set(verdict["suspects"]) & _ray_system_pids(data), verdict
+    summary = verdict["summary"]
+    assert "Planner.call_peer" in summary and "Executor.call_peer" in summary, summary
+    edges = [e for e in data["wait_graph"]["edges"] if e["kind"] == "object"]
+    assert {(e["pid"], e["to_pid"]) for e in edges} >= {
+        (job.pids["planner"], job.pids["executor"]), (job.pids["executor"], job.pids["planner"]),
+        (job.launcher, job.pids["planner"])}, edges
+
+
+def test_an_actor_that_ray_gets_results_the_other_returns_progresses(tmp_path: Path) -> None:
+    with _ray("chain_ok", tmp_path, ["executor", "planner", "driver"]) as job:
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    # The progress window watches the driver alone (its actors are no ranks): it reads its
+    # loop of gets as waiting, so the verdict is not "progressing" yet; but no wait-for
+    # pattern may blame an actor that computes and returns, or one between tasks.
+    assert verdict["kind"] not in ("deadlock", "wait_chain"), verdict
+    assert verdict["suspects"] == [], verdict
+
+
+def test_idle_actors_and_a_waiting_driver_are_no_deadlock_and_nobody_is_blamed(
+        tmp_path: Path) -> None:
+    with _ray("idle", tmp_path, ["planner", "executor", "driver"]) as job:
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] not in ("deadlock", "wait_chain"), verdict
+    assert verdict["suspects"] == [], verdict
+    assert not [e for e in data["wait_graph"]["edges"] if e["kind"] == "object"], verdict

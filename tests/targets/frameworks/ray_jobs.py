@@ -1,0 +1,101 @@
+"""Real Ray actors (``ray.init(num_cpus=2)`` in this driver) run as ``python ray_jobs.py MODE
+READY_FILE WORKDIR``.
+
+The driver starts Ray's own processes (GCS, raylet, agents, monitors) as its children, and
+each actor runs in a worker titled ``ray::Class.method``. Each actor and the driver append
+``"<pid> <tag>"`` to READY_FILE once in their final state. Modes:
+
+- ``cycle``     two actors ``ray.get`` each other's results inside a method: an actor runs one
+                method at a time, so neither result is ever computed (ray-project/ray#3307,
+                "Hanging code example": a Coordinator and a Server that call each other). The
+                driver then waits on the first actor, a victim.
+- ``chain_ok``  the healthy twin: in a loop, the driver ``ray.get``s a method of one actor
+                that ``ray.get``s a result the other computes for a while and returns
+                (progressing, not hung).
+- ``idle``      the other twin: both actors alive and idle, the driver sleeps with
+                no work handed out (nothing is stuck, nobody is to blame).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def ready(path: str, tag: str, pid: int | None = None) -> None:
+    with open(path, "a") as f:
+        f.write(f"{pid or os.getpid()} {tag}\n")
+
+
+class Peer:
+    """What both actors of a mode can do (two classes, so the verdict's titles tell them
+    apart)."""
+
+    def __init__(self, ready_file: str) -> None:
+        self.ready_file = ready_file
+
+    def call_peer(self, peer: object, tag: str) -> str:
+        import ray
+
+        ready(self.ready_file, tag)
+        return ray.get(peer.echo.remote(tag))  # type: ignore[attr-defined]
+
+    def relay(self, worker: object, step: int) -> int:
+        import ray
+
+        if step == 3:
+            ready(self.ready_file, "planner")
+        return ray.get(worker.compute.remote(step))  # type: ignore[attr-defined]
+
+    def compute(self, step: int) -> int:
+        # A short computation per call: the caller waits on it, and it always returns.
+        end, total = time.monotonic() + 0.05, 0
+        while time.monotonic() < end:
+            total += step
+        return total
+
+    def echo(self, text: str) -> str:
+        return text
+
+    def ping(self) -> int:
+        return os.getpid()
+
+
+class Planner(Peer):
+    pass
+
+
+class Executor(Peer):
+    pass
+
+
+def main() -> None:
+    mode, ready_file, _workdir = sys.argv[1:4]
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    planner = ray.remote(Planner).remote(ready_file)
+    executor = ray.remote(Executor).remote(ready_file)
+    if mode == "cycle":
+        planner.call_peer.remote(executor, "planner")
+        executor.call_peer.remote(planner, "executor")
+        ready(ready_file, "driver")
+        ray.get(planner.echo.remote("from the driver"))
+    elif mode == "chain_ok":
+        ready(ready_file, "executor", ray.get(executor.ping.remote()))
+        ready(ready_file, "driver")
+        for step in range(1, 1 << 30):  # each step: the driver -> the planner -> the executor
+            ray.get(planner.relay.remote(executor, step))
+    elif mode == "idle":
+        for tag, actor in (("planner", planner), ("executor", executor)):
+            ready(ready_file, tag, ray.get(actor.ping.remote()))
+        ready(ready_file, "driver")
+        while True:  # a driver with nothing to hand out, as a service's parks between calls
+            time.sleep(3600)
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()
