@@ -1,9 +1,15 @@
-"""DDP over gloo on CPU, 2 ranks under torchrun (tests/targets/frameworks/ddp_jobs.py).
+"""DDP and FSDP2 over gloo on CPU, 2 ranks under torchrun (tests/targets/frameworks/ddp_jobs.py).
 
 GIVEN DDP training that progresses, THEN the verdict is progressing. GIVEN rank 1 blocked
 before its backward while rank 0 is inside backward (DDP's reducer waits for the gradient
 all_reduce, which gloo runs on threads py-spy cannot see), THEN rank 0 waits in all_reduce at
 its own ``loss.backward()`` line, and rank 1 is the suspect.
+
+GIVEN FSDP training that progresses, THEN progressing. GIVEN ranks that packed their
+micro-batches by their own token counts (verl-project/verl#6176), rank 0 in its third forward
+(FSDP's parameter all_gather, torch 2.13's ``all_gather_single``) while rank 1, its loop done,
+waits in the checkpoint's barrier, THEN mismatched collectives, each at the user's own line
+(the model call, not torch's ``Sequential.forward``).
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ def _torchrun(mode: str, tmp_path: Path):  # type: ignore[no-untyped-def]
     return running_target(argv, workdir, tags=["rank0", "rank1"], timeout=60)
 
 
-def test_ddp_training_that_progresses_is_progressing(tmp_path: Path) -> None:
-    with _torchrun("ddp_progress", tmp_path) as job:
+@pytest.mark.parametrize("mode", ["ddp_progress", "fsdp_progress"])
+def test_training_that_progresses_is_progressing(mode: str, tmp_path: Path) -> None:
+    with _torchrun(mode, tmp_path) as job:
         verdict = json.loads(dump_json(job.launcher))["verdict"]
     assert verdict["kind"] == "progressing", verdict
 
@@ -47,3 +54,18 @@ def test_a_rank_inside_backward_waits_in_all_reduce_for_the_rank_that_never_got_
     working = next(t for t in rank0["threads"] if t["tid"] == rank0["working_tid"])
     assert (working["category"], working["op"]) == ("collective", "all_reduce"), working
     assert working["site"].startswith("ddp (ddp_jobs.py:"), working
+
+
+def test_uneven_micro_batches_leave_a_rank_in_fsdp_all_gather_and_one_in_barrier(
+        tmp_path: Path) -> None:
+    with _torchrun("fsdp_uneven", tmp_path) as job:
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    summary = verdict["summary"]
+    assert "rank 0 waits in all_gather at fsdp (ddp_jobs.py:" in summary, summary
+    assert "rank 1 waits in barrier at fsdp (ddp_jobs.py:" in summary, summary
+    assert set(verdict["suspects"]) <= {job.pids["rank0"], job.pids["rank1"]}, verdict
+    rank0 = next(p for p in data["processes"] if p["pid"] == job.pids["rank0"])
+    working = next(t for t in rank0["threads"] if t["tid"] == rank0["working_tid"])
+    assert (working["category"], working["op"]) == ("collective", "all_gather"), working

@@ -85,6 +85,27 @@ def test_given_gloo_and_nccl_symbols_when_op_parsed_then_normalised() -> None:
     assert op_from_name("unrelated_function") is None
 
 
+def test_given_torch_2_13_tensor_collectives_then_ops_and_the_users_line() -> None:
+    # torch 2.13 names the tensor forms all_gather_single / reduce_scatter_single: FSDP2's
+    # unshard in a forward pre-hook, reached through torch's own Sequential.forward.
+    assert op_from_name("all_gather_single") == "all_gather"
+    assert op_from_name("reduce_scatter_single") == "reduce_scatter"
+    torch = "/venv/lib/python3.11/site-packages/torch"
+    frames = (
+        Frame("pthread_cond_wait", "/usr/lib/libc.so.6", None, native=True),
+        Frame("all_gather_single", f"{torch}/distributed/distributed_c10d.py", 4394),
+        Frame("foreach_all_gather", f"{torch}/distributed/fsdp/_fully_shard/"
+              "_fsdp_collectives.py", 364),
+        Frame("Module._call_impl", f"{torch}/nn/modules/module.py", 1884),
+        Frame("Sequential.forward", f"{torch}/nn/modules/container.py", 253),
+        Frame("train", "/job/train.py", 74),
+    )
+    thread = classify_thread(Thread(tid=1, name="MainThread", state="S",
+                                    wchan="futex_do_wait", frames=frames))
+    assert (thread.category, thread.op) == (Category.COLLECTIVE, "all_gather")
+    assert thread.site == "train (train.py:74)"
+
+
 def test_given_cuda_process_helper_threads_then_main_thread_is_working_thread() -> None:
     # A CUDA process has ~15 futex threads and the driver's threads; py-spy sees only Python
     # threads, and /proc adds the rest. The working thread must be the main thread.

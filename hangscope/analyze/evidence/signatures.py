@@ -84,8 +84,11 @@ SIGNATURES: tuple[Signature, ...] = (
         "collective timeout on the other ranks; a filelock here means JIT cache contention."),
     Signature(
         "collective", Category.COLLECTIVE,
-        _re(r"^(?:\S+\.)?(?:all_reduce|all_gather|all_gather_into_tensor|all_gather_object|"
-            r"reduce_scatter|reduce_scatter_tensor|broadcast|broadcast_object_list|barrier|"
+        # torch 2.13 names the tensor forms all_gather_single / reduce_scatter_single
+        # (FSDP2's unshard and reduce-scatter call them)
+        _re(r"^(?:\S+\.)?(?:all_reduce|all_reduce_coalesced|all_gather|all_gather_into_tensor|"
+            r"all_gather_single|all_gather_coalesced|all_gather_object|"
+            r"reduce_scatter|reduce_scatter_tensor|reduce_scatter_single|broadcast|broadcast_object_list|barrier|"
             r"monitored_barrier|send|recv|isend|irecv|batch_isend_irecv|all_to_all|all_to_all_single|gather|"
             r"gather_object|scatter|scatter_object_list|reduce) " + _C10D + "|"
             r"^(?:\S+\.)?nccl(?:AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|"
@@ -235,7 +238,7 @@ POOL_WORKER_FRAMES = _re(
 # Python files that are plumbing: the call site a user cares about is the first frame
 # outside these (the line of *their* code that called into the blocking library).
 PLUMBING_FILES = _re(
-    r"(?:^|/)(?:torch/(?:distributed|cuda|_ops|_tensor|nn/modules/module|utils|autograd|fx|optim)|"
+    r"(?:^|/)(?:torch/(?:distributed|cuda|_ops|_tensor|nn|utils|autograd|fx|optim)/?|"
     r"threading\.py|queue\.py|multiprocessing/|selectors\.py|socket\.py|subprocess\.py|"
     r"http/client\.py|http/server\.py|socketserver\.py|urllib/|ssl\.py|"
     r"asyncio/|concurrent/|zmq/|filelock/|triton/|torch/_inductor/|torch/_dynamo/|"
@@ -262,6 +265,8 @@ OP_ALIASES = {
     "allreduce": "all_reduce", "all_reduce": "all_reduce", "ncclallreduce": "all_reduce",
     "allgather": "all_gather", "all_gather": "all_gather", "_allgather_base": "all_gather",
     "all_gather_into_tensor": "all_gather", "ncclallgather": "all_gather",
+    "all_gather_single": "all_gather", "all_gather_coalesced": "all_gather",
+    "reduce_scatter_single": "reduce_scatter", "all_reduce_coalesced": "all_reduce",
     "all_gather_object": "all_gather_object", "allgather_into_tensor_coalesced": "all_gather",
     "reduce_scatter": "reduce_scatter", "reduce_scatter_tensor": "reduce_scatter",
     "_reduce_scatter_base": "reduce_scatter", "ncclreducescatter": "reduce_scatter",

@@ -1,4 +1,5 @@
-"""Real DDP training over gloo on CPU, 2 ranks, launched by torchrun or ``accelerate launch``.
+"""Real DDP and FSDP2 (``fully_shard``) training over gloo on CPU, 2 ranks, launched by torchrun
+or ``accelerate launch``.
 
     python -m torch.distributed.run --nproc-per-node 2 ddp_jobs.py MODE READY_FILE WORKDIR
     accelerate launch --cpu --num_processes 2 ddp_jobs.py MODE READY_FILE WORKDIR
@@ -17,6 +18,14 @@ the mechanism of a real report:
                        ``accelerator.gather_for_metrics`` (an all_gather) while rank 0 is in
                        ``accelerator.backward``'s all_reduce: mismatched collectives.
                        huggingface/accelerate#2110 ("gather_for_metrics hangs when ...").
+- ``fsdp_progress`` trains forever, one optimizer step per batch of micro-batches; ready after
+                    a few steps (the healthy twin).
+- ``fsdp_uneven``   each rank packs its mini-batch into micro-batches by its own token count
+                    (dynamic batch size), so rank 0 runs 3 micro-batches and rank 1 only 2;
+                    rank 1, its loop done, enters the step's checkpoint ``dist.barrier()``
+                    while rank 0's third forward waits in FSDP's parameter all_gather.
+                    verl-project/verl#6176 ("dynamic_bsz micro-batch count mismatch causes
+                    FSDP deadlock"); deepspeedai/DeepSpeed#2223.
 """
 
 from __future__ import annotations
@@ -100,10 +109,68 @@ def accel(mode: str, ready_file: str) -> None:
             ready(ready_file, f"rank{rank}")
 
 
+def sharded_model():  # torch, imported late (a slow import)
+    import torch
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    for layer in net:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    fully_shard(net)
+    return net
+
+
+def micro_batches(rank: int, step: int) -> list[int]:
+    """Token counts of this rank's samples, packed greedily under a token budget: ranks
+    whose samples are longer get more micro-batches (verl's prepare_dynamic_batch without
+    its dp_group)."""
+    lengths = [300, 280, 290, 310, 270, 295] if rank == 0 else [300, 280, 290, 310]
+    budget, packs, used = 700, [0], 0
+    for n in lengths:
+        if used + n > budget:
+            packs.append(0)
+            used = 0
+        packs[-1] += 1
+        used += n
+    return packs
+
+
+def fsdp(mode: str, ready_file: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    model = sharded_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    uneven = mode == "fsdp_uneven"
+    step = 0
+    while True:
+        packs = micro_batches(rank, step) if uneven else [3, 3]
+        for i, samples in enumerate(packs):
+            if uneven and rank == 0 and i == 2:
+                ready(ready_file, f"rank{rank}")  # its last forward: rank 1 is not there
+            loss = model(torch.randn(samples, 32)).pow(2).mean()
+            loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if uneven:
+            if rank == 1:
+                ready(ready_file, f"rank{rank}")
+            dist.barrier()  # the checkpoint's barrier
+        step += 1
+        if not uneven and step == READY_STEP:
+            ready(ready_file, f"rank{rank}")
+
+
 def main() -> None:
     mode, ready_file, _workdir = sys.argv[1:4]
     if mode.startswith("accel_"):
         accel(mode, ready_file)
+    elif mode.startswith("fsdp_"):
+        fsdp(mode, ready_file)
     else:
         ddp(mode, ready_file)
 
