@@ -5,7 +5,8 @@ GIVEN two actors that ``ray.get`` each other's results inside a method (ray-proj
 THEN the verdict is a deadlock whose cycle names both actors, and its suspect is one of the
 actors' processes: never Ray's own processes (GCS, raylet, agents), never the driver (it waits
 on the first actor, a victim). GIVEN one actor that ``ray.get``s results the other computes and
-returns, in a loop, THEN it progresses; GIVEN idle actors and a sleeping driver,
+returns, in a loop, THEN it progresses (the progress window watches the actors' workers, never
+Ray's own processes); GIVEN idle actors and a sleeping driver,
 THEN nothing is a deadlock and nobody is blamed. One Ray start per test (each mode is its own
 driver, and a cycle cannot be undone but by killing the actors).
 """
@@ -78,11 +79,13 @@ def test_an_actor_that_ray_gets_results_the_other_returns_progresses(tmp_path: P
     with _ray("chain_ok", tmp_path, ["executor", "planner", "driver"]) as job:
         data = json.loads(dump_json(job.launcher))
     verdict = data["verdict"]
-    # The progress window watches the driver alone (its actors are no ranks): it reads its
-    # loop of gets as waiting, so the verdict is not "progressing" yet; but no wait-for
-    # pattern may blame an actor that computes and returns, or one between tasks.
-    assert verdict["kind"] not in ("deadlock", "wait_chain"), verdict
+    # The window watches the actors' workers too (the driver only hands work out): the job
+    # computes, nobody is blamed.
+    assert verdict["kind"] == "progressing", verdict
     assert verdict["suspects"] == [], verdict
+    watched = {r["pid"] for r in data["progress"]["ranks"]}
+    assert {job.pids["planner"], job.pids["executor"]} <= watched, watched
+    assert not watched & _ray_system_pids(data), watched
 
 
 def test_idle_actors_and_a_waiting_driver_are_no_deadlock_and_nobody_is_blamed(

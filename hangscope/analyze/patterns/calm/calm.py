@@ -36,6 +36,7 @@ from hangscope.analyze.evidence.progress import (
     job_progress,
 )
 from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.evidence.working import chain_to_work
 from hangscope.analyze.graph.waitgraph import SYSCALLS
 from hangscope.analyze.patterns.calm.calm_chain import Calm, calm_chain
 from hangscope.analyze.patterns.calm.engines import (
@@ -263,6 +264,32 @@ def fetching_loaders(snap: Snapshot) -> frozenset[int]:
         and (t := p.working_thread) is not None and t.category is Category.SLEEP
         and (r := by_pid.get(p.pid)) is not None and r.decision in (STUCK, SLOW)
         and r.evidence == "counters" and (r.wakes or 0) > 0)
+
+
+def waiting_on_work(snap: Snapshot) -> JobProgress | None:
+    """A process judged stuck by its counters (blocked, or woken again and again on one line)
+    whose wait-for chain ends at a process the window saw progress waits for work being done
+    (a Ray driver looping ``ray.get`` on an actor that computes: each get returns and the
+    next begins on the same line, a poll by its own window alone): ``waiting``, not stuck."""
+    progress = snap.progress
+    if progress is None or not any(r.decision == PROGRESSING for r in progress.ranks):
+        return progress
+    ranks = []
+    for r in progress.ranks:
+        chain = chain_to_work(snap, r.pid) if (
+            r.decision == STUCK and r.evidence == "counters") else None
+        if chain is None:
+            ranks.append(r)
+            continue
+        through = (f" through PID{'s' if len(chain) > 3 else ''} "
+                   + ", ".join(map(str, chain[1:-1])) if len(chain) > 2 else "")
+        ranks.append(replace(r, decision=WAITING, reason=(
+            f"waits for PID {chain[-1]}{through}, which progresses: "
+            + r.reason.removeprefix("blocked: ").removeprefix("polling without progress: "))))
+    if tuple(ranks) == progress.ranks:
+        return progress
+    job = job_progress(ranks)
+    return replace(progress, decision=job.decision, reason=job.reason, ranks=tuple(ranks))
 
 
 def waiting_progress(progress: JobProgress | None,
