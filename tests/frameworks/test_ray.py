@@ -7,8 +7,10 @@ actors' processes: never Ray's own processes (GCS, raylet, agents), never the dr
 on the first actor, a victim). GIVEN one actor that ``ray.get``s results the other computes and
 returns, in a loop, THEN it progresses (the progress window watches the actors' workers, never
 Ray's own processes); GIVEN idle actors and a sleeping driver,
-THEN nothing is a deadlock and nobody is blamed. One Ray start per test (each mode is its own
-driver, and a cycle cannot be undone but by killing the actors).
+THEN nothing is a deadlock and nobody is blamed; GIVEN idle actors and a driver parked on a bare
+``threading.Event().wait()`` (serve forever) THEN idle, no lost wake-up, nobody blamed. One
+Ray start per test (each mode is its own driver, and a cycle cannot be undone but by killing
+the actors).
 """
 
 from __future__ import annotations
@@ -96,3 +98,15 @@ def test_idle_actors_and_a_waiting_driver_are_no_deadlock_and_nobody_is_blamed(
     assert verdict["kind"] not in ("deadlock", "wait_chain"), verdict
     assert verdict["suspects"] == [], verdict
     assert not [e for e in data["wait_graph"]["edges"] if e["kind"] == "object"], verdict
+
+
+def test_a_driver_parked_on_an_event_beside_idle_actors_is_idle_and_nobody_is_blamed(
+        tmp_path: Path) -> None:
+    with _ray("idle_event", tmp_path, ["planner", "executor", "driver"]) as job:
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    # One thread of the program parked on an Event no thread sets (Ray's own GC thread waits
+    # on its own): a serve-forever driver, not a lost wake-up; the actors wait between tasks.
+    assert verdict["kind"] == "idle", verdict
+    assert verdict["suspects"] == [], verdict
+    assert "lost_wakeup" not in {p["kind"] for p in data["wait_graph"]["patterns"]}, verdict

@@ -91,3 +91,16 @@ def test_given_the_driver_watched_alone_then_its_poll_is_no_proof_of_progress() 
     driver = _driver(recorded)
     snap = analyze(_windows(recorded, lambda p: _silent(p) if p.pid == driver else None))
     assert snap.verdict is not None and snap.verdict.kind is not VerdictKind.PROGRESSING
+
+
+def test_given_a_driver_parked_on_an_event_with_idle_actors_then_idle_and_nobody_blamed() -> None:
+    """ray_jobs.py ``idle_event``: the driver's main thread in a bare ``Event().wait()``, Ray's
+    GC thread in its own Event.wait (a library's thread, no party to the program's notify),
+    both actors in their task loop."""
+    snap = analyze(load(DUMP.with_name("ray_idle_event.dump.json")))
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.IDLE, snap.verdict
+    assert snap.verdict.suspects == ()
+    assert snap.wait_graph is not None
+    assert "lost_wakeup" not in {p.kind for p in snap.wait_graph.patterns}
+    decided = {r.pid: r.decision for r in snap.progress.ranks} if snap.progress else {}
+    assert decided[_driver(snap)] == "idle" and {decided[pid] for pid in _actors(snap)} == {"idle"}

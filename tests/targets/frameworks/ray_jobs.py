@@ -14,12 +14,19 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 (progressing, not hung).
 - ``idle``      the other twin: both actors alive and idle, the driver sleeps with
                 no work handed out (nothing is stuck, nobody is to blame).
+- ``idle_event`` a serve-forever driver: both actors idle, the driver's main thread parked on
+                a bare ``threading.Event().wait()`` that no thread will set (the job's work
+                is in the actors; idle, nobody to blame).
+- ``nested_starved`` plain tasks that ``ray.get`` a nested task each, started until every CPU
+                slot (``num_cpus=2``) holds a parent: the nested tasks stay pending for ever
+                (ray-project/ray "nested tasks deadlock when all CPUs are taken by parents").
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 
@@ -93,6 +100,11 @@ def main() -> None:
         ready(ready_file, "driver")
         while True:  # a driver with nothing to hand out, as a service's parks between calls
             time.sleep(3600)
+    elif mode == "idle_event":
+        for tag, actor in (("planner", planner), ("executor", executor)):
+            ready(ready_file, tag, ray.get(actor.ping.remote()))
+        ready(ready_file, "driver")
+        threading.Event().wait()  # serve forever: nothing will set it, by design
     else:
         raise SystemExit(f"unknown mode {mode}")
 
