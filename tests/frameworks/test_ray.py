@@ -110,3 +110,19 @@ def test_a_driver_parked_on_an_event_beside_idle_actors_is_idle_and_nobody_is_bl
     assert verdict["kind"] == "idle", verdict
     assert verdict["suspects"] == [], verdict
     assert "lost_wakeup" not in {p["kind"] for p in data["wait_graph"]["patterns"]}, verdict
+
+
+def test_nested_tasks_starved_of_their_slots_blame_no_ray_process_and_read_as_a_wait(
+        tmp_path: Path) -> None:
+    """ray#231 / ray#25239: each parent task waits in ``ray.get`` on a nested task that no
+    slot is left to run. The plain task's ObjectID names no actor (no edge); what the verdict
+    must not do is blame Ray's own processes, or call the job moving or idle."""
+    with _ray("nested_starved", tmp_path, ["parent", "driver"]) as job:
+        parent = job.pids["parent"]  # (the first parent's ready line; both wait alike)
+        poll(lambda: _in_ray_get(parent), f"PID {parent} inside ray.get", 60)
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] not in ("progressing", "idle", "paused"), verdict
+    assert not set(verdict["suspects"]) & _ray_system_pids(data), verdict
+    decided = {r["pid"]: r["decision"] for r in data["progress"]["ranks"]}
+    assert job.launcher in decided and decided[job.launcher] not in ("progressing", "idle")
