@@ -47,6 +47,7 @@ def _analyze(snapshot: Snapshot) -> Snapshot:
     from hangscope.analyze.patterns.calm.calm import (
         calm_progress,
         fetching_loaders,
+        waiting_on_work,
         waiting_progress,
     )
     from hangscope.analyze.patterns.waitpatterns import wait_graph
@@ -57,6 +58,7 @@ def _analyze(snapshot: Snapshot) -> Snapshot:
         stack_roles(tuple(map(classify_process, snapshot.processes)))))))
     snap = replace(snap, wait_graph=wait_graph(snap))
     calmed = replace(snap, progress=calm_progress(snap))
+    calmed = replace(calmed, progress=waiting_on_work(calmed))
     snap = replace(snap, progress=waiting_progress(calmed.progress, fetching_loaders(calmed)))
     snap = _without_collectives(snap)
     verdict, groups = diagnose(snap)

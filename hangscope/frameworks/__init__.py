@@ -106,6 +106,11 @@ class Framework:
     rank_tests: tuple[str, ...] = ()
     #: Its blocking get on an object another of its processes produces.
     object_wait: ObjectWait | None = None
+    #: Title prefixes of the processes that do a job's work beside its ranks or main (Ray's
+    #: actor and task workers, ``ray::``): the driver only hands work out and waits for it, so
+    #: the progress window watches them too, or a job that computes reads as one that waits.
+    #: Its system processes stay helpers (``helper_processes``), never watched.
+    work_titles: tuple[str, ...] = ()
 
 
 def _load() -> tuple[Framework, ...]:
@@ -139,6 +144,7 @@ SERVER_LOOP_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.serv
 LIBRARY_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.library_files)
 HELPER_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_threads)
 ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)
+WORK_TITLES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_titles)
 
 
 def in_zmq_wait(location: str | None) -> bool:
@@ -160,6 +166,18 @@ def object_wait_at(function: str | None, filename: str | None) -> ObjectWait | N
     return None
 
 
+def in_task_loop(function: str | None, filename: str | None) -> bool:
+    """A frame of a framework's loop a worker waits in for its next task (an object wait's
+    ``idle_frame``): innermost there, the worker runs no task."""
+    for wait in OBJECT_WAITS:
+        if wait.idle_frame is None:
+            continue
+        name, path = wait.idle_frame
+        if function is not None and function.split(".")[-1] == name and path in (filename or ""):
+            return True
+    return False
+
+
 RANK_TESTS: tuple[str, ...] = tuple(dict.fromkeys(p for f in FRAMEWORKS for p in f.rank_tests))
 
 
@@ -176,6 +194,12 @@ def job_kind_of(text: str) -> str | None:
         if any(w in text for w in fw.job_words):
             return fw.name
     return None
+
+
+def does_work(title: str | None) -> bool:
+    """A process a framework runs the job's work in (a Ray actor or task worker), by its
+    title: the progress window watches it (a helper's title is the caller's to leave out)."""
+    return bool(title) and title.startswith(WORK_TITLES)  # type: ignore[union-attr]
 
 
 def helper_role(title: str) -> Role | None:

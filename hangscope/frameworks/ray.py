@@ -78,4 +78,7 @@ FRAMEWORK = Framework(
         ("ray/autoscaler/_private/monitor.py", Role.HELPER),
     ),
     object_wait=OBJECT_WAIT,
+    # The driver hands tasks out and waits in ray.get; the work runs in these workers (its
+    # agents, retitled ``ray::DashboardAgent``, are helpers by role and stay unwatched).
+    work_titles=("ray::",),
 )

@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING
 import psutil
 
 from hangscope import __version__, phases
+from hangscope.analyze.evidence.roles import is_helper_role
 from hangscope.collect import procfs, pyspy, tree
 from hangscope.collect.host import BoundedGpuReader
 from hangscope.errors import PermissionDenied, ToolMissing
+from hangscope.frameworks import does_work
 from hangscope.live.discover import Discovery, check_python_job, not_sampleable, replaced
 from hangscope.live.refresh import Refresher
 from hangscope.live.rounds import Round, stack_key
@@ -549,6 +551,9 @@ def watched_pids(procs: Sequence[Process]) -> list[int]:
     ranks = [p for p in python if p.role in WATCHED]
     if not ranks:
         return [p.pid for p in python if p.role in (Role.OTHER, Role.LAUNCHER)]
+    # A framework's workers (Ray's actors and tasks, children of its raylet, not of a rank):
+    # the driver hands work out and waits for it, so what they do is the job's progress.
+    workers = [p.pid for p in python if not is_helper_role(p.role) and does_work(p.title)]
     plain = all(p.rank is not None and p.rank.source == "spawn-order" for p in ranks) and not any(
         k in p.environ for p in procs for k in _DISTRIBUTED_ENV)
     parents = {p.ppid for p in ranks}
@@ -557,9 +562,9 @@ def watched_pids(procs: Sequence[Process]) -> list[int]:
     # for a batch they sleep or fetch for (a slow loader), which only their own window tells
     # from a loader stuck for good. Also a rank's other Python children: a worker that set its
     # own title (setproctitle in worker_init_fn) is known as one only from its stack, later.
-    return [p.pid for p in python if p.role in WATCHED or (
+    return list(dict.fromkeys([p.pid for p in python if p.role in WATCHED or (
         plain and p.role is Role.LAUNCHER and p.pid in parents) or (
-        p.role in (Role.DATA_WORKER, Role.OTHER) and p.ppid in rank_pids)]
+        p.role in (Role.DATA_WORKER, Role.OTHER) and p.ppid in rank_pids)] + workers))
 
 
 def _record_limit() -> int:

@@ -41,7 +41,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from hangscope.analyze.evidence.progress_sites import collective_sites, parse_frame
-from hangscope.frameworks import in_zmq_wait
+from hangscope.frameworks import in_task_loop, in_zmq_wait
 from hangscope.model.progress import (
     GpmReading,
     IoDelta,
@@ -186,6 +186,10 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
         why = proc.error or "no thread could be read"
         return RankProgress(proc.pid, SLOW, "none", f"no evidence: {why}")
     judged = thread.tid
+    if _between_tasks(thread):
+        return RankProgress(proc.pid, IDLE, "python", (
+            f"between tasks: {thread.samples} samples in {_leaf(thread)}, the framework's loop "
+            "for its next task: it runs none, so it holds up nobody"), judged)
     judged_gpus = [gpu_work(reading) for reading in gpus]
     gpu_text = "; ".join(sentence for _, sentence in judged_gpus) or None
     gpu_state = _gpu_state([state for state, _ in judged_gpus])
@@ -215,6 +219,17 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
                                   thread.tid in readers), gpu=gpu_text,
                    gpu_state=gpu_state)
+
+
+def _between_tasks(thread: ThreadProgress) -> bool:
+    """A framework's worker that spent the window in its loop for the next task (a Ray actor
+    idle between calls): innermost there in all but stray samples. It does no work and waits
+    for nobody's answer, so it is neither progress nor a hang."""
+    if not thread.samples:
+        return False
+    inside = sum(s.count for s in thread.stacks if s.frames and in_task_loop(
+        (f := parse_frame(s.frames[-1])).name, f.file))
+    return inside > 0 and thread.samples - inside < MIN_MOVED_SAMPLES
 
 
 def _sites(sites: Sequence[str]) -> str:
@@ -433,23 +448,29 @@ def _pids(ranks: Sequence[RankProgress]) -> str:
 
 
 def job_progress(ranks: Sequence[RankProgress]) -> JobProgress:
-    """Stuck when a rank is stuck; progressing when every rank is; else slow."""
+    """Stuck when a rank is stuck; progressing when every rank is; else slow. A framework's
+    worker idle between tasks (decided ``idle`` by the window) counts for neither: the job is
+    what the others do, idle only when every one is."""
     ranks = tuple(ranks)
-    stuck = [r for r in ranks if r.decision == STUCK]
-    going = [r for r in ranks if r.decision == PROGRESSING]
     if not ranks:
         return JobProgress(SLOW, "no process was watched")
+    busy = [r for r in ranks if r.decision != IDLE]
+    if not busy:
+        return JobProgress(IDLE, f"every process waits for work; for example PID "
+                           f"{ranks[0].pid}: {ranks[0].reason}", ranks)
+    stuck = [r for r in busy if r.decision == STUCK]
+    going = [r for r in busy if r.decision == PROGRESSING]
     if stuck:
         are = "is" if len(stuck) == 1 else "are"
         return JobProgress(STUCK, f"{_pids(stuck)} {are} stuck: {stuck[0].reason}", ranks)
-    if len(going) == len(ranks):
+    if len(going) == len(busy):
         kinds = sorted({r.evidence for r in going})
         return JobProgress(PROGRESSING, (
             f"every process progresses (evidence: {', '.join(kinds)}); "
             f"for example PID {going[0].pid}: {going[0].reason}"), ranks)
-    slow = [r for r in ranks if r.decision == SLOW]
+    slow = [r for r in busy if r.decision == SLOW]
     if not slow:  # some progress, the others wait for it
-        waiting = [r for r in ranks if r.decision != PROGRESSING]
+        waiting = [r for r in busy if r.decision != PROGRESSING]
         return JobProgress(SLOW, f"{_pids(going)} progress; {_pids(waiting)} wait: "
                            f"{waiting[0].reason}", ranks)
     are = "is" if len(slow) == 1 else "are"

@@ -11,6 +11,11 @@ axolotl#2684) makes the job slow, not hung. The window tells them apart:
   cache shards): work;
 - it moved only between lines of one loop of one function, with no call and no I/O (``while
   padded % 8: padded += 16``): a spin that may never end, still a straggler.
+
+And does a process wait on one that works? A Ray driver looping ``ray.get(actor.step.remote())``
+blocks until the actor returns, so its own window is one stack woken again and again, a timed
+poll by itself. Followed through its wait-for edges (an ``object`` edge to the actor's process,
+a pipe to its writer), the wait ends at a process whose window shows work: slow at worst.
 """
 
 from __future__ import annotations
@@ -120,3 +125,47 @@ def _native_math(proc: Process, thread: ThreadProgress, seconds: float) -> str |
             f"{counters.cpu_ns / 1e9:.1f} s of CPU in {seconds:.1f} s, in a native math "
             "library's frames (a long torch or NumPy call), not a Python loop")
 
+
+#: Hops followed at most (a chain longer than this is read no further).
+MAX_HOPS = 16
+
+
+def progressing_pids(snap: Snapshot) -> frozenset[int]:
+    """The processes the window measured progressing (none without a window)."""
+    ranks = snap.progress.ranks if snap.progress is not None else ()
+    return frozenset(r.pid for r in ranks if r.decision == PROGRESSING)
+
+
+def chain_to_work(snap: Snapshot, pid: int) -> tuple[int, ...] | None:
+    """The PIDs from ``pid`` (its working thread), edge by edge, to the first process the
+    window saw progress; None where its waits lead to none (or it waits on nothing)."""
+    graph, going = snap.wait_graph, progressing_pids(snap)
+    if graph is None or not going or pid in going:
+        return None
+    procs = {p.pid: p for p in snap.processes}
+    start = procs.get(pid)
+    if start is None or start.working_tid is None:
+        return None
+    # Breadth first from the working thread: a thread that waits on several (a zmq receive,
+    # a get on many objects) waits on any of them doing the work.
+    frontier: list[tuple[tuple[int, int], tuple[int, ...]]] = [
+        ((pid, start.working_tid), (pid,))]
+    seen = {(pid, start.working_tid)}
+    for _ in range(MAX_HOPS):
+        onward: list[tuple[tuple[int, int], tuple[int, ...]]] = []
+        for (at_pid, at_tid), path in frontier:
+            for e in graph.edges:
+                if e.pid != at_pid or e.tid != at_tid or e.to_pid is None or e.to_pid == pid:
+                    continue
+                if e.to_pid in going:
+                    return (*path, e.to_pid)
+                target = procs.get(e.to_pid)
+                tid = e.to_tid if e.to_tid is not None else (
+                    target.working_tid if target is not None else None)
+                if tid is not None and (e.to_pid, tid) not in seen:
+                    seen.add((e.to_pid, tid))
+                    onward.append(((e.to_pid, tid), (*path, e.to_pid)))
+        if not onward:
+            return None
+        frontier = onward
+    return None

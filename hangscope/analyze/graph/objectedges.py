@@ -15,7 +15,7 @@ one): the result is on its way, and that process holds up nobody.
 
 from __future__ import annotations
 
-from hangscope.frameworks import OBJECT_WAITS, ObjectWait
+from hangscope.frameworks import OBJECT_WAITS, in_task_loop
 from hangscope.model import Process, Snapshot
 from hangscope.model.waits import WaitEdge
 
@@ -45,7 +45,7 @@ def object_edges(snap: Snapshot) -> list[WaitEdge]:
                     continue
                 pid, source = host
                 target = procs.get(pid)
-                if target is None or _between_tasks(wait, target):
+                if target is None or _between_tasks(target):
                     continue
                 seen.add(pid)
                 edges.append(WaitEdge(
@@ -59,12 +59,9 @@ def object_edges(snap: Snapshot) -> list[WaitEdge]:
     return edges
 
 
-def _between_tasks(wait: ObjectWait, proc: Process) -> bool:
+def _between_tasks(proc: Process) -> bool:
     """The producer's process runs no task: its working thread's innermost Python frame is
     the framework's loop for the next one."""
     thread = proc.working_thread
-    if wait.idle_frame is None or thread is None:
-        return False
-    name, path = wait.idle_frame
-    frame = next((f for f in thread.frames if not f.native), None)
-    return frame is not None and frame.name.split(".")[-1] == name and path in (frame.file or "")
+    frame = next((f for f in thread.frames if not f.native), None) if thread else None
+    return frame is not None and in_task_loop(frame.name, frame.file)

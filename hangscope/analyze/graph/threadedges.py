@@ -368,3 +368,12 @@ def notified_frames(frames: tuple[Frame, ...]) -> Frame | None:
         if f.name.rsplit(".", 1)[-1] in names:
             found = f
     return found
+
+
+def library_thread(thread: Thread) -> bool:
+    """A thread a library started and runs alone: no Python frame of it is the program's
+    (Ray's ``PythonGCThread`` waiting for its next collection trigger). It waits as its
+    library designed, on an event only that library sets: no party to the program's own
+    notifies."""
+    python = [f for f in thread.frames if not f.native]
+    return bool(python) and all(in_library(f.file) for f in python)

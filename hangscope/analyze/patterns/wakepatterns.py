@@ -8,7 +8,9 @@ blocked in I/O, a sleep or a child, and at least one calls ``Condition.wait``/``
 itself (not an executor's worker idling on its task queue), no thread is left to wake the
 others: a notify sent before they waited (``notify_all()`` before ``wait()``), or a wait
 without a predicate. A daemon that idles on purpose waits in one thread (``Event().wait()``);
-its pool's idle workers wait on their task queue (helpers): neither is this shape.
+its pool's idle workers wait on their task queue (helpers), and a library's own threads (no
+frame of the program: Ray's GC thread) wait on events only that library sets: none is this
+shape.
 analyze/patterns/threadpatterns.py ``orphan_wait`` takes the case where the output says the producer
 thread died.
 """
@@ -16,7 +18,12 @@ thread died.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.stackmemo import per_stack
-from hangscope.analyze.graph.threadedges import blocked, notified_frames, user_frame
+from hangscope.analyze.graph.threadedges import (
+    blocked,
+    library_thread,
+    notified_frames,
+    user_frame,
+)
 from hangscope.analyze.graph.waitwalk import Graph, hops_into, thread_names, waits_into
 from hangscope.analyze.patterns.threadpatterns import (
     could_produce,
@@ -36,7 +43,9 @@ def lost_wakeup(g: Graph) -> WaitPattern | None:
     for proc in g.having(notified_frames):  # (_direct waits are notified waits)
         if proc.is_exited or not any(_direct(t) for t in proc.threads) or died_threads(proc):
             continue  # (no thread calls Condition/Event.wait itself: none is signalled below)
-        threads = program_threads(proc)
+        # A library's own thread idling on its own event (Ray's GC thread beside a driver
+        # parked on ``Event().wait()``) is not one the program's notify was meant for.
+        threads = [t for t in program_threads(proc) if not library_thread(t)]
         if len(threads) < 2 or any(could_produce(t) or not blocked(t) for t in threads) or any(
                 "asyncio" in (f.file or "") for t in threads for f in t.frames if not f.native):
             continue

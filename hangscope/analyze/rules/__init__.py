@@ -47,7 +47,12 @@ from hangscope.analyze.rules.graph import (
 )
 from hangscope.analyze.rules.ownerless import ownerless_lock
 from hangscope.analyze.rules.p2p_unmatched import p2p_unmatched
-from hangscope.analyze.rules.slow import loader_bound, straggler_sides, working_straggler
+from hangscope.analyze.rules.slow import (
+    loader_bound,
+    straggler_sides,
+    waits_on_work,
+    working_straggler,
+)
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.analyze.rules.tiebreak import break_tie
 from hangscope.analyze.rules.waits import (
@@ -488,6 +493,8 @@ RULES: tuple[Rule, ...] = (
          "a listener's accept queue holds connections that no thread accepts or polls"),
     Rule(VerdictKind.PAUSED, held_stopped,
          "processes stopped (SIGSTOP) by a parent that lives and sleeps: held, not hung"),
+    Rule(VerdictKind.PROGRESSING, waits_on_work,
+         "every stuck subject waits, through the wait-for graph, on a process that works"),
     Rule(VerdictKind.IDLE, calm, "every process is idle or paused: none waits for the job"),
     Rule(VerdictKind.ALL_WAITING, all_waiting, "every rank stuck on one signature"),
     Rule(VerdictKind.PROGRESSING, progressing, "stacks moved between samples"),

@@ -8,7 +8,7 @@ in the table.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.facts import GONE, Facts
-from hangscope.analyze.evidence.working import work_words
+from hangscope.analyze.evidence.working import progressing_pids, work_words
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.patterns.threadpatterns import notified_wait
 from hangscope.analyze.rules.subject_lines import evidence
@@ -82,7 +82,9 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
     graph = facts.snapshot.wait_graph
     if graph is None:
         return None
-    moving = {pid for _, pid in facts.moving}
+    # A chain through a process the window saw progress (a Ray actor that computes, not a
+    # subject itself) waits for work being done: no hang (analyze/rules/slow.py says so).
+    moving = {pid for _, pid in facts.moving} | progressing_pids(facts.snapshot)
     for pattern in graph.patterns:
         if pattern.kind not in kinds or moving.intersection(pattern.members):
             continue

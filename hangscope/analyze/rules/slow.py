@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from hangscope.analyze.evidence.facts import BUSY, GONE, WAITING, Facts
 from hangscope.analyze.evidence.progress import WAITING as WAITING_DECISION
-from hangscope.analyze.evidence.working import work_words
+from hangscope.analyze.evidence.working import chain_to_work, work_words
 from hangscope.analyze.patterns.calm.calm import fetching_loaders
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.model import Group, Process, Severity, Verdict, VerdictKind
-from hangscope.words import describe, short_who
+from hangscope.words import describe, short_who, who
 
 
 @dataclass(frozen=True)
@@ -94,3 +94,33 @@ def loader_bound(facts: Facts) -> Verdict | None:
                "dump again with a longer --window to see a batch arrive.")
     return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))
 
+
+
+def waits_on_work(facts: Facts) -> Verdict | None:
+    """Every subject that does not move waits, through the wait-for graph, on a process the
+    window saw progress (a Ray driver in ``ray.get`` on an actor that computes, or through an
+    actor that waits on another): the work is being done elsewhere, slow at worst."""
+    stuck = [p for p in facts.subjects if p.key in facts.stuck]
+    if not stuck:
+        return None
+    chains = []
+    for proc in stuck:
+        chain = chain_to_work(facts.snapshot, proc.pid)
+        if chain is None:
+            return None
+        chains.append(chain)
+    procs = {p.pid: p for p in facts.processes}
+    seconds = facts.snapshot.progress.seconds if facts.snapshot.progress is not None else 0.0
+    parts = []
+    for proc, chain in zip(stuck, chains, strict=True):
+        end = procs.get(chain[-1])
+        works = work_words(facts.snapshot, end, facts.progress.get(end.key)) if end else None
+        through = (" through " + ", ".join(who(procs[pid]) for pid in chain[1:-1] if pid in procs)
+                   if len(chain) > 2 else "")
+        site = proc.working_thread.site if proc.working_thread is not None else None
+        parts.append(f"{who(proc)} waits{f' at {site}' if site else ''} for "
+                     f"{who(end) if end else f'PID {chain[-1]}'}{through}"
+                     + (f", which works: {works}" if works else ", which progresses"))
+    summary = (f"Progressing over {seconds:.1f} s: " + "; ".join(parts)
+               + ". Its waits end as the work they wait for is done: slow at worst, not hung.")
+    return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))

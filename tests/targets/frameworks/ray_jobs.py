@@ -14,12 +14,20 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 (progressing, not hung).
 - ``idle``      the other twin: both actors alive and idle, the driver sleeps with
                 no work handed out (nothing is stuck, nobody is to blame).
+- ``idle_event`` a serve-forever driver: both actors idle, the driver's main thread parked on
+                a bare ``threading.Event().wait()`` that no thread will set (the job's work
+                is in the actors; idle, nobody to blame).
+- ``nested_starved`` two plain tasks that each ``ray.get`` a nested task, every slot of the
+                resource both need (``slot``: 2) held by a parent: the nested tasks stay
+                pending for ever (ray-project/ray#231, "remote functions calling other remote
+                functions and getting the results"; ray#25239 with a placement group).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 
@@ -70,11 +78,35 @@ class Executor(Peer):
     pass
 
 
+def parent(ready_file: str, leaf: object) -> int:
+    """A task that starts a nested task and waits for it: with every slot of the resource
+    both need held by such a parent, the nested tasks never get one."""
+    import ray
+
+    ready(ready_file, "parent")
+    return ray.get(leaf.remote())  # type: ignore[attr-defined]
+
+
+def one() -> int:
+    return 1
+
+
 def main() -> None:
     mode, ready_file, _workdir = sys.argv[1:4]
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, resources={"slot": 2}, include_dashboard=False, log_to_driver=False)
+    if mode == "nested_starved":
+        # Ray gives a blocked ray.get's CPU back (ray#1273), not a custom resource's slot (nor
+        # a placement group's bundle, ray#25239): two parents hold both slots, their leaves
+        # stay pending for ever.
+        slot = {"num_cpus": 0, "resources": {"slot": 1}}
+        leaf = ray.remote(**slot)(one)  # type: ignore[call-overload]
+        parents = [ray.remote(**slot)(parent).remote(ready_file, leaf)  # type: ignore[call-overload]
+                   for _ in range(2)]
+        ready(ready_file, "driver")
+        ray.get(parents)
+        return
     planner = ray.remote(Planner).remote(ready_file)
     executor = ray.remote(Executor).remote(ready_file)
     if mode == "cycle":
@@ -93,6 +125,11 @@ def main() -> None:
         ready(ready_file, "driver")
         while True:  # a driver with nothing to hand out, as a service's parks between calls
             time.sleep(3600)
+    elif mode == "idle_event":
+        for tag, actor in (("planner", planner), ("executor", executor)):
+            ready(ready_file, tag, ray.get(actor.ping.remote()))
+        ready(ready_file, "driver")
+        threading.Event().wait()  # serve forever: nothing will set it, by design
     else:
         raise SystemExit(f"unknown mode {mode}")
 

@@ -36,6 +36,8 @@ from hangscope.analyze.evidence.progress import (
     job_progress,
 )
 from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.evidence.working import chain_to_work
+from hangscope.analyze.graph.threadedges import library_thread
 from hangscope.analyze.graph.waitgraph import SYSCALLS
 from hangscope.analyze.patterns.calm.calm_chain import Calm, calm_chain
 from hangscope.analyze.patterns.calm.engines import (
@@ -44,7 +46,8 @@ from hangscope.analyze.patterns.calm.engines import (
     idle_reason,
     python_names,
 )
-from hangscope.frameworks import SERVER_LOOP_FILES
+from hangscope.analyze.patterns.threadpatterns import notified_wait, program_threads
+from hangscope.frameworks import SERVER_LOOP_FILES, does_work
 from hangscope.model import Category, Process, Role, Snapshot, Thread
 from hangscope.model.progress import JobProgress, RankProgress
 from hangscope.model.waits import FILE_WATCHES, FdRecord, KernelWaits, TaskSyscall
@@ -219,6 +222,8 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
     kernel = snap.waits.kernel if snap.waits is not None else None
     roots = {p.pid: kind for p in (*subjects, *loaders)
              if (kind := calm_kind(p, by_pid.get(p.pid), kernel))}
+    parked = _parked(snap, subjects, by_pid)
+    roots.update({pid: IDLE for pid in parked})
     calm = calm_chain(snap, subjects, roots, by_pid)
     # A helper (the resource tracker reading its pipe) waits as helpers always do: it is no
     # evidence either way, unless it was seen to work.
@@ -228,6 +233,8 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
         return _idle_engine(snap, progress)
     procs = {p.pid: p for p in subjects}
     ranks = tuple(r if r.pid not in calm or r.pid not in procs
+                  else replace(r, decision=IDLE, reason=parked[r.pid] + r.reason.removeprefix(
+                      "blocked: ")) if r.pid in parked
                   else _reworded(r, calm[r.pid].kind, procs[r.pid]) if calm[r.pid].via is None
                   else _chained(r, calm[r.pid], calm) for r in progress.ranks)
     ranks += tuple(_native_idle(procs[pid]) for pid in roots
@@ -238,6 +245,37 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
     return replace(progress, decision=job, ranks=ranks, reason=(
         f"every process waits for nobody in the job ({job}); for example PID {first.pid}: "
         f"{first.reason}"))
+
+
+def _parked(snap: Snapshot, subjects: list[Process],
+            by_pid: dict[int, RankProgress]) -> dict[int, str]:
+    """Drivers parked while their framework's workers wait between tasks: PID -> the words.
+
+    A driver that hands work to a framework's workers (Ray actors) and serves forever parks
+    its only thread of its own on an ``Event().wait()`` that no thread of it can set (a signal
+    handler ends it), blocked the whole window; no lost wake-up (one thread, by design), and
+    with every worker idle in its task loop (the window's ``idle``) nothing is in flight."""
+    workers = [p for p in snap.processes if not p.is_exited and p.role not in HELPER_ROLES
+               and does_work(p.title)]
+    if not workers or any((r := by_pid.get(p.pid)) is None or r.decision != IDLE
+                          for p in workers):
+        return {}
+    found = {}
+    for proc in subjects:
+        measured = by_pid.get(proc.pid)
+        if measured is None or measured.decision != STUCK or measured.evidence != "counters" \
+                or measured.wakes:
+            continue  # (woken in the window: a timed wait, its own poll)
+        own = [t for t in program_threads(proc) if not library_thread(t)]
+        wait = notified_wait(own[0]) if len(own) == 1 else None
+        if wait is None or wait.name != "Event.wait" or own[0].tid != measured.tid:
+            continue
+        pids = ", ".join(str(p.pid) for p in workers[:6])
+        found[proc.pid] = (
+            f"parked: its only thread of its own waits in Event.wait, which no thread of it "
+            f"can set (a serve-forever wait a signal ends), while its framework's workers "
+            f"(PID{'s' if len(workers) > 1 else ''} {pids}) wait between tasks: ")
+    return found
 
 
 def _idle_engine(snap: Snapshot, progress: JobProgress) -> JobProgress:
@@ -263,6 +301,32 @@ def fetching_loaders(snap: Snapshot) -> frozenset[int]:
         and (t := p.working_thread) is not None and t.category is Category.SLEEP
         and (r := by_pid.get(p.pid)) is not None and r.decision in (STUCK, SLOW)
         and r.evidence == "counters" and (r.wakes or 0) > 0)
+
+
+def waiting_on_work(snap: Snapshot) -> JobProgress | None:
+    """A process judged stuck by its counters (blocked, or woken again and again on one line)
+    whose wait-for chain ends at a process the window saw progress waits for work being done
+    (a Ray driver looping ``ray.get`` on an actor that computes: each get returns and the
+    next begins on the same line, a poll by its own window alone): ``waiting``, not stuck."""
+    progress = snap.progress
+    if progress is None or not any(r.decision == PROGRESSING for r in progress.ranks):
+        return progress
+    ranks = []
+    for r in progress.ranks:
+        chain = chain_to_work(snap, r.pid) if (
+            r.decision == STUCK and r.evidence == "counters") else None
+        if chain is None:
+            ranks.append(r)
+            continue
+        through = (f" through PID{'s' if len(chain) > 3 else ''} "
+                   + ", ".join(map(str, chain[1:-1])) if len(chain) > 2 else "")
+        ranks.append(replace(r, decision=WAITING, reason=(
+            f"waits for PID {chain[-1]}{through}, which progresses: "
+            + r.reason.removeprefix("blocked: ").removeprefix("polling without progress: "))))
+    if tuple(ranks) == progress.ranks:
+        return progress
+    job = job_progress(ranks)
+    return replace(progress, decision=job.decision, reason=job.reason, ranks=tuple(ranks))
 
 
 def waiting_progress(progress: JobProgress | None,
