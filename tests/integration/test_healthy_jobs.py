@@ -72,6 +72,25 @@ def test_given_a_rank_spinning_in_one_loop_while_the_others_all_reduce_then_a_st
 
 
 @pytest.mark.extended
+@pytest.mark.xdist_group("progress")
+@pytest.mark.parametrize(("mode", "tags", "target"), [
+    ("cpu_loader", ["main", "worker"], "main"),
+    ("polled_worker", ["driver", "worker"], "driver"),
+])
+def test_given_a_loop_waiting_on_a_worker_that_computes_then_progressing(
+        mode: str, tags: list[str], target: str, tmp_path: Path) -> None:
+    """A training loop over a DataLoader whose worker computes each item in plain Python
+    (Lightning#17410's input-bound loop; blind round 15's 07 read "wait chain"), and a driver
+    polling a worker's pipe every 50 ms: the worker's lines move, so whoever waits on it
+    waits for work being done. No hang, nobody blamed."""
+    pids, data, _ = _dump(mode, tmp_path, tags, target)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+    assert not verdict["suspects"], verdict
+    assert f"PID {pids['worker']}" in verdict["summary"], verdict
+
+
+@pytest.mark.extended
 def test_given_an_idle_asyncio_server_and_workers_reading_their_task_pipes_then_idle(
         tmp_path: Path) -> None:
     pids, data, text = _dump("asyncio_pool", tmp_path, ["server", "worker0", "worker1"],

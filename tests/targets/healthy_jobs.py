@@ -183,10 +183,54 @@ def phases(ready_file: str) -> None:
         tasks.put("phase two")
 
 
+# -- a driver polling a worker that computes ---------------------------------------------------
+
+def _augment(conn: object, ready_file: str) -> None:
+    ready(ready_file, "worker")
+    total = 0
+    for i in range(10**10):  # minutes of pure Python per item
+        total += (i * i) % 7
+    conn.send(total)  # type: ignore[attr-defined]
+
+
+class _Augmented:
+    def __init__(self, ready_file: str) -> None:
+        self.ready_file = ready_file
+
+    def __len__(self) -> int:
+        return 1000
+
+    def __getitem__(self, i: int) -> int:
+        ready(self.ready_file, "worker")
+        total = 0
+        for k in range(10**10):  # minutes of pure Python per item
+            total += (k * k) % 7
+        return total
+
+
+def cpu_loader(ready_file: str) -> None:
+    from torch.utils.data import DataLoader
+
+    ready(ready_file, "main")
+    for batch in DataLoader(_Augmented(ready_file), num_workers=1):  # type: ignore[arg-type]
+        print(batch, flush=True)
+
+
+def polled_worker(ready_file: str) -> None:
+    ctx = mp.get_context("fork")
+    mine, theirs = ctx.Pipe()
+    ctx.Process(target=_augment, args=(theirs, ready_file), daemon=True).start()
+    ready(ready_file, "driver")
+    while not mine.poll(0.05):  # the trainer's loop, polling for its batch
+        pass
+    print(mine.recv(), flush=True)
+
+
 MODES = {"vocab": lambda r: ranks("vocab", r), "spin": lambda r: ranks("spin", r),
          "vocab_rank": lambda r: rank_main("vocab", r), "spin_rank": lambda r: rank_main("spin", r),
          "asyncio_pool": lambda r: service(r, lost=False),
-         "asyncio_lost": lambda r: service(r, lost=True), "phases": phases}
+         "asyncio_lost": lambda r: service(r, lost=True), "phases": phases,
+         "polled_worker": polled_worker, "cpu_loader": cpu_loader}
 
 if __name__ == "__main__":
     mode, ready_file, workdir = sys.argv[1:4]
