@@ -14,12 +14,13 @@ import pytest
 
 from hangscope.analyze.evidence.progress import (
     PROGRESSING,
+    SLOW,
     STUCK,
     decide_all,
     job_progress,
 )
 from hangscope.collect.progress import parse_raw
-from hangscope.model.progress import GpmReading, ProgressEvidence
+from hangscope.model.progress import GpmReading, ProgressEvidence, RankProgress
 from hangscope.model.serialize import decode, to_dict
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "progress"
@@ -190,3 +191,14 @@ def test_a_vllm_worker_going_round_its_broadcast_wait_is_not_progressing() -> No
           "LlamaModel.forward (vllm/model_executor/models/llama.py:400)"), 150),
         cpu_ns=1_800_000_000))
     assert works[0].decision == PROGRESSING, works[0]
+
+
+def test_a_poller_beside_work_leaves_the_job_slow_not_stuck() -> None:
+    # A heartbeat (woken by its own timer, nothing moved) beside a process that works: the
+    # job is not proven stuck, and the poller's own decision stays stuck for the rules.
+    going = RankProgress(1, PROGRESSING, "python", "Python line moved")
+    beat = RankProgress(2, STUCK, "counters", "polling without progress", wakes=20)
+    job = job_progress([going, beat])
+    assert job.decision == SLOW and "poll without progress" in job.reason, job
+    blocked = RankProgress(3, STUCK, "counters", "blocked", wakes=0)
+    assert job_progress([going, beat, blocked]).decision == STUCK  # one never woke: stuck

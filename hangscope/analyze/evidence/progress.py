@@ -448,7 +448,8 @@ def _pids(ranks: Sequence[RankProgress]) -> str:
 
 
 def job_progress(ranks: Sequence[RankProgress]) -> JobProgress:
-    """Stuck when a rank is stuck; progressing when every rank is; else slow. A framework's
+    """Stuck when a rank is stuck (unless the stuck ones only poll while others progress:
+    slow); progressing when every rank is; else slow. A framework's
     worker idle between tasks (decided ``idle`` by the window) counts for neither: the job is
     what the others do, idle only when every one is."""
     ranks = tuple(ranks)
@@ -460,6 +461,11 @@ def job_progress(ranks: Sequence[RankProgress]) -> JobProgress:
                            f"{ranks[0].pid}: {ranks[0].reason}", ranks)
     stuck = [r for r in busy if r.decision == STUCK]
     going = [r for r in busy if r.decision == PROGRESSING]
+    if stuck and going and all(r.evidence == "counters" and (r.wakes or 0) > 0 for r in stuck):
+        # Pollers beside work (a heartbeat, a loop re-checking a flag): the job as a whole is
+        # not proven stuck; each poller's own decision stays stuck for the rules to read.
+        return JobProgress(SLOW, f"{_pids(going)} progress; {_pids(stuck)} poll without "
+                           f"progress: {stuck[0].reason}", ranks)
     if stuck:
         are = "is" if len(stuck) == 1 else "are"
         return JobProgress(STUCK, f"{_pids(stuck)} {are} stuck: {stuck[0].reason}", ranks)
