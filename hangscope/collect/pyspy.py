@@ -18,7 +18,9 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hangscope.collect.loops import code_loops_at, loops_at
 from hangscope.collect.parkedlocks import parked_for
+from hangscope.collect.procfs import read_cmdline
 from hangscope.collect.rankguards import rank_guards
 from hangscope.collect.source import (
     at_loop_header,
@@ -231,6 +233,7 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 within=() if native or not filename else within(str(filename), at),
                 guards=() if native or not filename or in_library(str(filename))
                 else rank_guards(str(filename), at),
+                loops=() if native else loops_at(str(filename) if filename else None, at),
             )
         )
     # A stack that takes a lock: what each of its lines calls says which frame was entered
@@ -257,7 +260,22 @@ def parse_dump(pid: int, text: str, native: bool, seconds: float = 0.0) -> DumpR
     except ValueError as exc:  # another py-spy's JSON: this rank's error, not a crash
         return DumpResult(pid, native=native, error=f"py-spy printed unexpected JSON ({exc})",
                           error_kind="failed", seconds=seconds)
-    return DumpResult(pid, tuple(threads), native=native, seconds=seconds)
+    return DumpResult(pid, tuple(_with_code_loops(pid, threads)), native=native,
+                      seconds=seconds)
+
+
+def _with_code_loops(pid: int, threads: list[PyThread]) -> list[PyThread]:
+    """A ``python -c CODE`` program's frames (file ``<string>``) with their loops, read from
+    the code on its command line (its only source)."""
+    if not any(f.file == "<string>" and not f.native for t in threads for f in t.frames):
+        return threads
+    argv = read_cmdline(pid)
+    code = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else None
+    if code is None:
+        return threads
+    return [replace(t, frames=tuple(
+        replace(f, loops=code_loops_at(code, f.line)) if f.file == "<string>" and not f.native
+        else f for f in t.frames)) for t in threads]
 
 
 def _flag(value: object) -> bool | None:

@@ -163,6 +163,10 @@ class Frame:
     # (collect/parkedlocks.py): a generator's yield inside ``with lock:``, an acquire() an
     # early return leaves unreleased. Read only for a frame that takes a lock.
     parked: tuple[str, ...] = ()
+    # The (first, last) lines of the program's own loops that hold its line, outermost first
+    # (collect/source.py; a ``python -c`` program's from its command line): a peer running
+    # the same code and waiting before a loop this frame is inside has not got as far.
+    loops: tuple[tuple[int, int], ...] = ()
 
     @property
     def short_file(self) -> str | None:

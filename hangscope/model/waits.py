@@ -214,7 +214,7 @@ class WaitPattern:
     # fork_lock | event_loop | lost_wakeup | lost_result | pool_saturated | pool_starved |
     # prompt | fifo_open | crash_loop | dead_thread | dead_process | dead_holder |
     # nested_checkout | signal_blocked | signal_ignored | self_connect | tty_stopped |
-    # shared_connection | sink
+    # shared_connection | behind_sibling | sink
     kind: str
     members: tuple[int, ...]  # PIDs, the suspect first where there is one
     chain: str  # the one sentence that states it

@@ -102,3 +102,20 @@ def test_given_a_front_end_whose_worker_answered_then_idle(tmp_path: Path) -> No
         raw = dump_json(job.pids["front"])
     data, text = json.loads(raw), show_text(raw, tmp_path)
     assert data["verdict"]["kind"] == "idle", (data["verdict"], text)
+
+
+def test_given_a_tp_worker_that_subscribed_after_the_publish_then_it_is_behind(
+        tmp_path: Path) -> None:
+    data, text, pids = _dump("slow_joiner", ["scheduler", "tp0", "tp1"], tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert verdict["suspects"] == [pids["tp1"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith(f"Behind its siblings: PID {pids['tp1']} "), summary
+    assert f"PID {pids['tp0']} (python), started by the same parent" in summary, summary
+    assert "slow joiner" in summary and "DEADLOCK" not in text, summary
+
+
+def test_given_a_handshake_with_every_tp_worker_then_progressing(tmp_path: Path) -> None:
+    data, text, _ = _dump("joined", ["scheduler", "tp0", "tp1"], tmp_path)
+    assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)

@@ -230,9 +230,9 @@ def _classification(thread: Thread) -> dict[str, Any]:
 # -- memo: a job of many ranks has few distinct stacks ------------------------------------
 # A merged job of 131,072 ranks would otherwise run every signature over ~40 frames of every
 # rank. Stacks are interned (equal frames -> one canonical tuple, which the analysis then keys
-# on by identity) and each (stack, state, wchan, active, name) is classified once. Entries hold
-# their canonical tuple, so an id() used as a key can never be reused while it is stored.
-_FRAME_FIELDS = operator.attrgetter("name", "file", "line", "native", "module", "capture")
+# on by identity; loops too: two `python -c` programs share "<string>") and each (stack, state,
+# wchan, active, name) is classified once. Entries hold their canonical tuple: no id() reused.
+_FRAME_FIELDS = operator.attrgetter("name", "file", "line", "native", "module", "capture", "loops")
 _MEMO_LIMIT = 4096  # distinct stacks kept; a real job has tens
 _stacks: dict[tuple[Any, ...], tuple[Frame, ...]] = {}
 _canonical: dict[int, tuple[Frame, ...]] = {}

@@ -81,6 +81,7 @@ from hangscope.analyze.patterns.managerpatterns import orphan_manager_lock
 from hangscope.analyze.patterns.permitpatterns import leaked_permits
 from hangscope.analyze.patterns.poolpatterns import idle_executor, lost_result, pool_saturated
 from hangscope.analyze.patterns.promptpatterns import prompt, prompt_edge
+from hangscope.analyze.patterns.siblings import behind_sibling
 from hangscope.analyze.patterns.stalepatterns import stale_holder
 from hangscope.analyze.patterns.starvedpools import callback_wait, starved_pool
 from hangscope.analyze.patterns.threadpatterns import (
@@ -368,7 +369,8 @@ def _idle_loop(snap: Snapshot, proc: Process, thread: Thread | None) -> str:
     if died:
         text += f"; its output says: {died[-1][:160]!r}"
     return text
-PATTERNS = (self_connect, tty_stopped, own_end, _cycle, _lock_cycle, shared_connection,
+PATTERNS = (self_connect, tty_stopped, own_end, behind_sibling, _cycle, _lock_cycle,
+            shared_connection,
             gil_native_wait, self_lock,
             callback_wait, lock_upgrade, self_wait, barrier_short, leaked_permits, nested_checkout,
             starved_pool, orphan_manager_lock, fork_notifier, signal_wait, orphan_wait,

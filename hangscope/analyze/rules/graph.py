@@ -36,7 +36,8 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "signal_blocked": "A signal never delivered", "signal_ignored": "A signal ignored",
          "self_connect": "Deadlock (a socket connected to itself)",
          "tty_stopped": "A terminal's output stopped (^S)",
-         "shared_connection": "One connection shared across fork"}
+         "shared_connection": "One connection shared across fork",
+         "behind_sibling": "Behind its siblings"}
 _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "fork_lock": VerdictKind.DEADLOCK, "self_lock": VerdictKind.DEADLOCK,
          "self_wait": VerdictKind.DEADLOCK, "own_end": VerdictKind.DEADLOCK,
@@ -122,8 +123,11 @@ def lock_ring(facts: Facts, pid: int) -> tuple[list[tuple[int, str, str, str]], 
 
 
 def wait_cycle(facts: Facts) -> Verdict | None:
-    """Following each stuck thread's wait comes back to it: a deadlock."""
-    return _verdict(facts, ("self_connect", "tty_stopped", "own_end", "cycle", "gil_hold",
+    """Following each stuck thread's wait comes back to it: a deadlock. A sibling behind the
+    others comes first: the ring through their shared sockets is how they wait for the message
+    it never got, and it says which one is out."""
+    return _verdict(facts, ("self_connect", "tty_stopped", "own_end", "behind_sibling",
+                            "cycle", "gil_hold",
                             "self_lock", "self_wait", "fork_lock", "nested_checkout",
                             "shared_connection"))
 

@@ -19,6 +19,13 @@ its healthy twin.
   watchdog's terminate leaves it) on its first request and is never reaped; the client waits
   forever and /health still answers (sgl-project/sglang#18421).
 - ``served``: the twin: the worker answers; the front end idles with no request open (idle).
+- ``slow_joiner``: a TP scheduler PUBlishes the first batch to its two TP workers and waits on
+  a PULL socket for each one's ack; its handshake (re-publish until acked) covers rank 0 only,
+  and rank 1, loading its shard, subscribes after the batch went out: a PUB drops what it
+  sends before a SUB joins, so rank 1 waits at its first receive while rank 0, acked, waits
+  inside its steady-state loop (zeromq/libzmq#2267, libzmq#4656: the "slow joiner").
+- ``joined``: the twin: the handshake waits for both ranks, then a step every 50 ms
+  (progressing).
 
 Each process appends ``"<pid> <tag>"`` to READY_FILE once it is in its final wait.
 """
@@ -167,6 +174,55 @@ def front_end(mode: str, ready_file: str, ipc: str, workdir: str) -> None:
     asyncio.run(run())
 
 
+def tp_worker(rank: int, ipc: str, ready_file: str, late: bool) -> None:
+    ctx = zmq.Context()
+    if late:  # its shard loads until the scheduler has published
+        deadline = time.monotonic() + 60
+        while not os.path.exists(os.path.join(ipc, "published")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    sub = ctx.socket(zmq.SUB)
+    sub.connect(f"ipc://{ipc}/bcast")
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    ack = ctx.socket(zmq.PUSH)
+    ack.connect(f"ipc://{ipc}/ack")
+    if late:
+        ready(ready_file, f"tp{rank}")
+    first = sub.recv_json()  # the first batch
+    ack.send_json({"rank": rank, "step": first["step"]})
+    if not late:
+        ready(ready_file, f"tp{rank}")
+    while True:
+        batch = sub.recv_json()  # the steady state: the next batch
+        ack.send_json({"rank": rank, "step": batch["step"]})
+
+
+def tp_scheduler(mode: str, ready_file: str, ipc: str) -> None:
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.PUB)
+    pub.bind(f"ipc://{ipc}/bcast")
+    acks = ctx.socket(zmq.PULL)
+    acks.bind(f"ipc://{ipc}/ack")
+    late = mode == "slow_joiner"
+    for r in range(2):
+        subprocess.Popen([sys.executable, __file__, "tp_worker", ready_file, ipc, str(r),
+                          str(int(late and r == 1))])
+    got: set[int] = set()
+    while len(got) < (1 if late else 2):  # the handshake: re-publish until acked
+        pub.send_json({"step": 0})
+        if acks.poll(50):
+            got.add(acks.recv_json()["rank"])
+    open(os.path.join(ipc, "published"), "w").close()
+    ready(ready_file, "scheduler")
+    step, acked = 0, {0: got}
+    while True:
+        msg = acks.recv_json()  # slow_joiner: rank 1's ack of step 0 never comes
+        acked.setdefault(msg["step"], set()).add(msg["rank"])
+        if len(acked.get(step, ())) == 2:
+            step += 1
+            time.sleep(0.05)
+            pub.send_json({"step": step})
+
+
 def main(mode: str, ready_file: str, workdir: str) -> None:
     # A short directory under /tmp: a Unix socket path holds at most 107 bytes.
     ipc = tempfile.mkdtemp(prefix="hs-zmqs-")
@@ -176,12 +232,17 @@ def main(mode: str, ready_file: str, workdir: str) -> None:
         trainer(mode, ready_file, ipc)
     elif mode in ("aborted", "served"):
         front_end(mode, ready_file, ipc, workdir)
+    elif mode in ("slow_joiner", "joined"):
+        tp_scheduler(mode, ready_file, ipc)
     else:
         collector_gone(mode, ready_file, ipc)
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "worker":
+    if sys.argv[1] == "tp_worker":
+        _, _, ready_file, ipc, rank, late = sys.argv
+        tp_worker(int(rank), ipc, ready_file, late == "1")
+    elif sys.argv[1] == "worker":
         _, _, ready_file, ipc, rank, die = sys.argv
         rollout_worker(int(rank), f"ipc://{ipc}/rollout{rank}", ready_file, die == "1")
     else:
