@@ -33,14 +33,19 @@ _LOOPBACK = ("127.", "::1", "::ffff:127.", "0:0:0:0:0:ffff:7f")
 
 def waited_sockets(kernel: KernelWaits) -> dict[int, int]:
     """Socket inode -> PID, for the sockets a blocked thread of the job names: the fd of its
-    syscall (read, recvfrom: the first argument), or one it polls or its epoll watches."""
+    syscall (read, recvfrom: the first argument), or one it polls or its epoll watches (an
+    epoll instance watching two fds at most)."""
     out: dict[int, int] = {}
     for pf in kernel.processes:
         socks = {r.fd: r.inode for r in pf.fds
                  if r.inode is not None and r.target.startswith("socket:")}
         for call in pf.syscalls:
             fds = {call.args[0]} if call.args else set()
-            fds |= {fd for fd, _ in call.polled} | {fd for fd, _ in call.watched}
+            fds |= {fd for fd, _ in call.polled}
+            # A server's loop idle in epoll_wait watches every connection and waits on none
+            # of them: only a loop watching its self-pipe and one socket waits on that one.
+            if len(call.watched) <= 2:
+                fds |= {fd for fd, _ in call.watched}
             for fd in fds:
                 if fd in socks:
                     out.setdefault(socks[fd], pf.pid)
