@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 
 from hangscope.model.waits import FileLockRecord
@@ -62,8 +62,24 @@ def open_files(pid: int, keys: Collection[tuple[int, int, int]],
     return found
 
 
-def read_file_locks(pids: Iterable[int], proc: str = "/proc") -> tuple[FileLockRecord, ...]:
-    """The locks that matter to a job: those on files any of ``pids`` holds or waits for.
+def file_keys(paths: Iterable[str]) -> dict[tuple[int, int, int], str]:
+    """``stat PATH``: the (major, minor, inode) key /proc/locks names each file by."""
+    out: dict[tuple[int, int, int], str] = {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:  # gone, or not ours to see: no lock of it can be matched
+            continue
+        out[(os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)] = path
+    return out
+
+
+def read_file_locks(pids: Iterable[int], proc: str = "/proc",
+                    files: Mapping[tuple[int, int, int], str] | None = None
+                    ) -> tuple[FileLockRecord, ...]:
+    """The locks that matter to a job: those on files any of ``pids`` holds or waits for,
+    and those on ``files`` (key -> path: the files its polling ``filelock`` waiters want,
+    which never show in /proc/locks as waiters: only their holder does).
 
     Whole lock chains are kept (a waiter of the job on a lock held outside it names that
     holder), each with the file's path where a process of the chain has it open.
@@ -74,9 +90,9 @@ def read_file_locks(pids: Iterable[int], proc: str = "/proc") -> tuple[FileLockR
     except OSError:
         return ()
     wanted = set(pids)
-    keys = {r.file_key for r in records if r.pid in wanted}
+    keys = {r.file_key for r in records if r.pid in wanted} | set(files or ())
     chain = [r for r in records if r.file_key in keys]
-    paths: dict[tuple[int, int, int], str] = {}
+    paths: dict[tuple[int, int, int], str] = dict(files or {})
     for pid in sorted({r.pid for r in chain if r.pid is not None}, key=lambda p: p not in wanted):
         missing = keys - paths.keys()
         if not missing:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from hangscope.collect.locks import read_file_locks
+from hangscope.collect.locks import file_keys, read_file_locks
+from hangscope.collect.outside import read_outside
 from hangscope.collect.procfs import read_kernel_waits
 from hangscope.collect.pyspy import dump_locals
 from hangscope.frameworks import OBJECT_WAITS
@@ -66,13 +67,24 @@ def read_waits(procs: Sequence[Process], asked: Sequence[int] = (),
     records = read_file_locks(live)
     kernel = read_kernel_waits(live, {p.pid: syscall_tids(p) for p in procs if p.threads})
     asked = list(asked)[:MAX_LOCALS]
-    if not asked or interpret is None:
-        return WaitEvidence(file_locks=records, kernel=kernel)
-    with ThreadPoolExecutor(max_workers=min(8, len(asked)),
-                            thread_name_prefix="hangscope-locals") as pool:
-        reads = tuple(pool.map(lambda pid: _locals(pid, interpret, timeout, pyspy), asked))
+    reads: tuple[LocalsRead, ...] = ()
+    if asked and interpret is not None:
+        with ThreadPoolExecutor(max_workers=min(8, len(asked)),
+                                thread_name_prefix="hangscope-locals") as pool:
+            reads = tuple(pool.map(lambda pid: _locals(pid, interpret, timeout, pyspy), asked))
+    wanted = file_keys(r.lock_file for r in reads if r.lock_file)
+    if wanted:
+        # A polling filelock waiter is no line of /proc/locks: the file it wants (its
+        # locals) names the lock, and /proc/locks its holder, wherever that one runs.
+        records = read_file_locks(live, files=wanted)
     hosted = read_hosted(kernel) if any(r.objects for r in reads) else ()
-    return WaitEvidence(file_locks=records, locals=reads, kernel=kernel, hosted=hosted)
+    # Only the holders of locks the job waits for: a lock it shares (a read lock) leads nowhere.
+    waited = {r.file_key for r in records if r.blocked and r.pid in live} | set(wanted)
+    holders = [r.pid for r in records
+               if not r.blocked and r.pid is not None and r.file_key in waited]
+    outside = read_outside(kernel, holders, set(live), pyspy, min(2.0, timeout))
+    return WaitEvidence(file_locks=records, locals=reads, kernel=kernel, hosted=hosted,
+                        outside=outside)
 
 
 def read_hosted(kernel: KernelWaits) -> tuple[Hosted, ...]:

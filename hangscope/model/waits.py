@@ -158,6 +158,24 @@ class KernelWaits:
 
 
 @dataclass(frozen=True)
+class OutsideProcess:
+    """A process outside the job that one of its waits leads to: the holder of a file lock a
+    process of the job waits for, or the owner of the other end of a TCP connection on this
+    host that a blocked thread of the job waits on (collect/outside.py). Read from /proc and,
+    when it runs Python, one ``py-spy dump --nonblocking`` (it is never paused)."""
+
+    pid: int
+    cmdline: tuple[str, ...] = ()
+    state: str | None = None  # its main thread's state letter (R, S, D)
+    wchan: str | None = None  # where its main thread sleeps in the kernel
+    site: str | None = None  # its main thread's innermost Python frame, "main (sync.py:32)"
+    # the job's TCP socket inodes whose other end it holds (an accepted connection)
+    sockets: tuple[int, ...] = ()
+    # the job's TCP socket inodes waiting in the accept queue of a socket it listens on
+    pending: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class WaitEvidence:
     """The job's file locks (/proc/locks, whole chains) and the locals read of its waiters."""
 
@@ -166,6 +184,8 @@ class WaitEvidence:
     kernel: KernelWaits | None = None  # fds, syscalls, socket peers (None: not read)
     # Which process hosts which producer (read only when a waiter's objects were read)
     hosted: tuple[Hosted, ...] = ()
+    # Processes outside the job that a wait leads to (a lock's holder, a local TCP peer)
+    outside: tuple[OutsideProcess, ...] = ()
 
     def lock_files(self) -> dict[int, str]:
         """PID -> the file a polling waiter wants."""

@@ -35,7 +35,7 @@ from hangscope.model import (
     category_of,
 )
 from hangscope.model.progress import RankProgress
-from hangscope.model.waits import P2PCall
+from hangscope.model.waits import OutsideProcess, P2PCall
 
 
 class _PidRecord(Protocol):
@@ -149,6 +149,12 @@ class Facts:
         if waits is None:
             return ()
         return file_lock_waits(self.processes, waits.file_locks, waits.lock_files())
+
+    @cached_property
+    def outside(self) -> dict[int, OutsideProcess]:
+        """PID -> a process outside the job that its waits lead to (collect/outside.py)."""
+        waits = self.snapshot.waits
+        return {o.pid: o for o in waits.outside} if waits is not None else {}
 
     @cached_property
     def p2p_calls(self) -> dict[int, P2PCall]:

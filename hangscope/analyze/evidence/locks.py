@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from hangscope.analyze.evidence.pylocals import as_str, frame_locals, thread_frames
 from hangscope.model import Category, Process, Role, Thread
-from hangscope.model.waits import FileLockRecord
+from hangscope.model.waits import FileLockRecord, OutsideProcess
 from hangscope.words import verb, who, who_many
 
 
@@ -31,6 +31,7 @@ class LockWait:
     kind: str  # FLOCK | POSIX | OFDLCK (from /proc/locks), or "filelock" (a polling waiter)
     polling: bool = False  # the waiters poll (filelock) rather than block in the kernel
     candidates: tuple[int, ...] = ()  # polling waiters, file unknown: PIDs holding file locks
+    ofd: bool = False  # the holder is an OFD lock: /proc/locks gives no PID for those (-1)
 
 
 def polls_filelock(proc: Process) -> bool:
@@ -53,14 +54,14 @@ def file_lock_waits(processes: Sequence[Process], records: Sequence[FileLockReco
     for rec in records:
         if not rec.blocked and rec.index not in holders:
             holders[rec.index] = rec
-    Key = tuple[int | None, str | None, str, bool, tuple[int, ...]]
+    Key = tuple[int | None, str | None, str, bool, tuple[int, ...], bool]
     groups: dict[Key, list[int]] = {}
     blocked = set()
     for rec in records:
         if rec.blocked and rec.pid in by_pid:
             held = holders.get(rec.index)
             key = (held.pid if held else None, rec.path or (held.path if held else None),
-                   rec.kind, False, ())
+                   rec.kind, False, (), bool(held and held.kind == "OFDLCK"))
             groups.setdefault(key, []).append(rec.pid)
             blocked.add(rec.pid)
     held_by_job = [r for r in holders.values() if r.pid in by_pid]
@@ -69,20 +70,24 @@ def file_lock_waits(processes: Sequence[Process], records: Sequence[FileLockReco
             continue
         path = (lock_files or {}).get(proc.pid)
         others = [r for r in held_by_job if r.pid != proc.pid]
-        match = [r for r in others if path and r.path == path] or (
+        # The file it wants, held in the job, or else by a process outside it (a sidecar in a
+        # session of its own): /proc/locks names every holder of the host.
+        match = [r for r in others if path and r.path == path] or [
+            r for r in holders.values()
+            if path and r.path == path and r.pid != proc.pid and r.pid not in by_pid] or (
             others if len({r.file_key for r in others}) == 1 else [])
         held = match[0] if match else None
         # Without the waiter's path and with several locks held, name the holders, not one.
         candidates = () if held else tuple(sorted({r.pid for r in others if r.pid}))
         key = (held.pid if held else None, path or (held.path if held else None),
-               "filelock", True, candidates)
+               "filelock", True, candidates, bool(held and held.kind == "OFDLCK"))
         groups.setdefault(key, []).append(proc.pid)
     order = {p.pid: i for i, p in enumerate(sorted(
         processes, key=lambda p: (p.rank.key if p.rank and p.rank.key is not None else 1 << 30,
                                   p.pid)))}
     return tuple(LockWait(tuple(sorted(pids, key=order.__getitem__)), holder, path, kind, polling,
-                          candidates)
-                 for (holder, path, kind, polling, candidates), pids in groups.items())
+                          candidates, ofd)
+                 for (holder, path, kind, polling, candidates, ofd), pids in groups.items())
 
 
 def filelock_path(threads: Sequence[object], tid: int | None) -> str | None:
@@ -105,9 +110,28 @@ def _short_path(path: str) -> str:
     return path if len(parts) < 3 else f".../{parts[1]}/{parts[2]}"
 
 
-def describe_lock_wait(wait: LockWait, processes: Sequence[Process]) -> str:
+def describe_outside(proc: OutsideProcess) -> str:
+    """``PID 123 (python ckpt_sync.py), not part of this job``: its program and first argument."""
+    words = [a.rsplit("/", 1)[-1] for a in proc.cmdline[:2]]
+    return f"PID {proc.pid}" + (f" ({' '.join(words)})" if words else "") + \
+        ", not part of this job"
+
+
+def outside_doing(proc: OutsideProcess) -> str:
+    """What an outside process does, from /proc and its one nonblocking py-spy dump: ``sleeps
+    at main (sync.py:32) (state S, wchan hrtimer_nanosleep)``."""
+    state = {"R": "runs", "D": "waits in the kernel (uninterruptible)", "T": "is stopped",
+             "t": "is stopped by a tracer", "Z": "has exited (a zombie)"}.get(
+        proc.state or "", "sleeps")
+    kernel = ", ".join(x for x in (f"state {proc.state}" if proc.state else "",
+                                    f"wchan {proc.wchan}" if proc.wchan else "") if x)
+    return state + (f" at {proc.site}" if proc.site else "") + (f" ({kernel})" if kernel else "")
+
+
+def describe_lock_wait(wait: LockWait, processes: Sequence[Process],
+                       outside: Mapping[int, OutsideProcess] | None = None) -> str:
     """``ranks 1-2 wait for the file lock on .../x/.lock held by rank 0 (PID 9), which is in
-    sleep at build_kernel (job.py:49)``."""
+    sleep at build_kernel (job.py:49)``; a holder outside the job is named from ``outside``."""
     by_pid = {p.pid: p for p in processes}
     waiters = [by_pid[pid] for pid in wait.waiters if pid in by_pid]
     waits = "waits" if len(waiters) == 1 else "wait"
@@ -116,12 +140,19 @@ def describe_lock_wait(wait: LockWait, processes: Sequence[Process]) -> str:
     if wait.holder is None and wait.candidates:
         holders = [by_pid[pid] for pid in wait.candidates if pid in by_pid]
         return text + f", held by one of {who_many(holders)} (py-spy --locals names the file)"
+    if wait.holder is None and wait.ofd:
+        return text + (", held as an OFD lock (fcntl F_OFD_SETLK) by no process of this job: "
+                       "/proc/locks gives such a lock's holder no PID (-1); the fdinfo of the "
+                       "process holding the file open names it")
     if wait.holder is None:
         return text + (", which no process of this job holds (another job's lock, a stale "
                        "lock file, or a lock on NFS)")
     holder = by_pid.get(wait.holder)
     if holder is None:
-        return text + f" held by PID {wait.holder}, outside this job"
+        known = (outside or {}).get(wait.holder)
+        if known is None:
+            return text + f" held by PID {wait.holder}, outside this job"
+        return text + f", held by {describe_outside(known)}: it {outside_doing(known)}"
     text += f" held by {who(holder)}"
     thread = holder.working_thread
     # The JIT-cache pattern reads as such: the holder builds under the lock, in its own

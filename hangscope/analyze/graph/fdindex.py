@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hangscope.model import Process
-from hangscope.model.waits import FdRecord
+from hangscope.model.waits import FdRecord, OutsideProcess
 
 
 @dataclass
@@ -30,4 +30,7 @@ class FdIndex:
         default_factory=dict)  # TCP port -> (listening address, pid)
     tids: dict[int, list[int]] = field(default_factory=dict)  # pid -> tids with a syscall read
     fifo_paths: dict[int, str] = field(default_factory=dict)  # tid -> FIFO it blocks opening
+    # the job's TCP socket inode -> the process outside the job holding its other end, and
+    # whether that one accepted the connection (False: it sits in its listener's queue)
+    outside_tcp: dict[int, tuple[OutsideProcess, bool]] = field(default_factory=dict)
     arch: str = ""

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+from hangscope.analyze.evidence.locks import describe_outside, outside_doing
 from hangscope.analyze.graph.collectiveedges import collective_edges
 from hangscope.analyze.graph.fdindex import FdIndex
 from hangscope.analyze.graph.handoffedges import handoff_edges
@@ -118,6 +119,11 @@ def _index(snap: Snapshot, kernel: KernelWaits) -> FdIndex:
     idx.unix_peer = {u.inode: u.peer for u in kernel.unix_peers if u.listener is None}
     idx.unix_pending = {u.inode: (u.listener, u.name) for u in kernel.unix_peers
                         if u.listener is not None}
+    for other in waits.outside if waits is not None else ():
+        for inode in other.sockets:
+            idx.outside_tcp[inode] = (other, True)
+        for inode in other.pending:
+            idx.outside_tcp[inode] = (other, False)
     for conn in kernel.tcp:
         idx.tcp[conn.inode] = (conn.local, conn.remote)
         idx.tcp_by_ends[(conn.local, conn.remote)] = conn.inode
@@ -231,7 +237,14 @@ def _socket_edges(idx: FdIndex, proc: Process, thread: Thread, rec: FdRecord, ho
             how = (f"{how.split(';')[0]}; no process holds its other end: it waits in the "
                    f"accept queue of the socket listening on {shown[1]} (not accepted yet)")
     if not holders:
-        yield WaitEdge(proc.pid, thread.tid, kind, obj, how, outside=f"{shown[1]} (remote)",
+        far = idx.outside_tcp.get(rec.inode)
+        if far is not None and not far[1]:
+            how = (f"{how.split(';')[0]}; no process holds its other end: it waits in the "
+                   f"accept queue of the socket PID {far[0].pid} listens on (not accepted yet)")
+        elif far is not None:
+            how += f"; PID {far[0].pid}, outside the job, holds that socket"
+        yield WaitEdge(proc.pid, thread.tid, kind, obj, how, outside=_far_end(idx, rec.inode,
+                                                                              shown[1]),
                        fd=rec.fd)
     for pid in holders:
         if other is None or store:  # the accept queue, or a store's daemon: the process
@@ -239,6 +252,18 @@ def _socket_edges(idx: FdIndex, proc: Process, thread: Thread, rec: FdRecord, ho
         else:
             yield from peer_edges(idx, SYSCALLS.get(idx.arch), proc, thread, kind, obj, how,
                                   pid, other, rec.fd)
+
+
+def _far_end(idx: FdIndex, inode: int, remote: str) -> str:
+    """What a TCP wait with no other end in the job waits for: the process outside the job
+    that holds that end on this host (or listens for it), else the remote address."""
+    found = idx.outside_tcp.get(inode)
+    if found is None:
+        return f"{remote} (remote)"
+    other, accepted = found
+    did = ("which accepted the connection and has not answered" if accepted else
+           f"which listens on {remote} and has not accepted the connection")
+    return f"{describe_outside(other)}, {did}: it {outside_doing(other)}"
 
 
 def _addr(end: str) -> str:

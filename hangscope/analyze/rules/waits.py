@@ -123,12 +123,17 @@ def lock_wait(facts: Facts) -> Verdict | None:
                     for k in unique_keys(facts.processes, pid))]
     if not waits:
         return None
-    summary = "Lock wait: " + "; ".join(describe_lock_wait(w, facts.processes)
+    outside = facts.outside
+    summary = "Lock wait: " + "; ".join(describe_lock_wait(w, facts.processes, outside)
                                         for w in waits) + "."
     by_pid = {p.pid: p for p in facts.processes}
+    # A holder outside the job that the kernel named and we read is the suspect as well.
     holders = tuple(dict.fromkeys(
         pid for w in waits for pid in ((w.holder,) if w.holder else w.candidates)
-        if pid in by_pid and not is_helper_role(by_pid[pid].role)))
+        if (pid in by_pid and not is_helper_role(by_pid[pid].role)) or pid in outside))
+    # Its waiters are where the job meets that outside holder: the suspects of the job.
+    holders += tuple(dict.fromkeys(pid for w in waits if w.holder in outside
+                                   for pid in w.waiters if pid not in holders))
     return Verdict(VerdictKind.LOCK_WAIT, Severity.CRITICAL, summary, holders,
                    _lines(facts, (*holders, *(pid for w in waits for pid in w.waiters))))
 
