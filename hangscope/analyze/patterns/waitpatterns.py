@@ -40,6 +40,7 @@ from dataclasses import replace
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.visitors import visitors
 from hangscope.analyze.graph.loopedges import loop_index
+from hangscope.analyze.graph.rings import shorter_ring
 from hangscope.analyze.graph.waitgraph import build_edges
 from hangscope.analyze.graph.waitwalk import (
     Graph,
@@ -59,7 +60,7 @@ from hangscope.analyze.patterns.calm.calm_chain import waits_for_work
 from hangscope.analyze.patterns.calm.calmends import calm_end
 from hangscope.analyze.patterns.calm.engines import idle_front
 from hangscope.analyze.patterns.checkouts import nested_checkout
-from hangscope.analyze.patterns.cycleadvice import CAPTURED, buffered_reply, captured, cycle_advice
+from hangscope.analyze.patterns.cycleadvice import CAPTURED, captured, cycle_advice, first_cause
 from hangscope.analyze.patterns.ends.crashloops import crash_loop
 from hangscope.analyze.patterns.ends.deadprocs import crashed_child, crashed_words, dead_process
 from hangscope.analyze.patterns.ends.deadthreads import dead_thread
@@ -145,7 +146,7 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         path, start = g.walk(pid, tid)
         if start is None:
             continue
-        ring = path[start:]
+        ring = shorter_ring(g, path[start:])
         if any(prompt_edge(g, i) for i in ring) or ends_elsewhere(g, ring):
             continue  # a prompt's parent holding its stdin, or a holder that works
         if any(loop_reads(g, i) is not None for i in ring):
@@ -173,8 +174,7 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         held = _from_lock_holder(g, ring)
         rotated = held != ring
         ring = _from_unaccepting_server(g, held)
-        if (k := buffered_reply(g, ring)) is not None:
-            ring = ring[k:] + ring[:k]  # the worker whose reply sits in its buffer first
+        ring = first_cause(g, ring)  # a buffered reply's worker, a parent joining undrained
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
         both = _both_read(g, ring)
