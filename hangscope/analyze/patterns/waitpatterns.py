@@ -67,6 +67,7 @@ from hangscope.analyze.patterns.ends.deadthreads import dead_thread
 from hangscope.analyze.patterns.ends.fdlimit import exhausted, exhausted_words
 from hangscope.analyze.patterns.ends.fifopatterns import fifo_open
 from hangscope.analyze.patterns.ends.forkwaits import fork_notifier
+from hangscope.analyze.patterns.ends.lostreplies import lost_reply
 from hangscope.analyze.patterns.ends.ownendpatterns import own_end
 from hangscope.analyze.patterns.ends.selfconnect import self_connect
 from hangscope.analyze.patterns.ends.sharedconn import shared_connection
@@ -373,8 +374,8 @@ PATTERNS = (self_connect, tty_stopped, own_end, _cycle, _lock_cycle, shared_conn
             callback_wait, lock_upgrade, self_wait, barrier_short, leaked_permits, nested_checkout,
             starved_pool, orphan_manager_lock, fork_notifier, signal_wait, orphan_wait,
             stale_holder, full_queue, lost_wakeup, gone_signal, unwoken_loop, event_loop, fork_lock,
-            lost_result, idle_executor, pool_saturated, prompt, fifo_open, crash_loop, dead_thread,
-            dead_process, _sink, unowed_receive)
+            lost_result, idle_executor, pool_saturated, prompt, lost_reply, fifo_open, crash_loop,
+            dead_thread, dead_process, _sink, unowed_receive)
 
 
 def wait_graph(snap: Snapshot) -> WaitGraph:
