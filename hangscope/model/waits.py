@@ -213,7 +213,8 @@ class WaitEdge:
     # pipe | unix | tcp | file_lock | child | gil | py_lock | store | terminal | fifo_open |
     # collective (a rank in one waits for a rank of its group in none) | queue (a full
     # multiprocessing.Queue's put waits for its readers) | object (a framework's get waits for
-    # the process hosting the object's producer: a Ray actor)
+    # the process hosting the object's producer: a Ray actor) | queue_lock (a queue's feeder
+    # waits for the write lock another process's feeder holds inside its write)
     kind: str
     object: str  # what it waits on: "pipe 123 (write end)", "lock file /x/.lock", "child 3840"
     how: str  # how it was known: "read(fd 5) in the kernel, fdinfo flags", "owns_gil"

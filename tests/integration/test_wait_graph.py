@@ -275,3 +275,50 @@ def test_a_rank_at_a_console_prompt_on_a_fifo_its_peers_could_write_is_the_suspe
 def test_a_rank_whose_console_the_launcher_answers_is_progressing(tmp_path: Path) -> None:
     data, _ = job_dump("answered", tmp_path, PROMPT_TAGS, PROMPT_JOBS)
     assert data["verdict"]["kind"] == "progressing", data["verdict"]
+
+
+def _parked(pids: dict[str, int]) -> bool:
+    """Both workers' threads sleep in the kernel (the exit's join, the feeders' write or
+    write-lock wait): the ready mark comes before the worker returns from its target."""
+    def asleep(pid: int) -> bool:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        return len(tasks) >= 2 and all((t / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                                       == "S" for t in tasks)
+    return all(asleep(pids[w]) for w in ("worker0", "worker1"))
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_joining_two_queue_writers_before_draining_is_a_deadlock_with_the_lock_holder(
+        tmp_path: Path, method: str) -> None:
+    """Real report: python/cpython#73983 and blind round 15's 08 (torch.multiprocessing.spawn's
+    parent joins its workers before it gets their results): the worker whose feeder holds the
+    queue's write lock is blocked on the full pipe, the other's feeder waits for that lock. The
+    other worker holds the pipe's read end only as every process given the queue does: it is no
+    reader, never the suspect; the parent, which joins before it drains, is."""
+    data, pids = _dump(f"queue_pair_{method}", tmp_path, ["worker0", "worker1", "parent"],
+                       settled=_parked)
+    parent, verdict = pids["parent"], data["verdict"]
+    assert (verdict["kind"], verdict["suspects"]) == ("deadlock", [parent]), verdict
+    summary = verdict["summary"]
+    assert "get every result from the queue before join()" in summary, summary
+    writer = next(e["pid"] for e in _edges(data, "pipe")
+                  if e["pid"] in (pids["worker0"], pids["worker1"]) and "(read end)" in e["object"])
+    other = pids["worker1"] if writer == pids["worker0"] else pids["worker0"]
+    # the writer's pipe is read only by the parent; the other worker waits for its lock
+    clause = summary.split(f"QueueFeederThread of PID {writer} (python) is blocked writing")[1]
+    readers = clause.split(" reads")[0].split("which only ")[1]
+    assert readers in (f"the launcher (PID {parent})", f"PID {parent} (python)"), summary
+    assert f"PID {other} (python) waits for the write lock" in summary, summary
+    assert any(e["pid"] == other and e["to_pid"] == writer for e in _edges(data, "queue_lock"))
+
+
+@pytest.mark.extended
+def test_draining_the_queue_before_joining_its_writers_is_no_hang(tmp_path: Path) -> None:
+    """The twin: the parent gets both results, joins, and sleeps: nothing waits on anyone."""
+    data, pids = _dump("queue_pair_drained", tmp_path, ["worker0", "worker1", "parent"])
+    verdict = data["verdict"]
+    assert verdict["kind"] not in ("deadlock", "wait_chain", "unknown"), verdict
+    live = {p["pid"] for p in data["processes"] if not p.get("exit_code")}
+    assert pids["parent"] in live and not {pids["worker0"], pids["worker1"]} & live, live
+    assert not _edges(data, "queue_lock") and not _edges(data, "pipe"), data["wait_graph"]

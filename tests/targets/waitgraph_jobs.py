@@ -9,6 +9,13 @@ Each process appends ``"<pid> <tag>"`` to READY_FILE right before the call it st
                   stdout pipe, which only the parent reads (a cycle: pipe + child wait).
 - ``mp_queue``    a child puts 1 MiB on a multiprocessing.Queue and exits: its feeder thread
                   blocks writing the queue's pipe while the parent join()s the child first.
+- ``queue_pair_fork``, ``queue_pair_spawn`` two workers each put 1 MiB on one
+                  multiprocessing.Queue; the parent joins them (in order; with spawn, polling
+                  their sentinels as torch.multiprocessing.spawn's ProcessContext.join does)
+                  before it gets the results: the feeder holding the queue's write lock blocks
+                  on the full pipe, the other feeder waits for that lock (python/cpython#73983).
+- ``queue_pair_drained`` the twin: the parent gets both results before it joins; it then
+                  sleeps, its workers gone.
 - ``unix_server`` a client waits for a reply on a Unix socket; the server process took the
                   request and is stuck in its handler (the sink).
 - ``tcp_server``  the same over TCP on 127.0.0.1.
@@ -37,6 +44,7 @@ import contextlib
 import ctypes
 import fcntl
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import queue
 import signal
@@ -106,6 +114,39 @@ def collect_results() -> None:
     ready("parent")
     worker.join()  # before q.get(): the feeder cannot flush 1 MiB into the pipe
     q.get()
+
+
+def put_big(q: mp.Queue, tag: str) -> None:
+    q.put(b"r" * (1 << 20))  # returns at once: the queue's feeder thread writes the pipe
+    ready(tag)
+
+
+def queue_pair(method: str, drain: bool) -> None:
+    ctx = mp.get_context(method)
+    q = ctx.Queue()
+    workers = [ctx.Process(target=put_big, args=(q, f"worker{i}")) for i in range(2)]
+    for w in workers:
+        w.start()
+    wait_for_line("worker0")
+    wait_for_line("worker1")
+    if drain:  # the documented order: take what the workers put, then join them
+        results = [q.get() for _ in workers]
+        for w in workers:
+            w.join()
+        ready("parent")
+        assert all(len(r) == 1 << 20 for r in results)
+        forever()
+    ready("parent")
+    if method == "fork":
+        for w in workers:
+            w.join()
+    else:  # torch.multiprocessing.spawn's ProcessContext.join: poll every sentinel
+        alive = list(workers)
+        while alive:
+            multiprocessing.connection.wait([w.sentinel for w in alive])
+            alive = [w for w in alive if w.is_alive()]
+    for _ in workers:
+        q.get()
 
 
 # -- sockets -----------------------------------------------------------------------------
@@ -345,6 +386,9 @@ MODES = {
     "store_rank": lambda: store_rank(int(sys.argv[4]), int(sys.argv[5])),
     "prompt": prompt_job, "prompt_launcher": prompt_launcher, "prompt_child": prompt_child,
     "asyncio_recv": asyncio_job,
+    "queue_pair_fork": lambda: queue_pair("fork", False),
+    "queue_pair_spawn": lambda: queue_pair("spawn", False),
+    "queue_pair_drained": lambda: queue_pair("fork", True),
 }
 
 if __name__ == "__main__":

@@ -8,6 +8,14 @@ blocked put to every other process of the job holding the read end of a pipe the
 both ends of: a worker's full output queue waits for the trainer that drains it (asleep
 between phases: paused), a rank's full shard queue for its writer child (which may wait back
 on a full queue of its own: a cycle).
+
+A queue's feeder thread (``Queue._feed``) writes the pipe under the queue's write lock, a
+``SemLock`` in shared memory that no fd names either: a feeder waiting at ``wacquire()`` (its
+innermost Python frame is ``_feed`` itself) waits for the feeder of another process that is
+inside its write (``_feed`` calling ``send_bytes``) of a queue pipe both hold both ends of
+(``queue_lock_edges``). A process whose every Python thread feeds a queue, or waits at exit for
+those that do, reads nothing and never will (``feeds_only``): holding the read end, as every
+process given the queue does, makes it no reader.
 """
 
 from __future__ import annotations
@@ -23,6 +31,83 @@ _BLOCKED = frozenset({Category.LOCK, Category.IPC_WAIT})
 def _in_queue_put(thread: Thread) -> bool:
     return any(not f.native and (f.file or "").endswith("multiprocessing/queues.py")
                and f.name.rsplit(".", 1)[-1] == "put" for f in thread.frames)
+
+
+def _feed_frame(thread: Thread) -> int | None:
+    """The index in ``thread.frames`` of a multiprocessing queue's feeder loop, if any."""
+    return next((k for k, f in enumerate(thread.frames) if not f.native
+                 and (f.file or "").endswith("multiprocessing/queues.py")
+                 and f.name.rsplit(".", 1)[-1] == "_feed"), None)
+
+
+def feeds(thread: Thread | None) -> bool:
+    """The thread is a multiprocessing queue's feeder (``Queue._feed``): it writes a queue."""
+    return thread is not None and _feed_frame(thread) is not None
+
+
+def _at_write_lock(thread: Thread) -> bool:
+    """A feeder blocked at its queue's write lock: ``_feed`` is its innermost Python frame
+    (``wacquire()`` is a C method; under it only native frames, the SemLock's futex)."""
+    k = _feed_frame(thread)
+    return k is not None and all(f.native for f in thread.frames[:k])
+
+
+def _in_write(thread: Thread) -> bool:
+    """A feeder inside its write, so holding the queue's write lock: ``_feed`` calls
+    ``send_bytes`` (multiprocessing/connection.py) and the write has not returned."""
+    k = _feed_frame(thread)
+    return k is not None and any(not f.native and (f.file or "").endswith(
+        "multiprocessing/connection.py") for f in thread.frames[:k])
+
+
+def _exiting(thread: Thread) -> bool:
+    """A main thread past its code, joining at exit (multiprocessing's ``_exit_function``,
+    ``threading._shutdown``): it will run nothing of the program again."""
+    return any(not f.native and ((f.name == "_exit_function" and (f.file or "").endswith(
+        "multiprocessing/util.py")) or (f.name == "_shutdown" and (f.file or "").endswith(
+            "threading.py"))) for f in thread.frames)
+
+
+def feeds_only(proc: Process) -> bool:
+    """Every Python thread of ``proc`` is a queue's feeder or joins at exit, and one feeds:
+    it only writes its queues, and holds their read ends only because whoever is given a
+    multiprocessing.Queue holds both ends of its pipe; it is no reader."""
+    threads = [t for t in proc.threads if t.python and t.frames]
+    feeders = [t for t in threads if _feed_frame(t) is not None]
+    return bool(feeders) and all(_feed_frame(t) is not None or _exiting(t) for t in threads)
+
+
+def no_reader(edge: WaitEdge, procs: Mapping[int, Process]) -> bool:
+    """``edge`` is a write to a pipe, and the holder of its read end it leads to only feeds
+    queues or exits (``feeds_only``): it holds that end because every process given a
+    multiprocessing.Queue holds both, and will not read it."""
+    holder = procs.get(edge.to_pid) if edge.to_pid is not None else None
+    return (edge.kind in ("pipe", "fifo") and "(read end)" in edge.object
+            and holder is not None and feeds_only(holder))
+
+
+def queue_lock_edges(proc: Process, thread: Thread,
+                     fds: Mapping[int, Mapping[int, FdRecord]],
+                     procs: Mapping[int, Process]) -> Iterator[WaitEdge]:
+    """A feeder waiting for its queue's write lock -> the feeders of other processes inside a
+    write of a queue pipe both processes hold both ends of (the lock's holder: probable, as
+    the lock names no owner)."""
+    if thread.category not in _BLOCKED or not _at_write_lock(thread):
+        return
+    queues = {inode for inode, ends in _pipe_ends(fds.get(proc.pid, {})).items()
+              if ends >= {"r", "w"}}
+    for pid, records in fds.items():
+        other = procs.get(pid)
+        if pid == proc.pid or other is None or other.is_exited:
+            continue
+        shared = sorted(inode for inode, ends in _pipe_ends(records).items()
+                        if inode in queues and ends >= {"r", "w"})
+        for holder in (t for t in other.threads if _in_write(t)) if shared else ():
+            yield WaitEdge(proc.pid, thread.tid, "queue_lock", f"the write lock of the "
+                           f"multiprocessing.Queue on pipe {shared[0]}", "Queue._feed waits at "
+                           "wacquire() (a SemLock in shared memory); the holder: a feeder of "
+                           "another process of that queue inside its write", pid, holder.tid,
+                           probable=True)
 
 
 def _pipe_ends(records: Mapping[int, FdRecord]) -> dict[int, set[str]]:

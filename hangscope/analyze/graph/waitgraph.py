@@ -43,7 +43,7 @@ from hangscope.analyze.graph.listeners import listeners_of
 from hangscope.analyze.graph.loopedges import loop_future_edges
 from hangscope.analyze.graph.objectedges import object_edges
 from hangscope.analyze.graph.partners import likely_partner_first, to_handler
-from hangscope.analyze.graph.queueedges import queue_put_edges
+from hangscope.analyze.graph.queueedges import queue_lock_edges, queue_put_edges
 from hangscope.analyze.graph.socketpeers import peer_edges
 from hangscope.analyze.graph.sqliteedges import sqlite_edges
 from hangscope.analyze.graph.threadedges import (
@@ -378,6 +378,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
                 mine.extend(sqlite_edges(proc, thread, idx.fds.get(proc.pid, {}),
                                          idx.lock_holders))
                 mine.extend(queue_put_edges(proc, thread, idx.fds, idx.procs))
+                mine.extend(queue_lock_edges(proc, thread, idx.fds, idx.procs))
         mine.extend(handoff_edges(proc, mine))
         gil = list(gil_edges(proc))
         edges.extend(own_end_writers(proc, [*mine, *gil]))

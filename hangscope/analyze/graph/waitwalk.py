@@ -13,6 +13,7 @@ from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.store_key import store_op
 from hangscope.analyze.graph.liveness import busy
 from hangscope.analyze.graph.loopedges import TASK_OF
+from hangscope.analyze.graph.queueedges import no_reader
 from hangscope.analyze.graph.sites import called_from
 from hangscope.analyze.graph.stackindex import Frames, StackIndex
 from hangscope.analyze.graph.threadedges import blocked as _blocked
@@ -21,8 +22,6 @@ from hangscope.analyze.graph.waitgraph import edges_from
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitPattern
 from hangscope.words import who, who_many
-
-#: The frames of a running asyncio loop (base_events.py).
 
 
 class Graph:
@@ -87,19 +86,23 @@ class Graph:
         processes ``behind`` on the walk: one that waits back on its waiter is stuck because
         of it, so it says nothing of why the waiter is stuck (a coordinator reading a result
         queue every worker inherited: the idle worker waits for the coordinator's next task,
-        the busy one is blocked writing its own child's pipe)."""
+        the busy one is blocked writing its own child's pipe). A writer's leave out holders
+        that are no readers (queueedges ``no_reader``: a sibling writer of its queue); with
+        none onward, the first reader waits back: a cycle (a parent joining undrained)."""
         first = self.edges[out[0]]
         alternatives = [i for i in out if self.edges[i].object == first.object
                         and self.edges[i].fd == first.fd and self.edges[i].to_pid is not None]
         if len(alternatives) < 2:
             return out[0]
+        readers = [i for i in alternatives if not no_reader(self.edges[i], self.procs)]
+        alternatives = readers or alternatives
         for i in alternatives:
             edge = self.edges[i]
             assert edge.to_pid is not None
             onward = self.live_edges(edge.to_pid, edge.to_tid)
             if onward and not any(self.edges[j].to_pid in behind for j in onward):
                 return i
-        return out[0]
+        return alternatives[0]
 
     def _waits(self, edge: WaitEdge) -> bool:
         if edge.to_pid is None:
@@ -216,6 +219,11 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
             return (f"{me} waits in {call}(){site} for what {thread_words(proc, holder)} "
                     "hands it (probably: the only thread of it waiting on another process)")
         return f"{me} joins {thread_words(proc, holder)}{site}"
+    if edge.kind == "queue_lock":
+        holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
+        owner = thread_words(target, holder) if target is not None else them
+        return (f"{me} waits for {edge.object}{site}, probably held by {owner}, the other "
+                "writer of that queue, inside its write")
     if edge.kind == "queue":
         return (f"{me} waits to put into a full multiprocessing.Queue{site}, which {them} "
                 "reads")
@@ -330,10 +338,12 @@ def _end_holders(g: Graph, i: int) -> list[int]:
     """Every live process of the job holding the other end of edge ``i``'s pipe or FIFO
     (its edges out of the same thread on the same object), in order."""
     edge = g.edges[i]
-    return list(dict.fromkeys(
-        e.to_pid for e in g.edges if (e.pid, e.tid, e.object) == (edge.pid, edge.tid, edge.object)
-        and e.to_pid is not None and e.to_pid != edge.pid
-        and (p := g.procs.get(e.to_pid)) is not None and not p.is_exited))
+    ends = [e for e in g.edges if (e.pid, e.tid, e.object) == (edge.pid, edge.tid, edge.object)
+            and e.to_pid is not None and e.to_pid != edge.pid
+            and (p := g.procs.get(e.to_pid)) is not None and not p.is_exited]
+    # A writer's "which only X reads" names the readers: not a sibling writer of the queue
+    readers = [e for e in ends if not no_reader(e, g.procs)]
+    return list(dict.fromkeys(e.to_pid for e in readers or ends if e.to_pid is not None))
 
 
 def _outlived(g: Graph, edge: WaitEdge, holders: list[int], pipes: int = 1) -> str:

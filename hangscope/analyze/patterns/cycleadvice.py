@@ -5,6 +5,7 @@ order), read by analyze/patterns/waitpatterns.py's cycle.
 
 from __future__ import annotations
 
+from hangscope.analyze.graph.queueedges import feeds
 from hangscope.analyze.graph.threadedges import at_loop_head
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.words import who
@@ -55,6 +56,41 @@ def buffered_reply(g: Graph, ring: list[int]) -> int | None:
     return None
 
 
+def joins_before_draining(g: Graph, ring: list[int]) -> int | None:
+    """The position in ``ring`` of a parent's wait for its child (``wait4``, or a poll of the
+    pipe whose write end only that child holds: its sentinel, which ends when it exits) while
+    a queue feeder of that child is blocked writing a pipe that parent reads: a process that
+    put items on a multiprocessing.Queue does not exit until its feeder has written them all,
+    so the parent must drain the queue before it joins (python/cpython#73983)."""
+    for k, i in enumerate(ring):
+        edge = g.edges[i]
+        kid = g.procs.get(edge.to_pid) if edge.to_pid is not None else None
+        if kid is None or kid.ppid != edge.pid or edge.kind not in ("child", "pipe") or (
+                edge.kind == "pipe" and "(write end)" not in edge.object):
+            continue
+        if any((w := g.edges[j]).pid == kid.pid and w.kind == "pipe" and w.to_pid == edge.pid
+               and "(read end)" in w.object and feeds(g.threads.get((w.pid, w.tid)))
+               for j in ring):
+            return k
+    return None
+
+
+_DRAIN = ("{parent} waits for its child {child} to exit before it takes what the child put on "
+          "its multiprocessing.Queue, but a process that put items does not exit until its "
+          "queue's feeder thread has written them all, and the queue's pipe is full "
+          "(64 KiB) with only {parent} to read it: get every result from the queue before "
+          "join() (the multiprocessing docs' \"joining processes that use queues\")")
+
+
+def first_cause(g: Graph, ring: list[int]) -> list[int]:
+    """``ring`` turned to start at the member whose own act holds it: the worker whose reply
+    sits in its stdout buffer, the parent that joins a child before draining its queue."""
+    for find in (buffered_reply, joins_before_draining):
+        if (k := find(g, ring)) is not None:
+            ring = ring[k:] + ring[:k]
+    return ring
+
+
 def _stdout_pipe(g: Graph, pid: int) -> str | None:
     """``pipe 123 `` of the pipe on ``pid``'s fd 1; None when it is no pipe."""
     kernel = g.snap.waits.kernel if g.snap.waits is not None else None
@@ -73,6 +109,10 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
     if "file_lock" in kinds and set(kinds) & {"pipe", "fifo", "unix", "tcp"}:
         sqlite = any(g.edges[i].object.startswith("SQLite") for i in ring)
         return _HELD_ACROSS + (_RETRIED if sqlite else "")
+    if (k := joins_before_draining(g, ring)) is not None:
+        edge = g.edges[ring[k]]
+        assert edge.to_pid is not None
+        return _DRAIN.format(parent=who(g.procs[edge.pid]), child=who(g.procs[edge.to_pid]))
     if (k := buffered_reply(g, ring)) is not None:
         return _BUFFERED.format(who=who(g.procs[g.edges[ring[k]].pid]))
     if len(ring) == 2 and all(g.edges[i].kind in ("pipe", "fifo")

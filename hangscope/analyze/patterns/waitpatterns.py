@@ -40,6 +40,7 @@ from dataclasses import replace
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.visitors import visitors
 from hangscope.analyze.graph.loopedges import loop_index
+from hangscope.analyze.graph.rings import shorter_ring
 from hangscope.analyze.graph.waitgraph import build_edges
 from hangscope.analyze.graph.waitwalk import (
     Graph,
@@ -59,13 +60,14 @@ from hangscope.analyze.patterns.calm.calm_chain import waits_for_work
 from hangscope.analyze.patterns.calm.calmends import calm_end
 from hangscope.analyze.patterns.calm.engines import idle_front
 from hangscope.analyze.patterns.checkouts import nested_checkout
-from hangscope.analyze.patterns.cycleadvice import CAPTURED, buffered_reply, captured, cycle_advice
+from hangscope.analyze.patterns.cycleadvice import CAPTURED, captured, cycle_advice, first_cause
 from hangscope.analyze.patterns.ends.crashloops import crash_loop
 from hangscope.analyze.patterns.ends.deadprocs import crashed_child, crashed_words, dead_process
 from hangscope.analyze.patterns.ends.deadthreads import dead_thread
 from hangscope.analyze.patterns.ends.fdlimit import exhausted, exhausted_words
 from hangscope.analyze.patterns.ends.fifopatterns import fifo_open
 from hangscope.analyze.patterns.ends.forkwaits import fork_notifier
+from hangscope.analyze.patterns.ends.lostreplies import lost_reply
 from hangscope.analyze.patterns.ends.ownendpatterns import own_end
 from hangscope.analyze.patterns.ends.selfconnect import self_connect
 from hangscope.analyze.patterns.ends.sharedconn import shared_connection
@@ -146,7 +148,7 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         path, start = g.walk(pid, tid)
         if start is None:
             continue
-        ring = path[start:]
+        ring = shorter_ring(g, path[start:])
         if any(prompt_edge(g, i) for i in ring) or ends_elsewhere(g, ring):
             continue  # a prompt's parent holding its stdin, or a holder that works
         if any(loop_reads(g, i) is not None for i in ring):
@@ -174,8 +176,7 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         held = _from_lock_holder(g, ring)
         rotated = held != ring
         ring = _from_unaccepting_server(g, held)
-        if (k := buffered_reply(g, ring)) is not None:
-            ring = ring[k:] + ring[:k]  # the worker whose reply sits in its buffer first
+        ring = first_cause(g, ring)  # a buffered reply's worker, a parent joining undrained
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
         both = _both_read(g, ring)
@@ -375,8 +376,8 @@ PATTERNS = (self_connect, tty_stopped, own_end, behind_sibling, _cycle, _lock_cy
             callback_wait, lock_upgrade, self_wait, barrier_short, leaked_permits, nested_checkout,
             starved_pool, orphan_manager_lock, fork_notifier, signal_wait, orphan_wait,
             stale_holder, full_queue, lost_wakeup, gone_signal, unwoken_loop, event_loop, fork_lock,
-            lost_result, idle_executor, pool_saturated, prompt, fifo_open, crash_loop, dead_thread,
-            dead_process, _sink, unowed_receive)
+            lost_result, idle_executor, pool_saturated, prompt, lost_reply, fifo_open, crash_loop,
+            dead_thread, dead_process, _sink, unowed_receive)
 
 
 def wait_graph(snap: Snapshot) -> WaitGraph:

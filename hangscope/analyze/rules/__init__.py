@@ -521,8 +521,11 @@ def _no_helpers(facts: Facts, verdict: Verdict) -> Verdict:
     """Helpers (compile workers, data workers, the resource tracker) are no suspects, unless
     the program's own code is where one blocks (a DataLoader worker inside the dataset's
     ``__getitem__``): then it does the program's work, and holds it up."""
+    # (nor a front end whose request waits for a reply nobody sends: the lost-reply pattern)
+    waiting = {p.suspect for p in facts.snapshot.wait_graph.patterns if p.kind == "lost_reply"
+               } if facts.snapshot.wait_graph is not None else set()
     helpers = {p.key for p in facts.processes if is_helper_role(p.role)
-               and not _in_own_code(p)}
+               and not _in_own_code(p) and p.pid not in waiting}
     helper_pids = {pid for _, pid in helpers}
     if helper_pids.isdisjoint(verdict.suspects):
         return verdict

@@ -28,6 +28,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "full_queue": "A full queue nobody drains",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
          "prompt": "A prompt nobody answers", "sink": "Wait chain",
+         "lost_reply": "A reply that never comes",
          "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
          "pool_saturated": "Pool saturated", "pool_starved": "A pool starved by its own tasks",
          "dead_thread": "A thread died", "crash_loop": "Crash loop",
@@ -138,7 +139,7 @@ def wait_shape(facts: Facts) -> Verdict | None:
     unanswered prompt."""
     return _verdict(facts, ("orphan_wait", "barrier_short", "leaked_permits", "full_queue",
                             "lost_wakeup", "event_loop", "lost_result", "pool_saturated",
-                            "pool_starved", "prompt", "fifo_open", "dead_holder",
+                            "pool_starved", "prompt", "lost_reply", "fifo_open", "dead_holder",
                             "signal_blocked", "signal_ignored"))
 
 

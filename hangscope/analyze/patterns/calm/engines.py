@@ -68,7 +68,7 @@ def _in_native_poll(thread: Thread) -> bool:
     return first is not None and first.native and bool(_POLLS.match(first.name))
 
 
-def _waits_for_message(proc: Process, thread: Thread) -> bool:
+def waits_for_message(proc: Process, thread: Thread) -> bool:
     """``thread`` waits for its process's next message: on a socket or pipe itself, or on a
     hand-off queue that another thread of the process fills from one (vLLM's EngineCore: its
     main thread in ``Queue.get``, its input thread in zmq's poll)."""
@@ -115,7 +115,7 @@ def idle_front(snap: Snapshot) -> tuple[Process, set[int]] | None:
             return None  # it moved: the engine works
         # (slow: woken by its own timed poll, its stack never changed, its CPU near nothing)
         thread = proc.working_thread
-        if thread is not None and not _waits_for_message(proc, thread):
+        if thread is not None and not waits_for_message(proc, thread):
             return None  # a lock, a collective, a compute loop: not a wait for a message
     return front, ports
 

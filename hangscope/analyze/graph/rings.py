@@ -1,0 +1,35 @@
+"""A cycle of the wait-for graph the short way round (read by the cycle pattern of
+analyze/patterns/waitpatterns.py)."""
+
+from __future__ import annotations
+
+from hangscope.analyze.graph.waitwalk import Graph
+
+
+def shorter_ring(g: Graph, ring: list[int]) -> list[int]:
+    """``ring`` through a shorter way round where a member's thread has another wait (a poll
+    of several pipes, a wait for any child: any of them could end it) whose walk comes back
+    into the ring sooner: a parent polling both children's sentinels waits on each, and the
+    cycle through the child its queue's reader blocks is the one that says why (the other
+    child waits behind it). Every hop of either way is a wait, so both are cycles."""
+    nodes = [(g.edges[i].pid, g.edges[i].tid) for i in ring]
+    for k, i in enumerate(ring):
+        edge = g.edges[i]
+        for j in g.out.get(edge.pid, []):
+            alt = g.edges[j]
+            if j == i or alt.tid != edge.tid or alt.object == edge.object or alt.to_pid is None \
+                    or alt.to_pid not in g.procs:
+                continue
+            path, _ = g.walk(alt.to_pid, alt.to_tid)
+            detour = [j]
+            for p in path:
+                here = (g.edges[p].pid, g.edges[p].tid)
+                if here in nodes:
+                    m = (nodes.index(here) - k) % len(ring)  # where it comes back, from k
+                    turned = ring[k:] + ring[:k]
+                    new = [*detour, *turned[m:]] if m else detour  # m 0: back at k itself
+                    if len(new) < len(ring):
+                        return shorter_ring(g, new)
+                    break
+                detour.append(p)
+    return ring
