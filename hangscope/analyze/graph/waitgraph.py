@@ -23,8 +23,7 @@ other end can be read:
   holds it (``with self.lock:`` enclosing a frame's line, collect/source.py: the same name in
   the same class or module; itself, when its own outer frame holds it); without one, threads
   waiting on one lock lead to the one thread of the process that is inside the same function
-  past that line ("probable holder": Python does not say who holds a lock).
-
+  past that line ("probable holder": Python does not say who holds a lock);
 - a thread in a framework's get of an object (``ray.get``) leads to the process hosting the
   object's producer (analyze/graph/objectedges.py).
 
@@ -377,8 +376,8 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
                 mine.extend(found or _zmq(idx, kernel, connected, proc, thread))
                 mine.extend(sqlite_edges(proc, thread, idx.fds.get(proc.pid, {}),
                                          idx.lock_holders))
-                mine.extend(queue_put_edges(proc, thread, idx.fds, idx.procs))
-                mine.extend(queue_lock_edges(proc, thread, idx.fds, idx.procs))
+                for queued in (queue_put_edges, queue_lock_edges):
+                    mine.extend(queued(proc, thread, idx.fds, idx.procs))
         mine.extend(handoff_edges(proc, mine))
         gil = list(gil_edges(proc))
         edges.extend(own_end_writers(proc, [*mine, *gil]))
