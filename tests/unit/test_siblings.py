@@ -1,5 +1,5 @@
-"""Siblings running the same code, one behind (analyze/patterns/siblings.py), and the loops
-a frame's line is in (collect/loops.py).
+"""Siblings running the same code, one behind (analyze/patterns/siblings.py), the loops
+a frame's line is in (collect/loops.py), and a ring of ZMQ receives (a lost message).
 
 GIVEN blind round 14's 06 recorded (a TP scheduler PUBlished its first batch before TP worker
 1's SUB joined; two ``python -c`` workers, rank 1 at its first receive, rank 0 inside its
@@ -50,3 +50,17 @@ def test_without_the_loops_no_sibling_is_said_to_be_behind() -> None:
         for p in raw.processes))
     verdict = analyze(bare).verdict
     assert verdict is not None and not verdict.summary.startswith("Behind"), verdict
+
+
+def test_a_ring_of_zmq_receives_is_a_lost_message_not_a_callback() -> None:
+    # Blind round 13's 09 recorded (libzmq#2826): the coordinator PUBlished before either
+    # worker's SUB joined; it waits on its PULL for results, both workers on their SUB.
+    snap = analyze(load(DUMP.parent / "zmq_lost_publish.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    assert "waits for a message on Unix socket" in verdict.summary, verdict.summary
+    assert "none of them sends before it receives" in verdict.summary, verdict.summary
+    assert "calls it back" not in verdict.summary
+    coordinator = next(p.pid for p in snap.processes if p.ppid not in
+                       {q.pid for q in snap.processes})
+    assert verdict.suspects == (coordinator,), verdict

@@ -254,7 +254,8 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
     if edge.kind == "store":
         return _store_hop(g, i, together, them)
     if edge.kind in ("unix", "tcp"):
-        doing = "to send on" if sends(edge) else "for a reply on"
+        doing = "to send on" if sends(edge) else "for a message on" if edge.how.startswith(
+            "a zmq receive") else "for a reply on"
         if target is not None and edge.to_tid is not None:
             them = thread_words(target, g.threads.get((target.pid, edge.to_tid)))
         if "accept queue" in edge.how:

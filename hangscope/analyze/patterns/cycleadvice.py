@@ -121,6 +121,8 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
     if "child" in kinds and any(g.edges[i].kind in ("pipe", "fifo")
                                 and "(read end)" in g.edges[i].object for i in ring):
         return _FULL_PIPE  # the writer waits for a reader: the pipe is full
+    if all(g.edges[i].how.startswith("a zmq receive") for i in ring):
+        return _LOST_MESSAGE  # message passing, not requests: nobody sends first
     if set(kinds) <= {"tcp", "unix", "store"}:
         return _CALLBACK
     if any("accept queue" in g.edges[i].how for i in ring):
@@ -153,6 +155,13 @@ _IMPORT_JOIN = ("a module's body waits for a thread that needs that same module,
 _UNACCEPTED = ("the listener waits for the very process whose connection it has not "
                "accepted: accept and serve connections on their own thread, before anything "
                "that waits for a client")
+
+
+_LOST_MESSAGE = ("each waits to receive a ZMQ message and none of them sends before it "
+                 "receives: the message that should have started them was lost or never sent (a "
+                 "PUB drops what it publishes before a SUB has joined, the 'slow joiner'; a "
+                 "PUSH queued for a peer that is gone): synchronise before the first send (a "
+                 "handshake, XPUB's subscription notice) or resend until answered")
 
 
 _CALLBACK = ("a server that calls a service which calls it back while it cannot accept or "
