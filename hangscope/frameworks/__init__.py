@@ -61,6 +61,11 @@ class ObjectWait:
     idle_frame: tuple[str, str] | None = None
     #: What a producer is called in a sentence ("actor").
     producer_word: str = "producer"
+    #: Every (function, source path substring) a thread blocks in waiting for objects
+    #: (``ray.get``'s ``get_objects``, ``ray.wait``'s ``wait``): where no object names a
+    #: producer a process hosts (a plain task's result), any of the framework's workers running
+    #: a task may be making it.
+    waits: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,16 @@ def object_wait_at(function: str | None, filename: str | None) -> ObjectWait | N
         name, path = wait.frame
         if function is not None and function.split(".")[-1] == name and path in (filename or ""):
             return wait
+    return None
+
+
+def any_worker_wait(function: str | None, filename: str | None) -> ObjectWait | None:
+    """The framework's object wait (``ObjectWait.waits``) a frame blocks in, or None."""
+    for wait in OBJECT_WAITS:
+        for name, path in wait.waits:
+            if function is not None and function.split(".")[-1] == name \
+                    and path in (filename or ""):
+                return wait
     return None
 
 

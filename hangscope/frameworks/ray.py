@@ -53,6 +53,7 @@ OBJECT_WAIT = ObjectWait(
     # innermost there is an actor between tasks.
     idle_frame=("main_loop", "ray/_private/worker.py"),
     producer_word="actor",
+    waits=(("get_objects", "ray/_private/worker.py"), ("wait", "ray/_private/worker.py")),
 )
 
 FRAMEWORK = Framework(

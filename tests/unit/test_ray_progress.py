@@ -104,3 +104,17 @@ def test_given_a_driver_parked_on_an_event_with_idle_actors_then_idle_and_nobody
     assert "lost_wakeup" not in {p.kind for p in snap.wait_graph.patterns}
     decided = {r.pid: r.decision for r in snap.progress.ranks} if snap.progress else {}
     assert decided[_driver(snap)] == "idle" and {decided[pid] for pid in _actors(snap)} == {"idle"}
+
+
+def test_a_driver_polling_ray_wait_on_plain_tasks_a_worker_computes_is_progressing() -> None:
+    # Blind round 15's 05 recorded (ray#41960's shape): the driver loops ray.wait on 10,000
+    # plain tasks, one ray::train_config worker computes; the driver's window is a poll (no
+    # result in 2 s). A plain task's ObjectID names no actor: the driver waits on whichever
+    # worker runs a task (a probable edge), which the window saw work.
+    snap = analyze(load(DUMP.parent / "ray_slow_tasks.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.PROGRESSING, verdict
+    worker = next(p.pid for p in snap.processes if (p.title or "").startswith("ray::train"))
+    assert f"PID {worker} " in verdict.summary and not verdict.suspects, verdict
+    assert snap.wait_graph is not None and any(
+        e.kind == "object" and e.probable and e.to_pid == worker for e in snap.wait_graph.edges)

@@ -15,8 +15,9 @@ one): the result is on its way, and that process holds up nobody.
 
 from __future__ import annotations
 
-from hangscope.frameworks import OBJECT_WAITS, in_task_loop
-from hangscope.model import Process, Snapshot
+from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.frameworks import OBJECT_WAITS, any_worker_wait, does_work, in_task_loop
+from hangscope.model import Frame, Process, Snapshot
 from hangscope.model.waits import WaitEdge
 
 
@@ -57,6 +58,42 @@ def object_edges(snap: Snapshot) -> list[WaitEdge]:
                     "a time", pid, target.working_tid))
                 break
     return edges
+
+
+def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
+    """A thread blocked in a framework's object wait with no producer named (a plain task's
+    result: any worker may run it) waits on whichever of the framework's workers runs a task
+    now: probable edges to each (a Ray driver in ``ray.wait`` on tasks that one worker
+    computes waits for that worker's work)."""
+    named = {(e.pid, e.tid) for e in known}
+    # Not a worker that itself waits for objects: two waiting tasks would each point at the
+    # other and read as a cycle, which only their objects' ids could prove (object_edges).
+    workers = [p for p in snap.processes if not p.is_exited and does_work(p.title)
+               and p.role not in HELPER_ROLES and not _between_tasks(p)
+               and _object_wait(p) is None]
+    edges: list[WaitEdge] = []
+    for proc in snap.processes:
+        thread = proc.working_thread
+        if proc.is_exited or thread is None or (proc.pid, thread.tid) in named:
+            continue
+        frame = _object_wait(proc)
+        if frame is None:
+            continue
+        wait = any_worker_wait(frame.name, frame.file)
+        assert wait is not None
+        edges.extend(WaitEdge(
+            proc.pid, thread.tid, "object", f"a result of a task ({frame.name})",
+            f"its {frame.name} waits for objects no {wait.producer_word} of a known process "
+            f"returns: any worker running a task may be making them", worker.pid,
+            worker.working_tid, probable=True) for worker in workers if worker.pid != proc.pid)
+    return edges
+
+
+def _object_wait(proc: Process) -> Frame | None:
+    """The frame of the framework's object wait its working thread blocks in, or None."""
+    thread = proc.working_thread
+    return next((f for f in thread.frames if not f.native
+                 and any_worker_wait(f.name, f.file) is not None), None) if thread else None
 
 
 def _between_tasks(proc: Process) -> bool:

@@ -29,6 +29,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 
 def ready(path: str, tag: str, pid: int | None = None) -> None:
@@ -47,6 +48,13 @@ class Peer:
         import ray
 
         ready(self.ready_file, tag)
+        # Both actors inside this method before either calls the other: Ray orders no tasks
+        # from two callers, so the peer could otherwise run the echo first and both return.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not {"planner", "executor"} <= {
+                line.split()[-1] for line in Path(self.ready_file).read_text().splitlines()
+                if line.strip()}:
+            time.sleep(0.02)
         return ray.get(peer.echo.remote(tag))  # type: ignore[attr-defined]
 
     def relay(self, worker: object, step: int) -> int:
