@@ -6,6 +6,10 @@ GIVEN the engine started and asked for nothing, THEN idle (its front end holds n
 connection, every other process waits for its next message), never stuck. GIVEN scheduler
 TP1 stopped on its first request while a client outside the job waits for the answer, THEN
 TP1 is the suspect, stopped, with ``kill -CONT``; the waiting client is never the suspect.
+GIVEN a reply lost inside the engine (misrouted to another tokenizer worker, or dropped by
+the detokenizer while an HTTP client waits) and every backend idle, THEN a reply that never
+comes, the waiting front end the suspect (sglang#33858); its twins with no client (idle) and
+with a computing backend (progressing) are no such thing.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import TARGETS, dump_json, poll, show_text, verdict_job
+from support import TARGETS, Job, dump_json, poll, show_text, verdict_job
 
 pytestmark = pytest.mark.frameworks
 
@@ -40,6 +44,19 @@ def client(port: int, loop: bool = False) -> Iterator[subprocess.Popen[bytes]]:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def dump_while_computing(job: Job, tag: str, loop: bool) -> tuple[str, int]:
+    """The engine's JSON dump while a client outside the job waits on it (``loop``: asks
+    again and again) and ``tag``'s process has computed for it; the client's PID."""
+    port = int((job.workdir / "port").read_text())
+    with client(port, loop=loop) as visitor:
+        proc = psutil.Process(job.pids[tag])
+        start = proc.cpu_times().user
+        poll(lambda: proc.cpu_times().user > start + 0.2, f"{tag} to compute for a request")
+        raw = dump_json(job.pids["api"])
+        assert visitor.poll() is None  # the client still waits (or asks)
+    return raw, visitor.pid
 
 
 def test_given_an_engine_asked_for_nothing_then_idle_never_stuck(tmp_path: Path) -> None:
@@ -100,14 +117,80 @@ def test_given_a_busy_engine_and_a_client_asking_in_a_loop_then_progressing_not_
     each answer is a TCP chain into the front end) THEN progressing, the client no suspect
     (issue 34: a healthy busy server read "WAIT CHAIN, critical" through its client)."""
     with verdict_job("idle", tmp_path, TAGS, jobs=JOBS) as job:
-        port = int((job.workdir / "port").read_text())
-        with client(port, loop=True) as visitor:
-            tp1 = psutil.Process(job.pids["scheduler1"])
-            start = tp1.cpu_times().user
-            poll(lambda: tp1.cpu_times().user > start + 0.2, "the engine to serve requests")
-            raw = dump_json(job.pids["api"])
-            assert visitor.poll() is None
+        raw, visitor = dump_while_computing(job, "scheduler1", loop=True)
     data, text = json.loads(raw), show_text(raw, tmp_path)
     verdict = data["verdict"]
     assert verdict["kind"] == "progressing", (verdict, text)
-    assert visitor.pid not in verdict["suspects"] and "WAIT CHAIN" not in text, verdict
+    assert visitor not in verdict["suspects"] and "WAIT CHAIN" not in text, verdict
+
+
+#: The misrouted engine's ready tags: worker 1's first reply came, worker 0 dropped its second.
+MISROUTED = ["scheduler0", "scheduler1", "detokenizer", "tokenizer0", "tokenizer1", "answered",
+             "dropped"]
+
+
+def test_given_a_reply_routed_to_the_wrong_tokenizer_worker_then_the_waiting_one_is_suspect(
+        tmp_path: Path) -> None:
+    """GIVEN two tokenizer workers, worker 1 inside a synchronous ``generate`` whose abort the
+    detokenizer routed to worker 0, which logged it as unknown and dropped it (sglang#33858),
+    THEN a reply that never comes: worker 1 the suspect, the schedulers and the detokenizer
+    named as waiting for work (never blocked), the dropped-message line quoted."""
+    with verdict_job("misroute", tmp_path, MISROUTED, jobs=JOBS) as job:
+        raw = dump_json(job.launcher)
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert verdict["summary"].startswith("A reply that never comes"), verdict["summary"]
+    assert verdict["suspects"] == [job.pids["tokenizer1"]], (verdict, text)
+    assert "unknown rid tw1-1, dropping" in verdict["summary"], verdict["summary"]
+    scheduler = job.pids["scheduler0"]
+    assert f"rank 0 (PID {scheduler}) and the detokenizer" in verdict["summary"], verdict
+    assert "wait for new work, not blocked" in verdict["summary"], verdict["summary"]
+    assert scheduler not in verdict["suspects"] and job.pids["tokenizer0"] not in \
+        verdict["suspects"], verdict
+
+
+def test_given_the_http_front_ends_reply_dropped_while_a_client_waits_then_it_is_suspect(
+        tmp_path: Path) -> None:
+    """GIVEN the HTTP front end's handler awaiting a future the detokenizer never fills (it
+    dropped the output, with a log line) while a client outside the job waits for the answer,
+    THEN a reply that never comes: the front end the suspect, the client named as waiting on
+    it (never the suspect), the line quoted; not idle, though every process of the engine
+    waits for a message."""
+    with verdict_job("drop_reply", tmp_path, TAGS, jobs=JOBS) as job:
+        port = int((job.workdir / "port").read_text())
+        with client(port) as visitor:
+            job.wait_for(["dropped"], 30)
+            raw = dump_json(job.pids["api"])
+            assert visitor.poll() is None  # the client still waits
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["summary"].startswith("A reply that never comes"), (verdict, text)
+    assert verdict["suspects"] == [job.pids["api"]], (verdict, text)
+    assert f"the request of PID {visitor.pid}" in verdict["summary"], verdict["summary"]
+    assert "no decode state for rid 0, dropping" in verdict["summary"], verdict["summary"]
+    assert f"rank 0 (PID {job.pids['scheduler0']})" in verdict["summary"], verdict["summary"]
+    assert data["progress"]["decision"] != "idle", data["progress"]
+
+
+def test_given_the_dropping_engine_asked_for_nothing_then_idle(tmp_path: Path) -> None:
+    """The twin with no client: the same engine, its front end holding no request: idle."""
+    with verdict_job("drop_reply", tmp_path, TAGS, jobs=JOBS) as job:
+        raw = dump_json(job.pids["api"])
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    assert data["verdict"]["kind"] == "idle", (data["verdict"], text)
+    assert "reply that never comes" not in text, text
+
+
+def test_given_a_client_waiting_on_a_computing_scheduler_then_progressing_not_a_lost_reply(
+        tmp_path: Path) -> None:
+    """The twin whose backend works on the request (scheduler TP0 computing for minutes)
+    while the client waits: progressing, no lost reply, no suspect among the waiters."""
+    with verdict_job("slow", tmp_path, TAGS, jobs=JOBS) as job:
+        raw, visitor = dump_while_computing(job, "scheduler0", loop=False)
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "progressing", (verdict, text)
+    assert "reply that never comes" not in text, text
+    assert visitor not in verdict["suspects"] and job.pids["api"] not in \
+        verdict["suspects"], verdict

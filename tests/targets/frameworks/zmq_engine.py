@@ -19,6 +19,20 @@ Modes (each from a real report):
   all subsequent requests (including /health) time out"; #27221: one TP rank diverges and the
   others wait for it).
 - ``busy``: requests keep coming and are answered. Healthy (progressing).
+- ``slow``: scheduler TP0 computes for minutes on each request: a client waits on a busy
+  backend. Healthy (progressing).
+- ``drop_reply``: the detokenizer drops the first request's output with a log line; the HTTP
+  front end's handler awaits its future forever, the client waits, every process of the
+  engine idles (a reply lost inside the engine, as sglang#33858's).
+- ``misroute``: SGLang's multi-tokenizer shape (``--tokenizer-worker-num 2``, sglang#6555):
+  the launcher starts two tokenizer workers (``sglang::tokenizer_worker_0/1``) whose
+  synchronous ``generate`` runs ``loop.run_until_complete(gather(...))`` as
+  ``sglang.Engine.generate`` does. Worker 0's request is answered and it idles in
+  ``run_forever``; worker 1 sends two, the second asking for no tokens: the scheduler aborts
+  it with an ``AbortReq`` that carries no worker id, the detokenizer routes it to worker 0,
+  which logs "received output for unknown rid tw1-1, dropping" (sglang#33858). Worker 1
+  waits inside ``generate`` forever while every other process idles. Ready tags
+  ``tokenizer0``, ``tokenizer1``, ``answered`` (worker 1's first reply), ``dropped``.
 
 The test sends the requests from its own client process, outside the job: a visitor.
 Each process appends ``"<pid> <tag>"`` to READY_FILE once it waits in its loop.
@@ -64,10 +78,17 @@ def scheduler(rank: int, mode: str, ipc: str, ready_file: str) -> None:
         ready(ready_file, "scheduler0")
         while True:  # event_loop_normal: take requests, run a batch, send the outputs
             req = recv_from_tokenizer.recv_pyobj()
+            if req.get("max_new_tokens") == 0:
+                log(f"scheduler: rid {req['rid']} asks for no tokens, aborting")
+                # The bug of sglang#33858: the abort is built without the request's worker id
+                # (AbortReq(rid) defaults it to 0), so the detokenizer routes it to worker 0.
+                to_detokenizer.send_pyobj({"rid": req["rid"], "abort": "no tokens"})
+                continue
             to_tp1.send_pyobj(req)
-            _compute(0.02)
+            _compute(600.0 if mode == "slow" else 0.02)
             from_tp1.recv_pyobj()  # the TP peer's half of the step
-            to_detokenizer.send_pyobj({"rid": req["rid"], "tokens": [1, 2, 3]})
+            to_detokenizer.send_pyobj({"rid": req["rid"], "worker": req.get("worker", 0),
+                                       "tokens": [1, 2, 3]})
     else:
         from_tp0 = ctx.socket(zmq.PULL)
         from_tp0.connect(f"ipc://{ipc}/tp0_to_tp1")
@@ -82,30 +103,97 @@ def scheduler(rank: int, mode: str, ipc: str, ready_file: str) -> None:
             to_tp0.send_pyobj({"rid": req["rid"]})
 
 
-def detokenizer(ipc: str, ready_file: str) -> None:
+def log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def detokenizer(mode: str, ipc: str, ready_file: str) -> None:
     setproctitle.setproctitle("sglang::detokenizer")
     ctx = zmq.Context()
     recv_from_scheduler = ctx.socket(zmq.PULL)
     recv_from_scheduler.bind(f"ipc://{ipc}/scheduler_to_detokenizer")
-    send_to_tokenizer = ctx.socket(zmq.PUSH)
-    send_to_tokenizer.connect(f"ipc://{ipc}/detokenizer_to_tokenizer")
+    # One PUSH per tokenizer worker in the multi-tokenizer shape, one to the manager otherwise.
+    names = [f"detokenizer_to_tokenizer_{w}" for w in (0, 1)] if mode == "misroute" else [
+        "detokenizer_to_tokenizer"]
+    send_to_tokenizer = [ctx.socket(zmq.PUSH) for _ in names]
+    for sock, name in zip(send_to_tokenizer, names, strict=True):
+        sock.connect(f"ipc://{ipc}/{name}")
     ready(ready_file, "detokenizer")
+    dropped = False
     while True:
         out = recv_from_scheduler.recv_pyobj()
-        send_to_tokenizer.send_pyobj({"rid": out["rid"], "text": "abc"})
+        if mode == "drop_reply" and not dropped:
+            dropped = True
+            log(f"detokenizer: no decode state for rid {out['rid']}, dropping its output")
+            ready(ready_file, "dropped")
+            continue
+        worker = out.get("worker", 0) if len(send_to_tokenizer) > 1 else 0
+        send_to_tokenizer[worker].send_pyobj({**out, "text": "abc"})
 
 
-def serve(ipc: str, ready_file: str, port_file: str) -> None:
-    import uvicorn
+def tokenizer_sockets(ipc: str, inbox: str) -> tuple[zmq.asyncio.Socket, zmq.asyncio.Socket]:
+    """A tokenizer manager's asyncio sockets: a PUSH to the schedulers, a PULL bound at
+    ``inbox`` for the detokenizer's outputs."""
     import zmq.asyncio
-    from fastapi import FastAPI
 
-    app = FastAPI()
     actx = zmq.asyncio.Context()
     send_to_scheduler = actx.socket(zmq.PUSH)
     send_to_scheduler.connect(f"ipc://{ipc}/tokenizer_to_scheduler")
     recv_from_detokenizer = actx.socket(zmq.PULL)
-    recv_from_detokenizer.bind(f"ipc://{ipc}/detokenizer_to_tokenizer")
+    recv_from_detokenizer.bind(f"ipc://{ipc}/{inbox}")
+    return send_to_scheduler, recv_from_detokenizer
+
+
+def tokenizer_worker(w: int, ipc: str, ready_file: str) -> None:
+    """A tokenizer worker with ``sglang.Engine``'s synchronous API: ``generate`` runs the
+    requests' coroutines in ``run_until_complete``; a receive loop sets their futures."""
+    setproctitle.setproctitle(f"sglang::tokenizer_worker_{w}")
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    send_to_scheduler, recv_from_detokenizer = tokenizer_sockets(
+        ipc, f"detokenizer_to_tokenizer_{w}")
+    waiting: dict[str, asyncio.Future[dict[str, object]]] = {}
+
+    async def handle_loop() -> None:
+        while True:
+            out = await recv_from_detokenizer.recv_pyobj()
+            fut = waiting.pop(out["rid"], None)
+            if fut is None:
+                log(f"tokenizer worker {w}: received output for unknown rid {out['rid']}, "
+                    "dropping")
+                ready(ready_file, "dropped")
+            elif not fut.done():
+                fut.set_result(out)
+
+    async def one(rid: str, tokens: int) -> dict[str, object]:
+        fut: asyncio.Future[dict[str, object]] = loop.create_future()
+        waiting[rid] = fut
+        await send_to_scheduler.send_pyobj({"rid": rid, "worker": w, "max_new_tokens": tokens})
+        out = await fut
+        ready(ready_file, "answered" if w == 1 else "answered0")
+        return out
+
+    def generate(tokens: list[int]) -> list[dict[str, object]]:
+        return loop.run_until_complete(asyncio.gather(
+            *(one(f"tw{w}-{i}", n) for i, n in enumerate(tokens))))
+
+    receiver = loop.create_task(handle_loop())
+    if w == 0:
+        generate([8])
+        ready(ready_file, "tokenizer0")
+        loop.run_forever()  # a server's loop: waits for the next request
+    else:
+        ready(ready_file, "tokenizer1")
+        generate([8, 0])
+    receiver.cancel()
+
+
+def serve(ipc: str, ready_file: str, port_file: str) -> None:
+    import uvicorn
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    send_to_scheduler, recv_from_detokenizer = tokenizer_sockets(ipc, "detokenizer_to_tokenizer")
     waiting: dict[int, asyncio.Future[dict[str, object]]] = {}
     counter = iter(range(1 << 62))
 
@@ -158,9 +246,15 @@ def main(mode: str, ready_file: str, workdir: str) -> None:
 
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=scheduler, args=(r, mode, ipc, ready_file)) for r in (0, 1)]
-    procs.append(ctx.Process(target=detokenizer, args=(ipc, ready_file)))
+    procs.append(ctx.Process(target=detokenizer, args=(mode, ipc, ready_file)))
+    if mode == "misroute":
+        procs += [ctx.Process(target=tokenizer_worker, args=(w, ipc, ready_file)) for w in (0, 1)]
     for p in procs:
         p.start()
+    if mode == "misroute":
+        for p in procs:  # the launcher of an offline engine: it waits for its children
+            p.join()
+        return
     serve(ipc, ready_file, os.path.join(workdir, "port"))
 
 

@@ -10,6 +10,14 @@ waits for its next message (idle, nothing computing, stopped or blocked in a loc
 working on the request: its reply was lost or routed to another process (sglang#33858: an
 abort routed to tokenizer worker 0, which logged "unknown rid ..., dropping"). The waiting
 front end is where the user's request is stuck: the suspect, helper or not.
+
+A server is the same front end while a client waits on it: a process that listens on a TCP
+port, its loop parked (engines.serving_thread), holding a connection it accepted whose other
+end a process blocks reading (a graph edge: the client waits for the answer, a kernel fact a
+keep-alive connection lacks). Its handler awaits a future that a receive loop would set (an
+SGLang TokenizerManager inside the HTTP server); with every backend idle, that reply is lost.
+A backend whose wait leads out of the job (a TCP edge to another host) is not idle: the
+answer may still come from there.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import re
 
 from hangscope.analyze.evidence.progress import SLOW, STUCK
 from hangscope.analyze.graph.waitwalk import Graph, site_words
-from hangscope.analyze.patterns.calm.engines import python_names, waits_for_message
+from hangscope.analyze.patterns.calm.engines import python_names, serving_thread, waits_for_message
 from hangscope.model import Process, Role, Snapshot, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -64,6 +72,46 @@ def _peers(snap: Snapshot, pid: int) -> set[int]:
     return found - {pid}
 
 
+def _port(addr: str) -> int:
+    return int(addr.rpartition(":")[2] or 0)
+
+
+def waiting_clients(g: Graph, front: Process) -> list[int]:
+    """The processes blocked reading a connection that ``front`` accepted on a port it listens
+    on: clients whose request is in flight (none where ``front`` serves no TCP port)."""
+    kernel = g.snap.waits.kernel if g.snap.waits is not None else None
+    ports = {s.port for s in front.listening if s.kind in ("tcp", "tcp6") and s.port}
+    mine = kernel.process(front.pid) if kernel is not None and ports else None
+    if kernel is None or mine is None:
+        return []
+    held = {rec.inode for rec in mine.fds if rec.inode is not None}
+    accepted = {f"{c.remote}|{c.local}" for c in kernel.tcp
+                if c.inode in held and _port(c.local) in ports}
+    waiting = {e.pid for e in g.edges if e.kind == "tcp" and e.to_pid == front.pid} - {
+        front.pid}
+    # the client's end of an accepted connection: its local and remote swapped
+    ends = {c.inode: f"{c.local}|{c.remote}" for c in kernel.tcp}
+    clients = {pf.pid for pf in kernel.processes if pf.pid in waiting and any(
+        ends.get(rec.inode or -1) in accepted for rec in pf.fds)}
+    return sorted(clients)
+
+
+def _front(g: Graph, proc: Process) -> tuple[Thread, list[int]] | None:
+    """The thread where ``proc`` waits for replies as a front end, and the clients waiting on
+    it: a tokenizer's synchronous call, or a server with a request in flight."""
+    if proc.role in FRONT_ROLES and awaits_own_call(proc.working_thread):
+        return proc.working_thread, []
+    served = serving_thread(proc)
+    clients = waiting_clients(g, proc) if served is not None else []
+    return (served, clients) if served is not None and clients else None
+
+
+def _leaves_job(g: Graph, pid: int) -> bool:
+    """A thread of ``pid`` waits on a TCP connection to another host: its answer may come."""
+    return any(g.edges[i].kind == "tcp" and g.edges[i].to_pid is None
+               for i in g.out.get(pid, ()))
+
+
 def _idle(snap: Snapshot, proc: Process) -> bool:
     """``proc`` waits for its next message, did nothing in the window, and is not stopped."""
     measured = next((r for r in snap.progress.ranks if r.pid == proc.pid),
@@ -78,24 +126,31 @@ def lost_reply(g: Graph) -> WaitPattern | None:
     snap = g.snap
     live = [p for p in snap.processes if not p.is_exited]
     for front in live:
-        thread = front.working_thread
-        if front.role not in FRONT_ROLES or not awaits_own_call(thread) or not _idle(
-                snap, front):
+        found = _front(g, front)
+        if found is None or not _idle(snap, front):
             continue
-        senders = [g.procs[pid] for pid in sorted(_peers(snap, front.pid)) if pid in g.procs]
-        if not senders or not all(_idle(snap, p) for p in live):
+        thread, clients = found
+        senders = [g.procs[pid] for pid in sorted(_peers(snap, front.pid) - set(clients))
+                   if pid in g.procs]
+        if not senders or not all(_idle(snap, p) and not _leaves_job(g, p.pid) for p in live):
             continue
         assert thread is not None
         named = senders
         shown = [who(p) for p in named]
         idle = " and ".join([", ".join(shown[:-1]), shown[-1]] if len(shown) > 1 else shown)
-        chain = (f"{who(front)}{f' ({front.title})' if front.title else ''} waits for replies"
-                 f"{site_words(thread)}, its event loop run inside that call with the requests' "
-                 f"coroutines parked; {idle} {'waits' if len(named) == 1 else 'wait'} for new "
+        asked = (f" to the request of {', '.join(f'PID {c}' for c in clients)} (blocked reading "
+                 "the connection it accepted)" if clients else "")
+        inside = ("its event loop idle with the handler's coroutine parked" if clients else
+                  "its event loop run inside that call with the requests' coroutines parked")
+        # a set title (one word of argv, setproctitle's) names the role; a command line does not
+        titled = front.title if front.title and len(front.cmdline) == 1 else ""
+        chain = (f"{who(front)}{f' ({titled})' if titled else ''} waits for replies"
+                 f"{site_words(thread)}{asked}, {inside}; {idle} "
+                 f"{'waits' if len(named) == 1 else 'wait'} for new "
                  "work, not blocked: nothing is working on the request, whose reply was lost or "
                  "routed to another process")
-        said = [line.strip() for p in live if p.pid != front.pid for line in p.log_tail
-                if _DROPPED.search(line)]
+        said = [line.strip() for p in live if p.pid != front.pid and p.pid not in clients
+                for line in p.log_tail if _DROPPED.search(line)]
         if said:
             chain += f"; the log says: {said[-1][:200]!r}"
         return WaitPattern("lost_reply", (front.pid, *(p.pid for p in named)), chain, (),
