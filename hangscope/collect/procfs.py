@@ -354,12 +354,6 @@ def read_off_cpu(pid: int) -> dict[int, float]:
     a 12 h VM): the reader moves itself onto each CPU the threads last ran on, reads its own
     clock there (one move per CPU, its affinity restored after). Threads whose time is unknown
     (no sched file, a time of 0, a CPU the reader may not run on) are left out.
-
-    A CPU's clock read within the last :data:`CPU_CLOCK_TTL_S` is not read again: its offset
-    from CLOCK_MONOTONIC stands for it. On a machine whose cores a job's compute threads hold,
-    a move onto a given CPU waits for that CPU (seconds, once per process of the round: a
-    busy vLLM server, issue 34), while the offset drifts only by that CPU's IRQ and steal time
-    (milliseconds a second), far below what an off-CPU time is read for (seconds).
     """
     base = f"{PROC}/{pid}/task"
     if not os.path.exists(f"{PROC}/thread-self/sched"):
@@ -383,46 +377,21 @@ def read_off_cpu(pid: int) -> dict[int, float]:
     out: dict[int, float] = {}
     if not by_cpu:
         return out
-    moved = False
     try:
         for cpu, on_cpu in sorted(by_cpu.items()):
-            now = _cpu_clock_ms(cpu)
+            try:
+                os.sched_setaffinity(0, {cpu})
+            except OSError:
+                continue
+            now = exec_start_ms(_cat(f"{PROC}/thread-self/sched"))
             if now is None:
-                try:
-                    os.sched_setaffinity(0, {cpu})
-                except OSError:
-                    continue
-                moved = True
-                before = time.monotonic()
-                now = exec_start_ms(_cat(f"{PROC}/thread-self/sched"))
-                if now is None:
-                    break
-                at = (before + time.monotonic()) / 2
-                _CPU_CLOCKS[cpu] = (at, now - at * 1000.0)
+                break
             for tid, last in on_cpu:
                 out[tid] = max(0.0, (now - last) / 1000.0)
     finally:
-        if moved:
-            with contextlib.suppress(OSError):
-                os.sched_setaffinity(0, mask)
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, mask)
     return out
-
-
-#: How long a CPU's scheduler clock, read once, stands for later reads (read_off_cpu).
-CPU_CLOCK_TTL_S = 2.0
-#: CPU -> (CLOCK_MONOTONIC seconds when its scheduler clock was read, that clock (ms) minus
-#: CLOCK_MONOTONIC (ms) then).
-_CPU_CLOCKS: dict[int, tuple[float, float]] = {}
-
-
-def _cpu_clock_ms(cpu: int) -> float | None:
-    """The scheduler clock of ``cpu`` now (ms) from its offset read in the last
-    :data:`CPU_CLOCK_TTL_S`; None when there is none that recent."""
-    known = _CPU_CLOCKS.get(cpu)
-    now = time.monotonic()
-    if known is None or now - known[0] > CPU_CLOCK_TTL_S:
-        return None
-    return now * 1000.0 + known[1]
 
 
 def scan() -> dict[int, Stat]:

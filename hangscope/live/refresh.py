@@ -19,9 +19,9 @@ from hangscope.collect import procfs, pyspy
 from hangscope.live.rounds import ASLEEP, Marks, Round, stack_key
 from hangscope.model import Process, StackKey
 
-#: How the sampler dumps one process: (process, native, nonblocking, when a native dump
-#: should be done by or None) -> its dump, None when it does not run Python.
-Dump = Callable[[Process, bool, bool, float | None], pyspy.DumpResult | None]
+#: How the sampler dumps one process: (process, native, nonblocking) -> its dump, None when
+#: it does not run Python.
+Dump = Callable[[Process, bool, bool], pyspy.DumpResult | None]
 
 
 @dataclass
@@ -55,8 +55,7 @@ class Refresher:
     def forget(self, pid: int) -> None:
         self.known.pop(pid, None)
 
-    def sample(self, proc: Process, native: bool, fds: bool, unpaused: bool = False,
-               deadline: float | None = None) -> Round:
+    def sample(self, proc: Process, native: bool, fds: bool, unpaused: bool = False) -> Round:
         """One process's stacks and /proc facts for one round, paying as little as it can.
 
         1. None of its Python threads has run since a moment its stacks were known exactly
@@ -69,8 +68,7 @@ class Refresher:
            one per core at a time.
 
         ``unpaused``: this process computes (the sampler's cheap kernel facts): read it as
-        ``--nonblocking`` does, Python only and never paused. ``deadline``: when the native dump
-        should be done by (the sampler bounds it; one that runs out is Python only).
+        ``--nonblocking`` does, Python only and never paused.
         """
         pid = proc.pid
         with_fds = native or fds
@@ -98,7 +96,7 @@ class Refresher:
                              at_dump=at_dump)
         with self._native_gate:
             at_dump = procfs.read_tasks(pid)
-            dump = self._dump(proc, want_native, nonblocking, deadline)
+            dump = self._dump(proc, want_native, nonblocking)
         return Round(dump, procfs.read_process(pid, with_fds=with_fds), at_dump=at_dump)
 
     def _python_read(self, proc: Process, before: tuple[procfs.TaskInfo, ...] | None,
@@ -114,7 +112,7 @@ class Refresher:
         quiet = all(t.state in ASLEEP and t.sched is not None
                     for t in before if t.tid in python)
         if quiet or nonblocking:
-            fresh = self._dump(proc, False, True, None)
+            fresh = self._dump(proc, False, True)
             after = procfs.read_tasks(pid)
             if fresh is None or not fresh.ok:
                 return fresh, after, None, after
@@ -124,7 +122,7 @@ class Refresher:
         # A Python thread ran: the unpaused read may be torn, so pause (py-spy's own pause).
         # Thread states are read before it: after it, the threads are resuming from the stop.
         at_dump = procfs.read_tasks(pid)
-        fresh = self._dump(proc, False, False, None)
+        fresh = self._dump(proc, False, False)
         return fresh, procfs.read_tasks(pid), None, at_dump
 
     def learn(self, proc: Process, sample: Round) -> None:

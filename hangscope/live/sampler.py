@@ -144,11 +144,6 @@ class Sampler:
         self._unpaused: set[int] = set()
         self._to_check: set[int] = set()
         self._defer_native = False
-        # When a native dump should be done by (monotonic): the window's end and a grace;
-        # None (the full --timeout) outside a windowed dump's first snapshot, and in round
-        # one unless a process computes (_snapshot).
-        self._native_by: float | None = None
-        self._computing: set[int] = set()
 
     def request_kernels(self) -> None:
         """Read the stuck spinning ranks' kernels in the next snapshot only (cuda-gdb)."""
@@ -165,8 +160,8 @@ class Sampler:
         return self._pyspy_version
 
     # -- sampling --------------------------------------------------------------------
-    def _dump(self, proc: Process, native: bool, nonblocking: bool | None = None,
-              deadline: float | None = None) -> pyspy.DumpResult | None:
+    def _dump(self, proc: Process, native: bool,
+              nonblocking: bool | None = None) -> pyspy.DumpResult | None:
         if proc.python is False:
             return None
         stat = procfs.read_stat(proc.pid)
@@ -182,14 +177,9 @@ class Sampler:
             nonblocking = self.options.nonblocking
         if proc.pid in self._tracers:
             nonblocking = True
-        timeout = self.options.timeout
-        if deadline is not None and native and not nonblocking:
-            # Bounded by what is left (_native_by), from now: a dump that waited for a
-            # native slot has that much less. One that runs out is retried Python-only
-            # (~20 ms: no unwinding, no symbols).
-            timeout = min(timeout, max(MIN_BOUNDED_NATIVE_S, deadline - self.clock()))
-        dump = pyspy.dump(proc.pid, native=native and not nonblocking, timeout=timeout,
-                          nonblocking=nonblocking, pyspy=self._pyspy)
+        dump = pyspy.dump(proc.pid, native=native and not nonblocking,
+                          timeout=self.options.timeout, nonblocking=nonblocking,
+                          pyspy=self._pyspy)
         if not nonblocking and self._watcher is not None:
             self._watcher.note_pause(proc.pid)  # its ptrace stop woke every thread: not progress
         return dump
@@ -235,12 +225,12 @@ class Sampler:
         and its counters judge it (the progress window).
         """
         pid = proc.pid
-        if native and self._defer_native and pid in self._computing:
+        if native and self._defer_native and self._computes(proc):
             self._unpaused.add(pid)
             self._to_check.add(pid)
             return self._refresh.sample(proc, False, fds, unpaused=True)
         if pid not in self._unpaused:
-            return self._refresh.sample(proc, native, fds, deadline=self._native_by)
+            return self._refresh.sample(proc, native, fds)
         fresh = self._refresh.sample(proc, False, fds, unpaused=True)
         if pid not in self._to_check:
             return fresh
@@ -256,22 +246,8 @@ class Sampler:
             reads.append(self._refresh.sample(proc, False, fds, unpaused=True))
         if not _stayed(reads, pid):
             return reads[-1]
-        return self._deferred_native(proc, fds, reads[-1])
-
-    def _deferred_native(self, proc: Process, fds: bool, fresh: Round) -> Round:
-        """The native stacks of a process that computes and was seen staying in one place,
-        bounded by what is left of the window (and a grace): on a machine whose cores the
-        job's own compute threads hold (a vLLM Worker's OpenMP threads), a native dump waits
-        for the target's threads to be scheduled into their stop and for its own turns,
-        seconds instead of ~0.3 s, and every later round waits behind it (issue 34). One
-        that runs out (the kernel resumes the target when py-spy is killed) leaves the
-        process as it was read, unpaused, Python only, judged by its counters."""
-        native = self._refresh.sample(proc, True, fds, deadline=self._native_by)
-        if native.dump is None or not native.dump.ok:
-            return fresh
-        if native.dump.native:
-            self._unpaused.discard(proc.pid)
-        return native  # else Python-only: later rounds read it unpaused again
+        self._unpaused.discard(pid)
+        return self._refresh.sample(proc, True, fds)
 
     def _round(self, pool: ThreadPoolExecutor, procs: Sequence[Process], native: bool,
                fds: bool = False, off_cpu: dict[int, dict[int, float]] | None = None,
@@ -331,17 +307,8 @@ class Sampler:
         job_started = min((p.create_time for p in procs if p.create_time), default=None)
         # Only a windowed dump's first snapshot can defer a native dump to its next round.
         self._unpaused, self._to_check = set(), set()
-        self._native_by = None
-        # Those that compute as round one begins (_computes): read unpaused. While one does,
-        # the native dumps of the others are bounded too: a job that computes on every core
-        # makes each native dump wait for CPU (seconds, not ~0.3 s: a busy vLLM server,
-        # issue 34), and a window's dump should not last many windows for the native frames
-        # of processes that the counters will show moving. A job where nothing computes (hung,
-        # idle) keeps the full --timeout.
         self._defer_native = (opts.native and not opts.nonblocking and samples > 1
                               and self.last is None)
-        self._computing = ({p.pid for p in procs if self._computes(p)}
-                           if self._defer_native else set())
         rounds: list[dict[int, Round]] = []
         with ThreadPoolExecutor(max_workers=_workers(opts, len(procs))) as pool:
             # Facts of the whole host, read while the processes are sampled (the kernel takes
@@ -375,8 +342,6 @@ class Sampler:
             if beside:
                 self._watcher = self._start_watcher(procs)
             t0 = self.clock()
-            if beside and self._computing:  # a short window's dumps keep --timeout
-                self._native_by = t0 + opts.window + DEFERRED_NATIVE_GRACE_S
             rounds.append(self._round(pool, procs, opts.native, fds=True, off_cpu=off_cpu))
             phases.mark("first round (py-spy)")
             gpu_readings = [first_gpus.result()]
@@ -519,10 +484,6 @@ COMPUTE_TICKS = 2
 EXTRA_LOOKS = 2
 #: Between those reads: a call that lasts longer than this three times over is "one place".
 LOOK_INTERVAL_S = 0.1
-#: A bounded native dump ends by the window's end plus this, but is given at least
-#: MIN_BOUNDED_NATIVE_S (a quiet machine's native dump of a torch process: ~0.2-0.5 s).
-DEFERRED_NATIVE_GRACE_S = 0.5
-MIN_BOUNDED_NATIVE_S = 1.5
 
 
 #: A comprehension's or a lambda's frame: part of the line that made it (``while
