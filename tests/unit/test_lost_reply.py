@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hangscope.analyze import analyze
 from hangscope.model import Snapshot, VerdictKind
-from hangscope.model.serialize import from_dict
+from hangscope.model.serialize import from_dict, load
 
 DUMP = Path(__file__).resolve().parent.parent / "fixtures" / "frameworks" / \
     "lost_reply.dump.json"
@@ -84,3 +84,15 @@ def test_a_server_whose_open_connection_nobody_reads_holds_no_request_in_flight(
     assert snap.wait_graph is not None and snap.verdict is not None
     assert "lost_reply" not in {p.kind for p in snap.wait_graph.patterns}, snap.verdict
     assert front not in snap.verdict.suspects, snap.verdict
+
+
+def test_a_stopped_engine_core_whose_worker_spins_in_its_broadcast_wait_is_the_suspect() -> None:
+    # The vllm tier's stopped EngineCore, recorded when its Worker had just had a message:
+    # vLLM's broadcast wait spun on a core (0.7 s of CPU in the window) at lines that change
+    # inside the wait. That is the wait, not work: the EngineCore stays the suspect.
+    snap = analyze(load(Path(__file__).resolve().parent.parent / "fixtures" / "frameworks"
+                        / "vllm_engine_stopped_spin.dump.json"))
+    verdict = snap.verdict
+    engine = next(p.pid for p in snap.processes if (p.title or "").startswith("VLLM::EngineCore"))
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.suspects == (engine,), verdict

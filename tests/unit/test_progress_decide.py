@@ -183,6 +183,15 @@ def test_a_vllm_worker_going_round_its_broadcast_wait_is_not_progressing() -> No
         ((f"MessageQueue.dequeue ({_SHM}:971)", "_GeneratorContextManager.__enter__ "
           "(contextlib.py:137)", f"MessageQueue.acquire_read ({_SHM}:841)"), 20)))
     assert waits[0].decision != PROGRESSING, waits[0]
+    # ...nor while it spins there on a core (0.7 s of CPU in 2 s: its last message was
+    # recent): the wait's spin, not work; stuck, so the chain to the stopped EngineCore holds
+    spinning = decide_all(_worker(
+        ((f"MessageQueue.dequeue ({_SHM}:971)", f"MessageQueue.acquire_read ({_SHM}:864)",
+          f"SpinCondition.wait ({_SHM}:210)", "Poller.poll (zmq/sugar/poll.py:106)"), 127),
+        ((f"MessageQueue.dequeue ({_SHM}:971)", f"MessageQueue.acquire_read ({_SHM}:856)",
+          f"SpinCondition.wait ({_SHM}:208)", "sched_yield (vllm/distributed/utils.py:46)"),
+         15), cpu_ns=700_000_000))
+    assert spinning[0].decision == STUCK and "spin" in spinning[0].reason, spinning[0]
     # ...while a Worker that leaves the wait for its model's forward pass works
     works = decide_all(_worker(
         ((f"MessageQueue.dequeue ({_SHM}:971)", f"MessageQueue.acquire_read ({_SHM}:864)",

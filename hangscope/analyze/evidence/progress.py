@@ -215,6 +215,15 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
             f"spin-waiting: the thread yields its core (sched_yield) again and again at "
             f"{_leaf(thread)} and its line only goes round that loop: a wait that burns CPU, "
             "not work"), judged, gpu_text, gpu_state)
+    c = thread.counters
+    if thread.stacks and _inside_wait(thread) and c is not None and c.cpu_ns is not None \
+            and c.cpu_ns / 1e9 >= IDLE_CPU_SHARE * seconds:
+        # vLLM's broadcast wait spins (sched_yield) after each message before it polls: the
+        # CPU it burns there is the wait's, not work (a stopped EngineCore's Worker)
+        return RankProgress(proc.pid, STUCK, "counters", (
+            f"spin-waiting: {c.cpu_ns / 1e9:.1f} s of CPU in {seconds:.1f} s, every sample "
+            f"inside the framework's own wait for a message ({_leaf(thread)}): a wait that "
+            "burns CPU, not work"), judged, gpu_text, gpu_state)
     gpu_idle = gpu_state == "idle"
     return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
                                   thread.tid in readers), gpu=gpu_text,
@@ -341,7 +350,10 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
         window += f" (not counting {raw_wakes - wakes} from py-spy's {proc.pauses} pauses)"
     if cpu_s < IDLE_CPU_SHARE * seconds:
         io = _data_moved(proc, thread, consumes)
-        moved = (io is not None and (io.syscw + io.syscr) >= MIN_WAKES
+        # A wait that completes because data came moves some for each wake-up: fewer reads
+        # and writes than wake-ups are a timer's wakes beside a stray write (a runtime's
+        # native thread logging its stats once a minute, as Ray's core worker does).
+        moved = (io is not None and (io.syscw + io.syscr) >= max(MIN_WAKES, wakes)
                  and not _rereads(io, consumes))
         if wakes >= MIN_WAKES and moved and io is not None:
             return RankProgress(proc.pid, PROGRESSING, "counters", (
