@@ -15,10 +15,12 @@ the actors).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,6 +55,29 @@ def _in_ray_get(pid: int) -> bool:
     return "get_objects" in main
 
 
+def _io_calls(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = dict(line.split(": ") for line in
+                          Path(f"/proc/{pid}/io").read_text().splitlines())
+            total += int(fields["syscr"]) + int(fields["syscw"])
+    return total
+
+
+def _quiet(pids: list[int], seconds: float = 2.0) -> None:
+    """Wait until none of ``pids`` made a read or write for ``seconds`` (/proc/PID/io)."""
+    state = {"calls": _io_calls(pids), "since": time.monotonic()}
+
+    def settled() -> bool:
+        calls, now = _io_calls(pids), time.monotonic()
+        if calls != state["calls"]:
+            state.update(calls=calls, since=now)
+        return now - state["since"] >= seconds
+
+    poll(settled, f"no I/O from PIDs {pids} for {seconds} s", 90)
+
+
 def _ray_system_pids(data: dict) -> set[int]:  # type: ignore[type-arg]
     return {p["pid"] for p in data["processes"] if p["role"] == "helper"}
 
@@ -63,6 +88,9 @@ def test_two_actors_that_ray_get_each_other_are_a_deadlock_between_the_actors(
         actors = {job.pids["planner"], job.pids["executor"]}
         for pid in actors:
             poll(lambda pid=pid: _in_ray_get(pid), f"PID {pid} inside ray.get", 60)
+        # Settled: Ray's start-up I/O (actor creation, worker registration, their logs) is
+        # data moving that the window would read as progress; a user dumps a job long hung.
+        _quiet([*actors, job.launcher])
         data = json.loads(dump_json(job.launcher))
     verdict = data["verdict"]
     assert verdict["kind"] == "deadlock", verdict

@@ -12,6 +12,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from hangscope.analyze import analyze
 from hangscope.model import Snapshot, VerdictKind
 from hangscope.model.serialize import from_dict, load
@@ -86,12 +88,15 @@ def test_a_server_whose_open_connection_nobody_reads_holds_no_request_in_flight(
     assert front not in snap.verdict.suspects, snap.verdict
 
 
-def test_a_stopped_engine_core_whose_worker_spins_in_its_broadcast_wait_is_the_suspect() -> None:
-    # The vllm tier's stopped EngineCore, recorded when its Worker had just had a message:
-    # vLLM's broadcast wait spun on a core (0.7 s of CPU in the window) at lines that change
-    # inside the wait. That is the wait, not work: the EngineCore stays the suspect.
+@pytest.mark.parametrize("name", ["vllm_engine_stopped_spin", "vllm_engine_stopped_yield"])
+def test_a_stopped_engine_core_whose_worker_spins_in_its_broadcast_wait_is_the_suspect(
+        name: str) -> None:
+    # The vllm tier's stopped EngineCore, recorded twice when its Worker had just had a
+    # message: vLLM's broadcast wait spun (0.7 s of CPU in the window; 956 sched_yields and two
+    # empty samples) at lines that change inside the wait. That is the wait, not work: the
+    # EngineCore stays the suspect.
     snap = analyze(load(Path(__file__).resolve().parent.parent / "fixtures" / "frameworks"
-                        / "vllm_engine_stopped_spin.dump.json"))
+                        / f"{name}.dump.json"))
     verdict = snap.verdict
     engine = next(p.pid for p in snap.processes if (p.title or "").startswith("VLLM::EngineCore"))
     assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict

@@ -67,6 +67,8 @@ MIN_MOVED_SAMPLES = 2
 _COMPREHENSION = re.compile(r"\.<(genexpr|listcomp|setcomp|dictcomp|lambda)> \(")
 #: A thread awake less than this share of the window is "idle" (it waits).
 IDLE_CPU_SHARE = 0.2
+#: Yields (involuntary switches) in the window that make a thread inside a wait a spinner.
+SPIN_YIELDS = 100
 #: Wake-ups in the window (with data moved) for a waiting thread's waits to "complete".
 MIN_WAKES = 2
 #: A poll re-reads a flag or a header (SQLite's 16-byte change counter before each lock try):
@@ -146,6 +148,8 @@ def _inside_wait(thread: ThreadProgress) -> bool:
     stacks differ only inside the wait, which goes round its own loop: no progress."""
     outer: set[tuple[str, ...]] = set()
     for stack in thread.stacks:
+        if not stack.frames:
+            continue  # a sample py-spy caught between frames: says nothing
         k = next((i for i, f in enumerate(stack.frames) if in_zmq_wait(f)), None)
         if k is None:
             return False
@@ -216,14 +220,17 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
             f"{_leaf(thread)} and its line only goes round that loop: a wait that burns CPU, "
             "not work"), judged, gpu_text, gpu_state)
     c = thread.counters
-    if thread.stacks and _inside_wait(thread) and c is not None and c.cpu_ns is not None \
-            and c.cpu_ns / 1e9 >= IDLE_CPU_SHARE * seconds:
-        # vLLM's broadcast wait spins (sched_yield) after each message before it polls: the
-        # CPU it burns there is the wait's, not work (a stopped EngineCore's Worker)
+    if any(st.frames for st in thread.stacks) and _inside_wait(thread) and c is not None \
+            and c.cpu_ns is not None and (c.cpu_ns / 1e9 >= IDLE_CPU_SHARE * seconds
+                                          or (c.involuntary or 0) >= SPIN_YIELDS):
+        # vLLM's broadcast wait spins (sched_yield, which the kernel counts as involuntary
+        # switches) after each message before it polls: the CPU it burns there is the wait's,
+        # not work (a stopped EngineCore's Worker)
         return RankProgress(proc.pid, STUCK, "counters", (
-            f"spin-waiting: {c.cpu_ns / 1e9:.1f} s of CPU in {seconds:.1f} s, every sample "
-            f"inside the framework's own wait for a message ({_leaf(thread)}): a wait that "
-            "burns CPU, not work"), judged, gpu_text, gpu_state)
+            f"spin-waiting: {c.cpu_ns / 1e9:.1f} s of CPU and {c.involuntary or 0:,} yields in "
+            f"{seconds:.1f} s, every sample inside the framework's own wait for a message "
+            f"({_leaf(thread)}): a wait that burns CPU, not work"), judged, gpu_text,
+            gpu_state)
     gpu_idle = gpu_state == "idle"
     return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
                                   thread.tid in readers), gpu=gpu_text,
