@@ -65,6 +65,6 @@ def test_given_an_engine_waiting_for_a_dropped_zmq_reply_then_a_chain_through_it
     verdict = data["verdict"]
     assert verdict["kind"] == "wait_chain", (verdict, text)
     summary = verdict["summary"]
-    assert "thread input_socket" in summary and "waits for a reply on TCP" in summary, summary
+    assert "thread input_socket" in summary and "waits for a message on TCP" in summary, summary
     engine = next(p["pid"] for p in data["processes"] if p["ppid"] == data["job"]["target"])
     assert verdict["suspects"] == [data["job"]["target"]] != [engine], verdict  # the server
