@@ -162,35 +162,27 @@ OBJECT_WAITS: tuple[ObjectWait, ...] = tuple(
     f.object_wait for f in FRAMEWORKS if f.object_wait is not None)
 
 
+def _at(function: str | None, filename: str | None, frames: Sequence[tuple[str, str]]) -> bool:
+    """The frame (``function``, ``filename``) is one of ``frames``: (last name, path part)."""
+    return function is not None and any(function.split(".")[-1] == name
+                                        and path in (filename or "") for name, path in frames)
+
+
 def object_wait_at(function: str | None, filename: str | None) -> ObjectWait | None:
     """The framework's object wait whose blocking frame this is, or None."""
-    for wait in OBJECT_WAITS:
-        name, path = wait.frame
-        if function is not None and function.split(".")[-1] == name and path in (filename or ""):
-            return wait
-    return None
+    return next((w for w in OBJECT_WAITS if _at(function, filename, (w.frame,))), None)
 
 
 def any_worker_wait(function: str | None, filename: str | None) -> ObjectWait | None:
     """The framework's object wait (``ObjectWait.waits``) a frame blocks in, or None."""
-    for wait in OBJECT_WAITS:
-        for name, path in wait.waits:
-            if function is not None and function.split(".")[-1] == name \
-                    and path in (filename or ""):
-                return wait
-    return None
+    return next((w for w in OBJECT_WAITS if _at(function, filename, w.waits)), None)
 
 
 def in_task_loop(function: str | None, filename: str | None) -> bool:
     """A frame of a framework's loop a worker waits in for its next task (an object wait's
     ``idle_frame``): innermost there, the worker runs no task."""
-    for wait in OBJECT_WAITS:
-        if wait.idle_frame is None:
-            continue
-        name, path = wait.idle_frame
-        if function is not None and function.split(".")[-1] == name and path in (filename or ""):
-            return True
-    return False
+    return any(_at(function, filename, (w.idle_frame,)) for w in OBJECT_WAITS
+               if w.idle_frame is not None)
 
 
 RANK_TESTS: tuple[str, ...] = tuple(dict.fromkeys(p for f in FRAMEWORKS for p in f.rank_tests))

@@ -220,9 +220,8 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
             f"{_leaf(thread)} and its line only goes round that loop: a wait that burns CPU, "
             "not work"), judged, gpu_text, gpu_state)
     c = thread.counters
-    if any(st.frames for st in thread.stacks) and _inside_wait(thread) and c is not None \
-            and c.cpu_ns is not None and (c.cpu_ns / 1e9 >= IDLE_CPU_SHARE * seconds
-                                          or (c.involuntary or 0) >= SPIN_YIELDS):
+    if _inside_wait(thread) and c is not None and c.cpu_ns is not None and (
+            c.cpu_ns / 1e9 >= IDLE_CPU_SHARE * seconds or (c.involuntary or 0) >= SPIN_YIELDS):
         # vLLM's broadcast wait spins (sched_yield, which the kernel counts as involuntary
         # switches) after each message before it polls: the CPU it burns there is the wait's,
         # not work (a stopped EngineCore's Worker)

@@ -42,7 +42,7 @@ _BUSY_SHARE = 0.3
 _MAX_VOLUNTARY = 3
 
 
-def _raw(snap: Snapshot, proc: Process) -> ProcessProgress | None:
+def raw_window(snap: Snapshot, proc: Process) -> ProcessProgress | None:
     """The watcher's raw window of this process (its node's readings; None: not watched)."""
     found = [p for r in snap.readings if r.progress is not None
              and (r.host is None or proc.host is None or r.host == proc.host)
@@ -50,7 +50,8 @@ def _raw(snap: Snapshot, proc: Process) -> ProcessProgress | None:
     return found[0] if len(found) == 1 else None
 
 
-def _thread(raw: ProcessProgress, measured: RankProgress) -> ThreadProgress | None:
+def window_thread(raw: ProcessProgress, measured: RankProgress) -> ThreadProgress | None:
+    """The thread of the raw window the decision judged (its main thread where none)."""
     tid = measured.tid if measured.tid is not None else raw.pid
     return next((t for t in raw.threads if t.tid == tid), None)
 
@@ -78,8 +79,8 @@ def work_words(snap: Snapshot, proc: Process, measured: RankProgress | None) -> 
     was blocked, spun in one loop, or was not watched)."""
     if measured is None or measured.decision not in (PROGRESSING, SLOW):
         return None
-    raw = _raw(snap, proc)
-    thread = _thread(raw, measured) if raw is not None else None
+    raw = raw_window(snap, proc)
+    thread = window_thread(raw, measured) if raw is not None else None
     if measured.decision == SLOW:  # neither proven: a native library's math still is work
         seconds = snap.progress.seconds if snap.progress is not None else 0.0
         return _native_math(proc, thread, seconds) if thread is not None else None

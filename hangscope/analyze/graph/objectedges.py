@@ -16,7 +16,13 @@ one): the result is on its way, and that process holds up nobody.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
-from hangscope.frameworks import OBJECT_WAITS, any_worker_wait, does_work, in_task_loop
+from hangscope.frameworks import (
+    OBJECT_WAITS,
+    ObjectWait,
+    any_worker_wait,
+    does_work,
+    in_task_loop,
+)
 from hangscope.model import Frame, Process, Snapshot
 from hangscope.model.waits import WaitEdge
 
@@ -66,21 +72,19 @@ def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
     now: probable edges to each (a Ray driver in ``ray.wait`` on tasks that one worker
     computes waits for that worker's work)."""
     named = {(e.pid, e.tid) for e in known}
+    waiting = {p.pid: found for p in snap.processes if not p.is_exited
+               and (found := _object_wait(p)) is not None}
     # Not a worker that itself waits for objects: two waiting tasks would each point at the
     # other and read as a cycle, which only their objects' ids could prove (object_edges).
     workers = [p for p in snap.processes if not p.is_exited and does_work(p.title)
                and p.role not in HELPER_ROLES and not _between_tasks(p)
-               and _object_wait(p) is None]
+               and p.pid not in waiting]
     edges: list[WaitEdge] = []
     for proc in snap.processes:
         thread = proc.working_thread
-        if proc.is_exited or thread is None or (proc.pid, thread.tid) in named:
+        if proc.pid not in waiting or thread is None or (proc.pid, thread.tid) in named:
             continue
-        frame = _object_wait(proc)
-        if frame is None:
-            continue
-        wait = any_worker_wait(frame.name, frame.file)
-        assert wait is not None
+        frame, wait = waiting[proc.pid]
         edges.extend(WaitEdge(
             proc.pid, thread.tid, "object", f"a result of a task ({frame.name})",
             f"its {frame.name} waits for objects no {wait.producer_word} of a known process "
@@ -89,11 +93,13 @@ def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
     return edges
 
 
-def _object_wait(proc: Process) -> Frame | None:
-    """The frame of the framework's object wait its working thread blocks in, or None."""
-    thread = proc.working_thread
-    return next((f for f in thread.frames if not f.native
-                 and any_worker_wait(f.name, f.file) is not None), None) if thread else None
+def _object_wait(proc: Process) -> tuple[Frame, ObjectWait] | None:
+    """The frame of the framework's object wait its working thread blocks in, and that wait."""
+    for frame in proc.working_thread.frames if proc.working_thread is not None else ():
+        wait = None if frame.native else any_worker_wait(frame.name, frame.file)
+        if wait is not None:
+            return frame, wait
+    return None
 
 
 def _between_tasks(proc: Process) -> bool:

@@ -5,6 +5,7 @@ reads the calm processes; analyze/patterns/waitpatterns.py asks here chain by ch
 from __future__ import annotations
 
 from hangscope.analyze.evidence.progress import MIN_WAKES
+from hangscope.analyze.evidence.working import raw_window, window_thread
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.patterns.calm.calm import calm_kind
 from hangscope.analyze.patterns.calm.calm_chain import polls_for_work, waits_for_work
@@ -67,14 +68,9 @@ def _writes_elsewhere(snap: Snapshot, end: Process, reader: int) -> bool:
     ends, readers = _measured(snap, end.pid), _measured(snap, reader)
     if ends is None or readers is None or readers.wakes != 0 or not ends.wakes:
         return False
-    for reading in snap.readings:
-        for proc in (reading.progress.processes if reading.progress is not None else ()):
-            if proc.pid != end.pid:
-                continue
-            thread = next((t for t in proc.threads if t.tid == ends.tid), None)
-            return thread is not None and thread.io is not None \
-                and thread.io.syscw >= MIN_WAKES
-    return False
+    raw = raw_window(snap, end)
+    thread = window_thread(raw, ends) if raw is not None else None
+    return thread is not None and thread.io is not None and thread.io.syscw >= MIN_WAKES
 
 
 def _calm(snap: Snapshot, proc: Process) -> str | None:
