@@ -16,7 +16,7 @@ from hangscope.analyze.evidence.collectives import node_evidence
 from hangscope.analyze.evidence.facts import BUSY
 from hangscope.analyze.evidence.flightrec.rank_evidence import with_collective_ranks
 from hangscope.analyze.evidence.progress import merge_progress, progress_of
-from hangscope.analyze.evidence.progress_hints import spinning_tids, stream_readers
+from hangscope.analyze.evidence.progress_hints import hints_of
 from hangscope.model import Process, Readings, Snapshot
 from hangscope.model.nccl import CollectiveEvidence
 from hangscope.model.progress import JobProgress
@@ -35,8 +35,7 @@ def _progress(reading: Readings, processes: Sequence[Process]) -> JobProgress | 
     if evidence is None:
         return None
     gpus_of = {p.pid: [g.gpu_index for g in p.gpus] for p in processes}
-    progress = progress_of(evidence, gpus_of, _busy_workers(processes),
-                           spinning=spinning_tids(processes), readers=stream_readers(processes))
+    progress = progress_of(evidence, gpus_of, _busy_workers(processes), hints_of(processes))
     limit = evidence.record_limit
     recorded = any(p.sampled for p in evidence.processes)  # not on a live view's later tick
     if (limit is not None and recorded and len(evidence.processes) > limit

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hangscope.analyze.evidence.progress import progress_of
-from hangscope.analyze.evidence.progress_hints import spinning_tids, stream_readers
+from hangscope.analyze.evidence.progress_hints import hints_of
 from hangscope.analyze.stall import NOT_HUNG, StallClock, leaf, wait_of
 from hangscope.collect import procfs
 from hangscope.collect.progress import ProgressWatcher
@@ -143,8 +143,7 @@ class Watch:
         self.own_cpu_s += evidence.sampler_cpu_s or 0.0
         gpus_of = {p.pid: [g.gpu_index for g in p.gpus] for p in watched}
         decided = {r.pid: r for r in progress_of(evidence, gpus_of,
-                                                 spinning=spinning_tids(watched),
-                                                 readers=stream_readers(watched)).ranks}
+                                                 hints=hints_of(watched)).ranks}
         waits = {}
         for proc in evidence.processes:
             decision = decided.get(proc.pid)

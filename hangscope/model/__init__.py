@@ -167,6 +167,9 @@ class Frame:
     # (collect/source.py; a ``python -c`` program's from its command line): a peer running
     # the same code and waiting before a loop this frame is inside has not got as far.
     loops: tuple[tuple[int, int], ...] = ()
+    # The innermost of those loops is a ``for`` over items that end, not a ``while`` that
+    # re-checks a condition (collect/loops.py): a core burnt on its line computes.
+    iterates: bool = False
 
     @property
     def short_file(self) -> str | None:

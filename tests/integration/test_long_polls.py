@@ -5,7 +5,8 @@ at most 25 s, then answer 304 (ray#12302's long poll), THEN the job is idle, nev
 kernel says each handler's futex wait has a deadline. GIVEN the same service whose handlers
 wait for a publish with no timeout, THEN the watchers' requests are lost: not idle. GIVEN an idle
 engine and its output thread both reading their pipe at the head of a loop, THEN idle. GIVEN a
-server whose loader thread computes while its launcher polls it, THEN progressing.
+server whose loader thread computes while its launcher polls it, THEN progressing; GIVEN the
+same server whose loader thread spins on one line for a flag nobody sets, THEN not.
 """
 
 from __future__ import annotations
@@ -65,3 +66,18 @@ def test_a_server_whose_loader_thread_computes_while_its_launcher_polls_progress
     assert data["verdict"]["kind"] == "progressing", data["verdict"]
     decided = {r["pid"]: r for r in data["progress"]["ranks"]}
     assert decided[job.pids["server"]]["decision"] == "progressing", decided
+
+
+@pytest.mark.extended
+def test_a_server_whose_loader_thread_spins_on_one_line_while_its_launcher_polls_is_not_progressing(
+        tmp_path: Path) -> None:
+    """The twin: the loader burns its core on one line too, but that line re-checks a
+    ``while`` condition (a flag a dead thread was to set): nothing says it computes."""
+    ready = tmp_path / "ready"
+    argv = [sys.executable, str(TARGETS / "loading_jobs.py"), "spin", str(ready), str(tmp_path)]
+    with running_target(argv, tmp_path, tags=["launcher", "server"], ready_file=ready,
+                        timeout=60) as job:
+        data = json.loads(dump_json(job.launcher))
+    assert data["verdict"]["kind"] not in ("progressing", "idle", "paused"), data["verdict"]
+    decided = {r["pid"]: r for r in data["progress"]["ranks"]}
+    assert decided[job.pids["server"]]["decision"] != "progressing", decided

@@ -4,8 +4,13 @@
 
 Mode ``quantize`` (vime#90's slow start-up): the server's main thread serves ``/health`` (503
 while loading) from an HTTP server; its ``weight-quantizer`` thread computes layer after layer
-in Python. The launcher polls ``/health`` every second. Healthy: slow, progressing. Each
-process appends ``"<pid> <tag>"`` to READY_FILE when it is where it stays.
+in Python. The launcher polls ``/health`` every second. Healthy: slow, progressing.
+
+Mode ``spin``: the same server's ``weight-loader`` thread spin-waits for a download thread to
+hand it the weights (``while not STATE["weights"]: pass``), and that thread died at start: one
+line on a core for ever, the launcher polling. Hung (not progressing).
+
+Each process appends ``"<pid> <tag>"`` to READY_FILE when it is where it stays.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import setproctitle
 
-STATE = {"layers": 0}
+STATE: dict[str, object] = {"layers": 0, "weights": None}
 
 
 def ready(path: str, tag: str) -> None:
@@ -42,7 +47,12 @@ def quantizer() -> None:
         STATE["layers"] = layer + 1
 
 
-def serve(port_w: object, ready_file: str) -> None:
+def await_weights() -> None:
+    while not STATE["weights"]:  # handed over by a downloader thread that died before it did
+        pass
+
+
+def serve(port_w: object, ready_file: str, mode: str) -> None:
     setproctitle.setproctitle("model_server")
 
     class Health(BaseHTTPRequestHandler):
@@ -55,17 +65,20 @@ def serve(port_w: object, ready_file: str) -> None:
             pass
 
     server = HTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=quantizer, name="weight-quantizer", daemon=True).start()
+    if mode == "quantize":
+        threading.Thread(target=quantizer, name="weight-quantizer", daemon=True).start()
+    else:
+        threading.Thread(target=await_weights, name="weight-loader", daemon=True).start()
     port_w.send(server.server_address[1])  # type: ignore[attr-defined]
     ready(ready_file, "server")
     server.serve_forever()
 
 
-def main(ready_file: str) -> None:
+def main(mode: str, ready_file: str) -> None:
     setproctitle.setproctitle("serve_launcher")
     ctx = mp.get_context("fork")
     port_r, port_w = ctx.Pipe(duplex=False)
-    ctx.Process(target=serve, args=(port_w, ready_file), daemon=True).start()
+    ctx.Process(target=serve, args=(port_w, ready_file, mode), daemon=True).start()
     port = port_r.recv()
     ready(ready_file, "launcher")
     while True:
@@ -78,4 +91,4 @@ def main(ready_file: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[2])
+    main(sys.argv[1], sys.argv[2])

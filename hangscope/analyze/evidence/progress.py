@@ -37,9 +37,10 @@ order would live in two places.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from hangscope.analyze.evidence.progress_hints import Hints
 from hangscope.analyze.evidence.progress_sites import collective_sites, parse_frame
 from hangscope.frameworks import in_task_loop, in_zmq_wait
 from hangscope.model.progress import (
@@ -74,6 +75,7 @@ MIN_WAKES = 2
 #: A poll re-reads a flag or a header (SQLite's 16-byte change counter before each lock try):
 #: reads of at most this many bytes each, and no write, move no data of the job.
 POLL_READ_BYTES = 64
+NO_HINTS = Hints()
 #: GPM thresholds, percent. Measured on an H200: a spinning kernel reads graphics 100%, SM 0.8%,
 #: DRAM ~0; a bf16 matmul loop SM 96%, tensor/FP32 tens of percent.
 GPU_BUSY_GRAPHICS = 50.0
@@ -88,7 +90,7 @@ _GPU_DECIDES = {"work": PROGRESSING, "spin": STUCK}
 #: What decided a decision (``RankProgress.evidence``), in the report's words.
 DECIDED_BY = {"python": "Python lines, py-spy record", "gpu": "GPU work, GPM",
               "counters": "kernel counters", "kernel": "its blocked syscall, /proc",
-              "none": "no evidence"}
+              "source": "CPU on a line of its own for loop", "none": "no evidence"}
 
 
 def _pct(value: float) -> str:
@@ -178,11 +180,9 @@ def _working_thread(proc: ProcessProgress, tid: int | None) -> ThreadProgress | 
 
 
 def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (),
-           tid: int | None = None, spinning: Collection[int] = (),
-           readers: Collection[int] = ()) -> RankProgress:
+           tid: int | None = None, hints: Hints = NO_HINTS) -> RankProgress:
     """The decision for one process; ``tid``: its working thread (default: the main thread);
-    ``spinning``, ``readers``: threads a stack sample caught yielding the CPU from Python, or
-    asleep reading a pipe or a socket (analyze/evidence/progress_hints.py)."""
+    ``hints``: what a stack sample said of its threads (analyze/evidence/progress_hints.py)."""
     if proc.gone:
         return RankProgress(proc.pid, SLOW, "none", "the process exited during the window")
     thread = _working_thread(proc, tid)
@@ -197,7 +197,7 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     judged_gpus = [gpu_work(reading) for reading in gpus]
     gpu_text = "; ".join(sentence for _, sentence in judged_gpus) or None
     gpu_state = _gpu_state([state for state, _ in judged_gpus])
-    spins = thread.tid in spinning and _one_loop(thread)
+    spins = thread.tid in hints.spinning and _one_loop(thread)
     # a spin-wait's line goes round its loop, and a framework's wait round its own: no progress
     if _moved(thread) and not spins and not _inside_wait(thread):
         through = collective_sites(thread)
@@ -206,7 +206,7 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
                 f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
                 f"samples, through {_sites(through)} and on: its collectives complete"),
                 judged, gpu_text, gpu_state)
-        if not _poll_loop(proc, thread, seconds, gpu_state, thread.tid in readers):
+        if not _poll_loop(proc, thread, seconds, gpu_state, thread.tid in hints.readers):
             return RankProgress(proc.pid, PROGRESSING, "python", (
                 f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
                 f"samples"), judged, gpu_text, gpu_state)
@@ -232,7 +232,8 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
             gpu_state)
     gpu_idle = gpu_state == "idle"
     return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
-                                  thread.tid in readers), gpu=gpu_text,
+                                  thread.tid in hints.readers, thread.tid in hints.iterating),
+                   gpu=gpu_text,
                    gpu_state=gpu_state)
 
 
@@ -332,8 +333,8 @@ def _other_worker(proc: ProcessProgress, judged: ThreadProgress,
 
 
 def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
-                   gpu_idle: bool, gpu_text: str | None, consumes: bool = False
-                   ) -> RankProgress:
+                   gpu_idle: bool, gpu_text: str | None, consumes: bool = False,
+                   walks: bool = False) -> RankProgress:
     c = thread.counters
     where = (f"one stack in {thread.samples} samples ({_leaf(thread)})" if thread.samples
              else "no Python samples")
@@ -398,21 +399,27 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
         return RankProgress(proc.pid, STUCK, "counters",
                             f"{busy} while its GPU is idle: a spin-wait, not work", thread.tid)
     extra = f"; {gpu_text}" if gpu_text else ""
+    if walks and not _moved(thread):
+        # its loop header is too quick to be sampled, but a ``for`` takes the next item each
+        # pass: the core computes through them (a spin re-checks a ``while`` instead)
+        return RankProgress(proc.pid, PROGRESSING, "source", (
+            f"{busy}, its own code's line inside a for loop over items: each pass takes the "
+            f"next, it computes{extra}"), thread.tid)
     return RankProgress(proc.pid, SLOW, "counters", f"{busy}: a spin or work{extra}",
                         thread.tid)
 
 
 def decide_all(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] | None = None,
-               working: Mapping[int, int] | None = None, spinning: Collection[int] = (),
-               readers: Collection[int] = ()) -> tuple[RankProgress, ...]:
+               working: Mapping[int, int] | None = None, hints: Hints = NO_HINTS
+               ) -> tuple[RankProgress, ...]:
     """Every watched process. ``gpus_of``: pid -> GPU indices it uses; ``working``: pid -> tid;
-    ``spinning``, ``readers``: thread IDs, as :func:`decide` takes them."""
+    ``hints``: as :func:`decide` takes them."""
     by_index = {g.index: g for g in evidence.gpus}
     out = []
     for proc in evidence.processes:
         mine = [by_index[i] for i in (gpus_of or {}).get(proc.pid, ()) if i in by_index]
         tid = (working or {}).get(proc.pid)
-        decided = decide(proc, evidence.seconds, mine, tid, spinning, readers)
+        decided = decide(proc, evidence.seconds, mine, tid, hints)
         out.append(replace(decided, seen=collective_sites(_working_thread(proc, tid))))
     return _peers_answered(evidence, out, working or {})
 
@@ -520,8 +527,8 @@ def watch_note(evidence: ProgressEvidence) -> str | None:
 
 
 def progress_of(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] | None = None,
-                working: Mapping[int, int] | None = None, spinning: Collection[int] = (),
-                readers: Collection[int] = ()) -> JobProgress:
+                working: Mapping[int, int] | None = None, hints: Hints = NO_HINTS
+                ) -> JobProgress:
     """The job's decision, the window and what could not be watched: Snapshot.progress.
 
     A process py-spy record could not sample gets no decision: the verdict falls back to its
@@ -530,7 +537,7 @@ def progress_of(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]]
     failed = {p.pid for p in _unsampled(evidence)}
     kept = replace(evidence, processes=tuple(p for p in evidence.processes
                                              if p.pid not in failed))
-    ranks = decide_all(kept, gpus_of, working, spinning, readers)
+    ranks = decide_all(kept, gpus_of, working, hints)
     job = job_progress(ranks) if ranks else JobProgress(SLOW, "no process was watched")
     return replace(job, seconds=evidence.seconds, note=watch_note(evidence))
 

@@ -1,4 +1,5 @@
-"""What a stack sample says that the progress counters cannot: spin-waits and stream reads.
+"""What a stack sample says that the progress counters cannot: spin-waits, stream reads, and
+loops that walk items.
 
 **Spin-waits**: a thread that burns a core while it waits (``while not ok: os.sched_yield()``).
 
@@ -16,12 +17,20 @@ A yield reached through a driver (libcuda spins in ``cudaStreamSynchronize`` wit
 look like a poll re-reading a flag (SQLite's 16-byte header before each lock try); from a pipe
 or a socket they cannot be: every byte read there was sent, and is consumed (a server taking
 small messages).
+
+**Loops that walk items**: a thread on CPU whose whole window is one line of its own code
+(``digest = sha256(digest + block)`` inside ``for step in range(n):``, the loop header too
+quick to be sampled). On the counters that is "a spin or work"; the source tells: the line's
+innermost loop is a ``for`` over items that end (``Frame.iterates``), so each pass takes the
+next one. A spin re-checks a ``while`` condition, and a call into a library (a backtracking
+regular expression) proves nothing of the sort: only the program's own line counts.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from hangscope.model import Frame, Process, Thread
 
@@ -56,6 +65,18 @@ def spinning_tids(processes: Iterable[Process]) -> frozenset[int]:
     return frozenset(t.tid for p in processes for t in p.threads if spins(t))
 
 
+def iterates(thread: Thread) -> bool:
+    """The innermost Python frame of ``thread`` is the program's own line in a ``for`` loop
+    over items that end."""
+    leaf = next((f for f in thread.frames if not f.native), None)
+    return leaf is not None and leaf.iterates
+
+
+def iterating_tids(processes: Iterable[Process]) -> frozenset[int]:
+    """Every thread whose sampled line walks a ``for`` loop's items (thread IDs)."""
+    return frozenset(t.tid for p in processes for t in p.threads if iterates(t))
+
+
 #: Kernel wait channels of a read of a pipe or a socket (``cat /proc/PID/task/TID/wchan``).
 _STREAM_READ = re.compile(r"pipe_read|unix_stream_read|unix_dgram_recv|sk_wait_data|"
                           r"tcp_recvmsg|skb_wait_for_more_packets|udp_recvmsg")
@@ -65,3 +86,19 @@ def stream_readers(processes: Iterable[Process]) -> frozenset[int]:
     """Every thread asleep reading a pipe or a socket (thread IDs)."""
     return frozenset(t.tid for p in processes for t in p.threads
                      if t.wchan and _STREAM_READ.search(t.wchan))
+
+
+@dataclass(frozen=True)
+class Hints:
+    """Threads (IDs) a stack sample says more of than the counters can: spin-waiting, asleep
+    reading a stream, on a line of a ``for`` loop over items."""
+
+    spinning: frozenset[int] = frozenset()
+    readers: frozenset[int] = frozenset()
+    iterating: frozenset[int] = frozenset()
+
+
+def hints_of(processes: Iterable[Process]) -> Hints:
+    """What the last stack samples of these processes say of their threads."""
+    procs = tuple(processes)
+    return Hints(spinning_tids(procs), stream_readers(procs), iterating_tids(procs))

@@ -84,7 +84,7 @@ def work_words(snap: Snapshot, proc: Process, measured: RankProgress | None) -> 
     if measured.decision == SLOW:  # neither proven: a native library's math still is work
         seconds = snap.progress.seconds if snap.progress is not None else 0.0
         return _native_math(proc, thread, seconds) if thread is not None else None
-    if measured.evidence == "gpu":
+    if measured.evidence in ("gpu", "source"):
         return measured.reason
     io = thread.io if thread is not None and thread.io is not None else (
         raw.io if raw is not None else None)
