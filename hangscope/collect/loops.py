@@ -3,43 +3,73 @@ lines of each ``for``/``while`` loop that holds it (``Frame.loops``). Two peers 
 same code and waiting at different lines: the one before a loop the other is inside has not
 got as far (analyze/patterns/siblings.py).
 
-And whether the innermost of them walks items (``Frame.iterates``): a ``for`` over a range, a
-list, a file takes the next item each pass and ends with them; a spin re-checks a ``while``
-condition (or walks an endless ``itertools.count()``, ``iter(poll, None)``). A thread that burns
-a core on one line of such a ``for`` computes (analyze/evidence/progress.py)."""
+And what the innermost of them is (``Frame.loop_kind``): ``walk``, a ``for`` over a range, a
+list, a file, which takes the next item each pass and ends with them; ``while``, which re-checks
+a condition (so is a ``for`` over an endless ``itertools.count()`` or ``iter(poll, None)``);
+``spin``, a ``while`` whose body does nothing (``pass``, ``continue``, ``os.sched_yield()``,
+``time.sleep(0)``): only another thread or process can end it. A thread that burns a core on a
+line of a walk computes; one going round a spin waits (analyze/evidence/progress.py)."""
 
 from __future__ import annotations
 
 import ast
 
 from hangscope.collect.source import MAX_SOURCE_BYTES, _parse, _per_version
-from hangscope.model import in_library
+from hangscope.model import SPIN, WALK, WHILE, in_library
 
-_walks_cache: dict[tuple[str, int, int], tuple[tuple[int, int, bool], ...]] = {}
+_walks_cache: dict[tuple[str, int, int], tuple[tuple[int, int, str], ...]] = {}
 #: Iterators that never end: a ``for`` over one is a ``while True``.
 _ENDLESS = frozenset({"count", "cycle", "repeat"})
+#: Calls that do nothing but give the core away: a loop of them only waits.
+_YIELDS = frozenset({"sched_yield", "sleep", "yield_"})
 
 
 def _endless(node: ast.For | ast.AsyncFor) -> bool:
     call = node.iter
     if not isinstance(call, ast.Call):
         return False
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    name = _called(call)
     return name in _ENDLESS or (name == "iter" and len(call.args) == 2)  # iter(poll, None)
 
 
-def loop_walks(tree: ast.AST) -> tuple[tuple[int, int, bool], ...]:
-    """(first, last, walks items) of every loop: a ``for`` over an iterator that ends."""
+def _called(call: ast.Call) -> str | None:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
+def _idle(statement: ast.stmt) -> bool:
+    """A statement that changes nothing: ``pass``, ``continue``, ``...``, a yield of the core
+    (``time.sleep(0)``: a sleep of zero or a tiny constant, ``os.sched_yield()``)."""
+    if isinstance(statement, (ast.Pass, ast.Continue)):
+        return True
+    if not isinstance(statement, ast.Expr):
+        return False
+    value = statement.value
+    if isinstance(value, ast.Constant):
+        return True
+    if isinstance(value, ast.Call) and _called(value) in _YIELDS:
+        return all(isinstance(a, ast.Constant) and isinstance(a.value, (int, float))
+                   and a.value < 0.001 for a in value.args)
+    return False
+
+
+def _kind(node: ast.AST) -> str:
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return WHILE if _endless(node) else WALK
+    return SPIN if all(_idle(s) for s in node.body) else WHILE  # type: ignore[attr-defined]
+
+
+def loop_walks(tree: ast.AST) -> tuple[tuple[int, int, str], ...]:
+    """(first, last, kind) of every loop, in source order (kinds: :data:`WALK`, :data:`WHILE`,
+    :data:`SPIN`)."""
     return tuple(sorted(
-        (node.lineno, node.end_lineno or node.lineno,
-         isinstance(node, (ast.For, ast.AsyncFor)) and not _endless(node))
+        (node.lineno, node.end_lineno or node.lineno, _kind(node))
         for node in ast.walk(tree) if isinstance(node, (ast.For, ast.AsyncFor, ast.While))))
 
 
-def _innermost_walks(walks: tuple[tuple[int, int, bool], ...], line: int) -> bool:
+def _innermost(walks: tuple[tuple[int, int, str], ...], line: int) -> str | None:
     holding = [w for w in walks if w[0] <= line <= w[1]]
-    return bool(holding) and max(holding, key=lambda w: (w[0], -w[1]))[2]
+    return max(holding, key=lambda w: (w[0], -w[1]))[2] if holding else None
 
 
 def _enclosing(spans: tuple[tuple[int, int], ...], line: int) -> tuple[tuple[int, int], ...]:
@@ -67,25 +97,25 @@ def code_loops_at(code: str, line: int | None) -> tuple[tuple[int, int], ...]:
     return _enclosing(spans, line)
 
 
-def _walks(path: str) -> tuple[tuple[int, int, bool], ...]:
+def _walks(path: str) -> tuple[tuple[int, int, str], ...]:
     """The file's loops, one parse per version of it."""
     return _per_version(path, _walks_cache, lambda source: loop_walks(
         _parse(source)) if b"for " in source or b"while" in source else (), ())
 
 
-def iterates_at(path: str | None, line: int | None) -> bool:
-    """The innermost loop of the program's own code holding ``path:line`` walks items (a
-    ``for`` over an iterator that ends), not a ``while`` that re-checks a condition."""
+def loop_kind_at(path: str | None, line: int | None) -> str | None:
+    """What the innermost loop of the program's own code holding ``path:line`` is (None: in
+    no loop, or a library's line)."""
     if not path or not line or in_library(path):
-        return False
-    return _innermost_walks(_walks(path), line)
+        return None
+    return _innermost(_walks(path), line)
 
 
-def code_iterates_at(code: str, line: int | None) -> bool:
-    """:func:`iterates_at` for a ``python -c CODE`` program."""
+def code_loop_kind_at(code: str, line: int | None) -> str | None:
+    """:func:`loop_kind_at` for a ``python -c CODE`` program."""
     if not line or len(code) > MAX_SOURCE_BYTES:
-        return False
+        return None
     try:
-        return _innermost_walks(loop_walks(_parse(code.encode())), line)
+        return _innermost(loop_walks(_parse(code.encode())), line)
     except (SyntaxError, ValueError, RecursionError, SystemError):
-        return False
+        return None

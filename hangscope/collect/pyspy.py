@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hangscope.collect.loops import code_iterates_at, code_loops_at, iterates_at, loops_at
+from hangscope.collect.loops import code_loop_kind_at, code_loops_at, loop_kind_at, loops_at
 from hangscope.collect.parkedlocks import parked_for
 from hangscope.collect.procfs import read_cmdline
 from hangscope.collect.rankguards import rank_guards
@@ -234,7 +234,8 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 guards=() if native or not filename or in_library(str(filename))
                 else rank_guards(str(filename), at),
                 loops=() if native else loops_at(str(filename) if filename else None, at),
-                iterates=not native and iterates_at(str(filename) if filename else None, at),
+                loop_kind=None if native else loop_kind_at(
+                    str(filename) if filename else None, at),
             )
         )
     # A stack that takes a lock: what each of its lines calls says which frame was entered
@@ -275,7 +276,7 @@ def _with_code_loops(pid: int, threads: list[PyThread]) -> list[PyThread]:
     if code is None:
         return threads
     return [replace(t, frames=tuple(
-        replace(f, loops=code_loops_at(code, f.line), iterates=code_iterates_at(code, f.line))
+        replace(f, loops=code_loops_at(code, f.line), loop_kind=code_loop_kind_at(code, f.line))
         if f.file == "<string>" and not f.native
         else f for f in t.frames)) for t in threads]
 

@@ -118,6 +118,11 @@ class VerdictKind(str, Enum):
         return self.value
 
 
+
+#: ``Frame.loop_kind``: a ``for`` over items that end, a ``while``, a ``while`` doing nothing.
+WALK, WHILE, SPIN = "walk", "while", "spin"
+
+
 @dataclass(frozen=True)
 class Frame:
     """One stack frame; Python and native frames share the type."""
@@ -167,9 +172,10 @@ class Frame:
     # (collect/source.py; a ``python -c`` program's from its command line): a peer running
     # the same code and waiting before a loop this frame is inside has not got as far.
     loops: tuple[tuple[int, int], ...] = ()
-    # The innermost of those loops is a ``for`` over items that end, not a ``while`` that
-    # re-checks a condition (collect/loops.py): a core burnt on its line computes.
-    iterates: bool = False
+    # What the innermost of those loops is (collect/loops.py): "walk" (a ``for`` over items
+    # that end: a core burnt on its line computes), "while" (re-checks a condition), "spin" (a
+    # ``while`` whose body does nothing: only another thread ends it); None: no loop, unread.
+    loop_kind: str | None = None
 
     @property
     def short_file(self) -> str | None:

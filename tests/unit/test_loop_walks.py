@@ -1,15 +1,15 @@
-"""A hot line of the program's own ``for`` loop computes; a ``while`` may spin (collect/loops.py,
-analyze/evidence/progress.py)."""
+"""A hot line of the program's own ``for`` loop computes; a ``while`` may spin, and one whose
+body does nothing does (collect/loops.py, analyze/evidence/progress.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from hangscope.analyze import analyze
-from hangscope.analyze.evidence.progress import PROGRESSING, SLOW, decide
+from hangscope.analyze.evidence.progress import PROGRESSING, SLOW, STUCK, decide
 from hangscope.analyze.evidence.progress_hints import Hints
-from hangscope.collect.loops import code_iterates_at, iterates_at
-from hangscope.model import VerdictKind
+from hangscope.collect.loops import code_loop_kind_at, loop_kind_at
+from hangscope.model import SPIN, WALK, WHILE, VerdictKind
 from hangscope.model.progress import CounterDelta, ProcessProgress, StackCount, ThreadProgress
 from hangscope.model.serialize import load
 
@@ -27,25 +27,33 @@ def work(items):
     for batch in batches:
         while pending(batch):
             step()
+    while not state["ready"]:
+        pass
+    while not flag.is_set(): time.sleep(0)
+    while busy():
+        time.sleep(0.5)
 """
 
 
 def test_the_innermost_loop_decides_and_endless_iterators_are_no_walk() -> None:
-    assert code_iterates_at(CODE, 4)  # the body of a for over items
-    assert code_iterates_at(CODE, 3)  # its header
-    assert not code_iterates_at(CODE, 6)  # a while re-checks
-    assert not code_iterates_at(CODE, 8)  # itertools.count() never ends
-    assert not code_iterates_at(CODE, 10)  # iter(poll, None): a poll
-    assert not code_iterates_at(CODE, 13)  # a while inside a for: the while holds the line
-    assert not code_iterates_at(CODE, 2)  # in no loop
-    assert not code_iterates_at("this is ( not python", 1)
+    assert code_loop_kind_at(CODE, 4) == WALK  # the body of a for over items
+    assert code_loop_kind_at(CODE, 3) == WALK  # its header
+    assert code_loop_kind_at(CODE, 6) == SPIN and code_loop_kind_at(CODE, 5) == SPIN
+    assert code_loop_kind_at(CODE, 8) == WHILE  # itertools.count() never ends
+    assert code_loop_kind_at(CODE, 10) == WHILE  # iter(poll, None): a poll
+    assert code_loop_kind_at(CODE, 13) == WHILE  # a while inside a for: the while holds it
+    assert code_loop_kind_at(CODE, 14) == SPIN and code_loop_kind_at(CODE, 15) == SPIN
+    assert code_loop_kind_at(CODE, 16) == SPIN  # a yield of the core is no work
+    assert code_loop_kind_at(CODE, 18) == WHILE  # a real sleep: a poll, judged by its wakes
+    assert code_loop_kind_at(CODE, 2) is None  # in no loop
+    assert code_loop_kind_at("this is ( not python", 1) is None
 
 
 def test_a_file_is_read_and_libraries_are_not(tmp_path: Path) -> None:
     path = tmp_path / "job.py"
     path.write_text(CODE)
-    assert iterates_at(str(path), 4) and not iterates_at(str(path), 6)
-    assert not iterates_at("/usr/lib/python3.11/site-packages/x/y.py", 4)
+    assert loop_kind_at(str(path), 4) == WALK and loop_kind_at(str(path), 6) == SPIN
+    assert loop_kind_at("/usr/lib/python3.11/site-packages/x/y.py", 4) is None
 
 
 def _hot(line: str) -> ProcessProgress:
@@ -59,8 +67,8 @@ def test_a_hot_line_computes_only_where_the_sample_says_it_walks_a_for_loop() ->
     walking = decide(_hot("work (job.py:4)"), 2.0, hints=Hints(iterating=frozenset({7})))
     assert walking.decision == PROGRESSING and walking.evidence == "source", walking.reason
     assert "for loop over items" in walking.reason
-    spinning = decide(_hot("work (job.py:6)"), 2.0)
-    assert spinning.decision == SLOW and "a spin or work" in spinning.reason, spinning.reason
+    unknown = decide(_hot("work (job.py:13)"), 2.0)
+    assert unknown.decision == SLOW and "a spin or work" in unknown.reason, unknown.reason
 
 
 def test_a_recorded_server_computing_on_one_line_of_a_for_loop_progresses() -> None:
@@ -71,3 +79,18 @@ def test_a_recorded_server_computing_on_one_line_of_a_for_loop_progresses() -> N
                         / "one_line_for.dump.json"))
     assert snap.verdict is not None and snap.verdict.kind is VerdictKind.PROGRESSING, snap.verdict
     assert "computes on a core through a for loop's items" in snap.verdict.summary
+
+
+def test_a_thread_going_round_a_loop_that_does_nothing_spins() -> None:
+    # `while not state["ready"]: pass`: two lines in the samples, so the line "moves"; the
+    # source says only another thread can end it
+    proc = _hot("work (job.py:14)")
+    thread = proc.threads[0]
+    moving = ProcessProgress(7, (ThreadProgress(7, "MainThread", 190, (
+        StackCount(("<module> (job.py:20)", "work (job.py:14)"), 120),
+        StackCount(("<module> (job.py:20)", "work (job.py:15)"), 70)), thread.counters),),
+        sampled=True)
+    how = "goes round a loop whose body does nothing (only another thread can end it)"
+    rank = decide(moving, 2.0, hints=Hints(spinning={7: how}))
+    assert rank.decision == STUCK and how in rank.reason, rank.reason
+    assert decide(moving, 2.0).decision == PROGRESSING  # without the source: a moving line

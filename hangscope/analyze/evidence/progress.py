@@ -216,9 +216,9 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
                                 gpu_state)
     if spins:
         return RankProgress(proc.pid, STUCK, "counters", (
-            f"spin-waiting: the thread yields its core (sched_yield) again and again at "
-            f"{_leaf(thread)} and its line only goes round that loop: a wait that burns CPU, "
-            "not work"), judged, gpu_text, gpu_state)
+            f"spin-waiting: the thread {hints.spinning[thread.tid]} at {_leaf(thread)} and "
+            "its line only goes round that loop: a wait that burns CPU, not work"), judged,
+            gpu_text, gpu_state)
     c = thread.counters
     if _inside_wait(thread) and c is not None and c.cpu_ns is not None and (
             c.cpu_ns / 1e9 >= IDLE_CPU_SHARE * seconds or (c.involuntary or 0) >= SPIN_YIELDS):

@@ -18,21 +18,23 @@ look like a poll re-reading a flag (SQLite's 16-byte header before each lock try
 or a socket they cannot be: every byte read there was sent, and is consumed (a server taking
 small messages).
 
-**Loops that walk items**: a thread on CPU whose whole window is one line of its own code
-(``digest = sha256(digest + block)`` inside ``for step in range(n):``, the loop header too
-quick to be sampled). On the counters that is "a spin or work"; the source tells: the line's
-innermost loop is a ``for`` over items that end (``Frame.iterates``), so each pass takes the
-next one. A spin re-checks a ``while`` condition, and a call into a library (a backtracking
-regular expression) proves nothing of the sort: only the program's own line counts.
+**Loops that walk items, loops that only wait**: a thread on CPU whose whole window is one
+line of its own code (``digest = sha256(digest + block)`` inside ``for step in range(n):``,
+the loop header too quick to be sampled). On the counters that is "a spin or work"; the
+source tells (``Frame.loop_kind``, collect/loops.py): the line's innermost loop is a ``for``
+over items that end, so each pass takes the next one. The other way round, a ``while`` whose
+body does nothing (``while not state["ready"]: pass``) goes round two lines that look like a
+moving stack, yet only another thread can end it: a spin-wait, as a yield is. A call into a
+library (a backtracking regular expression) proves neither: only the program's own line counts.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
-from hangscope.model import Frame, Process, Thread
+from hangscope.model import SPIN, WALK, Frame, Process, Thread
 
 #: The C functions that give the CPU away and return at once.
 YIELDS = frozenset({"sched_yield", "__sched_yield", "pthread_yield", "thrd_yield"})
@@ -55,26 +57,32 @@ def yields(frames: Iterable[Frame]) -> bool:
     return False
 
 
-def spins(thread: Thread) -> bool:
-    """``thread`` is on CPU, caught yielding from Python code: a spin-wait."""
-    return (thread.active or thread.state == "R") and yields(thread.frames)
+def _leaf_loop(thread: Thread) -> str | None:
+    """The kind of the innermost loop around the thread's innermost Python line."""
+    return next((f.loop_kind for f in thread.frames if not f.native), None)
 
 
-def spinning_tids(processes: Iterable[Process]) -> frozenset[int]:
-    """Every spin-waiting thread of these processes (thread IDs)."""
-    return frozenset(t.tid for p in processes for t in p.threads if spins(t))
+def spins(thread: Thread) -> str | None:
+    """How ``thread`` spin-waits, on CPU: caught yielding from Python code, or going round a
+    loop of its own code that does nothing; None where it does not."""
+    if not (thread.active or thread.state == "R"):
+        return None
+    if yields(thread.frames):
+        return "yields its core (sched_yield) again and again"
+    if _leaf_loop(thread) == SPIN:
+        return "goes round a loop whose body does nothing (only another thread can end it)"
+    return None
 
 
-def iterates(thread: Thread) -> bool:
-    """The innermost Python frame of ``thread`` is the program's own line in a ``for`` loop
-    over items that end."""
-    leaf = next((f for f in thread.frames if not f.native), None)
-    return leaf is not None and leaf.iterates
+def spinning_tids(processes: Iterable[Process]) -> dict[int, str]:
+    """Every spin-waiting thread of these processes: thread ID -> how it spins."""
+    return {t.tid: how for p in processes for t in p.threads if (how := spins(t))}
 
 
 def iterating_tids(processes: Iterable[Process]) -> frozenset[int]:
-    """Every thread whose sampled line walks a ``for`` loop's items (thread IDs)."""
-    return frozenset(t.tid for p in processes for t in p.threads if iterates(t))
+    """Every thread whose sampled line is the program's own, in a ``for`` loop over items
+    that end (thread IDs)."""
+    return frozenset(t.tid for p in processes for t in p.threads if _leaf_loop(t) == WALK)
 
 
 #: Kernel wait channels of a read of a pipe or a socket (``cat /proc/PID/task/TID/wchan``).
@@ -93,7 +101,7 @@ class Hints:
     """Threads (IDs) a stack sample says more of than the counters can: spin-waiting, asleep
     reading a stream, on a line of a ``for`` loop over items."""
 
-    spinning: frozenset[int] = frozenset()
+    spinning: Mapping[int, str] = field(default_factory=dict)  # how each spins
     readers: frozenset[int] = frozenset()
     iterating: frozenset[int] = frozenset()
 

@@ -84,8 +84,12 @@ def work_words(snap: Snapshot, proc: Process, measured: RankProgress | None) -> 
     if measured.decision == SLOW:  # neither proven: a native library's math still is work
         seconds = snap.progress.seconds if snap.progress is not None else 0.0
         return _native_math(proc, thread, seconds) if thread is not None else None
-    if measured.evidence in ("gpu", "source"):
+    if measured.evidence == "gpu":
         return measured.reason
+    if measured.evidence == "source":  # the library's native math under the line says more
+        seconds = snap.progress.seconds if snap.progress is not None else 0.0
+        native = _native_math(proc, thread, seconds) if thread is not None else None
+        return native or measured.reason
     io = thread.io if thread is not None and thread.io is not None else (
         raw.io if raw is not None else None)
     data = None
