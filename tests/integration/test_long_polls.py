@@ -81,3 +81,4 @@ def test_a_server_whose_loader_thread_spins_on_one_line_while_its_launcher_polls
     assert data["verdict"]["kind"] not in ("progressing", "idle", "paused"), data["verdict"]
     decided = {r["pid"]: r for r in data["progress"]["ranks"]}
     assert decided[job.pids["server"]]["decision"] != "progressing", decided
+    assert data["verdict"]["suspects"] == [job.pids["server"]], data["verdict"]

@@ -94,3 +94,18 @@ def test_a_thread_going_round_a_loop_that_does_nothing_spins() -> None:
     rank = decide(moving, 2.0, hints=Hints(spinning={7: how}))
     assert rank.decision == STUCK and how in rank.reason, rank.reason
     assert decide(moving, 2.0).decision == PROGRESSING  # without the source: a moving line
+
+
+def test_a_recorded_loader_spinning_for_a_flag_is_named_in_the_verdict() -> None:
+    # tests/targets/loading_jobs.py spin: the loader goes round `while not STATE["weights"]:
+    # pass` beside the launcher's /health poll; recorded. Not progress, and the spinner is
+    # where to look.
+    snap = analyze(load(Path(__file__).resolve().parent.parent / "fixtures" / "healthy"
+                        / "spin_flag.dump.json"))
+    verdict = snap.verdict
+    server = next(p.pid for p in snap.processes if p.title == "model_server")
+    assert verdict is not None and verdict.kind is VerdictKind.UNKNOWN, verdict
+    assert verdict.suspects == (server,), verdict
+    assert f"PID {server} (model_server) is spin-waiting: the thread goes round a loop whose " \
+        "body does nothing" in verdict.summary, verdict.summary
+    assert "at await_weights (loading_jobs.py:51)" in verdict.summary, verdict.summary

@@ -76,6 +76,8 @@ MIN_WAKES = 2
 #: reads of at most this many bytes each, and no write, move no data of the job.
 POLL_READ_BYTES = 64
 NO_HINTS = Hints()
+#: How a spin-wait's reason starts: a thread that burns its core waiting (rules/ read it).
+SPIN_WAITING = "spin-waiting"
 #: GPM thresholds, percent. Measured on an H200: a spinning kernel reads graphics 100%, SM 0.8%,
 #: DRAM ~0; a bf16 matmul loop SM 96%, tensor/FP32 tens of percent.
 GPU_BUSY_GRAPHICS = 50.0
@@ -216,7 +218,7 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
                                 gpu_state)
     if spins:
         return RankProgress(proc.pid, STUCK, "counters", (
-            f"spin-waiting: the thread {hints.spinning[thread.tid]} at {_leaf(thread)} and "
+            f"{SPIN_WAITING}: the thread {hints.spinning[thread.tid]} at {_leaf(thread)} and "
             "its line only goes round that loop: a wait that burns CPU, not work"), judged,
             gpu_text, gpu_state)
     c = thread.counters
@@ -226,7 +228,7 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
         # switches) after each message before it polls: the CPU it burns there is the wait's,
         # not work (a stopped EngineCore's Worker)
         return RankProgress(proc.pid, STUCK, "counters", (
-            f"spin-waiting: {c.cpu_ns / 1e9:.1f} s of CPU and {c.involuntary or 0:,} yields in "
+            f"{SPIN_WAITING}: {c.cpu_ns / 1e9:.1f} s of CPU and {c.involuntary or 0:,} yields in "
             f"{seconds:.1f} s, every sample inside the framework's own wait for a message "
             f"({_leaf(thread)}): a wait that burns CPU, not work"), judged, gpu_text,
             gpu_state)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from hangscope.analyze.evidence.facts import BUSY, GONE, Facts, computes_unsampled
 from hangscope.analyze.evidence.group import group_ranks
 from hangscope.analyze.evidence.identity import comparable_groups, coordinates_label, replica_key
+from hangscope.analyze.evidence.progress import SPIN_WAITING, STUCK
 from hangscope.analyze.evidence.roles import is_helper_role
 from hangscope.analyze.evidence.signatures import is_p2p
 from hangscope.analyze.evidence.world import describe_missing
@@ -405,10 +406,19 @@ def progressing(facts: Facts) -> Verdict | None:
 
 
 def unknown(facts: Facts) -> Verdict:
-    """Nothing above holds: describe the groups."""
+    """Nothing above holds: describe the groups, and name a thread that spin-waits (it
+    burns a core for a change only another thread or process can make: where to look)."""
     summary = ("Blocked: " + "; ".join(describe(g, facts.is_rank) for g in facts.groups) + "."
                + _slow_words(facts))
-    return Verdict(VerdictKind.UNKNOWN, Severity.WARNING, summary, (), evidence(facts))
+    spinning = [(p, m) for p in facts.subjects if (m := facts.progress.get(p.key)) is not None
+                and m.decision == STUCK and m.reason.startswith(SPIN_WAITING)]
+    if spinning:
+        summary += " " + " ".join(
+            f"{who(p)} is {m.reason[:1].lower()}{m.reason[1:]}: find what it waits for, and "
+            "why nothing sets it." for p, m in spinning)
+    return Verdict(VerdictKind.UNKNOWN, Severity.WARNING, summary,
+                   tuple(p.pid for p, _ in spinning), evidence(facts),
+                   tuple(p.host for p, _ in spinning) if spinning else ())
 
 
 #: The verdict table, tried in order; :func:`unknown` answers when no row holds.
