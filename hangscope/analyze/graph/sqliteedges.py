@@ -13,6 +13,7 @@ wait for a reply) holds its RESERVED lock until it commits.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
 
 from hangscope.model import Process, Thread
@@ -24,8 +25,22 @@ _BUSY = ("sqlite3InvokeBusyHandler", "sqliteDefaultBusyCallback", "btreeInvokeBu
 LockHolders = Mapping[tuple[int, int, int], Sequence[tuple[int, int | None, str]]]
 
 
+#: The C library's sleeps: SQLite's busy handler waits with ``usleep`` (``unixSleep``).
+_SLEEPS = frozenset({"usleep", "nanosleep", "clock_nanosleep", "__nanosleep",
+                     "__clock_nanosleep"})
+
+
 def in_busy_handler(thread: Thread) -> bool:
-    return any(f.native and f.name.startswith(_BUSY) for f in thread.frames)
+    """SQLite's busy handler is on the stack: by name, or a sleep called straight from
+    libsqlite3 (SQLite sleeps nowhere else; a native unwind under load can stop at the
+    library's unnamed static frames, short of ``sqlite3InvokeBusyHandler``)."""
+    frames = [f for f in thread.frames if f.native]
+    if any(f.name.startswith(_BUSY) for f in frames):
+        return True
+    for inner, outer in itertools.pairwise(frames):
+        if inner.name in _SLEEPS and "libsqlite3" in (outer.module or outer.file or ""):
+            return True
+    return False
 
 
 def sqlite_edges(proc: Process, thread: Thread, fds: Mapping[int, FdRecord],

@@ -1,0 +1,46 @@
+"""SQLite's busy handler on a thread's stack is a wait for the database lock's holder
+(analyze/graph/sqliteedges.py), on a recorded dump of tests/targets/party_jobs.py sqlite_held:
+the catalog holds ``BEGIN IMMEDIATE`` while it reads a pipe from its indexer, whose insert
+retries the locked database for ever (tiiuae/sbomnix#118)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hangscope.analyze import analyze
+from hangscope.model import Snapshot, VerdictKind
+from hangscope.model.serialize import load
+
+DUMP = (Path(__file__).resolve().parent.parent / "fixtures" / "waitgraph"
+        / "sqlite_held.dump.json")
+
+
+def _cut(snap: Snapshot, pid: int) -> Snapshot:
+    """The indexer's native stack as an unwind that stopped at libsqlite3's first unnamed
+    frame (seen under load): the sleep, and SQLite's static caller, nothing above."""
+    procs = []
+    for proc in snap.processes:
+        if proc.pid == pid:
+            threads = []
+            for t in proc.threads:
+                native = [f for f in t.frames if f.native]
+                first = next(i for i, f in enumerate(native) if "libsqlite3" in (f.module or ""))
+                python = [f for f in t.frames if not f.native]
+                threads.append(replace(t, frames=(*native[:first + 1], *python)))
+            proc = replace(proc, threads=tuple(threads))
+        procs.append(proc)
+    return replace(snap, processes=tuple(procs), verdict=None, wait_graph=None)
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_the_indexer_waits_for_the_catalog_that_waits_for_it(cut: bool) -> None:
+    snap = load(DUMP)
+    indexer = next(p.pid for p in snap.processes if any(
+        f.name == "indexer" for t in p.threads for f in t.frames))
+    judged = analyze(_cut(snap, indexer) if cut else snap)
+    verdict = judged.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    assert f"PID {indexer} (python) waits for the SQLite database lock on " in verdict.summary
