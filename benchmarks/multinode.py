@@ -154,9 +154,21 @@ def simulated_one(count: int) -> dict:
 
     from benchmarks.simnodes import Simulated
     from hangscope.live.sampler import SampleOptions
+    from hangscope.remote import multinode
     from hangscope.remote.find import Spec
-    from hangscope.remote.multinode import dump_everywhere
     from hangscope.remote.request import NodeRequest, Placement
+
+    merge_s: list[float] = []
+    real_merge = multinode.merge
+
+    def timed_merge(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return real_merge(*args, **kwargs)
+        finally:
+            merge_s.append(time.perf_counter() - start)
+
+    multinode.merge = timed_merge  # the fan-out's time apart from the merge's
 
     with tempfile.TemporaryDirectory(prefix="hangscope-sim.") as tmp:
         subprocess.run([sys.executable, __file__, "write", str(count), tmp], check=True)
@@ -166,7 +178,7 @@ def simulated_one(count: int) -> dict:
                               Placement(transport, tuple(delays), timeout=60.0))
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         start, cpu = time.perf_counter(), time.process_time()
-        merged = dump_everywhere(request, None)
+        merged = multinode.dump_everywhere(request, None)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     verdict = merged.verdict
@@ -174,7 +186,8 @@ def simulated_one(count: int) -> dict:
                       if verdict and p.rank and verdict.is_suspect(p))
     right = (verdict is not None and str(verdict.kind) == "mismatched_collectives"
              and suspects == [(f"node{count:04d}", count * 8 - 1)])
-    return {"nodes": count, "wall": wall, "cpu": cpu, "slowest": max(delays.values()),
+    return {"nodes": count, "wall": wall, "cpu": cpu, "merge": merge_s[0],
+            "slowest": max(delays.values()),
             "rss_mib": rss / 1024, "rss_before_mib": rss_before / 1024,
             "verdict": str(verdict.kind) if verdict else None, "suspects": suspects[:3],
             "right": right, "notes": merged.notes[-1][:120]}
@@ -185,8 +198,9 @@ def bench_simulated(counts: list[int]) -> None:
 
     print(f"coordinator vs simulated nodes (sleep {FASTEST_S}-{SLOWEST_S} s; cat a real "
           f"8-rank dump), {os.cpu_count()} CPUs")
-    print("| nodes | wall | slowest node | added | coordinator CPU | peak RSS | verdict |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| nodes | wall | slowest node | added | of it: merge | coordinator CPU | peak RSS "
+          "| verdict |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for count in counts:
         out = subprocess.run([sys.executable, __file__, "simulated-one", str(count)],
                              capture_output=True, text=True, check=False)
@@ -196,7 +210,7 @@ def bench_simulated(counts: list[int]) -> None:
         added = r["wall"] - r["slowest"]
         ok = "right" if r["right"] else f"WRONG {r['verdict']} {r['suspects']}"
         print(f"| {count:,} | {r['wall']:.2f} s | {r['slowest']:.1f} s | {added:.2f} s "
-              f"({'met' if added <= 3 else 'MISSED'}) | {r['cpu']:.2f} s | "
+              f"({'met' if added <= 3 else 'MISSED'}) | {r['merge']:.2f} s | {r['cpu']:.2f} s | "
               f"{r['rss_mib']:.0f} MiB ({'met' if r['rss_mib'] <= 1024 else 'MISSED'}; "
               f"{r['rss_before_mib']:.0f} at start) | {ok} |")
 

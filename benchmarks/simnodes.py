@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from hangscope.remote.transport import Transport
 
@@ -21,6 +22,8 @@ class Simulated(Transport):
     name: str = "simulated"
     directory: str = ""
     delays: Mapping[str, float] = field(default_factory=dict)
+    #: Every node at once: a node here is one sh and one sleep, a few hundred kB each.
+    parallel: ClassVar[int] = 4096
 
     def argv(self, node: str, command: list[str]) -> list[str]:
         delay = self.delays.get(node, 0.0)
