@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,12 @@ class Transport(ABC):
 
     name: str = "transport"
     unreachable_rc: int | None = None
+    #: Nodes asked at once at most. Each node costs one local client process while it
+    #: answers (ssh ~8 MB, srun and kubectl more; each a connection to sshd behind a bastion's
+    #: MaxStartups, to slurmctld, to the API server): pdsh's and clush's fan-out bounds (32,
+    #: 64). The nodes beyond it wait for a slot, so 1,000 nodes take about 1,000/64 node
+    #: times. A transport whose children are cheap and local raises it.
+    parallel: ClassVar[int] = 64
 
     @abstractmethod
     def argv(self, node: str, command: list[str]) -> list[str]:
