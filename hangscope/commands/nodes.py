@@ -20,6 +20,10 @@ if TYPE_CHECKING:  # the remote layer is imported only when a multi-node flag is
     from hangscope.remote.transport import Transport
 
 
+#: The most nodes ``--fanout`` asks at once (each holds a local client process and pipes).
+MAX_FANOUT = 4096
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The multi-node flags of ``dump`` (and ``attach``)."""
     group = parser.add_argument_group("every node of a multi-node job")
@@ -38,6 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "(default: the torchrun run id / SLURM_JOB_ID / MASTER_PORT of PID)")
     group.add_argument("--node-timeout", type=float, default=60.0, metavar="SECONDS",
                        help="deadline per node, shipping included (default 60)")
+    group.add_argument("--fanout", type=int, metavar="N",
+                       help="nodes asked at once (default 64 for ssh, srun and kubectl: "
+                       "each is a local client and a login; raise it where sshd and the "
+                       "bastion allow)")
     group.add_argument("--ssh-option", action="append", default=[], metavar="KEY=VALUE",
                        help="extra ssh -o option (repeatable)")
     group.add_argument("--ship", choices=("auto", "always", "never"), default="auto",
@@ -91,7 +99,9 @@ def request_from(args: argparse.Namespace, pid: int | None,
 
     if not 1 <= args.node_timeout <= 3600:
         raise UsageError("--node-timeout must be between 1 and 3600 seconds.")
+    if args.fanout is not None and not 1 <= args.fanout <= MAX_FANOUT:
+        raise UsageError(f"--fanout must be between 1 and {MAX_FANOUT:,} nodes.")
     transport, nodes, spec = _where(args, pid)
     return NodeRequest(spec, options, Placement(
         transport, tuple(nodes) if nodes is not None else None, args.node_timeout, args.ship,
-        args.remote_python))
+        args.remote_python, args.fanout))

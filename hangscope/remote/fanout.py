@@ -84,11 +84,11 @@ def dump_node(transport: Transport, node: str, dump_args: Sequence[str], timeout
     return dump_nodes(transport, [node], dump_args, timeout, ship, python)[0]
 
 
-def fanout_width(transport: Transport, nodes: int) -> int:
-    """How many nodes to ask at once: the transport's bound, and what the open-file limit
-    holds (raised to its hard limit when that is needed; the soft default is often 1,024,
-    which 1,000 nodes' pipes would run out of in the middle of a dump, EMFILE)."""
-    want = max(1, min(transport.parallel, nodes))
+def fanout_width(transport: Transport, nodes: int, asked: int | None = None) -> int:
+    """How many nodes to ask at once: ``asked`` (``--fanout``) or the transport's bound, and
+    what the open-file limit holds (raised to its hard limit when that is needed; the soft
+    default is often 1,024, which 1,000 nodes' pipes would run out of mid-dump, EMFILE)."""
+    want = max(1, min(asked or transport.parallel, nodes))
     need = FD_RESERVE + FD_PER_NODE * want
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < need:
@@ -103,7 +103,8 @@ def fanout_width(transport: Transport, nodes: int) -> int:
 
 def dump_nodes(transport: Transport, nodes: Sequence[str], dump_args: Sequence[str],
                timeout: float, ship: str = "auto", python: str = "python3",
-               local: Callable[[], NodeAnswer] | None = None) -> list[NodeAnswer]:
+               local: Callable[[], NodeAnswer] | None = None,
+               fanout: int | None = None) -> list[NodeAnswer]:
     """Every node at once (``local`` runs in-process for this node, in a thread of its own);
     answers in node order. Each answer is parsed as it arrives, while slower nodes sample."""
     command = ["sh", "-c", REMOTE_SCRIPT, "hangscope-remote", ship, python, "dump", *dump_args]
@@ -112,7 +113,7 @@ def dump_nodes(transport: Transport, nodes: Sequence[str], dump_args: Sequence[s
     def done(node: str, ex: Exchange | OSError) -> None:
         got[node] = _answer(transport, node, ex, timeout)
 
-    talks = Conversations(fanout_width(transport, len(nodes)), timeout, bundle, done)
+    talks = Conversations(fanout_width(transport, len(nodes), fanout), timeout, bundle, done)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hangscope-local") as pool:
         local_future = pool.submit(local) if local is not None else None
         talks.run((n, transport.argv(n, command)) for n in dict.fromkeys(nodes))

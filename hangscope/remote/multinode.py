@@ -102,7 +102,7 @@ def dump_everywhere(request: NodeRequest, pid: int | None) -> Snapshot:
                 return NodeAnswer(here, None, exc.message, time.monotonic() - start)
 
     answers = dump_nodes(transport, nodes, remote_argv(spec, options), where.timeout,
-                         where.ship, where.python, local)
+                         where.ship, where.python, local, where.fanout)
     got = [a for a in answers if a.snapshot is not None]
     lost = [(a.node, a.error or "no answer") for a in answers if a.snapshot is None]
     if not got:

@@ -24,6 +24,7 @@ class Placement:
     timeout: float = 60.0
     ship: str = "auto"  # auto | always | never
     python: str = "python3"  # the Python that runs a shipped hangscope
+    fanout: int | None = None  # nodes asked at once (None: the transport's bound)
 
 
 @dataclass(frozen=True)
