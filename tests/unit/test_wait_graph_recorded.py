@@ -63,6 +63,20 @@ def test_given_a_recorded_hung_job_then_its_pattern_decides_with_one_suspect(
         assert line.startswith("wait-for: ") and snap.wait_graph.edges[i].object in line
 
 
+def test_a_parent_joining_the_writer_that_waits_for_its_siblings_queue_lock_is_told_to_drain(
+        ) -> None:
+    # tests/targets/waitgraph_jobs.py queue_pair_fork, recorded when the parent joined the
+    # worker whose feeder waits for the queue's write lock, held by the other worker's
+    # feeder blocked on the full pipe (the extended tier read the Popen.wait advice once).
+    snap = dump("queue_pair_sibling")
+    verdict = snap.verdict
+    parent = next(p.pid for p in snap.processes if any(
+        f.name == "queue_pair" for t in p.threads for f in t.frames))
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    assert verdict.suspects == (parent,), verdict
+    assert "get every result from the queue before join()" in verdict.summary, verdict.summary
+
+
 def test_given_ofd_locks_then_holders_come_from_fdinfo_not_proc_locks() -> None:
     snap = dump("ofd")
     assert snap.waits is not None and snap.waits.kernel is not None

@@ -61,18 +61,25 @@ def joins_before_draining(g: Graph, ring: list[int]) -> int | None:
     pipe whose write end only that child holds: its sentinel, which ends when it exits) while
     a queue feeder of that child is blocked writing a pipe that parent reads: a process that
     put items on a multiprocessing.Queue does not exit until its feeder has written them all,
-    so the parent must drain the queue before it joins (python/cpython#73983)."""
+    so the parent must drain the queue before it joins (python/cpython#73983). The blocked
+    feeder may be a sibling's: two writers of one queue, the joined child's feeder waiting
+    for the queue's write lock that the sibling's feeder holds while the pipe is full."""
     for k, i in enumerate(ring):
         edge = g.edges[i]
         kid = g.procs.get(edge.to_pid) if edge.to_pid is not None else None
         if kid is None or kid.ppid != edge.pid or edge.kind not in ("child", "pipe") or (
                 edge.kind == "pipe" and "(write end)" not in edge.object):
             continue
-        if any((w := g.edges[j]).pid == kid.pid and w.kind == "pipe" and w.to_pid == edge.pid
-               and "(read end)" in w.object and feeds(g.threads.get((w.pid, w.tid)))
-               for j in ring):
+        if any((w := g.edges[j]).kind == "pipe" and w.to_pid == edge.pid
+               and _child_of(g, w.pid, edge.pid) and "(read end)" in w.object
+               and feeds(g.threads.get((w.pid, w.tid))) for j in ring):
             return k
     return None
+
+
+def _child_of(g: Graph, pid: int, parent: int) -> bool:
+    proc = g.procs.get(pid)
+    return proc is not None and proc.ppid == parent
 
 
 _DRAIN = ("{parent} waits for its child {child} to exit before it takes what the child put on "
