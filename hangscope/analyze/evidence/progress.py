@@ -199,7 +199,10 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     judged_gpus = [gpu_work(reading) for reading in gpus]
     gpu_text = "; ".join(sentence for _, sentence in judged_gpus) or None
     gpu_state = _gpu_state([state for state, _ in judged_gpus])
-    spins = thread.tid in hints.spinning and _one_loop(thread)
+    # (a window that sampled no Python line of it, a live view's tick: the source's word
+    # stands for an empty loop of the program's own)
+    spins = thread.tid in hints.spinning and (_one_loop(thread) or (
+        not thread.samples and thread.tid in hints.empty_loops))
     # a spin-wait's line goes round its loop, and a framework's wait round its own: no progress
     if _moved(thread) and not spins and not _inside_wait(thread):
         through = collective_sites(thread)
@@ -218,9 +221,9 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
                                 gpu_state)
     if spins:
         return RankProgress(proc.pid, STUCK, "counters", (
-            f"{SPIN_WAITING}: the thread {hints.spinning[thread.tid]} at {_leaf(thread)} and "
-            "its line only goes round that loop: a wait that burns CPU, not work"), judged,
-            gpu_text, gpu_state)
+            f"{SPIN_WAITING}: the thread {hints.spinning[thread.tid]}"
+            + (" and its line only goes round that loop" if thread.samples else "")
+            + ": a wait that burns CPU, not work"), judged, gpu_text, gpu_state)
     c = thread.counters
     if _inside_wait(thread) and c is not None and c.cpu_ns is not None and (
             c.cpu_ns / 1e9 >= IDLE_CPU_SHARE * seconds or (c.involuntary or 0) >= SPIN_YIELDS):

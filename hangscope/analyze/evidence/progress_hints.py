@@ -57,20 +57,29 @@ def yields(frames: Iterable[Frame]) -> bool:
     return False
 
 
+def _leaf(thread: Thread) -> Frame | None:
+    """The thread's innermost Python frame."""
+    return next((f for f in thread.frames if not f.native), None)
+
+
 def _leaf_loop(thread: Thread) -> str | None:
     """The kind of the innermost loop around the thread's innermost Python line."""
-    return next((f.loop_kind for f in thread.frames if not f.native), None)
+    leaf = _leaf(thread)
+    return leaf.loop_kind if leaf is not None else None
 
 
 def spins(thread: Thread) -> str | None:
-    """How ``thread`` spin-waits, on CPU: caught yielding from Python code, or going round a
-    loop of its own code that does nothing; None where it does not."""
+    """How and where ``thread`` spin-waits, on CPU: caught yielding from Python code, or
+    going round a loop of its own code that does nothing; None where it does not."""
     if not (thread.active or thread.state == "R"):
         return None
+    leaf = _leaf(thread)
+    at = f" at {leaf.name} ({leaf.short_file}:{leaf.line})" if leaf is not None else ""
     if yields(thread.frames):
-        return "yields its core (sched_yield) again and again"
+        return f"yields its core (sched_yield) again and again{at}"
     if _leaf_loop(thread) == SPIN:
-        return "goes round a loop whose body does nothing (only another thread can end it)"
+        return ("goes round a loop whose body does nothing (only another thread can end "
+                f"it){at}")
     return None
 
 
@@ -104,9 +113,14 @@ class Hints:
     spinning: Mapping[int, str] = field(default_factory=dict)  # how each spins
     readers: frozenset[int] = frozenset()
     iterating: frozenset[int] = frozenset()
+    # spinning in a loop of its own code that does nothing: the source proves it, with or
+    # without the window's samples (a yield may be a framework's healthy brief spin)
+    empty_loops: frozenset[int] = frozenset()
 
 
 def hints_of(processes: Iterable[Process]) -> Hints:
     """What the last stack samples of these processes say of their threads."""
     procs = tuple(processes)
-    return Hints(spinning_tids(procs), stream_readers(procs), iterating_tids(procs))
+    spinning = spinning_tids(procs)
+    return Hints(spinning, stream_readers(procs), iterating_tids(procs), frozenset(
+        t.tid for p in procs for t in p.threads if t.tid in spinning and _leaf_loop(t) == SPIN))
