@@ -77,6 +77,22 @@ def test_a_parent_joining_the_writer_that_waits_for_its_siblings_queue_lock_is_t
     assert "get every result from the queue before join()" in verdict.summary, verdict.summary
 
 
+def test_dataloader_workers_forked_while_the_datasets_thread_ran_wait_for_it_for_ever(
+        ) -> None:
+    # Blind round 16's 03 (pytorch/pytorch#75147): a dataset builds its index on a thread
+    # and sets an Event; the DataLoader forks its workers before that, the thread finishes
+    # in the parent, and each worker's copy of the Event waits in __getitem__ for ever while
+    # the training loop reads their pipe. The workers are the suspects (helpers, but in the
+    # program's own code), and the reason is fork (first run: no suspect).
+    snap = dump("dataloader_fork_event")
+    verdict = snap.verdict
+    workers = tuple(sorted(p.pid for p in snap.processes if p.role.value == "data_worker"))
+    assert verdict is not None and tuple(sorted(verdict.suspects)) == workers, verdict
+    assert "each wait in Event.wait at JsonlShardDataset.__getitem__ (train.py:56)" in \
+        verdict.summary, verdict.summary
+    assert "fork copies only the thread that calls it" in verdict.summary, verdict.summary
+
+
 def test_given_ofd_locks_then_holders_come_from_fdinfo_not_proc_locks() -> None:
     snap = dump("ofd")
     assert snap.waits is not None and snap.waits.kernel is not None

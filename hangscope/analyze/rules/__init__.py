@@ -512,11 +512,24 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+#: Where a multiprocessing child's own code starts: below it, a forked child's stack holds
+#: the parent's frames that forked it (a DataLoader worker's: the training loop's).
+_CHILD_ENTRY = "multiprocessing/process.py"
+
+
 def _in_own_code(proc: Process) -> bool:
-    """The working thread's innermost Python frame is the program's, not a library's."""
+    """The working thread is in the program's own code, or in a library it called from
+    there (a dataset's ``__getitem__`` waiting in ``threading.Event.wait``): a frame of the
+    program's above the process's own entry point."""
     thread = proc.working_thread
-    leaf = next((f for f in thread.frames if not f.native), None) if thread else None
-    return leaf is not None and not in_library(leaf.file)
+    for frame in thread.frames if thread is not None else ():
+        if frame.native:
+            continue
+        if not in_library(frame.file):
+            return True
+        if (frame.file or "").endswith(_CHILD_ENTRY):
+            return False
+    return False
 
 
 def decide(facts: Facts, rules: tuple[Rule, ...] = RULES) -> Verdict:
