@@ -7,11 +7,13 @@ job fall into a handful of sets of stacks (issue 36): a fact of a stack is asked
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 
 from hangscope.model import Frame, Process
 
 Frames = tuple[Frame, ...]
+_FRAMES = operator.attrgetter("frames")
 
 
 class StackIndex:
@@ -21,18 +23,21 @@ class StackIndex:
         self.processes = processes
         self._groups: dict[tuple[int, ...], tuple[tuple[Frames, ...], list[Process]]] | None = None
         self._having: dict[Callable[[Frames], object], list[Process]] = {}
+        self._order: list[list[Process]] = []  # each process's group, in snapshot order
 
     def groups(self) -> list[tuple[tuple[Frames, ...], list[Process]]]:
         """(the stacks of its threads, the processes that have them), built once."""
         if self._groups is None:
             self._groups = {}
+            order = self._order = []
             for p in self.processes:
                 # Each entry holds its stacks, so the ids in its key cannot be reused.
-                key = tuple(id(t.frames) for t in p.threads)
+                key = tuple(map(id, map(_FRAMES, p.threads)))
                 entry = self._groups.get(key)
                 if entry is None:
                     entry = self._groups[key] = (tuple(t.frames for t in p.threads), [])
                 entry[1].append(p)
+                order.append(entry[1])
         return list(self._groups.values())
 
     def stacks(self) -> list[Frames]:
@@ -47,8 +52,24 @@ class StackIndex:
             groups = [procs for stacks, procs in self.groups()
                       if any(fact(frames) for frames in stacks)]
             if len(groups) > 1:  # several sets of stacks: the snapshot's order, in one pass
-                found = [p for p in self.processes if any(fact(t.frames) for t in p.threads)]
+                chosen = {id(procs) for procs in groups}
+                found = [p for p, procs in zip(self.processes, self._order, strict=True)
+                         if id(procs) in chosen]
             else:
                 found = groups[0] if groups else []
             self._having[fact] = found
         return found
+
+
+# The last index built, with the processes it holds: the wait graph and the findings ask of
+# the same processes tuple (``replace`` keeps it), so its groups are built once per analysis.
+_last: list[StackIndex] = []
+
+
+def index_of(processes: Sequence[Process]) -> StackIndex:
+    """The StackIndex of ``processes``, shared by every caller that asks of the same tuple."""
+    if _last and _last[0].processes is processes:
+        return _last[0]
+    index = StackIndex(processes)
+    _last[:] = [index]
+    return index

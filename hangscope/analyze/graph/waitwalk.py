@@ -15,7 +15,7 @@ from hangscope.analyze.graph.liveness import busy
 from hangscope.analyze.graph.loopedges import TASK_OF
 from hangscope.analyze.graph.queueedges import no_reader
 from hangscope.analyze.graph.sites import called_from
-from hangscope.analyze.graph.stackindex import Frames, StackIndex
+from hangscope.analyze.graph.stackindex import Frames, index_of
 from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.waitgraph import edges_from
@@ -36,7 +36,7 @@ class Graph:
         self._kids: dict[int, list[Process]] | None = None
         self._files: set[str] | None = None
         self._has: dict[str, bool] = {}
-        self.stacks = StackIndex(snap.processes)
+        self.stacks = index_of(snap.processes)
 
     def having(self, fact: Callable[[Frames], object]) -> list[Process]:
         """The processes with a thread whose stack has ``fact`` (a truthy answer), in snapshot
