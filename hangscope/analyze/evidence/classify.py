@@ -231,10 +231,7 @@ def _classification(thread: Thread) -> dict[str, Any]:
 # rank. Stacks are interned (equal frames -> one canonical tuple, which the analysis then keys
 # on by identity; loops too: two `python -c` programs share "<string>") and each (stack, state,
 # wchan, active, name) is classified once. Entries hold their canonical tuple: no id() reused.
-# Read from each frame's instance dict (Frame is a plain frozen dataclass: every field is
-# there): a fifth faster than attribute lookups, over ~40 frames of each of 131,072 ranks.
-_FRAME_FIELDS = operator.itemgetter("name", "file", "line", "native", "module", "capture", "loops")
-_DICT = operator.attrgetter("__dict__")
+_FRAME_FIELDS = operator.attrgetter("name", "file", "line", "native", "module", "capture", "loops")
 _MEMO_LIMIT = 4096  # distinct stacks kept; a real job has tens
 _stacks: dict[tuple[Any, ...], tuple[Frame, ...]] = {}
 _canonical: dict[int, tuple[Frame, ...]] = {}
@@ -245,7 +242,7 @@ def canonical_frames(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
     """The one stored tuple equal to ``frames`` (``frames`` itself the first time)."""
     if _canonical.get(id(frames)) is frames:
         return frames
-    key = tuple(map(_FRAME_FIELDS, map(_DICT, frames)))
+    key = tuple(map(_FRAME_FIELDS, frames))
     found = _stacks.get(key)
     if found is None:
         if len(_stacks) >= _MEMO_LIMIT:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
+from functools import cached_property
 
 from hangscope.model import Frame, Process
 
@@ -23,6 +24,7 @@ class StackIndex:
         self.processes = processes
         self._groups: dict[tuple[int, ...], tuple[tuple[Frames, ...], list[Process]]] | None = None
         self._having: dict[Callable[[Frames], object], list[Process]] = {}
+        self._has_file: dict[str, bool] = {}
         self._order: list[list[Process]] = []  # each process's group, in snapshot order
 
     def groups(self) -> list[tuple[tuple[Frames, ...], list[Process]]]:
@@ -43,6 +45,17 @@ class StackIndex:
     def stacks(self) -> list[Frames]:
         """Every distinct stack of the snapshot, once."""
         return list({id(s): s for stacks, _ in self.groups() for s in stacks}.values())
+
+    def has_file(self, suffix: str) -> bool:
+        """Whether a Python frame of any of the stacks runs in a file ending with ``suffix``."""
+        found = self._has_file.get(suffix)
+        if found is None:
+            found = self._has_file[suffix] = any(f.endswith(suffix) for f in self._files)
+        return found
+
+    @cached_property
+    def _files(self) -> set[str]:  # of the Python frames, each distinct stack once
+        return {f.file for s in self.stacks() for f in s if f.file and not f.native}
 
     def having(self, fact: Callable[[Frames], object]) -> list[Process]:
         """The processes with a thread whose stack has ``fact`` (a truthy answer), in

@@ -33,7 +33,6 @@ class Graph:
         self.procs = {p.pid: p for p in snap.processes}
         self.out = edges_from(edges)
         self._kids: dict[int, list[Process]] | None = None
-        self._has: dict[str, bool] = {}
         self.stacks = index_of(snap.processes)  # shared with the findings (same processes)
 
     @cached_property
@@ -50,13 +49,7 @@ class Graph:
         """Whether any Python frame of the job runs in a file ending with ``suffix``: a pattern
         of a library (a Pool, a Manager, an executor) cannot hold in a job whose stacks never
         enter it; skipping it keeps the graph linear in distinct files, not ranks x frames."""
-        if suffix not in self._has:
-            self._has[suffix] = any(f.endswith(suffix) for f in self._files)
-        return self._has[suffix]
-
-    @cached_property
-    def _files(self) -> set[str]:  # of the Python frames, each distinct stack once
-        return {f.file for s in self.stacks.stacks() for f in s if f.file and not f.native}
+        return self.stacks.has_file(suffix)
 
     def kids(self, pid: int) -> list[Process]:
         """The processes whose parent is ``pid`` (an index built once: a pattern that looked
@@ -71,10 +64,13 @@ class Graph:
         """Edges out of a thread still blocked; tid None: out of the process's working thread
         (the thread that says where it is: a pool's reader threads wait for data, they are
         not what the process waits on)."""
+        out = self.out.get(pid)
+        if not out:
+            return []  # most ranks of a large job: asked by every pattern, answered at once
         if tid is None:
             proc = self.procs.get(pid)
             tid = proc.working_tid if proc is not None else None
-        found = [i for i in self.out.get(pid, []) if self.edges[i].tid == tid
+        found = [i for i in out if self.edges[i].tid == tid
                  and (t := self.threads.get((pid, tid))) is not None and _blocked(t)]
         # Another process before its own; a thread that itself waits before an idle one.
         found.sort(key=lambda i: (self.edges[i].to_pid == pid and self.edges[i].to_tid is None,
