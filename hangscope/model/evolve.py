@@ -41,7 +41,7 @@ def evolve(obj: _T, changes: dict[str, Any]) -> _T:
                                         if isinstance(value, cached_property))
         _FIELDS[cls] = len(fields(cls))  # type: ignore[arg-type]
     values = obj.__dict__.copy()
-    if len(values) > _FIELDS[cls]:  # a cached property was read: drop it
+    if cached and len(values) > _FIELDS[cls]:  # a cached property was read: drop it
         for name in cached:
             values.pop(name, None)
     values.update(changes)
