@@ -76,7 +76,14 @@ class StackIndex:
 
 # The last index built, with the processes it holds: the wait graph and the findings ask of
 # the same processes tuple (``replace`` keeps it), so its groups are built once per analysis.
+# ``analyze`` releases it when it returns: held on, it would keep a whole job's processes
+# alive after the caller dropped them (131,072 ranks: the next run's memory all fresh pages).
 _last: list[StackIndex] = []
+
+
+def release() -> None:
+    """Drop the shared index (and the processes it holds)."""
+    _last.clear()
 
 
 def index_of(processes: Sequence[Process]) -> StackIndex:
