@@ -33,8 +33,13 @@ def _without_collectives(snap: Snapshot) -> Snapshot:
 def analyze(snapshot: Snapshot) -> Snapshot:
     """Judge the raw readings (collectives, progress), classify every process, group the
     ranks, build the call tree, decide the verdict: every conclusion hangscope draws."""
+    from hangscope.analyze.graph.stackindex import release
+
     with collector_paused():
-        return _analyze(snapshot)
+        try:
+            return _analyze(snapshot)
+        finally:
+            release()  # the index shared by the wait graph and the findings
 
 
 def _analyze(snapshot: Snapshot) -> Snapshot:

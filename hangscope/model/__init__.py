@@ -408,7 +408,7 @@ class Process:
         """The process no longer exists (it exited and was reaped, or vanished mid-sample)."""
         return self.state in GONE_STATES
 
-    @property
+    @cached_property  # asked of every rank by a dozen patterns and checks: read once
     def is_exited(self) -> bool:
         """Gone, or a zombie waiting to be reaped: either way it will not run again."""
         return self.state in EXITED_STATES

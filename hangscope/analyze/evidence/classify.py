@@ -8,9 +8,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Sequence
-from dataclasses import fields, replace
-from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any
 
 from hangscope.analyze.evidence.progress_hints import yields
 from hangscope.analyze.evidence.signatures import (
@@ -27,6 +25,7 @@ from hangscope.analyze.evidence.signatures import (
 )
 from hangscope.model import Category, Frame, Process, Thread, category_of
 from hangscope.model.categories import CATEGORIES
+from hangscope.model.evolve import evolve
 
 # Kernel wait channels, for threads py-spy cannot see or whose Python stack ends in a builtin.
 _WCHAN_RULES: tuple[tuple[re.Pattern[str], Category], ...] = (
@@ -255,45 +254,6 @@ def canonical_frames(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
     return found
 
 
-_T = TypeVar("_T")
-# Model classes whose instances ``_evolve`` may copy, and the cached properties of each
-# (kept in the instance dict, derived from the fields: never copied to an evolved object).
-_COPYABLE: dict[type, tuple[str, ...]] = {}
-
-
-def _plain(cls: type) -> bool:
-    """Every field is an ``__init__`` argument, kept in the instance dict, and nothing runs
-    after ``__init__``: a copy of the dict is a copy of the object."""
-    spec = fields(cls)  # type: ignore[arg-type]
-    return (all(f.init for f in spec) and "__slots__" not in vars(cls)
-            and not hasattr(cls, "__post_init__"))
-
-
-def _evolve(obj: _T, changes: dict[str, Any]) -> _T:
-    """``dataclasses.replace(obj, **changes)`` for the frozen model classes, at a fifth of its
-    cost: it runs for every thread and process of a job of 131,072 ranks.
-
-    The model classes hold nothing but their fields and cached properties (dropped here: they
-    derive from the fields that change) and have no ``__post_init__``, so copying the
-    instance dict and overwriting the changed fields builds the object the generated
-    ``__init__`` would, without one frozen ``object.__setattr__`` per field.
-    """
-    cls = obj.__class__
-    cached = _COPYABLE.get(cls)
-    if cached is None:
-        if not _plain(cls):
-            return replace(obj, **changes)  # type: ignore[type-var]
-        cached = _COPYABLE[cls] = tuple(name for name, value in vars(cls).items()
-                                        if isinstance(value, cached_property))
-    values = obj.__dict__.copy()
-    values.update(changes)
-    for name in cached:
-        values.pop(name, None)
-    new = object.__new__(cls)
-    object.__setattr__(new, "__dict__", values)
-    return new
-
-
 class _Classified:
     """One memo entry: the interned stack, the fields classification sets, and the thread's
     score as a working-thread candidate (``pick_working_thread``)."""
@@ -330,9 +290,9 @@ def _classified(thread: Thread) -> tuple[Thread, _Classified]:
     if frames is thread.frames:
         if hit.get(thread) == hit.values:
             return thread, hit  # already classified so (a merged job's per-node dumps)
-        return _evolve(thread, hit.changes), hit
+        return evolve(thread, hit.changes), hit
     # An equal stack, swapped for the interned one that the call tree keys on.
-    return _evolve(thread, hit.interned), hit
+    return evolve(thread, hit.interned), hit
 
 
 def classify_thread(thread: Thread) -> Thread:
@@ -379,11 +339,20 @@ def classify_process(proc: Process) -> Process:
         working_tid = proc.pid  # no Python (a redis-server): its main thread runs its loop
     if proc.is_exited:
         working_tid = None
+    # The working thread is known here: where it is the first thread (a rank's MainThread),
+    # it is stored as ``Process.working_thread`` would find it, saving a scan per rank.
+    first = threads[0] if threads and threads[0].tid == working_tid else None
     if same:
         if working_tid == proc.working_tid:
+            if first is not None:
+                proc.__dict__.setdefault("working_thread", first)
             return proc  # every thread came classified as it is (a merged dump)
-        return _evolve(proc, {"working_tid": working_tid})
-    return _evolve(proc, {"threads": tuple(threads), "working_tid": working_tid})
+        done = evolve(proc, {"working_tid": working_tid})
+    else:
+        done = evolve(proc, {"threads": tuple(threads), "working_tid": working_tid})
+    if first is not None:
+        done.__dict__["working_thread"] = first
+    return done
 
 
 _FIND = object()  # process_category: look the working thread up

@@ -5,7 +5,7 @@ listens, it has a timer), so the job is not proven hung but a request can stay s
 
 from __future__ import annotations
 
-from hangscope.analyze.graph.stackindex import StackIndex
+from hangscope.analyze.graph.stackindex import index_of
 from hangscope.analyze.patterns.loopwake import loop_handoffs, makes_loop_unsafe_call
 from hangscope.model import Finding, Severity, Snapshot
 from hangscope.words import who
@@ -18,7 +18,7 @@ def check_loop_unsafe_calls(snap: Snapshot) -> list[Finding]:
     summary = snap.verdict.summary if snap.verdict is not None else ""
     # Only processes with a thread whose stack makes such a call, found once per distinct
     # set of stacks (131,072 ranks have none).
-    for proc in StackIndex(snap.processes).having(makes_loop_unsafe_call):
+    for proc in index_of(snap.processes).having(makes_loop_unsafe_call):
         _, hands = loop_handoffs(proc)
         if not hands or hands[0][1] in summary:  # the verdict's lost wake-up says it
             continue

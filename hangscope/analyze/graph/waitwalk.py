@@ -1,13 +1,13 @@
 """Walking the wait-for graph: who a thread waits for next, and how a thread is named in a chain.
 
-Pure, over a classified Snapshot and its edges (analyze/graph/waitgraph.py); shared by the patterns
-of
-analyze/patterns/waitpatterns.py and analyze/patterns/threadpatterns.py.
+Pure, over a classified Snapshot and its edges (analyze/graph/waitgraph.py); shared by the
+patterns of analyze/patterns/waitpatterns.py and analyze/patterns/threadpatterns.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cached_property
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.store_key import store_op
@@ -15,7 +15,7 @@ from hangscope.analyze.graph.liveness import busy
 from hangscope.analyze.graph.loopedges import TASK_OF
 from hangscope.analyze.graph.queueedges import no_reader
 from hangscope.analyze.graph.sites import called_from
-from hangscope.analyze.graph.stackindex import Frames, StackIndex
+from hangscope.analyze.graph.stackindex import Frames, index_of
 from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.waitgraph import edges_from
@@ -32,11 +32,12 @@ class Graph:
         self.edges = edges
         self.procs = {p.pid: p for p in snap.processes}
         self.out = edges_from(edges)
-        self.threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
         self._kids: dict[int, list[Process]] | None = None
-        self._files: set[str] | None = None
-        self._has: dict[str, bool] = {}
-        self.stacks = StackIndex(snap.processes)
+        self.stacks = index_of(snap.processes)  # shared with the findings (same processes)
+
+    @cached_property
+    def threads(self) -> dict[tuple[int, int], Thread]:  # built when first asked (rarely)
+        return {(p.pid, t.tid): t for p in self.snap.processes for t in p.threads}
 
     def having(self, fact: Callable[[Frames], object]) -> list[Process]:
         """The processes with a thread whose stack has ``fact`` (a truthy answer), in snapshot
@@ -45,35 +46,31 @@ class Graph:
         return self.stacks.having(fact)
 
     def has_file(self, suffix: str) -> bool:
-        """Whether any Python frame of the job runs in a file ending with ``suffix``: a
-        pattern of a library (a Pool, a Manager, an executor) cannot hold in a job whose
-        stacks never enter it, and skipping it keeps the graph linear in a job's distinct
-        files, not its ranks times their frames (issue 22: 8,192 ranks)."""
-        if self._files is None:
-            self._files = {f.file for frames in self.stacks.stacks() for f in frames
-                           if f.file and not f.native}  # each distinct stack once
-        if suffix not in self._has:
-            self._has[suffix] = any(f.endswith(suffix) for f in self._files)
-        return self._has[suffix]
+        """Whether any Python frame of the job runs in a file ending with ``suffix``: a pattern
+        of a library (a Pool, a Manager, an executor) cannot hold in a job whose stacks never
+        enter it; skipping it keeps the graph linear in distinct files, not ranks x frames."""
+        return self.stacks.has_file(suffix)
 
     def kids(self, pid: int) -> list[Process]:
         """The processes whose parent is ``pid`` (an index built once: a pattern that looked
         for each process's children among all of them was quadratic in a job's ranks)."""
         if self._kids is None:
             self._kids = {}
-            for p in self.snap.processes:
-                if p.ppid is not None:
-                    self._kids.setdefault(p.ppid, []).append(p)
+            for p in (p for p in self.snap.processes if p.ppid is not None):
+                self._kids.setdefault(p.ppid, []).append(p)
         return self._kids.get(pid, [])
 
     def live_edges(self, pid: int, tid: int | None) -> list[int]:
         """Edges out of a thread still blocked; tid None: out of the process's working thread
         (the thread that says where it is: a pool's reader threads wait for data, they are
         not what the process waits on)."""
+        out = self.out.get(pid)
+        if not out:
+            return []  # most ranks of a large job: asked by every pattern, answered at once
         if tid is None:
             proc = self.procs.get(pid)
             tid = proc.working_tid if proc is not None else None
-        found = [i for i in self.out.get(pid, []) if self.edges[i].tid == tid
+        found = [i for i in out if self.edges[i].tid == tid
                  and (t := self.threads.get((pid, tid))) is not None and _blocked(t)]
         # Another process before its own; a thread that itself waits before an idle one.
         found.sort(key=lambda i: (self.edges[i].to_pid == pid and self.edges[i].to_tid is None,
@@ -267,8 +264,7 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
 
 
 def store_keys(g: Graph, pid: int) -> tuple[str, ...]:
-    """The keys ``pid``'s store get/wait waits for, where its --locals said them
-    (analyze/evidence/store_key.py)."""
+    """The keys ``pid``'s store get/wait waits for, as its --locals said (evidence/store_key)."""
     waits = g.snap.waits
     read = next((r for r in waits.locals if r.pid == pid), None) if waits is not None else None
     return read.store_keys if read is not None else ()

@@ -146,7 +146,9 @@ def fork_lock(g: Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
         if proc.is_exited:
             continue
-        main = next((t for t in proc.threads if t.tid == proc.pid), None)
+        threads = proc.threads  # the main thread is the first, most often: no scan
+        main = threads[0] if threads and threads[0].tid == proc.pid else next(
+            (t for t in threads if t.tid == proc.pid), None)
         parent = g.procs.get(proc.ppid or 0)
         # The forking thread's copy is the child's main thread: the one the lock wait is on.
         if main is None or not _blocked(main) or not waits_on_lock(main) or not _forked(

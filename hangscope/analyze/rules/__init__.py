@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from operator import is_
 
 from hangscope.analyze.evidence.facts import BUSY, GONE, Facts, computes_unsampled
 from hangscope.analyze.evidence.group import group_ranks
@@ -137,8 +138,10 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
     for members in comparable_groups(coll):
         # Name the replica / stage: rank 1 of DP0 and rank 1 of DP1 are two processes.
         replica = coordinates_label(dict(replica_key(members[0])))
-        verdict = _mismatch(facts, group_ranks(members), f" (in {replica})" if replica else "",
-                            members)
+        # Every subject, in order (all ranks in collectives): the groups facts made already.
+        same = len(members) == len(facts.subjects) and all(map(is_, members, facts.subjects))
+        verdict = _mismatch(facts, facts.groups if same else group_ranks(members),
+                            f" (in {replica})" if replica else "", members)
         if verdict is not None:
             return verdict
     return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from hangscope.analyze.evidence.progress import SLOW, STUCK
+from hangscope.analyze.evidence.stackmemo import Frames, per_stack
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
 from hangscope.model.waits import KernelWaits
@@ -52,19 +53,26 @@ def serving_thread(proc: Process) -> Thread | None:
     """The thread of ``proc`` that waits in a server loop for its next request: in Python's
     selector, or in a native loop's poll under the call that started it."""
     for thread in proc.threads:
-        names = python_names(thread)
-        if not names or not any(SERVES.search(n) for n in names):
-            continue
-        if WAITS_FOR_WORK.search(names[0]) or (
-                NATIVE_LOOP.search(names[0]) and _in_native_poll(thread)):
+        if serves(thread.frames):
             return thread
     return None
 
 
-def _in_native_poll(thread: Thread) -> bool:
+@per_stack
+def serves(frames: Frames) -> bool:
+    """A thread with these frames waits in a server loop for its next request (a fact of
+    the stack alone: read once per distinct stack, not per rank of a job of 131,072)."""
+    names = [f"{f.name} ({f.file})" for f in frames if not f.native]
+    if not names or not any(SERVES.search(n) for n in names):
+        return False
+    return bool(WAITS_FOR_WORK.search(names[0]) or (
+        NATIVE_LOOP.search(names[0]) and _in_native_poll(frames)))
+
+
+def _in_native_poll(frames: Frames) -> bool:
     """The thread's innermost frame is a native poll: its loop waits for the next event (a
     Python callback running would show its own frames above the loop's start)."""
-    first = thread.frames[0] if thread.frames else None
+    first = frames[0] if frames else None
     return first is not None and first.native and bool(_POLLS.match(first.name))
 
 

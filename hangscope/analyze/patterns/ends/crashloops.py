@@ -58,7 +58,11 @@ def _waiting(thread: Thread) -> bool:
 
 
 def crash_loop(g: Graph) -> WaitPattern | None:
+    # Only a parent with a child gone can be in a crash loop: a set, not a look per rank.
+    parents = {p.ppid for p in g.snap.processes if p.is_gone}
     for proc in g.snap.processes:
+        if proc.pid not in parents:
+            continue
         thread = proc.working_thread
         if proc.is_exited or thread is None or not _waiting(thread):
             continue

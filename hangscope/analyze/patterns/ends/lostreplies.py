@@ -26,7 +26,12 @@ import re
 
 from hangscope.analyze.evidence.progress import SLOW, STUCK
 from hangscope.analyze.graph.waitwalk import Graph, site_words
-from hangscope.analyze.patterns.calm.engines import python_names, serving_thread, waits_for_message
+from hangscope.analyze.patterns.calm.engines import (
+    python_names,
+    serves,
+    serving_thread,
+    waits_for_message,
+)
 from hangscope.model import Process, Role, Snapshot, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -96,12 +101,13 @@ def waiting_clients(g: Graph, front: Process) -> list[int]:
     return sorted(clients)
 
 
-def _front(g: Graph, proc: Process) -> tuple[Thread, list[int]] | None:
+def _front(g: Graph, proc: Process, servers: set[int]) -> tuple[Thread, list[int]] | None:
     """The thread where ``proc`` waits for replies as a front end, and the clients waiting on
-    it: a tokenizer's synchronous call, or a server with a request in flight."""
+    it: a tokenizer's synchronous call, or a server with a request in flight. ``servers``:
+    the ids of the processes with a thread in a server loop (asked once per distinct stack)."""
     if proc.role in FRONT_ROLES and awaits_own_call(proc.working_thread):
         return proc.working_thread, []
-    served = serving_thread(proc)
+    served = serving_thread(proc) if id(proc) in servers else None
     clients = waiting_clients(g, proc) if served is not None else []
     return (served, clients) if served is not None and clients else None
 
@@ -125,8 +131,9 @@ def _idle(snap: Snapshot, proc: Process) -> bool:
 def lost_reply(g: Graph) -> WaitPattern | None:
     snap = g.snap
     live = [p for p in snap.processes if not p.is_exited]
+    servers = {id(p) for p in g.having(serves)}
     for front in live:
-        found = _front(g, front)
+        found = _front(g, front, servers)
         if found is None or not _idle(snap, front):
             continue
         thread, clients = found
