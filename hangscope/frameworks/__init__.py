@@ -66,6 +66,9 @@ class ObjectWait:
     #: producer a process hosts (a plain task's result), any of the framework's workers running
     #: a task may be making it.
     waits: tuple[tuple[str, str], ...] = ()
+    #: Why plain tasks can wait with no worker running them (what the scheduler needs first),
+    #: and what to do: said when a get waits for tasks while every worker is idle.
+    pending: str = ""
 
 
 @dataclass(frozen=True)

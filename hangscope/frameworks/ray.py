@@ -54,6 +54,14 @@ OBJECT_WAIT = ObjectWait(
     idle_frame=("main_loop", "ray/_private/worker.py"),
     producer_word="actor",
     waits=(("get_objects", "ray/_private/worker.py"), ("wait", "ray/_private/worker.py")),
+    # ray#2541, ray#15594: actors (num_cpus=1 by default when they ask for none at creation
+    # and for scheduling) hold what they asked for as long as they live.
+    pending=("Ray starts a task only once the resources it asks for are free (num_cpus=1 by "
+             "default), and each actor holds its own for as long as it lives: actors that "
+             "hold every CPU of the cluster leave the tasks pending for ever (`ray status` "
+             "lists the pending demand). Give the actors fewer CPUs (num_cpus=0 for one that "
+             "mostly waits), start the cluster with more, or run the tasks before creating the "
+             "actors"),
 )
 
 FRAMEWORK = Framework(
@@ -62,8 +70,9 @@ FRAMEWORK = Framework(
     launchers=("ray",),
     title_prefixes=("ray::",),
     # The driver's own threads (ray/_private/worker.py): they relay the cluster's errors and
-    # the workers' logs, and wait for them as they always do.
-    helper_threads=("ray_listen_error_messages", "ray_print_logs"),
+    # the workers' logs, and wait for them as they always do; every worker's garbage
+    # collection trigger (ray/_private/gc_collect_manager.py), parked until the raylet asks.
+    helper_threads=("ray_listen_error_messages", "ray_print_logs", "PythonGCThread"),
     helper_processes=(
         # The agents retitle themselves (ray_constants.AGENT_PROCESS_TYPE_*): by the title,
         # which reads like an actor's, they are its system processes all the same.

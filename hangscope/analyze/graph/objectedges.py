@@ -52,7 +52,7 @@ def object_edges(snap: Snapshot) -> list[WaitEdge]:
                     continue
                 pid, source = host
                 target = procs.get(pid)
-                if target is None or _between_tasks(target):
+                if target is None or between_tasks(target):
                     continue
                 seen.add(pid)
                 edges.append(WaitEdge(
@@ -73,11 +73,11 @@ def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
     computes waits for that worker's work)."""
     named = {(e.pid, e.tid) for e in known}
     waiting = {p.pid: found for p in snap.processes if not p.is_exited
-               and (found := _object_wait(p)) is not None}
+               and (found := object_wait(p)) is not None}
     # Not a worker that itself waits for objects: two waiting tasks would each point at the
     # other and read as a cycle, which only their objects' ids could prove (object_edges).
     workers = [p for p in snap.processes if not p.is_exited and does_work(p.title)
-               and p.role not in HELPER_ROLES and not _between_tasks(p)
+               and p.role not in HELPER_ROLES and not between_tasks(p)
                and p.pid not in waiting]
     edges: list[WaitEdge] = []
     for proc in snap.processes:
@@ -93,7 +93,7 @@ def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
     return edges
 
 
-def _object_wait(proc: Process) -> tuple[Frame, ObjectWait] | None:
+def object_wait(proc: Process) -> tuple[Frame, ObjectWait] | None:
     """The frame of the framework's object wait its working thread blocks in, and that wait."""
     for frame in proc.working_thread.frames if proc.working_thread is not None else ():
         wait = None if frame.native else any_worker_wait(frame.name, frame.file)
@@ -102,7 +102,7 @@ def _object_wait(proc: Process) -> tuple[Frame, ObjectWait] | None:
     return None
 
 
-def _between_tasks(proc: Process) -> bool:
+def between_tasks(proc: Process) -> bool:
     """The producer's process runs no task: its working thread's innermost Python frame is
     the framework's loop for the next one."""
     thread = proc.working_thread

@@ -80,6 +80,7 @@ from hangscope.analyze.patterns.gilpatterns import gil_native_wait, gil_ring
 from hangscope.analyze.patterns.looppatterns import event_loop, loop_reads
 from hangscope.analyze.patterns.loopwake import unwoken_loop
 from hangscope.analyze.patterns.managerpatterns import orphan_manager_lock
+from hangscope.analyze.patterns.pendingtasks import pending_tasks
 from hangscope.analyze.patterns.permitpatterns import leaked_permits
 from hangscope.analyze.patterns.poolpatterns import idle_executor, lost_result, pool_saturated
 from hangscope.analyze.patterns.promptpatterns import prompt, prompt_edge
@@ -371,12 +372,12 @@ def _idle_loop(snap: Snapshot, proc: Process, thread: Thread | None) -> str:
         text += f"; its output says: {died[-1][:160]!r}"
     return text
 PATTERNS = (self_connect, tty_stopped, own_end, behind_sibling, _cycle, _lock_cycle,
-            shared_connection,
-            gil_native_wait, self_lock,
+            shared_connection, gil_native_wait, self_lock,
             callback_wait, lock_upgrade, self_wait, barrier_short, leaked_permits, nested_checkout,
             starved_pool, orphan_manager_lock, fork_notifier, signal_wait, orphan_wait,
             stale_holder, full_queue, lost_wakeup, gone_signal, unwoken_loop, event_loop, fork_lock,
-            lost_result, idle_executor, pool_saturated, prompt, lost_reply, fifo_open, crash_loop,
+            lost_result, idle_executor, pool_saturated, pending_tasks, prompt, lost_reply,
+            fifo_open, crash_loop,
             dead_thread, dead_process, _sink, unowed_receive)
 
 

@@ -1,0 +1,46 @@
+"""Tasks nobody runs: a get waits for plain tasks' results while every worker is idle.
+
+A thread blocked in a framework's get on objects no known producer owes (Ray's ``ray.get`` on
+plain tasks: any worker may run one) waits for whichever worker runs such a task
+(analyze/graph/objectedges.py's probable edges). When no worker runs one (each of the
+framework's workers is in its loop for the next task: idle actors, idle pool workers), the
+tasks are not running anywhere: the framework's scheduler holds them, pending on what it needs
+first (Ray: free resources, which live actors hold). The waiter is the suspect: its get can
+only end once the job makes room, and the framework's own words (``ObjectWait.pending``) say
+how (ray#2541, ray#15594).
+"""
+
+from __future__ import annotations
+
+from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.graph.objectedges import between_tasks, object_wait
+from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
+from hangscope.frameworks import does_work
+from hangscope.model.waits import WaitPattern
+from hangscope.words import who_list
+
+
+def pending_tasks(g: Graph) -> WaitPattern | None:
+    procs = [p for p in g.snap.processes if not p.is_exited]
+    workers = [p for p in procs if does_work(p.title) and p.role not in HELPER_ROLES]
+    # Every worker idle between tasks (a worker that waits for objects itself is a nested
+    # get: the tasks it waits for may be the ones starved, a different story).
+    if not workers or not all(between_tasks(p) for p in workers):
+        return None
+    for proc in procs:
+        found = object_wait(proc)
+        thread = proc.working_thread
+        if found is None or thread is None or proc in workers or any(
+                e.pid == proc.pid and e.kind == "object" and not e.probable for e in g.edges):
+            continue  # (an edge to a named producer: the actor it waits on is known)
+        _, wait = found
+        idle = who_list(workers[:4]) + (f" and {len(workers) - 4} more" if len(workers) > 4
+                                        else "")
+        chain = (f"{thread_words(proc, thread)} waits{site_words(thread)} for results of "
+                 f"tasks, and no worker here runs one: {idle} "
+                 f"{'is' if len(workers) == 1 else 'are'} idle between calls. Unless another "
+                 "node runs them, the tasks are pending in the scheduler, not running"
+                 + (f": {wait.pending}" if wait.pending else ""))
+        return WaitPattern("pending_tasks", (proc.pid, *(p.pid for p in workers)), chain, (),
+                           proc.pid, thread.tid)
+    return None
