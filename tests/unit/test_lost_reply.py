@@ -101,3 +101,19 @@ def test_a_stopped_engine_core_whose_worker_spins_in_its_broadcast_wait_is_the_s
     engine = next(p.pid for p in snap.processes if (p.title or "").startswith("VLLM::EngineCore"))
     assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
     assert verdict.suspects == (engine,), verdict
+
+
+def test_an_offline_engine_whose_own_script_awaits_dropped_replies_is_a_lost_reply() -> None:
+    # Blind round 16's 04 (sglang-jax#56): an SGLang-style offline engine (the script's own
+    # process is the tokenizer: no title, no role) waits in Engine.generate for two requests
+    # the scheduler finished at prefill and never sent on; scheduler and detokenizer idle.
+    # First run: a chain through the zmq peers ending at the idle loop; now the lost reply,
+    # by the call it waits in, whatever the process's role.
+    snap = analyze(load(Path(__file__).resolve().parent.parent / "fixtures" / "frameworks"
+                        / "zmq_prefill_dropped.dump.json"))
+    verdict = snap.verdict
+    front = next(p.pid for p in snap.processes if "offline_batch.py" in " ".join(p.cmdline))
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.suspects == (front,), verdict
+    assert verdict.summary.startswith(f"A reply that never comes: PID {front} (python) waits "
+                                      "for replies at Engine.generate (mini_engine.py:"), verdict

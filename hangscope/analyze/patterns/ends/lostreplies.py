@@ -37,7 +37,7 @@ from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
 #: The roles of a front end: where an engine's clients' requests wait for their replies.
-FRONT_ROLES = frozenset({Role.TOKENIZER})
+FRONT_ROLES = frozenset({Role.TOKENIZER, Role.MAIN, Role.OTHER})
 #: The event loop run inside a call: the frame whose caller waits for its result.
 _RUN = re.compile(r"^(?:\S+\.)?run_until_complete \((?:[^)]*/)?asyncio/base_events\.py\)")
 #: A log line that says a message was thrown away (an unknown id, a dropped reply).
@@ -105,6 +105,8 @@ def _front(g: Graph, proc: Process, servers: set[int]) -> tuple[Thread, list[int
     """The thread where ``proc`` waits for replies as a front end, and the clients waiting on
     it: a tokenizer's synchronous call, or a server with a request in flight. ``servers``:
     the ids of the processes with a thread in a server loop (asked once per distinct stack)."""
+    # (a tokenizer, or the program's own script doing its work: an offline engine's script
+    # is its tokenizer; not a launcher, whose loop may serve requests one by one)
     if proc.role in FRONT_ROLES and awaits_own_call(proc.working_thread):
         return proc.working_thread, []
     served = serving_thread(proc) if id(proc) in servers else None
