@@ -119,8 +119,11 @@ def test_a_sqlite_transaction_held_across_a_read_from_its_writer_is_a_cycle_not_
         pids = dict(job.pids)
     verdict = data["verdict"]
     summary = verdict["summary"]
-    assert verdict["kind"] == "deadlock", verdict
     catalog, indexer = pids["catalog"], pids["indexer"]
+    # (the indexer's frames in the message: a miss seen once in CI under load, not here)
+    frames = [[f["name"] for f in t["frames"]] for p in data["processes"]
+              if p["pid"] == indexer for t in p["threads"]]
+    assert verdict["kind"] == "deadlock", (summary, frames)
     assert f"PID {catalog} (python) is blocked reading pipe " in summary, summary
     assert (f"PID {indexer} (python) waits for the SQLite database lock on "
             f"{workdir}/catalog.db at indexer (party_jobs.py:") in summary, summary

@@ -33,14 +33,19 @@ _SLEEPS = frozenset({"usleep", "nanosleep", "clock_nanosleep", "__nanosleep",
 def in_busy_handler(thread: Thread) -> bool:
     """SQLite's busy handler is on the stack: by name, or a sleep called straight from
     libsqlite3 (SQLite sleeps nowhere else; a native unwind under load can stop at the
-    library's unnamed static frames, short of ``sqlite3InvokeBusyHandler``)."""
+    library's unnamed static frames, short of ``sqlite3InvokeBusyHandler``), or, where the
+    unwind stopped at the C library itself, ``usleep`` under a Python call that is no
+    ``time.sleep`` (which sleeps in ``clock_nanosleep``, never ``usleep``: SQLite's
+    ``unixSleep`` does). The edge also needs a lock another process holds on a file this one
+    has open, so a C extension's own ``usleep`` makes none elsewhere."""
     frames = [f for f in thread.frames if f.native]
     if any(f.name.startswith(_BUSY) for f in frames):
         return True
     for inner, outer in itertools.pairwise(frames):
         if inner.name in _SLEEPS and "libsqlite3" in (outer.module or outer.file or ""):
             return True
-    return False
+    names = {f.name for f in frames}
+    return "usleep" in names and "time_sleep" not in names
 
 
 def sqlite_edges(proc: Process, thread: Thread, fds: Mapping[int, FdRecord],
