@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 from hangscope.analyze.evidence.progress import SLOW, STUCK
+from hangscope.analyze.evidence.visitors import visitors
 from hangscope.analyze.graph.waitwalk import Graph, site_words
 from hangscope.analyze.patterns.calm.engines import (
     python_names,
@@ -101,13 +102,16 @@ def waiting_clients(g: Graph, front: Process) -> list[int]:
     return sorted(clients)
 
 
-def _front(g: Graph, proc: Process, servers: set[int]) -> tuple[Thread, list[int]] | None:
+def _front(g: Graph, proc: Process, servers: set[int],
+           guests: frozenset[int]) -> tuple[Thread, list[int]] | None:
     """The thread where ``proc`` waits for replies as a front end, and the clients waiting on
     it: a tokenizer's synchronous call, or a server with a request in flight. ``servers``:
     the ids of the processes with a thread in a server loop (asked once per distinct stack)."""
     # (a tokenizer, or the program's own script doing its work: an offline engine's script
-    # is its tokenizer; not a launcher, whose loop may serve requests one by one)
-    if proc.role in FRONT_ROLES and awaits_own_call(proc.working_thread):
+    # is its tokenizer; not a launcher, whose loop may serve requests one by one, nor a
+    # visitor, a client of the job that asks it in its own loop)
+    if proc.role in FRONT_ROLES and proc.pid not in guests and awaits_own_call(
+            proc.working_thread):
         return proc.working_thread, []
     served = serving_thread(proc) if id(proc) in servers else None
     clients = waiting_clients(g, proc) if served is not None else []
@@ -134,8 +138,9 @@ def lost_reply(g: Graph) -> WaitPattern | None:
     snap = g.snap
     live = [p for p in snap.processes if not p.is_exited]
     servers = {id(p) for p in g.having(serves)}
+    guests = visitors(snap)
     for front in live:
-        found = _front(g, front, servers)
+        found = _front(g, front, servers, guests)
         if found is None or not _idle(snap, front):
             continue
         thread, clients = found
