@@ -38,13 +38,8 @@ def _left_behind(parent: Process, owner: Frame) -> Thread | None:
     return None
 
 
-def _awaited(g: Graph, proc: Process) -> bool:
-    """Someone waits for data from ``proc`` (a pipe, a socket, a queue), not for its exit."""
-    return any(g.edges[i].kind != "child" for i in waits_into(g, proc.pid)[1])
-
-
 def fork_notifier(g: Graph) -> WaitPattern | None:
-    found: list[tuple[Process, Thread, Frame, Thread | None]] = []
+    found: list[tuple[Process, Thread, Frame, Thread]] = []
     for proc in g.having(notified_frames):  # (its main thread waits to be notified)
         parent = g.procs.get(proc.ppid or 0)
         main = next((t for t in proc.threads if t.tid == proc.pid), None)
@@ -55,11 +50,7 @@ def fork_notifier(g: Graph) -> WaitPattern | None:
             continue  # a thread of its own that works may still notify it
         owner = _owner(main)
         behind = _left_behind(parent, owner) if owner is not None else None
-        # No such thread in the parent any more (it finished its job there: a dataset's
-        # index builder): the child's copy waits all the same, and someone waits for what
-        # it should send (a DataLoader's results; not a join: a worker idling until a
-        # signal handler sets its stop Event is joined, and may be fine).
-        if owner is not None and (behind is not None or _awaited(g, proc)):
+        if owner is not None and behind is not None:
             found.append((proc, main, owner, behind))
     if not found:
         return None
@@ -70,21 +61,17 @@ def fork_notifier(g: Graph) -> WaitPattern | None:
     wait = notified_wait(main)
     where = f"{wait.name} at {owner.name} ({owner.short_file}:{owner.line})" if wait else \
         owner.name
-    inner = user_frame(behind) if behind is not None else None
+    inner = user_frame(behind)
     runs = f"{inner.name} ({inner.short_file}:{inner.line})" if inner is not None else "it"
     reaped = [k.pid for p in same for k in g.kids(p.pid) if k.is_exited]
     one = len(same) == 1
     its, it = ("its", "it") if one else ("their", "them")
     cls = owner.name.rsplit(".", 1)[0]
-    setter = (f"the thread that does it, {behind.name or behind.tid} at {runs}, runs only "
-              f"in {its} parent, {who(parent)}. {'It was' if one else 'They were'} forked "
-              f"after the {cls} object started that thread" if behind is not None else
-              f"the {cls} object's thread that would do it ran in {its} parent, "
-              f"{who(parent)}, when {'it was' if one else 'they were'} forked (no thread of "
-              "that class is left there either)")
     chain = (f"{them} {'waits' if one else 'each wait'} in {where} for another thread to wake "
-             f"{it}, and none of {its} threads can: {setter}, and fork copies only the "
-             "thread that calls it")
+             f"{it}, and none of {its} threads can: the thread that does it, "
+             f"{behind.name or behind.tid} at {runs}, runs only in {its} parent, {who(parent)}. "
+             f"{'It was' if one else 'They were'} forked after the {cls} object started that "
+             "thread, and fork copies only the thread that calls it")
     if reaped:
         chain += (f"; the work it waits for is done (child{'ren' if len(reaped) > 1 else ''} "
                   f"{', '.join(map(str, reaped[:4]))} exited, never reaped: the reaper is "
