@@ -67,55 +67,60 @@ def loop_walks(tree: ast.AST) -> tuple[tuple[int, int, str], ...]:
         for node in ast.walk(tree) if isinstance(node, (ast.For, ast.AsyncFor, ast.While))))
 
 
-def _innermost(walks: tuple[tuple[int, int, str], ...], line: int) -> str | None:
+#: The loops holding a line, outermost first, and the innermost one's kind.
+Loops = tuple[tuple[tuple[int, int], ...], str | None]
+
+
+def _holding(walks: tuple[tuple[int, int, str], ...], line: int) -> Loops:
+    """The (first, last) lines of the loops holding ``line``, outermost first (walks are in
+    source order), and the kind of the innermost."""
     holding = [w for w in walks if w[0] <= line <= w[1]]
-    return max(holding, key=lambda w: (w[0], -w[1]))[2] if holding else None
+    return tuple(w[:2] for w in holding), holding[-1][2] if holding else None
 
 
-def _enclosing(spans: tuple[tuple[int, int], ...], line: int) -> tuple[tuple[int, int], ...]:
-    return tuple(span for span in spans if span[0] <= line <= span[1])
+def loop_facts(path: str | None, line: int | None) -> Loops:
+    """The loops of the program's own code whose lines hold ``path:line``, outermost first
+    (where a peer running the same code stands against it: one waiting before a loop the
+    other is inside has not yet done what the other did), and what the innermost is
+    (``Frame.loops``, ``Frame.loop_kind``), from one read of the file. Libraries are not
+    read."""
+    if not path or not line or in_library(path):
+        return (), None
+    return _holding(_walks(path), line)
+
+
+def code_loop_facts(code: str, line: int | None) -> Loops:
+    """:func:`loop_facts` for a program given as text (``python -c CODE``: py-spy names its
+    frames' file ``<string>``)."""
+    if not line or len(code) > MAX_SOURCE_BYTES:
+        return (), None
+    try:
+        return _holding(loop_walks(_parse(code.encode())), line)
+    except (SyntaxError, ValueError, RecursionError, SystemError):
+        return (), None
 
 
 def loops_at(path: str | None, line: int | None) -> tuple[tuple[int, int], ...]:
-    """The loops of the program's own code whose lines hold ``path:line``, outermost first:
-    where a peer running the same code stands against it (one waiting before a loop the
-    other is inside has not yet done what the other did). Libraries are not read."""
-    if not path or not line or in_library(path):
-        return ()
-    return _enclosing(tuple(w[:2] for w in _walks(path)), line)
+    """The loops holding ``path:line``, outermost first (:func:`loop_facts`)."""
+    return loop_facts(path, line)[0]
 
 
 def code_loops_at(code: str, line: int | None) -> tuple[tuple[int, int], ...]:
-    """:func:`loops_at` for a program given as text (``python -c CODE``: py-spy names its
-    frames' file ``<string>``)."""
-    if not line or len(code) > MAX_SOURCE_BYTES:
-        return ()
-    try:
-        spans = tuple(w[:2] for w in loop_walks(_parse(code.encode())))
-    except (SyntaxError, ValueError, RecursionError, SystemError):
-        return ()
-    return _enclosing(spans, line)
+    """:func:`loops_at` of a ``python -c CODE`` program."""
+    return code_loop_facts(code, line)[0]
+
+
+def loop_kind_at(path: str | None, line: int | None) -> str | None:
+    """What the innermost loop holding ``path:line`` is (None: no loop, a library's line)."""
+    return loop_facts(path, line)[1]
+
+
+def code_loop_kind_at(code: str, line: int | None) -> str | None:
+    """:func:`loop_kind_at` of a ``python -c CODE`` program."""
+    return code_loop_facts(code, line)[1]
 
 
 def _walks(path: str) -> tuple[tuple[int, int, str], ...]:
     """The file's loops, one parse per version of it."""
     return _per_version(path, _walks_cache, lambda source: loop_walks(
         _parse(source)) if b"for " in source or b"while" in source else (), ())
-
-
-def loop_kind_at(path: str | None, line: int | None) -> str | None:
-    """What the innermost loop of the program's own code holding ``path:line`` is (None: in
-    no loop, or a library's line)."""
-    if not path or not line or in_library(path):
-        return None
-    return _innermost(_walks(path), line)
-
-
-def code_loop_kind_at(code: str, line: int | None) -> str | None:
-    """:func:`loop_kind_at` for a ``python -c CODE`` program."""
-    if not line or len(code) > MAX_SOURCE_BYTES:
-        return None
-    try:
-        return _innermost(loop_walks(_parse(code.encode())), line)
-    except (SyntaxError, ValueError, RecursionError, SystemError):
-        return None

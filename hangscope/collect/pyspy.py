@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hangscope.collect.loops import code_loop_kind_at, code_loops_at, loop_kind_at, loops_at
+from hangscope.collect.loops import code_loop_facts, loop_facts
 from hangscope.collect.parkedlocks import parked_for
 from hangscope.collect.procfs import read_cmdline
 from hangscope.collect.rankguards import rank_guards
@@ -215,6 +215,8 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
         at = line if isinstance(line, int) else None
         takes, holds, releases = ((None, (), False) if native or not filename
                                   else lock_scope(str(filename), at))
+        loops, loop_kind = ((), None) if native else loop_facts(
+            str(filename) if filename else None, at)
         frames.append(
             Frame(
                 name=name,
@@ -233,9 +235,8 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 within=() if native or not filename else within(str(filename), at),
                 guards=() if native or not filename or in_library(str(filename))
                 else rank_guards(str(filename), at),
-                loops=() if native else loops_at(str(filename) if filename else None, at),
-                loop_kind=None if native else loop_kind_at(
-                    str(filename) if filename else None, at),
+                loops=loops,
+                loop_kind=loop_kind,
             )
         )
     # A stack that takes a lock: what each of its lines calls says which frame was entered
@@ -276,9 +277,13 @@ def _with_code_loops(pid: int, threads: list[PyThread]) -> list[PyThread]:
     if code is None:
         return threads
     return [replace(t, frames=tuple(
-        replace(f, loops=code_loops_at(code, f.line), loop_kind=code_loop_kind_at(code, f.line))
-        if f.file == "<string>" and not f.native
-        else f for f in t.frames)) for t in threads]
+        _with_loops(f, code) if f.file == "<string>" and not f.native else f
+        for f in t.frames)) for t in threads]
+
+
+def _with_loops(frame: Frame, code: str) -> Frame:
+    loops, loop_kind = code_loop_facts(code, frame.line)
+    return replace(frame, loops=loops, loop_kind=loop_kind)
 
 
 def _flag(value: object) -> bool | None:

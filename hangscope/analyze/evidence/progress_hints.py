@@ -62,12 +62,6 @@ def _leaf(thread: Thread) -> Frame | None:
     return next((f for f in thread.frames if not f.native), None)
 
 
-def _leaf_loop(thread: Thread) -> str | None:
-    """The kind of the innermost loop around the thread's innermost Python line."""
-    leaf = _leaf(thread)
-    return leaf.loop_kind if leaf is not None else None
-
-
 def spins(thread: Thread) -> str | None:
     """How and where ``thread`` spin-waits, on CPU: caught yielding from Python code, or
     going round a loop of its own code that does nothing; None where it does not."""
@@ -77,32 +71,15 @@ def spins(thread: Thread) -> str | None:
     at = f" at {leaf.name} ({leaf.short_file}:{leaf.line})" if leaf is not None else ""
     if yields(thread.frames):
         return f"yields its core (sched_yield) again and again{at}"
-    if _leaf_loop(thread) == SPIN:
+    if leaf is not None and leaf.loop_kind == SPIN:
         return ("goes round a loop whose body does nothing (only another thread can end "
                 f"it){at}")
     return None
 
 
-def spinning_tids(processes: Iterable[Process]) -> dict[int, str]:
-    """Every spin-waiting thread of these processes: thread ID -> how it spins."""
-    return {t.tid: how for p in processes for t in p.threads if (how := spins(t))}
-
-
-def iterating_tids(processes: Iterable[Process]) -> frozenset[int]:
-    """Every thread whose sampled line is the program's own, in a ``for`` loop over items
-    that end (thread IDs)."""
-    return frozenset(t.tid for p in processes for t in p.threads if _leaf_loop(t) == WALK)
-
-
 #: Kernel wait channels of a read of a pipe or a socket (``cat /proc/PID/task/TID/wchan``).
 _STREAM_READ = re.compile(r"pipe_read|unix_stream_read|unix_dgram_recv|sk_wait_data|"
                           r"tcp_recvmsg|skb_wait_for_more_packets|udp_recvmsg")
-
-
-def stream_readers(processes: Iterable[Process]) -> frozenset[int]:
-    """Every thread asleep reading a pipe or a socket (thread IDs)."""
-    return frozenset(t.tid for p in processes for t in p.threads
-                     if t.wchan and _STREAM_READ.search(t.wchan))
 
 
 @dataclass(frozen=True)
@@ -120,7 +97,16 @@ class Hints:
 
 def hints_of(processes: Iterable[Process]) -> Hints:
     """What the last stack samples of these processes say of their threads."""
-    procs = tuple(processes)
-    spinning = spinning_tids(procs)
-    return Hints(spinning, stream_readers(procs), iterating_tids(procs), frozenset(
-        t.tid for p in procs for t in p.threads if t.tid in spinning and _leaf_loop(t) == SPIN))
+    spinning: dict[int, str] = {}
+    readers: set[int] = set()
+    loops: dict[str, set[int]] = {WALK: set(), SPIN: set()}
+    for thread in (t for p in processes for t in p.threads):
+        if how := spins(thread):
+            spinning[thread.tid] = how
+        if thread.wchan and _STREAM_READ.search(thread.wchan):
+            readers.add(thread.tid)
+        leaf = _leaf(thread)
+        if leaf is not None and leaf.loop_kind in loops:
+            loops[leaf.loop_kind].add(thread.tid)
+    return Hints(spinning, frozenset(readers), frozenset(loops[WALK]),
+                 frozenset(loops[SPIN] & spinning.keys()))

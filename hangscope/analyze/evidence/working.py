@@ -81,15 +81,14 @@ def work_words(snap: Snapshot, proc: Process, measured: RankProgress | None) -> 
         return None
     raw = raw_window(snap, proc)
     thread = window_thread(raw, measured) if raw is not None else None
-    if measured.decision == SLOW:  # neither proven: a native library's math still is work
-        seconds = snap.progress.seconds if snap.progress is not None else 0.0
-        return _native_math(proc, thread, seconds) if thread is not None else None
-    if measured.evidence == "gpu":
-        return measured.reason
-    if measured.evidence == "source":  # the library's native math under the line says more
+    if measured.decision == SLOW or measured.evidence == "source":
+        # neither proven: a native library's math still is work; a hot line of a for loop:
+        # the library's math under it, where one computes, says more than the loop
         seconds = snap.progress.seconds if snap.progress is not None else 0.0
         native = _native_math(proc, thread, seconds) if thread is not None else None
-        return native or measured.reason
+        return native if measured.decision == SLOW else native or measured.reason
+    if measured.evidence == "gpu":
+        return measured.reason
     io = thread.io if thread is not None and thread.io is not None else (
         raw.io if raw is not None else None)
     data = None

@@ -15,12 +15,14 @@ from __future__ import annotations
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.objectedges import between_tasks, object_wait
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
-from hangscope.frameworks import does_work
+from hangscope.frameworks import OBJECT_WAITS, does_work
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who_list
 
 
 def pending_tasks(g: Graph) -> WaitPattern | None:
+    if not any(g.has_file(path) for wait in OBJECT_WAITS for _, path in wait.waits):
+        return None  # no stack is in a framework's get: nothing here (the scan is per rank)
     procs = [p for p in g.snap.processes if not p.is_exited]
     workers = [p for p in procs if does_work(p.title) and p.role not in HELPER_ROLES]
     # Every worker idle between tasks (a worker that waits for objects itself is a nested
@@ -31,7 +33,8 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
         found = object_wait(proc)
         thread = proc.working_thread
         if found is None or thread is None or proc in workers or any(
-                e.pid == proc.pid and e.kind == "object" and not e.probable for e in g.edges):
+                g.edges[i].kind == "object" and not g.edges[i].probable
+                for i in g.out.get(proc.pid, ())):
             continue  # (an edge to a named producer: the actor it waits on is known)
         _, wait = found
         idle = who_list(workers[:4]) + (f" and {len(workers) - 4} more" if len(workers) > 4
