@@ -72,9 +72,10 @@ class TaskInfo:
     wchan: str | None
     utime: int = 0  # clock ticks: a moving count means the thread runs
     stime: int = 0
-    # ``schedstat``: (ns on CPU, times scheduled in). Unchanged between two reads of a thread
-    # that sleeps in both: it did not run in between, so its stack is the same (None: unknown).
-    sched: tuple[int, int] | None = None
+    # ``schedstat``: (ns on CPU, times scheduled in, ns runnable on a run queue). Unchanged
+    # between two reads of a thread that sleeps in both: it did not run in between, so its
+    # stack is the same (None: unknown).
+    sched: tuple[int, int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -291,11 +292,11 @@ def _cat(path: str) -> str | None:
         return None
 
 
-def _sched(text: str | None) -> tuple[int, int] | None:
+def _sched(text: str | None) -> tuple[int, int, int] | None:
     parts = (text or "").split()
-    if len(parts) < 3 or not parts[0].isdigit() or not parts[2].isdigit():
+    if len(parts) < 3 or not all(part.isdigit() for part in parts[:3]):
         return None
-    return int(parts[0]), int(parts[2])
+    return int(parts[0]), int(parts[2]), int(parts[1])
 
 
 def read_tasks(pid: int, wchan: bool = True) -> tuple[TaskInfo, ...]:

@@ -67,6 +67,7 @@ class Counters:
     voluntary: int | None  # voluntary_ctxt_switches: it blocked and was woken
     involuntary: int | None  # nonvoluntary_ctxt_switches: preempted while runnable
     ticks: int  # utime + stime, clock ticks
+    queued_ns: int | None = None  # schedstat field 2: ns runnable, waiting for a CPU
 
 
 # --- kernel counters ----------------------------------------------------------------------
@@ -78,8 +79,9 @@ def read_counters(pid: int) -> dict[int, tuple[Counters, str | None, str | None]
     found: dict[int, tuple[Counters, str | None, str | None]] = {}
     for task in procfs.read_tasks(pid, wchan=False):
         voluntary, involuntary = procfs.read_thread_switches(pid, task.tid)
-        cpu_ns, runs = task.sched if task.sched is not None else (None, None)
-        counters = Counters(cpu_ns, runs, voluntary, involuntary, task.utime + task.stime)
+        cpu_ns, runs, queued_ns = task.sched if task.sched is not None else (None, None, None)
+        counters = Counters(cpu_ns, runs, voluntary, involuntary, task.utime + task.stime,
+                            queued_ns)
         found[task.tid] = (counters, task.comm, task.state)
     return found
 
@@ -113,6 +115,7 @@ def _delta(before: Counters, after: Counters, state: str | None) -> CounterDelta
         involuntary=_minus(after.involuntary, before.involuntary),
         ticks=max(0, after.ticks - before.ticks),
         state=state,
+        queued_ns=_minus(after.queued_ns, before.queued_ns),
     )
 
 

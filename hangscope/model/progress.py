@@ -29,6 +29,7 @@ class CounterDelta:
     involuntary: int | None = None
     ticks: int = 0
     state: str | None = None  # the thread's state at the end (R, S, D, ...)
+    queued_ns: int | None = None  # ns runnable on a run queue, waiting for a CPU
 
 
 @dataclass(frozen=True)

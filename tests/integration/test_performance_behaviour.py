@@ -180,15 +180,15 @@ def test_given_many_ranks_then_native_dumps_run_one_per_core_at_most(
 
 # -- the scheduler marks -----------------------------------------------------------------
 
-def task(tid: int, state: str = "S", sched: tuple[int, int] | None = (100, 5),
+def task(tid: int, state: str = "S", sched: tuple[int, int, int] | None = (100, 5, 0),
          wchan: str | None = "futex_do_wait") -> procfs.TaskInfo:
     return procfs.TaskInfo(tid=tid, comm="python", state=state, wchan=wchan, sched=sched)
 
 
 def test_marks_only_when_no_python_thread_ran_between_the_reads() -> None:
-    before = [task(1), task(2), task(3, state="R", sched=(5, 1))]  # 3: a busy native thread
+    before = [task(1), task(2), task(3, state="R", sched=(5, 1, 0))]  # 3: a busy native thread
     assert Marks.between(before, [task(1), task(2), task(3, "R", (9, 2))], {1, 2}) is not None
-    assert Marks.between(before, [task(1, sched=(101, 6)), task(2), task(3)], {1, 2}) is None
+    assert Marks.between(before, [task(1, sched=(101, 6, 0)), task(2), task(3)], {1, 2}) is None
     assert Marks.between(before, [task(1), task(2), task(3)], {1, 3}) is None  # 3 ran
     assert Marks.between(before, [task(1), task(2)], {1, 2}) is None  # a thread ended
     assert Marks.between([task(1, sched=None)], [task(1, sched=None)], {1}) is None  # unknown
@@ -199,7 +199,7 @@ def test_marks_still_until_a_python_thread_runs_or_the_threads_change() -> None:
     marks = Marks.between([task(1), task(2, "R")], [task(1), task(2, "R")], {1})
     assert marks is not None
     assert marks.still([task(1), task(2, "R", (7, 7))])  # the native thread may work
-    assert not marks.still([task(1, sched=(100, 6)), task(2, "R")])  # woke up, slept again
+    assert not marks.still([task(1, sched=(100, 6, 0)), task(2, "R")])  # woke up, slept again
     assert not marks.still([task(1, state="R"), task(2, "R")])  # on a CPU right now
     assert not marks.still([task(1), task(2, "R"), task(4)])  # a new thread
 

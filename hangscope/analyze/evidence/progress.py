@@ -372,14 +372,20 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
                 f"{where}, but its wait ended {wakes} times in {window} and the process made "
                 f"{io.syscr + io.syscw:,} reads/writes ({(io.rchar + io.wchar) / 1024:,.0f} KiB):"
                 " its waits complete and data moves"), thread.tid, wakes=wakes)
-        if runs == 0:  # never scheduled: asleep the whole window
+        # Runnable for little of the window: its runs (a pause may preempt a thread on its
+        # way into the stop and again on its way back) are not a starved thread's.
+        queued_s = c.queued_ns / 1e9 if c.queued_ns is not None else None
+        if runs == 0 or (wakes == 0 and queued_s is not None
+                         and queued_s < IDLE_CPU_SHARE * seconds):
+            # never scheduled but by py-spy: asleep the whole window
             return RankProgress(proc.pid, STUCK, "counters", (
                 f"blocked: {where}, {cpu_s * 1000:.0f} ms of CPU and 0 wake-ups in "
                 f"{window}"), thread.tid, wakes=0)
         if wakes == 0:  # ran, but only ever lost the CPU to others: runnable, starved
             return RankProgress(proc.pid, SLOW, "counters", (
-                f"{where}; it was runnable but got only {cpu_s * 1000:.0f} ms of CPU in {window} "
-                f"(preempted {c.involuntary or 0:,} times): the machine is overloaded"),
+                f"{where}; it was runnable{_queued(queued_s)} but got only "
+                f"{cpu_s * 1000:.0f} ms of CPU in {window} (preempted {c.involuntary or 0:,} "
+                "times): the machine is overloaded"),
                 thread.tid, wakes=0)
         if not moved and wakes >= MIN_WAKES:
             other = _other_worker(proc, thread, seconds)
@@ -412,6 +418,11 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
             f"next, it computes{extra}"), thread.tid)
     return RankProgress(proc.pid, SLOW, "counters", f"{busy}: a spin or work{extra}",
                         thread.tid)
+
+
+def _queued(seconds: float | None) -> str:
+    """`` for 1.2 s`` of a run-queue wait; nothing where unknown."""
+    return f" for {seconds:.1f} s" if seconds is not None else ""
 
 
 def decide_all(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] | None = None,
