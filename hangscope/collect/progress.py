@@ -18,30 +18,20 @@ Every failure is a value (``error`` fields), never an exception.
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
-import re
-import shutil
 import signal
-import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from hangscope.collect import procfs
 from hangscope.collect.nvml import GpmWindow
-from hangscope.collect.pyspy import (
-    CHILDREN,
-    PERMISSION_LINE,
-    Interrupted,
-    _classify_failure,
-    _error_line,
-    find_pyspy,
-)
+from hangscope.collect.pyspy import find_pyspy
+from hangscope.collect.recorder import Recorder, parse_raw, start_recorder, stop_recorder
 from hangscope.errors import ToolMissing
 from hangscope.model.progress import (
     CounterDelta,
@@ -126,106 +116,6 @@ def _io_delta(before: dict[str, int] | None, after: dict[str, int] | None) -> Io
                       for k in ("syscr", "syscw", "rchar", "wchar")})
 
 
-# --- py-spy record, raw format ------------------------------------------------------------
-
-# ``process 123:"cmdline";`` (with --subprocesses) and ``thread (456): Name;`` prefixes.
-_PROCESS = re.compile(r'process (\d+):".*?";(?=process \d+:|thread \()')
-_THREAD = re.compile(r"thread \((\d+|0x[0-9a-fA-F]+)\)(?:: ([^;]*))?;?")
-
-
-def parse_raw(text: str) -> dict[int, dict[int, tuple[str | None, dict[tuple[str, ...], int]]]]:
-    """py-spy's raw (collapsed) output -> {pid: {tid: (thread name, {stack: samples})}}.
-
-    One line per distinct stack: ``[process P:"cmd";]...thread (TID): name;f1;f2;... COUNT``,
-    frames outermost first. Without ``process`` prefixes the pid key is 0 (one target).
-    """
-    found: dict[int, dict[int, tuple[str | None, dict[tuple[str, ...], int]]]] = {}
-    for line in text.splitlines():
-        body, _, count_text = line.rpartition(" ")
-        if not count_text.isdigit():
-            continue
-        pid = 0
-        pos = 0
-        while match := _PROCESS.match(body, pos):  # nested for --subprocesses: keep the last
-            pid, pos = int(match.group(1)), match.end()
-        thread = _THREAD.match(body, pos)
-        if thread is None:
-            continue
-        tid_text = thread.group(1)
-        tid = int(tid_text, 16) if tid_text.startswith("0x") else int(tid_text)
-        rest = body[thread.end():]
-        frames = tuple(f for f in rest.split(";") if f) if rest else ()
-        _, stacks = found.setdefault(pid, {}).setdefault(tid, (thread.group(2), {}))
-        stacks[frames] = stacks.get(frames, 0) + int(count_text)
-    return found
-
-
-@dataclass
-class _Recorder:
-    pid: int
-    proc: subprocess.Popen[bytes] | None
-    out: str
-    error: str | None = None
-    error_kind: str | None = None
-
-
-@functools.cache
-def _die_with_us() -> tuple[str, ...]:
-    """``setpriv --pdeathsig KILL --``: a recorder dies with the thread that started it (a
-    SIGKILLed hangscope must not leave recorders behind); () where setpriv cannot do it."""
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        return ()
-    cmd = (setpriv, "--pdeathsig", "KILL", "--")
-    try:
-        ok = subprocess.run([*cmd, "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            timeout=5, check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    return cmd if ok else ()
-
-
-def _start_recorder(pyspy: str, pid: int, rate: int, folder: str,
-                    duration: int | None = None) -> _Recorder:
-    """``py-spy record --nonblocking --idle --threads --rate R --format raw -p PID -o OUT``."""
-    out = os.path.join(folder, f"{pid}.txt")
-    cmd = [*_die_with_us(), pyspy, "record", "--nonblocking", "--idle", "--threads",
-           "--rate", str(rate), "--format", "raw", "--pid", str(pid), "--output", out]
-    if duration is not None:  # a cap, also where setpriv is missing
-        cmd += ["--duration", str(duration)]
-    try:
-        proc = CHILDREN.popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL)
-    except Interrupted:
-        return _Recorder(pid, None, out, "interrupted (Ctrl-C)", "failed")
-    except OSError as exc:
-        return _Recorder(pid, None, out, f"py-spy could not start: {exc}", "failed")
-    return _Recorder(pid, proc, out)
-
-
-def _stop_recorder(rec: _Recorder, deadline: float) -> None:
-    """SIGINT (py-spy writes its file on it), then wait; killed past the deadline."""
-    proc = rec.proc
-    if proc is None:
-        return
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-    try:
-        _, stderr = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        rec.error, rec.error_kind = "py-spy did not stop in time; its samples are lost", "timeout"
-        return
-    finally:
-        CHILDREN.forget(proc)
-    text = stderr.decode(errors="replace")
-    if not os.path.exists(rec.out):
-        rec.error_kind = _classify_failure(text, proc.returncode or 0)
-        rec.error = (PERMISSION_LINE if rec.error_kind == "permission" else
-                     _error_line(text) or f"py-spy record exited with {proc.returncode}")
-
-
 def _cpu_of_children() -> float:
     usage = os.times()
     return usage.children_user + usage.children_system
@@ -255,7 +145,7 @@ class ProgressWatcher:
         self._pyspy = pyspy
         self._gpm = GpmWindow(gpu_indices) if gpus else None
         self._folder: tempfile.TemporaryDirectory[str] | None = None
-        self._recorders: list[_Recorder] = []
+        self._recorders: list[Recorder] = []
         self._before: dict[int, dict[int, tuple[Counters, str | None, str | None]]] = {}
         self._io_before: dict[int, dict[str, int] | None] = {}
         self._thread_io_before: dict[int, dict[int, dict[str, int] | None]] = {}
@@ -263,20 +153,55 @@ class ProgressWatcher:
         self._cpu0 = 0.0
         self._error: str | None = None
         self._pauses: dict[int, int] = {}
-        self._lock = threading.Lock()
+        self._paused_s: dict[int, float] = {}  # how long blocking reads held each stopped
+        self._watched = frozenset(self.pids)
+        self._span = 0.0  # end_after's window
+        # Pauses in flight (``pausing``) and the window's end: the end waits for the first
+        # and holds new ones back while it reads the counters.
+        self._cond = threading.Condition()
+        self._in_flight = 0
+        self._closing = False
+        self._closed = False
+        # The window's end, once reached: by stop() or by the timer of end_after()
+        self._ending = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._evidence: ProgressEvidence | None = None
 
     def note_pause(self, pid: int, count: int = 1) -> None:
         """Tell the watcher that a blocking py-spy read stopped ``pid`` during the window."""
-        with self._lock:
-            self._pauses[pid] = self._pauses.get(pid, 0) + count
+        with self._cond:
+            if not self._closed:
+                self._pauses[pid] = self._pauses.get(pid, 0) + count
+
+    @contextlib.contextmanager
+    def pausing(self, pid: int) -> Iterator[None]:
+        """Around a blocking py-spy read of ``pid``: its ptrace stop wakes every thread, which
+        is not the target's doing. The window never ends halfway through one (its counters
+        would hold half a pause's wake-ups, uncounted): the end waits for the reads in flight,
+        and one that starts while the end reads the counters waits for it (and falls after
+        the window, not counted)."""
+        with self._cond:
+            while self._closing:
+                self._cond.wait()
+            self._in_flight += 1
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+                if not self._closed and pid in self._watched:
+                    self._pauses[pid] = self._pauses.get(pid, 0) + 1
+                    self._paused_s[pid] = self._paused_s.get(pid, 0.0) + (
+                        time.monotonic() - began)
+                self._cond.notify_all()
 
     def __enter__(self) -> ProgressWatcher:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._folder is not None:
-            self.stop()
+        self.stop()
 
     def start(self) -> None:
         """Start the recorders, read the counters and the first GPM sample."""
@@ -289,7 +214,7 @@ class ProgressWatcher:
         else:
             cap = None if self.max_seconds is None else max(1, math.ceil(self.max_seconds))
             recorded = self.pids[:self.record_limit] if self.record else ()
-            self._recorders = [_start_recorder(pyspy, pid, self.rate, self._folder.name, cap)
+            self._recorders = [start_recorder(pyspy, pid, self.rate, self._folder.name, cap)
                                for pid in recorded]
         if self._gpm is not None:
             self._gpm.start()
@@ -299,21 +224,80 @@ class ProgressWatcher:
             self._io_before[pid] = read_io(pid)
             self._thread_io_before[pid] = _thread_io(pid, self._before[pid])
 
+    def end_after(self, seconds: float) -> None:
+        """End the window by itself ``seconds`` from now, whatever the caller is doing then.
+
+        A cold dump's first round can outlast the window on a machine whose cores the job
+        holds (a busy vLLM Worker's OpenMP threads: each native dump there takes seconds);
+        recorders left running until the rounds are done sample a 49-thread process at 100 Hz
+        for all that time, the largest share of a busy dump's CPU, which in turn slows the
+        rounds. The window asked for is the window watched; ``stop()`` then returns it.
+        """
+        self._span = seconds
+        self._arm(seconds)
+
+    def _arm(self, seconds: float) -> None:
+        timer = threading.Timer(max(0.0, seconds), self._end_when_due)
+        timer.daemon = True
+        timer.name = "hangscope-window-end"
+        self._timer = timer
+        timer.start()
+
+    def _end_when_due(self) -> None:
+        """Each watched process is seen unpaused for the whole window: one that a blocking
+        read held stopped for a while (a native dump on a loaded machine) would show that
+        much less of its own activity, so the end moves on by the longest such pause."""
+        with self._cond:
+            while self._in_flight and not self._closed:  # its length is known at its end
+                self._cond.wait()
+            held = max(self._paused_s.values(), default=0.0)
+        left = self._t0 + self._span + held - time.monotonic()
+        if left > 0.01 and not self._closed:
+            self._arm(left)
+        else:
+            self._end()
+
+    @property
+    def ended(self) -> ProgressEvidence | None:
+        """The window's evidence once it is over (``end_after``); None while it runs."""
+        return self._evidence
+
     def stop(self) -> ProgressEvidence:
-        """End the window: counters and GPM first (the window's true end), then py-spy's files."""
+        """End the window now (or return the window ``end_after`` ended)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        return self._end()
+
+    def _end(self) -> ProgressEvidence:
+        with self._ending:
+            if self._evidence is None:
+                self._evidence = self._stop_now()
+            return self._evidence
+
+    def _stop_now(self) -> ProgressEvidence:
+        """Counters and GPM first (the window's true end), then py-spy's files."""
         if self._folder is None:
             return ProgressEvidence(0.0, self.rate, error="the watcher was never started")
-        seconds = time.monotonic() - self._t0
-        after = {pid: read_counters(pid) for pid in self.pids}
-        io_after = {pid: read_io(pid) for pid in self.pids}
-        thread_io_after = {pid: _thread_io(pid, after[pid]) for pid in self.pids}
+        with self._cond:
+            self._closing = True
+            while self._in_flight:
+                self._cond.wait()
+        try:
+            seconds = time.monotonic() - self._t0
+            after = {pid: read_counters(pid) for pid in self.pids}
+            io_after = {pid: read_io(pid) for pid in self.pids}
+            thread_io_after = {pid: _thread_io(pid, after[pid]) for pid in self.pids}
+        finally:
+            with self._cond:
+                self._closing, self._closed = False, True
+                self._cond.notify_all()
         gpus = self._gpm.stop() if self._gpm is not None else ()
         deadline = time.monotonic() + STOP_GRACE_S
         for rec in self._recorders:  # signal all first, then wait: they stop in parallel
             if rec.proc is not None and rec.proc.poll() is None:
                 rec.proc.send_signal(signal.SIGINT)
         for rec in self._recorders:
-            _stop_recorder(rec, deadline)
+            stop_recorder(rec, deadline)
         processes = tuple(self._process(pid, after[pid], io_after[pid], thread_io_after[pid])
                           for pid in self.pids)
         cpu = _cpu_of_children() - self._cpu0

@@ -40,13 +40,13 @@ class Round:
 class Marks:
     """A process's threads at a moment its Python stacks were known exactly.
 
-    ``tids``: every thread then. ``python``: (state, (ns on CPU, times scheduled)) of each
-    Python thread, all asleep. Equal again later means none of them has run since, so the
-    stacks are still the same: no py-spy, no pause.
+    ``tids``: every thread then. ``python``: (state, schedstat: ns on CPU, times scheduled,
+    ns queued) of each Python thread, all asleep. Equal again later means none of them has
+    run since, so the stacks are still the same: no py-spy, no pause.
     """
 
     tids: frozenset[int]
-    python: dict[int, tuple[str | None, tuple[int, int] | None]]
+    python: dict[int, tuple[str | None, tuple[int, int, int] | None]]
 
     @staticmethod
     def between(before: Sequence[procfs.TaskInfo], after: Sequence[procfs.TaskInfo],

@@ -13,6 +13,7 @@ host thread, the verdict of a report without stacks) share the Sampler's state o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -177,12 +178,13 @@ class Sampler:
             nonblocking = self.options.nonblocking
         if proc.pid in self._tracers:
             nonblocking = True
-        dump = pyspy.dump(proc.pid, native=native and not nonblocking,
-                          timeout=self.options.timeout, nonblocking=nonblocking,
-                          pyspy=self._pyspy)
-        if not nonblocking and self._watcher is not None:
-            self._watcher.note_pause(proc.pid)  # its ptrace stop woke every thread: not progress
-        return dump
+        watcher = self._watcher
+        # a ptrace stop wakes every thread: not progress (and the window never ends mid-stop)
+        with (watcher.pausing(proc.pid) if not nonblocking and watcher is not None
+              else contextlib.nullcontext()):
+            return pyspy.dump(proc.pid, native=native and not nonblocking,
+                              timeout=self.options.timeout, nonblocking=nonblocking,
+                              pyspy=self._pyspy)
 
     def _uninterruptible(self, proc: Process) -> pyspy.DumpResult:
         """A process in state D: ptrace cannot stop it until it leaves the kernel, so a
@@ -244,10 +246,21 @@ class Sampler:
                 return reads[-1]
             time.sleep(LOOK_INTERVAL_S)  # the spacing of the looks, not a readiness wait
             reads.append(self._refresh.sample(proc, False, fds, unpaused=True))
-        if not _stayed(reads, pid):
+        if not _stayed(reads, pid) or self._progressed(pid):
             return reads[-1]
         self._unpaused.discard(pid)
         return self._refresh.sample(proc, True, fds)
+
+    def _progressed(self, pid: int) -> bool:
+        """The window, already over (a first round that outlasted it), saw ``pid`` progress:
+        it is not paused for native stacks, which would name no wait (on a machine the job's
+        threads hold, a native dump of a busy process takes seconds)."""
+        ended = self._watcher.ended if self._watcher is not None else None
+        watched = next((p for p in ended.processes if p.pid == pid), None) if ended else None
+        if ended is None or watched is None:
+            return False
+        from hangscope.analyze.evidence.progress import PROGRESSING, decide
+        return decide(watched, ended.seconds).decision == PROGRESSING
 
     def _round(self, pool: ThreadPoolExecutor, procs: Sequence[Process], native: bool,
                fds: bool = False, off_cpu: dict[int, dict[int, float]] | None = None,
@@ -333,14 +346,14 @@ class Sampler:
             # (counters, dense Python sampling that pauses nobody, GPM) while the native dumps
             # run, so a dump costs the longer of the two, not their sum (issue 36). The
             # watcher's counters are read before any dump pauses a process, so each pause it
-            # is told of (note_pause) is one it saw; a dense sample taken while a process is
+            # is told of (pausing) is one it saw; a dense sample taken while a process is
             # paused reads the same stack as the one before it: no move. A short window
             # follows the first round instead: a process held stopped by its native dump for
             # much of it would show too little of its own activity (a 0.2 s poll seen
             # waking not once in 0.5 s reads "paused").
             beside = opts.window >= BESIDE_WINDOW_S
             if beside:
-                self._watcher = self._start_watcher(procs)
+                self._start_window(procs)
             t0 = self.clock()
             rounds.append(self._round(pool, procs, opts.native, fds=True, off_cpu=off_cpu))
             phases.mark("first round (py-spy)")
@@ -355,7 +368,7 @@ class Sampler:
             # the first round took longer, they follow it at once and the window measured
             # (and reported) is that much longer.
             if not beside:
-                self._watcher = self._start_watcher(procs)
+                self._start_window(procs)
                 t0 = self.clock()
             window, evidence = 0.0, None
             for i in range(1, samples):
@@ -443,6 +456,13 @@ class Sampler:
                 f"({python} Python process(es) refused py-spy).", snapshot=snap)
         self.last = snap
         return snap
+
+    def _start_window(self, procs: Sequence[Process]) -> None:
+        """The progress watcher, ending by itself when the window asked for is over: a first
+        round that outlasts it (a machine the job's threads hold) does not stretch it."""
+        self._watcher = self._start_watcher(procs)
+        if self._watcher is not None:
+            self._watcher.end_after(self.options.window)
 
     def _stop_watcher(self) -> ProgressEvidence | None:
         watcher, self._watcher = self._watcher, None

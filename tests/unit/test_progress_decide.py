@@ -19,7 +19,7 @@ from hangscope.analyze.evidence.progress import (
     decide_all,
     job_progress,
 )
-from hangscope.collect.progress import parse_raw
+from hangscope.collect.recorder import parse_raw
 from hangscope.model.progress import GpmReading, ProgressEvidence, RankProgress
 from hangscope.model.serialize import decode, to_dict
 
