@@ -57,3 +57,43 @@ def test_given_an_unclassified_copy_then_the_analysis_equals_the_recorded_one() 
     assert again.verdict == recorded.verdict
     assert again.groups == recorded.groups
     assert again.call_tree == recorded.call_tree
+
+
+def test_given_a_paused_collector_when_it_resumes_then_what_was_made_waits_for_no_young_pass(
+) -> None:
+    import gc
+
+    from hangscope.gcpause import collector_paused
+
+    # GIVEN the collector on, and work that keeps many objects while it is paused (as an
+    # analysis keeps the job it returns)
+    assert gc.isenabled()
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(seen)
+    try:
+        with collector_paused():
+            kept = [[i] for i in range(20_000)]
+        # WHEN the program makes a few objects after it
+        few = [[i] for i in range(10)]
+    finally:
+        gc.callbacks.remove(seen)
+    # THEN the collector is back on, and no young collection walked the 20,000 lists (they
+    # sit in the oldest generation: only full collections walk them, as before)
+    assert gc.isenabled() and len(kept) == 20_000 and len(few) == 10
+    assert collections == []
+    assert gc.get_freeze_count() == 0
+    # AND objects the program froze itself stay frozen (the move is skipped)
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused():
+            made = [[i] for i in range(1000)]
+        assert gc.get_freeze_count() == frozen and len(made) == 1000
+    finally:
+        gc.unfreeze()
