@@ -8,9 +8,9 @@ hung tasks from ``dmesg`` since the job started. Pure checks over a Snapshot, li
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable
-from dataclasses import replace
 from datetime import datetime
 
 from hangscope.model import (
@@ -24,6 +24,7 @@ from hangscope.model import (
     Severity,
     Snapshot,
 )
+from hangscope.model.evolve import evolve
 from hangscope.words import exit_text, size, who
 
 #: Resident memory against RAM (or the cgroup limit): warning, then critical.
@@ -46,6 +47,7 @@ SHOWN_LINES = 6
 
 #: Process states a finding is about: zombie or being reaped, vanished, stopped, D.
 _NOTABLE_STATES = ZOMBIE_STATES | GONE_STATES | STOPPED_STATES | {"D"}
+_STATE = operator.attrgetter("state")
 
 
 def check_process_states(snap: Snapshot) -> Iterable[Finding]:
@@ -54,7 +56,7 @@ def check_process_states(snap: Snapshot) -> Iterable[Finding]:
         state = proc.state
         # The common case first, in one test: a live, running or sleeping process with no
         # thread in D has nothing to say (asked of each of 131,072 ranks).
-        if state not in _NOTABLE_STATES and not any(t.state == "D" for t in proc.threads):
+        if state not in _NOTABLE_STATES and "D" not in map(_STATE, proc.threads):
             continue
         name = who(proc)
         if proc.is_zombie:
@@ -137,7 +139,8 @@ def check_memory(snap: Snapshot) -> Iterable[Finding]:
         for finding in _memory_of(snap, host, _host_procs(by_host, host)):
             if several:
                 text = finding.message
-                finding = replace(finding, message=f"On {host.name}: {text[:1].lower()}{text[1:]}")
+                finding = evolve(finding, {  # once per host: 16,384 of a 131,072-rank job
+                    "message": f"On {host.name}: {text[:1].lower()}{text[1:]}"})
             yield finding
 
 
