@@ -97,3 +97,17 @@ def test_given_a_paused_collector_when_it_resumes_then_what_was_made_waits_for_n
         assert gc.get_freeze_count() == frozen and len(made) == 1000
     finally:
         gc.unfreeze()
+
+
+def test_given_rank_numbers_in_runs_when_compacted_then_each_run_is_one_range() -> None:
+    from hangscope.words import compact_ranks
+
+    # GIVEN every rank of a large job but one, unsorted and repeated; and small odd sets
+    everyone = [*range(131_072), 5, 7]
+    everyone.remove(87_382)
+    # WHEN they are compacted THEN each run of consecutive ranks is one range, in order
+    assert compact_ranks(reversed(everyone)) == "0-87381,87383-131071"
+    assert compact_ranks([]) == "-"
+    assert compact_ranks([4]) == "4"
+    assert compact_ranks([9, 1, 2, 3, 7, 8, -1, 0]) == "-1-3,7-9"
+    assert compact_ranks([0, 2, 4, 5]) == "0,2,4-5"

@@ -149,15 +149,28 @@ def _memory_of(snap: Snapshot, host: Host, host_procs: Iterable[Process]) -> Ite
     procs = [p for p in host_procs if p.rss is not None]
     if not procs:
         return
-    rss = sum(p.rss or 0 for p in procs)
-    vms = sum(p.vms or 0 for p in procs)
+    # One pass over the host's processes (once per host: 16,384 hosts at 131,072 ranks).
+    rss = vms = 0
+    per: dict[int, dict[str, int | None]] = {}
+    biggest, top = procs[0], -1
+    swapped: list[Process] = []
+    paging: list[Process] = []
+    for p in procs:
+        resident = p.rss or 0
+        rss += resident
+        vms += p.vms or 0
+        per[p.pid] = {"rss": p.rss, "vms": p.vms, "swap": p.swap}
+        if resident > top:  # the first of the largest, as max() picks
+            biggest, top = p, resident
+        if (p.swap or 0) > 0:
+            swapped.append(p)
+        if (p.major_faults_window or 0) >= MAJOR_FAULTS_PAGING:
+            paging.append(p)
     ram = host.mem_total
     cgroup = host.cgroup_memory_limit
     limit, limit_name = ram, "RAM"
     if cgroup is not None and (ram is None or cgroup < ram):
         limit, limit_name = cgroup, "the cgroup memory limit"
-    per = {p.pid: {"rss": p.rss, "vms": p.vms, "swap": p.swap} for p in procs}
-    biggest = max(procs, key=lambda p: p.rss or 0)
     facts: dict[str, object] = {"rss": rss, "vms": vms, "mem_total": ram,
                                 "cgroup_limit": cgroup, "mem_available": host.mem_available,
                                 "processes": per}
@@ -178,7 +191,6 @@ def _memory_of(snap: Snapshot, host: Host, host_procs: Iterable[Process]) -> Ite
                       f"The machine is nearly out of memory: {size(host.mem_available)} "
                       f"of {size(ram)} available (the job itself holds {size(rss)}).",
                       facts)
-    swapped = [p for p in procs if (p.swap or 0) > 0]
     swap = sum(p.swap or 0 for p in swapped)
     if swap >= SWAP_WARN_BYTES:
         top = max(swapped, key=lambda p: p.swap or 0)
@@ -190,7 +202,6 @@ def _memory_of(snap: Snapshot, host: Host, host_procs: Iterable[Process]) -> Ite
         yield Finding("mem.swap", Severity.INFO,
                       f"The machine has {size(host.swap_used)} in swap, none of it the "
                       "job's.", {"swap_used": host.swap_used})
-    paging = [p for p in procs if (p.major_faults_window or 0) >= MAJOR_FAULTS_PAGING]
     no_swap = host.swap_total == 0
     if paging and snap.window_s > 0:
         paging.sort(key=lambda p: -(p.major_faults_window or 0))
