@@ -504,7 +504,7 @@ class Group:
     # older than it; then a PID names the process on any host.
     hosts: tuple[str | None, ...] = ()
 
-    @property
+    @cached  # a group of 131,072 ranks: the verdict rules ask it several times
     def keys(self) -> frozenset[ProcessKey]:
         """(host, PID) of every member."""
         return keys_of(self.pids, self.hosts)

@@ -291,7 +291,8 @@ def _classified(thread: Thread) -> tuple[Thread, _Classified]:
             _memo.clear()
         hit = _memo[key] = _Classified(thread, frames, _classification(thread))
     if frames is thread.frames:
-        if hit.get(thread) == hit.values:
+        # (Every classification sets a category: a raw thread, with none, needs no compare.)
+        if thread.category is not None and hit.get(thread) == hit.values:
             return thread, hit  # already classified so (a merged job's per-node dumps)
         return _copy_thread(thread, hit.changes), hit
     # An equal stack, swapped for the interned one that the call tree keys on.

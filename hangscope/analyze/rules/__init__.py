@@ -194,7 +194,7 @@ def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str,
                     f"{', '.join(labels) if labels else rank_set(odd, is_rank)}.")
     if any(g.op == "new_group" for g in coll_groups):
         summary += _NEW_GROUP
-    chosen = {key for g in coll_groups for key in g.keys}
+    chosen = frozenset().union(*(g.keys for g in coll_groups))
     others = [g for g in facts.groups if chosen.isdisjoint(g.keys)]
     lines = tuple(f"{g.signature}: {group_names(g, is_rank)}" for g in ordered + others)
     return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
