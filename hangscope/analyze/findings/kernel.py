@@ -152,7 +152,7 @@ def _memory_of(snap: Snapshot, host: Host, host_procs: Iterable[Process]) -> Ite
     # One pass over the host's processes (once per host: 16,384 hosts at 131,072 ranks).
     rss = vms = 0
     per: dict[int, dict[str, int | None]] = {}
-    biggest, top = procs[0], -1
+    biggest, most = procs[0], -1
     swapped: list[Process] = []
     paging: list[Process] = []
     for p in procs:
@@ -160,8 +160,8 @@ def _memory_of(snap: Snapshot, host: Host, host_procs: Iterable[Process]) -> Ite
         rss += resident
         vms += p.vms or 0
         per[p.pid] = {"rss": p.rss, "vms": p.vms, "swap": p.swap}
-        if resident > top:  # the first of the largest, as max() picks
-            biggest, top = p, resident
+        if resident > most:  # the first of the largest, as max() picks
+            biggest, most = p, resident
         if (p.swap or 0) > 0:
             swapped.append(p)
         if (p.major_faults_window or 0) >= MAJOR_FAULTS_PAGING:
