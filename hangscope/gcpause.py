@@ -30,4 +30,21 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            _promote_young()
             gc.enable()
+
+
+def _promote_young() -> None:
+    """Move every object the collector tracks to its oldest generation.
+
+    While paused, every object made counts as young: back on, the first allocation sets off a
+    young collection that walks all of them (the whole analysed job: 0.16 s of 1.4 s at 32,768
+    ranks, most of what it made still alive in the result), and they climb one generation at a
+    time after. They hold no cycle, so the young passes would find nothing: they go straight
+    to the oldest generation, which full collections still walk, as before.
+    ``freeze()`` then ``unfreeze()`` is that move (two list splices); skipped where the
+    program froze objects of its own (``unfreeze`` would thaw them too).
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
+from typing import Any
 
 from hangscope.model.kernels import KernelRead
 from hangscope.model.nccl import CollectiveEvidence, FrReading, RasReading
@@ -122,6 +123,19 @@ class VerdictKind(str, Enum):
 #: ``Frame.loop_kind``: a ``for`` over items that end, a ``while``, a ``while`` doing nothing.
 WALK, WHILE, SPIN = "walk", "while", "spin"
 
+
+
+class cached(cached_property):  # (lower case: a decorator, named as functools' own)
+    """``functools.cached_property`` without its lock (Python 3.11 takes an RLock on every
+    first read): asked once of each of 131,072 ranks by several stages, the lock was most of
+    the cost. The model is frozen and the analysis runs on one thread; two threads racing
+    would store the same answer twice. A subclass: ``evolve`` still finds and drops it."""
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.attrname] = self.func(instance)  # type: ignore[index]
+        return value
 
 @dataclass(frozen=True)
 class Frame:
@@ -391,12 +405,12 @@ class Process:
     # Cached (in the instance dict, which equality and serialisation never read): each is
     # asked about every rank many times over, 131,072 ranks in a merged job. A Process is
     # frozen, so the answer cannot go stale; ``dataclasses.replace`` builds a new one.
-    @cached_property
+    @cached
     def key(self) -> ProcessKey:
         """(host, PID): what names one process across nodes, where PIDs repeat."""
         return (self.host, self.pid)
 
-    @cached_property
+    @cached
     def working_thread(self) -> Thread | None:
         for thread in self.threads:
             if thread.tid == self.working_tid:
@@ -408,7 +422,7 @@ class Process:
         """The process no longer exists (it exited and was reaped, or vanished mid-sample)."""
         return self.state in GONE_STATES
 
-    @cached_property  # asked of every rank by a dozen patterns and checks: read once
+    @cached  # asked of every rank by a dozen patterns and checks: read once
     def is_exited(self) -> bool:
         """Gone, or a zombie waiting to be reaped: either way it will not run again."""
         return self.state in EXITED_STATES
@@ -428,7 +442,7 @@ class Process:
         """Stopped by a signal or a tracer (state T or t)."""
         return self.state in STOPPED_STATES
 
-    @cached_property
+    @cached
     def category(self) -> Category:
         """Where the process is: its state when exited or stopped, else its working thread's."""
         return category_of(self, self.working_thread)
@@ -490,7 +504,7 @@ class Group:
     # older than it; then a PID names the process on any host.
     hosts: tuple[str | None, ...] = ()
 
-    @property
+    @cached  # a group of 131,072 ranks: the verdict rules ask it several times
     def keys(self) -> frozenset[ProcessKey]:
         """(host, PID) of every member."""
         return keys_of(self.pids, self.hosts)
@@ -617,7 +631,7 @@ class Snapshot:
         return tuple(p for p in self.processes if verdict.is_suspect(p))
 
     # Cached as on Process: every stage of the analysis asks, over 131,072 ranks.
-    @cached_property
+    @cached
     def subjects(self) -> tuple[Process, ...]:
         """The processes the verdict is about (see :func:`subjects_of`)."""
         return subjects_of(self.processes)
@@ -632,7 +646,7 @@ class Snapshot:
         """No process of the job is left alive."""
         return all(p.is_exited for p in self.processes)
 
-    @cached_property
+    @cached
     def rank_processes(self) -> tuple[Process, ...]:
         """The processes whose role is rank, in process order: what "ranks 3/4" counts."""
         return tuple(p for p in self.processes if p.role is Role.RANK)

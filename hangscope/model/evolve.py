@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields, replace
 from functools import cached_property
 from typing import Any, TypeVar
@@ -48,3 +49,20 @@ def evolve(obj: _T, changes: dict[str, Any]) -> _T:
     new = object.__new__(cls)
     object.__setattr__(new, "__dict__", values)
     return new
+
+
+def copier(cls: type[_T]) -> Callable[[_T, dict[str, Any]], _T]:
+    """``evolve`` for the instances of one class with no cached property, its checks done
+    once: classify copies each of the 655,360 threads of a 131,072-rank job."""
+    if not _plain(cls) or any(isinstance(v, cached_property) for v in vars(cls).values()):
+        return evolve
+    new, set_dict = object.__new__, object.__setattr__
+
+    def copy(obj: _T, changes: dict[str, Any]) -> _T:
+        values = obj.__dict__.copy()
+        values.update(changes)
+        made = new(obj.__class__)
+        set_dict(made, "__dict__", values)
+        return made
+
+    return copy

@@ -57,3 +57,57 @@ def test_given_an_unclassified_copy_then_the_analysis_equals_the_recorded_one() 
     assert again.verdict == recorded.verdict
     assert again.groups == recorded.groups
     assert again.call_tree == recorded.call_tree
+
+
+def test_given_a_paused_collector_when_it_resumes_then_what_was_made_waits_for_no_young_pass(
+) -> None:
+    import gc
+
+    from hangscope.gcpause import collector_paused
+
+    # GIVEN the collector on, and work that keeps many objects while it is paused (as an
+    # analysis keeps the job it returns)
+    assert gc.isenabled()
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(seen)
+    try:
+        with collector_paused():
+            kept = [[i] for i in range(20_000)]
+        # WHEN the program makes a few objects after it
+        few = [[i] for i in range(10)]
+    finally:
+        gc.callbacks.remove(seen)
+    # THEN the collector is back on, and no young collection walked the 20,000 lists (they
+    # sit in the oldest generation: only full collections walk them, as before)
+    assert gc.isenabled() and len(kept) == 20_000 and len(few) == 10
+    assert collections == []
+    assert gc.get_freeze_count() == 0
+    # AND objects the program froze itself stay frozen (the move is skipped)
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused():
+            made = [[i] for i in range(1000)]
+        assert gc.get_freeze_count() == frozen and len(made) == 1000
+    finally:
+        gc.unfreeze()
+
+
+def test_given_rank_numbers_in_runs_when_compacted_then_each_run_is_one_range() -> None:
+    from hangscope.words import compact_ranks
+
+    # GIVEN every rank of a large job but one, unsorted and repeated; and small odd sets
+    everyone = [*range(131_072), 5, 7]
+    everyone.remove(87_382)
+    # WHEN they are compacted THEN each run of consecutive ranks is one range, in order
+    assert compact_ranks(reversed(everyone)) == "0-87381,87383-131071"
+    assert compact_ranks([]) == "-"
+    assert compact_ranks([4]) == "4"
+    assert compact_ranks([9, 1, 2, 3, 7, 8, -1, 0]) == "-1-3,7-9"
+    assert compact_ranks([0, 2, 4, 5]) == "0,2,4-5"

@@ -23,9 +23,9 @@ from hangscope.analyze.evidence.signatures import (
     Signature,
     op_from_name,
 )
-from hangscope.model import Category, Frame, Process, Thread, category_of
+from hangscope.model import EXITED_STATES, Category, Frame, Process, Thread, category_of
 from hangscope.model.categories import CATEGORIES
-from hangscope.model.evolve import evolve
+from hangscope.model.evolve import copier, evolve
 
 # Kernel wait channels, for threads py-spy cannot see or whose Python stack ends in a builtin.
 _WCHAN_RULES: tuple[tuple[re.Pattern[str], Category], ...] = (
@@ -276,6 +276,9 @@ class _Classified:
         self.score_native = (0, *rest)
 
 
+_copy_thread = copier(Thread)
+
+
 def _classified(thread: Thread) -> tuple[Thread, _Classified]:
     """The classified thread, and its memo entry."""
     frames = thread.frames
@@ -288,11 +291,12 @@ def _classified(thread: Thread) -> tuple[Thread, _Classified]:
             _memo.clear()
         hit = _memo[key] = _Classified(thread, frames, _classification(thread))
     if frames is thread.frames:
-        if hit.get(thread) == hit.values:
+        # (Every classification sets a category: a raw thread, with none, needs no compare.)
+        if thread.category is not None and hit.get(thread) == hit.values:
             return thread, hit  # already classified so (a merged job's per-node dumps)
-        return evolve(thread, hit.changes), hit
+        return _copy_thread(thread, hit.changes), hit
     # An equal stack, swapped for the interned one that the call tree keys on.
-    return evolve(thread, hit.interned), hit
+    return _copy_thread(thread, hit.interned), hit
 
 
 def classify_thread(thread: Thread) -> Thread:
@@ -337,7 +341,7 @@ def classify_process(proc: Process) -> Process:
             best, working_tid = score, thread.tid
     if best is not None and best[0] == 0 and any(t.tid == proc.pid for t in proc.threads):
         working_tid = proc.pid  # no Python (a redis-server): its main thread runs its loop
-    if proc.is_exited:
+    if proc.state in EXITED_STATES:  # (Process.is_exited, not cached on the raw process)
         working_tid = None
     # The working thread is known here: where it is the first thread (a rank's MainThread),
     # it is stored as ``Process.working_thread`` would find it, saving a scan per rank.

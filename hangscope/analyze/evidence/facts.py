@@ -109,7 +109,7 @@ class Facts:
     @cached_property
     def moving(self) -> frozenset[ProcessKey]:
         """Subjects whose stack was seen to change (sets, not scans: 131,072 ranks)."""
-        return frozenset(p.key for p in self.subjects) - self.stuck
+        return frozenset(self.categories.keys() - self.stuck)  # keyed by every subject
 
     @cached_property
     def progress(self) -> dict[ProcessKey, RankProgress]:
@@ -260,7 +260,7 @@ def facts_of(snap: Snapshot) -> Facts:
     categories: dict[ProcessKey, Category] = {}
     stuck = []
     for proc in subjects:
-        key = (proc.host, proc.pid)  # Process.key
+        key = proc.key  # cached: the rules ask it of every subject again
         working = proc.working_thread
         category = categories[key] = category_of(proc, working)
         if _stuck_measured(working, category, samples, progress.get(key) if progress else None) \

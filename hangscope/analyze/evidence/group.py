@@ -14,6 +14,9 @@ from hangscope.analyze.evidence.identity import AXES, coordinates, rank_label
 from hangscope.model import Group, Process, Signature, TreeNode, rank_id, signature_of
 
 _RANK = operator.attrgetter("rank")
+_PID = operator.attrgetter("pid")
+_HOST = operator.attrgetter("host")
+_FIRST = operator.itemgetter(0)
 
 
 def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
@@ -21,20 +24,21 @@ def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
     labelled = _replicated(procs)
     # One pass over the ranks; a signature is worded once per distinct (state, working
     # thread's classification), never once per rank: 131,072 ranks share a handful.
-    signatures: dict[tuple[object, ...], Signature] = {}
+    lists: dict[tuple[object, ...], list[Process]] = {}  # that key's signature's members
     buckets: dict[str, list[Process]] = {}
     meta: dict[str, Signature] = {}
     for proc in procs:
         working = proc.working_thread
         key = (proc.state,) if working is None else (
             proc.state, working.category, working.op, working.site, working.context)
-        signature = signatures.get(key)
-        if signature is None:
-            signature = signatures[key] = signature_of(proc)
-        members = buckets.get(signature[0])
+        members = lists.get(key)
         if members is None:
-            members = buckets[signature[0]] = []
-            meta[signature[0]] = signature
+            signature = signature_of(proc)
+            members = buckets.get(signature[0])
+            if members is None:
+                members = buckets[signature[0]] = []
+                meta[signature[0]] = signature
+            lists[key] = members
         members.append(proc)
     groups = []
     for text, members in buckets.items():
@@ -43,11 +47,12 @@ def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
             ordered = sorted(members, key=_coordinate_order)
             ranks = tuple(rank_id(p) for p in ordered)
         else:  # by (rank, PID): sort the pairs, not the processes through a key function
-            pairs = sorted([(rank_id(p), p.pid, i) for i, p in enumerate(members)])
-            ranks = tuple(pair[0] for pair in pairs)
+            pairs = sorted(zip(map(rank_id, members), map(_PID, members), range(len(members)),
+                               strict=True))
+            ranks = tuple(map(_FIRST, pairs))
         groups.append(Group(signature=text, category=category, op=op, site=site,
-                            ranks=ranks, pids=tuple(p.pid for p in members), context=context,
-                            hosts=tuple(p.host for p in members),
+                            ranks=ranks, pids=tuple(map(_PID, members)), context=context,
+                            hosts=tuple(map(_HOST, members)),
                             labels=tuple(rank_label(p) for p in ordered) if labelled else ()))
     groups.sort(key=lambda g: (-len(g.ranks), g.ranks))
     return tuple(groups)
@@ -61,7 +66,9 @@ def _coordinate_order(proc: Process) -> tuple[object, ...]:
 
 def _replicated(procs: Sequence[Process]) -> bool:
     """Some rank has a DP or PP coordinate: "rank 1" alone would name two processes."""
-    return any(rank is not None and rank.replicated for rank in map(_RANK, procs))
+    # (RankInfo.replicated inlined: asked of every rank)
+    return any(rank is not None and (rank.dp is not None or rank.pp is not None)
+               for rank in map(_RANK, procs))
 
 
 def _frame_label(frame_name: str, location: str, native: bool) -> str:

@@ -42,6 +42,14 @@ def coordinates(proc: Process) -> dict[str, int]:
     return out
 
 
+def coordinates_source(proc: Process) -> tuple[object, ...]:
+    """Everything :func:`coordinates` reads of a process: equal sources, equal coordinates
+    (131,072 ranks have a handful, so a caller derives from each source once)."""
+    info = proc.rank
+    return (proc.title, None if info is None else (info.dp, info.pp, info.tp, info.ep),
+            proc.environ.get("SGLANG_DP_RANK"))
+
+
 __all__ = ["coordinates_label", "title_coordinates"]  # the one parser and label, re-exported
 
 
@@ -92,6 +100,14 @@ def comparable_groups(procs: Sequence[Process], axis: str = "tp") -> list[list[P
     """Ranks that take part in the same ``axis`` collectives (one TP group per DP replica and
     PP stage): only these may be compared to find an odd one out."""
     groups: dict[tuple[tuple[str, int], ...], list[Process]] = {}
+    keys: dict[tuple[object, ...], tuple[tuple[str, int], ...]] = {}  # by coordinates_source
     for proc in procs:
-        groups.setdefault(replica_key(proc, axis), []).append(proc)
+        source = coordinates_source(proc)
+        key = keys.get(source)
+        if key is None:
+            key = keys[source] = replica_key(proc, axis)
+        members = groups.get(key)
+        if members is None:
+            members = groups[key] = []
+        members.append(proc)
     return list(groups.values())

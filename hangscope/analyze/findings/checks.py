@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
+from operator import attrgetter
 
 from hangscope.analyze.evidence.world import finished_ranks
 from hangscope.analyze.findings.cuda import check_coredump_pipe
@@ -309,7 +310,7 @@ def check_ages(snap: Snapshot) -> Iterable[Finding]:
     now = _created(snap)
     started = [p for p in snap.processes if p.create_time]
     if now is not None and started:
-        first = min(started, key=lambda p: p.create_time or 0)
+        first = min(started, key=attrgetter("create_time"))  # (each has one: filtered)
         # "its launcher, PID 10"; "rank 0, PID 12"; a plain process is named by its PID once.
         what = ("its launcher" if first.role is Role.LAUNCHER else who(first)).split(" (")[0]
         named = what if what == f"PID {first.pid}" else f"{what}, PID {first.pid}"

@@ -4,11 +4,20 @@
 
 from __future__ import annotations
 
+from hangscope.analyze.evidence.stackmemo import per_stack
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
+from hangscope.model import Frame
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
 _CTYPES = ("_ctypes_callproc", "PyCFuncPtr_call", "ffi_call")
+
+
+@per_stack
+def _ctypes_call(frames: tuple[Frame, ...]) -> bool:
+    """A native frame of a ctypes call: only a thread with one can hold the GIL in a native
+    lock wait (gil_native_wait asks the stack index for the processes with such a thread)."""
+    return any(f.native and f.name in _CTYPES for f in frames)
 
 
 def gil_ring(g: Graph, ring: list[int]) -> WaitPattern:
@@ -55,12 +64,12 @@ def gil_native_wait(g: Graph) -> WaitPattern | None:
     ``ctypes.PyDLL`` function), and every other Python thread of its process waits for that
     GIL: none can run, so none can release the lock, which only a thread of the process can
     (an in-process lock)."""
-    for proc in g.snap.processes:
+    for proc in g.having(_ctypes_call):  # (the owner's stack is in a ctypes call)
         owner = next((t for t in proc.threads if t.owns_gil), None)
         if owner is None or owner.active or owner.state not in ("S", "D") or not (
                 owner.wchan or "").startswith("futex"):
             continue
-        if not any(f.native and f.name in _CTYPES for f in owner.frames):
+        if not _ctypes_call(owner.frames):
             continue  # a futex wait outside a native call: a Python lock, the lock rules say
         others = [t for t in proc.threads if t.tid != owner.tid and t.python]
         starved = {e.tid for e in g.edges if e.kind == "gil" and e.pid == proc.pid

@@ -149,10 +149,10 @@ def fork_lock(g: Graph) -> WaitPattern | None:
         threads = proc.threads  # the main thread is the first, most often: no scan
         main = threads[0] if threads and threads[0].tid == proc.pid else next(
             (t for t in threads if t.tid == proc.pid), None)
-        parent = g.procs.get(proc.ppid or 0)
-        # The forking thread's copy is the child's main thread: the one the lock wait is on.
-        if main is None or not _blocked(main) or not waits_on_lock(main) or not _forked(
-                proc, parent):
+        # The forking thread's copy is the child's main thread: the one the lock wait is on
+        # (its category first, as waits_on_lock asks: most ranks wait on no lock).
+        if main is None or main.category is not Category.LOCK or not _blocked(main) or not \
+                waits_on_lock(main) or not _forked(proc, parent := g.procs.get(proc.ppid or 0)):
             continue
         if _kernel_lock_wait(g, main):
             continue  # a file lock's holder is a process the kernel names, not a lost thread

@@ -19,7 +19,7 @@ from hangscope.analyze.evidence.facts import BUSY, GONE, Facts, computes_unsampl
 from hangscope.analyze.evidence.group import group_ranks
 from hangscope.analyze.evidence.identity import comparable_groups, coordinates_label, replica_key
 from hangscope.analyze.evidence.progress import SPIN_WAITING, STUCK
-from hangscope.analyze.evidence.roles import is_helper_role
+from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.signatures import is_p2p
 from hangscope.analyze.evidence.world import describe_missing
 from hangscope.analyze.patterns.ends.stoppedends import traced_words
@@ -128,13 +128,27 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
     """Stuck ranks wait in different collectives or call sites; the smaller side is suspect."""
     # Point-to-point waits are not group-wide: a send and a recv are a pair, never a mismatch
     # (rules_waits.py reads their peers). Ranks compare only within one replica / PP stage.
-    coll = [p for p in facts.subjects if p.key not in facts.moving and (
-        w := p.working_thread) is not None and facts.categories[p.key] is Category.COLLECTIVE
-        and not is_p2p(w.op)]
+    # One pass over the subjects (131,072 ranks), each op's p2p test once.
+    coll: list[Process] = []
+    new_group: list[Process] = []
+    moving, categories = facts.moving, facts.categories
+    p2p: dict[str | None, bool] = {}
+    for p in facts.subjects:
+        key = p.key
+        if key in moving or (w := p.working_thread) is None:
+            continue
+        category = categories[key]
+        if category is Category.COLLECTIVE:
+            op = w.op
+            point = p2p.get(op)
+            if point is None:
+                point = p2p[op] = is_p2p(op)
+            if not point:
+                coll.append(p)
+        elif category is Category.COMM_INIT and w.op == "new_group":
+            new_group.append(p)
     if coll:  # new_group is a collective of the default group: its callers wait for the rest
-        coll += [p for p in facts.subjects if p.key not in facts.moving and (
-            w := p.working_thread) is not None and w.op == "new_group"
-            and facts.categories[p.key] is Category.COMM_INIT]
+        coll += new_group
     for members in comparable_groups(coll):
         # Name the replica / stage: rank 1 of DP0 and rank 1 of DP1 are two processes.
         replica = coordinates_label(dict(replica_key(members[0])))
@@ -180,7 +194,7 @@ def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str,
                     f"{', '.join(labels) if labels else rank_set(odd, is_rank)}.")
     if any(g.op == "new_group" for g in coll_groups):
         summary += _NEW_GROUP
-    chosen = {key for g in coll_groups for key in g.keys}
+    chosen = frozenset().union(*(g.keys for g in coll_groups))
     others = [g for g in facts.groups if chosen.isdisjoint(g.keys)]
     lines = tuple(f"{g.signature}: {group_names(g, is_rank)}" for g in ordered + others)
     return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
@@ -551,7 +565,7 @@ def _no_helpers(facts: Facts, verdict: Verdict) -> Verdict:
     # (nor a front end whose request waits for a reply nobody sends: the lost-reply pattern)
     waiting = {p.suspect for p in facts.snapshot.wait_graph.patterns if p.kind == "lost_reply"
                } if facts.snapshot.wait_graph is not None else set()
-    helpers = {p.key for p in facts.processes if is_helper_role(p.role)
+    helpers = {p.key for p in facts.processes if p.role in HELPER_ROLES
                and not _in_own_code(p) and p.pid not in waiting}
     helper_pids = {pid for _, pid in helpers}
     if helper_pids.isdisjoint(verdict.suspects):

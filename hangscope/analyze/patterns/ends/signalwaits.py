@@ -41,9 +41,13 @@ def _signal_call(state: str | None, wchan: str | None) -> str | None:
 
 
 def gone_signal(g: Graph) -> WaitPattern | None:
-    for proc in g.snap.processes:
+    # Only the parent of an exited process can have missed its SIGCHLD: a job without one
+    # (most) is not walked rank by rank.
+    parents = {p.ppid for p in g.snap.processes if p.ppid is not None and p.is_exited}
+    for proc in g.snap.processes if parents else ():
         thread = proc.working_thread
-        if proc.is_exited or thread is None or (call := signal_wait(thread)) is None:
+        if proc.pid not in parents or proc.is_exited or thread is None or (
+                call := signal_wait(thread)) is None:
             continue
         dead = [k for k in g.kids(proc.pid) if k.is_exited]
         if not dead:
