@@ -179,7 +179,11 @@ class ProgressWatcher:
         is not the target's doing. The window never ends halfway through one (its counters
         would hold half a pause's wake-ups, uncounted): the end waits for the reads in flight,
         and one that starts while the end reads the counters waits for it (and falls after
-        the window, not counted)."""
+        the window, not counted). A process not watched has no counters to spoil: its reads
+        never wait (nor make the end wait)."""
+        if pid not in self._watched:
+            yield
+            return
         with self._cond:
             while self._closing:
                 self._cond.wait()
@@ -190,7 +194,7 @@ class ProgressWatcher:
         finally:
             with self._cond:
                 self._in_flight -= 1
-                if not self._closed and pid in self._watched:
+                if not self._closed:
                     self._pauses[pid] = self._pauses.get(pid, 0) + 1
                     self._paused_s[pid] = self._paused_s.get(pid, 0.0) + (
                         time.monotonic() - began)

@@ -93,3 +93,23 @@ def test_the_end_moves_on_by_the_longest_pause(sleeper: int) -> None:
     # seen unpaused for the window asked for: 0.5 s paused + 0.4 s
     assert ended is not None and ended.seconds >= 0.85, ended
     assert ended.processes[0].pauses == 1, ended
+
+
+def test_a_process_not_watched_neither_waits_for_the_end_nor_holds_it(sleeper: int) -> None:
+    watcher = _watcher(sleeper)
+    inside, release = threading.Event(), threading.Event()
+
+    def pause() -> None:
+        with watcher.pausing(sleeper + 10**6):  # another process's read, not watched
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=pause)
+    thread.start()
+    try:
+        assert inside.wait(10)
+        ended = watcher.stop()  # not held by the read in flight
+        assert ended.processes[0].pauses == 0, ended
+    finally:
+        release.set()
+        thread.join(10)
