@@ -238,11 +238,21 @@ _canonical: dict[int, tuple[Frame, ...]] = {}
 _memo: dict[tuple[Any, ...], _Classified] = {}
 
 
+# The stack found last, as (its key, its interned tuple): the ranks of a job mostly repeat
+# their neighbour's stack, and comparing a fresh key with an equal one reads its strings
+# (memcmp) where a dict lookup hashes each of them first (~100 fresh strings a rank).
+_last: tuple[tuple[Any, ...], tuple[Frame, ...]] | None = None
+
+
 def canonical_frames(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
     """The one stored tuple equal to ``frames`` (``frames`` itself the first time)."""
+    global _last
     if _canonical.get(id(frames)) is frames:
         return frames
     key = tuple(map(_FRAME_FIELDS, frames))
+    last = _last
+    if last is not None and last[0] == key:
+        return last[1]  # what _stacks[key] holds: _last is set after every clear
     found = _stacks.get(key)
     if found is None:
         if len(_stacks) >= _MEMO_LIMIT:
@@ -251,6 +261,7 @@ def canonical_frames(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
             _memo.clear()
         _stacks[key] = found = frames
         _canonical[id(frames)] = frames
+    _last = (key, found)
     return found
 
 
