@@ -100,26 +100,6 @@ def code_loop_facts(code: str, line: int | None) -> Loops:
         return (), None
 
 
-def loops_at(path: str | None, line: int | None) -> tuple[tuple[int, int], ...]:
-    """The loops holding ``path:line``, outermost first (:func:`loop_facts`)."""
-    return loop_facts(path, line)[0]
-
-
-def code_loops_at(code: str, line: int | None) -> tuple[tuple[int, int], ...]:
-    """:func:`loops_at` of a ``python -c CODE`` program."""
-    return code_loop_facts(code, line)[0]
-
-
-def loop_kind_at(path: str | None, line: int | None) -> str | None:
-    """What the innermost loop holding ``path:line`` is (None: no loop, a library's line)."""
-    return loop_facts(path, line)[1]
-
-
-def code_loop_kind_at(code: str, line: int | None) -> str | None:
-    """:func:`loop_kind_at` of a ``python -c CODE`` program."""
-    return code_loop_facts(code, line)[1]
-
-
 def _walks(path: str) -> tuple[tuple[int, int, str], ...]:
     """The file's loops, one parse per version of it."""
     return _per_version(path, _walks_cache, lambda source: loop_walks(

@@ -167,11 +167,13 @@ class ProgressWatcher:
         self._timer: threading.Timer | None = None
         self._evidence: ProgressEvidence | None = None
 
-    def note_pause(self, pid: int, count: int = 1) -> None:
-        """Tell the watcher that a blocking py-spy read stopped ``pid`` during the window."""
+    def note_pause(self, pid: int, count: int = 1, seconds: float = 0.0) -> None:
+        """Tell the watcher that a blocking py-spy read stopped ``pid`` during the window
+        (``seconds``: how long it held it; one after the window's end is not counted)."""
         with self._cond:
             if not self._closed:
                 self._pauses[pid] = self._pauses.get(pid, 0) + count
+                self._paused_s[pid] = self._paused_s.get(pid, 0.0) + seconds
 
     @contextlib.contextmanager
     def pausing(self, pid: int) -> Iterator[None]:
@@ -192,12 +194,9 @@ class ProgressWatcher:
         try:
             yield
         finally:
+            self.note_pause(pid, seconds=time.monotonic() - began)
             with self._cond:
                 self._in_flight -= 1
-                if not self._closed:
-                    self._pauses[pid] = self._pauses.get(pid, 0) + 1
-                    self._paused_s[pid] = self._paused_s.get(pid, 0.0) + (
-                        time.monotonic() - began)
                 self._cond.notify_all()
 
     def __enter__(self) -> ProgressWatcher:

@@ -457,29 +457,24 @@ class Sampler:
         self.last = snap
         return snap
 
-    def _start_window(self, procs: Sequence[Process]) -> None:
-        """The progress watcher, ending by itself when the window asked for is over: a first
-        round that outlasts it (a machine the job's threads hold) does not stretch it."""
-        self._watcher = self._start_watcher(procs)
-        if self._watcher is not None:
-            self._watcher.end_after(self.options.window)
-
     def _stop_watcher(self) -> ProgressEvidence | None:
         watcher, self._watcher = self._watcher, None
         return watcher.stop() if watcher is not None else None
 
-    def _start_watcher(self, procs: Sequence[Process]) -> ProgressWatcher | None:
-        """The progress watcher over the ranks (or main) that run Python, helpers left out.
+    def _start_window(self, procs: Sequence[Process]) -> None:
+        """The progress watcher over the ranks (or main) that run Python, helpers left out,
+        ending by itself when the window asked for is over: a first round that outlasts it
+        (a machine the job's threads hold) does not stretch it.
 
         A live view's later refreshes read counters and GPM only: py-spy record costs a
         recorder per rank per tick (docs/performance.md).
         """
         opts = self.options
         if not opts.progress or opts.samples < 2 or opts.window < MIN_WATCH_S:
-            return None  # no window to watch: a single round is over in milliseconds
+            return  # no window to watch: a single round is over in milliseconds
         watched = watched_pids(procs)
         if not watched:
-            return None
+            return
         # the window may stretch by a --timeout per round; past that, the recorders stop alone
         cap = opts.window + opts.samples * opts.timeout + 30
         record = self.last is None and self._pyspy is not None
@@ -488,7 +483,8 @@ class Sampler:
         watcher = ProgressWatcher(watched, pyspy=self._pyspy, record=record,
                                   max_seconds=cap, record_limit=_record_limit())
         watcher.start()
-        return watcher
+        watcher.end_after(opts.window)
+        self._watcher = watcher
 
     def _cost(self, proc: Process) -> float:
         """What sampling ``proc`` is expected to cost, to start the slowest first."""

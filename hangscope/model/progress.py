@@ -116,6 +116,8 @@ class RankProgress:
     # Times the judged thread woke in the window, py-spy's pauses discounted (None: unknown):
     # 0 with a sleep is a pause, many with no line left and no data is a poll
     wakes: int | None = None
+    # It burns its core waiting (a spin-wait): where no rule holds, the verdict names it
+    spins: bool = False
 
 
 @dataclass(frozen=True)

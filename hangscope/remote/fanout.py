@@ -78,12 +78,6 @@ def _answer(transport: Transport, node: str, ex: Exchange | OSError,
     return answer(None, hangscope_error(ex.stderr) or transport.what_failed(ex.rc, ex.stderr))
 
 
-def dump_node(transport: Transport, node: str, dump_args: Sequence[str], timeout: float,
-              ship: str = "auto", python: str = "python3") -> NodeAnswer:
-    """Run ``hangscope dump ARGS --format json`` on ``node``; ship hangscope when it lacks it."""
-    return dump_nodes(transport, [node], dump_args, timeout, ship, python)[0]
-
-
 def fanout_width(transport: Transport, nodes: int, asked: int | None = None) -> int:
     """How many nodes to ask at once: ``asked`` (``--fanout``) or the transport's bound, and
     what the open-file limit holds (raised to its hard limit when that is needed; the soft

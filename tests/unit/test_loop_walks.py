@@ -8,10 +8,19 @@ from pathlib import Path
 from hangscope.analyze import analyze
 from hangscope.analyze.evidence.progress import PROGRESSING, SLOW, STUCK, decide
 from hangscope.analyze.evidence.progress_hints import Hints
-from hangscope.collect.loops import code_loop_kind_at, loop_kind_at
+from hangscope.collect.loops import code_loop_facts, loop_facts
 from hangscope.model import SPIN, WALK, WHILE, VerdictKind
 from hangscope.model.progress import CounterDelta, ProcessProgress, StackCount, ThreadProgress
 from hangscope.model.serialize import load
+
+
+def loop_kind_at(path: str | None, line: int | None) -> str | None:
+    return loop_facts(path, line)[1]
+
+
+def code_loop_kind_at(code: str, line: int | None) -> str | None:
+    return code_loop_facts(code, line)[1]
+
 
 CODE = """\
 import itertools

@@ -13,9 +13,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from hangscope.analyze import analyze
-from hangscope.collect.loops import code_loops_at, loops_at
+from hangscope.collect.loops import code_loop_facts, loop_facts
 from hangscope.model import VerdictKind
 from hangscope.model.serialize import load
+
+
+def loops_at(path: str | None, line: int | None) -> tuple[tuple[int, int], ...]:
+    return loop_facts(path, line)[0]
+
+
+def code_loops_at(code: str, line: int | None) -> tuple[tuple[int, int], ...]:
+    return code_loop_facts(code, line)[0]
+
 
 DUMP = Path(__file__).resolve().parent.parent / "fixtures" / "frameworks" / \
     "zmq_slow_joiner.dump.json"

@@ -76,7 +76,7 @@ MIN_WAKES = 2
 #: reads of at most this many bytes each, and no write, move no data of the job.
 POLL_READ_BYTES = 64
 NO_HINTS = Hints()
-#: How a spin-wait's reason starts: a thread that burns its core waiting (rules/ read it).
+#: How a spin-wait's reason starts: a thread that burns its core waiting.
 SPIN_WAITING = "spin-waiting"
 #: GPM thresholds, percent. Measured on an H200: a spinning kernel reads graphics 100%, SM 0.8%,
 #: DRAM ~0; a bf16 matmul loop SM 96%, tensor/FP32 tens of percent.
@@ -223,7 +223,7 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
         return RankProgress(proc.pid, STUCK, "counters", (
             f"{SPIN_WAITING}: the thread {hints.spinning[thread.tid]}"
             + (" and its line only goes round that loop" if thread.samples else "")
-            + ": a wait that burns CPU, not work"), judged, gpu_text, gpu_state)
+            + ": a wait that burns CPU, not work"), judged, gpu_text, gpu_state, spins=True)
     c = thread.counters
     if _inside_wait(thread) and c is not None and c.cpu_ns is not None and (
             c.cpu_ns / 1e9 >= IDLE_CPU_SHARE * seconds or (c.involuntary or 0) >= SPIN_YIELDS):
@@ -234,7 +234,7 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
             f"{SPIN_WAITING}: {c.cpu_ns / 1e9:.1f} s of CPU and {c.involuntary or 0:,} yields in "
             f"{seconds:.1f} s, every sample inside the framework's own wait for a message "
             f"({_leaf(thread)}): a wait that burns CPU, not work"), judged, gpu_text,
-            gpu_state)
+            gpu_state, spins=True)
     gpu_idle = gpu_state == "idle"
     return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
                                   thread.tid in hints.readers, thread.tid in hints.iterating),

@@ -18,7 +18,7 @@ from operator import is_
 from hangscope.analyze.evidence.facts import BUSY, GONE, Facts, computes_unsampled
 from hangscope.analyze.evidence.group import group_ranks
 from hangscope.analyze.evidence.identity import comparable_groups, coordinates_label, replica_key
-from hangscope.analyze.evidence.progress import SPIN_WAITING, STUCK
+from hangscope.analyze.evidence.progress import STUCK
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.signatures import is_p2p
 from hangscope.analyze.evidence.world import describe_missing
@@ -428,7 +428,7 @@ def unknown(facts: Facts) -> Verdict:
     summary = ("Blocked: " + "; ".join(describe(g, facts.is_rank) for g in facts.groups) + "."
                + _slow_words(facts))
     spinning = [(p, m) for p in facts.subjects if (m := facts.progress.get(p.key)) is not None
-                and m.decision == STUCK and m.reason.startswith(SPIN_WAITING)]
+                and m.decision == STUCK and m.spins]
     if spinning:
         summary += " " + " ".join(
             f"{who(p)} is {m.reason[:1].lower()}{m.reason[1:]}: find what it waits for, and "
