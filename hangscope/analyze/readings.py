@@ -20,6 +20,7 @@ from hangscope.analyze.evidence.progress_hints import hints_of
 from hangscope.model import Process, Readings, Snapshot
 from hangscope.model.nccl import CollectiveEvidence
 from hangscope.model.progress import JobProgress
+from hangscope.model.waits import KernelWaits
 
 
 def _node_processes(snap: Snapshot, reading: Readings) -> Sequence[Process]:
@@ -29,13 +30,16 @@ def _node_processes(snap: Snapshot, reading: Readings) -> Sequence[Process]:
     return [p for p in snap.processes if p.host == reading.host]
 
 
-def _progress(reading: Readings, processes: Sequence[Process]) -> JobProgress | None:
-    """Decide each watched process from the evidence, with the GPUs it uses."""
+def _progress(reading: Readings, processes: Sequence[Process],
+              kernel: KernelWaits | None = None) -> JobProgress | None:
+    """Decide each watched process from the evidence, with the GPUs it uses and the syscalls
+    its blocked threads are in (``kernel``)."""
     evidence = reading.progress
     if evidence is None:
         return None
     gpus_of = {p.pid: [g.gpu_index for g in p.gpus] for p in processes}
-    progress = progress_of(evidence, gpus_of, _busy_workers(processes), hints_of(processes))
+    progress = progress_of(evidence, gpus_of, _busy_workers(processes),
+                           hints_of(processes, kernel))
     limit = evidence.record_limit
     recorded = any(p.sampled for p in evidence.processes)  # not on a live view's later tick
     if (limit is not None and recorded and len(evidence.processes) > limit
@@ -85,7 +89,7 @@ def judge_readings(snap: Snapshot) -> Snapshot:
         processes = _node_processes(snap, reading)
         collectives.append(node_evidence(reading.ras, reading.flight_recorder, processes,
                                          reading.host))
-        progresses.append(_progress(reading, processes))
+        progresses.append(_progress(reading, processes, snap.waits.kernel if snap.waits else None))
     progress = (progresses[0] if len(progresses) == 1 else
                 merge_progress(progresses, [p.pid for p in snap.processes]))
     notes = [n for c, p in zip(collectives, progresses, strict=True)

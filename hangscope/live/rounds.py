@@ -84,6 +84,22 @@ class Window:
     off_cpu: dict[int, dict[int, float]] = field(default_factory=dict)
 
 
+def _as_paused(tasks: Sequence[procfs.TaskInfo],
+               at_dump: Sequence[procfs.TaskInfo] | None) -> tuple[procfs.TaskInfo, ...]:
+    """The threads' states as the last dump's stacks had them. A blocking dump stops every
+    thread: one asleep in a syscall is woken into the stop and, let go, is runnable until it
+    is back in that syscall, which on a loaded machine takes a while (a thread blocked in a
+    pipe read read "runs on CPU"). Asleep just before the pause and runnable with no wait
+    channel just after: the pause's doing, so the state before it stands (its counters are
+    the later read's)."""
+    before = {t.tid: t for t in at_dump or ()}
+    return tuple(
+        replace(t, state=was.state, wchan=was.wchan)
+        if t.state == "R" and not t.wchan and (was := before.get(t.tid)) is not None
+        and was.state in ASLEEP else t
+        for t in tasks)
+
+
 def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Window,
                  redact: bool = True) -> Process:
     """One process over the window: its stacks, how long each stayed, its /proc facts.
@@ -136,7 +152,8 @@ def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Wind
             else:
                 unchanged[thread.tid] = 1
             last_key[thread.tid] = key
-    tasks = {t.tid: t for t in info.tasks}
+    paused = last.at_dump if info is last.proc else None
+    tasks = {t.tid: t for t in _as_paused(info.tasks, paused)}
     off_cpu = window.off_cpu.get(proc.pid, {}) if not reused else {}
     threads: list[Thread] = []
     base_threads = base.threads if base else ()

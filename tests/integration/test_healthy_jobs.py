@@ -91,6 +91,21 @@ def test_given_a_loop_waiting_on_a_worker_that_computes_then_progressing(
 
 
 @pytest.mark.extended
+def test_given_a_consumer_taking_a_socket_s_ticks_then_progressing(tmp_path: Path) -> None:
+    """A feed sends a 4-byte tick every 20 ms and a consumer recv()s each: both sleep on one
+    line and wake 50 times a second, and /proc/PID/io counts no byte of send/recv. Read as
+    two polls before ("Blocked: ... waits on another process"); a blocking recv with no
+    timer returns only when bytes came: the consumer's waits complete."""
+    pids, data, _ = _dump("ticks", tmp_path, ["feed", "consumer"], "consumer")
+    verdict = data["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+    assert not verdict["suspects"], verdict
+    consumer = next(r for r in data["progress"]["ranks"] if r["pid"] == pids["consumer"])
+    assert consumer["decision"] == "progressing", consumer
+    assert "a read of a socket with no timer, ended " in consumer["reason"], consumer
+
+
+@pytest.mark.extended
 def test_given_an_idle_asyncio_server_and_workers_reading_their_task_pipes_then_idle(
         tmp_path: Path) -> None:
     pids, data, text = _dump("asyncio_pool", tmp_path, ["server", "worker0", "worker1"],

@@ -23,6 +23,9 @@ Modes:
                 ``multiprocessing.Queue``, then sleeps before phase two (a rate-limit
                 window); the workers wait for their next task (one in the queue's pipe, one
                 for its read lock).
+- ``ticks``     (progressing) a feed process sends a 4-byte tick over a socketpair every 20 ms
+                (``send``) and a consumer takes each (``recv``): both sleep on one line and
+                wake 50 times a second, and ``/proc/PID/io`` counts none of their bytes.
 """
 
 from __future__ import annotations
@@ -226,11 +229,28 @@ def polled_worker(ready_file: str) -> None:
     print(mine.recv(), flush=True)
 
 
+# -- a consumer of a socket's ticks ---------------------------------------------------------
+
+
+def ticks(ready_file: str) -> None:
+    mine, theirs = socket.socketpair()
+    if os.fork() == 0:
+        mine.close()
+        ready(ready_file, "feed")
+        while True:
+            theirs.send(b"tick")  # send(2): /proc/PID/io counts only read/write
+            time.sleep(0.02)
+    theirs.close()
+    ready(ready_file, "consumer")
+    while True:
+        mine.recv(64)
+
+
 MODES = {"vocab": lambda r: ranks("vocab", r), "spin": lambda r: ranks("spin", r),
          "vocab_rank": lambda r: rank_main("vocab", r), "spin_rank": lambda r: rank_main("spin", r),
          "asyncio_pool": lambda r: service(r, lost=False),
          "asyncio_lost": lambda r: service(r, lost=True), "phases": phases,
-         "polled_worker": polled_worker, "cpu_loader": cpu_loader}
+         "polled_worker": polled_worker, "cpu_loader": cpu_loader, "ticks": ticks}
 
 if __name__ == "__main__":
     mode, ready_file, workdir = sys.argv[1:4]

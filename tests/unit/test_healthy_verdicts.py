@@ -69,3 +69,45 @@ def test_given_a_coordinator_asleep_between_phases_then_paused_with_idle_workers
     assert any("read lock of the multiprocessing.Queue" in r.reason for r in snap.progress.ranks)
     idle_cpu = next(f for f in snap.findings if f.id == "activity.idle")
     assert idle_cpu.severity is Severity.INFO and "as a job that is paused does" in idle_cpu.message
+
+
+def _caught_in_its_handler(snap: Snapshot) -> Snapshot:
+    """tests/targets/party_jobs.py loop_urlopen_ok as a loaded machine reads it (CI): the
+    window's samples mostly in the event loop's select, six in the config fetch, and the last
+    dump caught the main thread inside that fetch (urlopen's read of its reply)."""
+    from dataclasses import replace
+
+    from hangscope.model import Frame
+    from hangscope.model.progress import StackCount
+
+    reading = snap.readings[0]
+    assert reading.progress is not None
+    proc = reading.progress.processes[0]
+    main = next(t for t in proc.threads if t.tid == proc.pid)
+    loop = main.stacks[0].frames  # outermost first, ending in the selector's select
+    handler = (*loop[:-1], "Handle._run (asyncio/events.py:80)", "main (party_jobs.py:509)",
+               "handle_request (party_jobs.py:498)", "fetch_config (party_jobs.py:494)",
+               "urlopen (urllib/request.py:216)", "HTTPResponse.begin (http/client.py:318)",
+               "SocketIO.readinto (socket.py:706)")
+    stacks = (StackCount(loop, main.samples), StackCount(handler, 6))
+    moved = replace(main, samples=main.samples + 6, stacks=stacks)
+    progress = replace(reading.progress, processes=(replace(proc, threads=tuple(
+        moved if t.tid == main.tid else t for t in proc.threads)),))
+    frames = tuple(Frame(name=text.split(" (")[0], file=text.split(" (")[1].split(":")[0],
+                         line=int(text.rsplit(":", 1)[1][:-1])) for text in reversed(handler))
+    processes = tuple(replace(p, threads=tuple(
+        replace(t, frames=frames, wchan="sk_wait_data") if t.tid == p.pid else t
+        for t in p.threads)) for p in snap.processes)
+    return replace(snap, processes=processes, readings=(replace(reading, progress=progress),))
+
+
+def test_given_an_event_loop_caught_in_a_sync_call_that_returns_then_idle() -> None:
+    """CI: the last dump of a loop that fetches its config every 50 ms (synchronously, from
+    its own thread's server) caught it in the fetch; the window saw it wait in its select most
+    of the time. Where it waited most is what says idle, not the one sample at the end."""
+    snap = analyze(_caught_in_its_handler(load(HEALTHY / "loop_urlopen.dump.json")))
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.IDLE, snap.verdict
+    assert snap.progress is not None and snap.progress.decision == "idle", snap.progress
+    (rank,) = snap.progress.ranks
+    assert rank.mostly[0] == "EpollSelector.select (selectors.py)", rank
+    assert rank.reason.startswith("waits for requests on port "), rank.reason

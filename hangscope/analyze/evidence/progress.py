@@ -237,9 +237,17 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
             gpu_state, spins=True)
     gpu_idle = gpu_state == "idle"
     return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
-                                  thread.tid in hints.readers, thread.tid in hints.iterating),
-                   gpu=gpu_text,
-                   gpu_state=gpu_state)
+                                  thread.tid in hints.readers, thread.tid in hints.iterating,
+                                  thread.tid in hints.socket_readers),
+                   gpu=gpu_text, gpu_state=gpu_state, mostly=_mostly(thread))
+
+
+def _mostly(thread: ThreadProgress) -> tuple[str, ...]:
+    """The most sampled stack of a thread whose line moved, ``func (file)`` innermost first."""
+    if not _moved(thread):
+        return ()
+    frames = (parse_frame(text) for text in reversed(thread.stacks[0].frames))
+    return tuple(f"{f.name} ({f.file})" for f in frames if f.file)
 
 
 def _between_tasks(thread: ThreadProgress) -> bool:
@@ -307,7 +315,9 @@ def _poll_loop(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
                gpu_state: str | None, consumes: bool = False) -> bool:
     """Its Python line moves, but only around a loop that waits: idle on CPU, no data moved
     beyond its pollers' own, no GPU work (``while not store.check(k): time.sleep(0.05)``
-    alternates two lines forever). The counters judge it then: a timed poll."""
+    alternates two lines forever). The counters judge it then: a timed poll. (A loop whose
+    wait moves between a socket read and a sleep is one too: a health check's reads return
+    bytes, "not ready"; what it polls says whether that is a hang.)"""
     c = thread.counters
     if c is None or c.cpu_ns is None or gpu_state == "work":
         return False
@@ -339,7 +349,7 @@ def _other_worker(proc: ProcessProgress, judged: ThreadProgress,
 
 def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
                    gpu_idle: bool, gpu_text: str | None, consumes: bool = False,
-                   walks: bool = False) -> RankProgress:
+                   walks: bool = False, socket: bool = False) -> RankProgress:
     c = thread.counters
     where = (f"one stack in {thread.samples} samples ({_leaf(thread)})" if thread.samples
              else "no Python samples")
@@ -367,6 +377,13 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
         # native thread logging its stats once a minute, as Ray's core worker does).
         moved = (io is not None and (io.syscw + io.syscr) >= max(MIN_WAKES, wakes)
                  and not _rereads(io, consumes))
+        if wakes >= MIN_WAKES and socket and not _moved(thread):
+            # on one line, a blocking recv that returned again and again: messages came (a
+            # loop between that read and a sleep polls instead: "not ready" is bytes too)
+            return RankProgress(proc.pid, PROGRESSING, "counters", (
+                f"{where}, but its wait, a read of a socket with no timer, ended {wakes} times "
+                f"in {window}: each time bytes came (a socket's recv, which /proc/PID/io does "
+                "not count): its waits complete and data moves"), thread.tid, wakes=wakes)
         if wakes >= MIN_WAKES and moved and io is not None:
             return RankProgress(proc.pid, PROGRESSING, "counters", (
                 f"{where}, but its wait ended {wakes} times in {window} and the process made "

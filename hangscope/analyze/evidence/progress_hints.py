@@ -18,6 +18,12 @@ look like a poll re-reading a flag (SQLite's 16-byte header before each lock try
 or a socket they cannot be: every byte read there was sent, and is consumed (a server taking
 small messages).
 
+**Socket reads**: a thread blocked reading a socket with no timer (``recv``; CPython's
+``poll`` on the socket for a timeout longer than any window, urlopen's 3600 s) wakes only when
+bytes come or the peer closes: each wake-up is data, which ``/proc/PID/io`` does not count for
+``recv``/``send`` (only ``read``/``write`` are counted). A poll's timed re-check is not such a
+read: a ``time.sleep``, a short ``poll`` timeout, an epoll loop's timers.
+
 **Loops that walk items, loops that only wait**: a thread on CPU whose whole window is one
 line of its own code (``digest = sha256(digest + block)`` inside ``for step in range(n):``,
 the loop header too quick to be sampled). On the counters that is "a spin or work"; the
@@ -35,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from hangscope.model import SPIN, WALK, Frame, Process, Thread
+from hangscope.model.waits import SYSCALLS, KernelWaits, TaskSyscall
 
 #: The C functions that give the CPU away and return at once.
 YIELDS = frozenset({"sched_yield", "__sched_yield", "pthread_yield", "thrd_yield"})
@@ -93,10 +100,40 @@ class Hints:
     # spinning in a loop of its own code that does nothing: the source proves it, with or
     # without the window's samples (a yield may be a framework's healthy brief spin)
     empty_loops: frozenset[int] = frozenset()
+    # blocked reading a socket with no timer: each wake-up brought bytes (or the peer's end)
+    socket_readers: frozenset[int] = frozenset()
 
 
-def hints_of(processes: Iterable[Process]) -> Hints:
-    """What the last stack samples of these processes say of their threads."""
+#: A poll timeout (ms) that no window outlasts: a wait for data, not a timed re-check.
+_UNTIMED_POLL_MS = 60_000
+
+
+def _reads_socket(call: TaskSyscall, sockets: set[int], arch: str) -> bool:
+    """Blocked in a read of a socket fd, or in ``poll`` for input on socket fds only, for
+    longer than any window (``timeout`` -1 reads as the register's unsigned value)."""
+    table = SYSCALLS.get(arch, {})
+    if call.nr in table.get("read", ()) and call.args:
+        return call.args[0] in sockets
+    if call.nr not in table.get("poll_ms", ()):
+        return False  # ppoll's timeout is a pointer, unread: it may be a short one
+    timeout = call.args[2] & 0xFFFFFFFF if len(call.args) > 2 else 0
+    untimed = timeout >= 0x80000000 or timeout >= _UNTIMED_POLL_MS  # negative: no timeout
+    return untimed and bool(call.polled) and all(
+        fd in sockets and events & 1 for fd, events in call.polled)
+
+
+def socket_readers(kernel: KernelWaits | None) -> frozenset[int]:
+    """Threads blocked reading a socket with no timer (:func:`_reads_socket`)."""
+    out: set[int] = set()
+    for proc in kernel.processes if kernel is not None else ():
+        sockets = {r.fd for r in proc.fds if r.target.startswith("socket:")}
+        out.update(c.tid for c in proc.syscalls if _reads_socket(c, sockets, kernel.arch))
+    return frozenset(out)
+
+
+def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) -> Hints:
+    """What the last stack samples of these processes say of their threads; ``kernel``: the
+    syscalls their blocked threads are in."""
     spinning: dict[int, str] = {}
     readers: set[int] = set()
     loops: dict[str, set[int]] = {WALK: set(), SPIN: set()}
@@ -109,4 +146,4 @@ def hints_of(processes: Iterable[Process]) -> Hints:
         if leaf is not None and leaf.loop_kind in loops:
             loops[leaf.loop_kind].add(thread.tid)
     return Hints(spinning, frozenset(readers), frozenset(loops[WALK]),
-                 frozenset(loops[SPIN] & spinning.keys()))
+                 frozenset(loops[SPIN] & spinning.keys()), socket_readers(kernel))

@@ -57,17 +57,12 @@ from hangscope.analyze.graph.zmqedges import zmq_edges
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import (
     SELF_CONNECTED,
+    SYSCALLS,
     FdRecord,
     KernelWaits,
     WaitEdge,
 )
 
-# Syscall numbers by machine: (reads, writes, waits for a child, flock, fcntl).
-_X86 = {"read": {0, 17, 19, 45, 47, 299}, "write": {1, 18, 20, 44, 46, 307},
-        "wait": {61, 247}, "flock": {73}, "fcntl": {72}, "poll": {7, 271}, "open": {2, 257}}
-_ARM = {"read": {63, 65, 67, 207, 212, 243}, "write": {64, 66, 68, 206, 211, 269},
-        "wait": {260, 95}, "flock": {32}, "fcntl": {25}, "poll": {73}, "open": {56}}
-SYSCALLS = {"x86_64": _X86, "aarch64": _ARM}
 _NAMES = {"x86_64": {2: "open", 257: "openat", 0: "read", 1: "write", 45: "recvfrom",
                      44: "sendto", 47: "recvmsg", 46: "sendmsg", 61: "wait4", 247: "waitid",
                      73: "flock", 72: "fcntl", 17: "pread64", 19: "readv", 20: "writev",

@@ -38,7 +38,6 @@ from hangscope.analyze.evidence.progress import (
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.working import chain_to_work
 from hangscope.analyze.graph.threadedges import library_thread
-from hangscope.analyze.graph.waitgraph import SYSCALLS
 from hangscope.analyze.patterns.calm.calm_chain import Calm, calm_chain
 from hangscope.analyze.patterns.calm.engines import (
     WAITS_FOR_WORK,
@@ -50,7 +49,7 @@ from hangscope.analyze.patterns.threadpatterns import notified_wait, program_thr
 from hangscope.frameworks import SERVER_LOOP_FILES, does_work
 from hangscope.model import Category, Process, Role, Snapshot, Thread
 from hangscope.model.progress import JobProgress, RankProgress
-from hangscope.model.waits import FILE_WATCHES, FdRecord, KernelWaits, TaskSyscall
+from hangscope.model.waits import FILE_WATCHES, SYSCALLS, FdRecord, KernelWaits, TaskSyscall
 
 #: ...and the loop around it: a server's, not a one-off wait on a socket.
 _SERVER_LOOP = re.compile(
@@ -92,6 +91,9 @@ def calm_kind(proc: Process, measured: RankProgress | None,
     if any(s.pending for s in proc.listening):
         return None  # clients wait in its accept queue: a request is in flight
     innermost, names = _innermost_python(thread)
+    if measured.mostly and not WAITS_FOR_WORK.search(innermost):
+        # a loop whose line moved: where it waited most of the window, not where it ended
+        innermost, names = measured.mostly[0], measured.mostly
     if proc.listening and WAITS_FOR_WORK.search(innermost) and (any(
             _SERVER_LOOP.search(n) for n in names[1:]) or (
             _ACCEPT.search(innermost) and proc.role is not Role.RANK)):

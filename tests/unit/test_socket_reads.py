@@ -1,0 +1,74 @@
+"""Which blocked threads read a socket with no timer: each of their wake-ups is bytes.
+
+``/proc/PID/io`` counts read(2)/write(2) only, never recv/send (measured here: 100 send/recv
+pairs of 100 bytes moved syscr by 2). A thread asleep in a blocking recv, or in CPython's
+poll() on its socket for a timeout longer than any window, wakes only when bytes come; a
+short poll timeout is a timed re-check, and ppoll's timeout is a pointer hangscope does not
+read.
+"""
+
+from __future__ import annotations
+
+from hangscope.analyze.evidence.progress import PROGRESSING, STUCK, decide
+from hangscope.analyze.evidence.progress_hints import Hints, socket_readers
+from hangscope.model.progress import (
+    CounterDelta,
+    IoDelta,
+    ProcessProgress,
+    StackCount,
+    ThreadProgress,
+)
+from hangscope.model.waits import FdRecord, KernelWaits, ProcessFds, TaskSyscall
+
+_FDS = (FdRecord(3, "socket:[901]", inode=901), FdRecord(4, "pipe:[902]", inode=902))
+_NO_TIMEOUT = 0xFFFFFFFFFFFFFFFF  # poll's int -1 as the register holds it
+
+
+def _readers(*calls: TaskSyscall, arch: str = "x86_64") -> frozenset[int]:
+    return socket_readers(KernelWaits(arch, (ProcessFds(10, _FDS, calls),)))
+
+
+def test_a_blocking_recv_of_a_socket_is_a_socket_read() -> None:
+    assert _readers(TaskSyscall(11, 45, (3, 0, 64, 0, 0, 0))) == {11}  # recvfrom(3, ...)
+
+
+def test_a_read_of_a_pipe_is_not() -> None:
+    assert _readers(TaskSyscall(11, 0, (4, 0, 64, 0, 0, 0))) == frozenset()
+
+
+def test_a_poll_for_input_on_the_socket_with_a_long_or_no_timeout_is() -> None:
+    hour = TaskSyscall(11, 7, (0, 1, 3_600_000, 0, 0, 0), polled=((3, 1),))  # urlopen
+    forever = TaskSyscall(12, 7, (0, 1, _NO_TIMEOUT, 0, 0, 0), polled=((3, 1),))
+    assert _readers(hour, forever) == {11, 12}
+
+
+def test_a_short_poll_a_ppoll_or_a_poll_of_a_pipe_is_not() -> None:
+    short = TaskSyscall(11, 7, (0, 1, 50, 0, 0, 0), polled=((3, 1),))
+    ppoll = TaskSyscall(12, 271, (0, 1, 0x7FFD0000, 0, 0, 0), polled=((3, 1),))
+    pipe = TaskSyscall(13, 7, (0, 1, _NO_TIMEOUT, 0, 0, 0), polled=((4, 1),))
+    assert _readers(short, ppoll, pipe) == frozenset()
+    assert _readers(TaskSyscall(14, 73, (0, 1, 0, 0, 0, 0), polled=((3, 1),)),
+                    arch="aarch64") == frozenset()  # ppoll: the only poll there
+
+
+def _consumer(*stacks: StackCount) -> ProcessProgress:
+    counters = CounterDelta(cpu_ns=4_000_000, runs=27, voluntary=25, involuntary=2)
+    thread = ThreadProgress(10, "MainThread", sum(s.count for s in stacks), stacks, counters,
+                            IoDelta(0, 0, 0, 0))
+    return ProcessProgress(10, (thread,), IoDelta(0, 0, 0, 0), sampled=True)
+
+
+def test_a_consumer_woken_on_its_recv_line_progresses() -> None:
+    proc = _consumer(StackCount(("<module> (feed.py:11)",), 50))
+    rank = decide(proc, 0.5, hints=Hints(socket_readers=frozenset({10})))
+    assert rank.decision == PROGRESSING, rank
+    assert "a read of a socket with no timer, ended 25 times in 0.5 s" in rank.reason
+    assert decide(proc, 0.5).decision == STUCK  # the counters alone: a poll
+
+
+def test_a_loop_between_a_socket_read_and_a_sleep_still_polls() -> None:
+    # a health check: its reads return bytes ("not ready"); what it polls says if that hangs
+    proc = _consumer(StackCount(("wait_ready (launch.py:20)",), 40),
+                     StackCount(("wait_ready (launch.py:18)", "readinto (socket.py:706)"), 10))
+    rank = decide(proc, 0.5, hints=Hints(socket_readers=frozenset({10})))
+    assert rank.decision == STUCK and rank.reason.startswith("polling without progress"), rank
