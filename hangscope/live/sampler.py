@@ -224,9 +224,15 @@ class Sampler:
         thread stayed in one function on a CPU (``_stayed``: a spin-wait such as a CUDA
         sync, or a long native call), or its main thread stayed blocked where it was, the
         native stacks are taken then (they name the wait); otherwise it is never paused,
-        and its counters judge it (the progress window).
+        and its counters judge it (the progress window). A later round reads no stack at all
+        of a process the window, already over, saw progress (``_progressed``).
         """
         pid = proc.pid
+        if previous is not None and self._progressed(pid):
+            # A later round, after a first round that outlasted the window: the window saw
+            # this process progress, which no stack of it can change. Its /proc facts only;
+            # no py-spy (on a machine a busy engine holds, each read waits seconds for a core).
+            return Round(None, procfs.read_process(pid, with_fds=fds))
         if native and self._defer_native and self._computes(proc):
             self._unpaused.add(pid)
             self._to_check.add(pid)
@@ -253,8 +259,9 @@ class Sampler:
 
     def _progressed(self, pid: int) -> bool:
         """The window, already over (a first round that outlasted it), saw ``pid`` progress:
-        it is not paused for native stacks, which would name no wait (on a machine the job's
-        threads hold, a native dump of a busy process takes seconds)."""
+        it is neither paused for native stacks, which would name no wait, nor read again (on
+        a machine the job's threads hold, a native dump of a busy process takes seconds and
+        an unpaused one waits for a core as long)."""
         ended = self._watcher.ended if self._watcher is not None else None
         watched = next((p for p in ended.processes if p.pid == pid), None) if ended else None
         if ended is None or watched is None:
