@@ -103,9 +103,9 @@ def self_lock(g: Graph) -> WaitPattern | None:
 #: GIL held, CDLL's releases it; an owner of the GIL blocked under one is a PyDLL call.
 def _forked(proc: Process, parent: Process | None) -> bool:
     """A fork without exec: multiprocessing's fork start method (``popen_fork`` at the bottom
-    of the child's stack: the parent's frames, copied), or the parent's command line, and not
-    multiprocessing's spawn or forkserver (a fresh interpreter: ``spawn_main``), or the
-    parent's stack address."""
+    of the child's stack: the parent's frames, copied), not its spawn or forkserver (a fresh
+    interpreter: ``spawn_main``); else the parent's stack address, and only where either
+    address is unread the parent's command line (an exec'd one may repeat it)."""
     if parent is None or any("--multiprocessing-fork" in a or "spawn_main" in a
                              for a in proc.cmdline):
         return False
@@ -115,8 +115,8 @@ def _forked(proc: Process, parent: Process | None) -> bool:
         return True
     # A child that set its own title (setproctitle) after os.fork(): its stack starts where
     # its parent's does (ASLR places an exec'd program's elsewhere).
-    if proc.stack_start is not None and proc.stack_start == parent.stack_start:
-        return True
+    if proc.stack_start is not None and parent.stack_start is not None:  # apart: exec'd,
+        return proc.stack_start == parent.stack_start  # as Lightning's rank 1 (same argv)
     return bool(proc.cmdline) and proc.cmdline == parent.cmdline
 
 
