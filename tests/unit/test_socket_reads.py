@@ -60,15 +60,27 @@ def _consumer(*stacks: StackCount) -> ProcessProgress:
 
 def test_a_consumer_woken_on_its_recv_line_progresses() -> None:
     proc = _consumer(StackCount(("<module> (feed.py:11)",), 50))
-    rank = decide(proc, 0.5, hints=Hints(socket_readers=frozenset({10})))
+    rank = decide(proc, 0.5, hints=Hints(socket_readers={10: "<module>"}))
     assert rank.decision == PROGRESSING, rank
     assert "a read of a socket with no timer, ended 25 times in 0.5 s" in rank.reason
     assert decide(proc, 0.5).decision == STUCK  # the counters alone: a poll
 
 
-def test_a_loop_between_a_socket_read_and_a_sleep_still_polls() -> None:
+def test_a_loop_that_sleeps_most_and_reads_a_socket_between_still_polls() -> None:
     # a health check: its reads return bytes ("not ready"); what it polls says if that hangs
     proc = _consumer(StackCount(("wait_ready (launch.py:20)",), 40),
                      StackCount(("wait_ready (launch.py:18)", "readinto (socket.py:706)"), 10))
-    rank = decide(proc, 0.5, hints=Hints(socket_readers=frozenset({10})))
+    rank = decide(proc, 0.5, hints=Hints(socket_readers={10: "readinto"}))
     assert rank.decision == STUCK and rank.reason.startswith("polling without progress"), rank
+
+
+def test_a_loop_that_waits_most_in_its_socket_read_progresses() -> None:
+    # an event loop whose synchronous fetch (urlopen, an hour's timeout) takes most of each
+    # turn: the read it is in now is where it waited most, and it returned again and again
+    proc = _consumer(StackCount(("main (svc.py:30)", "fetch (svc.py:14)",
+                                 "SocketIO.readinto (socket.py:706)"), 35),
+                     StackCount(("main (svc.py:30)", "EpollSelector.select (selectors.py:468)"),
+                                15))
+    rank = decide(proc, 0.5, hints=Hints(socket_readers={10: "SocketIO.readinto"}))
+    assert rank.decision == PROGRESSING, rank
+    assert decide(proc, 0.5).decision == STUCK  # the counters alone: a poll

@@ -203,8 +203,10 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     # stands for an empty loop of the program's own)
     spins = thread.tid in hints.spinning and (_one_loop(thread) or (
         not thread.samples and thread.tid in hints.empty_loops))
+    # blocked now in a read of a socket with no timer, where it waited most of the window
+    reads = _reads_mostly(thread, hints.socket_readers.get(thread.tid))
     # a spin-wait's line goes round its loop, and a framework's wait round its own: no progress
-    if _moved(thread) and not spins and not _inside_wait(thread):
+    if _moved(thread) and not spins and not _inside_wait(thread) and not reads:
         through = collective_sites(thread)
         if through:  # a collective returned and the line went on: its peers answer each step
             return RankProgress(proc.pid, PROGRESSING, "python", (
@@ -238,7 +240,7 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     gpu_idle = gpu_state == "idle"
     return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
                                   thread.tid in hints.readers, thread.tid in hints.iterating,
-                                  thread.tid in hints.socket_readers),
+                                  reads),
                    gpu=gpu_text, gpu_state=gpu_state, mostly=_mostly(thread))
 
 
@@ -248,6 +250,20 @@ def _mostly(thread: ThreadProgress) -> tuple[str, ...]:
         return ()
     frames = (parse_frame(text) for text in reversed(thread.stacks[0].frames))
     return tuple(f"{f.name} ({f.file})" for f in frames if f.file)
+
+
+def _reads_mostly(thread: ThreadProgress, reading: str | None) -> bool:
+    """Blocked now in a read of a socket with no timer (the kernel's syscall; ``reading``: its
+    innermost Python function then), and the window's most sampled stack is that read: on
+    one line, or a loop that waits there most of the time (a sync fetch inside an event loop
+    that takes most of each turn). Not a loop that waits most in a sleep and reads between
+    (a health check polling "not ready"): where it sleeps is its wait."""
+    if reading is None or not thread.stacks:
+        return False
+    if not _moved(thread):
+        return True
+    frames = thread.stacks[0].frames
+    return bool(frames) and parse_frame(frames[-1]).name == reading
 
 
 def _between_tasks(thread: ThreadProgress) -> bool:
@@ -377,9 +393,9 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
         # native thread logging its stats once a minute, as Ray's core worker does).
         moved = (io is not None and (io.syscw + io.syscr) >= max(MIN_WAKES, wakes)
                  and not _rereads(io, consumes))
-        if wakes >= MIN_WAKES and socket and not _moved(thread):
-            # on one line, a blocking recv that returned again and again: messages came (a
-            # loop between that read and a sleep polls instead: "not ready" is bytes too)
+        if wakes >= MIN_WAKES and socket:
+            # a blocking recv that returned again and again: bytes came (a loop that sleeps
+            # most and reads between polls instead: "not ready" is bytes too)
             return RankProgress(proc.pid, PROGRESSING, "counters", (
                 f"{where}, but its wait, a read of a socket with no timer, ended {wakes} times "
                 f"in {window}: each time bytes came (a socket's recv, which /proc/PID/io does "

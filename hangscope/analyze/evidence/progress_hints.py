@@ -100,8 +100,9 @@ class Hints:
     # spinning in a loop of its own code that does nothing: the source proves it, with or
     # without the window's samples (a yield may be a framework's healthy brief spin)
     empty_loops: frozenset[int] = frozenset()
-    # blocked reading a socket with no timer: each wake-up brought bytes (or the peer's end)
-    socket_readers: frozenset[int] = frozenset()
+    # blocked reading a socket with no timer: each wake-up brought bytes (or the peer's end);
+    # each one's innermost Python function there ("" where it has none)
+    socket_readers: Mapping[int, str] = field(default_factory=dict)
 
 
 #: A poll timeout (ms) that no window outlasts: a wait for data, not a timed re-check.
@@ -137,7 +138,11 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
     spinning: dict[int, str] = {}
     readers: set[int] = set()
     loops: dict[str, set[int]] = {WALK: set(), SPIN: set()}
+    on_sockets = socket_readers(kernel)
+    sockets: dict[int, str] = {}
     for thread in (t for p in processes for t in p.threads):
+        if thread.tid in on_sockets:
+            sockets[thread.tid] = leaf.name if (leaf := _leaf(thread)) is not None else ""
         if how := spins(thread):
             spinning[thread.tid] = how
         if thread.wchan and _STREAM_READ.search(thread.wchan):
@@ -146,4 +151,4 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
         if leaf is not None and leaf.loop_kind in loops:
             loops[leaf.loop_kind].add(thread.tid)
     return Hints(spinning, frozenset(readers), frozenset(loops[WALK]),
-                 frozenset(loops[SPIN] & spinning.keys()), socket_readers(kernel))
+                 frozenset(loops[SPIN] & spinning.keys()), sockets)
