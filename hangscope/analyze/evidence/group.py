@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
+from itertools import islice
 
 from hangscope.analyze.evidence.identity import AXES, coordinates, rank_label
 from hangscope.model import Group, Process, Signature, TreeNode, rank_id, signature_of
@@ -47,9 +48,12 @@ def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
             ordered = sorted(members, key=_coordinate_order)
             ranks = tuple(rank_id(p) for p in ordered)
         else:  # by (rank, PID): sort the pairs, not the processes through a key function
-            pairs = sorted(zip(map(rank_id, members), map(_PID, members), range(len(members)),
-                               strict=True))
-            ranks = tuple(map(_FIRST, pairs))
+            ids = list(map(rank_id, members))
+            if all(map(operator.lt, ids, islice(ids, 1, None))):
+                ranks = tuple(ids)  # distinct and ascending (a merge's order): sorted already
+            else:
+                pairs = sorted(zip(ids, map(_PID, members), range(len(members)), strict=True))
+                ranks = tuple(map(_FIRST, pairs))
         groups.append(Group(signature=text, category=category, op=op, site=site,
                             ranks=ranks, pids=tuple(map(_PID, members)), context=context,
                             hosts=tuple(map(_HOST, members)),
