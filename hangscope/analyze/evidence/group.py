@@ -103,6 +103,8 @@ def merged_call_tree(procs: Sequence[Process], native: bool = False) -> tuple[Tr
     # once, and a node's ranks are the union of the stacks through it: linear in the ranks,
     # not ranks x frames, for a job of 131,072 ranks with a handful of distinct stacks.
     stacks: dict[object, tuple[object, tuple[str, ...], list[int]]] = {}
+    # The stack found last (a fresh object first: no stack, not even (), is it).
+    last: tuple[object, tuple[str, ...], list[int]] = (object(), (), [])
     for proc in procs:
         working = proc.working_thread
         rid = rank_id(proc)
@@ -114,12 +116,16 @@ def merged_call_tree(procs: Sequence[Process], native: bool = False) -> tuple[Tr
             entry[2].append(rid)
             continue
         frames = working.frames
+        if frames is last[0]:  # a rank with its neighbour's stack: no lookup
+            last[2].append(rid)
+            continue
         entry = stacks.get(id(frames))
         if entry is None or entry[0] is not frames:
             labels = tuple(_frame_label(frame.name, frame.location, frame.native)
                            for frame in reversed(frames) if native or not frame.native)
             entry = stacks[id(frames)] = (frames, labels, [])
         entry[2].append(rid)
+        last = entry
     root = _Node("")
     members: list[list[int]] = []
     for _, labels, rids in stacks.values():
