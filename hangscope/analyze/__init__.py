@@ -27,7 +27,23 @@ def _without_collectives(snap: Snapshot) -> Snapshot:
     if job_in_distributed(snap.processes) and not without_nccl:
         return snap
     dropped = {n for c in snap.collectives for n in c.notes}
-    return replace(snap, collectives=(), notes=tuple(n for n in snap.notes if n not in dropped))
+    return _replaced(snap, collectives=(), notes=tuple(n for n in snap.notes if n not in dropped))
+
+
+#: What a Snapshot caches of its processes alone (model/__init__.py: ``cached``).
+_OF_PROCESSES = ("subjects", "rank_processes")
+
+
+def _replaced(snap: Snapshot, **changes: object) -> Snapshot:
+    """``replace``, keeping what ``snap`` cached of its processes where they stay the same:
+    each is a scan of every process (131,072 ranks), and every stage would redo it."""
+    new = replace(snap, **changes)  # type: ignore[arg-type]
+    if new.processes is snap.processes:
+        cached = snap.__dict__
+        for name in _OF_PROCESSES:
+            if name in cached:
+                new.__dict__.setdefault(name, cached[name])
+    return new
 
 
 def analyze(snapshot: Snapshot) -> Snapshot:
@@ -61,13 +77,13 @@ def _analyze(snapshot: Snapshot) -> Snapshot:
 
     snap = judge_readings(replace(snapshot, processes=working_roots(renumber_spawn_order(
         stack_roles(tuple(map(classify_process, snapshot.processes)))))))
-    snap = replace(snap, wait_graph=wait_graph(snap))
-    calmed = replace(snap, progress=calm_progress(snap))
-    calmed = replace(calmed, progress=waiting_on_work(calmed))
-    snap = replace(snap, progress=waiting_progress(calmed.progress, fetching_loaders(calmed)))
+    snap = _replaced(snap, wait_graph=wait_graph(snap))
+    calmed = _replaced(snap, progress=calm_progress(snap))
+    calmed = _replaced(calmed, progress=waiting_on_work(calmed))
+    snap = _replaced(snap, progress=waiting_progress(calmed.progress, fetching_loaders(calmed)))
     snap = _without_collectives(snap)
     verdict, groups = diagnose(snap)
     verdict = with_gpu_evidence(verdict, snap.processes, snap.hosts)
-    snap = replace(snap, groups=groups, verdict=verdict,
-                   call_tree=merged_call_tree(snap.subjects))
-    return replace(snap, findings=find_all(snap))
+    snap = _replaced(snap, groups=groups, verdict=verdict,
+                     call_tree=merged_call_tree(snap.subjects))
+    return _replaced(snap, findings=find_all(snap))

@@ -256,15 +256,32 @@ def facts_of(snap: Snapshot) -> Facts:
     subjects = snap.subjects
     progress = measured(snap)
     samples = snap.samples
-    # One pass, each subject's working thread found once (131,072 ranks).
+    # One pass, each subject's working thread found once (131,072 ranks). Where no progress
+    # was measured for it, a subject's category and stuck-ness follow from a few fields (its
+    # state, its working thread's category and sample counts, what computes_unsampled reads):
+    # worked out once per distinct set of them, as 131,072 ranks share a handful.
     categories: dict[ProcessKey, Category] = {}
     stuck = []
+    seen: dict[tuple[object, ...], tuple[Category, bool]] = {}
     for proc in subjects:
         key = proc.key  # cached: the rules ask it of every subject again
         working = proc.working_thread
-        category = categories[key] = category_of(proc, working)
-        if _stuck_measured(working, category, samples, progress.get(key) if progress else None) \
-                and not computes_unsampled(proc):
+        measured_here = progress.get(key) if progress else None
+        if measured_here is None:
+            inputs = (proc.state, proc.python, proc.cpu_percent) if working is None else (
+                proc.state, proc.python, proc.cpu_percent, working.category,
+                working.samples, working.unchanged_samples)
+            found = seen.get(inputs)
+            if found is None:
+                category = category_of(proc, working)
+                found = seen[inputs] = (category, _stuck_measured(
+                    working, category, samples, None) and not computes_unsampled(proc))
+            categories[key], is_stuck = found
+        else:
+            category = categories[key] = category_of(proc, working)
+            is_stuck = _stuck_measured(working, category, samples, measured_here) \
+                and not computes_unsampled(proc)
+        if is_stuck:
             stuck.append(key)
     return Facts(snapshot=snap, subjects=subjects, groups=group_ranks(subjects),
                  categories=categories, stuck=frozenset(stuck))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
+from itertools import islice
 
 from hangscope.analyze.evidence.identity import AXES, coordinates, rank_label
 from hangscope.model import Group, Process, Signature, TreeNode, rank_id, signature_of
@@ -47,9 +48,12 @@ def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
             ordered = sorted(members, key=_coordinate_order)
             ranks = tuple(rank_id(p) for p in ordered)
         else:  # by (rank, PID): sort the pairs, not the processes through a key function
-            pairs = sorted(zip(map(rank_id, members), map(_PID, members), range(len(members)),
-                               strict=True))
-            ranks = tuple(map(_FIRST, pairs))
+            ids = list(map(rank_id, members))
+            if all(map(operator.lt, ids, islice(ids, 1, None))):
+                ranks = tuple(ids)  # distinct and ascending (a merge's order): sorted already
+            else:
+                pairs = sorted(zip(ids, map(_PID, members), range(len(members)), strict=True))
+                ranks = tuple(map(_FIRST, pairs))
         groups.append(Group(signature=text, category=category, op=op, site=site,
                             ranks=ranks, pids=tuple(map(_PID, members)), context=context,
                             hosts=tuple(map(_HOST, members)),
@@ -99,6 +103,8 @@ def merged_call_tree(procs: Sequence[Process], native: bool = False) -> tuple[Tr
     # once, and a node's ranks are the union of the stacks through it: linear in the ranks,
     # not ranks x frames, for a job of 131,072 ranks with a handful of distinct stacks.
     stacks: dict[object, tuple[object, tuple[str, ...], list[int]]] = {}
+    # The stack found last (a fresh object first: no stack, not even (), is it).
+    last: tuple[object, tuple[str, ...], list[int]] = (object(), (), [])
     for proc in procs:
         working = proc.working_thread
         rid = rank_id(proc)
@@ -110,12 +116,16 @@ def merged_call_tree(procs: Sequence[Process], native: bool = False) -> tuple[Tr
             entry[2].append(rid)
             continue
         frames = working.frames
+        if frames is last[0]:  # a rank with its neighbour's stack: no lookup
+            last[2].append(rid)
+            continue
         entry = stacks.get(id(frames))
         if entry is None or entry[0] is not frames:
             labels = tuple(_frame_label(frame.name, frame.location, frame.native)
                            for frame in reversed(frames) if native or not frame.native)
             entry = stacks[id(frames)] = (frames, labels, [])
         entry[2].append(rid)
+        last = entry
     root = _Node("")
     members: list[list[int]] = []
     for _, labels, rids in stacks.values():

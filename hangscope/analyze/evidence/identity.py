@@ -101,8 +101,14 @@ def comparable_groups(procs: Sequence[Process], axis: str = "tp") -> list[list[P
     PP stage): only these may be compared to find an odd one out."""
     groups: dict[tuple[tuple[str, int], ...], list[Process]] = {}
     keys: dict[tuple[object, ...], tuple[tuple[str, int], ...]] = {}  # by coordinates_source
+    last: tuple[object, ...] | None = None  # the source before: ranks repeat their neighbour's
+    members: list[Process] = []
     for proc in procs:
         source = coordinates_source(proc)
+        if source == last:  # (a compare of fresh strings, where a lookup hashes them first)
+            members.append(proc)
+            continue
+        last = source
         key = keys.get(source)
         if key is None:
             key = keys[source] = replica_key(proc, axis)

@@ -14,9 +14,10 @@ def _expand(template: str, pid: int, host: str | None) -> str:
 
 def check_coredump_pipe(snap: Snapshot) -> list[Finding]:
     """One finding for the ranks started with a user-triggered GPU core dump pipe."""
-    armed = [p for p in snap.subjects if not p.is_exited
-             and p.environ.get("CUDA_ENABLE_USER_TRIGGERED_COREDUMP") == "1"
-             and p.environ.get("CUDA_COREDUMP_PIPE")]
+    # (the variable first: most ranks of a large job have none)
+    armed = [p for p in snap.subjects
+             if p.environ.get("CUDA_ENABLE_USER_TRIGGERED_COREDUMP") == "1"
+             and p.environ.get("CUDA_COREDUMP_PIPE") and not p.is_exited]
     if not armed:
         return []
     pipes = {p.pid: _expand(p.environ["CUDA_COREDUMP_PIPE"], p.pid, p.host) for p in armed}

@@ -121,9 +121,15 @@ def _procs_by_host(snap: Snapshot) -> dict[str | None, list[Process]]:
     """Live processes per host in one pass (a merge of 1,000 nodes has 1,000 hosts)."""
     many = len(snap.hosts) > 1
     by_host: dict[str | None, list[Process]] = {}
+    last: object = by_host  # no host: the first process looks its list up
+    procs: list[Process] = []
     for p in snap.processes:
         if not p.is_exited:
-            by_host.setdefault(p.host if many else None, []).append(p)
+            host = p.host if many else None
+            if host != last:  # a host's ranks come together: one lookup per run of them
+                procs = by_host.setdefault(host, [])
+                last = host
+            procs.append(p)
     return by_host
 
 

@@ -111,6 +111,8 @@ class Graph:
     def walk(self, pid: int, tid: int | None) -> tuple[list[int], int | None]:
         """Follow the first wait from (pid, tid): (edges followed, index where a cycle
         starts in that list, or None: it ended at a sink)."""
+        if not self.out.get(pid):
+            return [], None  # no wait out of it (most ranks of a large job): as live_edges says
         path: list[int] = []
         seen: dict[tuple[int, int | None], int] = {}
         node: tuple[int, int | None] = (pid, tid)
