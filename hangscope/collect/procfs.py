@@ -284,12 +284,26 @@ def start_time(pid: int) -> float | None:
 
 
 def _cat(path: str) -> str | None:
-    """``_read`` without pathlib: these reads run for every thread of every rank, each tick."""
+    """``_read`` without pathlib or a file object: these reads run for every thread of every
+    rank, each tick, on a pool's threads. Each syscall gives the GIL away, and while another
+    thread computes, getting it back waits up to the switch interval (5 ms): a text-mode
+    ``open`` makes seven (open, fstat, ioctl, lseek, two reads, close) and such a convoy made
+    the reads of a cold dump of 8 CUDA ranks 3x its py-spy time (docs/performance-gpu.md);
+    here four (a seq_file hands out about a page per read: read until it says the end)."""
     try:
-        with open(path, errors="replace") as fh:
-            return fh.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
 
 
 def _sched(text: str | None) -> tuple[int, int, int] | None:

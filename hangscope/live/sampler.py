@@ -145,6 +145,10 @@ class Sampler:
         self._unpaused: set[int] = set()
         self._to_check: set[int] = set()
         self._defer_native = False
+        # The window's evidence where the first round outlasted it: the later rounds read no
+        # stack of a process it saw progress, the last one too (after the watcher stopped)
+        self._late_window: ProgressEvidence | None = None
+        self._late = False
 
     def request_kernels(self) -> None:
         """Read the stuck spinning ranks' kernels in the next snapshot only (cuda-gdb)."""
@@ -262,7 +266,7 @@ class Sampler:
         it is neither paused for native stacks, which would name no wait, nor read again (on
         a machine the job's threads hold, a native dump of a busy process takes seconds and
         an unpaused one waits for a core as long)."""
-        ended = self._watcher.ended if self._watcher is not None else None
+        ended = self._watcher.ended if self._watcher is not None else self._late_window
         watched = next((p for p in ended.processes if p.pid == pid), None) if ended else None
         if ended is None or watched is None:
             return False
@@ -363,6 +367,7 @@ class Sampler:
                 self._start_window(procs)
             t0 = self.clock()
             rounds.append(self._round(pool, procs, opts.native, fds=True, off_cpu=off_cpu))
+            self._late = beside and self.clock() - t0 >= opts.window
             phases.mark("first round (py-spy)")
             gpu_readings = [first_gpus.result()]
             from hangscope.collect import collectives  # warm by now (_warm_imports)
@@ -466,7 +471,9 @@ class Sampler:
 
     def _stop_watcher(self) -> ProgressEvidence | None:
         watcher, self._watcher = self._watcher, None
-        return watcher.stop() if watcher is not None else None
+        evidence = watcher.stop() if watcher is not None else None
+        self._late_window = evidence if self._late else None
+        return evidence
 
     def _start_window(self, procs: Sequence[Process]) -> None:
         """The progress watcher over the ranks (or main) that run Python, helpers left out,
@@ -477,6 +484,7 @@ class Sampler:
         recorder per rank per tick (docs/performance.md).
         """
         opts = self.options
+        self._late_window, self._late = None, False
         if not opts.progress or opts.samples < 2 or opts.window < MIN_WATCH_S:
             return  # no window to watch: a single round is over in milliseconds
         watched = watched_pids(procs)

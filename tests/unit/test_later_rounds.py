@@ -85,3 +85,12 @@ def test_while_the_window_runs_a_later_round_reads_the_stacks(child: int) -> Non
     proc = sampler.discover()[1][0]
     later = sampler._sample(proc, False, False, previous={})
     assert read == [child] and later.dump is not None
+
+
+def test_the_last_round_after_the_watcher_stopped_still_skips_it(child: int) -> None:
+    # the last round starts once the watcher is stopped: the late window's evidence is kept
+    sampler, read = _sampler(child, None)
+    sampler._watcher = None
+    sampler._late_window = _computed(child)
+    proc = sampler.discover()[1][0]
+    assert sampler._sample(proc, False, False, previous={}).dump is None and read == []
