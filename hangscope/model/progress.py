@@ -118,6 +118,9 @@ class RankProgress:
     wakes: int | None = None
     # It burns its core waiting (a spin-wait): where no rule holds, the verdict names it
     spins: bool = False
+    # Its wake-ups were returns of a blocking socket read (bytes came): a stream it consumes,
+    # or a long poll its server answers empty (calm reads that from the server: idle)
+    socket_reads: bool = False
     # Where a thread whose line moved spent most of the window: that stack's Python frames as
     # ``func (file)``, innermost first (a server loop's select, though the window's end caught
     # it in a handler); () where its line did not move

@@ -399,7 +399,8 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
             return RankProgress(proc.pid, PROGRESSING, "counters", (
                 f"{where}, but its wait, a read of a socket with no timer, ended {wakes} times "
                 f"in {window}: each time bytes came (a socket's recv, which /proc/PID/io does "
-                "not count): its waits complete and data moves"), thread.tid, wakes=wakes)
+                "not count): its waits complete and data moves"), thread.tid, wakes=wakes,
+                socket_reads=True)
         if wakes >= MIN_WAKES and moved and io is not None:
             return RankProgress(proc.pid, PROGRESSING, "counters", (
                 f"{where}, but its wait ended {wakes} times in {window} and the process made "

@@ -56,9 +56,12 @@ def _blocked_window(measured: RankProgress | None) -> bool:
 
 
 def _polling(measured: RankProgress | None) -> bool:
-    """A timed wait that re-checks: stuck by the counters, yet woken by its own timeout."""
-    return (measured is not None and measured.decision == STUCK
-            and measured.evidence == "counters" and (measured.wakes or 0) >= 1)
+    """A timed wait that re-checks: stuck by the counters, yet woken by its own timeout; or
+    a blocking socket read that returned again and again (a reply each time: to a client of
+    an idle server, ``BRPOP queue 1`` answered nil, the same long poll)."""
+    return (measured is not None and measured.evidence == "counters"
+            and (measured.wakes or 0) >= 1
+            and (measured.decision == STUCK or measured.socket_reads))
 
 
 def polls_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
