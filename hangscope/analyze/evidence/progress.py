@@ -17,6 +17,10 @@ Rules, first that holds wins; each names the evidence that decided, in a sentenc
 3. *counters*: the working thread sleeps in one place:
    - it woke up repeatedly and the process moved data (``/proc/PID/io`` writes: gloo's
      sockets) -> its waits complete: progressing;
+   - it sleeps now in a read of a socket with no timer (the kernel's syscall), where it
+     waited most of the window, and woke again and again -> each wake brought bytes, which
+     ``/proc/PID/io`` does not count for ``recv``: progressing (``socket_reads``: a long
+     poll of an idle server is still idle, analyze/patterns/calm);
    - it was never scheduled in the window (schedstat's count did not move) -> stuck;
    - it only lost the CPU (involuntary switches, no wake-ups) -> slow: runnable, starved;
    - it woke again and again, never left its line and no data moved beyond its pollers' own
