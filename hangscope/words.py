@@ -19,12 +19,17 @@ from hangscope.model.categories import CATEGORIES
 from hangscope.titles import ray_actor
 
 
+def ascending(values: Sequence[int]) -> bool:
+    """Each value above the one before: distinct and sorted already (a merge's rank order),
+    checked in one pass where a set and a sort of 131,072 ranks would run."""
+    return all(map(operator.lt, values, islice(values, 1, None)))
+
+
 def compact_ranks(ranks: Iterable[int]) -> str:
     """``[0,1,2,3,7]`` -> ``0-3,7``; ``-`` for none."""
-    # A group's ranks come distinct and ascending: one pass checks it, where a set and a
-    # sort of 131,072 ranks ran each time a verdict or finding names them.
-    values: Sequence[int] = ranks if isinstance(ranks, (list, tuple)) and all(
-        map(operator.lt, ranks, islice(ranks, 1, None))) else sorted(set(ranks))
+    # A group's ranks come distinct and ascending (each time a verdict or finding names them)
+    values: Sequence[int] = ranks if isinstance(ranks, (list, tuple)) and ascending(
+        ranks) else sorted(set(ranks))
     if not values:
         return "-"
     # The runs by halving: a stretch of distinct sorted values is one run when its ends are

@@ -305,7 +305,6 @@ def _cat(path: str) -> str | None:
         os.close(fd)
 
 
-
 def _sched(text: str | None) -> tuple[int, int, int] | None:
     parts = (text or "").split()
     if len(parts) < 3 or not all(part.isdigit() for part in parts[:3]):

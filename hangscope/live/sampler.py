@@ -149,6 +149,8 @@ class Sampler:
         # stack of a process it saw progress, the last one too (after the watcher stopped)
         self._late_window: ProgressEvidence | None = None
         self._late = False
+        # the window's evidence and the processes it saw progress, decided once
+        self._progressing: tuple[ProgressEvidence, frozenset[int]] | None = None
 
     def request_kernels(self) -> None:
         """Read the stuck spinning ranks' kernels in the next snapshot only (cuda-gdb)."""
@@ -267,11 +269,15 @@ class Sampler:
         a machine the job's threads hold, a native dump of a busy process takes seconds and
         an unpaused one waits for a core as long)."""
         ended = self._watcher.ended if self._watcher is not None else self._late_window
-        watched = next((p for p in ended.processes if p.pid == pid), None) if ended else None
-        if ended is None or watched is None:
+        if ended is None:
             return False
-        from hangscope.analyze.evidence.progress import PROGRESSING, decide
-        return decide(watched, ended.seconds).decision == PROGRESSING
+        decided = self._progressing
+        if decided is None or decided[0] is not ended:  # once per window, not per round
+            from hangscope.analyze.evidence.progress import PROGRESSING, decide
+            decided = self._progressing = (ended, frozenset(
+                p.pid for p in ended.processes
+                if decide(p, ended.seconds).decision == PROGRESSING))
+        return pid in decided[1]
 
     def _round(self, pool: ThreadPoolExecutor, procs: Sequence[Process], native: bool,
                fds: bool = False, off_cpu: dict[int, dict[int, float]] | None = None,

@@ -723,10 +723,5 @@ def _rank_sort_key(proc: Process) -> tuple[int, int]:
 def rank_id(proc: Process) -> int:
     """The number shown for a process in rank sets: its rank, else its PID."""
     rank = proc.rank
-    if rank is None:
-        return proc.pid
-    # RankInfo.key inlined: asked of every rank by several stages (131,072 ranks)
-    key = rank.global_rank
-    if key is None:
-        key = rank.tp if rank.tp is not None else rank.local_rank
+    key = rank.key if rank is not None else None
     return proc.pid if key is None else key

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from itertools import islice
 
 from hangscope.analyze.evidence.identity import AXES, coordinates, rank_label
 from hangscope.model import Group, Process, Signature, TreeNode, rank_id, signature_of
+from hangscope.words import ascending
 
 _RANK = operator.attrgetter("rank")
 _PID = operator.attrgetter("pid")
@@ -49,7 +49,7 @@ def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
             ranks = tuple(rank_id(p) for p in ordered)
         else:  # by (rank, PID): sort the pairs, not the processes through a key function
             ids = list(map(rank_id, members))
-            if all(map(operator.lt, ids, islice(ids, 1, None))):
+            if ascending(ids):
                 ranks = tuple(ids)  # distinct and ascending (a merge's order): sorted already
             else:
                 pairs = sorted(zip(ids, map(_PID, members), range(len(members)), strict=True))

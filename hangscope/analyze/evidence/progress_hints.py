@@ -117,9 +117,9 @@ def _reads_socket(call: TaskSyscall, sockets: set[int], arch: str) -> bool:
         return call.args[0] in sockets
     if call.nr not in table.get("poll_ms", ()):
         return False  # ppoll's timeout is a pointer, unread: it may be a short one
+    # (a negative timeout, none, reads as 2**32 - 1 once masked: above the bound too)
     timeout = call.args[2] & 0xFFFFFFFF if len(call.args) > 2 else 0
-    untimed = timeout >= 0x80000000 or timeout >= _UNTIMED_POLL_MS  # negative: no timeout
-    return untimed and bool(call.polled) and all(
+    return timeout >= _UNTIMED_POLL_MS and bool(call.polled) and all(
         fd in sockets and events & 1 for fd, events in call.polled)
 
 
@@ -141,13 +141,13 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
     on_sockets = socket_readers(kernel)
     sockets: dict[int, str] = {}
     for thread in (t for p in processes for t in p.threads):
+        leaf = _leaf(thread)
         if thread.tid in on_sockets:
-            sockets[thread.tid] = leaf.name if (leaf := _leaf(thread)) is not None else ""
+            sockets[thread.tid] = leaf.name if leaf is not None else ""
         if how := spins(thread):
             spinning[thread.tid] = how
         if thread.wchan and _STREAM_READ.search(thread.wchan):
             readers.add(thread.tid)
-        leaf = _leaf(thread)
         if leaf is not None and leaf.loop_kind in loops:
             loops[leaf.loop_kind].add(thread.tid)
     return Hints(spinning, frozenset(readers), frozenset(loops[WALK]),

@@ -320,11 +320,11 @@ def check_ages(snap: Snapshot) -> Iterable[Finding]:
                       {"age_s": round(now - (first.create_time or now), 1), "pid": first.pid})
     if snap.samples < 2:
         return
-    sampled = [p for p in snap.subjects  # (moved: not Thread.stuck, its test inlined)
+    sampled = [p for p in snap.subjects
                if (w := p.working_thread) is not None and w.samples > 1]
     if not sampled:
         return
-    moved = [p for p in sampled if (w := p.working_thread).unchanged_samples < w.samples]  # type: ignore[union-attr]
+    moved = [p for p in sampled if not p.working_thread.stuck]  # type: ignore[union-attr]
     is_rank = any(p.rank is not None for p in sampled)
     noun = "rank" if is_rank else "process"
     facts = {"window_s": snap.window_s, "samples": snap.samples,
