@@ -1356,9 +1356,11 @@ def read_kernel_waits(pids: Iterable[int],
     inodes: set[int] = set()
     locked = {r.file_key for r in parse_proc_locks(_cat(f"{PROC}/locks") or "")}
     for pid in pids:
+        # The syscalls first: a thread blocked in one keeps the fds it waits on open while
+        # the fds are read; read after them, it may wait on one opened in between.
+        calls = read_syscalls(pid, (tids or {}).get(pid))
         fds, error = read_fd_records(pid, locked)
-        calls = read_syscalls(pid, (tids or {}).get(pid)) if error is None else ()
-        procs.append(ProcessFds(pid, fds, calls, error))
+        procs.append(ProcessFds(pid, fds, calls if error is None else (), error))
         inodes.update(r.inode for r in fds
                       if r.inode is not None and r.target.startswith("socket:"))
     frozen = frozenset(inodes)

@@ -12,16 +12,25 @@ the locals mean is the caller's ``interpret``.
 
 from __future__ import annotations
 
+import platform
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from hangscope.collect.locks import file_keys, read_file_locks
 from hangscope.collect.outside import read_outside
-from hangscope.collect.procfs import read_kernel_waits
+from hangscope.collect.procfs import (
+    read_fd_records,
+    read_kernel_waits,
+    read_syscalls,
+    read_tcp_connections,
+    read_unix_peers,
+)
 from hangscope.collect.pyspy import dump_locals
 from hangscope.frameworks import OBJECT_WAITS
-from hangscope.model import Process
-from hangscope.model.waits import Hosted, KernelWaits, LocalsRead, WaitEvidence
+from hangscope.model import Process, Thread
+from hangscope.model.waits import FdRecord, Hosted, KernelWaits, LocalsRead, WaitEvidence
 
 #: At most this many --locals reads per snapshot (a 1,000-rank pipeline: the first ones tell).
 MAX_LOCALS = 64
@@ -66,6 +75,7 @@ def read_waits(procs: Sequence[Process], asked: Sequence[int] = (),
     live = [p.pid for p in procs if not p.is_exited]
     records = read_file_locks(live)
     kernel = read_kernel_waits(live, {p.pid: syscall_tids(p) for p in procs if p.threads})
+    kernel = settled(kernel, [p for p in procs if not p.is_exited])
     asked = list(asked)[:MAX_LOCALS]
     reads: tuple[LocalsRead, ...] = ()
     if asked and interpret is not None:
@@ -108,3 +118,127 @@ def read_hosted(kernel: KernelWaits) -> tuple[Hosted, ...]:
             if ids:
                 out.append(Hosted(pf.pid, ids, rec.target))
     return tuple(out)
+
+
+# -- the syscall read at the moment of the stack ----------------------------------------
+#
+# Reread where the two disagree.
+#
+# A thread's stack comes from py-spy's dump; its syscall (``/proc/PID/task/TID/syscall``) is
+# read after it, when the wait facts are read. A thread that goes round a loop between two
+# waits (an event loop between its ``epoll_wait`` and a synchronous socket read inside one of
+# its callbacks) may be caught by the dump in one and by the read in the other: the report
+# then joins a stack blocked in ``poll`` on a socket with a kernel that says ``epoll_wait``,
+# and each fact alone tells a different story (measured: a loop whose fetch takes 60 ms of
+# each 110 ms turn, 6 dumps of 6).
+#
+# Where the dump's innermost native frame is a libc wrapper of a blocking syscall and the
+# kernel's syscall is not one that wrapper makes, the syscall is read again, a few times
+# within a short deadline, until it is: a thread that goes round its loop comes back to where
+# its stack was. A thread that left for good keeps the first read (the deadline bounds the
+# cost; only disagreeing threads are reread). The process's fds are read again with it: the
+# socket such a loop reads is a new connection each turn, maybe not open when the fds were
+# read (an fd the first read found keeps its record).
+
+#: How long the rereads may take in all, and the pause between two passes: a loop's turn
+#: is tens of milliseconds; one pass costs ~0.1 ms a thread.
+SETTLE_DEADLINE_S = 0.15
+SETTLE_PAUSE_S = 0.003
+#: At most this many threads are reread per dump (each pass reads each once).
+SETTLE_MAX_THREADS = 16
+
+# libc's blocking wrappers (the innermost native frame's name, its decorations off) and the
+# syscalls each makes, by machine. ``restart_syscall`` agrees with any: a wait a ptrace stop
+# interrupted goes on as it.
+_MAKES = {
+    "x86_64": {"poll": {7, 271}, "ppoll": {271}, "epoll_wait": {232, 281, 441},
+               "epoll_pwait": {281, 441}, "select": {23, 270}, "pselect": {270},
+               "recv": {45, 47}, "recvfrom": {45}, "recvmsg": {47}, "read": {0, 17, 19},
+               "accept": {43, 288}, "accept4": {288}, "nanosleep": {35, 230},
+               "clock_nanosleep": {230}, "wait4": {61}, "waitpid": {61}, "waitid": {247}},
+    "aarch64": {"poll": {73}, "ppoll": {73}, "epoll_wait": {22, 441},
+                "epoll_pwait": {22, 441}, "select": {72}, "pselect": {72},
+                "recv": {207, 212}, "recvfrom": {207}, "recvmsg": {212}, "read": {63, 65},
+                "accept": {202, 242}, "accept4": {242}, "nanosleep": {101, 115},
+                "clock_nanosleep": {115}, "wait4": {260}, "waitpid": {260}, "waitid": {95}},
+}
+_RESTART = {"x86_64": 219, "aarch64": 128}
+
+
+def wrapper(name: str) -> str:
+    """``__GI___poll`` -> ``poll``, ``__libc_recv`` -> ``recv``, ``read@GLIBC_2.2.5`` ->
+    ``read``: the libc function under its decorations."""
+    name = name.split("@", 1)[0].lstrip("_")
+    for prefix in ("GI_", "libc_"):
+        name = name.removeprefix(prefix).lstrip("_")
+    return name.removesuffix("_nocancel").removesuffix("64")
+
+
+def _makes(thread: Thread, arch: str) -> set[int] | None:
+    """The syscalls the dump's innermost native frame of ``thread`` makes; None: no frame, or
+    not a blocking wrapper this table knows (nothing to compare)."""
+    first = thread.frames[0] if thread.frames else None
+    if first is None or not first.native:
+        return None
+    return _MAKES.get(arch, {}).get(wrapper(first.name))
+
+
+def settled(kernel: KernelWaits, procs: Sequence[Process]) -> KernelWaits:
+    """``kernel`` with each thread's syscall read again where it disagrees with its stack."""
+    arch = platform.machine()
+    if kernel.arch != arch or arch not in _MAKES:
+        return kernel
+    wanted: dict[tuple[int, int], set[int]] = {}
+    for proc in procs:
+        mine = kernel.process(proc.pid)
+        if mine is None or mine.error is not None:
+            continue
+        for thread in proc.threads:
+            makes = _makes(thread, arch)
+            call = mine.syscall(thread.tid)
+            # (no syscall read: it ran at that moment, or was not asked for)
+            if makes is not None and (call is None or call.nr not in makes) \
+                    and (call is not None or thread.state in ("S", "D")) \
+                    and (call is None or call.nr != _RESTART[arch]):
+                wanted[(proc.pid, thread.tid)] = makes
+    if not wanted:
+        return kernel
+    found = {}
+    fds: dict[int, tuple[FdRecord, ...]] = {}
+    pending = dict(list(wanted.items())[:SETTLE_MAX_THREADS])
+    deadline = time.monotonic() + SETTLE_DEADLINE_S
+    while pending and time.monotonic() < deadline:
+        for (pid, tid), makes in list(pending.items()):
+            again = read_syscalls(pid, [tid])
+            if again and (again[0].nr in makes or again[0].nr == _RESTART[arch]):
+                found[(pid, tid)] = again[0]
+                del pending[(pid, tid)]
+                if pid not in fds:
+                    fds[pid] = read_fd_records(pid)[0]
+        if pending:
+            time.sleep(SETTLE_PAUSE_S)
+    if not found:
+        return kernel
+    processes = tuple(replace(
+        pf, fds=_joined(pf.fds, fds.get(pf.pid, ())), syscalls=tuple(sorted(
+            {**{s.tid: s for s in pf.syscalls},
+             **{tid: s for (pid, tid), s in found.items() if pid == pf.pid}}.values(),
+            key=lambda s: s.tid))) for pf in kernel.processes)
+    known = {r.inode for pf in kernel.processes for r in pf.fds}
+    new = frozenset(r.inode for records in fds.values() for r in records
+                    if r.inode is not None and r.inode not in known
+                    and r.target.startswith("socket:"))
+    if not new:
+        return replace(kernel, processes=processes)
+    return replace(kernel, processes=processes,
+                   unix_peers=(*kernel.unix_peers, *read_unix_peers(new)),
+                   tcp=(*kernel.tcp, *read_tcp_connections(new)))
+
+
+def _joined(first: tuple[FdRecord, ...], again: tuple[FdRecord, ...]) -> tuple[FdRecord, ...]:
+    """The fd table as first read (with the locks its fdinfo said then: the second read does
+    not ask), and the fds the second read found open where the first found none (the new
+    connection a loop reads this turn)."""
+    numbers = {r.fd for r in first}
+    return tuple(sorted((*first, *(r for r in again if r.fd not in numbers)),
+                        key=lambda r: r.fd))

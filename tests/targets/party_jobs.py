@@ -22,6 +22,8 @@ handshake of tests/support.py ``running_target``). Modes, each the mechanism of 
                     a coroutine (synchronous I/O on the loop's thread) from a service that
                     never answers: no other task runs. ``loop_urlopen_ok``: the service
                     answers; the loop fetches again and again (the twin).
+                    ``loop_urlopen_slow``: the service answers after 60 ms, so the fetch
+                    takes about half of each turn (healthy too, only slow).
 - ``loop_lock``     an asyncio service forks a multiprocessing worker from inside a coroutine
                     (the child blocks on its task queue), then a coroutine takes a
                     ``threading.Lock`` that a publisher thread holds while it waits on
@@ -461,9 +463,10 @@ def loop_queue() -> None:
     asyncio.run(main())
 
 
-def _config_server(answer: bool) -> int:
-    """A config service on a thread: it accepts and, ``answer``, replies to each request;
-    otherwise holds every connection and never replies (a service that hangs)."""
+def _config_server(answer: bool, delay: float = 0.0) -> int:
+    """A config service on a thread: it accepts and, ``answer``, replies to each request
+    after ``delay`` seconds; otherwise holds every connection and never replies (a service
+    that hangs)."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(8)
@@ -476,6 +479,7 @@ def _config_server(answer: bool) -> int:
                 held.append(conn)
                 continue
             conn.recv(4096)
+            time.sleep(delay)
             conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
             conn.close()
 
@@ -483,11 +487,11 @@ def _config_server(answer: bool) -> int:
     return int(server.getsockname()[1])
 
 
-def loop_urlopen(answer: bool) -> None:
+def loop_urlopen(answer: bool, delay: float = 0.0) -> None:
     import asyncio
     import urllib.request
 
-    port = _config_server(answer)
+    port = _config_server(answer, delay)
 
     async def fetch_config() -> bytes:
         # synchronous I/O inside a coroutine: the whole loop waits for it
@@ -595,7 +599,8 @@ MODES = {"barrier_short": barrier_short, "tiler": tiler, "barrier_dead": barrier
          "loop_queue": loop_queue, "executor_empty": executor_empty,
          "manager_orphan": manager_orphan, "gil_sem": gil_sem,
          "loop_urlopen": lambda: loop_urlopen(False),
-         "loop_urlopen_ok": lambda: loop_urlopen(True)}
+         "loop_urlopen_ok": lambda: loop_urlopen(True),
+         "loop_urlopen_slow": lambda: loop_urlopen(True, 0.06)}
 
 if __name__ == "__main__":
     MODES[MODE]()

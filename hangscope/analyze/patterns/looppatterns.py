@@ -8,10 +8,14 @@ analyze/graph/loopedges.py (a child forked inside a coroutine does not run its p
 
 from __future__ import annotations
 
+import re
+
+from hangscope.analyze.evidence.progress import MIN_MOVED_SAMPLES
+from hangscope.analyze.evidence.working import raw_window
 from hangscope.analyze.graph.loopedges import loop_index, own_frames
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.waitwalk import Graph
-from hangscope.model import Frame, in_library
+from hangscope.model import Frame, Process, Snapshot, in_library
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -35,10 +39,26 @@ def loop_reads(g: Graph, i: int) -> Frame | None:
     return inner if inner is not None and python.index(inner) <= loop else None
 
 
+#: The innermost frame of a window's sample at the loop's own wait for its next event.
+_LOOP_WAIT = re.compile(r"^(?:\S+\.)?(?:select|poll) \((?:[^)]*/)?selectors\.py(?::\d+)?\)$")
+
+
+def turned(snap: Snapshot, proc: Process, tid: int) -> bool:
+    """The progress window saw the loop's thread back at its loop's own wait (its selector's
+    select under asyncio's loop): the read it is in now returned in the window, and the loop
+    ran its other tasks in between (a loop that fetches its config synchronously each turn
+    is slow, not blocked: the dump caught it in one of its fetches)."""
+    raw = raw_window(snap, proc)
+    thread = next((t for t in raw.threads if t.tid == tid), None) if raw is not None else None
+    return thread is not None and sum(
+        s.count for s in thread.stacks if s.frames and _LOOP_WAIT.search(s.frames[-1])
+        and any("asyncio/base_events.py" in f for f in s.frames)) >= MIN_MOVED_SAMPLES
+
+
 def event_loop(g: Graph) -> WaitPattern | None:
     for i, edge in enumerate(g.edges):
         inner = loop_reads(g, i)
-        if inner is None:
+        if inner is None or turned(g.snap, g.procs[edge.pid], edge.tid):
             continue
         thread = g.threads[(edge.pid, edge.tid)]
         proc = g.procs[edge.pid]
