@@ -8,6 +8,11 @@ by messages queued for a collector that has gone THEN the child is the suspect, 
 term, with LINGER as the fix; GIVEN the same with LINGER=0 THEN not hung. GIVEN a front end
 awaiting the answer of a worker child that aborted (SIGABRT) and was never reaped, while a
 client waits THEN the dead child is the suspect; GIVEN the worker answering THEN idle.
+GIVEN a coordinator written straight through (no loop) that published its "go" before its
+evaluator child (a command loop) subscribed and waits for the score THEN a deadlock between
+the two, the slow joiner named (a bound PULL is no server waiting for requests); GIVEN a
+PUB/SUB forwarder
+(``zmq.proxy``) whose publishers have left THEN idle, not a cycle with its subscribers.
 """
 
 from __future__ import annotations
@@ -119,3 +124,24 @@ def test_given_a_tp_worker_that_subscribed_after_the_publish_then_it_is_behind(
 def test_given_a_handshake_with_every_tp_worker_then_progressing(tmp_path: Path) -> None:
     data, text, _ = _dump("joined", ["scheduler", "tp0", "tp1"], tmp_path)
     assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)
+
+
+def test_given_a_go_published_before_the_evaluator_joined_then_a_deadlock_of_the_two(
+        tmp_path: Path) -> None:
+    """Blind round 17's 04 missed it (read "unknown": the coordinator's bound PULL was taken
+    for a server waiting for its next request, and the worker's loop waits for commands);
+    here an evaluation coordinator and its evaluator."""
+    data, text, pids = _dump("go_lost", ["coordinator", "evaluator"], tmp_path,
+                             settled=True)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", (verdict, text)
+    assert set(verdict["suspects"]) <= {pids["coordinator"], pids["evaluator"]}, verdict
+    assert "slow joiner" in verdict["summary"], verdict["summary"]
+
+
+def test_given_a_forwarder_whose_publishers_left_then_idle(tmp_path: Path) -> None:
+    """Blind round 17's 08 (a ROUTER/DEALER broker) read "unknown" and, with the rule above
+    alone, a deadlock: a bound endpoint nobody is connected to waits for its next client."""
+    data, text, _ = _dump("forwarder", ["forwarder", "subscriber0", "subscriber1"], tmp_path,
+                          settled=True)
+    assert data["verdict"]["kind"] == "idle", (data["verdict"], text)

@@ -26,6 +26,16 @@ its healthy twin.
   inside its steady-state loop (zeromq/libzmq#2267, libzmq#4656: the "slow joiner").
 - ``joined``: the twin: the handshake waits for both ranks, then a step every 50 ms
   (progressing).
+- ``go_lost``: an evaluation coordinator, straight-line code with no loop, binds a PUB for
+  its "go" and a PULL for the score (TCP), starts an evaluator child that connects to both
+  and waits for commands in its loop, publishes "go" at once and waits for the score: the
+  "go" went out before the child's SUB joined, so each waits to receive from the other
+  (zeromq/pyzmq#1911, zeromq/libzmq#2267: the slow joiner; the coordinator's one receive on
+  its bound PULL is no server's wait for its next request).
+- ``forwarder``: the healthy twin of a bound socket's wait: a PUB/SUB forwarder
+  (``zmq.proxy`` of an XSUB and an XPUB, both bound) whose publishers have all left and whose
+  two subscribers wait for their next event: idle, waiting for a publisher to come
+  (zeromq/cppzmq#115: "proxy hangs" reports of a quiet broker).
 
 Each process appends ``"<pid> <tag>"`` to READY_FILE once it is in its final wait.
 """
@@ -223,6 +233,67 @@ def tp_scheduler(mode: str, ready_file: str, ipc: str) -> None:
             pub.send_json({"step": step})
 
 
+def evaluator(ports: str, ready_file: str) -> None:
+    ctx = zmq.Context()
+    go = ctx.socket(zmq.SUB)
+    go.setsockopt(zmq.SUBSCRIBE, b"")
+    score = ctx.socket(zmq.PUSH)
+    time.sleep(0.3)  # its model loads: the coordinator's "go" goes out before it subscribes
+    go_port, score_port = ports.split(",")
+    go.connect(f"tcp://127.0.0.1:{go_port}")
+    score.connect(f"tcp://127.0.0.1:{score_port}")
+    ready(ready_file, "evaluator")
+    while True:
+        command = go.recv()  # its next command
+        if command == b"go":
+            score.send_json({"accuracy": 0.5})
+
+
+def go_lost(ready_file: str) -> None:
+    ctx = zmq.Context()
+    go = ctx.socket(zmq.PUB)
+    go_port = go.bind_to_random_port("tcp://127.0.0.1")
+    score = ctx.socket(zmq.PULL)
+    score_port = score.bind_to_random_port("tcp://127.0.0.1")
+    subprocess.Popen([sys.executable, __file__, "evaluator", ready_file,
+                      f"{go_port},{score_port}"])
+    go.send(b"go")  # before the evaluator has subscribed: dropped
+    ready(ready_file, "coordinator")
+    print(score.recv_json())
+
+
+def subscriber(ipc: str, ready_file: str, rank: int) -> None:
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(f"ipc://{ipc}/out")
+    ready(ready_file, f"subscriber{rank}")
+    while True:
+        sub.recv()  # the next event
+
+
+def forwarder(ready_file: str, ipc: str) -> None:
+    ctx = zmq.Context()
+    front = ctx.socket(zmq.XSUB)
+    front.bind(f"ipc://{ipc}/in")
+    back = ctx.socket(zmq.XPUB)
+    back.bind(f"ipc://{ipc}/out")
+    for rank in range(2):
+        subprocess.Popen([sys.executable, __file__, "subscriber", ready_file, ipc, str(rank)])
+    # a publisher that came, sent its events and left
+    publisher = subprocess.Popen([sys.executable, "-c", (
+        "import zmq, time; s = zmq.Context().socket(zmq.PUB); "
+        f"s.connect('ipc://{ipc}/in'); time.sleep(0.3); s.send(b'tick'); s.close(0)")])
+
+
+    def left() -> None:  # ready once the publisher has gone (the proxy runs by then)
+        publisher.wait()
+        ready(ready_file, "forwarder")
+
+    threading.Thread(target=left, daemon=True).start()
+    zmq.proxy(front, back)
+
+
 def main(mode: str, ready_file: str, workdir: str) -> None:
     # A short directory under /tmp: a Unix socket path holds at most 107 bytes.
     ipc = tempfile.mkdtemp(prefix="hs-zmqs-")
@@ -234,12 +305,20 @@ def main(mode: str, ready_file: str, workdir: str) -> None:
         front_end(mode, ready_file, ipc, workdir)
     elif mode in ("slow_joiner", "joined"):
         tp_scheduler(mode, ready_file, ipc)
+    elif mode == "go_lost":
+        go_lost(ready_file)
+    elif mode == "forwarder":
+        forwarder(ready_file, ipc)
     else:
         collector_gone(mode, ready_file, ipc)
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "tp_worker":
+    if sys.argv[1] == "evaluator":
+        evaluator(sys.argv[3], sys.argv[2])
+    elif sys.argv[1] == "subscriber":
+        subscriber(sys.argv[3], sys.argv[2], int(sys.argv[4]))
+    elif sys.argv[1] == "tp_worker":
         _, _, ready_file, ipc, rank, late = sys.argv
         tp_worker(int(rank), ipc, ready_file, late == "1")
     elif sys.argv[1] == "worker":

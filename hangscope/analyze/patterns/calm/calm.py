@@ -38,7 +38,8 @@ from hangscope.analyze.evidence.progress import (
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.working import chain_to_work
 from hangscope.analyze.graph.threadedges import library_thread
-from hangscope.analyze.patterns.calm.calm_chain import Calm, calm_chain
+from hangscope.analyze.graph.zmqedges import in_zmq_receive
+from hangscope.analyze.patterns.calm.calm_chain import Calm, calm_chain, unconnected_listeners
 from hangscope.analyze.patterns.calm.engines import (
     WAITS_FOR_WORK,
     idle_front,
@@ -102,6 +103,11 @@ def calm_kind(proc: Process, measured: RankProgress | None,
         return IDLE
     if proc.listening and proc.role is not Role.RANK and _polls_listener(kernel, proc, thread):
         return IDLE  # the program's own select loop over its listening socket
+    if proc.role is not Role.RANK and in_zmq_receive(thread) and unconnected_listeners(
+            kernel, proc):
+        # a ZMQ front (a proxy, a ROUTER) that nobody is connected to: its I/O thread owns
+        # the listening socket, its thread waits for the first message of a client to come
+        return IDLE
     if proc.role is not Role.RANK and _watches_files(kernel, proc, thread):
         return IDLE  # a drop-folder service: it waits for a file to appear
     return None

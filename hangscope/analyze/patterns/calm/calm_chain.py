@@ -33,9 +33,9 @@ from dataclasses import dataclass, replace
 from hangscope.analyze.evidence.progress import IDLE, PAUSED, STUCK
 from hangscope.analyze.graph.threadedges import at_loop_head, notified_wait
 from hangscope.analyze.patterns.calm.longpoll import holds_requests_with_deadline
-from hangscope.model import Category, Process, Snapshot, Thread
+from hangscope.model import Category, Process, Snapshot, Socket, Thread, in_library
 from hangscope.model.progress import RankProgress
-from hangscope.model.waits import WaitEdge
+from hangscope.model.waits import KernelWaits, WaitEdge
 
 _SOCKETS = ("unix", "tcp", "store")
 
@@ -115,6 +115,31 @@ def _next_item(proc: Process, edge: WaitEdge) -> bool:
     return at_loop_head(next((t for t in proc.threads if t.tid == edge.tid), None))
 
 
+def _straight_line(proc: Process, edge: WaitEdge) -> bool:
+    """The reading thread's program code, every frame of it, stands in no loop of its source
+    (``Frame.loops``): it calls this receive once, on its way, and waits for that one message
+    (a result, a go-ahead), not for the next request of a loop that serves. A ZMQ socket's
+    bind says nothing of who serves (a sink binds its PULL, a controller its PUB), so a bound
+    socket is no evidence against it."""
+    thread = next((t for t in proc.threads if t.tid == edge.tid), None)
+    own = [f for f in thread.frames if not f.native and f.file and not in_library(f.file)
+           ] if thread is not None else []
+    return bool(own) and not any(f.loops for f in own)
+
+
+def unconnected_listeners(kernel: KernelWaits | None, proc: Process) -> list[Socket]:
+    """The process's listening sockets that no connection has come to (none accepted, none
+    pending: sock_diag's TCP pairs by local port, Unix peers by name): where it waits for
+    clients that have not come, or that all left. Empty where the kernel's facts are unread."""
+    if kernel is None or not proc.listening:
+        return []
+    ports = {c.local.rpartition(":")[2] for c in kernel.tcp}
+    names = {u.name for u in kernel.unix_peers if u.name}
+    return [s for s in proc.listening if not s.pending and (
+        (s.kind.startswith("tcp") and s.port and str(s.port) not in ports)
+        or (s.kind == "unix" and s.address and s.address not in names))]
+
+
 def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
     """A wait for the next piece of work: the read of a task pipe or FIFO, a server's read of
     a connection it accepted on its own listening socket (it waits for the client's next
@@ -131,6 +156,11 @@ def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
     if _next_item(proc, edge):
         return True
     kernel = snap.waits.kernel if snap.waits is not None else None
+    if edge.how.startswith("a zmq receive") and _straight_line(proc, edge) and not (
+            unconnected_listeners(kernel, proc)):
+        # a bound PULL or SUB is no server: its one recv awaits one message, unless an
+        # endpoint of it has nobody connected (a proxy's front, waiting for its clients)
+        return False
     if kernel is None or not proc.listening:  # only a server accepts connections
         return False
     mine = kernel.process(edge.pid)
