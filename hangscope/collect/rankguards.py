@@ -13,12 +13,16 @@ import re
 from hangscope.collect.source import _parse, _per_version
 from hangscope.frameworks import RANK_TESTS
 
-_guard_cache: dict[tuple[str, int, int], tuple[tuple[int, int, str, int], ...]] = {}
+_guard_cache: dict[tuple[str, int, int], tuple[tuple[int, int, str, int, bool], ...]] = {}
+
+#: How a guard names the ``else`` of its ``if``: the ranks that fail the test run it.
+ELSE_OF = "else of "
 
 
-def _guards_of(source: bytes) -> tuple[tuple[int, int, str, int], ...]:
-    """(first, last line, test text, the if's line) of each ``if`` whose test names a rank
-    (hangscope/frameworks ``rank_tests``): its body and else run on some ranks only."""
+def _guards_of(source: bytes) -> tuple[tuple[int, int, str, int, bool], ...]:
+    """(first, last line, test text, the if's line, whether it is the else) of the body and
+    of the else of each ``if`` whose test names a rank (hangscope/frameworks ``rank_tests``):
+    its body runs on the ranks that pass the test only, its else on the others."""
     if not RANK_TESTS or not any(w.encode() in source for w in RANK_TESTS):
         return ()
     words = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in RANK_TESTS) + r")\b")
@@ -27,17 +31,20 @@ def _guards_of(source: bytes) -> tuple[tuple[int, int, str, int], ...]:
         if isinstance(node, ast.If) and node.body:
             test = ast.unparse(node.test)
             if words.search(test):
-                last = node.end_lineno or node.body[-1].end_lineno or node.lineno
-                out.append((node.body[0].lineno, last, test, node.lineno))
+                for block, orelse in ((node.body, False), (node.orelse, True)):
+                    if block:
+                        last = block[-1].end_lineno or block[-1].lineno
+                        out.append((block[0].lineno, last, test, node.lineno, orelse))
     return tuple(out)
 
 
 def rank_guards(path: str | None, line: int | None) -> tuple[str, ...]:
     """The rank tests of the ``if`` blocks holding ``path:line``, outermost first:
-    ``("trainer.is_global_zero (train.py:23)",)``."""
+    ``("trainer.is_global_zero (train.py:23)",)``; a line in the ``else`` of one:
+    ``"else of trainer.is_global_zero (train.py:23)"`` (:data:`ELSE_OF`)."""
     if not path or not line:
         return ()
     found = _per_version(path, _guard_cache, _guards_of, ())
     name = os.path.basename(path)
-    return tuple(f"{test} ({name}:{at})" for first, last, test, at in sorted(found)
-                 if first <= line <= last)
+    return tuple(f"{ELSE_OF if orelse else ''}{test} ({name}:{at})"
+                 for first, last, test, at, orelse in sorted(found) if first <= line <= last)

@@ -148,3 +148,14 @@ def test_given_a_rank_joining_a_child_process_at_exit_then_it_is_said_to_be_exit
     assert snap.verdict.suspects == (rank_pid(snap, 0),)
     assert ("rank 0 is exiting: its main code returned, and multiprocessing joins its "
             "non-daemon child process (PID ") in snap.verdict.summary
+
+
+def test_given_a_barrier_in_the_else_of_a_rank_test_then_the_ranks_that_fail_it_call_it() -> None:
+    """Blind round 17's 02 (huggingface/accelerate#2690: ``wait_for_everyone()`` in the else
+    of ``if accelerator.is_main_process:``): the first run said "only the ranks that pass that
+    test call it" of the else branch."""
+    snap = reread("accelerate_else_barrier")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES, verdict
+    assert "Rank 1 calls barrier in the else of `if accelerator.is_main_process:` (train.py:63):" \
+        " only the ranks that fail that test call it" in verdict.summary, verdict.summary

@@ -31,8 +31,10 @@ def test_a_line_under_an_if_on_the_rank_names_its_test(tmp_path: Path) -> None:
     path = tmp_path / "train.py"
     path.write_text(SCRIPT)
     assert rank_guards(str(path), 7) == ("trainer.is_global_zero (train.py:6)",)
-    # the else branch of a test on the rank runs on the other ranks only: guarded too
-    assert rank_guards(str(path), 11) == ("accelerator.is_main_process (train.py:8)",)
+    # the else branch of a test on the rank runs on the other ranks only: guarded too, as
+    # the else (blind round 17's 02: "only the ranks that pass that test" was said of it)
+    assert rank_guards(str(path), 11) == ("else of accelerator.is_main_process (train.py:8)",)
+    assert rank_guards(str(path), 9) == ("accelerator.is_main_process (train.py:8)",)
     assert rank_guards(str(path), 13) == ("dist.get_rank() == 0 and rank > 1 (train.py:12)",)
 
 

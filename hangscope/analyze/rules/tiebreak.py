@@ -103,7 +103,11 @@ def _rank_guarded(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | No
                     if (p := facts.snapshot.process(pid)) is not None)
     verb = "calls" if len(group.pids) == 1 else "call"
     test, _, where = (guards[odd] or "").rpartition(" (")
-    return normal, (f"{who[:1].upper()}{who[1:]} {verb} {group.op or 'its collective'} under "
-                    f"`if {test}:` ({where}: only the ranks that pass that test call it, so "
+    # (collect/rankguards.py names the else of a test so: its ranks fail the test)
+    orelse = test.startswith("else of ")
+    test = test.removeprefix("else of ")
+    return normal, (f"{who[:1].upper()}{who[1:]} {verb} {group.op or 'its collective'} "
+                    f"{'in the else of' if orelse else 'under'} `if {test}:` ({where}: only "
+                    f"the ranks that {'fail' if orelse else 'pass'} that test call it, so "
                     "the others never join; call it on every rank, or keep the collective out "
                     "of the rank's branch")
