@@ -157,3 +157,22 @@ def test_nested_tasks_starved_of_their_slots_blame_no_ray_process_and_read_as_a_
     assert not set(verdict["suspects"]) & _ray_system_pids(data), verdict
     decided = {r["pid"]: r["decision"] for r in data["progress"]["ranks"]}
     assert job.launcher in decided and decided[job.launcher] not in ("progressing", "idle")
+
+
+def test_a_driver_waiting_on_a_consumer_of_a_queue_nobody_fills_names_the_consumer(
+        tmp_path: Path) -> None:
+    """ray#19416: the consumer task waits in ``Queue.get`` for an end marker the producer,
+    done, never put; the driver waits on the consumer. The driver's get is on a plain task's
+    result, so its chain goes through the task that waits in turn (blind round 18's 05 read
+    the driver waiting on the queue's actor, past the consumer)."""
+    with _ray("queue_short", tmp_path, ["consumer", "driver"]) as job:
+        consumer = job.pids["consumer"]
+        poll(lambda: _in_ray_get(consumer), f"PID {consumer} inside ray.get", 60)
+        _quiet([consumer, job.launcher])
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    summary = verdict["summary"]
+    assert f"for PID {consumer} " in summary, summary
+    assert "(called from consume (ray_jobs.py:" in summary, summary
+    assert not set(verdict["suspects"]) & (_ray_system_pids(data) | {job.launcher}), verdict

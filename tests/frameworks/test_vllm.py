@@ -69,6 +69,16 @@ def test_given_the_engine_core_stopped_while_a_client_waits_then_it_is_the_suspe
     stopped_with_a_client(server, "VLLM::EngineCore", tmp_path)
 
 
+def test_given_the_worker_stopped_while_a_client_waits_then_it_is_named_by_its_pid(
+        server: Server, tmp_path: Path) -> None:
+    """Blind round 18's 04 (vllm#40926): the TP 1 Worker has no rank number of its own; the
+    verdict said "rank 23372" (its PID as a rank)."""
+    summary = stopped_with_a_client(server, "VLLM::Worker", tmp_path)
+    worker = server.one("VLLM::Worker")
+    assert f"PID {worker} (VLLM::Worker) is stopped (state T)" in summary, summary
+    assert f"rank {worker}" not in summary, summary
+
+
 @pytest.mark.parametrize("waiting_client", [True, False], ids=["client_waits", "client_gone"])
 def test_given_the_worker_blocked_in_user_code_then_it_is_the_suspect_at_the_users_line(
         server: Server, tmp_path: Path, waiting_client: bool) -> None:

@@ -131,10 +131,10 @@ def dumped(srv: Server, tmp_path: Path) -> tuple[dict[str, object], str]:
     return json.loads(raw), show_text(raw, tmp_path)
 
 
-def stopped_with_a_client(srv: Server, title: str, tmp_path: Path) -> None:
+def stopped_with_a_client(srv: Server, title: str, tmp_path: Path) -> str:
     """Stop the server's process ``title`` (SIGSTOP) while one client waits for an answer,
     dump, resume it; assert it is the suspect, stopped, with ``kill -CONT``, and neither the
-    client nor the API server is; the server answers again after."""
+    client nor the API server is; the server answers again after. The verdict's summary."""
     proc = psutil.Process(srv.one(title))
     with clients(srv, "loop", 1, tmp_path) as pids:
         proc.suspend()
@@ -150,3 +150,4 @@ def stopped_with_a_client(srv: Server, title: str, tmp_path: Path) -> None:
     assert "stopped" in verdict["summary"] and f"kill -CONT {proc.pid}" in text, (verdict, text)
     assert pids[0] not in verdict["suspects"] and srv.api not in verdict["suspects"]
     poll(lambda: healthy(srv.port), "the server to answer again", timeout=60)
+    return str(verdict["summary"])

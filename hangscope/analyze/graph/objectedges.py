@@ -74,23 +74,35 @@ def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
     named = {(e.pid, e.tid) for e in known}
     waiting = {p.pid: found for p in snap.processes if not p.is_exited
                and (found := object_wait(p)) is not None}
-    # Not a worker that itself waits for objects: two waiting tasks would each point at the
-    # other and read as a cycle, which only their objects' ids could prove (object_edges).
-    workers = [p for p in snap.processes if not p.is_exited and does_work(p.title)
-               and p.role not in HELPER_ROLES and not between_tasks(p)
-               and p.pid not in waiting]
+    busy = [p for p in snap.processes if not p.is_exited and does_work(p.title)
+            and p.role not in HELPER_ROLES and not between_tasks(p)]
     edges: list[WaitEdge] = []
     for proc in snap.processes:
         thread = proc.working_thread
         if proc.pid not in waiting or thread is None or (proc.pid, thread.tid) in named:
             continue
         frame, wait = waiting[proc.pid]
+        # A wait points at workers that do not wait for objects themselves: two waiting
+        # tasks would each point at the other and read as a cycle, which only their
+        # objects' ids could prove (object_edges). But the driver (no worker: none runs a
+        # task of it) whose objects are all plain tasks' results may wait on a task that
+        # waits in turn (a consumer blocked on a queue): the chain goes on through it.
+        through = not does_work(proc.title) and plain_results(snap, proc.pid, wait)
         edges.extend(WaitEdge(
             proc.pid, thread.tid, "object", f"a result of a task ({frame.name})",
             f"its {frame.name} waits for objects no {wait.producer_word} of a known process "
-            f"returns: any worker running a task may be making them", worker.pid,
-            worker.working_tid, probable=True) for worker in workers if worker.pid != proc.pid)
+            f"returns: any worker running a task may be making them", other.pid,
+            other.working_tid, probable=True) for other in busy
+            if other.pid != proc.pid and (through or other.pid not in waiting))
     return edges
+
+
+def plain_results(snap: Snapshot, pid: int, wait: ObjectWait) -> bool:
+    """Every object ``pid`` waits for (its locals' read) is a plain task's result: its id
+    names no producer (an actor's result names its actor, whose host may merely be unread)."""
+    objects = [o for r in (snap.waits.locals if snap.waits is not None else ())
+               if r.pid == pid for o in r.objects]
+    return bool(objects) and all(wait.producer_of(bytes.fromhex(o)) is None for o in objects)
 
 
 def object_wait(proc: Process) -> tuple[Frame, ObjectWait] | None:

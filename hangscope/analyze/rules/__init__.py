@@ -228,8 +228,12 @@ def missing_rank(facts: Facts) -> Verdict | None:
         if proc.key in said:
             continue  # describe_missing named it with its exit code
         last = _last_log_line(facts, proc)
-        name = rank_set([rank_id(proc)], is_rank)  # without ranks it is "PID N": once
         doing = traced_words(facts.snapshot, proc) or verb(facts.categories[proc.key])
+        if is_rank and (proc.rank is None or proc.rank.key is None):
+            # a rank by its title alone (a vLLM Worker): its PID, not a rank number
+            parts.append(f"PID {proc.pid} ({program(proc)}) {doing}{last}")
+            continue
+        name = rank_set([rank_id(proc)], is_rank)  # without ranks it is "PID N": once
         parts.append(f"{name}{f' (PID {proc.pid})' if is_rank else ''} {doing}{last}")
     rest = [g for g in facts.groups if g.category not in GONE]
     if rest:

@@ -21,6 +21,10 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 resource both need (``slot``: 2) held by a parent: the nested tasks stay
                 pending for ever (ray-project/ray#231, "remote functions calling other remote
                 functions and getting the results"; ray#25239 with a placement group).
+- ``queue_short`` a producer task puts three shards on a ``ray.util.queue.Queue`` and
+                returns; the consumer task takes one more, the end marker the producer never
+                puts; the driver waits on the consumer's result (ray-project/ray#19416,
+                "Ray sometimes hangs when using Queue").
 """
 
 from __future__ import annotations
@@ -99,6 +103,22 @@ def one() -> int:
     return 1
 
 
+def produce(queue: object) -> int:
+    for shard in range(3):
+        queue.put(shard)  # type: ignore[attr-defined]
+    return 3  # (the end marker, None, is never put)
+
+
+def consume(queue: object, ready_file: str) -> int:
+    total = 0
+    for _ in range(3):
+        total += queue.get()  # type: ignore[attr-defined]
+    ready(ready_file, "consumer")
+    while (item := queue.get()) is not None:  # type: ignore[attr-defined]
+        total += item
+    return total
+
+
 def main() -> None:
     mode, ready_file, _workdir = sys.argv[1:4]
     import ray
@@ -114,6 +134,15 @@ def main() -> None:
                    for _ in range(2)]
         ready(ready_file, "driver")
         ray.get(parents)
+        return
+    if mode == "queue_short":
+        from ray.util.queue import Queue
+
+        queue = Queue()
+        ray.get(ray.remote(produce).remote(queue))  # type: ignore[call-overload]
+        consumer = ray.remote(consume).remote(queue, ready_file)  # type: ignore[call-overload]
+        ready(ready_file, "driver")
+        ray.get(consumer)
         return
     planner = ray.remote(Planner).remote(ready_file)
     executor = ray.remote(Executor).remote(ready_file)
