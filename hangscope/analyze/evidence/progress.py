@@ -358,13 +358,16 @@ def _rereads(io: IoDelta, consumes: bool = False) -> bool:
 
 def _other_worker(proc: ProcessProgress, judged: ThreadProgress,
                   seconds: float) -> ThreadProgress | None:
-    """Another thread of the process that computes: it moved its Python line on CPU."""
-    for t in proc.threads:
-        c = t.counters
-        if (t.tid != judged.tid and _moved(t) and c is not None and c.cpu_ns is not None
-                and c.cpu_ns / 1e9 >= IDLE_CPU_SHARE * seconds):
-            return t
-    return None
+    """Another thread of the process that computes: it moved its Python line on CPU; or the
+    busiest of several that moved theirs and together used that much CPU (a pool's workers
+    running many short tasks, each handing the GIL to the next)."""
+    moving = [t for t in proc.threads if t.tid != judged.tid and _moved(t)
+              and t.counters is not None and t.counters.cpu_ns is not None]
+    if not moving:
+        return None
+    busiest = max(moving, key=lambda t: t.counters.cpu_ns or 0)  # type: ignore[union-attr]
+    total = sum(t.counters.cpu_ns or 0 for t in moving)  # type: ignore[union-attr]
+    return busiest if total / 1e9 >= IDLE_CPU_SHARE * seconds else None
 
 
 def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
@@ -427,11 +430,13 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
                 thread.tid, wakes=0)
         if not moved and wakes >= MIN_WAKES:
             other = _other_worker(proc, thread, seconds)
-            if other is not None:  # it waits while a thread of its own computes (the GIL)
-                return RankProgress(proc.pid, SLOW, "counters", (
+            if other is not None:  # it waits while threads of its own compute: its process
+                # works (a pool's workers run its tasks, each wake-up a result or the GIL)
+                return RankProgress(proc.pid, PROGRESSING, "counters", (
                     f"{where}; it woke {wakes} times in {window} without leaving that line "
                     f"while thread {other.tid} of the same process ran and moved its Python "
-                    "line: slow, waiting for it"), thread.tid, wakes=wakes)
+                    "line: the process works, it waits for that work"), thread.tid,
+                    wakes=wakes)
             # A timer, not an event: woken by its own timeout, it checked and waited again.
             return RankProgress(proc.pid, STUCK, "counters", (
                 f"polling without progress: {where}; it woke {wakes} times in {window} "

@@ -1,4 +1,9 @@
-"""A process pool starved by its own tasks: every worker waits for what a queued task would do.
+"""A pool starved by its own tasks: every worker waits for what a queued task would do.
+
+Two shapes. A thread pool (``own_pool``): every worker thread of one ``ThreadPoolExecutor``
+runs a task blocked in ``Future.result()``, on futures it submitted to that same executor
+(the CPython docs' "Deadlock" example; langchain#10638); they are queued behind the tasks
+that wait for them, and no worker is free.
 
 ``ProcessPoolExecutor(max_workers=3)`` is given 3 tasks that wait on a Manager ``Event`` and
 then the 1 task that sets it: the 3 take every worker and block in ``EventProxy.wait``; the
@@ -12,8 +17,10 @@ Manager proxy call, and the Manager threads serving them in a thread-to-thread w
 
 from __future__ import annotations
 
-from hangscope.analyze.graph.threadedges import blocked, user_frame
+from hangscope.analyze.graph.loopedges import loop_index
+from hangscope.analyze.graph.threadedges import blocked, executor_worker, runs_task, user_frame
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
+from hangscope.analyze.patterns.threadpatterns import could_produce
 from hangscope.model import Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -114,4 +121,57 @@ def callback_wait(g: Graph) -> WaitPattern | None:
                      "do not wait on futures in a done-callback (hand the work to another "
                      "thread, or chain with asyncio/wrap_future)")
             return WaitPattern("self_lock", (proc.pid,), chain, (), proc.pid, thread.tid)
+    return None
+
+
+def _waits_on_future(thread: Thread) -> bool:
+    """Blocked in ``Future.result()`` / ``exception()`` or ``concurrent.futures.wait()``."""
+    python = [f for f in thread.frames if not f.native][:5]
+    return blocked(thread) and any(
+        (f.file or "").endswith("concurrent/futures/_base.py")
+        and f.name.rsplit(".", 1)[-1] in ("result", "exception", "wait") for f in python)
+
+
+def _idle_loop(thread: Thread) -> bool:
+    """An asyncio loop's thread asleep in its selector: its coroutines all await something."""
+    python = [f for f in thread.frames if not f.native]
+    return bool(python) and blocked(thread) and loop_index(thread) is not None and (
+        python[0].file or "").endswith("selectors.py")
+
+
+def own_pool(g: Graph) -> WaitPattern | None:
+    """Every worker thread of one ThreadPoolExecutor runs a task blocked on a future, and no
+    other thread of the process could complete one (an asyncio loop idle in its selector runs
+    nothing; idle workers of another pool take nothing of this one's): the futures are tasks
+    of the same executor, queued behind the tasks that wait for them."""
+    if not g.has_file("concurrent/futures/thread.py"):
+        return None
+    for proc in g.snap.processes:
+        if proc.is_exited:
+            continue
+        pools: dict[str, list[Thread]] = {}
+        for thread in proc.threads:
+            if executor_worker(thread):  # ThreadPoolExecutor names them f"{prefix}_{n}"
+                pools.setdefault((thread.name or "").rpartition("_")[0], []).append(thread)
+        for prefix, workers in pools.items():
+            if not all(runs_task(t) and _waits_on_future(t) for t in workers):
+                continue
+            tids = {t.tid for t in workers}
+            if any(t.tid not in tids and could_produce(t) and not _idle_loop(t)
+                   for t in proc.threads):
+                continue  # another thread may be computing what they wait for
+            first = workers[0]
+            mine = user_frame(first)
+            at = f" at {mine.name} ({mine.short_file}:{mine.line})" if mine else ""
+            names = ", ".join(t.name or str(t.tid) for t in workers)
+            loop = next((t for t in proc.threads if _idle_loop(t)), None)
+            idle = (f"; the asyncio event loop (thread {loop.name or loop.tid}) idles in its "
+                    "selector, and anything it still logs or serves is not these tasks"
+                    if loop is not None else "")
+            chain = (f"all {len(workers)} worker threads of {who(proc)}'s ThreadPoolExecutor "
+                     f"{prefix or ''} ({names}) run tasks that block in Future.result(){at}, "
+                     "on futures submitted to that same executor: those tasks are queued "
+                     "behind the ones that wait for them, and no worker is free to run them"
+                     f"{idle}. Run the inner tasks on another executor, or inline")
+            return WaitPattern("pool_starved", (proc.pid,), chain, (), proc.pid, first.tid)
     return None
