@@ -30,6 +30,7 @@ from hangscope.collect.locks import parse_proc_locks
 from hangscope.model import Socket
 from hangscope.model.waits import (
     FILE_WATCHES,
+    SYSCALLS,
     FdRecord,
     FileLockRecord,
     KernelWaits,
@@ -1165,7 +1166,7 @@ def read_syscalls(pid: int, tids: Iterable[int] | None = None) -> tuple[TaskSysc
         with contextlib.suppress(ValueError):
             nr, args = int(parts[0]), tuple(int(a, 16) for a in parts[1:7])
             polled = _pollfds(pid, args) if nr in _POLL.get(_ARCH, ()) or (
-                nr == _RESTART.get(_ARCH) and _in_poll(f"{base}/{tid}")) else \
+                nr in _RESTART and _in_poll(f"{base}/{tid}")) else \
                 _selectfds(pid, args) if nr in _SELECT.get(_ARCH, ()) else ()
             path = _fifo_path(pid, nr, args) if nr in _OPEN.get(_ARCH, {}) and (
                 _cat(f"{base}/{tid}/wchan") or "") in _FIFO_OPEN else None
@@ -1183,7 +1184,7 @@ _POLLIN, _POLLOUT = 0x001, 0x004
 _MAX_POLLED = 64
 # A poll with a timeout that a ptrace stop (py-spy's) interrupted goes on as restart_syscall,
 # its registers still holding poll's arguments; the wait channel says it is a poll.
-_RESTART = {"x86_64": 219, "aarch64": 128}
+_RESTART = SYSCALLS.get(_ARCH, {}).get("restart", set())
 
 
 #: open, openat (x86_64); openat (aarch64): which argument holds the path, after a dirfd or not.

@@ -12,7 +12,6 @@ the locals mean is the caller's ``interpret``.
 
 from __future__ import annotations
 
-import platform
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +29,14 @@ from hangscope.collect.procfs import (
 from hangscope.collect.pyspy import dump_locals
 from hangscope.frameworks import OBJECT_WAITS
 from hangscope.model import Process, Thread
-from hangscope.model.waits import FdRecord, Hosted, KernelWaits, LocalsRead, WaitEvidence
+from hangscope.model.waits import (
+    SYSCALLS,
+    FdRecord,
+    Hosted,
+    KernelWaits,
+    LocalsRead,
+    WaitEvidence,
+)
 
 #: At most this many --locals reads per snapshot (a 1,000-rank pipeline: the first ones tell).
 MAX_LOCALS = 64
@@ -148,8 +154,8 @@ SETTLE_PAUSE_S = 0.003
 SETTLE_MAX_THREADS = 16
 
 # libc's blocking wrappers (the innermost native frame's name, its decorations off) and the
-# syscalls each makes, by machine. ``restart_syscall`` agrees with any: a wait a ptrace stop
-# interrupted goes on as it.
+# syscalls each makes, by machine. ``restart_syscall`` (SYSCALLS' "restart") agrees with
+# any: a wait a ptrace stop interrupted goes on as it.
 _MAKES = {
     "x86_64": {"poll": {7, 271}, "ppoll": {271}, "epoll_wait": {232, 281, 441},
                "epoll_pwait": {281, 441}, "select": {23, 270}, "pselect": {270},
@@ -162,7 +168,6 @@ _MAKES = {
                 "accept": {202, 242}, "accept4": {242}, "nanosleep": {101, 115},
                 "clock_nanosleep": {115}, "wait4": {260}, "waitpid": {260}, "waitid": {95}},
 }
-_RESTART = {"x86_64": 219, "aarch64": 128}
 
 
 def wrapper(name: str) -> str:
@@ -185,22 +190,22 @@ def _makes(thread: Thread, arch: str) -> set[int] | None:
 
 def settled(kernel: KernelWaits, procs: Sequence[Process]) -> KernelWaits:
     """``kernel`` with each thread's syscall read again where it disagrees with its stack."""
-    arch = platform.machine()
-    if kernel.arch != arch or arch not in _MAKES:
-        return kernel
+    restart = SYSCALLS.get(kernel.arch, {}).get("restart", set())
     wanted: dict[tuple[int, int], set[int]] = {}
     for proc in procs:
         mine = kernel.process(proc.pid)
         if mine is None or mine.error is not None:
             continue
         for thread in proc.threads:
-            makes = _makes(thread, arch)
+            makes = _makes(thread, kernel.arch)
+            if makes is None:
+                continue
+            agrees = makes | restart
             call = mine.syscall(thread.tid)
-            # (no syscall read: it ran at that moment, or was not asked for)
-            if makes is not None and (call is None or call.nr not in makes) \
-                    and (call is not None or thread.state in ("S", "D")) \
-                    and (call is None or call.nr != _RESTART[arch]):
-                wanted[(proc.pid, thread.tid)] = makes
+            # No syscall read of a thread the dump saw asleep: it ran at that moment.
+            apart = thread.state in ("S", "D") if call is None else call.nr not in agrees
+            if apart:
+                wanted[(proc.pid, thread.tid)] = agrees
     if not wanted:
         return kernel
     found = {}
@@ -210,7 +215,7 @@ def settled(kernel: KernelWaits, procs: Sequence[Process]) -> KernelWaits:
     while pending and time.monotonic() < deadline:
         for (pid, tid), makes in list(pending.items()):
             again = read_syscalls(pid, [tid])
-            if again and (again[0].nr in makes or again[0].nr == _RESTART[arch]):
+            if again and again[0].nr in makes:
                 found[(pid, tid)] = again[0]
                 del pending[(pid, tid)]
                 if pid not in fds:

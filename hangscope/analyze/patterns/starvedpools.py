@@ -17,10 +17,9 @@ Manager proxy call, and the Manager threads serving them in a thread-to-thread w
 
 from __future__ import annotations
 
-from hangscope.analyze.graph.loopedges import loop_index
 from hangscope.analyze.graph.threadedges import blocked, executor_worker, runs_task, user_frame
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
-from hangscope.analyze.patterns.threadpatterns import could_produce
+from hangscope.analyze.patterns.threadpatterns import could_produce, idle_loop
 from hangscope.model import Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -132,13 +131,6 @@ def _waits_on_future(thread: Thread) -> bool:
         and f.name.rsplit(".", 1)[-1] in ("result", "exception", "wait") for f in python)
 
 
-def _idle_loop(thread: Thread) -> bool:
-    """An asyncio loop's thread asleep in its selector: its coroutines all await something."""
-    python = [f for f in thread.frames if not f.native]
-    return bool(python) and blocked(thread) and loop_index(thread) is not None and (
-        python[0].file or "").endswith("selectors.py")
-
-
 def own_pool(g: Graph) -> WaitPattern | None:
     """Every worker thread of one ThreadPoolExecutor runs a task blocked on a future, and no
     other thread of the process could complete one (an asyncio loop idle in its selector runs
@@ -157,14 +149,14 @@ def own_pool(g: Graph) -> WaitPattern | None:
             if not all(runs_task(t) and _waits_on_future(t) for t in workers):
                 continue
             tids = {t.tid for t in workers}
-            if any(t.tid not in tids and could_produce(t) and not _idle_loop(t)
+            if any(t.tid not in tids and could_produce(t) and not idle_loop(t)
                    for t in proc.threads):
                 continue  # another thread may be computing what they wait for
             first = workers[0]
             mine = user_frame(first)
             at = f" at {mine.name} ({mine.short_file}:{mine.line})" if mine else ""
             names = ", ".join(t.name or str(t.tid) for t in workers)
-            loop = next((t for t in proc.threads if _idle_loop(t)), None)
+            loop = next((t for t in proc.threads if idle_loop(t)), None)
             idle = (f"; the asyncio event loop (thread {loop.name or loop.tid}) idles in its "
                     "selector, and anything it still logs or serves is not these tasks"
                     if loop is not None else "")

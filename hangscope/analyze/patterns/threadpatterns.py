@@ -256,7 +256,7 @@ def self_wait(g: Graph) -> WaitPattern | None:
                    for t in proc.threads):
                 continue  # a pool task that waits on this loop: the cycle through it says it
             others = [t for t in proc.threads if t.tid != thread.tid and could_produce(t)]
-            sides = [t for t in others if _idle_loop(t)]
+            sides = [t for t in others if idle_loop(t)]
             if len(sides) != len(others):
                 continue  # another thread may be computing it: a blocked loop, not a self-wait
             inner = user_frame(thread)
@@ -281,7 +281,7 @@ def self_wait(g: Graph) -> WaitPattern | None:
     return None
 
 
-def _idle_loop(thread: Thread) -> bool:
+def idle_loop(thread: Thread) -> bool:
     """Another asyncio loop's thread asleep in its selector, blocked the whole window: the
     coroutines it runs all await something; it computes nothing."""
     python = [f for f in thread.frames if not f.native]
