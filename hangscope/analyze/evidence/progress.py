@@ -250,7 +250,13 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
 
 def _mostly(thread: ThreadProgress) -> tuple[str, ...]:
     """The most sampled stack of a thread whose line moved, ``func (file)`` innermost first."""
-    if not _moved(thread):
+    return dominant_stack(thread) if _moved(thread) else ()
+
+
+def dominant_stack(thread: ThreadProgress) -> tuple[str, ...]:
+    """The window's most sampled stack of ``thread``, ``func (file)`` innermost first (empty
+    where it was never sampled)."""
+    if not thread.stacks:
         return ()
     frames = (parse_frame(text) for text in reversed(thread.stacks[0].frames))
     return tuple(f"{f.name} ({f.file})" for f in frames if f.file)

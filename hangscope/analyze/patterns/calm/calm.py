@@ -33,10 +33,11 @@ from hangscope.analyze.evidence.progress import (
     SLOW,
     STUCK,
     WAITING,
+    dominant_stack,
     job_progress,
 )
 from hangscope.analyze.evidence.roles import HELPER_ROLES
-from hangscope.analyze.evidence.working import chain_to_work
+from hangscope.analyze.evidence.working import chain_to_work, raw_window, window_thread
 from hangscope.analyze.graph.threadedges import library_thread
 from hangscope.analyze.graph.zmqedges import in_zmq_receive
 from hangscope.analyze.patterns.calm.calm_chain import Calm, calm_chain, unconnected_listeners
@@ -69,8 +70,15 @@ def _innermost_python(thread: Thread | None) -> tuple[str, tuple[str, ...]]:
     return (names[0] if names else ""), names
 
 
+def _window_stack(snap: Snapshot, proc: Process, measured: RankProgress) -> tuple[str, ...]:
+    """The window's most sampled stack of the thread ``measured`` judged."""
+    raw = raw_window(snap, proc)
+    thread = window_thread(raw, measured) if raw is not None else None
+    return dominant_stack(thread) if thread is not None else ()
+
+
 def calm_kind(proc: Process, measured: RankProgress | None,
-              kernel: KernelWaits | None = None) -> str | None:
+              kernel: KernelWaits | None = None, snap: Snapshot | None = None) -> str | None:
     """``paused`` or ``idle`` where this process alone reads so; None otherwise."""
     if measured is None and native_server(proc, kernel):
         return IDLE
@@ -92,9 +100,12 @@ def calm_kind(proc: Process, measured: RankProgress | None,
     if any(s.pending for s in proc.listening):
         return None  # clients wait in its accept queue: a request is in flight
     innermost, names = _innermost_python(thread)
-    if measured.mostly and not WAITS_FOR_WORK.search(innermost):
-        # a loop whose line moved: where it waited most of the window, not where it ended
-        innermost, names = measured.mostly[0], measured.mostly
+    seen = measured.mostly or (_window_stack(snap, proc, measured) if snap else ())
+    if seen and not WAITS_FOR_WORK.search(innermost):
+        # where it waited most of the window, not where the last dump caught it: a loop
+        # whose line moved, or one the window saw in its select each sample while the dump
+        # fell on a quick call of one turn (a config fetch of a few milliseconds)
+        innermost, names = seen[0], seen
     if proc.listening and WAITS_FOR_WORK.search(innermost) and (any(
             _SERVER_LOOP.search(n) for n in names[1:]) or (
             _ACCEPT.search(innermost) and proc.role is not Role.RANK)):
@@ -229,7 +240,7 @@ def calm_progress(snap: Snapshot) -> JobProgress | None:
     loaders = [p for p in snap.processes if p.role is Role.DATA_WORKER and not p.is_exited]
     kernel = snap.waits.kernel if snap.waits is not None else None
     roots = {p.pid: kind for p in (*subjects, *loaders)
-             if (kind := calm_kind(p, by_pid.get(p.pid), kernel))}
+             if (kind := calm_kind(p, by_pid.get(p.pid), kernel, snap))}
     parked = _parked(snap, subjects, by_pid)
     roots.update({pid: IDLE for pid in parked})
     calm = calm_chain(snap, subjects, roots, by_pid)

@@ -78,7 +78,7 @@ def _calm(snap: Snapshot, proc: Process) -> str | None:
     phase to end) or ``idle`` (a server waiting for requests), as analyze/patterns/calm/calm.py
     reads it."""
     return calm_kind(proc, _measured(snap, proc.pid),
-                     snap.waits.kernel if snap.waits is not None else None)
+                     snap.waits.kernel if snap.waits is not None else None, snap)
 
 
 def _measured(snap: Snapshot, pid: int) -> RankProgress | None:
