@@ -145,3 +145,21 @@ def test_given_a_forwarder_whose_publishers_left_then_idle(tmp_path: Path) -> No
     data, text, _ = _dump("forwarder", ["forwarder", "subscriber0", "subscriber1"], tmp_path,
                           settled=True)
     assert data["verdict"]["kind"] == "idle", (data["verdict"], text)
+
+
+def test_given_a_bound_push_whose_worker_never_connected_then_its_send_waits_for_no_peer(
+        tmp_path: Path) -> None:
+    """A send is no receive: the dispatcher blocked in ``send_json`` on a bound PUSH whose
+    worker failed before connecting waits for a peer that is not there (libzmq#179)."""
+    data, text, pids = _dump("push_unjoined", ["dispatcher"], tmp_path, settled=True)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert verdict["suspects"] == [pids["dispatcher"]], verdict
+    assert "zmq send" in verdict["summary"] and "nothing is connected" in verdict["summary"], \
+        verdict["summary"]
+
+
+def test_given_a_push_waiting_for_room_while_its_worker_takes_each_item_then_progressing(
+        tmp_path: Path) -> None:
+    data, text, _ = _dump("push_joined", ["dispatcher", "worker"], tmp_path)
+    assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)

@@ -132,3 +132,14 @@ def test_given_a_loop_the_window_saw_only_in_its_select_but_the_dump_caught_in_a
     samples say idle, not the one dump: no "all waiting"."""
     snap = reread("loop_urlopen_caught")
     assert snap.verdict is not None and snap.verdict.kind is VerdictKind.IDLE, snap.verdict
+
+
+def test_given_an_engine_front_caught_handing_a_request_to_zmq_then_progressing() -> None:
+    """tests/frameworks/test_zmq_engine.py's busy engine under CI's load: the front end's
+    asyncio loop caught inside ``send_pyobj`` on a zmq.asyncio socket (libzmq writing its
+    mailbox, the kernel already back in the loop's epoll_wait). A zmq send hands its message
+    over and returns: no zmq receive, no "event loop blocked", no chain (CI read WAIT CHAIN,
+    the front end the suspect)."""
+    snap = reread("zmq_loop_sending")
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.PROGRESSING, snap.verdict
+    assert snap.verdict.suspects == (), snap.verdict

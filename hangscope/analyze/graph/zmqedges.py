@@ -24,11 +24,15 @@ from collections.abc import Callable, Iterator, Mapping
 
 from hangscope.frameworks import in_zmq_wait
 from hangscope.model import Process, Thread
-from hangscope.model.waits import FdRecord, KernelWaits, WaitEdge
+from hangscope.model.waits import FdRecord, KernelWaits, TaskSyscall, WaitEdge
 
 _ZMQ_PY = re.compile(r"(?:^|/)zmq/(?:sugar/(?:socket|poll)\.py|green/|asyncio)")
 _ZMQ_NATIVE = re.compile(r"zmq_(?:poll|msg_recv|recv)|zmq::(?:socket_base_t::recv|"
                          r"signaler_t::wait|mailbox_t::recv)")
+_ZMQ_SEND_NATIVE = re.compile(r"zmq_(?:msg_)?send|zmq::socket_base_t::send")
+_ZMQ_SEND_PY = re.compile(r"\.send(?:_\w+)?$")
+_ZMQ_ASYNC_PY = re.compile(r"(?:^|/)zmq/_future\.py$")
+_POLLS = frozenset({"poll", "__poll", "ppoll", "__ppoll"})
 _IO_THREAD = re.compile(r"^ZMQbg/IO/\d+$")
 _TERM_PY = re.compile(r"(?:^|/)zmq/sugar/context\.py$")
 _TERM_NATIVE = re.compile(r"zmq_ctx_(?:term|destroy|shutdown)|zmq::ctx_t::terminate")
@@ -37,13 +41,39 @@ _TERM_NATIVE = re.compile(r"zmq_ctx_(?:term|destroy|shutdown)|zmq::ctx_t::termin
 SocketEdges = Callable[[Process, Thread, FdRecord, str], Iterator[WaitEdge]]
 
 
+def zmq_call(thread: Thread) -> str | None:
+    """The thread's innermost zmq call: ``"receive"`` (pyzmq or libzmq waiting for a message,
+    or a framework's own wait that polls a zmq socket between spins: hangscope/frameworks
+    ``zmq_waits``), ``"send"``, ``"async"`` (a ``zmq.asyncio`` or future socket, which tries
+    with NOBLOCK and leaves the waiting to its loop's select), or None."""
+    for f in thread.frames[:10]:
+        if f.native:
+            if _ZMQ_SEND_NATIVE.search(f.name):
+                return "send"
+            if _ZMQ_NATIVE.search(f.name):
+                return "receive"
+        elif _ZMQ_ASYNC_PY.search(f.file or ""):
+            return "async"
+        elif _ZMQ_PY.search(f.file or ""):
+            return "send" if _ZMQ_SEND_PY.search(f.name) else "receive"
+        elif in_zmq_wait(f.file):
+            return "receive"
+    return None
+
+
 def in_zmq_receive(thread: Thread) -> bool:
-    """The thread waits inside pyzmq or libzmq for a message, or inside a framework's own wait
-    that polls a zmq socket between spins (hangscope/frameworks: ``zmq_waits``)."""
-    return any((not f.native and _ZMQ_PY.search(f.file or "")) or (
-        f.native and _ZMQ_NATIVE.search(f.name)) or (
-        not f.native and in_zmq_wait(f.file))
-        for f in thread.frames[:10])
+    """The thread waits for a zmq message. Not a thread whose innermost zmq call is a send:
+    it hands its message to the I/O thread's queue and returns (an asyncio loop caught in
+    ``send_pyobj`` writing zmq's mailbox is between two turns, not waiting for anyone)."""
+    return zmq_call(thread) == "receive"
+
+
+def in_zmq_send_blocked(thread: Thread) -> bool:
+    """The thread is blocked in a zmq send: libzmq polls its mailbox inside ``zmq_msg_send``
+    until the pipe to a peer has room (a PUSH or DEALER with no peer connected, or one whose
+    peer stopped reading and let the queue reach its high-water mark)."""
+    return zmq_call(thread) == "send" and bool(thread.frames) and thread.frames[0].native \
+        and thread.frames[0].name in _POLLS
 
 
 def in_zmq_term(thread: Thread) -> bool:
@@ -64,6 +94,9 @@ def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: froze
     if in_zmq_term(thread):
         yield from _term_edges(kernel, fds, connected, proc, thread, socket_edges)
         return
+    if in_zmq_send_blocked(thread):
+        yield from _send_edges(kernel, fds, connected, proc, thread, socket_edges)
+        return
     if not in_zmq_receive(thread):
         return
     io_tids = {t.tid: t.name for t in proc.threads if _IO_THREAD.match(t.name or "")}
@@ -82,24 +115,36 @@ def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: froze
             yield from socket_edges(proc, thread, rec, how)
 
 
+def _send_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
+                proc: Process, thread: Thread, socket_edges: SocketEdges) -> Iterator[WaitEdge]:
+    """A blocked send's edges: to the peers of the connections its I/O threads hold (one of
+    them stopped taking messages: the queue to it is at its high-water mark), or, with none,
+    to nobody: no peer is connected to take the message."""
+    found = False
+    for call, fd, rec in _io_connections(kernel, fds, connected, proc):
+        found = True
+        yield from socket_edges(proc, thread, rec, (
+            "a zmq send blocked until a peer takes its message (the queue to it at its "
+            f"high-water mark): zmq's I/O thread {call.tid} holds this connection, fd {fd}"))
+    if not found:
+        yield WaitEdge(proc.pid, thread.tid, "zmq_send", "its zmq send",
+                       "zmq_msg_send polls its mailbox until a pipe to a peer has room; none "
+                       "of the process's zmq I/O threads holds a connection",
+                       outside="no peer: nothing is connected to the socket to take the "
+                       "message (its peer never connected, or is gone); a send with "
+                       "zmq.SNDTIMEO or NOBLOCK would fail instead of waiting")
+
+
 def _term_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
                 proc: Process, thread: Thread, socket_edges: SocketEdges) -> Iterator[WaitEdge]:
     """A ``term()``'s edges: to the peers of the connections its I/O threads hold (its unsent
     messages wait for them to read), or, with none, to nobody in the job: the peer is gone."""
-    mine = kernel.process(proc.pid)
-    io_tids = {t.tid for t in proc.threads if _IO_THREAD.match(t.name or "")}
     found = False
-    for call in (mine.syscalls if mine is not None else ()):
-        if call.tid not in io_tids:
-            continue
-        for fd, _events in call.watched:
-            rec = fds.get(fd)
-            if rec is None or rec.inode not in connected or not rec.target.startswith("socket:"):
-                continue
-            found = True
-            yield from socket_edges(proc, thread, rec, (
-                "zmq term() waits until its sockets' unsent messages are taken (LINGER); "
-                f"zmq's I/O thread {call.tid} still holds this connection"))
+    for call, _fd, rec in _io_connections(kernel, fds, connected, proc):
+        found = True
+        yield from socket_edges(proc, thread, rec, (
+            "zmq term() waits until its sockets' unsent messages are taken (LINGER); "
+            f"zmq's I/O thread {call.tid} still holds this connection"))
     if not found:
         yield WaitEdge(proc.pid, thread.tid, "zmq_term",
                        "zmq Context.term() (its sockets' unsent messages)",
@@ -108,3 +153,22 @@ def _term_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: fro
                        "holds a connection to deliver them on",
                        outside="a peer that is gone (its queued messages wait for it forever; "
                        "close the sockets with linger=0, or set zmq.LINGER, before term())")
+
+
+def _io_connections(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
+                    proc: Process) -> Iterator[tuple[TaskSyscall, int, FdRecord]]:
+    """The connected sockets the process's zmq I/O threads watch: (their epoll_wait, fd,
+    record), each fd once."""
+    mine = kernel.process(proc.pid)
+    io_tids = {t.tid for t in proc.threads if _IO_THREAD.match(t.name or "")}
+    seen: set[int] = set()
+    for call in (mine.syscalls if mine is not None else ()):
+        if call.tid not in io_tids:
+            continue
+        for fd, _events in call.watched:
+            rec = fds.get(fd)
+            if rec is None or fd in seen or rec.inode not in connected \
+                    or not rec.target.startswith("socket:"):
+                continue
+            seen.add(fd)
+            yield call, fd, rec

@@ -37,6 +37,15 @@ its healthy twin.
   two subscribers wait for their next event: idle, waiting for a publisher to come
   (zeromq/cppzmq#115: "proxy hangs" reports of a quiet broker).
 
+- ``push_unjoined``: a dispatcher binds a PUSH for its work items and starts a worker child
+  that should connect a PULL to it; the worker fails at startup (an exception before it
+  connects, exit code 1, never reaped) and the dispatcher's first send waits forever: a bound
+  PUSH with no peer blocks its send (zeromq/libzmq#179; libzmq#4917, an SGLang scheduler's
+  PUSH blocked in ``send_pyobj``).
+- ``push_joined``: the twin: the worker connects and takes each item in turn (20 ms of work
+  each); the dispatcher, with a high-water mark of 4, spends most of its time in a send that
+  waits for room (progressing).
+
 Each process appends ``"<pid> <tag>"`` to READY_FILE once it is in its final wait.
 """
 
@@ -294,6 +303,32 @@ def forwarder(ready_file: str, ipc: str) -> None:
     zmq.proxy(front, back)
 
 
+def puller(port: str, ready_file: str, fail: bool) -> None:
+    if fail:  # its start fails before it connects (a missing device, a bad config)
+        raise RuntimeError("worker start failed: no device")
+    pull = zmq.Context().socket(zmq.PULL)
+    pull.connect(f"tcp://127.0.0.1:{port}")
+    ready(ready_file, "worker")
+    while True:
+        pull.recv_json()
+        end = time.monotonic() + 0.02
+        while time.monotonic() < end:
+            pass
+
+
+def dispatcher(mode: str, ready_file: str) -> None:
+    push = zmq.Context().socket(zmq.PUSH)
+    push.setsockopt(zmq.SNDHWM, 4)
+    port = push.bind_to_random_port("tcp://127.0.0.1")
+    subprocess.Popen([sys.executable, __file__, "puller", ready_file, str(port),
+                      str(int(mode == "push_unjoined"))])
+    ready(ready_file, "dispatcher")
+    item = 0
+    while True:
+        push.send_json({"item": item})  # blocks while no peer has room for it
+        item += 1
+
+
 def main(mode: str, ready_file: str, workdir: str) -> None:
     # A short directory under /tmp: a Unix socket path holds at most 107 bytes.
     ipc = tempfile.mkdtemp(prefix="hs-zmqs-")
@@ -309,6 +344,8 @@ def main(mode: str, ready_file: str, workdir: str) -> None:
         go_lost(ready_file)
     elif mode == "forwarder":
         forwarder(ready_file, ipc)
+    elif mode in ("push_unjoined", "push_joined"):
+        dispatcher(mode, ready_file)
     else:
         collector_gone(mode, ready_file, ipc)
 
@@ -316,6 +353,8 @@ def main(mode: str, ready_file: str, workdir: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "evaluator":
         evaluator(sys.argv[3], sys.argv[2])
+    elif sys.argv[1] == "puller":
+        puller(sys.argv[3], sys.argv[2], sys.argv[4] == "1")
     elif sys.argv[1] == "subscriber":
         subscriber(sys.argv[3], sys.argv[2], int(sys.argv[4]))
     elif sys.argv[1] == "tp_worker":
