@@ -92,10 +92,10 @@ def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: froze
     if mine is None or thread.state != "S":
         return
     if in_zmq_term(thread):
-        yield from _term_edges(kernel, fds, connected, proc, thread, socket_edges)
+        yield from _handover_edges(kernel, fds, connected, proc, thread, socket_edges, _TERM)
         return
     if in_zmq_send_blocked(thread):
-        yield from _send_edges(kernel, fds, connected, proc, thread, socket_edges)
+        yield from _handover_edges(kernel, fds, connected, proc, thread, socket_edges, _SEND)
         return
     if not in_zmq_receive(thread):
         return
@@ -115,44 +115,43 @@ def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: froze
             yield from socket_edges(proc, thread, rec, how)
 
 
-def _send_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
-                proc: Process, thread: Thread, socket_edges: SocketEdges) -> Iterator[WaitEdge]:
-    """A blocked send's edges: to the peers of the connections its I/O threads hold (one of
-    them stopped taking messages: the queue to it is at its high-water mark), or, with none,
-    to nobody: no peer is connected to take the message."""
+#: A wait for a peer to take queued messages: (edge kind, object, why, what stands outside when
+#: no I/O thread holds a connection, the wording of an edge to a held one).
+_Handover = tuple[str, str, str, str, Callable[[int, int], str]]
+
+_SEND: _Handover = (
+    "zmq_send", "its zmq send",
+    "zmq_msg_send polls its mailbox until a pipe to a peer has room; none of the process's "
+    "zmq I/O threads holds a connection",
+    "no peer: nothing is connected to the socket to take the message (its peer never "
+    "connected, or is gone); a send with zmq.SNDTIMEO or NOBLOCK would fail instead of waiting",
+    lambda tid, fd: ("a zmq send blocked until a peer takes its message (the queue to it at "
+                     f"its high-water mark): zmq's I/O thread {tid} holds this connection, "
+                     f"fd {fd}"))
+
+_TERM: _Handover = (
+    "zmq_term", "zmq Context.term() (its sockets' unsent messages)",
+    "term() returns once every socket is closed and, with LINGER -1 (the default), its queued "
+    "messages delivered; none of its zmq I/O threads holds a connection to deliver them on",
+    "a peer that is gone (its queued messages wait for it forever; close the sockets with "
+    "linger=0, or set zmq.LINGER, before term())",
+    lambda tid, _fd: ("zmq term() waits until its sockets' unsent messages are taken "
+                      f"(LINGER); zmq's I/O thread {tid} still holds this connection"))
+
+
+def _handover_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
+                    proc: Process, thread: Thread, socket_edges: SocketEdges,
+                    handover: _Handover) -> Iterator[WaitEdge]:
+    """A blocked send's or ``term()``'s edges: to the peers of the connections its I/O threads
+    hold (a peer that stopped taking messages: the queue to it at its high-water mark), or,
+    with none, to nobody in the job (no peer connected, or gone)."""
+    kind, obj, why, outside, how = handover
     found = False
     for call, fd, rec in _io_connections(kernel, fds, connected, proc):
         found = True
-        yield from socket_edges(proc, thread, rec, (
-            "a zmq send blocked until a peer takes its message (the queue to it at its "
-            f"high-water mark): zmq's I/O thread {call.tid} holds this connection, fd {fd}"))
+        yield from socket_edges(proc, thread, rec, how(call.tid, fd))
     if not found:
-        yield WaitEdge(proc.pid, thread.tid, "zmq_send", "its zmq send",
-                       "zmq_msg_send polls its mailbox until a pipe to a peer has room; none "
-                       "of the process's zmq I/O threads holds a connection",
-                       outside="no peer: nothing is connected to the socket to take the "
-                       "message (its peer never connected, or is gone); a send with "
-                       "zmq.SNDTIMEO or NOBLOCK would fail instead of waiting")
-
-
-def _term_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
-                proc: Process, thread: Thread, socket_edges: SocketEdges) -> Iterator[WaitEdge]:
-    """A ``term()``'s edges: to the peers of the connections its I/O threads hold (its unsent
-    messages wait for them to read), or, with none, to nobody in the job: the peer is gone."""
-    found = False
-    for call, _fd, rec in _io_connections(kernel, fds, connected, proc):
-        found = True
-        yield from socket_edges(proc, thread, rec, (
-            "zmq term() waits until its sockets' unsent messages are taken (LINGER); "
-            f"zmq's I/O thread {call.tid} still holds this connection"))
-    if not found:
-        yield WaitEdge(proc.pid, thread.tid, "zmq_term",
-                       "zmq Context.term() (its sockets' unsent messages)",
-                       "term() returns once every socket is closed and, with LINGER -1 (the "
-                       "default), its queued messages delivered; none of its zmq I/O threads "
-                       "holds a connection to deliver them on",
-                       outside="a peer that is gone (its queued messages wait for it forever; "
-                       "close the sockets with linger=0, or set zmq.LINGER, before term())")
+        yield WaitEdge(proc.pid, thread.tid, kind, obj, why, outside=outside)
 
 
 def _io_connections(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
