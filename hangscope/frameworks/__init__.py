@@ -69,6 +69,15 @@ class ObjectWait:
     #: Why plain tasks can wait with no worker running them (what the scheduler needs first),
     #: and what to do: said when a get waits for tasks while every worker is idle.
     pending: str = ""
+    #: Thread-name prefixes of the event loops a producer runs its async methods on (Ray's
+    #: async actors: ``AsyncIO Thread: default``); with every one idle in its select while a
+    #: method is in flight (``method``), the method awaits another call to the producer.
+    loop_threads: tuple[str, ...] = ()
+    #: The method a producer's process runs now, from its title (group ``method``).
+    method: re.Pattern[str] | None = None
+    #: What leaves a method awaiting a call nobody makes, and what to do: said when no live
+    #: process of the job could make it.
+    uncalled: str = ""
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,17 @@ OBJECT_WAIT = ObjectWait(
     idle_frame=("main_loop", "ray/_private/worker.py"),
     producer_word="actor",
     waits=(("get_objects", "ray/_private/worker.py"), ("wait", "ray/_private/worker.py")),
+    # An async actor (any ``async def`` method) runs its methods as coroutines on its own
+    # loops, one thread per concurrency group (_raylet.so names them); its title names the
+    # method in flight (``ray::_QueueActor.get``).
+    loop_threads=("AsyncIO Thread: ",),
+    method=re.compile(r"^ray::[A-Za-z_]\w*\.(?P<method>[A-Za-z_]\w*)"),
+    # ray#19416, ray#6612: a producer task that raised keeps its exception in its ObjectRef,
+    # logged nowhere while nothing ray.get()s it.
+    uncalled=("the task or actor that should make it has gone or never started: a task that "
+              "failed keeps its exception in its ObjectRef until something ray.get()s it. "
+              "ray.get the producers' refs (or ray.wait on them with the consumer's), and give "
+              "the wait a timeout"),
     # ray#2541, ray#15594: actors (num_cpus=1 by default when they ask for none at creation
     # and for scheduling) hold what they asked for as long as they live.
     pending=("Ray starts a task only once the resources it asks for are free (num_cpus=1 by "

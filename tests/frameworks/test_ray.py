@@ -173,6 +173,19 @@ def test_a_driver_waiting_on_a_consumer_of_a_queue_nobody_fills_names_the_consum
     verdict = data["verdict"]
     assert verdict["kind"] == "wait_chain", verdict
     summary = verdict["summary"]
-    assert f"for PID {consumer} " in summary, summary
+    # Its get awaits a put no live process makes (blind round 18's 05 named the queue's
+    # actor the suspect, "waits on a lock"): the consumer is the suspect, at its own line.
+    assert summary.startswith("A call nobody makes: "), summary
     assert "(called from consume (ray_jobs.py:" in summary, summary
-    assert not set(verdict["suspects"]) & (_ray_system_pids(data) | {job.launcher}), verdict
+    assert "to return its get" in summary, summary
+    assert verdict["suspects"] == [consumer], verdict
+
+
+def test_a_consumer_waiting_for_a_producer_that_computes_the_next_item_is_progressing(
+        tmp_path: Path) -> None:
+    """The twin: the queue's get awaits a put that the producer task, computing, will make."""
+    with _ray("queue_slow", tmp_path, ["consumer", "driver"]) as job:
+        consumer = job.pids["consumer"]
+        poll(lambda: _in_ray_get(consumer), f"PID {consumer} inside ray.get", 60)
+        data = json.loads(dump_json(job.launcher))
+    assert data["verdict"]["kind"] == "progressing", data["verdict"]

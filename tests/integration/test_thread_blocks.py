@@ -10,21 +10,23 @@ because they are the jobs' own threads, frames and locks.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import TARGETS, dump_json, verdict_job
+from support import TARGETS, dump_json, verdict_job, wait_off_cpu
 
 JOBS = TARGETS / "thread_jobs.py"
 FAST = ("--samples", "2", "--window", "0.5")
 
 
 def _dump(mode: str, tmp_path: Path, tags: list[str],
-          settle: float = 0.0) -> tuple[dict[str, Any], dict[str, int]]:
+          settled: str | None = None) -> tuple[dict[str, Any], dict[str, int]]:
+    """The job's dump, once ``settled``'s main thread (a tag) has been off CPU for 1 s: its
+    ready line comes just before its final wait, which a loaded machine may not reach soon."""
     with verdict_job(mode, tmp_path, tags, jobs=JOBS) as job:
-        time.sleep(settle)
+        if settled is not None:
+            wait_off_cpu(job.pids[settled], 1.0)
         data = json.loads(dump_json(job.launcher, *FAST))
         pids = dict(job.pids)
     return data, pids
@@ -77,7 +79,7 @@ def test_the_gil_held_over_a_native_read_of_a_pipe_only_its_own_thread_writes(
         tmp_path: Path) -> None:
     """Real report: pysam-developers/pysam#57 (native calls that keep the GIL block a thread
     that waits for I/O from another thread of the same process)."""
-    data, pids = _dump("gil_pipe", tmp_path, ["parent", "child"], settle=1.0)
+    data, pids = _dump("gil_pipe", tmp_path, ["parent", "child"], settled="child")
     parent, child = pids["parent"], pids["child"]
     verdict = data["verdict"]
     assert verdict["kind"] == "deadlock", verdict

@@ -159,3 +159,19 @@ def test_given_a_barrier_in_the_else_of_a_rank_test_then_the_ranks_that_fail_it_
     assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES, verdict
     assert "Rank 1 calls barrier in the else of `if accelerator.is_main_process:` (train.py:63):" \
         " only the ranks that fail that test call it" in verdict.summary, verdict.summary
+
+
+def test_given_a_ray_queue_whose_producer_task_failed_then_a_call_nobody_makes() -> None:
+    """Blind round 18's 05 (ray#19416, ray#6612): a producer task raised before its end
+    marker; the consumer task waits in ``Queue.get``, the driver on the consumer. The queue's
+    actor (an async actor, its loop idle with ``get`` in flight) was the suspect, "waits on a
+    lock"; no live process will ever call its put, so the consumer is the suspect."""
+    snap = reread("ray_queue_dead_producer")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.suspects == (24626,), verdict  # ray::consume
+    assert verdict.summary.startswith("A call nobody makes: "), verdict.summary
+    assert "(called from consume (pipeline.py:31)) for PID 24559 (ray actor _QueueActor.get) " \
+        "to return its get" in verdict.summary, verdict.summary
+    assert "PID 24560 (ray::IDLE), PID 24627 (ray::IDLE) are idle between tasks" \
+        in verdict.summary, verdict.summary

@@ -143,3 +143,13 @@ def test_given_an_engine_front_caught_handing_a_request_to_zmq_then_progressing(
     snap = reread("zmq_loop_sending")
     assert snap.verdict is not None and snap.verdict.kind is VerdictKind.PROGRESSING, snap.verdict
     assert snap.verdict.suspects == (), snap.verdict
+
+
+def test_given_a_ray_queue_whose_producer_task_computes_the_next_item_then_progressing() -> None:
+    """tests/targets/frameworks/ray_jobs.py queue_slow: the consumer waits in ``Queue.get``,
+    the queue's actor (its loop idle, ``get`` in flight) awaits a put that the producer task,
+    decoding its next shard, will make. The chain goes on to the producer, which works: not
+    "a call nobody makes", not the queue's actor "waiting on a lock"."""
+    snap = reread("ray_queue_producing")
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.PROGRESSING, snap.verdict
+    assert snap.verdict.suspects == (), snap.verdict

@@ -38,6 +38,14 @@ def own_frames(thread: Thread) -> list[Frame]:
     return python
 
 
+def idle_loop(thread: Thread) -> bool:
+    """An asyncio loop's thread asleep in its selector, blocked the whole window: the
+    coroutines it runs all await something; it computes nothing."""
+    python = [f for f in thread.frames if not f.native]
+    return bool(python) and blocked(thread) and loop_index(thread) is not None and (
+        python[0].file or "").endswith("selectors.py")
+
+
 def loop_index(thread: Thread) -> int | None:
     """The index in :func:`own_frames` of the asyncio loop frame the thread runs, if any."""
     return next((k for k, f in enumerate(own_frames(thread)) if f.file and "asyncio" in f.file

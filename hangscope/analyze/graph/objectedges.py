@@ -16,6 +16,7 @@ one): the result is on its way, and that process holds up nobody.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.frameworks import (
     OBJECT_WAITS,
     ObjectWait,
@@ -87,14 +88,61 @@ def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
         # objects' ids could prove (object_edges). But the driver (no worker: none runs a
         # task of it) whose objects are all plain tasks' results may wait on a task that
         # waits in turn (a consumer blocked on a queue): the chain goes on through it.
-        through = not does_work(proc.title) and plain_results(snap, proc.pid, wait)
+        plain = plain_results(snap, proc.pid, wait)
+        through = not does_work(proc.title) and plain
+        # A plain task's result is never an actor's to make: a worker that hosts an actor
+        # runs that actor's methods only (its own log says which), so it owes none of them.
+        hosts = {h.pid for h in snap.waits.hosted} if plain and snap.waits is not None else set()
         edges.extend(WaitEdge(
             proc.pid, thread.tid, "object", f"a result of a task ({frame.name})",
             f"its {frame.name} waits for objects no {wait.producer_word} of a known process "
             f"returns: any worker running a task may be making them", other.pid,
             other.working_tid, probable=True) for other in busy
-            if other.pid != proc.pid and (through or other.pid not in waiting))
+            if other.pid != proc.pid and other.pid not in hosts
+            and (through or other.pid not in waiting))
     return edges
+
+
+def call_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
+    """A producer whose method awaits another call to it (:func:`awaiting_call`: a Ray async
+    actor's queue ``get`` awaits a ``put``) waits on whichever of the framework's workers runs
+    a task now: any of them may make that call (probable edges, as :func:`task_edges`'s). With
+    none, no edge: analyze/patterns/ends/uncalled.py says nobody will."""
+    named = {(e.pid, e.tid) for e in known}
+    edges: list[WaitEdge] = []
+    for proc in snap.processes:
+        thread = proc.working_thread
+        found = awaiting_call(proc) if not proc.is_exited and thread is not None else None
+        if found is None or (proc.pid, thread.tid) in named:
+            continue
+        method = found[1]
+        edges.extend(WaitEdge(
+            proc.pid, thread.tid, "object", f"another call to it ({method} awaits one)",
+            f"its event loop idles with {method} in flight: the method awaits another call to "
+            "it, which any process running a task may make", other.pid, other.working_tid,
+            probable=True) for other in callers(snap, proc.pid))
+    return edges
+
+
+def callers(snap: Snapshot, pid: int) -> list[Process]:
+    """The processes of the job that may call producer ``pid`` now: every live one but the
+    framework's helpers, its workers idle between tasks and those that wait for objects."""
+    return [p for p in snap.processes if not p.is_exited and p.pid != pid
+            and p.role not in HELPER_ROLES and object_wait(p) is None
+            and not (does_work(p.title) and between_tasks(p))]
+
+
+def awaiting_call(proc: Process) -> tuple[ObjectWait, str] | None:
+    """The framework's wait and the method in flight of a producer whose event loops all
+    idle in their select (the method awaits another call), or None."""
+    for wait in OBJECT_WAITS:
+        if not wait.loop_threads or wait.method is None:
+            continue
+        found = wait.method.match(proc.title or "")
+        loops = [t for t in proc.threads if (t.name or "").startswith(wait.loop_threads)]
+        if found and loops and all(idle_loop(t) for t in loops):
+            return wait, found.group("method")
+    return None
 
 
 def plain_results(snap: Snapshot, pid: int, wait: ObjectWait) -> bool:

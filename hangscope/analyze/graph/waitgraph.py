@@ -40,7 +40,7 @@ from hangscope.analyze.graph.fdindex import FdIndex
 from hangscope.analyze.graph.handoffedges import handoff_edges
 from hangscope.analyze.graph.listeners import listeners_of
 from hangscope.analyze.graph.loopedges import loop_future_edges
-from hangscope.analyze.graph.objectedges import object_edges, task_edges
+from hangscope.analyze.graph.objectedges import call_edges, object_edges, task_edges
 from hangscope.analyze.graph.partners import likely_partner_first, to_handler
 from hangscope.analyze.graph.queueedges import queue_lock_edges, queue_put_edges
 from hangscope.analyze.graph.socketpeers import peer_edges
@@ -381,7 +381,8 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         edges.extend(py_lock_edges(proc))
         edges.extend(import_lock_edges(proc))
     edges.extend(collective_edges(snap))
-    edges.extend([*(found := object_edges(snap)), *task_edges(snap, found)])
+    edges.extend([*(found := object_edges(snap)), *task_edges(snap, found),
+                  *call_edges(snap, found)])
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
     working = {p.pid: p.working_tid for p in snap.processes}
     return tuple(to_handler(likely_partner_first(edges, threads), threads, working))

@@ -17,9 +17,10 @@ Manager proxy call, and the Manager threads serving them in a thread-to-thread w
 
 from __future__ import annotations
 
+from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.analyze.graph.threadedges import blocked, executor_worker, runs_task, user_frame
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
-from hangscope.analyze.patterns.threadpatterns import could_produce, idle_loop
+from hangscope.analyze.patterns.threadpatterns import could_produce
 from hangscope.model import Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who

@@ -10,7 +10,7 @@ its ordered table.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.stackmemo import per_stack
-from hangscope.analyze.graph.loopedges import loop_index, own_frames
+from hangscope.analyze.graph.loopedges import idle_loop, loop_index, own_frames
 from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.threadedges import (
     executor_worker,
@@ -279,15 +279,6 @@ def self_wait(g: Graph) -> WaitPattern | None:
                          "the coroutine instead of blocking on its future")
             return WaitPattern("self_wait", (proc.pid,), chain, (), proc.pid, thread.tid)
     return None
-
-
-def idle_loop(thread: Thread) -> bool:
-    """Another asyncio loop's thread asleep in its selector, blocked the whole window: the
-    coroutines it runs all await something; it computes nothing."""
-    python = [f for f in thread.frames if not f.native]
-    return bool(python) and _blocked(thread) and loop_index(thread) is not None and (
-        python[0].file or "").endswith("selectors.py")
-
 
 
 

@@ -1,14 +1,12 @@
 """The patterns of the wait-for graph, each with its suspect and the chain in one sentence.
 
 Pure, over a classified Snapshot and its edges (analyze/graph/waitgraph.py). In the order the
-verdict
-rules read them (analyze/rules/graph.py):
+verdict rules read them (analyze/rules/graph.py):
 
 - a cycle: following each stuck thread's wait returns to where it started (a deadlock), two
   threads of one process each holding the lock the other takes among them (ABBA), a thread
   owning the GIL while blocked on a pipe only the threads waiting for that GIL could write;
-- a self-lock: a thread waits on a lock an outer frame of its own stack holds (a signal
-  handler over the frame it interrupted);
+- a self-lock: a thread waits on a lock an outer frame of its own stack holds;
 - a self-wait: an asyncio loop's thread blocks on a concurrent future nothing else can
   complete (``run_coroutine_threadsafe`` on its own loop);
 - an orphan wait: a thread waits on an Event, Condition, Queue or Future of its process and no
@@ -18,13 +16,13 @@ rules read them (analyze/rules/graph.py):
 - a blocked event loop: an asyncio loop thread blocked in a read inside a coroutine;
 - a lock inherited locked across fork: a forked child's main thread waits on a lock and its
   other threads (a queue feeder, idle helpers) cannot hold it;
-- a result nobody computes: a driver waits on its Pool while every worker idles;
+- a result nobody computes: a driver waits on its Pool while every worker idles; a call
+  nobody makes: a method awaits a call no live process will make (ends/uncalled.py);
 - a saturated pool: a driver waits on its Pool while every worker is inside a task that waits
   on the pool's family (tasks waiting for tasks queued behind them);
 - a prompt nobody answers: a read of a terminal, or of a FIFO or pipe nobody writes, under
   pdb or ``input()``, or a Python child's read of a stdin pipe whose writers wait for it;
-- a FIFO nobody opens: threads blocked in ``open()`` of a named pipe whose other end no
-  process opens (analyze/patterns/ends/fifopatterns.py);
+- a FIFO nobody opens: threads blocked in ``open()`` of a named pipe nobody opens;
 - a sink: the thread that everything waits on, transitively, which itself waits on nothing
   in the job (or on something outside it).
 
@@ -75,6 +73,7 @@ from hangscope.analyze.patterns.ends.signalmasks import signal_wait
 from hangscope.analyze.patterns.ends.signalwaits import gone_signal
 from hangscope.analyze.patterns.ends.stoppedends import stopped_end, stopped_words
 from hangscope.analyze.patterns.ends.unaccepted import unaccepted, unaccepted_words
+from hangscope.analyze.patterns.ends.uncalled import uncalled
 from hangscope.analyze.patterns.ends.zmqends import owes_nothing, unowed_receive
 from hangscope.analyze.patterns.gilpatterns import gil_native_wait, gil_ring
 from hangscope.analyze.patterns.looppatterns import event_loop, loop_reads
@@ -371,14 +370,15 @@ def _idle_loop(snap: Snapshot, proc: Process, thread: Thread | None) -> str:
     if died:
         text += f"; its output says: {died[-1][:160]!r}"
     return text
+
+
 PATTERNS = (self_connect, tty_stopped, own_end, behind_sibling, _cycle, _lock_cycle,
-            shared_connection, gil_native_wait, self_lock,
-            callback_wait, lock_upgrade, self_wait, barrier_short, leaked_permits, nested_checkout,
-            starved_pool, orphan_manager_lock, fork_notifier, signal_wait, orphan_wait, own_pool,
-            stale_holder, full_queue, lost_wakeup, gone_signal, unwoken_loop, event_loop, fork_lock,
-            lost_result, idle_executor, pool_saturated, pending_tasks, prompt, lost_reply,
-            fifo_open, crash_loop,
-            dead_thread, dead_process, _sink, unowed_receive)
+            shared_connection, gil_native_wait, self_lock, callback_wait, lock_upgrade, self_wait,
+            barrier_short, leaked_permits, nested_checkout, starved_pool, orphan_manager_lock,
+            fork_notifier, signal_wait, orphan_wait, own_pool, stale_holder, full_queue,
+            lost_wakeup, gone_signal, unwoken_loop, event_loop, fork_lock, lost_result,
+            idle_executor, pool_saturated, pending_tasks, uncalled, prompt, lost_reply, fifo_open,
+            crash_loop, dead_thread, dead_process, _sink, unowed_receive)
 
 
 def wait_graph(snap: Snapshot) -> WaitGraph:

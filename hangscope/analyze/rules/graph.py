@@ -31,7 +31,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "lost_reply": "A reply that never comes",
          "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
          "pool_saturated": "Pool saturated", "pool_starved": "A pool starved by its own tasks",
-         "pending_tasks": "Tasks nobody runs",
+         "pending_tasks": "Tasks nobody runs", "uncalled": "A call nobody makes",
          "dead_thread": "A thread died", "crash_loop": "Crash loop",
          "dead_process": "A process died", "dead_holder": "A lock whose holder died",
          "nested_checkout": "Deadlock (a pool emptied by nested checkouts)",
@@ -140,8 +140,8 @@ def wait_shape(facts: Facts) -> Verdict | None:
     unanswered prompt."""
     return _verdict(facts, ("orphan_wait", "barrier_short", "leaked_permits", "full_queue",
                             "lost_wakeup", "event_loop", "lost_result", "pool_saturated",
-                            "pool_starved", "pending_tasks", "prompt", "lost_reply", "fifo_open",
-                            "dead_holder",
+                            "pool_starved", "pending_tasks", "uncalled", "prompt", "lost_reply",
+                            "fifo_open", "dead_holder",
                             "signal_blocked", "signal_ignored"))
 
 

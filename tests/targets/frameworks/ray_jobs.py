@@ -25,10 +25,14 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 returns; the consumer task takes one more, the end marker the producer never
                 puts; the driver waits on the consumer's result (ray-project/ray#19416,
                 "Ray sometimes hangs when using Queue").
+- ``queue_slow`` the twin: the producer task puts one shard, then computes for minutes
+                before the next; the consumer waits for it, the driver for both (healthy:
+                progressing).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -109,10 +113,34 @@ def produce(queue: object) -> int:
     return 3  # (the end marker, None, is never put)
 
 
+def _decode(record: int) -> dict[str, object]:
+    row = {"id": record, "values": [record % 7] * 64}
+    return json.loads(json.dumps(row))
+
+
+def produce_slowly(queue: object) -> int:
+    """Each shard takes minutes to decode: the consumer waits for the next while this works."""
+    queue.put(0)  # type: ignore[attr-defined]
+    end, rows = time.monotonic() + 600, 0
+    while time.monotonic() < end:
+        shard = [_decode(record) for record in range(2000)]
+        rows += len(shard)
+    queue.put(None)  # type: ignore[attr-defined]
+    return rows
+
+
 def consume(queue: object, ready_file: str) -> int:
     total = 0
     for _ in range(3):
         total += queue.get()  # type: ignore[attr-defined]
+    ready(ready_file, "consumer")
+    while (item := queue.get()) is not None:  # type: ignore[attr-defined]
+        total += item
+    return total
+
+
+def consume_first(queue: object, ready_file: str) -> int:
+    total = queue.get()  # type: ignore[attr-defined]
     ready(ready_file, "consumer")
     while (item := queue.get()) is not None:  # type: ignore[attr-defined]
         total += item
@@ -143,6 +171,15 @@ def main() -> None:
         consumer = ray.remote(consume).remote(queue, ready_file)  # type: ignore[call-overload]
         ready(ready_file, "driver")
         ray.get(consumer)
+        return
+    if mode == "queue_slow":
+        from ray.util.queue import Queue
+
+        queue = Queue()
+        producer = ray.remote(produce_slowly).remote(queue)  # type: ignore[call-overload]
+        consumer = ray.remote(consume_first).remote(queue, ready_file)  # type: ignore[call-overload]
+        ready(ready_file, "driver")
+        ray.get([consumer, producer])
         return
     planner = ray.remote(Planner).remote(ready_file)
     executor = ray.remote(Executor).remote(ready_file)

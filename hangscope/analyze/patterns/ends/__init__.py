@@ -1,6 +1,7 @@
 """Waits whose other end is gone, stopped, or the waiter itself: dead processes and threads,
 stopped peers, lost signals, fork leftovers, sockets connected to themselves or shared,
-listeners nobody accepts on, a process out of fds, a reader holding its own write end.
+listeners nobody accepts on, a process out of fds, a reader holding its own write end, a
+method awaiting a call nobody makes.
 
 Modules (what each reads, what it concludes):
 
@@ -32,6 +33,9 @@ signalwaits     A signal already gone: a process sleeps in ``signal.pause()`` (o
 stoppedends     A chain that ends at a stopped process: what stopped it, from the kernel's facts
                 (read by analyze/patterns/waitpatterns.py's sink, whose chain may then be only
                 child waits: the stop says why).
+uncalled        A call nobody makes: a producer's method (a Ray async actor's ``get``) awaits
+                another call to it while no live process of the job could make one; the
+                waiter for it is the suspect.
 unaccepted      Connections nobody accepts: a listener with a full accept queue that no thread
                 watches.
 zmqends         A zmq receive nobody in the job owes a message: its live peers only wait for

@@ -1,0 +1,52 @@
+"""A call nobody makes: a thread waits for a producer's method (a Ray actor's ``get`` on its
+queue) that awaits another call to the producer (a ``put``), and no live process of the job is
+making one.
+
+A framework's producer that runs its methods as coroutines on its own event loops (Ray's async
+actors: ``AsyncIO Thread: default``) has a method in flight (its title names it) while every
+one of its loops idles in its select: the method awaits something only another call (or an
+outside event) brings. When every other worker of the framework is idle between tasks or
+itself waits for objects, and no process of the job computes, no such call is coming: the
+producer of the items is gone (a failed task keeps its exception in its ObjectRef, logged
+nowhere: ray#19416, ray#6612). The suspect is the waiter, at its own line: its get has no
+timeout and nothing will end it.
+"""
+
+from __future__ import annotations
+
+from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.graph.objectedges import awaiting_call, between_tasks, callers
+from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
+from hangscope.frameworks import OBJECT_WAITS, does_work
+from hangscope.model.waits import WaitPattern
+from hangscope.words import who, who_list
+
+
+def uncalled(g: Graph) -> WaitPattern | None:
+    if not any(w.loop_threads for w in OBJECT_WAITS):
+        return None
+    for i, edge in enumerate(g.edges):
+        if edge.kind != "object" or edge.probable or edge.to_pid is None:
+            continue
+        host, waiter = g.procs.get(edge.to_pid), g.procs.get(edge.pid)
+        found = awaiting_call(host) if host is not None and not host.is_exited else None
+        if found is None or waiter is None:
+            continue
+        wait, method = found
+        # Every other process idles between tasks or waits for objects itself: none could
+        # be the one to call the producer (with one, the graph's edges lead to it).
+        if callers(g.snap, host.pid):
+            continue
+        idle = [p for p in g.snap.processes if not p.is_exited and p.role not in HELPER_ROLES
+                and p.pid != host.pid and does_work(p.title) and between_tasks(p)]
+        thread = next((t for t in waiter.threads if t.tid == edge.tid), None)
+        rest = (f"; {who_list(idle)} {'is' if len(idle) == 1 else 'are'} idle between tasks"
+                if idle else "")
+        chain = (f"{thread_words(waiter, thread)} waits{site_words(thread)} for {who(host)} "
+                 f"to return its {method}, and {method} awaits another call to it that no "
+                 f"live process of the job is making: its event loop idles with {method} in "
+                 f"flight, and every other process waits or has no task{rest}. "
+                 + wait.uncalled[:1].upper() + wait.uncalled[1:])
+        return WaitPattern("uncalled", (waiter.pid, host.pid, *(p.pid for p in idle)), chain,
+                           (i,), waiter.pid, edge.tid)
+    return None
