@@ -46,3 +46,16 @@ def test_the_indexer_waits_for_the_catalog_that_waits_for_it(cut: str | None) ->
     verdict = judged.verdict
     assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
     assert f"PID {indexer} (python) waits for the SQLite database lock on " in verdict.summary
+
+
+def test_the_indexer_read_running_between_two_sleeps_still_waits_for_the_lock() -> None:
+    """CI's extended tier under load: the indexer's stack in the busy handler's sleep, its
+    state read R a moment later (the handler woke to try the lock again): the same wait."""
+    snap = load(DUMP)
+    indexer = next(p.pid for p in snap.processes if any(
+        f.name == "indexer" for t in p.threads for f in t.frames))
+    procs = tuple(replace(p, threads=tuple(replace(t, state="R") for t in p.threads))
+                  if p.pid == indexer else p for p in snap.processes)
+    verdict = analyze(replace(snap, processes=procs, verdict=None, wait_graph=None)).verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    assert f"PID {indexer} (python) waits for the SQLite database lock on " in verdict.summary

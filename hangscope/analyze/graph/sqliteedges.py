@@ -52,7 +52,9 @@ def sqlite_edges(proc: Process, thread: Thread, fds: Mapping[int, FdRecord],
                  holders: LockHolders) -> Iterator[WaitEdge]:
     """A thread in SQLite's busy handler -> each other process holding a POSIX lock on a file
     its process has open (the database, or its WAL's -shm)."""
-    if thread.state not in ("S", "D") or not in_busy_handler(thread):
+    # Running (R) too: the handler wakes between its sleeps to try the lock again, and the
+    # kernel's state is read at another moment than the stack (a retrier read R under load).
+    if thread.state not in ("S", "D", "R") or not in_busy_handler(thread):
         return
     seen: set[int] = set()
     for rec in sorted(fds.values(), key=lambda r: r.fd):
