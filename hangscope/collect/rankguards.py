@@ -11,7 +11,7 @@ import os
 import re
 
 from hangscope.collect.source import _parse, _per_version
-from hangscope.frameworks import RANK_TESTS
+from hangscope.frameworks import RANK_DECORATORS, RANK_TESTS
 
 _guard_cache: dict[tuple[str, int, int], tuple[tuple[int, int, str, int, bool], ...]] = {}
 
@@ -22,12 +22,21 @@ ELSE_OF = "else of "
 def _guards_of(source: bytes) -> tuple[tuple[int, int, str, int, bool], ...]:
     """(first, last line, test text, the if's line, whether it is the else) of the body and
     of the else of each ``if`` whose test names a rank (hangscope/frameworks ``rank_tests``):
-    its body runs on the ranks that pass the test only, its else on the others."""
-    if not RANK_TESTS or not any(w.encode() in source for w in RANK_TESTS):
+    its body runs on the ranks that pass the test only, its else on the others; and of each
+    function under a rank decorator (``rank_decorators``: ``"@rank_zero_only"``, its line)."""
+    if not any(w.encode() in source for w in (*RANK_TESTS, *RANK_DECORATORS)):
         return ()
     words = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in RANK_TESTS) + r")\b")
     out = []
     for node in ast.walk(_parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # A function decorated to run on some ranks only: its body is such a block.
+            for deco in node.decorator_list:
+                named = deco.func if isinstance(deco, ast.Call) else deco
+                if ast.unparse(named).rsplit(".", 1)[-1] in RANK_DECORATORS and node.body:
+                    last = node.body[-1].end_lineno or node.body[-1].lineno
+                    out.append((node.body[0].lineno, last, f"@{ast.unparse(named)}",
+                                deco.lineno, False))
         if isinstance(node, ast.If) and node.body:
             test = ast.unparse(node.test)
             if words.search(test):

@@ -121,6 +121,10 @@ class Framework:
     #: ``accelerator.is_main_process``, ``dist.get_rank() == 0``): a collective in that body is
     #: called by some ranks only.
     rank_tests: tuple[str, ...] = ()
+    #: Decorators whose function runs on some ranks only (Lightning's ``@rank_zero_only``,
+    #: Accelerate's ``@accelerator.on_main_process``): a collective in its body is called by
+    #: those ranks only, as under an ``if`` on the rank.
+    rank_decorators: tuple[str, ...] = ()
     #: Its blocking get on an object another of its processes produces.
     object_wait: ObjectWait | None = None
     #: Title prefixes of the processes that do a job's work beside its ranks or main (Ray's
@@ -198,6 +202,8 @@ def in_task_loop(function: str | None, filename: str | None) -> bool:
 
 
 RANK_TESTS: tuple[str, ...] = tuple(dict.fromkeys(p for f in FRAMEWORKS for p in f.rank_tests))
+RANK_DECORATORS: tuple[str, ...] = tuple(dict.fromkeys(
+    p for f in FRAMEWORKS for p in f.rank_decorators))
 
 
 def server_loop_pattern(extra: Sequence[str] = ()) -> re.Pattern[str]:

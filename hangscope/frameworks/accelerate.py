@@ -8,4 +8,7 @@ from hangscope.frameworks import Framework
 
 FRAMEWORK = Framework(name="accelerate", launchers=("accelerate",), library_files=("accelerate/",),
                       rank_tests=("is_main_process", "is_local_main_process",
-                                  "is_last_process", "process_index"))
+                                  "is_last_process", "process_index"),
+                      # Accelerator.on_main_process and its kin (PartialState's decorators)
+                      rank_decorators=("on_main_process", "on_local_main_process",
+                                       "on_last_process", "on_process", "on_local_process"))

@@ -11,7 +11,10 @@ from hangscope.frameworks import Framework
 
 FRAMEWORK = Framework(name="lightning", launchers=("lightning",),
                       library_files=("lightning/", "pytorch_lightning/", "lightning_fabric/"),
-                      rank_tests=("is_global_zero", "global_rank", "local_rank"))
+                      rank_tests=("is_global_zero", "global_rank", "local_rank"),
+                      # lightning.pytorch.utilities.rank_zero_only (Lightning#18148: a
+                      # collective property read inside one)
+                      rank_decorators=("rank_zero_only",))
 
 
 def _script(cmdline: Sequence[str]) -> tuple[str, ...]:

@@ -67,6 +67,22 @@ def test_a_checkpoint_saved_on_global_zero_only_is_rank_0s_barrier_alone(tmp_pat
     assert "under `if trainer.is_global_zero:`" in verdict["summary"], verdict
 
 
+def test_a_checkpoint_saved_in_a_rank_zero_only_method_is_rank_0s_barrier_alone(
+        tmp_path: Path) -> None:
+    """GIVEN the same checkpoint from a callback method under ``@rank_zero_only`` THEN the
+    decorator breaks the tie as the ``if`` did (blind round 19's 02: a collective property
+    read in such a method; both ranks were suspects)."""
+    with _lightning("ckpt_decorated", tmp_path) as job:
+        for pid in job.pids.values():
+            wait_off_cpu(pid, 1.0)
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [job.launcher], verdict
+    assert "inside a function decorated `@rank_zero_only` (lightning_jobs.py:" \
+        in verdict["summary"], verdict
+
+
 def test_a_checkpoint_saved_on_every_rank_trains_on(tmp_path: Path) -> None:
     with _lightning("ckpt_all", tmp_path) as job:
         data = json.loads(dump_json(job.launcher))

@@ -44,3 +44,33 @@ def test_a_line_outside_or_under_another_test_has_none(tmp_path: Path) -> None:
     assert rank_guards(str(path), 5) == ()
     assert rank_guards(str(path), 15) == ()  # a test that names no rank
     assert rank_guards(str(tmp_path / "missing.py"), 3) == ()
+
+
+DECORATED = '''\
+from lightning.pytorch.utilities import rank_zero_only
+
+
+class Export:
+    @rank_zero_only
+    def write(self, trainer):
+        out = trainer.log_dir
+        return out
+
+    @accelerator.on_main_process
+    def push(self):
+        upload()
+
+    @staticmethod
+    def every_rank(trainer):
+        return trainer.log_dir
+'''
+
+
+def test_a_line_in_a_function_under_a_rank_decorator_names_the_decorator(
+        tmp_path: Path) -> None:
+    """Blind round 19's 02 (Lightning#18148): a collective in a ``@rank_zero_only`` method."""
+    path = tmp_path / "train.py"
+    path.write_text(DECORATED)
+    assert rank_guards(str(path), 7) == ("@rank_zero_only (train.py:5)",)
+    assert rank_guards(str(path), 12) == ("@accelerator.on_main_process (train.py:10)",)
+    assert rank_guards(str(path), 16) == ()

@@ -106,8 +106,12 @@ def _rank_guarded(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | No
     # (collect/rankguards.py names the else of a test so: its ranks fail the test)
     orelse = test.startswith("else of ")
     test = test.removeprefix("else of ")
-    return normal, (f"{who[:1].upper()}{who[1:]} {verb} {group.op or 'its collective'} "
-                    f"{'in the else of' if orelse else 'under'} `if {test}:` ({where}: only "
-                    f"the ranks that {'fail' if orelse else 'pass'} that test call it, so "
-                    "the others never join; call it on every rank, or keep the collective out "
-                    "of the rank's branch")
+    head = f"{who[:1].upper()}{who[1:]} {verb} {group.op or 'its collective'} "
+    if test.startswith("@"):  # a function decorated to run on some ranks only
+        return normal, (f"{head}inside a function decorated `{test}` ({where}: only the "
+                        "ranks it runs on call it, so the others never join; keep the "
+                        "collective out of that function, or call it on every rank first")
+    return normal, (f"{head}{'in the else of' if orelse else 'under'} `if {test}:` ({where}: "
+                    f"only the ranks that {'fail' if orelse else 'pass'} that test call it, "
+                    "so the others never join; call it on every rank, or keep the collective "
+                    "out of the rank's branch")

@@ -15,6 +15,9 @@ appends ``"<pid> rank<N>"`` to READY_FILE once it is in its final state. Modes:
                    barrier, which rank 1 never enters: it goes on to the next epoch and waits
                    in its first collective (Lightning-AI/pytorch-lightning#19045).
 - ``ckpt_all``     the twin: every rank calls ``save_checkpoint`` (Lightning's way); trains on.
+- ``ckpt_decorated`` the same checkpoint from a callback method under Lightning's own
+                   ``@rank_zero_only`` (Lightning-AI/pytorch-lightning#18148: a collective
+                   inside a rank-zero-only function; #19045).
 """
 
 from __future__ import annotations
@@ -57,9 +60,18 @@ def main() -> None:
         def configure_optimizers(self):  # type: ignore[no-untyped-def]
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
+    from lightning.pytorch.utilities import rank_zero_only
+
     class SaveEveryEpoch(L.Callback):
+        @rank_zero_only
+        def export(self, trainer, path):  # type: ignore[no-untyped-def]
+            trainer.save_checkpoint(path)  # the bug: a barrier inside a rank-zero-only method
+
         def on_train_epoch_end(self, trainer, pl_module):  # type: ignore[no-untyped-def]
             path = os.path.join(workdir, f"rank{trainer.global_rank}.ckpt")
+            if mode == "ckpt_decorated":
+                ready(ready_file, f"rank{trainer.global_rank}")
+                self.export(trainer, path)
             if mode == "ckpt_rank0":
                 ready(ready_file, f"rank{trainer.global_rank}")
                 if trainer.is_global_zero:  # the bug: a collective on rank 0 only
