@@ -175,3 +175,27 @@ def test_given_a_ray_queue_whose_producer_task_failed_then_a_call_nobody_makes()
         "to return its get" in verdict.summary, verdict.summary
     assert "PID 24560 (ray::IDLE), PID 24627 (ray::IDLE) are idle between tasks" \
         in verdict.summary, verdict.summary
+
+
+def test_given_a_grpc_server_whose_handlers_call_it_then_a_pool_that_calls_its_own_server() -> None:
+    """Blind round 19's 05 (grpc#8603, #7052): every handler thread of a gRPC server inside a
+    nested call to the same server read "Local deadlock … a lock-order inversion" from gRPC's
+    own futexes; the answer forbade exactly that."""
+    snap = reread("grpc_server_pool_cycle")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    assert verdict.suspects == (18704,), verdict
+    assert verdict.summary.startswith("Deadlock (a pool that calls its own server): All 4 "
+                                      "worker threads of PID 18704"), verdict.summary
+    assert "at Ranker.Rank (server.py:36)" in verdict.summary, verdict.summary
+    assert "lock-order" not in verdict.summary, verdict.summary
+
+
+def test_given_a_collective_in_a_rank_zero_only_callback_then_rank_0_is_the_odd_one() -> None:
+    """Blind round 19's 02 (Lightning#18148), dumped after the decorator was read as a guard:
+    re-judged, rank 0 alone, the decorator named."""
+    snap = reread("lightning_rank_zero_only")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES, verdict
+    assert len(verdict.suspects) == 1 and verdict.suspects == (rank_pid(snap, 0),), verdict
+    assert "inside a function decorated `@rank_zero_only` (train.py:58)" in verdict.summary

@@ -49,6 +49,9 @@ def _pattern(snap: Snapshot, kind: str) -> WaitPattern:
     ("prompt", "prompt", VerdictKind.WAIT_CHAIN),
     ("asyncio_recv", "event_loop", VerdictKind.WAIT_CHAIN),
     ("store_get", "sink", VerdictKind.WAIT_CHAIN),
+    # tests/targets/frameworks/grpc_jobs.py self_call: two accepted sockets share the listening
+    # port's local address (a lookup by it alone missed the pair in 2 runs of 4)
+    ("grpc_self_call", "self_call", VerdictKind.DEADLOCK),
 ])
 def test_given_a_recorded_hung_job_then_its_pattern_decides_with_one_suspect(
         mode: str, kind: str, verdict: VerdictKind) -> None:

@@ -43,6 +43,9 @@ promptpatterns   The wait-for graph's prompts: a read of a terminal, a FIFO or a
                  writes under ``input()``, pdb or cmd, or a Python child reading its stdin pipe
                  whose writers wait for it (read in analyze/patterns/waitpatterns.py's order;
                  its cycles skip a prompt's parent holding its stdin).
+selfcalls        A pool that calls its own server: every worker of a thread pool waits inside a
+                 call, and the process holds both ends of a connection to its own listening
+                 port (a gRPC handler calling its own server).
 stalepatterns    A stale lock: processes poll for a lock that their own log says a process holds
                  which no longer exists (read in analyze/patterns/waitpatterns.py's order, with
                  the orphaned waits).

@@ -23,8 +23,7 @@ verdict rules read them (analyze/rules/graph.py):
 - a prompt nobody answers: a read of a terminal, or of a FIFO or pipe nobody writes, under
   pdb or ``input()``, or a Python child's read of a stdin pipe whose writers wait for it;
 - a FIFO nobody opens: threads blocked in ``open()`` of a named pipe nobody opens;
-- a sink: the thread that everything waits on, transitively, which itself waits on nothing
-  in the job (or on something outside it).
+- a sink: what everything waits on, transitively, itself waiting on nothing in the job.
 
 The patterns are one ordered table over one graph (``PATTERNS``), each read against the others
 (what a cycle claims, a sink must not claim again); those of threads inside one process live in
@@ -83,6 +82,7 @@ from hangscope.analyze.patterns.pendingtasks import pending_tasks
 from hangscope.analyze.patterns.permitpatterns import leaked_permits
 from hangscope.analyze.patterns.poolpatterns import idle_executor, lost_result, pool_saturated
 from hangscope.analyze.patterns.promptpatterns import prompt, prompt_edge
+from hangscope.analyze.patterns.selfcalls import self_call
 from hangscope.analyze.patterns.siblings import behind_sibling
 from hangscope.analyze.patterns.stalepatterns import stale_holder
 from hangscope.analyze.patterns.starvedpools import callback_wait, own_pool, starved_pool
@@ -372,7 +372,7 @@ def _idle_loop(snap: Snapshot, proc: Process, thread: Thread | None) -> str:
     return text
 
 
-PATTERNS = (self_connect, tty_stopped, own_end, behind_sibling, _cycle, _lock_cycle,
+PATTERNS = (self_connect, self_call, tty_stopped, own_end, behind_sibling, _cycle, _lock_cycle,
             shared_connection, gil_native_wait, self_lock, callback_wait, lock_upgrade, self_wait,
             barrier_short, leaked_permits, nested_checkout, starved_pool, orphan_manager_lock,
             fork_notifier, signal_wait, orphan_wait, own_pool, stale_holder, full_queue,

@@ -307,8 +307,24 @@ def lock_threads(proc: Process) -> list[Thread]:
         if leaf is not None and leaf.file and leaf.file.endswith(("threading.py", "queue.py")) \
                 and leaf.name.rsplit(".", 1)[-1] in ("wait", "get", "wait_for"):
             continue  # waiting to be notified (Event, Condition, Queue): idle, not a lock cycle
+        if leaf is not None and in_library(leaf.file) and _native_only_lock(thread):
+            continue  # a C extension's own lock inside a library call (gRPC's blocking call)
         out.append(thread)
     return out
+
+
+#: Python's own lock acquires in a native stack (a ``threading.Lock``/``RLock`` taken).
+_PY_LOCK = ("PyThread_acquire_lock", "rlock_acquire", "lock_acquire", "_PyMutex_Lock",
+            "_PySemaphore_Wait")
+
+
+def _native_only_lock(thread: Thread) -> bool:
+    """The thread's native stack was read and holds no Python lock acquire: the futex it
+    waits on is a C extension's own (a library's condition variable), no Python lock that a
+    lock-order inversion could be made of."""
+    native = [f.name for f in thread.frames if f.native]
+    return bool(native) and not any(n.startswith(_PY_LOCK) or "PyThread_acquire_lock" in n
+                                    for n in native)
 
 
 def lock_across_wait(facts: Facts) -> Verdict | None:

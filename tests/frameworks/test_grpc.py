@@ -1,0 +1,59 @@
+"""A gRPC service whose handler calls its own server (tests/targets/frameworks/grpc_jobs.py).
+
+GIVEN every worker of the server's pool inside a nested call to the same server, whose
+requests wait in that pool's queue (grpc#8603) THEN a deadlock of a pool that calls its own
+server, the server the suspect, its handler's line named, and no lock-order inversion (blind
+round 19's 05 read "Local deadlock … a lock-order inversion" from gRPC's own futexes). GIVEN
+the nested method served by a second server on its own pool THEN progressing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from support import TARGETS, dump_json, poll, show_text, verdict_job
+
+pytestmark = pytest.mark.frameworks
+
+JOBS = TARGETS / "frameworks" / "grpc_jobs.py"
+
+
+def _idle(pid: int, seconds: float = 1.0) -> None:
+    """Wait until ``pid`` used no CPU for ``seconds`` (its workers settled in their calls)."""
+    proc = psutil.Process(pid)
+    state = {"cpu": sum(proc.cpu_times()[:2]), "since": time.monotonic()}
+
+    def settled() -> bool:
+        cpu, now = sum(proc.cpu_times()[:2]), time.monotonic()
+        if cpu != state["cpu"]:
+            state.update(cpu=cpu, since=now)
+        return now - state["since"] >= seconds
+
+    poll(settled, f"PID {pid} off CPU for {seconds} s", 60)
+
+
+def test_a_handler_calling_its_own_server_with_every_worker_taken_is_a_deadlock(
+        tmp_path: Path) -> None:
+    with verdict_job("self_call", tmp_path, ["server", "client"], jobs=JOBS) as job:
+        _idle(job.pids["server"])
+        raw = dump_json(job.pids["server"])
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", (verdict, text)
+    assert verdict["suspects"] == [job.pids["server"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith("Deadlock (a pool that calls its own server): All 2 worker "
+                              "threads of "), summary
+    assert "wait inside a call at serve.<locals>.translate (grpc_jobs.py:" in summary, summary
+    assert "lock-order inversion" not in text, text
+
+
+def test_a_nested_call_served_by_a_second_pool_is_progressing(tmp_path: Path) -> None:
+    with verdict_job("two_servers", tmp_path, ["server", "client"], jobs=JOBS) as job:
+        raw = dump_json(job.pids["server"])
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)

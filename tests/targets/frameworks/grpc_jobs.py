@@ -1,0 +1,104 @@
+"""A gRPC service (grpcio, generic handlers with JSON messages) whose handler calls a method of
+the same server over its own channel:
+
+    python grpc_jobs.py MODE READY_FILE WORKDIR
+
+- ``self_call``: a translation gateway serves ``Translate`` and ``Detect`` on one server
+  built on ``ThreadPoolExecutor(max_workers=2)``; ``Translate`` asks ``Detect`` for the
+  language through a channel to its own port. A client child sends 4 ``Translate`` calls at
+  once: both workers take one and block in the nested call, whose ``Detect`` requests wait
+  in the pool's queue behind them for ever (grpc/grpc#8603, "bounded server thread pools
+  considered harmful"; #7052).
+- ``two_servers``: the twin: ``Detect`` is served by a second server of the same process, on
+  its own pool, and computes a little; the client asks again and again (progressing).
+
+The server appends ``"<pid> server"`` to READY_FILE once it serves, the client ``"<pid>
+client"`` once its calls are sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent import futures
+
+
+def ready(path: str, tag: str) -> None:
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()} {tag}\n")
+
+
+def _json(fn):  # type: ignore[no-untyped-def]
+    import grpc
+
+    return grpc.unary_unary_rpc_method_handler(
+        fn, request_deserializer=lambda b: json.loads(b), response_serializer=lambda o:
+        json.dumps(o).encode())
+
+
+def _stub(channel, method: str):  # type: ignore[no-untyped-def]
+    return channel.unary_unary(method, request_serializer=lambda o: json.dumps(o).encode(),
+                               response_deserializer=lambda b: json.loads(b))
+
+
+def detect(request, context):  # type: ignore[no-untyped-def]
+    end = time.monotonic() + 0.02  # a small model's forward pass
+    while time.monotonic() < end:
+        pass
+    return {"lang": "de" if "ß" in request["text"] else "en"}
+
+
+def serve(mode: str, ready_file: str) -> None:
+    import grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="rpc"))
+    port = server.add_insecure_port("127.0.0.1:0")
+    detector_port = port
+    if mode == "two_servers":
+        detector = grpc.server(futures.ThreadPoolExecutor(max_workers=2,
+                                                          thread_name_prefix="detect"))
+        detector.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "lang.Detector", {"Detect": _json(detect)}),))
+        detector_port = detector.add_insecure_port("127.0.0.1:0")
+        detector.start()
+    lookup = _stub(grpc.insecure_channel(f"127.0.0.1:{detector_port}"), "/lang.Detector/Detect")
+
+    def translate(request, context):  # type: ignore[no-untyped-def]
+        lang = lookup({"text": request["text"]})["lang"]  # the nested call
+        return {"text": request["text"][::-1], "from": lang}
+
+    handlers = [grpc.method_handlers_generic_handler("lang.Gateway",
+                                                     {"Translate": _json(translate)})]
+    if mode == "self_call":
+        handlers.append(grpc.method_handlers_generic_handler(
+            "lang.Detector", {"Detect": _json(detect)}))
+    server.add_generic_rpc_handlers(tuple(handlers))
+    server.start()
+    ready(ready_file, "server")
+    subprocess.Popen([sys.executable, __file__, "client", ready_file, str(port), mode])
+    server.wait_for_termination()
+
+
+def client(ready_file: str, port: str, mode: str) -> None:
+    import grpc
+
+    translate = _stub(grpc.insecure_channel(f"127.0.0.1:{port}"), "/lang.Gateway/Translate")
+    with futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="client") as pool:
+        calls = [pool.submit(translate, {"text": f"sentence {i}"}) for i in range(4)]
+        ready(ready_file, "client")
+        while True:
+            for call in calls:
+                call.result()
+            if mode != "two_servers":
+                return
+            calls = [pool.submit(translate, {"text": f"sentence {i}"}) for i in range(4)]
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "client":
+        client(*sys.argv[2:5])
+    else:
+        serve(sys.argv[1], sys.argv[2])
