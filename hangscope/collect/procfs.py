@@ -1109,8 +1109,9 @@ def read_fd_records(pid: int, locked: Collection[tuple[int, int, int]] = ()
     """Pipes, sockets, terminals and regular files open in ``pid``, with their access mode
     and, for a file among ``locked`` (the (major, minor, inode) keys /proc/locks lists), the
     locks it holds (fdinfo); (records, why none were read). GPU and anon-inode fds are
-    skipped (nothing waits on the other end of them), but for inotify and fanotify: a read
-    on one waits for the file system, a drop folder's service idles there."""
+    skipped (nothing waits on the other end of them), but for inotify and fanotify (a read
+    on one waits for the file system, a drop folder's service idles there) and eventfds (a
+    zmq socket's mailbox: an event loop that receives from the socket watches it)."""
     base = f"{PROC}/{pid}"
     try:
         names = os.listdir(f"{base}/fd")
@@ -1127,7 +1128,7 @@ def read_fd_records(pid: int, locked: Collection[tuple[int, int, int]] = ()
         except OSError:
             continue
         kind = _fd_kind(target)
-        if kind not in ("pipe", "socket", "file") and not target.startswith((
+        if kind not in ("pipe", "socket", "file", "eventfd") and not target.startswith((
                 "/dev/pts/", "/dev/tty", "/dev/ptmx", *FILE_WATCHES)):
             continue
         if target == "/dev/ptmx":  # a pty's master: which /dev/pts/N it drives

@@ -32,10 +32,11 @@ TAGS = ["api", "scheduler0", "scheduler1", "detokenizer"]
 
 
 @contextmanager
-def client(port: int, loop: bool = False) -> Iterator[subprocess.Popen[bytes]]:
+def client(port: int, loop: bool = False,
+           path: str = "generate") -> Iterator[subprocess.Popen[bytes]]:
     """A client on this host, outside the job (its own session), posting one request (or,
     ``loop``, one after another until killed: a load generator)."""
-    ask = f"u.urlopen(u.Request('http://127.0.0.1:{port}/generate', method='POST')).read()"
+    ask = f"u.urlopen(u.Request('http://127.0.0.1:{port}/{path}', method='POST')).read()"
     code = "import urllib.request as u\n" + (f"while True: {ask}" if loop else ask)
     proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -171,6 +172,26 @@ def test_given_the_http_front_ends_reply_dropped_while_a_client_waits_then_it_is
     assert "no decode state for rid 0, dropping" in verdict["summary"], verdict["summary"]
     assert f"rank 0 (PID {job.pids['scheduler0']})" in verdict["summary"], verdict["summary"]
     assert data["progress"]["decision"] != "idle", data["progress"]
+
+
+def test_given_a_reply_no_task_receives_then_the_front_end_is_suspect_and_the_reason_said(
+        tmp_path: Path) -> None:
+    """GIVEN the front end's first request a ``/server_info`` whose handler never creates the
+    receive loop (sglang#19475), its reply sent back and unread, THEN a reply that never
+    comes, the front end the suspect, and why: no task of its loop receives from its zmq
+    sockets (blind round 19's 06 said "lost or routed to another process")."""
+    with verdict_job("no_receiver", tmp_path, TAGS, jobs=JOBS) as job:
+        port = int((job.workdir / "port").read_text())
+        with client(port, path="server_info") as visitor:
+            job.wait_for(["replied"], 30)  # the detokenizer sent the reply back
+            raw = dump_json(job.pids["api"])
+            assert visitor.poll() is None  # the client still waits
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["summary"].startswith("A reply that never comes"), (verdict, text)
+    assert verdict["suspects"] == [job.pids["api"]], (verdict, text)
+    assert "no task of its event loop receives from its zmq sockets" in verdict["summary"], \
+        verdict["summary"]
 
 
 def test_given_the_dropping_engine_asked_for_nothing_then_idle(tmp_path: Path) -> None:

@@ -199,3 +199,14 @@ def test_given_a_collective_in_a_rank_zero_only_callback_then_rank_0_is_the_odd_
     assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES, verdict
     assert len(verdict.suspects) == 1 and verdict.suspects == (rank_pid(snap, 0),), verdict
     assert "inside a function decorated `@rank_zero_only` (train.py:58)" in verdict.summary
+
+
+def test_given_a_reply_no_task_receives_then_the_unread_mailboxes_are_said() -> None:
+    """Blind round 19's 06 (sglang#19475), dumped once eventfds were read: the front end's
+    loop watches none of its zmq sockets' mailboxes (its receive loop never started)."""
+    snap = reread("sglang_reply_unread")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.summary.startswith("A reply that never comes"), verdict
+    assert "no task of its event loop receives from its zmq sockets (its epoll watches none " \
+        "of their mailboxes, eventfds 8, 18, 20)" in verdict.summary, verdict.summary
+    assert len(verdict.suspects) == 1, verdict

@@ -34,6 +34,12 @@ Modes (each from a real report):
   waits inside ``generate`` forever while every other process idles. Ready tags
   ``tokenizer0``, ``tokenizer1``, ``answered`` (worker 1's first reply), ``dropped``.
 
+- ``no_receiver``: the front end creates its receive loop (``handle_loop``) lazily, on the
+  first ``/generate``, as SGLang's ``auto_create_handle_loop`` does; a ``/server_info``
+  request, the first, sends its message to the schedulers and awaits the reply, which the
+  detokenizer sends back and no task receives (sgl-project/sglang#19475: ``get_internal_state``
+  never created the loop; the server was started with ``--skip-server-warmup``).
+
 The test sends the requests from its own client process, outside the job: a visitor.
 Each process appends ``"<pid> <tag>"`` to READY_FILE once it waits in its loop.
 """
@@ -129,6 +135,9 @@ def detokenizer(mode: str, ipc: str, ready_file: str) -> None:
             continue
         worker = out.get("worker", 0) if len(send_to_tokenizer) > 1 else 0
         send_to_tokenizer[worker].send_pyobj({**out, "text": "abc"})
+        if mode == "no_receiver" and not dropped:
+            dropped = True  # (the test's tag: the first reply went back)
+            ready(ready_file, "replied")
 
 
 def tokenizer_sockets(ipc: str, inbox: str) -> tuple[zmq.asyncio.Socket, zmq.asyncio.Socket]:
@@ -188,7 +197,7 @@ def tokenizer_worker(w: int, ipc: str, ready_file: str) -> None:
     receiver.cancel()
 
 
-def serve(ipc: str, ready_file: str, port_file: str) -> None:
+def serve(mode: str, ipc: str, ready_file: str, port_file: str) -> None:
     import uvicorn
     from fastapi import FastAPI
 
@@ -204,9 +213,25 @@ def serve(ipc: str, ready_file: str, port_file: str) -> None:
             if fut is not None and not fut.done():
                 fut.set_result(out)
 
+    receiving: list[asyncio.Task[None]] = []
+
+    def auto_create_handle_loop() -> None:  # TokenizerManager.auto_create_handle_loop
+        if not receiving:
+            receiving.append(asyncio.get_running_loop().create_task(handle_loop()))
+
     @app.on_event("startup")
     async def start() -> None:
-        asyncio.get_running_loop().create_task(handle_loop())
+        if mode != "no_receiver":  # (no_receiver: created lazily, by /generate only)
+            auto_create_handle_loop()
+
+    @app.post("/server_info")
+    async def server_info() -> dict[str, object]:
+        # sglang#19475: get_internal_state never creates the receive loop
+        rid = next(counter)
+        fut: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
+        waiting[rid] = fut
+        await send_to_scheduler.send_pyobj({"rid": rid, "text": "internal state"})
+        return await fut
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -214,6 +239,7 @@ def serve(ipc: str, ready_file: str, port_file: str) -> None:
 
     @app.post("/generate")
     async def generate() -> dict[str, object]:
+        auto_create_handle_loop()
         rid = next(counter)
         fut: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
         waiting[rid] = fut
@@ -255,7 +281,7 @@ def main(mode: str, ready_file: str, workdir: str) -> None:
         for p in procs:  # the launcher of an offline engine: it waits for its children
             p.join()
         return
-    serve(ipc, ready_file, os.path.join(workdir, "port"))
+    serve(mode, ipc, ready_file, os.path.join(workdir, "port"))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from hangscope.analyze.patterns.calm.engines import (
     serving_thread,
     waits_for_message,
 )
+from hangscope.frameworks.zmq import FRAMEWORK as ZMQ
 from hangscope.model import Process, Role, Snapshot, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -134,6 +135,24 @@ def _idle(snap: Snapshot, proc: Process) -> bool:
                 or (thread is not None and not waits_for_message(proc, thread)))
 
 
+def unwatched_mailboxes(snap: Snapshot, proc: Process, loop: Thread) -> list[int]:
+    """The eventfds of ``proc``'s zmq sockets (its mailboxes: the eventfds no zmq I/O thread
+    watches) when the loop thread's epoll watches none of them: no task of the loop awaits a
+    receive on any zmq socket (a ``zmq.asyncio`` receive registers its socket's mailbox with
+    the loop); [] where one is watched, or the facts are missing."""
+    kernel = snap.waits.kernel if snap.waits is not None else None
+    mine = kernel.process(proc.pid) if kernel is not None else None
+    own = {t.tid for t in proc.threads if (t.name or "").startswith(ZMQ.thread_names)}
+    call = mine.syscall(loop.tid) if mine is not None else None
+    if mine is None or not own or call is None or not call.watched:
+        return []
+    internal = {fd for c in mine.syscalls if c.tid in own for fd, _ in c.watched}
+    boxes = [r.fd for r in mine.fds if r.target == "anon_inode:[eventfd]"
+             and r.fd not in internal]
+    watched = {fd for fd, _ in call.watched}
+    return boxes if boxes and not watched & set(boxes) else []
+
+
 def lost_reply(g: Graph) -> WaitPattern | None:
     snap = g.snap
     live = [p for p in snap.processes if not p.is_exited]
@@ -158,11 +177,16 @@ def lost_reply(g: Graph) -> WaitPattern | None:
                   "its event loop run inside that call with the requests' coroutines parked")
         # a set title (one word of argv, setproctitle's) names the role; a command line does not
         titled = front.title if front.title and len(front.cmdline) == 1 else ""
+        unread = unwatched_mailboxes(snap, front, thread)
+        fate = ("whose reply was lost or routed to another process" if not unread else
+                "and no task of its event loop receives from its zmq sockets (its epoll "
+                f"watches none of their mailboxes, eventfds {', '.join(map(str, unread))}): "
+                "the reply sent back to it sits unread. Start the task that receives (its "
+                "receive loop) before the requests that wait for it")
         chain = (f"{who(front)}{f' ({titled})' if titled else ''} waits for replies"
                  f"{site_words(thread)}{asked}, {inside}; {idle} "
                  f"{'waits' if len(named) == 1 else 'wait'} for new "
-                 "work, not blocked: nothing is working on the request, whose reply was lost or "
-                 "routed to another process")
+                 f"work, not blocked: nothing is working on the request, {fate}")
         said = [line.strip() for p in live if p.pid != front.pid and p.pid not in clients
                 for line in p.log_tail if _DROPPED.search(line)]
         if said:
