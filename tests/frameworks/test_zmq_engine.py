@@ -151,6 +151,24 @@ def test_given_a_reply_routed_to_the_wrong_tokenizer_worker_then_the_waiting_one
         verdict["suspects"], verdict
 
 
+def _reply_never_comes(mode: str, path: str, tag: str,
+                       tmp_path: Path) -> tuple[dict, Job, int]:  # type: ignore[type-arg]
+    """The dump of ``mode`` once a client outside the job posted to ``path`` and the engine
+    wrote ``tag``; asserts a reply that never comes, the front end the suspect (never the
+    client). The dump, the job and the client's PID."""
+    with verdict_job(mode, tmp_path, TAGS, jobs=JOBS) as job:
+        port = int((job.workdir / "port").read_text())
+        with client(port, path=path) as visitor:
+            job.wait_for([tag], 30)
+            raw = dump_json(job.pids["api"])
+            assert visitor.poll() is None  # the client still waits
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["summary"].startswith("A reply that never comes"), (verdict, text)
+    assert verdict["suspects"] == [job.pids["api"]], (verdict, text)
+    return data, job, visitor.pid
+
+
 def test_given_the_http_front_ends_reply_dropped_while_a_client_waits_then_it_is_suspect(
         tmp_path: Path) -> None:
     """GIVEN the HTTP front end's handler awaiting a future the detokenizer never fills (it
@@ -158,17 +176,9 @@ def test_given_the_http_front_ends_reply_dropped_while_a_client_waits_then_it_is
     THEN a reply that never comes: the front end the suspect, the client named as waiting on
     it (never the suspect), the line quoted; not idle, though every process of the engine
     waits for a message."""
-    with verdict_job("drop_reply", tmp_path, TAGS, jobs=JOBS) as job:
-        port = int((job.workdir / "port").read_text())
-        with client(port) as visitor:
-            job.wait_for(["dropped"], 30)
-            raw = dump_json(job.pids["api"])
-            assert visitor.poll() is None  # the client still waits
-    data, text = json.loads(raw), show_text(raw, tmp_path)
+    data, job, visitor = _reply_never_comes("drop_reply", "generate", "dropped", tmp_path)
     verdict = data["verdict"]
-    assert verdict["summary"].startswith("A reply that never comes"), (verdict, text)
-    assert verdict["suspects"] == [job.pids["api"]], (verdict, text)
-    assert f"the request of PID {visitor.pid}" in verdict["summary"], verdict["summary"]
+    assert f"the request of PID {visitor}" in verdict["summary"], verdict["summary"]
     assert "no decode state for rid 0, dropping" in verdict["summary"], verdict["summary"]
     assert f"rank 0 (PID {job.pids['scheduler0']})" in verdict["summary"], verdict["summary"]
     assert data["progress"]["decision"] != "idle", data["progress"]
@@ -180,18 +190,9 @@ def test_given_a_reply_no_task_receives_then_the_front_end_is_suspect_and_the_re
     receive loop (sglang#19475), its reply sent back and unread, THEN a reply that never
     comes, the front end the suspect, and why: no task of its loop receives from its zmq
     sockets (blind round 19's 06 said "lost or routed to another process")."""
-    with verdict_job("no_receiver", tmp_path, TAGS, jobs=JOBS) as job:
-        port = int((job.workdir / "port").read_text())
-        with client(port, path="server_info") as visitor:
-            job.wait_for(["replied"], 30)  # the detokenizer sent the reply back
-            raw = dump_json(job.pids["api"])
-            assert visitor.poll() is None  # the client still waits
-    data, text = json.loads(raw), show_text(raw, tmp_path)
-    verdict = data["verdict"]
-    assert verdict["summary"].startswith("A reply that never comes"), (verdict, text)
-    assert verdict["suspects"] == [job.pids["api"]], (verdict, text)
-    assert "no task of its event loop receives from its zmq sockets" in verdict["summary"], \
-        verdict["summary"]
+    data, _, _ = _reply_never_comes("no_receiver", "server_info", "replied", tmp_path)
+    assert "no task of its event loop receives from its zmq sockets" in \
+        data["verdict"]["summary"], data["verdict"]["summary"]
 
 
 def test_given_the_dropping_engine_asked_for_nothing_then_idle(tmp_path: Path) -> None:
