@@ -8,6 +8,7 @@ are hung.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -199,6 +200,33 @@ def test_a_vllm_worker_going_round_its_broadcast_wait_is_not_progressing() -> No
         (("Worker.execute_model (vllm/v1/worker/cpu_worker.py:120)",
           "LlamaModel.forward (vllm/model_executor/models/llama.py:400)"), 150),
         cpu_ns=1_800_000_000))
+    assert works[0].decision == PROGRESSING, works[0]
+
+
+def test_a_vllm_worker_caught_ending_its_last_step_as_the_window_began_is_waiting() -> None:
+    """The vLLM tier under load: the EngineCore stopped mid-request, the Worker's last step
+    ending as the window began (4 samples of its forward pass in 164, 20 ms of CPU) and a torn
+    sample inside the wait (its outer frames lost): it waits, it is not progressing (it read
+    "Python line moved: 29 distinct stacks in 168 samples", the stopped EngineCore no suspect)."""
+    wait = (f"MessageQueue.dequeue ({_SHM}:971)", "_GeneratorContextManager.__enter__ "
+            "(contextlib.py:137)", f"MessageQueue.acquire_read ({_SHM}:864)")
+    from hangscope.model.progress import StackCount
+
+    evidence = _worker(
+        ((*wait, f"SpinCondition.wait ({_SHM}:210)", "Poller.poll (zmq/sugar/poll.py:106)"),
+         120),
+        ((*wait, "sched_yield (vllm/distributed/utils.py:46)"), 39),
+        (("Worker.execute_model (vllm/v1/worker/cpu_worker.py:120)",), 4), cpu_ns=20_000_000)
+    proc = evidence.processes[0]
+    thread = proc.threads[0]
+    torn = StackCount((*_VLLM_WORKER[-2:], *wait), 1)  # a --nonblocking read torn outside
+    thread = replace(thread, samples=thread.samples + 1, stacks=(*thread.stacks, torn))
+    evidence = replace(evidence, processes=(replace(proc, threads=(thread,)),))
+    assert decide_all(evidence)[0].decision != PROGRESSING
+    # ...but a tenth of its window in the forward pass is work
+    works = decide_all(_worker(((*wait, "Poller.poll (zmq/sugar/poll.py:106)"), 140),
+                               (("Worker.execute_model (vllm/v1/worker/cpu_worker.py:120)",),
+                                16), cpu_ns=200_000_000))
     assert works[0].decision == PROGRESSING, works[0]
 
 

@@ -69,6 +69,9 @@ WAITING = "waiting"  # blocked the whole window while another process of the job
 #: Samples outside the dominant stack needed to call a move (one stray sample is noise: a
 #: ``py-spy --nonblocking`` read can tear across a frame change).
 MIN_MOVED_SAMPLES = 2
+#: The share of a window's samples a thread may spend outside a framework's wait and still be
+#: waiting in it (the tail of the last message's handling: 5%, 100 ms of a 2 s window).
+WAIT_TAIL = 0.05
 _COMPREHENSION = re.compile(r"\.<(genexpr|listcomp|setcomp|dictcomp|lambda)> \(")
 #: A thread awake less than this share of the window is "idle" (it waits).
 IDLE_CPU_SHARE = 0.2
@@ -150,19 +153,30 @@ def _one_loop(thread: ThreadProgress) -> bool:
 
 
 def _inside_wait(thread: ThreadProgress) -> bool:
-    """Every stack of the window is inside one of a framework's own waits for a message,
-    entered from one line (vLLM's shared-memory broadcast: ``sched_yield`` for a while after
-    each read, then a poll of its zmq notify socket; hangscope/frameworks ``zmq_waits``): the
-    stacks differ only inside the wait, which goes round its own loop: no progress."""
-    outer: set[tuple[str, ...]] = set()
+    """The window's stacks are inside one of a framework's own waits for a message, entered
+    from one line (vLLM's shared-memory broadcast: ``sched_yield`` for a while after each
+    read, then a poll of its zmq notify socket; hangscope/frameworks ``zmq_waits``): they
+    differ only inside the wait, which goes round its own loop: no progress. A torn sample
+    (a ``--nonblocking`` read that lost the outer frames) enters from the same line, and a
+    few samples elsewhere (under :data:`WAIT_TAIL` of them: the end of the last message's
+    handling, caught as the window began) do not make it work."""
+    entries: dict[tuple[str, ...], int] = {}
+    left = 0
     for stack in thread.stacks:
         if not stack.frames:
             continue  # a sample py-spy caught between frames: says nothing
         k = next((i for i, f in enumerate(stack.frames) if in_zmq_wait(f)), None)
         if k is None:
-            return False
-        outer.add(tuple(stack.frames[:k]))
-    return len(outer) == 1
+            left += stack.count
+        else:
+            outer = tuple(stack.frames[:k])
+            entries[outer] = entries.get(outer, 0) + stack.count
+    if not entries:
+        return False
+    line = max(entries, key=lambda o: entries[o])
+    left += sum(n for outer, n in entries.items()
+                if outer[-len(line):] != line[-len(outer):] if outer and line)
+    return left < max(MIN_MOVED_SAMPLES, WAIT_TAIL * thread.samples)
 
 
 def _loop_shape(frames: Sequence[str]) -> tuple[object, ...]:
