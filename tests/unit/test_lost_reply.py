@@ -88,13 +88,16 @@ def test_a_server_whose_open_connection_nobody_reads_holds_no_request_in_flight(
     assert front not in snap.verdict.suspects, snap.verdict
 
 
-@pytest.mark.parametrize("name", ["vllm_engine_stopped_spin", "vllm_engine_stopped_yield"])
+@pytest.mark.parametrize("name", ["vllm_engine_stopped_spin", "vllm_engine_stopped_yield",
+                                  "vllm_engine_stopped_torn"])
 def test_a_stopped_engine_core_whose_worker_spins_in_its_broadcast_wait_is_the_suspect(
         name: str) -> None:
     # The vllm tier's stopped EngineCore, recorded twice when its Worker had just had a
     # message: vLLM's broadcast wait spun (0.7 s of CPU in the window; 956 sched_yields and two
     # empty samples) at lines that change inside the wait. That is the wait, not work: the
-    # EngineCore stays the suspect.
+    # EngineCore stays the suspect. "torn": a third capture (the tier of 2026-12-05 read it
+    # progressing) whose window held --nonblocking samples torn outside the wait's outer
+    # frames and one garbage sample.
     snap = analyze(load(Path(__file__).resolve().parent.parent / "fixtures" / "frameworks"
                         / f"{name}.dump.json"))
     verdict = snap.verdict
