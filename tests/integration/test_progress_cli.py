@@ -52,10 +52,15 @@ def _all_progressing(pid: int, runs: int) -> None:
     for _ in range(runs):
         data = dump_json(pid)
         verdict, progress = data["verdict"], data["progress"]
-        if verdict["kind"] != "progressing" or progress["decision"] != "progressing":
+        # Under load the dump's own native pauses of the ranks can stall the job for most of
+        # the window (the extended tier once saw no collective complete in 2.4 s): the job
+        # then reads "Slow, not hung" (the same verdict kind, the window's decision "slow"),
+        # never hung nor stuck.
+        if verdict["kind"] != "progressing" or progress["decision"] not in (
+                "progressing", "slow"):
             wrong.append((verdict["summary"], progress["reason"]))
             continue
-        assert verdict["summary"].startswith("Progressing over ")
+        assert verdict["summary"].startswith(("Progressing over ", "Slow, not hung: "))
         decided = {r["evidence"] for r in progress["ranks"]}
         assert len(progress["ranks"]) == NPROC and decided <= {"python", "counters"}
         assert "(Python lines, py-spy record)" in " ".join(verdict["evidence"]) or \
