@@ -153,3 +153,15 @@ def test_given_a_ray_queue_whose_producer_task_computes_the_next_item_then_progr
     snap = reread("ray_queue_producing")
     assert snap.verdict is not None and snap.verdict.kind is VerdictKind.PROGRESSING, snap.verdict
     assert snap.verdict.suspects == (), snap.verdict
+
+
+def test_given_an_idle_tp2_vllm_server_whose_front_was_read_without_native_frames_then_idle(
+) -> None:
+    """The vLLM tier of 2026-12-05 read an idle TP 2 server "Deadlock" (its two Workers'
+    zmq receives, a ring): its API server was read without pausing it, a Python stack alone
+    under uvloop's run, so its serving loop was not seen; the kernel's wait channel
+    (do_epoll_wait) says where a loop running in C waits."""
+    snap = analyze(load(Path(__file__).parent.parent / "fixtures" / "frameworks"
+                        / "vllm_tp2_idle_python_only.dump.json"))
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.IDLE, snap.verdict
+    assert snap.verdict.suspects == (), snap.verdict

@@ -51,11 +51,27 @@ def python_names(thread: Thread) -> list[str]:
 
 def serving_thread(proc: Process) -> Thread | None:
     """The thread of ``proc`` that waits in a server loop for its next request: in Python's
-    selector, or in a native loop's poll under the call that started it."""
+    selector, or in a native loop's poll under the call that started it (by its native
+    frames, or, where none were taken, by the kernel's wait channel: a process read without
+    pausing it has a Python stack only)."""
     for thread in proc.threads:
-        if serves(thread.frames):
+        if serves(thread.frames) or (_starts_native_loop(thread.frames) and thread.state == "S"
+                                     and (thread.wchan or "").startswith(_POLL_WCHANS)):
             return thread
     return None
+
+
+#: The kernel's wait channels of a thread inside epoll_wait, poll or select.
+_POLL_WCHANS = ("do_epoll_wait", "ep_poll", "poll_schedule_timeout", "do_select", "do_sys_poll")
+
+
+@per_stack
+def _starts_native_loop(frames: Frames) -> bool:
+    """A Python stack alone (no native frame taken) whose innermost frame started an event
+    loop that runs in C (uvloop): where it waits, only the kernel says."""
+    names = [f"{f.name} ({f.file})" for f in frames if not f.native]
+    return bool(names) and len(names) == len(frames) and any(SERVES.search(n) for n in names) \
+        and bool(NATIVE_LOOP.search(names[0]))
 
 
 @per_stack
