@@ -66,6 +66,13 @@ _POLL_WCHANS = ("do_epoll_wait", "ep_poll", "poll_schedule_timeout", "do_select"
 
 
 @per_stack
+def may_serve(frames: Frames) -> bool:
+    """A thread with these frames may be a server loop's (``serving_thread`` decides, with
+    the kernel's wait where no native frame was taken): a cheap filter per distinct stack."""
+    return serves(frames) or _starts_native_loop(frames)
+
+
+@per_stack
 def _starts_native_loop(frames: Frames) -> bool:
     """A Python stack alone (no native frame taken) whose innermost frame started an event
     loop that runs in C (uvloop): where it waits, only the kernel says."""

@@ -28,8 +28,8 @@ from hangscope.analyze.evidence.progress import SLOW, STUCK
 from hangscope.analyze.evidence.visitors import visitors
 from hangscope.analyze.graph.waitwalk import Graph, site_words
 from hangscope.analyze.patterns.calm.engines import (
+    may_serve,
     python_names,
-    serves,
     serving_thread,
     waits_for_message,
 )
@@ -156,7 +156,7 @@ def unwatched_mailboxes(snap: Snapshot, proc: Process, loop: Thread) -> list[int
 def lost_reply(g: Graph) -> WaitPattern | None:
     snap = g.snap
     live = [p for p in snap.processes if not p.is_exited]
-    servers = {id(p) for p in g.having(serves)}
+    servers = {id(p) for p in g.having(may_serve)}
     guests = visitors(snap)
     for front in live:
         found = _front(g, front, servers, guests)
