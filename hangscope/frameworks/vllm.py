@@ -10,9 +10,10 @@ import re
 from hangscope.frameworks import Framework
 
 #: ``<PREFIX>::Worker_TP0``, ``VLLM::EngineCore_DP0``, ``VLLM::APIServer``: the name and the
-#: coordinates after it (the prefix is configurable: VLLM_PROCESS_NAME_PREFIX).
+#: coordinates after it (the prefix is configurable: VLLM_PROCESS_NAME_PREFIX). Never a
+#: ``.method`` after it: ``ray::Worker.train`` is a Ray actor of a class named Worker.
 TITLE = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+)::(?P<name>Worker|EngineCore|APIServer)"
-                   r"(?P<rest>[_A-Za-z0-9]*)")
+                   r"(?P<rest>[_A-Za-z0-9]*)(?![.\w])")
 #: Older releases: ``VllmWorkerProcess`` with its rank.
 OLD_WORKER = re.compile(r"VllmWorker(?:Process)?[-_ ]?(?:rank=)?(\d+)")
 

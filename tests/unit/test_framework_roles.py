@@ -77,6 +77,16 @@ def test_rays_agents_retitled_as_ray_processes_are_helpers_and_its_actors_are_no
     assert role_and_rank(("ray::Trainer.train",), {}, False, False)[0] is not Role.HELPER
 
 
+def test_a_ray_actor_of_a_class_named_like_a_vllm_process_is_no_vllm_rank() -> None:
+    """Blind round 19's 04: ``ray::Worker.train`` (a Ray actor of a class named Worker) read
+    as a vLLM Worker, a rank ("the rank (PID 18422)"). vLLM's titles never carry a
+    ``.method``: ``<PREFIX>::Worker_TP0``, ``VLLM::EngineCore_DP0``."""
+    for title in ("ray::Worker.train", "ray::EngineCore.step", "ray::Workers.run"):
+        assert role_and_rank((title,), {}, False, False)[0] is not Role.RANK, title
+    assert role_and_rank(("VLLM::Worker_TP1",), {}, False, False)[0] is Role.RANK
+    assert role_and_rank(("VLLM::EngineCore",), {}, False, False)[0] is Role.ENGINE_CORE
+
+
 def test_a_job_run_from_a_venv_named_after_an_engine_is_not_that_engine() -> None:
     """The job's kind comes from the engine's own titles and entry points, never a bare name
     in a path (a pyzmq server started from /work/vllm-venv is a python job: blind round 14)."""
