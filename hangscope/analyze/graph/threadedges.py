@@ -24,12 +24,17 @@ def user_frame(thread: Thread) -> Frame | None:
                  and not f.file.endswith(_LIB) and not any(m in f.file for m in _LIB)), None)
 
 
+def own_frame(thread: Thread) -> Frame | None:
+    """The innermost Python frame of the program's own code (no library's): the line that
+    made the call the thread waits in."""
+    return next((f for f in thread.frames if not f.native and not in_library(f.file)), None)
+
+
 def at_loop_head(thread: Thread | None) -> bool:
     """The thread's innermost frame of the program's own code waits for its loop's next item
     (``Frame.loop_next``: a ``for`` header, a ``while True:`` body's first statement): a
     worker waiting for work, not a client waiting for a reply."""
-    own = next((f for f in thread.frames if not f.native and not in_library(f.file)),
-               None) if thread is not None else None
+    own = own_frame(thread) if thread is not None else None
     return own is not None and own.loop_next
 
 

@@ -99,20 +99,11 @@ def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: froze
         return
     if not in_zmq_receive(thread):
         return
-    io_tids = {t.tid: t.name for t in proc.threads if _IO_THREAD.match(t.name or "")}
-    seen: set[int] = set()
-    for call in mine.syscalls:
-        if call.tid not in io_tids:
-            continue
-        for fd, events in call.watched:
-            rec = fds.get(fd)
-            if (rec is None or fd in seen or not events & 1 or rec.inode not in connected
-                    or not rec.target.startswith("socket:")):
-                continue
-            seen.add(fd)
-            how = (f"a zmq receive: its messages come through zmq's I/O thread "
-                   f"{io_tids[call.tid]} ({call.tid}), whose epoll watches fd {fd}")
-            yield from socket_edges(proc, thread, rec, how)
+    names = {t.tid: t.name for t in proc.threads}
+    for call, fd, rec in _io_connections(kernel, fds, connected, proc, readable=True):
+        how = (f"a zmq receive: its messages come through zmq's I/O thread "
+               f"{names[call.tid]} ({call.tid}), whose epoll watches fd {fd}")
+        yield from socket_edges(proc, thread, rec, how)
 
 
 #: A wait for a peer to take queued messages: (edge kind, object, why, what stands outside when
@@ -155,19 +146,20 @@ def _handover_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected:
 
 
 def _io_connections(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
-                    proc: Process) -> Iterator[tuple[TaskSyscall, int, FdRecord]]:
-    """The connected sockets the process's zmq I/O threads watch: (their epoll_wait, fd,
-    record), each fd once."""
+                    proc: Process, readable: bool = False
+                    ) -> Iterator[tuple[TaskSyscall, int, FdRecord]]:
+    """The connected sockets the process's zmq I/O threads watch (``readable``: for input,
+    EPOLLIN): (their epoll_wait, fd, record), each fd once."""
     mine = kernel.process(proc.pid)
     io_tids = {t.tid for t in proc.threads if _IO_THREAD.match(t.name or "")}
     seen: set[int] = set()
     for call in (mine.syscalls if mine is not None else ()):
         if call.tid not in io_tids:
             continue
-        for fd, _events in call.watched:
+        for fd, events in call.watched:
             rec = fds.get(fd)
-            if rec is None or fd in seen or rec.inode not in connected \
-                    or not rec.target.startswith("socket:"):
+            if rec is None or fd in seen or (readable and not events & 1) \
+                    or rec.inode not in connected or not rec.target.startswith("socket:"):
                 continue
             seen.add(fd)
             yield call, fd, rec

@@ -9,10 +9,10 @@ pairs the client's socket with the one the process accepted.
 
 from __future__ import annotations
 
-from hangscope.analyze.graph.threadedges import blocked, executor_worker, runs_task
+from hangscope.analyze.graph.threadedges import blocked, executor_worker, own_frame, runs_task
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.patterns.behind import behind
-from hangscope.model import Category, Frame, Process, Snapshot, Thread, in_library
+from hangscope.model import Category, Process, Snapshot
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -38,11 +38,6 @@ def self_connections(snap: Snapshot, proc: Process) -> list[tuple[int, int, int]
     return out
 
 
-def _own_frame(thread: Thread) -> Frame | None:
-    """The program's own innermost frame: the handler's line that made the call."""
-    return next((f for f in thread.frames if not f.native and not in_library(f.file)), None)
-
-
 def self_call(g: Graph) -> WaitPattern | None:
     if not g.has_file("concurrent/futures/thread.py"):
         return None
@@ -60,7 +55,7 @@ def self_call(g: Graph) -> WaitPattern | None:
             continue
         client, accepted, port = found[0]
         sites = sorted({f"{f.name} ({f.short_file}:{f.line})" for t in workers
-                        if (f := _own_frame(t)) is not None})
+                        if (f := own_frame(t)) is not None})
         at = f" at {', '.join(sites[:2])}" if sites else ""
         names = ", ".join(t.name or str(t.tid) for t in workers[:4]) + (
             f" and {len(workers) - 4} more" if len(workers) > 4 else "")

@@ -313,7 +313,8 @@ def lock_threads(proc: Process) -> list[Thread]:
     return out
 
 
-#: Python's own lock acquires in a native stack (a ``threading.Lock``/``RLock`` taken).
+#: Python's own lock acquires in a native stack (a ``threading.Lock``/``RLock`` taken), as
+#: parts of a frame's name (``lock_PyThread_acquire_lock``).
 _PY_LOCK = ("PyThread_acquire_lock", "rlock_acquire", "lock_acquire", "_PyMutex_Lock",
             "_PySemaphore_Wait")
 
@@ -323,8 +324,7 @@ def _native_only_lock(thread: Thread) -> bool:
     waits on is a C extension's own (a library's condition variable), no Python lock that a
     lock-order inversion could be made of."""
     native = [f.name for f in thread.frames if f.native]
-    return bool(native) and not any(n.startswith(_PY_LOCK) or "PyThread_acquire_lock" in n
-                                    for n in native)
+    return bool(native) and not any(part in n for n in native for part in _PY_LOCK)
 
 
 def lock_across_wait(facts: Facts) -> Verdict | None:
