@@ -101,6 +101,19 @@ def hangscope(pid: int, env: dict[str, str], *flags: str) -> tuple[float, int]:
     return seconds, ranks
 
 
+def profile(pyspy: str, pid: int, env: dict[str, str], folder: Path) -> None:
+    """Two cold ``--samples 1`` dumps under ``py-spy record``: every thread's samples, idle
+    ones too (where the wall time goes), then the GIL holder's alone (what computes while the
+    others wait for it). Raw folded stacks, one file each."""
+    folder.mkdir(parents=True, exist_ok=True)
+    dump = [sys.executable, "-m", "hangscope", "dump", str(pid), "--format", "json",
+            "--samples", "1"]
+    for name, flags in (("idle", ["--idle"]), ("gil", ["--gil"])):
+        subprocess.run([pyspy, "record", "--rate", "1000", "--threads", "--format", "raw",
+                        *flags, "-o", str(folder / f"{name}.txt"), "--", *dump], env=env,
+                       capture_output=True, timeout=300, check=False)
+
+
 def machine() -> dict[str, object]:
     info: dict[str, object] = {"cpus": os.cpu_count(), "python": platform.python_version(),
                                "kernel": platform.release(),
@@ -141,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-timeout", type=float, default=120.0)
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another hangscope source tree, timed side by side")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="a folder: also record where one cold `--samples 1` dump's time "
+                             "goes (py-spy record, raw folded stacks: every thread with --idle, "
+                             "and the GIL holder alone with --gil)")
     args = parser.parse_args(argv)
     pyspy = os.environ.get("HANGSCOPE_PYSPY") or shutil.which("py-spy")
     if not pyspy:
@@ -208,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             [sys.executable, "-m", "hangscope", "dump", str(launcher.pid), "--format", "json",
              "--samples", "1", *extra, "--verbose"], env=env, capture_output=True, text=True,
             check=False).stderr.strip().splitlines()[-1:] for extra in ((), ("--no-native",))]
+        if args.profile is not None:
+            profile(pyspy, launcher.pid, env, args.profile)
         med = {k: _median(v) for k, v in rows.items() if v}
         floor = max(med["max_single_native"], med["sum_single_native"] / cores)
         result = {"machine": info, "ranks": args.ranks, "repeats": args.repeats,

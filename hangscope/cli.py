@@ -137,6 +137,9 @@ def _emit_partial(partial: object, args: argparse.Namespace | None) -> None:
 
 def run() -> None:
     """Console-script entry point."""
+    from hangscope.bytecode import keep_bytecode
+
+    keep_bytecode()  # before the commands' modules are imported
     code = main()
     if code == 130:
         # Interrupted: leave now. A normal exit would join the sampling threads, and one may
