@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import logging
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 from support import TARGETS
@@ -97,3 +99,34 @@ def test_a_line_inside_a_with_over_a_call_is_within_that_call() -> None:
     assert source.within(jobs, _line("enrich(key)", jobs, after=refresh)) == ("pool.lease()",)
     write = _line("f.write(", jobs)
     assert source.within(jobs, write) == ("open(ready_file, 'a')",)  # as ast.unparse writes it
+
+
+def test_a_file_asked_for_by_many_threads_at_once_is_built_once(tmp_path: Path) -> None:
+    """The sampler's threads read the ranks of a job together and ask for the same files at
+    once: one build per version, the others wait for it and share it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hangscope.collect.source import _per_version
+
+    path = tmp_path / "train.py"
+    path.write_text("import threading\nlock = threading.Lock()\n")
+    builds: list[bytes] = []
+    started = threading.Event()
+
+    def build(source: bytes) -> int:
+        builds.append(source)
+        started.set()
+        time.sleep(0.2)  # long enough that every other thread asks while this one builds
+        return len(source)
+
+    cache: dict[tuple[str, int, int], int] = {}
+    with ThreadPoolExecutor(8) as pool:
+        first = pool.submit(_per_version, str(path), cache, build, -1)
+        assert started.wait(10)
+        rest = [pool.submit(_per_version, str(path), cache, build, -1) for _ in range(7)]
+        found = [first.result(), *(f.result() for f in rest)]
+    assert found == [len(path.read_bytes())] * 8
+    assert len(builds) == 1
+    path.write_text("changed = True\n")  # a new version is built again
+    assert _per_version(str(path), cache, build, -1) == len(b"changed = True\n")
+    assert len(builds) == 2
