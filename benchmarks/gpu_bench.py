@@ -67,10 +67,11 @@ def launcher_main(ranks: int) -> None:
 # --- measuring --------------------------------------------------------------------------------
 
 
-def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
+def timed(argv: list[str], env: dict[str, str] | None = None,
+          cwd: Path | None = None) -> tuple[float, int, str]:
     start = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300,
-                          check=False)
+                          check=False, cwd=cwd)
     return time.perf_counter() - start, done.returncode, done.stdout
 
 
@@ -88,10 +89,13 @@ def parallel(pyspy: str, pids: list[int]) -> float:
     return time.perf_counter() - start
 
 
-def hangscope(pid: int, env: dict[str, str], *flags: str) -> tuple[float, int]:
-    """One cold ``hangscope dump``: seconds, and how many ranks its JSON found."""
+def hangscope(pid: int, env: dict[str, str], *flags: str, root: Path = REPO
+              ) -> tuple[float, int]:
+    """One cold ``hangscope dump`` of the tree at ``root``: seconds, and how many ranks its
+    JSON found. (Run from ``root``: ``-m`` puts the working directory first on sys.path, so
+    from anywhere else a baseline's run would time whatever tree is there.)"""
     seconds, code, out = timed([sys.executable, "-m", "hangscope", "dump", str(pid),
-                                "--format", "json", *flags], env=env)
+                                "--format", "json", *flags], env=env, cwd=root)
     ranks = 0
     if code == 0:
         try:
@@ -111,7 +115,7 @@ def profile(pyspy: str, pid: int, env: dict[str, str], folder: Path) -> None:
     for name, flags in (("idle", ["--idle"]), ("gil", ["--gil"])):
         subprocess.run([pyspy, "record", "--rate", "1000", "--threads", "--format", "raw",
                         *flags, "-o", str(folder / f"{name}.txt"), "--", *dump], env=env,
-                       capture_output=True, timeout=300, check=False)
+                       cwd=REPO, capture_output=True, timeout=300, check=False)
 
 
 def machine() -> dict[str, object]:
@@ -217,14 +221,16 @@ def main(argv: list[str] | None = None) -> int:
             ranks_found["python"].append(found)
             rows["serial_python"].append(serial(pyspy, pids, native=False)[0])
             if base_env is not None:
+                base = args.baseline.resolve()
                 rows["baseline_samples1"].append(
-                    hangscope(launcher.pid, base_env, "--samples", "1")[0])
-                rows["baseline_python_only"].append(
-                    hangscope(launcher.pid, base_env, "--no-native", "--samples", "1")[0])
+                    hangscope(launcher.pid, base_env, "--samples", "1", root=base)[0])
+                rows["baseline_python_only"].append(hangscope(
+                    launcher.pid, base_env, "--no-native", "--samples", "1", root=base)[0])
         phase_lines = [subprocess.run(
             [sys.executable, "-m", "hangscope", "dump", str(launcher.pid), "--format", "json",
-             "--samples", "1", *extra, "--verbose"], env=env, capture_output=True, text=True,
-            check=False).stderr.strip().splitlines()[-1:] for extra in ((), ("--no-native",))]
+             "--samples", "1", *extra, "--verbose"], env=env, cwd=REPO, capture_output=True,
+            text=True, check=False).stderr.strip().splitlines()[-1:]
+            for extra in ((), ("--no-native",))]
         if args.profile is not None:
             profile(pyspy, launcher.pid, env, args.profile)
         med = {k: _median(v) for k, v in rows.items() if v}
