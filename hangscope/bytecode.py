@@ -12,14 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hangscope" \
-        / "bytecode"
+from hangscope.diskcache import cache_root
 
 
 def keep_bytecode() -> bool:
@@ -36,7 +32,7 @@ def keep_bytecode() -> bool:
             return False  # installed with its bytecode (pip compiles it): that is used
     if not here.is_file():
         return False  # run from a zip (the remote bundle carries its own bytecode)
-    target = cache_dir()
+    target = cache_root() / "bytecode"
     try:
         target.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import ast
 
 from hangscope.collect.source import MAX_SOURCE_BYTES, _parse, _per_version
+from hangscope.diskcache import SourceCache
 from hangscope.model import SPIN, WALK, WHILE, in_library
 
-_walks_cache: dict[tuple[str, int, int], tuple[tuple[int, int, str], ...]] = {}
+_walks_cache = SourceCache("loop-walks")  # path, mtime, size -> ((first, last, kind), ...)
 #: Iterators that never end: a ``for`` over one is a ``while True``.
 _ENDLESS = frozenset({"count", "cycle", "repeat"})
 #: Calls that do nothing but give the core away: a loop of them only waits.

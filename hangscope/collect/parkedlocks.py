@@ -14,12 +14,13 @@ import ast
 import os
 
 from hangscope.collect.source import _lock_item, _parse, _per_version
+from hangscope.diskcache import SourceCache
 from hangscope.model import in_library
 
 #: (lock text, where, what keeps it held): ``("MODEL_LOCK", "generate_stream (app.py:38)",
 #: "yields inside with MODEL_LOCK:")``
 Parked = tuple[str, str, str]
-_cache: dict[tuple[str, int, int], tuple[Parked, ...]] = {}
+_cache = SourceCache("parked-locks")  # path, mtime, size -> tuple[Parked, ...]
 _EXITS = (ast.Return, ast.Raise, ast.Break, ast.Continue)
 
 

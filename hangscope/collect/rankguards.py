@@ -11,9 +11,10 @@ import os
 import re
 
 from hangscope.collect.source import _parse, _per_version
+from hangscope.diskcache import SourceCache
 from hangscope.frameworks import RANK_DECORATORS, RANK_TESTS
 
-_guard_cache: dict[tuple[str, int, int], tuple[tuple[int, int, str, int, bool], ...]] = {}
+_guard_cache = SourceCache("rank-guards")  # -> ((first, last, test, at, orelse), ...)
 
 #: How a guard names the ``else`` of its ``if``: the ranks that fail the test run it.
 ELSE_OF = "else of "

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from hangscope import diskcache
+from hangscope.diskcache import MISSING, SourceCache
 from hangscope.model import in_library
 
 #: Source files larger than this are not parsed (generated code; the cost is the parse).
@@ -34,7 +36,7 @@ Calls = dict[int, frozenset[str]]
 #: line, the call's source text.
 CallBlock = tuple[int, int, str]
 _Parsed = tuple[tuple[Block, ...], tuple[LockBlock, ...], Calls, tuple[CallBlock, ...]]
-_cache: dict[tuple[str, int, int], _Parsed] = {}
+_cache = SourceCache("parsed")  # path, mtime, size -> _Parsed
 _lock = threading.Lock()
 _parse_lock = threading.Lock()
 _building: dict[tuple[int, tuple[str, int, int]], threading.Lock] = {}  # per version being built
@@ -186,13 +188,19 @@ def _per_version(path: str, cache: dict[tuple[str, int, int], T], build: Callabl
         with _lock:
             if key in cache:
                 return cache[key]
-        value = empty
-        if st.st_size <= MAX_SOURCE_BYTES:
+        kept = diskcache.load(cache, key) if isinstance(cache, SourceCache) else MISSING
+        if kept is not MISSING:
+            value = kept
+        elif st.st_size <= MAX_SOURCE_BYTES:
             try:
                 with open(path, "rb") as fh:
                     value = build(fh.read())
             except (OSError, SyntaxError, ValueError, RecursionError, SystemError):
                 value = empty
+            if isinstance(cache, SourceCache):
+                diskcache.store(cache, key, value)
+        else:
+            value = empty
         with _lock:
             cache[key] = value
             _building.pop((id(cache), key), None)
@@ -221,7 +229,7 @@ def _parsed(path: str) -> _Parsed:
     return _per_version(path, _cache, _build_parsed, ((), (), {}, ()))
 
 
-_loop_cache: dict[tuple[str, int, int], frozenset[int]] = {}
+_loop_cache = SourceCache("loop-lines")  # -> frozenset[int]
 
 
 def loop_lines(tree: ast.AST) -> frozenset[int]:
@@ -250,7 +258,7 @@ _LOOP_MADE = ("Queue", "LifoQueue", "PriorityQueue", "Future", "Event", "Conditi
 _LOOP_ONLY = ("put_nowait", "set_result", "set_exception", "set", "call_soon", "call_later",
               "create_task")
 _HOPS = ("call_soon_threadsafe", "run_coroutine_threadsafe")
-_unsafe_cache: dict[tuple[str, int, int], tuple[tuple[int, int, str, int], ...]] = {}
+_unsafe_cache = SourceCache("loop-unsafe")  # -> tuple[tuple[int, int, str, int], ...]
 
 
 def _loop_made(tree: ast.AST) -> set[str]:

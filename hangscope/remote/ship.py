@@ -24,6 +24,8 @@ import zipfile
 from functools import lru_cache
 from pathlib import Path
 
+from hangscope.diskcache import cache_root
+
 #: Pure-Python packages the one-node dump imports (``textual`` is for the TUI only: left out).
 PURE_DEPS = ("rich", "markdown_it", "mdurl", "pygments", "pynvml")
 BINARY_DEPS = ("psutil",)
@@ -149,7 +151,7 @@ def bundle() -> bytes:
     from hangscope.collect.pyspy import find_pyspy
 
     pyspy = Path(find_pyspy())
-    cache_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hangscope"
+    cache_dir = cache_root()
     cached = cache_dir / f"bundle-{_cache_key(pyspy)}.tar"
     with contextlib.suppress(OSError):
         return cached.read_bytes()
