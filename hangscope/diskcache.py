@@ -50,12 +50,14 @@ _digest: str | None = None
 
 
 def _code_digest() -> str:
-    """hangscope's own version: what every one of its modules was when this run started."""
+    """hangscope's own version: what every one of its modules was when this run started;
+    "" where its modules are no files (the zipapp a remote node runs): nothing is kept."""
     global _digest
     with _digest_lock:
         if _digest is None:
             root = Path(__file__).resolve().parent  # the hangscope package
             digest = hashlib.sha256(repr(sys.version_info[:2]).encode())
+            seen = 0
             for dirpath, _dirs, files in sorted(os.walk(root)):
                 for name in sorted(files):
                     if name.endswith(".py"):
@@ -63,17 +65,17 @@ def _code_digest() -> str:
                             st = os.stat(os.path.join(dirpath, name))
                             digest.update(f"{dirpath}/{name}\0{st.st_mtime_ns}\0"
                                           f"{st.st_size}\n".encode())
-            _digest = digest.hexdigest()[:16]
+                            seen += 1
+            _digest = digest.hexdigest()[:16] if seen else ""
         return _digest
 
 
-def _folder() -> Path:
-    return cache_root() / "source"
-
-
-def _entry(cache: SourceCache, key: Key) -> Path:
+def _entry(cache: SourceCache, key: Key) -> Path | None:
+    version = _code_digest()
+    if not version:
+        return None
     what = hashlib.sha256(f"{cache.name}\0{key[0]}\0{key[1]}\0{key[2]}".encode()).hexdigest()
-    return _folder() / f"{_code_digest()}-{what[:32]}"
+    return cache_root() / "source" / f"{version}-{what[:32]}"
 
 
 MISSING = object()  # load: nothing kept
@@ -81,8 +83,11 @@ MISSING = object()  # load: nothing kept
 
 def load(cache: SourceCache, key: Key) -> Any:
     """The kept result for ``key``, or :data:`MISSING`."""
+    entry = _entry(cache, key)
+    if entry is None:
+        return MISSING
     try:
-        return marshal.loads(_entry(cache, key).read_bytes())
+        return marshal.loads(entry.read_bytes())
     except (OSError, EOFError, ValueError, TypeError):
         return MISSING
 
@@ -94,6 +99,8 @@ def store(cache: SourceCache, key: Key, value: Any) -> None:
     except ValueError:
         return  # not plain data
     entry = _entry(cache, key)
+    if entry is None:
+        return
     with contextlib.suppress(OSError):
         entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = entry.with_name(f"{entry.name}.{os.getpid()}.{threading.get_ident()}.tmp")

@@ -106,3 +106,19 @@ def test_the_cache_holds_a_bounded_number_of_entries(
         path.write_text(f"a = {i}\n")
         _per_version(str(path), SourceCache("test"), _counting([]), ())
     assert 2 <= len(list(own_cache.iterdir())) <= 4
+
+
+def test_a_hangscope_whose_modules_are_no_files_keeps_nothing(
+        tmp_path: Path, own_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The zipapp a remote node runs: its version cannot be read from its files, so no
+    answer of another bundle could be told apart."""
+    monkeypatch.setattr(diskcache, "_digest", None)
+    monkeypatch.setattr(diskcache, "__file__", str(tmp_path / "hangscope.pyz" / "hangscope"
+                                                   / "diskcache.py"))
+    path = tmp_path / "train.py"
+    path.write_text("a = 1\n")
+    builds: list[bytes] = []
+    _per_version(str(path), SourceCache("test"), _counting(builds), ())
+    _per_version(str(path), SourceCache("test"), _counting(builds), ())
+    assert len(builds) == 2
+    assert not own_cache.exists()
