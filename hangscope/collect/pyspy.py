@@ -77,7 +77,11 @@ class _Children:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: Ctrl-C's handler (``stop_all``) runs on the main thread between two of its
+        # bytecodes, maybe while that thread starts a recorder inside ``popen``; a plain lock
+        # deadlocked there, and the dump neither ended nor said why (the newcomer's Ctrl-C
+        # test, 2 runs in 15).
+        self._lock = threading.RLock()
         self._live: set[subprocess.Popen[bytes]] = set()
         self.stopped = False
 
@@ -88,6 +92,11 @@ class _Children:
                 raise Interrupted
             proc: subprocess.Popen[bytes] = subprocess.Popen(cmd, **kwargs)  # type: ignore[call-overload]
             self._live.add(proc)
+            if self.stopped:  # Ctrl-C came while it started: it missed this one
+                proc.kill()
+                proc.wait()
+                self._live.discard(proc)
+                raise Interrupted
             return proc
 
     def forget(self, proc: subprocess.Popen[bytes]) -> None:
