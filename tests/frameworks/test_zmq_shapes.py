@@ -163,3 +163,21 @@ def test_given_a_push_waiting_for_room_while_its_worker_takes_each_item_then_pro
         tmp_path: Path) -> None:
     data, text, _ = _dump("push_joined", ["dispatcher", "worker"], tmp_path)
     assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)
+
+
+def test_given_a_req_whose_only_rep_died_with_the_request_then_the_dead_server_is_the_suspect(
+        tmp_path: Path) -> None:
+    """Blind round 20's 02 read "unknown": the client's REQ had no peer left at all (no
+    connection its I/O thread holds), and the server it started had exited with code 3."""
+    data, text, pids = _dump("sole_rep_died", ["client", "server"], tmp_path, settled=True)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert verdict["suspects"] == [pids["server"]], verdict
+    assert "no peer is left" in verdict["summary"], verdict["summary"]
+    assert "exited with code 3" in verdict["summary"], verdict["summary"]
+
+
+def test_given_a_rep_waiting_for_its_first_client_beside_a_zombie_that_ended_well_then_idle(
+        tmp_path: Path) -> None:
+    data, text, _ = _dump("rep_first_client", ["server"], tmp_path, settled=True)
+    assert data["verdict"]["kind"] == "idle", (data["verdict"], text)

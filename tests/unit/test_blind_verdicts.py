@@ -210,3 +210,14 @@ def test_given_a_reply_no_task_receives_then_the_unread_mailboxes_are_said() -> 
     assert "no task of its event loop receives from its zmq sockets (its epoll watches none " \
         "of their mailboxes, eventfds 8, 18, 20)" in verdict.summary, verdict.summary
     assert len(verdict.suspects) == 1, verdict
+
+
+def test_given_a_req_whose_only_peer_died_with_the_request_then_the_dead_peer_is_the_suspect(
+        ) -> None:
+    """Blind round 20's 02 (libzmq#1227) read "unknown": the client's REQ had no connection
+    left at all, and the embedding server it started had exited with code 3 (a zombie)."""
+    snap = reread("zmq_sole_rep_died")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.summary.startswith("A process died"), verdict
+    assert verdict.suspects == (13775,), verdict
+    assert "no peer is left to send one" in verdict.summary, verdict.summary

@@ -73,7 +73,11 @@ from hangscope.analyze.patterns.ends.signalwaits import gone_signal
 from hangscope.analyze.patterns.ends.stoppedends import stopped_end, stopped_words
 from hangscope.analyze.patterns.ends.unaccepted import unaccepted, unaccepted_words
 from hangscope.analyze.patterns.ends.uncalled import uncalled
-from hangscope.analyze.patterns.ends.zmqends import owes_nothing, unowed_receive
+from hangscope.analyze.patterns.ends.zmqends import (
+    owes_nothing,
+    unowed_receive,
+    unpeered_receive,
+)
 from hangscope.analyze.patterns.gilpatterns import gil_native_wait, gil_ring
 from hangscope.analyze.patterns.looppatterns import event_loop, loop_reads
 from hangscope.analyze.patterns.loopwake import unwoken_loop
@@ -378,7 +382,7 @@ PATTERNS = (self_connect, self_call, tty_stopped, own_end, behind_sibling, _cycl
             fork_notifier, signal_wait, orphan_wait, own_pool, stale_holder, full_queue,
             lost_wakeup, gone_signal, unwoken_loop, event_loop, fork_lock, lost_result,
             idle_executor, pool_saturated, pending_tasks, uncalled, prompt, lost_reply, fifo_open,
-            crash_loop, dead_thread, dead_process, _sink, unowed_receive)
+            crash_loop, dead_thread, dead_process, _sink, unowed_receive, unpeered_receive)
 
 
 def wait_graph(snap: Snapshot) -> WaitGraph:

@@ -45,6 +45,12 @@ its healthy twin.
 - ``push_joined``: the twin: the worker connects and takes each item in turn (20 ms of work
   each); the dispatcher, with a high-water mark of 4, spends most of its time in a send that
   waits for room (progressing).
+- ``sole_rep_died``: a client starts its one embedding server child (REP over TCP) and sends
+  it a batch; the server aborts on input it cannot handle (exit code 3) after taking the
+  request, before its reply, and is never reaped: the client's REQ has no peer left at all
+  and waits for the reply forever (zeromq/libzmq#1227; blind round 20's 02).
+- ``rep_first_client``: the twin: a REP server bound and waiting for its first client, beside
+  a set-up child that ran to its end (exit code 0) and was never reaped (idle).
 
 Each process appends ``"<pid> <tag>"`` to READY_FILE once it is in its final wait.
 """
@@ -329,6 +335,37 @@ def dispatcher(mode: str, ready_file: str) -> None:
         item += 1
 
 
+def embed_server(port: str, ready_file: str) -> None:
+    rep = zmq.Context().socket(zmq.REP)
+    rep.connect(f"tcp://127.0.0.1:{port}")
+    ready(ready_file, "server")
+    rep.recv_json()
+    print("embed_server: unsupported input, aborting", flush=True)
+    os._exit(3)  # the request taken, no reply sent
+
+
+def embed_client(ready_file: str) -> None:
+    req = zmq.Context().socket(zmq.REQ)
+    port = req.bind_to_random_port("tcp://127.0.0.1")
+    server = subprocess.Popen([sys.executable, __file__, "embed_server", ready_file, str(port)])
+    req.send_json({"texts": ["caf\u00e9"]})
+    # ready once the server is gone, without reaping it (WNOWAIT): the request died with it
+    while os.waitid(os.P_PID, server.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        time.sleep(0.05)
+    ready(ready_file, "client")
+    req.recv_json()
+
+
+def rep_first_client(ready_file: str) -> None:
+    # a set-up step run as a child and never waited for: a zombie that ended well
+    subprocess.Popen([sys.executable, "-c", "pass"])
+    rep = zmq.Context().socket(zmq.REP)
+    rep.bind_to_random_port("tcp://127.0.0.1")
+    ready(ready_file, "server")
+    while True:
+        rep.send_json(rep.recv_json())
+
+
 def main(mode: str, ready_file: str, workdir: str) -> None:
     # A short directory under /tmp: a Unix socket path holds at most 107 bytes.
     ipc = tempfile.mkdtemp(prefix="hs-zmqs-")
@@ -346,6 +383,10 @@ def main(mode: str, ready_file: str, workdir: str) -> None:
         forwarder(ready_file, ipc)
     elif mode in ("push_unjoined", "push_joined"):
         dispatcher(mode, ready_file)
+    elif mode == "sole_rep_died":
+        embed_client(ready_file)
+    elif mode == "rep_first_client":
+        rep_first_client(ready_file)
     else:
         collector_gone(mode, ready_file, ipc)
 
@@ -353,6 +394,8 @@ def main(mode: str, ready_file: str, workdir: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "evaluator":
         evaluator(sys.argv[3], sys.argv[2])
+    elif sys.argv[1] == "embed_server":
+        embed_server(sys.argv[3], sys.argv[2])
     elif sys.argv[1] == "puller":
         puller(sys.argv[3], sys.argv[2], sys.argv[4] == "1")
     elif sys.argv[1] == "subscriber":

@@ -9,6 +9,11 @@ while handling the request: the request died with it; zeromq/libzmq#1227, pyzmq#
 reconnects to a dead peer's endpoint silently, so nothing fails: the receive waits forever.
 Said only where a peer is known to be gone (the job's output says one ended, or a zombie):
 without it, the message may have been lost another way (a PUB sent before its SUB joined).
+
+Where the dead peer was the only one, nothing is left at the other end at all: the receiving
+process's I/O threads hold no connection (``unpeered_receive``). A socket with no peer is also
+what a server waiting for its first client looks like, so this is said only where a process
+the waiter started (or a sibling) died of an error: the peer it talked to, most likely.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import re
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
+from hangscope.analyze.graph.zmqedges import in_zmq_receive
 from hangscope.analyze.patterns.calm.calm_chain import waits_for_work
 from hangscope.model import Process
 from hangscope.model.waits import WaitPattern
@@ -55,6 +61,34 @@ def unowed_receive(g: Graph) -> WaitPattern | None:
             chain += f"; {ended}"
         return WaitPattern("sink", (proc.pid, *peers), chain, tuple(out), proc.pid,
                            g.edges[out[0]].tid)
+    return None
+
+
+def unpeered_receive(g: Graph) -> WaitPattern | None:
+    """A zmq receive with no peer left at all, after a process the receiver started (or its
+    sibling) died of an error: the answer died with it (zeromq/libzmq#1227, its REP aborting
+    while it handled the request)."""
+    for proc in g.snap.processes:
+        thread = proc.working_thread
+        if proc.is_exited or proc.role in HELPER_ROLES or thread is None \
+                or thread.state != "S" or not in_zmq_receive(thread) or g.out.get(proc.pid):
+            continue  # (an edge: a connection it holds, read by unowed_receive)
+        dead = next((d for d in g.snap.processes if d.is_exited
+                     and d.exit_code not in (None, 0)
+                     and (d.ppid == proc.pid or (d.ppid == proc.ppid and d.ppid not in (0, 1)))),
+                    None)
+        if dead is None:
+            continue  # a server waiting for its first client has no peer either
+        relation = "a child of it" if dead.ppid == proc.pid else "its sibling"
+        # (the member notes add how it ended: "exited with code 3")
+        chain = (f"{thread_words(proc, thread)} waits for a zmq message{site_words(thread)} "
+                 "and no peer is left to send one: none of its zmq I/O threads holds a "
+                 f"connection; the peer that owed the answer is most likely {who(dead)}, "
+                 f"{relation}, which died (a REQ whose request died with its REP: zmq "
+                 "reconnects to a dead peer's endpoint silently, so the receive never fails); "
+                 "give the socket a receive timeout and a retry (zmq.RCVTIMEO, or a Poller "
+                 "with a timeout), and watch the peer's process")
+        return WaitPattern("dead_process", (dead.pid, proc.pid), chain, (), dead.pid, None)
     return None
 
 
