@@ -73,11 +73,7 @@ from hangscope.analyze.patterns.ends.signalwaits import gone_signal
 from hangscope.analyze.patterns.ends.stoppedends import stopped_end, stopped_words
 from hangscope.analyze.patterns.ends.unaccepted import unaccepted, unaccepted_words
 from hangscope.analyze.patterns.ends.uncalled import uncalled
-from hangscope.analyze.patterns.ends.zmqends import (
-    owes_nothing,
-    unowed_receive,
-    unpeered_receive,
-)
+from hangscope.analyze.patterns.ends.zmqends import owes_nothing, unowed_receive, unpeered_receive
 from hangscope.analyze.patterns.gilpatterns import gil_native_wait, gil_ring
 from hangscope.analyze.patterns.looppatterns import event_loop, loop_reads
 from hangscope.analyze.patterns.loopwake import unwoken_loop
