@@ -189,3 +189,33 @@ def test_a_consumer_waiting_for_a_producer_that_computes_the_next_item_is_progre
         poll(lambda: _in_ray_get(consumer), f"PID {consumer} inside ray.get", 60)
         data = json.loads(dump_json(job.launcher))
     assert data["verdict"]["kind"] == "progressing", data["verdict"]
+
+
+def test_an_actor_waiting_for_tasks_that_call_it_back_is_a_deadlock_with_them(
+        tmp_path: Path) -> None:
+    """Blind round 20's 03 read a wait chain ending at the actor, "waits on a lock": its get
+    on its own tasks' results gave no edge (a plain task's result names no producer, and the
+    tasks wait themselves); but their gets name the actor (its id), so the edge back to them
+    closes a ring one side of which the ids prove."""
+    tags = ["coordinator", "shard0", "shard1", "driver"]
+    with _ray("callback", tmp_path, tags) as job:
+        coordinator, shards = job.pids["coordinator"], {job.pids["shard0"], job.pids["shard1"]}
+        for pid in (coordinator, *shards):
+            poll(lambda pid=pid: _in_ray_get(pid), f"PID {pid} inside ray.get", 60)
+        _quiet([coordinator, *shards, job.launcher])
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", verdict
+    assert verdict["suspects"] == [coordinator], verdict
+    summary = verdict["summary"]
+    assert "ShardCoordinator.run" in summary and "(called from shard_task (ray_jobs.py:" \
+        in summary, summary
+    assert not set(verdict["suspects"]) & _ray_system_pids(data), verdict
+
+
+def test_an_actor_whose_tasks_call_it_back_beside_its_method_progresses(
+        tmp_path: Path) -> None:
+    """The twin: with max_concurrency=4 the reports run beside the method, which returns."""
+    with _ray("callback_concurrent", tmp_path, ["coordinator", "driver"]) as job:
+        data = json.loads(dump_json(job.launcher))
+    assert data["verdict"]["kind"] == "progressing", data["verdict"]

@@ -221,3 +221,14 @@ def test_given_a_req_whose_only_peer_died_with_the_request_then_the_dead_peer_is
     assert verdict is not None and verdict.summary.startswith("A process died"), verdict
     assert verdict.suspects == (13775,), verdict
     assert "no peer is left to send one" in verdict.summary, verdict.summary
+
+
+def test_given_an_actor_waiting_for_tasks_that_call_it_back_then_a_deadlock_with_them() -> None:
+    """Blind round 20's 03 (a single-threaded actor's method gets its own tasks' results;
+    they call it back) read a wait chain ending at the actor, "waits on a lock"."""
+    snap = reread("ray_actor_task_callback")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    assert verdict.suspects == (14063,), verdict
+    assert "(called from process_shard (job.py:27)) for PID 14063 (ray actor " \
+        "ShardCoordinator.run)" in verdict.summary, verdict.summary

@@ -93,13 +93,18 @@ def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
         # A plain task's result is never an actor's to make: a worker that hosts an actor
         # runs that actor's methods only (its own log says which), so it owes none of them.
         hosts = {h.pid for h in snap.waits.hosted} if plain and snap.waits is not None else set()
+        # A task that waits, its object's id proving on what, waits on this very process (an
+        # actor running one method at a time, whose method waits for the tasks it started,
+        # which call it back: their calls queue behind the method): that task's wait is no
+        # guess, so the edge back to it closes a ring the ids prove on one side.
+        back = {e.pid for e in known if e.to_pid == proc.pid}
         edges.extend(WaitEdge(
             proc.pid, thread.tid, "object", f"a result of a task ({frame.name})",
             f"its {frame.name} waits for objects no {wait.producer_word} of a known process "
             f"returns: any worker running a task may be making them", other.pid,
             other.working_tid, probable=True) for other in busy
             if other.pid != proc.pid and other.pid not in hosts
-            and (through or other.pid not in waiting))
+            and (through or other.pid not in waiting or other.pid in back))
     return edges
 
 

@@ -25,6 +25,14 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 returns; the consumer task takes one more, the end marker the producer never
                 puts; the driver waits on the consumer's result (ray-project/ray#19416,
                 "Ray sometimes hangs when using Queue").
+- ``callback``  a single-threaded actor's method starts two plain tasks and ``ray.get``s their
+                results; each task reports back to the actor (``ray.get`` of a method of it),
+                which queues behind the method still running: the actor waits for its tasks,
+                they wait for it (Ray's "Actor Task Execution Order"; ray-project/ray#2331;
+                blind round 20's 03). The driver waits on the method, a victim.
+- ``callback_concurrent`` the twin: the same actor with ``max_concurrency=4``: the reports run
+                beside the method, which returns; the driver asks again and again
+                (progressing).
 - ``queue_slow`` the twin: the producer task puts one shard, then computes for minutes
                 before the next; the consumer waits for it, the driver for both (healthy:
                 progressing).
@@ -92,6 +100,38 @@ class Planner(Peer):
 
 class Executor(Peer):
     pass
+
+
+class ShardCoordinator:
+    """Hands out shards as plain tasks and collects their reports."""
+
+    def __init__(self, ready_file: str) -> None:
+        self.ready_file = ready_file
+        self.reports = 0
+
+    def run(self, me: object, shards: int, once: bool) -> int:
+        import ray
+
+        task = ray.remote(shard_task)  # type: ignore[call-overload]
+        refs = [task.remote(me, shard, self.ready_file, once) for shard in range(shards)]
+        if once:
+            ready(self.ready_file, "coordinator")
+        return sum(ray.get(refs))
+
+    def report(self, shard: int) -> int:
+        self.reports += 1
+        return shard
+
+    def ping(self) -> int:
+        return os.getpid()
+
+
+def shard_task(coordinator: object, shard: int, ready_file: str, once: bool) -> int:
+    import ray
+
+    if once:
+        ready(ready_file, f"shard{shard}")
+    return ray.get(coordinator.report.remote(shard))  # type: ignore[attr-defined]
 
 
 def parent(ready_file: str, leaf: object) -> int:
@@ -181,6 +221,19 @@ def main() -> None:
         ready(ready_file, "driver")
         ray.get([consumer, producer])
         return
+    if mode in ("callback", "callback_concurrent"):
+        concurrency = 4 if mode == "callback_concurrent" else 1
+        coordinator = ray.remote(max_concurrency=concurrency)(ShardCoordinator).remote(
+            ready_file)
+        if mode == "callback":
+            ready(ready_file, "driver")
+            ray.get(coordinator.run.remote(coordinator, 2, True))
+            return
+        ready(ready_file, "coordinator", ray.get(coordinator.ping.remote()))
+        ray.get(coordinator.run.remote(coordinator, 2, False))
+        ready(ready_file, "driver")
+        while True:  # round after round, each one answered
+            ray.get(coordinator.run.remote(coordinator, 2, False))
     planner = ray.remote(Planner).remote(ready_file)
     executor = ray.remote(Executor).remote(ready_file)
     if mode == "cycle":
