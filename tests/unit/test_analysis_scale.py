@@ -111,3 +111,44 @@ def test_given_rank_numbers_in_runs_when_compacted_then_each_run_is_one_range() 
     assert compact_ranks([4]) == "4"
     assert compact_ranks([9, 1, 2, 3, 7, 8, -1, 0]) == "-1-3,7-9"
     assert compact_ranks([0, 2, 4, 5]) == "0,2,4-5"
+
+
+def test_given_ranks_that_alternate_stacks_then_the_stack_index_groups_them_as_by_key() -> None:
+    from hangscope.analyze.graph.stackindex import StackIndex
+    from hangscope.model import Frame, Process, Thread
+
+    # GIVEN ranks whose threads hold two interned stacks, in runs and alternating, and one
+    # rank with an extra thread (the neighbour test must not take it for the run before)
+    wait, run = (Frame("wait", "a.py", 1),), (Frame("run", "b.py", 2),)
+
+    def rank(pid: int, *stacks: tuple[Frame, ...]) -> Process:
+        return Process(pid=pid, threads=tuple(Thread(tid=pid + i, frames=s)
+                                              for i, s in enumerate(stacks)))
+
+    procs = (rank(1, wait, ()), rank(2, wait, ()), rank(3, run, ()), rank(4, wait, ()),
+             rank(5, wait, (), ()), rank(6, run, ()), rank(7, wait, ()))
+    # WHEN they are indexed
+    index = StackIndex(procs)
+    groups = index.groups()
+    # THEN each set of stacks is one group, its members in snapshot order, as keyed by id
+    assert [[p.pid for p in members] for _, members in groups] == [[1, 2, 4, 7], [3, 6], [5]]
+    assert [stacks for stacks, _ in groups] == [(wait, ()), (run, ()), (wait, (), ())]
+    assert [p.pid for p in index.having(lambda frames: frames is run)] == [3, 6]
+    assert [p.pid for p in index.having(lambda frames: frames is wait)] == [1, 2, 4, 5, 7]
+
+
+def test_given_ranks_of_equal_sizes_then_the_memory_finding_says_each_as_before() -> None:
+    from hangscope.analyze.findings.kernel import check_memory
+    from hangscope.model import Host, Job, Process, Snapshot
+
+    # GIVEN one host's ranks, most with the same sizes, one larger
+    procs = tuple(Process(pid=10 + i, host="n0", rss=(2 if i == 2 else 1) << 30, vms=4 << 30)
+                  for i in range(4))
+    snap = Snapshot(created="", hangscope="", hosts=(Host(name="n0", mem_total=64 << 30),),
+                    job=Job(), processes=procs)
+    # WHEN the memory is checked
+    usage = next(f for f in check_memory(snap) if f.id == "mem.usage")
+    # THEN every process has its own sizes (equal ones may be one object: read-only evidence)
+    per = usage.evidence["processes"]
+    assert per == {p.pid: {"rss": p.rss, "vms": p.vms, "swap": None} for p in procs}
+    assert per[10] is per[11] and per[12]["rss"] == 2 << 30
