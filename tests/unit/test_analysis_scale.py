@@ -152,3 +152,21 @@ def test_given_ranks_of_equal_sizes_then_the_memory_finding_says_each_as_before(
     per = usage.evidence["processes"]
     assert per == {p.pid: {"rss": p.rss, "vms": p.vms, "swap": None} for p in procs}
     assert per[10] is per[11] and per[12]["rss"] == 2 << 30
+
+
+def test_given_every_group_in_a_collective_then_the_mismatch_rule_reads_groups_not_ranks(
+) -> None:
+    from benchmarks import synthetic
+    from hangscope.analyze.evidence.facts import facts_of
+    from hangscope.analyze.rules import _all_in_collectives, _in_collectives
+
+    for scenario, by_group in (("mismatch", True), ("all_waiting", True), ("straggler", False)):
+        # GIVEN a job of ranks in collectives (and one computing, in the straggler's job)
+        facts = facts_of(analyze(synthetic.make_snapshot(64, scenario)))
+        # WHEN the mismatch rule gathers the ranks it compares
+        grouped = _all_in_collectives(facts)
+        # THEN where every group waits in a group-wide collective and none moves, it takes
+        # every subject at once: the same ranks, in the same order, as asking each rank
+        assert (grouped is not None) is by_group, scenario
+        if grouped is not None:
+            assert grouped == _in_collectives(facts) == list(facts.subjects)
