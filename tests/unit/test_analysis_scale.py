@@ -170,3 +170,34 @@ def test_given_every_group_in_a_collective_then_the_mismatch_rule_reads_groups_n
         assert (grouped is not None) is by_group, scenario
         if grouped is not None:
             assert grouped == _in_collectives(facts) == list(facts.subjects)
+
+
+def test_given_ranks_in_one_pass_then_each_group_has_the_numbers_pids_and_hosts_of_each(
+) -> None:
+    from hangscope.analyze.evidence.group import group_ranks
+    from hangscope.model import Category, Process, RankInfo, Thread, rank_id
+
+    def rank(pid: int, info: RankInfo | None, op: str, host: str = "n0") -> Process:
+        main = Thread(tid=pid, category=Category.COLLECTIVE, op=op, site="step (t.py:3)")
+        return Process(pid=pid, host=host, rank=info, state="S", threads=(main,),
+                       working_tid=pid)
+
+    # GIVEN ranks out of order, one known by its TP number only, one by its PID only; then
+    # the same with a DP coordinate (ranks of two replicas share numbers)
+    plain = [rank(20, RankInfo(global_rank=2), "all_reduce"),
+             rank(10, RankInfo(global_rank=0), "all_reduce", "n1"),
+             rank(30, RankInfo(tp=5), "all_reduce"), rank(40, None, "all_gather"),
+             rank(50, RankInfo(global_rank=1), "all_reduce")]
+    replicas = [rank(60 + i, RankInfo(global_rank=i % 2, dp=i // 2), "all_reduce")
+                for i in (3, 0, 2, 1)]
+    # WHEN they are grouped in one pass
+    by_rank = group_ranks(plain)
+    labelled = group_ranks(replicas)
+    # THEN each group lists its members' numbers sorted, their PIDs and hosts in their order
+    assert [(g.op, g.ranks, g.pids, g.hosts) for g in by_rank] == [
+        ("all_reduce", (0, 1, 2, 5), (20, 10, 30, 50), ("n0", "n1", "n0", "n0")),
+        ("all_gather", (40,), (40,), ("n0",))]
+    assert by_rank[0].ranks == tuple(sorted(rank_id(p) for p in plain[:3] + plain[4:]))
+    # AND ranks of replicas are ordered and labelled by their coordinates
+    assert labelled[0].ranks == (0, 1, 0, 1) and labelled[0].pids == (63, 60, 62, 61)
+    assert labelled[0].labels[0].startswith("DP0") and labelled[0].labels[2].startswith("DP1")
