@@ -201,3 +201,30 @@ def test_given_ranks_in_one_pass_then_each_group_has_the_numbers_pids_and_hosts_
     # AND ranks of replicas are ordered and labelled by their coordinates
     assert labelled[0].ranks == (0, 1, 0, 1) and labelled[0].pids == (63, 60, 62, 61)
     assert labelled[0].labels[0].startswith("DP0") and labelled[0].labels[2].startswith("DP1")
+
+
+def test_given_ranks_all_waiting_then_no_rule_compares_them_rank_by_rank() -> None:
+    from benchmarks import synthetic
+    from hangscope.model import Process
+
+    # GIVEN jobs whose verdict is reached past the rule that looks for a rank that skipped a
+    # collective (it tested each rank's membership of a list of the others: quadratic,
+    # 10 s at 4,096 ranks, hours at 131,072)
+    equal = Process.__eq__
+    compared: list[int] = []
+
+    def counted(self: Process, other: object) -> bool:
+        compared.append(1)
+        return equal(self, other)
+
+    for scenario in ("all_waiting", "straggler"):
+        snap = synthetic.make_snapshot(256, scenario)
+        # WHEN they are analysed
+        Process.__eq__ = counted  # type: ignore[method-assign,assignment]
+        try:
+            done = analyze(snap)
+        finally:
+            Process.__eq__ = equal  # type: ignore[method-assign]
+        # THEN the diagnosis is the same, and no two processes were compared field by field
+        synthetic.check(done, scenario)
+        assert compared == [], scenario
