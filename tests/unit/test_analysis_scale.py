@@ -228,3 +228,21 @@ def test_given_ranks_all_waiting_then_no_rule_compares_them_rank_by_rank() -> No
         # THEN the diagnosis is the same, and no two processes were compared field by field
         synthetic.check(done, scenario)
         assert compared == [], scenario
+
+
+def test_given_sampled_ranks_then_one_pass_finds_the_sampled_and_the_moved_in_order() -> None:
+    from hangscope.analyze.evidence.facts import sampled_and_moved
+    from hangscope.model import Process, Thread
+
+    # GIVEN ranks sampled 3 times (stuck, moved), once, and one without a working thread
+    def rank(pid: int, samples: int, unchanged: int) -> Process:
+        return Process(pid=pid, working_tid=pid, threads=(
+            Thread(tid=pid, samples=samples, unchanged_samples=unchanged),))
+
+    procs = [rank(1, 3, 3), rank(2, 3, 1), rank(3, 1, 1), rank(4, 3, 2), Process(pid=5)]
+    # WHEN they are split in one pass
+    sampled, moved = sampled_and_moved(procs)
+    # THEN as the two filters said: sampled more than once; of those, not stuck
+    assert sampled == [p for p in procs if p.working_thread and p.working_thread.samples > 1]
+    assert moved == [p for p in sampled if not p.working_thread.stuck]
+    assert [p.pid for p in sampled] == [1, 2, 4] and [p.pid for p in moved] == [2, 4]
