@@ -246,3 +246,26 @@ def test_given_sampled_ranks_then_one_pass_finds_the_sampled_and_the_moved_in_or
     assert sampled == [p for p in procs if p.working_thread and p.working_thread.samples > 1]
     assert moved == [p for p in sampled if not p.working_thread.stuck]
     assert [p.pid for p in sampled] == [1, 2, 4] and [p.pid for p in moved] == [2, 4]
+
+
+def test_given_ranks_that_say_the_same_then_each_evidence_line_is_worded_as_alone() -> None:
+    from dataclasses import replace
+
+    from benchmarks import synthetic
+    from hangscope.analyze.evidence.facts import facts_of
+    from hangscope.analyze.rules import subject_lines
+
+    # GIVEN a straggler's job, and the same with ranks whose CPU reads differ (0.0, -0.0)
+    done = analyze(synthetic.make_snapshot(24, "straggler"))
+    odd = replace(done, processes=tuple(replace(p, cpu_percent=-0.0) if i % 5 == 1 else p
+                                        for i, p in enumerate(done.processes)))
+    for snap in (done, odd):
+        facts = facts_of(snap)
+        # WHEN the evidence lines are worded (each distinct line once)
+        lines = subject_lines.evidence(facts)
+        # THEN they are the lines of each subject worded alone, then folded
+        alone = [subject_lines._facts_of(facts, p) for p in facts.subjects]
+        assert all(any(a.split(",")[0] in line for line in lines) for a in alone)
+        # AND a rank whose CPU reads -0.0 (equal to 0.0) keeps its own words
+        assert (snap is odd) == any("CPU -0%" in line for line in lines)
+        assert any("CPU 0%" in line for line in lines)
