@@ -111,3 +111,161 @@ def test_given_rank_numbers_in_runs_when_compacted_then_each_run_is_one_range() 
     assert compact_ranks([4]) == "4"
     assert compact_ranks([9, 1, 2, 3, 7, 8, -1, 0]) == "-1-3,7-9"
     assert compact_ranks([0, 2, 4, 5]) == "0,2,4-5"
+
+
+def test_given_ranks_that_alternate_stacks_then_the_stack_index_groups_them_as_by_key() -> None:
+    from hangscope.analyze.graph.stackindex import StackIndex
+    from hangscope.model import Frame, Process, Thread
+
+    # GIVEN ranks whose threads hold two interned stacks, in runs and alternating, and one
+    # rank with an extra thread (the neighbour test must not take it for the run before)
+    wait, run = (Frame("wait", "a.py", 1),), (Frame("run", "b.py", 2),)
+
+    def rank(pid: int, *stacks: tuple[Frame, ...]) -> Process:
+        return Process(pid=pid, threads=tuple(Thread(tid=pid + i, frames=s)
+                                              for i, s in enumerate(stacks)))
+
+    procs = (rank(1, wait, ()), rank(2, wait, ()), rank(3, run, ()), rank(4, wait, ()),
+             rank(5, wait, (), ()), rank(6, run, ()), rank(7, wait, ()))
+    # WHEN they are indexed
+    index = StackIndex(procs)
+    groups = index.groups()
+    # THEN each set of stacks is one group, its members in snapshot order, as keyed by id
+    assert [[p.pid for p in members] for _, members in groups] == [[1, 2, 4, 7], [3, 6], [5]]
+    assert [stacks for stacks, _ in groups] == [(wait, ()), (run, ()), (wait, (), ())]
+    assert [p.pid for p in index.having(lambda frames: frames is run)] == [3, 6]
+    assert [p.pid for p in index.having(lambda frames: frames is wait)] == [1, 2, 4, 5, 7]
+
+
+def test_given_ranks_of_equal_sizes_then_the_memory_finding_says_each_as_before() -> None:
+    from hangscope.analyze.findings.kernel import check_memory
+    from hangscope.model import Host, Job, Process, Snapshot
+
+    # GIVEN one host's ranks, most with the same sizes, one larger
+    procs = tuple(Process(pid=10 + i, host="n0", rss=(2 if i == 2 else 1) << 30, vms=4 << 30)
+                  for i in range(4))
+    snap = Snapshot(created="", hangscope="", hosts=(Host(name="n0", mem_total=64 << 30),),
+                    job=Job(), processes=procs)
+    # WHEN the memory is checked
+    usage = next(f for f in check_memory(snap) if f.id == "mem.usage")
+    # THEN every process has its own sizes (equal ones may be one object: read-only evidence)
+    per = usage.evidence["processes"]
+    assert per == {p.pid: {"rss": p.rss, "vms": p.vms, "swap": None} for p in procs}
+    assert per[10] is per[11] and per[12]["rss"] == 2 << 30
+
+
+def test_given_every_group_in_a_collective_then_the_mismatch_rule_reads_groups_not_ranks(
+) -> None:
+    from benchmarks import synthetic
+    from hangscope.analyze.evidence.facts import facts_of
+    from hangscope.analyze.rules import _all_in_collectives, _in_collectives
+
+    for scenario, by_group in (("mismatch", True), ("all_waiting", True), ("straggler", False)):
+        # GIVEN a job of ranks in collectives (and one computing, in the straggler's job)
+        facts = facts_of(analyze(synthetic.make_snapshot(64, scenario)))
+        # WHEN the mismatch rule gathers the ranks it compares
+        grouped = _all_in_collectives(facts)
+        # THEN where every group waits in a group-wide collective and none moves, it takes
+        # every subject at once: the same ranks, in the same order, as asking each rank
+        assert (grouped is not None) is by_group, scenario
+        if grouped is not None:
+            assert grouped == _in_collectives(facts) == list(facts.subjects)
+
+
+def test_given_ranks_in_one_pass_then_each_group_has_the_numbers_pids_and_hosts_of_each(
+) -> None:
+    from hangscope.analyze.evidence.group import group_ranks
+    from hangscope.model import Category, Process, RankInfo, Thread, rank_id
+
+    def rank(pid: int, info: RankInfo | None, op: str, host: str = "n0") -> Process:
+        main = Thread(tid=pid, category=Category.COLLECTIVE, op=op, site="step (t.py:3)")
+        return Process(pid=pid, host=host, rank=info, state="S", threads=(main,),
+                       working_tid=pid)
+
+    # GIVEN ranks out of order, one known by its TP number only, one by its PID only; then
+    # the same with a DP coordinate (ranks of two replicas share numbers)
+    plain = [rank(20, RankInfo(global_rank=2), "all_reduce"),
+             rank(10, RankInfo(global_rank=0), "all_reduce", "n1"),
+             rank(30, RankInfo(tp=5), "all_reduce"), rank(40, None, "all_gather"),
+             rank(50, RankInfo(global_rank=1), "all_reduce")]
+    replicas = [rank(60 + i, RankInfo(global_rank=i % 2, dp=i // 2), "all_reduce")
+                for i in (3, 0, 2, 1)]
+    # WHEN they are grouped in one pass
+    by_rank = group_ranks(plain)
+    labelled = group_ranks(replicas)
+    # THEN each group lists its members' numbers sorted, their PIDs and hosts in their order
+    assert [(g.op, g.ranks, g.pids, g.hosts) for g in by_rank] == [
+        ("all_reduce", (0, 1, 2, 5), (20, 10, 30, 50), ("n0", "n1", "n0", "n0")),
+        ("all_gather", (40,), (40,), ("n0",))]
+    assert by_rank[0].ranks == tuple(sorted(rank_id(p) for p in plain[:3] + plain[4:]))
+    # AND ranks of replicas are ordered and labelled by their coordinates
+    assert labelled[0].ranks == (0, 1, 0, 1) and labelled[0].pids == (63, 60, 62, 61)
+    assert labelled[0].labels[0].startswith("DP0") and labelled[0].labels[2].startswith("DP1")
+
+
+def test_given_ranks_all_waiting_then_no_rule_compares_them_rank_by_rank() -> None:
+    from benchmarks import synthetic
+    from hangscope.model import Process
+
+    # GIVEN jobs whose verdict is reached past the rule that looks for a rank that skipped a
+    # collective (it tested each rank's membership of a list of the others: quadratic,
+    # 10 s at 4,096 ranks, hours at 131,072)
+    equal = Process.__eq__
+    compared: list[int] = []
+
+    def counted(self: Process, other: object) -> bool:
+        compared.append(1)
+        return equal(self, other)
+
+    for scenario in ("all_waiting", "straggler"):
+        snap = synthetic.make_snapshot(256, scenario)
+        # WHEN they are analysed
+        Process.__eq__ = counted  # type: ignore[method-assign,assignment]
+        try:
+            done = analyze(snap)
+        finally:
+            Process.__eq__ = equal  # type: ignore[method-assign]
+        # THEN the diagnosis is the same, and no two processes were compared field by field
+        synthetic.check(done, scenario)
+        assert compared == [], scenario
+
+
+def test_given_sampled_ranks_then_one_pass_finds_the_sampled_and_the_moved_in_order() -> None:
+    from hangscope.analyze.evidence.facts import sampled_and_moved
+    from hangscope.model import Process, Thread
+
+    # GIVEN ranks sampled 3 times (stuck, moved), once, and one without a working thread
+    def rank(pid: int, samples: int, unchanged: int) -> Process:
+        return Process(pid=pid, working_tid=pid, threads=(
+            Thread(tid=pid, samples=samples, unchanged_samples=unchanged),))
+
+    procs = [rank(1, 3, 3), rank(2, 3, 1), rank(3, 1, 1), rank(4, 3, 2), Process(pid=5)]
+    # WHEN they are split in one pass
+    sampled, moved = sampled_and_moved(procs)
+    # THEN as the two filters said: sampled more than once; of those, not stuck
+    assert sampled == [p for p in procs if p.working_thread and p.working_thread.samples > 1]
+    assert moved == [p for p in sampled if not p.working_thread.stuck]
+    assert [p.pid for p in sampled] == [1, 2, 4] and [p.pid for p in moved] == [2, 4]
+
+
+def test_given_ranks_that_say_the_same_then_each_evidence_line_is_worded_as_alone() -> None:
+    from dataclasses import replace
+
+    from benchmarks import synthetic
+    from hangscope.analyze.evidence.facts import facts_of
+    from hangscope.analyze.rules import subject_lines
+
+    # GIVEN a straggler's job, and the same with ranks whose CPU reads differ (0.0, -0.0)
+    done = analyze(synthetic.make_snapshot(24, "straggler"))
+    odd = replace(done, processes=tuple(replace(p, cpu_percent=-0.0) if i % 5 == 1 else p
+                                        for i, p in enumerate(done.processes)))
+    for snap in (done, odd):
+        facts = facts_of(snap)
+        # WHEN the evidence lines are worded (each distinct line once)
+        lines = subject_lines.evidence(facts)
+        # THEN they are the lines of each subject worded alone, then folded
+        alone = [subject_lines._facts_of(facts, p) for p in facts.subjects]
+        assert all(any(a.split(",")[0] in line for line in lines) for a in alone)
+        # AND a rank whose CPU reads -0.0 (equal to 0.0) keeps its own words
+        assert (snap is odd) == any("CPU -0%" in line for line in lines)
+        assert any("CPU 0%" in line for line in lines)

@@ -238,6 +238,20 @@ def _stuck_measured(working: Thread | None, category: Category, samples: int,
     return _stuck(working, category, samples)  # slow, or no evidence: what the samples saw
 
 
+def sampled_and_moved(procs: Iterable[Process]) -> tuple[list[Process], list[Process]]:
+    """The processes whose working thread was sampled more than once, and of those the ones
+    whose stack changed (not ``Thread.stuck``), in order: one pass over them, where two read
+    each of 131,072 ranks twice from memory no cache holds."""
+    sampled: list[Process] = []
+    moved: list[Process] = []
+    for p in procs:
+        if (w := p.working_thread) is not None and w.samples > 1:
+            sampled.append(p)
+            if w.unchanged_samples < w.samples:
+                moved.append(p)
+    return sampled, moved
+
+
 #: A process without a Python stack that used this much of a CPU over the window computes.
 _NATIVE_BUSY_PERCENT = 50.0
 

@@ -14,21 +14,34 @@ from hangscope.analyze.evidence.identity import AXES, coordinates, rank_label
 from hangscope.model import Group, Process, Signature, TreeNode, rank_id, signature_of
 from hangscope.words import ascending
 
-_RANK = operator.attrgetter("rank")
-_PID = operator.attrgetter("pid")
-_HOST = operator.attrgetter("host")
 _FIRST = operator.itemgetter(0)
 
 
 def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
     """Ranks that share a signature, largest group first (ties: lowest rank first)."""
-    labelled = _replicated(procs)
-    # One pass over the ranks; a signature is worded once per distinct (state, working
-    # thread's classification), never once per rank: 131,072 ranks share a handful.
-    lists: dict[tuple[object, ...], list[Process]] = {}  # that key's signature's members
-    buckets: dict[str, list[Process]] = {}
+    # One pass over the ranks, each rank's process and working thread read once for all a
+    # group needs (its number, PID, host; whether any rank has a DP or PP coordinate): at
+    # 131,072 ranks a pass costs its reads of memory no cache holds more than its bytecode,
+    # and a pass for each (numbers, PIDs, hosts, coordinates) read every rank four more times.
+    # A signature is worded once per distinct (state, working thread's classification),
+    # never once per rank: 131,072 ranks share a handful.
+    lists: dict[tuple[object, ...], _Members] = {}  # that key's signature's members
+    buckets: dict[str, _Members] = {}
     meta: dict[str, Signature] = {}
+    labelled = False  # some rank has a DP or PP coordinate: "rank 1" alone names two
     for proc in procs:
+        pid = proc.pid
+        rank = proc.rank
+        if rank is None:
+            rid = pid
+        else:  # (rank_id and RankInfo.replicated, inlined: asked of every rank)
+            if not labelled and (rank.dp is not None or rank.pp is not None):
+                labelled = True
+            rid = rank.global_rank
+            if rid is None:
+                rid = rank.key
+                if rid is None:
+                    rid = pid
         working = proc.working_thread
         key = (proc.state,) if working is None else (
             proc.state, working.category, working.op, working.site, working.context)
@@ -37,42 +50,38 @@ def group_ranks(procs: Sequence[Process]) -> tuple[Group, ...]:
             signature = signature_of(proc)
             members = buckets.get(signature[0])
             if members is None:
-                members = buckets[signature[0]] = []
+                members = buckets[signature[0]] = ([], [], [], [])
                 meta[signature[0]] = signature
             lists[key] = members
-        members.append(proc)
+        members[0].append(proc)
+        members[1].append(rid)
+        members[2].append(pid)
+        members[3].append(proc.host)
     groups = []
-    for text, members in buckets.items():
+    for text, (members, ids, pids, hosts) in buckets.items():
         _, category, op, site, context = meta[text]
         if labelled:
             ordered = sorted(members, key=_coordinate_order)
             ranks = tuple(rank_id(p) for p in ordered)
+        elif ascending(ids):
+            ranks = tuple(ids)  # distinct and ascending (a merge's order): sorted already
         else:  # by (rank, PID): sort the pairs, not the processes through a key function
-            ids = list(map(rank_id, members))
-            if ascending(ids):
-                ranks = tuple(ids)  # distinct and ascending (a merge's order): sorted already
-            else:
-                pairs = sorted(zip(ids, map(_PID, members), range(len(members)), strict=True))
-                ranks = tuple(map(_FIRST, pairs))
+            ranks = tuple(map(_FIRST, sorted(zip(ids, pids, range(len(ids)), strict=True))))
         groups.append(Group(signature=text, category=category, op=op, site=site,
-                            ranks=ranks, pids=tuple(map(_PID, members)), context=context,
-                            hosts=tuple(map(_HOST, members)),
+                            ranks=ranks, pids=tuple(pids), context=context, hosts=tuple(hosts),
                             labels=tuple(rank_label(p) for p in ordered) if labelled else ()))
     groups.sort(key=lambda g: (-len(g.ranks), g.ranks))
     return tuple(groups)
+
+
+#: A group's members as ``group_ranks`` reads them: processes, rank numbers, PIDs, hosts.
+_Members = tuple[list[Process], list[int], list[int], list[str | None]]
 
 
 def _coordinate_order(proc: Process) -> tuple[object, ...]:
     """DP0·TP0, DP0·TP1, DP1·TP0: outermost axis first, unknown coordinates last."""
     coords = coordinates(proc)
     return (*((coords.get(a) is None, coords.get(a) or 0) for a in AXES), proc.pid)
-
-
-def _replicated(procs: Sequence[Process]) -> bool:
-    """Some rank has a DP or PP coordinate: "rank 1" alone would name two processes."""
-    # (RankInfo.replicated inlined: asked of every rank)
-    return any(rank is not None and (rank.dp is not None or rank.pp is not None)
-               for rank in map(_RANK, procs))
 
 
 def _frame_label(frame_name: str, location: str, native: bool) -> str:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import datetime
 from operator import attrgetter
 
+from hangscope.analyze.evidence.facts import sampled_and_moved
 from hangscope.analyze.evidence.world import finished_ranks
 from hangscope.analyze.findings.cuda import check_coredump_pipe
 from hangscope.analyze.findings.kernel import (
@@ -320,11 +321,9 @@ def check_ages(snap: Snapshot) -> Iterable[Finding]:
                       {"age_s": round(now - (first.create_time or now), 1), "pid": first.pid})
     if snap.samples < 2:
         return
-    sampled = [p for p in snap.subjects
-               if (w := p.working_thread) is not None and w.samples > 1]
+    sampled, moved = sampled_and_moved(snap.subjects)
     if not sampled:
         return
-    moved = [p for p in sampled if not p.working_thread.stuck]  # type: ignore[union-attr]
     is_rank = any(p.rank is not None for p in sampled)
     noun = "rank" if is_rank else "process"
     facts = {"window_s": snap.window_s, "samples": snap.samples,

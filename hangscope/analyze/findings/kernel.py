@@ -158,6 +158,9 @@ def _memory_of(snap: Snapshot, host: Host, host_procs: Iterable[Process]) -> Ite
     # One pass over the host's processes (once per host: 16,384 hosts at 131,072 ranks).
     rss = vms = 0
     per: dict[int, dict[str, int | None]] = {}
+    # Each distinct (RSS, VMS, swap) worded once and shared: the ranks of a job mostly hold
+    # the same (one dict a rank was 131,072 new objects, most of them equal).
+    sizes: dict[tuple[int | None, int | None, int | None], dict[str, int | None]] = {}
     biggest, most = procs[0], -1
     swapped: list[Process] = []
     paging: list[Process] = []
@@ -165,7 +168,11 @@ def _memory_of(snap: Snapshot, host: Host, host_procs: Iterable[Process]) -> Ite
         resident = p.rss or 0
         rss += resident
         vms += p.vms or 0
-        per[p.pid] = {"rss": p.rss, "vms": p.vms, "swap": p.swap}
+        three = (p.rss, p.vms, p.swap)
+        said = sizes.get(three)
+        if said is None:
+            said = sizes[three] = {"rss": three[0], "vms": three[1], "swap": three[2]}
+        per[p.pid] = said
         if resident > most:  # the first of the largest, as max() picks
             biggest, most = p, resident
         if (p.swap or 0) > 0:

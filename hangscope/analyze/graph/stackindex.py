@@ -32,14 +32,22 @@ class StackIndex:
         if self._groups is None:
             self._groups = {}
             order = self._order = []
+            # The group found last: a job's ranks mostly have their neighbour's stacks, told
+            # by identity (classify interns them) without a key built and hashed per rank.
+            stacks: tuple[Frames, ...] = ()
+            members: list[Process] = []
             for p in self.processes:
-                # Each entry holds its stacks, so the ids in its key cannot be reused.
-                key = tuple(map(id, map(_FRAMES, p.threads)))
-                entry = self._groups.get(key)
-                if entry is None:
-                    entry = self._groups[key] = (tuple(t.frames for t in p.threads), [])
-                entry[1].append(p)
-                order.append(entry[1])
+                threads = p.threads
+                if not (members and len(threads) == len(stacks)
+                        and all(map(operator.is_, map(_FRAMES, threads), stacks))):
+                    # Each entry holds its stacks, so the ids in its key cannot be reused.
+                    key = tuple(map(id, map(_FRAMES, threads)))
+                    entry = self._groups.get(key)
+                    if entry is None:
+                        entry = self._groups[key] = (tuple(map(_FRAMES, threads)), [])
+                    stacks, members = entry
+                members.append(p)
+                order.append(members)
         return list(self._groups.values())
 
     def stacks(self) -> list[Frames]:

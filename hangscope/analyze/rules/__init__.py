@@ -128,7 +128,40 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
     """Stuck ranks wait in different collectives or call sites; the smaller side is suspect."""
     # Point-to-point waits are not group-wide: a send and a recv are a pair, never a mismatch
     # (rules_waits.py reads their peers). Ranks compare only within one replica / PP stage.
-    # One pass over the subjects (131,072 ranks), each op's p2p test once.
+    # One pass over the subjects (131,072 ranks), each op's p2p test once; none where every
+    # group of them waits in a group-wide collective (``_all_in_collectives``).
+    coll = _all_in_collectives(facts)
+    if coll is None:
+        coll = _in_collectives(facts)
+    for members in comparable_groups(coll):
+        # Name the replica / stage: rank 1 of DP0 and rank 1 of DP1 are two processes.
+        replica = coordinates_label(dict(replica_key(members[0])))
+        # Every subject, in order (all ranks in collectives): the groups facts made already.
+        same = len(members) == len(facts.subjects) and all(map(is_, members, facts.subjects))
+        verdict = _mismatch(facts, facts.groups if same else group_ranks(members),
+                            f" (in {replica})" if replica else "", members)
+        if verdict is not None:
+            return verdict
+    return None
+
+
+def _all_in_collectives(facts: Facts) -> list[Process] | None:
+    """Every subject, where none moves and each group of them waits in a group-wide
+    collective: what ``_in_collectives`` keeps then, told once per group, not per rank (a
+    group's category and op are each member's: ``group_ranks`` groups by them). None: ask
+    each rank."""
+    groups, subjects = facts.groups, facts.subjects
+    if facts.moving or len(facts.categories) != len(subjects) or sum(
+            len(g.pids) for g in groups) != len(subjects):  # (no PID twice; groups of them)
+        return None
+    if all(g.category is Category.COLLECTIVE and not is_p2p(g.op) for g in groups):
+        return list(subjects)
+    return None
+
+
+def _in_collectives(facts: Facts) -> list[Process]:
+    """The stuck subjects in a group-wide collective, in order; then those creating a group
+    (new_group), where any is."""
     coll: list[Process] = []
     new_group: list[Process] = []
     moving, categories = facts.moving, facts.categories
@@ -149,16 +182,7 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
             new_group.append(p)
     if coll:  # new_group is a collective of the default group: its callers wait for the rest
         coll += new_group
-    for members in comparable_groups(coll):
-        # Name the replica / stage: rank 1 of DP0 and rank 1 of DP1 are two processes.
-        replica = coordinates_label(dict(replica_key(members[0])))
-        # Every subject, in order (all ranks in collectives): the groups facts made already.
-        same = len(members) == len(facts.subjects) and all(map(is_, members, facts.subjects))
-        verdict = _mismatch(facts, facts.groups if same else group_ranks(members),
-                            f" (in {replica})" if replica else "", members)
-        if verdict is not None:
-            return verdict
-    return None
+    return coll
 
 
 _NEW_GROUP = (" new_group is a collective of the whole default group: every rank must call "

@@ -64,8 +64,14 @@ def skipped_collective(facts: Facts) -> Verdict | None:
 
 
 def _skipped(facts: Facts, members: Sequence[Process]) -> Verdict | None:
-    inside = [p for p in members if _in_collective(facts, p)]
-    odd = [p for p in members if p not in inside and store_wait(p.working_thread)]
+    # One test per member: ``p not in inside`` compared each rank with every rank before it
+    # (a dataclass __eq__ each: 4,096 ranks all waiting took 10 s, 131,072 hours). A member
+    # equal to one inside would be inside too (the test reads only its fields).
+    inside: list[Process] = []
+    rest: list[Process] = []
+    for p in members:
+        (inside if _in_collective(facts, p) else rest).append(p)
+    odd = [p for p in rest if store_wait(p.working_thread)]
     if not odd or len(inside) < len(odd) or len(inside) + len(odd) != len(members):
         return None
     is_rank = facts.is_rank

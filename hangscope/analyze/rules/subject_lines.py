@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from math import copysign
 
 from hangscope.analyze.evidence.facts import Facts
 from hangscope.analyze.evidence.progress import DECIDED_BY
@@ -27,9 +28,14 @@ def evidence(facts: Facts) -> tuple[str, ...]:
     channel, whether its stack moved, what the progress watcher decided."""
     lines: list[tuple[list[Process], list[str]]] = []
     folded: dict[tuple[str, ...], int] = {}
+    # Each distinct line worded and shaped once: the 131,072 ranks of a job say a handful.
+    worded: dict[tuple[object, ...], str] = {}
+    shapes: dict[str, tuple[str, ...]] = {}
     for proc in facts.subjects:
-        rest = _facts_of(facts, proc)
-        shape = _shape(rest)
+        rest = _words_of(facts, proc, worded)
+        shape = shapes.get(rest)
+        if shape is None:
+            shape = shapes[rest] = _shape(rest)
         at = folded.get(shape) if _foldable(proc) else None
         if at is None:
             if _foldable(proc):
@@ -52,6 +58,23 @@ def _name(members: Sequence[Process]) -> str:
         name = short_who(proc)
         return name if name.startswith("PID") else f"{name} (PID {proc.pid})"
     return f"{who_many(members)} ({pid_list([p.pid for p in members])})"
+
+
+def _words_of(facts: Facts, proc: Process, worded: dict[tuple[object, ...], str]) -> str:
+    """``_facts_of``, once per distinct set of what it reads where no progress was measured
+    for ``proc`` (then its line reads only these fields)."""
+    if facts.progress.get(proc.key) is not None:
+        return _facts_of(facts, proc)
+    working = proc.working_thread
+    cpu = proc.cpu_percent
+    # (-0.0 equals 0.0 but is written "-0": the one pair of equal values worded apart)
+    cpu_key = (cpu, cpu == 0 and copysign(1.0, cpu) < 0) if cpu is not None else None
+    key = (proc.state, cpu_key) if working is None else (
+        proc.state, cpu_key, working.wchan, working.samples, working.stuck)
+    rest = worded.get(key)
+    if rest is None:
+        rest = worded[key] = _facts_of(facts, proc)
+    return rest
 
 
 def _facts_of(facts: Facts, proc: Process) -> str:
@@ -88,7 +111,8 @@ def _shape(line: str) -> tuple[str, ...]:
 def _merge(rests: Sequence[str]) -> str:
     """The first line with each count the others give differently written as a range."""
     first = rests[0]
-    counts = [list(_NUMBER.finditer(rest)) for rest in rests]
+    # (each distinct line read once: the values of each count are the same set)
+    counts = [list(_NUMBER.finditer(rest)) for rest in dict.fromkeys(rests)]
     out: list[str] = []
     last = 0
     for slot, mine in enumerate(counts[0]):
