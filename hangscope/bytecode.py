@@ -10,7 +10,6 @@ own cache (``$XDG_CACHE_HOME/hangscope/bytecode``, as ``PYTHONPYCACHEPREFIX`` wo
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -22,16 +21,13 @@ def keep_bytecode() -> bool:
     """Compile into (and load from) hangscope's own cache when this interpreter was told not
     to write bytecode and hangscope has none beside its source; whether it now does. Call it
     before the bulk of hangscope is imported (the command line's entry point)."""
-    if not sys.flags.dont_write_bytecode or not sys.dont_write_bytecode:
-        return False  # bytecode is written where Python writes it: nothing to do
-    if sys.pycache_prefix is not None:
-        return False  # the user already chose where bytecode lives
+    if not sys.dont_write_bytecode or sys.pycache_prefix is not None:
+        return False  # bytecode goes where Python (or the user's prefix) puts it
     here = Path(__file__)
-    with contextlib.suppress(NotImplementedError, ValueError):
-        if Path(importlib.util.cache_from_source(str(here))).exists():
-            return False  # installed with its bytecode (pip compiles it): that is used
-    if not here.is_file():
-        return False  # run from a zip (the remote bundle carries its own bytecode)
+    if not here.is_file() or sys.implementation.cache_tag is None:
+        return False  # run from a zip (the remote bundle carries its own), or no bytecode
+    if Path(importlib.util.cache_from_source(str(here))).exists():
+        return False  # installed with its bytecode (pip compiles it): that is used
     target = cache_root() / "bytecode"
     try:
         target.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -92,6 +92,10 @@ def load(cache: SourceCache, key: Key) -> Any:
         return MISSING
 
 
+_count_lock = threading.Lock()
+_entries: dict[Path, int] = {}  # each folder's entries as this process counts them
+
+
 def store(cache: SourceCache, key: Key, value: Any) -> None:
     """Keep ``value`` for the next runs; nothing when it cannot be (no cache is only slower)."""
     try:
@@ -102,24 +106,28 @@ def store(cache: SourceCache, key: Key, value: Any) -> None:
     if entry is None:
         return
     with contextlib.suppress(OSError):
-        entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if entry.parent not in _entries:
+            entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = entry.with_name(f"{entry.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_bytes(data)
         tmp.replace(entry)  # atomic: a reader beside it sees the old entry or the whole new one
-        _prune(entry.parent)
+        _counted(entry.parent)
 
 
-def _prune(folder: Path) -> None:
-    """Past :data:`MAX_ENTRIES`, the older half goes (entries of older hangscope versions,
-    files long gone)."""
-    with contextlib.suppress(OSError):
-        names = os.listdir(folder)
-        if len(names) <= MAX_ENTRIES:
+def _counted(folder: Path) -> None:
+    """One more entry: the folder is listed once per process (then counted), and past
+    :data:`MAX_ENTRIES` the older half goes (entries of older hangscope versions, files long
+    gone)."""
+    with _count_lock:
+        count = _entries[folder] = (_entries[folder] + 1 if folder in _entries
+                                    else len(os.listdir(folder)))
+        if count <= MAX_ENTRIES:
             return
         aged = []
-        for name in names:
+        for name in os.listdir(folder):
             with contextlib.suppress(OSError):
                 aged.append((os.stat(folder / name).st_mtime_ns, name))
         for _, name in sorted(aged)[: len(aged) // 2]:
             with contextlib.suppress(OSError):
                 os.unlink(folder / name)
+        _entries[folder] = len(aged) - len(aged) // 2

@@ -188,19 +188,18 @@ def _per_version(path: str, cache: dict[tuple[str, int, int], T], build: Callabl
         with _lock:
             if key in cache:
                 return cache[key]
-        kept = diskcache.load(cache, key) if isinstance(cache, SourceCache) else MISSING
-        if kept is not MISSING:
-            value = kept
-        elif st.st_size <= MAX_SOURCE_BYTES:
-            try:
-                with open(path, "rb") as fh:
-                    value = build(fh.read())
-            except (OSError, SyntaxError, ValueError, RecursionError, SystemError):
-                value = empty
-            if isinstance(cache, SourceCache):
-                diskcache.store(cache, key, value)
-        else:
+        on_disk = isinstance(cache, SourceCache)
+        value = diskcache.load(cache, key) if on_disk else MISSING
+        if value is MISSING:
             value = empty
+            if st.st_size <= MAX_SOURCE_BYTES:
+                try:
+                    with open(path, "rb") as fh:
+                        value = build(fh.read())
+                except (OSError, SyntaxError, ValueError, RecursionError, SystemError):
+                    value = empty
+                if on_disk:
+                    diskcache.store(cache, key, value)
         with _lock:
             cache[key] = value
             _building.pop((id(cache), key), None)

@@ -77,6 +77,10 @@ def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
                and (found := object_wait(p)) is not None}
     busy = [p for p in snap.processes if not p.is_exited and does_work(p.title)
             and p.role not in HELPER_ROLES and not between_tasks(p)]
+    backs: dict[int, set[int]] = {}  # process -> those whose proven wait is on it
+    for e in known:
+        if e.to_pid is not None:
+            backs.setdefault(e.to_pid, set()).add(e.pid)
     edges: list[WaitEdge] = []
     for proc in snap.processes:
         thread = proc.working_thread
@@ -97,7 +101,7 @@ def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
         # actor running one method at a time, whose method waits for the tasks it started,
         # which call it back: their calls queue behind the method): that task's wait is no
         # guess, so the edge back to it closes a ring the ids prove on one side.
-        back = {e.pid for e in known if e.to_pid == proc.pid}
+        back = backs.get(proc.pid, set())
         edges.extend(WaitEdge(
             proc.pid, thread.tid, "object", f"a result of a task ({frame.name})",
             f"its {frame.name} waits for objects no {wait.producer_word} of a known process "
