@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hangscope.collect.framework_lines import rank_guards, untimed_at
 from hangscope.collect.loops import code_loop_facts, loop_facts
 from hangscope.collect.parkedlocks import parked_for
 from hangscope.collect.procfs import read_cmdline
-from hangscope.collect.rankguards import rank_guards
 from hangscope.collect.source import (
     at_loop_header,
     calls_at,
@@ -31,6 +31,7 @@ from hangscope.collect.source import (
     within,
 )
 from hangscope.errors import ToolMissing
+from hangscope.frameworks import WAIT_CALLS
 from hangscope.model import Frame, in_library
 
 
@@ -246,6 +247,8 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 else rank_guards(str(filename), at),
                 loops=loops,
                 loop_kind=loop_kind,
+                untimed=() if native or not filename else untimed_at(
+                    str(filename), at, WAIT_CALLS),
             )
         )
     # A stack that takes a lock: what each of its lines calls says which frame was entered

@@ -150,12 +150,14 @@ def call_blocks(tree: ast.AST) -> tuple[CallBlock, ...]:
     return tuple(out)
 
 
-def call_names(tree: ast.AST) -> Calls:
-    """The functions each line calls, by their last name: a frame whose caller's line calls
-    no function of its name was entered some other way (a signal handler, a callback)."""
+def call_names(tree: ast.AST, keep: Callable[[ast.Call], bool] = lambda call: True) -> Calls:
+    """The functions each line calls (those ``keep`` keeps), by their last name: a frame
+    whose caller's line calls no function of its name was entered some other way (a signal
+    handler, a callback). A call spread over lines counts at its first line and at its
+    function's last."""
     out: dict[int, set[str]] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.Call) and keep(node):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(
                 func, ast.Name) else None

@@ -59,6 +59,10 @@ class ObjectWait:
     #: task: a producer whose working thread is there (innermost) runs no task, so it holds up
     #: nobody's get (the result is on its way, or the task never reached it): no edge.
     idle_frame: tuple[str, str] | None = None
+    #: (function, source path substring) of the frame a producer runs a method in on a thread
+    #: of its own (a threaded actor, ``max_concurrency`` > 1: its main thread stays in the
+    #: task loop while pool threads run the calls): such a thread runs a task.
+    method_frame: tuple[str, str] | None = None
     #: What a producer is called in a sentence ("actor").
     producer_word: str = "producer"
     #: Every (function, source path substring) a thread blocks in waiting for objects
@@ -75,6 +79,9 @@ class ObjectWait:
     loop_threads: tuple[str, ...] = ()
     #: The method a producer's process runs now, from its title (group ``method``).
     method: re.Pattern[str] | None = None
+    #: What a program calls to wait for objects (``ray.get``, ``ray.wait``), by last name;
+    #: each takes its timeout as a keyword only, so a call without one waits for the objects.
+    calls: tuple[str, ...] = ()
     #: What leaves a method awaiting a call nobody makes, and what to do: said when no live
     #: process of the job could make it.
     uncalled: str = ""
@@ -178,6 +185,10 @@ OBJECT_WAITS: tuple[ObjectWait, ...] = tuple(
     f.object_wait for f in FRAMEWORKS if f.object_wait is not None)
 
 
+#: The names programs call the frameworks' object gets by (``ObjectWait.calls``).
+WAIT_CALLS: frozenset[str] = frozenset(name for w in OBJECT_WAITS for name in w.calls)
+
+
 def _at(function: str | None, filename: str | None, frames: Sequence[tuple[str, str]]) -> bool:
     """The frame (``function``, ``filename``) is one of ``frames``: (last name, path part)."""
     return function is not None and any(function.split(".")[-1] == name
@@ -199,6 +210,13 @@ def in_task_loop(function: str | None, filename: str | None) -> bool:
     ``idle_frame``): innermost there, the worker runs no task."""
     return any(_at(function, filename, (w.idle_frame,)) for w in OBJECT_WAITS
                if w.idle_frame is not None)
+
+
+def runs_method(function: str | None, filename: str | None) -> bool:
+    """A frame in which a producer runs a method on a thread of its own (an object wait's
+    ``method_frame``)."""
+    return any(_at(function, filename, (w.method_frame,)) for w in OBJECT_WAITS
+               if w.method_frame is not None)
 
 
 RANK_TESTS: tuple[str, ...] = tuple(dict.fromkeys(p for f in FRAMEWORKS for p in f.rank_tests))

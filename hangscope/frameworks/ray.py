@@ -52,8 +52,13 @@ OBJECT_WAIT = ObjectWait(
     # ``Worker.main_loop`` runs the worker's task loop (``run_task_loop``): a Python frame
     # innermost there is an actor between tasks.
     idle_frame=("main_loop", "ray/_private/worker.py"),
+    # A threaded actor's calls run on its pool's threads, each inside the executor that
+    # FunctionActorManager wraps every method in.
+    method_frame=("actor_method_executor", "ray/_private/function_manager.py"),
     producer_word="actor",
     waits=(("get_objects", "ray/_private/worker.py"), ("wait", "ray/_private/worker.py")),
+    # ``ray.get(refs, *, timeout=None)``, ``ray.wait(refs, *, ..., timeout=None)``
+    calls=("get", "wait"),
     # An async actor (any ``async def`` method) runs its methods as coroutines on its own
     # loops, one thread per concurrency group (_raylet.so names them); its title names the
     # method in flight (``ray::_QueueActor.get``).

@@ -190,6 +190,10 @@ class Frame:
     # that end: a core burnt on its line computes), "while" (re-checks a condition), "spin" (a
     # ``while`` whose body does nothing: only another thread ends it); None: no loop, unread.
     loop_kind: str | None = None
+    # The frameworks' object gets (``ray.get``: frameworks ``ObjectWait.calls``) that the
+    # program's own line calls with no timeout, from its source (collect/source.py): such a get
+    # returns only once its objects came, so the line going on past it is news.
+    untimed: tuple[str, ...] = ()
 
     @property
     def short_file(self) -> str | None:

@@ -1,12 +1,12 @@
 """The rank tests a frame's line lies under, read from its source
-(collect/rankguards.py): a collective under ``if trainer.is_global_zero:`` is called by some ranks
-only (the tie-breaker of analyze/rules/tiebreak.py reads it)."""
+(collect/framework_lines.py): a collective under ``if trainer.is_global_zero:`` is called by
+some ranks only (the tie-breaker of analyze/rules/tiebreak.py reads it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from hangscope.collect.rankguards import rank_guards
+from hangscope.collect.framework_lines import rank_guards
 
 SCRIPT = '''\
 import torch.distributed as dist

@@ -10,7 +10,12 @@ Rules, first that holds wins; each names the evidence that decided, in a sentenc
    the counters,
    unless a collective is among its stacks: it returned from the collective and went on, so
    its peers answered (NCCL's data moves in its own threads' send/recv, which /proc/PID/io does
-   not count, and a small step's kernels leave the SMs nearly idle).
+   not count, and a small step's kernels leave the SMs nearly idle); or a framework's object
+   get that its program's line calls with no timeout (``ray.get(refs)``: the source says so,
+   ``Frame.untimed``), and it was sampled outside it too: the get returned, which it does only
+   with its objects (Ray's traffic is gRPC's sendmsg/recvmsg, not counted either).
+   A threaded actor's main thread idles in the framework's task loop while pool threads run
+   its methods: the busiest of those is judged instead.
 2. *gpu*: its GPU's SMs do work (SM activity with DRAM traffic, FP/tensor math or NVLink
    traffic) -> progressing; the GPU is busy (graphics) while SMs, memory and math are idle -> a
    spinning kernel: stuck. ``utilization.gpu`` cannot tell these apart; GPM can.
@@ -23,6 +28,8 @@ Rules, first that holds wins; each names the evidence that decided, in a sentenc
      poll of an idle server is still idle, analyze/patterns/calm);
    - it was never scheduled in the window (schedstat's count did not move) -> stuck;
    - it only lost the CPU (involuntary switches, no wake-ups) -> slow: runnable, starved;
+   - it sat all window in a framework's get with no timeout -> stuck, blocked as one that
+     never woke (Ray's own re-checks inside the get are not the program's timer);
    - it woke again and again, never left its line and no data moved beyond its pollers' own
      (threads that never left their line: heartbeats, monitors) -> stuck: a timed poll
      (TCPStore check loops, a 1 s ``select``, CPython's 5 ms GIL wait, ``time.sleep`` re-checking
@@ -45,8 +52,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from hangscope.analyze.evidence.progress_hints import Hints
-from hangscope.analyze.evidence.progress_sites import collective_sites, parse_frame
-from hangscope.frameworks import in_task_loop, in_zmq_wait
+from hangscope.analyze.evidence.progress_sites import (
+    collective_sites,
+    held_in_get,
+    parse_frame,
+    returned_gets,
+)
+from hangscope.frameworks import in_task_loop, in_zmq_wait, runs_method
 from hangscope.model.progress import (
     GpmReading,
     IoDelta,
@@ -211,6 +223,9 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
         return RankProgress(proc.pid, SLOW, "none", f"no evidence: {why}")
     judged = thread.tid
     if _between_tasks(thread):
+        method = _method_thread(proc, thread)
+        if method is not None:  # a threaded actor: its calls run on its pool's threads
+            return decide(proc, seconds, gpus, method.tid, hints)
         return RankProgress(proc.pid, IDLE, "python", (
             f"between tasks: {thread.samples} samples in {_leaf(thread)}, the framework's loop "
             "for its next task: it runs none, so it holds up nobody"), judged)
@@ -231,6 +246,12 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
                 f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
                 f"samples, through {_sites(through)} and on: its collectives complete"),
                 judged, gpu_text, gpu_state)
+        gets = returned_gets(thread, hints.untimed.get(thread.tid, ()))
+        if gets:  # a get with no timeout returned (its objects came) and the line went on
+            return RankProgress(proc.pid, PROGRESSING, "python", (
+                f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
+                f"samples, in and out of {_sites(gets)}, a get with no timeout: it returns "
+                "only once its objects came"), judged, gpu_text, gpu_state)
         if not _poll_loop(proc, thread, seconds, gpu_state, thread.tid in hints.readers):
             return RankProgress(proc.pid, PROGRESSING, "python", (
                 f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
@@ -255,6 +276,16 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
             f"{seconds:.1f} s, every sample inside the framework's own wait for a message "
             f"({_leaf(thread)}): a wait that burns CPU, not work"), judged, gpu_text,
             gpu_state, spins=True)
+    held = held_in_get(thread, hints.untimed.get(thread.tid, ()))
+    if held is not None and c is not None and c.cpu_ns is not None \
+            and c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds:
+        # blocked in a get with no timeout: as a thread that never woke, it waits for its
+        # objects; whoever makes them decides (progressing: waiting, analyze/patterns/calm)
+        return RankProgress(proc.pid, STUCK, "counters", (
+            f"blocked: in {held}, a get with no timeout, in {thread.samples} samples of "
+            f"{seconds:.1f} s ({c.cpu_ns / 1e6:.0f} ms of CPU; its {c.voluntary or 0:,} "
+            "wake-ups are the framework's own re-checks inside the get, not a timer of the "
+            "program's)"), judged, gpu_text, gpu_state, wakes=0)
     gpu_idle = gpu_state == "idle"
     return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
                                   thread.tid in hints.readers, thread.tid in hints.iterating,
@@ -288,6 +319,19 @@ def _reads_mostly(thread: ThreadProgress, reading: str | None) -> bool:
         return True
     frames = thread.stacks[0].frames
     return bool(frames) and parse_frame(frames[-1]).name == reading
+
+
+def _method_thread(proc: ProcessProgress, idle: ThreadProgress) -> ThreadProgress | None:
+    """The thread of a producer whose task loop idles (``idle``) that ran a method in the
+    window, most sampled there: a threaded actor runs its calls on pool threads, so its
+    main thread's loop says nothing of them (a call in flight, or calls coming and going)."""
+    def inside(thread: ThreadProgress) -> int:
+        return sum(s.count for s in thread.stacks if any(
+            runs_method((f := parse_frame(text)).name, f.file) for text in s.frames[:2]))
+
+    counted = [(inside(t), t) for t in proc.threads if t.tid != idle.tid]
+    busiest = max(counted, key=lambda item: item[0], default=(0, None))
+    return busiest[1] if busiest[0] >= MIN_MOVED_SAMPLES else None
 
 
 def _between_tasks(thread: ThreadProgress) -> bool:

@@ -89,6 +89,10 @@ _STREAM_READ = re.compile(r"pipe_read|unix_stream_read|unix_dgram_recv|sk_wait_d
                           r"tcp_recvmsg|skb_wait_for_more_packets|udp_recvmsg")
 
 
+#: A frame's (function, short file, line), as the window's ``func (file:line)`` names it.
+Line = tuple[str, "str | None", "int | None"]
+
+
 @dataclass(frozen=True)
 class Hints:
     """Threads (IDs) a stack sample says more of than the counters can: spin-waiting, asleep
@@ -103,6 +107,9 @@ class Hints:
     # blocked reading a socket with no timer: each wake-up brought bytes (or the peer's end);
     # each one's innermost Python function there ("" where it has none)
     socket_readers: Mapping[int, str] = field(default_factory=dict)
+    # the program's own lines (name, short file, line) that call a framework's object get with
+    # no timeout (``Frame.untimed``), per thread: such a get returns only with its objects
+    untimed: Mapping[int, frozenset[Line]] = field(default_factory=dict)
 
 
 #: A poll timeout (ms) that no window outlasts: a wait for data, not a timed re-check.
@@ -140,7 +147,11 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
     loops: dict[str, set[int]] = {WALK: set(), SPIN: set()}
     on_sockets = socket_readers(kernel)
     sockets: dict[int, str] = {}
+    untimed: dict[int, frozenset[Line]] = {}
     for thread in (t for p in processes for t in p.threads):
+        if lines := frozenset((f.name, f.short_file, f.line) for f in thread.frames
+                              if f.untimed):
+            untimed[thread.tid] = lines
         leaf = _leaf(thread)
         if thread.tid in on_sockets:
             sockets[thread.tid] = leaf.name if leaf is not None else ""
@@ -151,4 +162,4 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
         if leaf is not None and leaf.loop_kind in loops:
             loops[leaf.loop_kind].add(thread.tid)
     return Hints(spinning, frozenset(readers), frozenset(loops[WALK]),
-                 frozenset(loops[SPIN] & spinning.keys()), sockets)
+                 frozenset(loops[SPIN] & spinning.keys()), sockets, untimed)

@@ -16,6 +16,7 @@ one): the result is on its way, and that process holds up nobody.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.evidence.working import progressing_pids
 from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.frameworks import (
     OBJECT_WAITS,
@@ -75,8 +76,12 @@ def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
     named = {(e.pid, e.tid) for e in known}
     waiting = {p.pid: found for p in snap.processes if not p.is_exited
                and (found := object_wait(p)) is not None}
+    # Busy: running a task when sampled, or seen running tasks by the window (a worker that
+    # computes step after step sits in the loop for its next task between them, and a stack
+    # sample may catch it there)
+    going = progressing_pids(snap)
     busy = [p for p in snap.processes if not p.is_exited and does_work(p.title)
-            and p.role not in HELPER_ROLES and not between_tasks(p)]
+            and p.role not in HELPER_ROLES and (p.pid in going or not between_tasks(p))]
     backs: dict[int, set[int]] = {}  # process -> those whose proven wait is on it
     for e in known:
         if e.to_pid is not None:

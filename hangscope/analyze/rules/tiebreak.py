@@ -103,7 +103,7 @@ def _rank_guarded(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | No
                     if (p := facts.snapshot.process(pid)) is not None)
     verb = "calls" if len(group.pids) == 1 else "call"
     test, _, where = (guards[odd] or "").rpartition(" (")
-    # (collect/rankguards.py names the else of a test so: its ranks fail the test)
+    # (collect/framework_lines.py names the else of a test so: its ranks fail the test)
     orelse = test.startswith("else of ")
     test = test.removeprefix("else of ")
     head = f"{who[:1].upper()}{who[1:]} {verb} {group.op or 'its collective'} "

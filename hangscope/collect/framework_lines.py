@@ -1,7 +1,13 @@
-"""The rank tests a Python frame's line lies under, from its source: ``if
-trainer.is_global_zero:`` (hangscope/frameworks ``rank_tests``). A collective in such a block
-is called by the ranks that pass the test only (the tie-breaker of analyze/rules/tiebreak.py
-reads ``Frame.guards``). Parsed once per file version, as collect/source.py parses.
+"""What a Python frame's line says in a framework's words, from its source; parsed once per
+file version, as collect/source.py parses.
+
+- The rank tests it lies under: ``if trainer.is_global_zero:`` (hangscope/frameworks
+  ``rank_tests``). A collective in such a block is called by the ranks that pass the test only
+  (the tie-breaker of analyze/rules/tiebreak.py reads ``Frame.guards``).
+- The frameworks' object gets it calls with no timeout: ``ray.get(refs)`` (frameworks
+  ``ObjectWait.calls``, whose timeout is keyword-only). Such a get returns only once its
+  objects came, so a thread seen inside it and then past it got them
+  (analyze/evidence/progress_sites.py reads ``Frame.untimed``).
 """
 
 from __future__ import annotations
@@ -10,9 +16,10 @@ import ast
 import os
 import re
 
-from hangscope.collect.source import _parse, _per_version
+from hangscope.collect.source import Calls, _parse, _per_version, call_names
 from hangscope.diskcache import SourceCache
 from hangscope.frameworks import RANK_DECORATORS, RANK_TESTS
+from hangscope.model import in_library
 
 _guard_cache = SourceCache("rank-guards")  # -> ((first, last, test, at, orelse), ...)
 
@@ -58,3 +65,26 @@ def rank_guards(path: str | None, line: int | None) -> tuple[str, ...]:
     name = os.path.basename(path)
     return tuple(f"{ELSE_OF if orelse else ''}{test} ({name}:{at})"
                  for first, last, test, at, orelse in sorted(found) if first <= line <= last)
+
+
+_untimed_cache = SourceCache("untimed-calls")  # -> Calls
+
+
+def untimed_calls(tree: ast.AST) -> Calls:
+    """The functions each line calls with no ``timeout`` keyword, by their last name (a
+    framework's get whose timeout is keyword-only, ``ray.get(refs)``, then waits until its
+    objects come: its return is news, not a timer's tick). A ``**kwargs`` may carry a
+    timeout: such a call is not known to have none."""
+    return call_names(tree, lambda call: not any(
+        k.arg is None or "timeout" in k.arg for k in call.keywords))
+
+
+def untimed_at(path: str | None, line: int | None, names: frozenset[str]) -> tuple[str, ...]:
+    """Which of ``names`` the program's own line ``path:line`` calls with no timeout
+    (:func:`untimed_calls`; libraries are not read), sorted."""
+    if not path or not line or not names or in_library(path):
+        return ()
+    words = tuple(name.encode() for name in names)
+    found = _per_version(path, _untimed_cache, lambda source: untimed_calls(_parse(source))
+                         if any(word in source for word in words) else {}, {})
+    return tuple(sorted(names & found.get(line, frozenset())))
