@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -351,10 +352,18 @@ def verdict_job(mode: str, tmp_path: Path, tags: Sequence[str],
 
 
 def dump_json(pid: int, *extra: str, timeout: float = 120.0) -> str:
-    """``python -m hangscope dump PID --format json`` on this checkout; its stdout."""
+    """``python -m hangscope dump PID --format json`` on this checkout; its stdout. With
+    ``HANGSCOPE_KEEP_DUMPS=DIR`` set, each dump is also kept there, named by its test (a rare
+    wrong verdict can then be re-judged offline: ``hangscope show FILE``)."""
     done = run_cli("dump", str(pid), "--format", "json", *extra, timeout=timeout)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.stdout.strip(), done.stderr
+    keep = os.environ.get("HANGSCOPE_KEEP_DUMPS")
+    if keep:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "dump").split(" ")[0]
+        name = re.sub(r"[^\w.-]+", "_", test)[-120:]
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        (Path(keep) / f"{name}.{time.time_ns()}.json").write_text(done.stdout)
     return done.stdout
 
 

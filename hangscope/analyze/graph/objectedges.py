@@ -40,6 +40,7 @@ def object_edges(snap: Snapshot) -> list[WaitEdge]:
         for ident in hosted.ids:
             hosts.setdefault(ident, (hosted.pid, hosted.source))
     procs = {p.pid: p for p in snap.processes}
+    going = progressing_pids(snap)
     edges: list[WaitEdge] = []
     for read in waits.locals:
         proc = procs.get(read.pid)
@@ -54,7 +55,7 @@ def object_edges(snap: Snapshot) -> list[WaitEdge]:
                     continue
                 pid, source = host
                 target = procs.get(pid)
-                if target is None or between_tasks(target):
+                if target is None or idle_producer(target, going):
                     continue
                 seen.add(pid)
                 edges.append(WaitEdge(
@@ -76,12 +77,9 @@ def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
     named = {(e.pid, e.tid) for e in known}
     waiting = {p.pid: found for p in snap.processes if not p.is_exited
                and (found := object_wait(p)) is not None}
-    # Busy: running a task when sampled, or seen running tasks by the window (a worker that
-    # computes step after step sits in the loop for its next task between them, and a stack
-    # sample may catch it there)
     going = progressing_pids(snap)
     busy = [p for p in snap.processes if not p.is_exited and does_work(p.title)
-            and p.role not in HELPER_ROLES and (p.pid in going or not between_tasks(p))]
+            and p.role not in HELPER_ROLES and not idle_producer(p, going)]
     backs: dict[int, set[int]] = {}  # process -> those whose proven wait is on it
     for e in known:
         if e.to_pid is not None:
@@ -174,6 +172,13 @@ def object_wait(proc: Process) -> tuple[Frame, ObjectWait] | None:
         if wait is not None:
             return frame, wait
     return None
+
+
+def idle_producer(proc: Process, going: frozenset[int]) -> bool:
+    """Between tasks when sampled, and not seen running any by the window (``going``: the
+    PIDs it saw progress): a worker that computes step after step sits in the loop for its
+    next task between them, and a stack sample may catch it there."""
+    return proc.pid not in going and between_tasks(proc)
 
 
 def between_tasks(proc: Process) -> bool:
