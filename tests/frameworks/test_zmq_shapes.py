@@ -181,3 +181,26 @@ def test_given_a_rep_waiting_for_its_first_client_beside_a_zombie_that_ended_wel
         tmp_path: Path) -> None:
     data, text, _ = _dump("rep_first_client", ["server"], tmp_path, settled=True)
     assert data["verdict"]["kind"] == "idle", (data["verdict"], text)
+
+
+def test_given_an_engine_waiting_on_a_worker_that_died_then_the_dead_worker_is_the_suspect(
+        tmp_path: Path) -> None:
+    """Blind round 21's 03 read a chain to the idle front end: the engine's receive still had
+    peers (worker 0, waiting for its next step), none of which could send it anything; its
+    child worker 1 had exited with code 1, unreaped."""
+    data, text, pids = _dump("router_worker_died", ["engine", "worker0"], tmp_path,
+                             settled=True)
+    verdict = data["verdict"]
+    dead = next(p["pid"] for p in data["processes"] if p["state"] == "Z")
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert verdict["suspects"] == [dead], verdict
+    assert verdict["summary"].startswith("A peer died"), verdict["summary"]
+    assert "exited with code 1" in verdict["summary"], verdict["summary"]
+    assert pids["worker0"] not in verdict["suspects"]
+
+
+def test_given_an_engine_waiting_on_a_worker_that_computes_then_progressing(
+        tmp_path: Path) -> None:
+    data, text, _ = _dump("router_worker_slow", ["engine", "worker0", "worker1"], tmp_path,
+                          settled=True)
+    assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)

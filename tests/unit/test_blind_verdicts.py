@@ -232,3 +232,30 @@ def test_given_an_actor_waiting_for_tasks_that_call_it_back_then_a_deadlock_with
     assert verdict.suspects == (14063,), verdict
     assert "(called from process_shard (job.py:27)) for PID 14063 (ray actor " \
         "ShardCoordinator.run)" in verdict.summary, verdict.summary
+
+
+def test_given_an_engine_whose_worker_died_then_the_dead_worker_is_the_suspect() -> None:
+    """Blind round 21's 03 (a vLLM-shaped engine core waits in a collective call for each
+    worker's reply; one worker raised and exited with code 1, unreaped) read a wait chain to
+    the idle API server: the engine's receive still had peers, none of which could send it
+    anything (the API server's event loop idle, worker 0 waiting for its next step)."""
+    snap = reread("zmq_engine_dead_worker")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.summary.startswith("A peer died"), verdict
+    assert verdict.suspects == (25609,), verdict
+    assert "at EngineCore.collective_rpc (serve.py:91)" in verdict.summary, verdict.summary
+    assert "exited with code 1" in verdict.summary, verdict.summary
+
+
+def test_given_an_engine_waiting_on_a_worker_that_computes_then_no_deadlock() -> None:
+    """tests/targets/frameworks/zmq_shapes.py ``router_worker_slow``, recorded: the engine's
+    receive has an edge to each worker, and worker 0 waits for its next step from it (a
+    ring); worker 1 computes the answer: a receive returns with any peer's message."""
+    snap = analyze(load(BLIND.parent / "frameworks" / "zmq_router_worker_slow.dump.json"))
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.PROGRESSING, \
+        snap.verdict
+    died = analyze(load(BLIND.parent / "frameworks" / "zmq_router_worker_died.dump.json"))
+    assert died.verdict is not None and died.verdict.summary.startswith("A peer died"), \
+        died.verdict
+    dead = next(p.pid for p in died.processes if p.state == "Z")
+    assert died.verdict.suspects == (dead,), died.verdict

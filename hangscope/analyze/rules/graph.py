@@ -34,6 +34,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "pending_tasks": "Tasks nobody runs", "uncalled": "A call nobody makes",
          "dead_thread": "A thread died", "crash_loop": "Crash loop",
          "dead_process": "A process died", "dead_holder": "A lock whose holder died",
+         "dead_peer": "A peer died",
          "nested_checkout": "Deadlock (a pool emptied by nested checkouts)",
          "signal_blocked": "A signal never delivered", "signal_ignored": "A signal ignored",
          "self_connect": "Deadlock (a socket connected to itself)",
@@ -82,6 +83,16 @@ def _suspects(facts: Facts, graph: WaitGraph, pattern: WaitPattern) -> tuple[int
     return tuple(dict.fromkeys([pattern.suspect, *(pid for pid in holders if pid is not None)]))
 
 
+def _fed(graph: WaitGraph, going: frozenset[int]) -> set[int]:
+    """The processes in a zmq receive one of whose peers the window saw progress: a receive
+    returns with the first message from any peer (analyze/graph/zmqedges.py draws an edge to
+    each), so a ring through another of its peers (a worker waiting for its next step) is no
+    deadlock while one peer works on the answer (an engine waiting on a worker that computes
+    a long step)."""
+    return {e.pid for e in graph.edges if e.to_pid in going and e.to_pid != e.pid
+            and e.how.startswith("a zmq receive")}
+
+
 def _verdict(facts: Facts, kinds: tuple[str, ...],
              edge_kinds: frozenset[str] | None = None) -> Verdict | None:
     graph = facts.snapshot.wait_graph
@@ -89,7 +100,8 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
         return None
     # A chain through a process the window saw progress (a Ray actor that computes, not a
     # subject itself) waits for work being done: no hang (analyze/rules/slow.py says so).
-    moving = {pid for _, pid in facts.moving} | progressing_pids(facts.snapshot)
+    going = progressing_pids(facts.snapshot)
+    moving = {pid for _, pid in facts.moving} | going | _fed(graph, going)
     for pattern in graph.patterns:
         if pattern.kind not in kinds or moving.intersection(pattern.members):
             continue
@@ -143,7 +155,7 @@ def wait_shape(facts: Facts) -> Verdict | None:
     return _verdict(facts, ("orphan_wait", "barrier_short", "leaked_permits", "full_queue",
                             "lost_wakeup", "event_loop", "lost_result", "pool_saturated",
                             "pool_starved", "pending_tasks", "uncalled", "prompt", "lost_reply",
-                            "fifo_open", "dead_holder",
+                            "fifo_open", "dead_holder", "dead_peer",
                             "signal_blocked", "signal_ignored"))
 
 

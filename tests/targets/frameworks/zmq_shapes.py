@@ -51,6 +51,14 @@ its healthy twin.
   and waits for the reply forever (zeromq/libzmq#1227; blind round 20's 02).
 - ``rep_first_client``: the twin: a REP server bound and waiting for its first client, beside
   a set-up child that ran to its end (exit code 0) and was never reaped (idle).
+- ``router_worker_died``: an engine core binds a ROUTER and starts two workers (DEALER,
+  never reaped, as a vLLM-shaped engine's executor leaves them); it sends both a step and waits
+  for both replies: worker 0 answers and waits for its next step, worker 1 raises on the step
+  and exits (code 1): the engine's receive still has a peer, which owes it nothing
+  (huggingface/trl#3433, vllm-project/vllm#2050: an engine waiting forever on a dead worker;
+  blind round 21's 03).
+- ``router_worker_slow``: the twin: worker 1 computes the step for minutes before it answers
+  (progressing).
 
 Each process appends ``"<pid> <tag>"`` to READY_FILE once it is in its final wait.
 """
@@ -366,6 +374,40 @@ def rep_first_client(ready_file: str) -> None:
         rep.send_json(rep.recv_json())
 
 
+def step_worker(rank: int, ipc: str, ready_file: str, mode: str) -> None:
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.connect(f"ipc://{ipc}/engine")
+    sock.send(b"hello")
+    ready(ready_file, f"worker{rank}")
+    while True:
+        step = sock.recv()
+        if rank == 1 and mode == "router_worker_died":
+            print(f"worker {rank}: execute_model failed on {step!r}: out of memory", flush=True)
+            sys.exit(1)
+        total = 0
+        if rank == 1:  # router_worker_slow: a step of minutes, computed in Python
+            for item in range(10**10):
+                total += item * item % 7
+        sock.send(str(total).encode())
+
+
+def engine(mode: str, ready_file: str, ipc: str) -> None:
+    ctx = zmq.Context()
+    router = ctx.socket(zmq.ROUTER)
+    router.bind(f"ipc://{ipc}/engine")
+    workers = [subprocess.Popen([sys.executable, __file__, "step_worker", ready_file, ipc,
+                                 str(rank), mode]) for rank in range(2)]
+    idents = [router.recv_multipart()[0] for _ in workers]
+    for ident in idents:
+        router.send_multipart([ident, b"step 1"])
+    router.recv_multipart()  # the first reply: worker 0's (worker 1 dies, or computes)
+    if mode == "router_worker_died":  # ready once worker 1 is gone, left unreaped
+        os.waitid(os.P_PID, workers[1].pid, os.WEXITED | os.WNOWAIT)
+    ready(ready_file, "engine")
+    router.recv_multipart()
+
+
 def main(mode: str, ready_file: str, workdir: str) -> None:
     # A short directory under /tmp: a Unix socket path holds at most 107 bytes.
     ipc = tempfile.mkdtemp(prefix="hs-zmqs-")
@@ -387,6 +429,8 @@ def main(mode: str, ready_file: str, workdir: str) -> None:
         embed_client(ready_file)
     elif mode == "rep_first_client":
         rep_first_client(ready_file)
+    elif mode in ("router_worker_died", "router_worker_slow"):
+        engine(mode, ready_file, ipc)
     else:
         collector_gone(mode, ready_file, ipc)
 
@@ -400,6 +444,8 @@ if __name__ == "__main__":
         puller(sys.argv[3], sys.argv[2], sys.argv[4] == "1")
     elif sys.argv[1] == "subscriber":
         subscriber(sys.argv[3], sys.argv[2], int(sys.argv[4]))
+    elif sys.argv[1] == "step_worker":
+        step_worker(int(sys.argv[4]), sys.argv[3], sys.argv[2], sys.argv[5])
     elif sys.argv[1] == "tp_worker":
         _, _, ready_file, ipc, rank, late = sys.argv
         tp_worker(int(rank), ipc, ready_file, late == "1")

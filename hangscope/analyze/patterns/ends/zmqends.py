@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.graph.zmqedges import in_zmq_receive
 from hangscope.analyze.patterns.calm.calm_chain import waits_for_work
@@ -67,29 +68,58 @@ def unowed_receive(g: Graph) -> WaitPattern | None:
 def unpeered_receive(g: Graph) -> WaitPattern | None:
     """A zmq receive with no peer left at all, after a process the receiver started (or its
     sibling) died of an error: the answer died with it (zeromq/libzmq#1227, its REP aborting
-    while it handled the request)."""
+    while it handled the request). Or with peers left, none of which can send it anything
+    (each only idles in its event loop, or only waits for its next request from it), after a
+    child of it died of an error: an engine waiting for every worker's reply to its collective
+    call, one worker dead (a vLLM-shaped engine core; trl#3433)."""
     for proc in g.snap.processes:
         thread = proc.working_thread
         if proc.is_exited or proc.role in HELPER_ROLES or thread is None \
-                or thread.state != "S" or not in_zmq_receive(thread) or g.out.get(proc.pid):
-            continue  # (an edge: a connection it holds, read by unowed_receive)
+                or thread.state != "S" or not in_zmq_receive(thread):
+            continue
+        out = g.live_edges(proc.pid, None)
         dead = next((d for d in g.snap.processes if d.is_exited
                      and d.exit_code not in (None, 0)
-                     and (d.ppid == proc.pid or (d.ppid == proc.ppid and d.ppid not in (0, 1)))),
-                    None)
+                     and (d.ppid == proc.pid or (d.ppid == proc.ppid and d.ppid not in (0, 1)
+                                                 and not out))), None)
         if dead is None:
             continue  # a server waiting for its first client has no peer either
+        if out and not all(_owes_nothing(g, g.edges[i].to_pid, proc.pid) for i in out):
+            continue  # (a live peer may still send: read by unowed_receive and the chains)
         relation = "a child of it" if dead.ppid == proc.pid else "its sibling"
+        left = ("none of its zmq I/O threads holds a connection" if not out else
+                f"{who_list([g.procs[p] for p in _peers(g, out)])} can send it nothing (an "
+                "event loop idle with its requests' coroutines parked, or a peer waiting for "
+                "its next request from it)")
+        why = ("a REQ whose request died with its REP: zmq reconnects to a dead peer's "
+               "endpoint silently" if not out else "a router waiting for each worker's reply "
+               "is never told one is gone")
         # (the member notes add how it ended: "exited with code 3")
         chain = (f"{thread_words(proc, thread)} waits for a zmq message{site_words(thread)} "
-                 "and no peer is left to send one: none of its zmq I/O threads holds a "
-                 f"connection; the peer that owed the answer is most likely {who(dead)}, "
-                 f"{relation}, which died (a REQ whose request died with its REP: zmq "
-                 "reconnects to a dead peer's endpoint silently, so the receive never fails); "
-                 "give the socket a receive timeout and a retry (zmq.RCVTIMEO, or a Poller "
-                 "with a timeout), and watch the peer's process")
-        return WaitPattern("dead_process", (dead.pid, proc.pid), chain, (), dead.pid, None)
+                 f"and no {'live ' if out else ''}peer is left to send one: {left}; the peer "
+                 f"that owed the answer is most likely {who(dead)}, {relation}, which died "
+                 f"({why}, so the receive never fails); give the socket a receive timeout and "
+                 "a retry (zmq.RCVTIMEO, or a Poller with a timeout), and watch "
+                 + ("the peers' processes" if out else "the peer's process"))
+        # With peers left, the chain through them would name the idle one: this story comes
+        # first (a wait nobody can end, analyze/rules/graph.py wait_shape)
+        return WaitPattern("dead_peer" if out else "dead_process", (dead.pid, proc.pid), chain,
+                           (), dead.pid, None)
     return None
+
+
+def _peers(g: Graph, out: list[int]) -> list[int]:
+    return sorted({pid for i in out if (pid := g.edges[i].to_pid) is not None})
+
+
+def _owes_nothing(g: Graph, peer: int | None, receiver: int) -> bool:
+    """The live peer ``peer`` can send ``receiver`` nothing now: its working thread idles in
+    its event loop (every coroutine awaits), or it only waits for its next request from
+    ``receiver``."""
+    target = g.procs.get(peer) if peer is not None else None
+    if target is None or target.working_thread is None:
+        return False
+    return idle_loop(target.working_thread) or _serves(g, target.pid, receiver)
 
 
 def _serves(g: Graph, peer: int, client: int) -> bool:
