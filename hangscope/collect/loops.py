@@ -16,7 +16,7 @@ import ast
 
 from hangscope.collect.source import MAX_SOURCE_BYTES, _parse, _per_version
 from hangscope.diskcache import SourceCache
-from hangscope.model import SPIN, WALK, WHILE, in_library
+from hangscope.model import NO_LOOP, SPIN, WALK, WHILE, in_library
 
 _walks_cache = SourceCache("loop-walks")  # path, mtime, size -> ((first, last, kind), ...)
 #: Iterators that never end: a ``for`` over one is a ``while True``.
@@ -72,11 +72,14 @@ def loop_walks(tree: ast.AST) -> tuple[tuple[int, int, str], ...]:
 Loops = tuple[tuple[tuple[int, int], ...], str | None]
 
 
-def _holding(walks: tuple[tuple[int, int, str], ...], line: int) -> Loops:
+def _holding(walks: tuple[tuple[int, int, str], ...] | None, line: int) -> Loops:
     """The (first, last) lines of the loops holding ``line``, outermost first (walks are in
-    source order), and the kind of the innermost."""
+    source order), and the kind of the innermost: ``NO_LOOP`` where none holds it, None where
+    the source could not be read (``walks`` None: not "no loop", unknown)."""
+    if walks is None:
+        return (), None
     holding = [w for w in walks if w[0] <= line <= w[1]]
-    return tuple(w[:2] for w in holding), holding[-1][2] if holding else None
+    return tuple(w[:2] for w in holding), holding[-1][2] if holding else NO_LOOP
 
 
 def loop_facts(path: str | None, line: int | None) -> Loops:
@@ -101,7 +104,8 @@ def code_loop_facts(code: str, line: int | None) -> Loops:
         return (), None
 
 
-def _walks(path: str) -> tuple[tuple[int, int, str], ...]:
-    """The file's loops, one parse per version of it."""
+def _walks(path: str) -> tuple[tuple[int, int, str], ...] | None:
+    """The file's loops, one parse per version of it; None where it cannot be read or
+    parsed."""
     return _per_version(path, _walks_cache, lambda source: loop_walks(
-        _parse(source)) if b"for " in source or b"while" in source else (), ())
+        _parse(source)) if b"for " in source or b"while" in source else (), None)

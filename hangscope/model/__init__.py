@@ -120,8 +120,9 @@ class VerdictKind(str, Enum):
 
 
 
-#: ``Frame.loop_kind``: a ``for`` over items that end, a ``while``, a ``while`` doing nothing.
-WALK, WHILE, SPIN = "walk", "while", "spin"
+#: ``Frame.loop_kind``: a ``for`` over items that end, a ``while``, a ``while`` doing nothing;
+#: and no loop at all (the source was read and none of its loops holds the line).
+WALK, WHILE, SPIN, NO_LOOP = "walk", "while", "spin", "none"
 
 
 
@@ -188,7 +189,8 @@ class Frame:
     loops: tuple[tuple[int, int], ...] = ()
     # What the innermost of those loops is (collect/loops.py): "walk" (a ``for`` over items
     # that end: a core burnt on its line computes), "while" (re-checks a condition), "spin" (a
-    # ``while`` whose body does nothing: only another thread ends it); None: no loop, unread.
+    # ``while`` whose body does nothing: only another thread ends it), "none" (the source was
+    # read: no loop of it holds the line); None: unread (a library's, a file not found here).
     loop_kind: str | None = None
     # The frameworks' object gets (``ray.get``: frameworks ``ObjectWait.calls``) that the
     # program's own line calls with no timeout, from its source (collect/source.py): such a get

@@ -9,7 +9,7 @@ from hangscope.analyze import analyze
 from hangscope.analyze.evidence.progress import PROGRESSING, SLOW, STUCK, decide
 from hangscope.analyze.evidence.progress_hints import Hints
 from hangscope.collect.loops import code_loop_facts, loop_facts
-from hangscope.model import SPIN, WALK, WHILE, VerdictKind
+from hangscope.model import NO_LOOP, SPIN, WALK, WHILE, VerdictKind
 from hangscope.model.progress import CounterDelta, ProcessProgress, StackCount, ThreadProgress
 from hangscope.model.serialize import load
 
@@ -54,7 +54,7 @@ def test_the_innermost_loop_decides_and_endless_iterators_are_no_walk() -> None:
     assert code_loop_kind_at(CODE, 14) == SPIN and code_loop_kind_at(CODE, 15) == SPIN
     assert code_loop_kind_at(CODE, 16) == SPIN  # a yield of the core is no work
     assert code_loop_kind_at(CODE, 18) == WHILE  # a real sleep: a poll, judged by its wakes
-    assert code_loop_kind_at(CODE, 2) is None  # in no loop
+    assert code_loop_kind_at(CODE, 2) == NO_LOOP  # read: in no loop (None is "unread")
     assert code_loop_kind_at("this is ( not python", 1) is None
 
 

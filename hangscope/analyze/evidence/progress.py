@@ -286,6 +286,17 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
             f"{seconds:.1f} s ({c.cpu_ns / 1e6:.0f} ms of CPU; its {c.voluntary or 0:,} "
             "wake-ups are the framework's own re-checks inside the get, not a timer of the "
             "program's)"), judged, gpu_text, gpu_state, wakes=0)
+    once = hints.sleeps_once.get(thread.tid)
+    wakes = (c.voluntary or 0) - WAKES_PER_PAUSE * proc.pauses if c is not None else 0
+    if once is not None and wakes >= 1 and c is not None and c.cpu_ns is not None \
+            and c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds:
+        # its sleep ended: no loop of its own went round to re-check something, so the next
+        # sleep is the next call's or the next item's (a rate limiter, slow storage)
+        return RankProgress(proc.pid, PROGRESSING, "source", (
+            f"asleep {once}, and its sleep ended {'once' if wakes == 1 else f'{wakes} times'} in "
+            f"{seconds:.1f} s: a timer no loop of its own code goes round re-checking, so "
+            "each sleep is the next call's or the next item's: slow, not stuck"),
+            judged, gpu_text, gpu_state, wakes=wakes)
     gpu_idle = gpu_state == "idle"
     return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
                                   thread.tid in hints.readers, thread.tid in hints.iterating,

@@ -40,7 +40,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from hangscope.model import SPIN, WALK, Frame, Process, Thread
+from hangscope.model import NO_LOOP, SPIN, WALK, Category, Frame, Process, Thread, in_library
 from hangscope.model.waits import SYSCALLS, KernelWaits, TaskSyscall
 
 #: The C functions that give the CPU away and return at once.
@@ -62,6 +62,28 @@ def yields(frames: Iterable[Frame]) -> bool:
                                  for part in _CALLERS):
             return False
     return False
+
+
+def sleep_once(thread: Thread) -> str | None:
+    """Where ``thread`` sleeps (:attr:`Hints.sleeps_once`) when its sleep is the program's own
+    line and no ``while`` of its own code goes round it; None otherwise (a poll re-checking a
+    flag between sleeps, a library's timer, not asleep)."""
+    if thread.category is not Category.SLEEP:
+        return None
+    own = [f for f in thread.frames if not f.native and not in_library(f.file)]
+    if not own:
+        return None  # a library's own timer (a launcher's monitor loop): not the program's
+    k = next((k for k, f in enumerate(own) if f.loops), None)
+    holder = own[k] if k is not None else None
+    if holder is not None and holder.loop_kind != WALK:
+        return None  # a ``while`` (or a loop of unknown kind) re-checks between sleeps
+    if any(f.loop_kind != NO_LOOP for f in own[:k]):
+        return None  # a frame inside it whose source was not read: it may hold a ``while``
+    at = f"at {own[0].name} ({own[0].location})"
+    if holder is None:
+        return f"{at}, in no loop of its own code"
+    first, last = holder.loops[-1]
+    return f"{at}, inside a for loop over items ({holder.short_file}:{first}-{last})"
 
 
 def _leaf(thread: Thread) -> Frame | None:
@@ -110,6 +132,11 @@ class Hints:
     # the program's own lines (name, short file, line) that call a framework's object get with
     # no timeout (``Frame.untimed``), per thread: such a get returns only with its objects
     untimed: Mapping[int, frozenset[Line]] = field(default_factory=dict)
+    # asleep in a timed sleep (``time.sleep``) of the program's own line that no loop of its
+    # own code goes round (none holds it, or the innermost that does is a ``for`` over items):
+    # a wake-up ends a sleep that only the next call or the next item begins again; each
+    # one's words: where it sleeps and what holds it
+    sleeps_once: Mapping[int, str] = field(default_factory=dict)
 
 
 #: A poll timeout (ms) that no window outlasts: a wait for data, not a timed re-check.
@@ -148,7 +175,10 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
     on_sockets = socket_readers(kernel)
     sockets: dict[int, str] = {}
     untimed: dict[int, frozenset[Line]] = {}
+    once: dict[int, str] = {}
     for thread in (t for p in processes for t in p.threads):
+        if where := sleep_once(thread):
+            once[thread.tid] = where
         if lines := frozenset((f.name, f.short_file, f.line) for f in thread.frames
                               if f.untimed):
             untimed[thread.tid] = lines
@@ -162,4 +192,4 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
         if leaf is not None and leaf.loop_kind in loops:
             loops[leaf.loop_kind].add(thread.tid)
     return Hints(spinning, frozenset(readers), frozenset(loops[WALK]),
-                 frozenset(loops[SPIN] & spinning.keys()), sockets, untimed)
+                 frozenset(loops[SPIN] & spinning.keys()), sockets, untimed, once)
