@@ -219,3 +219,24 @@ def test_an_actor_whose_tasks_call_it_back_beside_its_method_progresses(
     with _ray("callback_concurrent", tmp_path, ["coordinator", "driver"]) as job:
         data = json.loads(dump_json(job.launcher))
     assert data["verdict"]["kind"] == "progressing", data["verdict"]
+
+
+def test_a_driver_waiting_on_a_rate_limited_actor_is_progressing(tmp_path: Path) -> None:
+    """Blind round 21's 07 read "all waiting": the driver sits in its get all window, and the
+    actor in a one-shot ``time.sleep`` (what is left of its second); the sleep ends and the
+    next call's begins: the source shows no loop of its own going round it."""
+    with _ray("rate_limited", tmp_path, ["actor", "driver"]) as job:
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+    assert verdict["suspects"] == [], verdict
+
+
+def test_an_actor_polling_a_flag_nobody_sets_is_not_progressing(tmp_path: Path) -> None:
+    """The twin: the method sleeps too, but inside a ``while`` that re-checks a flag."""
+    with _ray("flag_poll", tmp_path, ["actor", "driver"]) as job:
+        actor = job.pids["actor"]
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] not in ("progressing", "idle", "paused"), verdict
+    assert actor in verdict["suspects"] or f"PID {actor}" in verdict["summary"], verdict

@@ -10,7 +10,9 @@ timeout held all window THEN blocked, not "a timed wait that re-checks": Ray's o
 inside the get are not the program's timer. GIVEN a threaded actor (``max_concurrency`` > 1)
 whose main thread idles in Ray's task loop while its pool threads run methods THEN it is judged
 by the thread that runs them, not called idle. The stacks are real ones, from py-spy record of
-tests/targets/frameworks/ray_jobs.py ``callback_concurrent`` (Ray 2.60).
+tests/targets/frameworks/ray_jobs.py ``callback_concurrent`` (Ray 2.60). And a sleep no loop
+of the program's own goes round (a rate limiter's, one per item of a ``for``) ends with the
+next call or item: its wake-ups are no poll's (progress_hints.sleep_once).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import ast
 from pathlib import Path
 
 from hangscope.analyze.evidence.progress import IDLE, PROGRESSING, STUCK, decide
-from hangscope.analyze.evidence.progress_hints import Hints
+from hangscope.analyze.evidence.progress_hints import Hints, sleep_once
 from hangscope.analyze.evidence.progress_sites import held_in_get, returned_gets
 from hangscope.collect.framework_lines import untimed_at, untimed_calls
+from hangscope.model import NO_LOOP, WALK, WHILE, Category, Frame, Thread
 from hangscope.model.progress import (
     CounterDelta,
     IoDelta,
@@ -155,3 +158,29 @@ def test_a_threaded_actor_whose_pool_runs_nothing_is_idle() -> None:
     proc = _threaded_actor(((), 218))
     decided = decide(proc, 2.2)
     assert decided.decision == IDLE and decided.tid == 9220, decided
+
+
+def _sleeper(*frames: Frame) -> Thread:
+    return Thread(tid=7, frames=(Frame("clock_nanosleep", "libc.so.6", native=True), *frames),
+                  category=Category.SLEEP)
+
+
+def test_a_sleep_no_loop_of_the_program_goes_round_ends_with_a_call_or_an_item() -> None:
+    """progress_hints.sleep_once: blind round 21's 07 (a rate limiter's one-shot sleep in an
+    actor's method) and 08 (a sleep per item of slow storage, under a for over the loader)."""
+    method = Frame("RateLimited.embed", "/srv/app/jobs.py", 145, loop_kind=NO_LOOP)
+    executor = Frame("actor_method_executor",
+                     "/venv/lib/python3.11/site-packages/ray/_private/function_manager.py", 740)
+    assert sleep_once(_sleeper(method, executor)) == (
+        "at RateLimited.embed (jobs.py:145), in no loop of its own code")
+    item = Frame("Holdout.__getitem__", "/srv/app/train.py", 34, loop_kind=NO_LOOP)
+    evaluate = Frame("evaluate", "/srv/app/train.py", 47, loops=((46, 53),), loop_kind=WALK)
+    assert sleep_once(_sleeper(item, evaluate)) == (
+        "at Holdout.__getitem__ (train.py:34), inside a for loop over items (train.py:46-53)")
+    # a poll: a while goes round the sleep, re-checking
+    poll = Frame("wait_ready", "/srv/app/jobs.py", 160, loops=((159, 160),), loop_kind=WHILE)
+    assert sleep_once(_sleeper(poll)) is None
+    # a frame whose source was not read (captured elsewhere) proves no absence of a loop
+    assert sleep_once(_sleeper(Frame("train", "/gone/watch21.py", 53))) is None
+    # a library's own timer (a launcher's monitor loop) is not the program's sleep
+    assert sleep_once(_sleeper(executor)) is None

@@ -33,6 +33,12 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
 - ``callback_concurrent`` the twin: the same actor with ``max_concurrency=4``: the reports run
                 beside the method, which returns; the driver asks again and again
                 (progressing).
+- ``rate_limited`` an actor calls an outside API at most once a second: each call sleeps
+                what is left of that second (one ``time.sleep``, in no loop of its code), and
+                the driver gets each result in turn (Ray's "calling ray.get in a loop"
+                anti-pattern; blind round 21's 07): slow, progressing.
+- ``flag_poll`` the twin that hangs: the actor's method polls a flag nobody sets, a
+                ``while`` that sleeps between checks; the driver waits on it.
 - ``queue_slow`` the twin: the producer task puts one shard, then computes for minutes
                 before the next; the consumer waits for it, the driver for both (healthy:
                 progressing).
@@ -121,6 +127,29 @@ class ShardCoordinator:
     def report(self, shard: int) -> int:
         self.reports += 1
         return shard
+
+    def ping(self) -> int:
+        return os.getpid()
+
+
+class RateLimited:
+    """Calls an outside API at most once a second (a client-side rate limit)."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+        self.ready = False
+
+    def embed(self, batch: list[int]) -> int:
+        wait = 1.0 - (time.monotonic() - self.last)
+        if wait > 0:
+            time.sleep(wait)
+        self.last = time.monotonic()
+        return sum(batch)
+
+    def wait_ready(self) -> int:
+        while not self.ready:  # nobody sets it: the driver never calls a setter
+            time.sleep(0.25)
+        return 1
 
     def ping(self) -> int:
         return os.getpid()
@@ -221,6 +250,18 @@ def main() -> None:
         ready(ready_file, "driver")
         ray.get([consumer, producer])
         return
+    if mode in ("rate_limited", "flag_poll"):
+        limited = ray.remote(RateLimited).remote()  # type: ignore[attr-defined]
+        ready(ready_file, "actor", ray.get(limited.ping.remote()))
+        if mode == "flag_poll":
+            ref = limited.wait_ready.remote()
+            ready(ready_file, "driver")
+            ray.get(ref)
+            return
+        ray.get(limited.embed.remote([1, 2]))
+        ready(ready_file, "driver")
+        while True:  # one batch a second, each result waited for
+            ray.get(limited.embed.remote([1, 2]))
     if mode in ("callback", "callback_concurrent"):
         concurrency = 4 if mode == "callback_concurrent" else 1
         coordinator = ray.remote(max_concurrency=concurrency)(ShardCoordinator).remote(
