@@ -67,6 +67,11 @@ def _zmq_call(frames: Frames) -> str | None:
     return None
 
 
+def zmq_receive_stack(frames: Frames) -> bool:
+    """The stack waits in a zmq receive (``in_zmq_receive``): a fact for ``Graph.having``."""
+    return _zmq_call(frames) == "receive"
+
+
 def in_zmq_receive(thread: Thread) -> bool:
     """The thread waits for a zmq message. Not a thread whose innermost zmq call is a send:
     it hands its message to the I/O thread's queue and returns (an asyncio loop caught in
