@@ -5,9 +5,12 @@
 Every rank looks like a real gloo/NCCL training rank (the shape of the mismatch demo's dump):
 a MainThread with ~40 frames (native c10d/NCCL frames under a deep Python training stack) and
 four native-only threads from /proc (tcpstore, gloo loop, two runloops parked on futexes).
-Eight ranks per host, PIDs unique across hosts. Every rank gets its *own* Frame objects and its
-own copies of the strings in them, as ``hangscope merge`` gets them after decoding one JSON
-file per node, so nothing is shared that a real merged job would not share.
+Eight ranks per host, PIDs unique across hosts. Raw (sampler) input: every rank gets its *own*
+Frame objects and its own copies of the strings in them, as the sampler's py-spy parse makes
+them. Classified (merge) input: each rank's stack is its node's JSON parsed afresh and decoded
+by the decoder of the hangscope under test (``serialize.decode``, what ``hangscope merge``
+runs on each node's dump), so frames are shared exactly where that decoder shares them (from
+scale-s9 on: equal stacks decode to one tuple; before, every rank had its own frames).
 
 Scenarios (the diagnosis the analysis must reach):
 
@@ -131,11 +134,26 @@ def odd_rank(ranks: int) -> int:
     return (ranks * 2) // 3 + 1
 
 
-def _rank_threads(pid: int, kind: str, samples: int) -> list[Thread]:
+_STACK_JSON: dict[str, str] = {}
+
+
+def _decoded_frames(kind: str) -> tuple[Frame, ...]:
+    """A rank's stack as ``hangscope merge`` reads it from its node's dump: the JSON parsed
+    (fresh strings) and decoded by the hangscope under test (``--baseline``: the old one)."""
+    from hangscope.model.serialize import decode, to_dict
+
+    text = _STACK_JSON.get(kind)
+    if text is None:
+        text = _STACK_JSON[kind] = json.dumps(to_dict(_frames(STACKS[kind])))
+    return decode(tuple[Frame, ...], json.loads(text))
+
+
+def _rank_threads(pid: int, kind: str, samples: int, decoded: bool = False) -> list[Thread]:
     running = kind == "running"
+    frames = _decoded_frames(kind) if decoded else _frames(STACKS[kind])
     threads = [Thread(tid=pid, name=_own("MainThread"), state="R" if running else "S",
                       wchan=None if running else _own("futex_do_wait"), active=running,
-                      owns_gil=running, frames=_frames(STACKS[kind]),
+                      owns_gil=running, frames=frames,
                       unchanged_samples=1 if running else samples, samples=samples)]
     for i, (name, wchan) in enumerate(_NATIVE_THREADS):
         threads.append(Thread(tid=pid + 1 + i, name=_own(name), state="S", wchan=_own(wchan),
@@ -171,13 +189,15 @@ def make_snapshot(ranks: int, scenario: str = "mismatch", samples: int = 3,
         elif rank == odd and scenario == "straggler":
             kind = "running"
         running = kind == "running"
-        threads = _rank_threads(pid, kind, samples)
+        threads = _rank_threads(pid, kind, samples, decoded=classified)
         working_tid = None
         if classified:
             template = templates.get(kind)
             if template is None:
-                template = templates[kind] = classify_process(
-                    Process(pid=pid, threads=tuple(_rank_threads(pid, kind, samples))))
+                # (its stack decoded as the ranks' are: one tuple with theirs where the
+                # decoder shares stacks, as a node's own dump classified them)
+                template = templates[kind] = classify_process(Process(pid=pid, threads=tuple(
+                    _rank_threads(pid, kind, samples, decoded=True))))
             threads = [replace(t, **{f: getattr(c, f) for f in _CLASSIFIED})
                        for t, c in zip(threads, template.threads, strict=True)]
             working_tid = pid
@@ -287,7 +307,9 @@ def bench(ranks: int, scenario: str, repeats: int, classified: bool = False,
     """
     from hangscope.analyze import analyze
 
-    analyze(make_snapshot(2, scenario))  # its imports are not the analysis
+    # Its imports are not the analysis. The same input: a merge's process classifies the
+    # stacks its decoder gave (one tuple per stack where it shares them), not others first.
+    analyze(make_snapshot(2, scenario, classified=classified))
     rows = []
     for _ in range(repeats):
         snap = make_snapshot(ranks, scenario, classified=classified)

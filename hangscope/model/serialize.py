@@ -5,6 +5,7 @@ the collective and progress evidence, recorded fixtures), ``dumps``/``from_dict`
 Snapshot. Generic over dataclasses: a field added to the model is written and read without
 touching this file. Reading validates types and raises DumpFileError with the path of the
 first bad field, so ``hangscope show`` never shows a traceback for a bad file.
+Why one file: writing and reading are one codec, over the same field tables and type walk.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, TypeVar, Union
 from hangscope import model
 from hangscope.errors import DumpFileError
 from hangscope.model import SCHEMA, Snapshot
+from hangscope.model.sharedstacks import shared_stacks
 
 MAX_FILE_BYTES = 512 * 1024 * 1024
 T = TypeVar("T")
@@ -302,6 +304,8 @@ def _converter(tp: Any) -> Converter:
         conv = _identity
     elif origin is tuple:
         conv = _sequence(_converter(args[0]) if args else _identity)
+        if args and args[0] is model.Frame:  # a stack: equal ones decoded to one tuple
+            conv = shared_stacks(conv)
     elif origin is dict:
         conv = _mapping(_converter(args[1]) if len(args) > 1 else _identity)
     elif isinstance(tp, type) and issubclass(tp, Enum):

@@ -238,10 +238,13 @@ _canonical: dict[int, tuple[Frame, ...]] = {}
 _memo: dict[tuple[Any, ...], _Classified] = {}
 
 
-# The stack found last, as (its key, its interned tuple): the ranks of a job mostly repeat
-# their neighbour's stack, and comparing a fresh key with an equal one reads its strings
-# (memcmp) where a dict lookup hashes each of them first (~100 fresh strings a rank).
-_last: tuple[tuple[Any, ...], tuple[Frame, ...]] | None = None
+# The stack asked about last, as (that tuple, its key, its interned tuple): the ranks of a job
+# mostly repeat their neighbour's stack. A decoder that gives equal stacks one tuple
+# (model/sharedstacks.py: a merge) hands over the neighbour's very tuple, found here by
+# identity without a field read, even where an earlier equal stack is the interned one; a
+# fresh one's key is compared with the last key, which reads its strings (memcmp) where a dict
+# lookup hashes each of them first (~100 fresh strings a rank).
+_last: tuple[tuple[Frame, ...], tuple[Any, ...], tuple[Frame, ...]] | None = None
 
 
 def canonical_frames(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
@@ -249,19 +252,22 @@ def canonical_frames(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
     global _last
     if _canonical.get(id(frames)) is frames:
         return frames
-    key = tuple(map(_FRAME_FIELDS, frames))
     last = _last
-    if last is not None and last[0] == key:
-        return last[1]  # what _stacks[key] holds: _last is set after every clear
-    found = _stacks.get(key)
-    if found is None:
-        if len(_stacks) >= _MEMO_LIMIT:
-            _stacks.clear()
-            _canonical.clear()
-            _memo.clear()
-        _stacks[key] = found = frames
-        _canonical[id(frames)] = frames
-    _last = (key, found)
+    if last is not None and last[0] is frames:
+        return last[2]
+    key = tuple(map(_FRAME_FIELDS, frames))
+    if last is not None and last[1] == key:
+        found = last[2]  # what _stacks[key] holds: _last is set after every clear
+    else:
+        found = _stacks.get(key)
+        if found is None:
+            if len(_stacks) >= _MEMO_LIMIT:
+                _stacks.clear()
+                _canonical.clear()
+                _memo.clear()
+            _stacks[key] = found = frames
+            _canonical[id(frames)] = frames
+    _last = (frames, key, found)
     return found
 
 

@@ -2,6 +2,7 @@
 
 Pure, over a classified Snapshot and its edges (analyze/graph/waitgraph.py); shared by the
 patterns of analyze/patterns/waitpatterns.py and analyze/patterns/threadpatterns.py.
+Why one file: a hop's words (``hop``, ``member_notes``) read the graph's edges and indexes.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ class Graph:
     @cached_property
     def threads(self) -> dict[tuple[int, int], Thread]:  # built when first asked (rarely)
         return {(p.pid, t.tid): t for p in self.snap.processes for t in p.threads}
+
+    @cached_property
+    def exited(self) -> list[Process]:
+        """The processes that exited, in snapshot order: the patterns about a death (a crash
+        loop, a missed SIGCHLD, a zombie) start from these, one pass for all of them."""
+        return [p for p in self.snap.processes if p.is_exited]
 
     def having(self, fact: Callable[[Frames], object]) -> list[Process]:
         """The processes with a thread whose stack has ``fact`` (a truthy answer), in snapshot

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 
+from hangscope.analyze.evidence.stackmemo import Frames, per_stack
 from hangscope.frameworks import in_zmq_wait
 from hangscope.model import Process, Thread
 from hangscope.model.waits import FdRecord, KernelWaits, TaskSyscall, WaitEdge
@@ -46,7 +47,12 @@ def zmq_call(thread: Thread) -> str | None:
     or a framework's own wait that polls a zmq socket between spins: hangscope/frameworks
     ``zmq_waits``), ``"send"``, ``"async"`` (a ``zmq.asyncio`` or future socket, which tries
     with NOBLOCK and leaves the waiting to its loop's select), or None."""
-    for f in thread.frames[:10]:
+    return _zmq_call(thread.frames)
+
+
+@per_stack  # asked of every rank's working thread (131,072 of them): once per stack
+def _zmq_call(frames: Frames) -> str | None:
+    for f in frames[:10]:
         if f.native:
             if _ZMQ_SEND_NATIVE.search(f.name):
                 return "send"
@@ -59,6 +65,11 @@ def zmq_call(thread: Thread) -> str | None:
         elif in_zmq_wait(f.file):
             return "receive"
     return None
+
+
+def zmq_receive_stack(frames: Frames) -> bool:
+    """The stack waits in a zmq receive (``in_zmq_receive``): a fact for ``Graph.having``."""
+    return _zmq_call(frames) == "receive"
 
 
 def in_zmq_receive(thread: Thread) -> bool:
@@ -79,9 +90,14 @@ def in_zmq_send_blocked(thread: Thread) -> bool:
 def in_zmq_term(thread: Thread) -> bool:
     """The thread waits in ``Context.term()``/``destroy()``: for its sockets' unsent
     messages to be taken (LINGER)."""
+    return _in_term(thread.frames)
+
+
+@per_stack
+def _in_term(frames: Frames) -> bool:
     return any((not f.native and _TERM_PY.search(f.file or "") and f.name.rsplit(".", 1)[-1]
                 in ("term", "destroy")) or (f.native and _TERM_NATIVE.search(f.name))
-               for f in thread.frames[:12])
+               for f in frames[:12])
 
 
 def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],

@@ -59,8 +59,8 @@ def _waiting(thread: Thread) -> bool:
 
 def crash_loop(g: Graph) -> WaitPattern | None:
     # Only a parent with a child gone can be in a crash loop: a set, not a look per rank.
-    parents = {p.ppid for p in g.snap.processes if p.is_gone}
-    for proc in g.snap.processes:
+    parents = {p.ppid for p in g.exited if p.is_gone}  # (gone: exited, reaped)
+    for proc in g.snap.processes if parents else ():
         if proc.pid not in parents:
             continue
         thread = proc.working_thread

@@ -35,7 +35,7 @@ def _semlock(proc: Process) -> bool:
 
 
 def dead_process(g: Graph) -> WaitPattern | None:
-    dead = [p for p in g.snap.processes if p.state == "Z"]
+    dead = [p for p in g.exited if p.state == "Z"]  # (a zombie has exited)
     if not dead:
         return None
     locked = [p for p in g.snap.processes if not p.is_exited and _semlock(p)]

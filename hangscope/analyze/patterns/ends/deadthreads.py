@@ -52,11 +52,13 @@ def last_traceback(lines: tuple[str, ...], innermost: bool = False
 
 
 def dead_thread(g: Graph) -> WaitPattern | None:
-    live = [p for p in g.snap.processes if not p.is_exited]
-    if job_computes(g.snap):
+    # Only a log can tell a thread died: most ranks of a large job have none to read.
+    logged = [p for p in g.snap.processes if p.log_tail and not p.is_exited]
+    if not logged or job_computes(g.snap):
         return None
+    live = [p for p in g.snap.processes if not p.is_exited]
     seen: set[tuple[str, str]] = set()
-    for proc in live:
+    for proc in logged:
         found = last_traceback(proc.log_tail)
         if found is None or (found[0][0], found[0][2]) in seen:
             continue

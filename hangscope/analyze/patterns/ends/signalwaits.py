@@ -43,7 +43,7 @@ def _signal_call(state: str | None, wchan: str | None) -> str | None:
 def gone_signal(g: Graph) -> WaitPattern | None:
     # Only the parent of an exited process can have missed its SIGCHLD: a job without one
     # (most) is not walked rank by rank.
-    parents = {p.ppid for p in g.snap.processes if p.ppid is not None and p.is_exited}
+    parents = {p.ppid for p in g.exited if p.ppid is not None}
     for proc in g.snap.processes if parents else ():
         thread = proc.working_thread
         if proc.pid not in parents or proc.is_exited or thread is None or (

@@ -23,7 +23,7 @@ import re
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
-from hangscope.analyze.graph.zmqedges import in_zmq_receive
+from hangscope.analyze.graph.zmqedges import in_zmq_receive, zmq_receive_stack
 from hangscope.analyze.patterns.calm.calm_chain import waits_for_work
 from hangscope.model import Process
 from hangscope.model.waits import WaitPattern
@@ -36,7 +36,9 @@ _ENDED = re.compile(r"\b(?:exited|exit code|died|killed|terminated|rc=-?\d+|sign
 
 def unowed_receive(g: Graph) -> WaitPattern | None:
     """The first process whose zmq receive no live peer owes a message."""
-    for proc in g.snap.processes:
+    # (Its edges, all of a zmq receive, are its working thread's: a thread whose stack is in
+    # one. Those processes only, found per distinct stack: not a look at each of 131,072 ranks.)
+    for proc in g.having(zmq_receive_stack):
         if proc.is_exited or proc.role in HELPER_ROLES:
             continue
         out = g.live_edges(proc.pid, None)
@@ -72,14 +74,13 @@ def unpeered_receive(g: Graph) -> WaitPattern | None:
     (each only idles in its event loop, or only waits for its next request from it), after a
     child of it died of an error: an engine waiting for every worker's reply to its collective
     call, one worker dead (a vLLM-shaped engine core; trl#3433)."""
-    for proc in g.snap.processes:
+    for proc in g.having(zmq_receive_stack):  # (its working thread's stack is one)
         thread = proc.working_thread
         if proc.is_exited or proc.role in HELPER_ROLES or thread is None \
                 or thread.state != "S" or not in_zmq_receive(thread):
             continue
         out = g.live_edges(proc.pid, None)
-        dead = next((d for d in g.snap.processes if d.is_exited
-                     and d.exit_code not in (None, 0)
+        dead = next((d for d in g.exited if d.exit_code not in (None, 0)
                      and (d.ppid == proc.pid or (d.ppid == proc.ppid and d.ppid not in (0, 1)
                                                  and not out))), None)
         if dead is None:
