@@ -41,7 +41,7 @@ def _dump(mode: str, tags: list[str], tmp_path: Path,
 
 def test_given_a_req_whose_rep_died_with_the_request_then_no_live_peer_owes_it(
         tmp_path: Path) -> None:
-    data, text, pids = _dump("dead_rep", ["trainer", "worker1"], tmp_path)
+    data, text, pids = _dump("dead_rep", ["trainer", "worker1"], tmp_path, settled=True)
     verdict = data["verdict"]
     assert verdict["kind"] == "wait_chain", (verdict, text)
     assert verdict["suspects"] == [pids["trainer"]], verdict
