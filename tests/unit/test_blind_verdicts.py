@@ -259,3 +259,15 @@ def test_given_an_engine_waiting_on_a_worker_that_computes_then_no_deadlock() ->
         died.verdict
     dead = next(p.pid for p in died.processes if p.state == "Z")
     assert died.verdict.suspects == (dead,), died.verdict
+
+
+def test_given_rank_0_evaluating_from_slow_storage_then_progressing_not_a_straggler() -> None:
+    """Blind round 21's 08 (healthy: ``accelerate launch``, rank 0 evaluates alone, a
+    ``time.sleep`` per item of slow storage under a ``for`` over the loader; rank 1 in
+    ``wait_for_everyone``) read a straggler, rank 0 "sleeps": its sleep woke every 250 ms
+    on one line, as a timed poll does. Re-run with the source's word (its sleep is in no
+    ``while``: inside a for over items): progressing."""
+    snap = reread("accelerate_rank0_eval_sleep")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.PROGRESSING, verdict
+    assert "inside a for loop over items (train.py:46-53)" in verdict.summary, verdict.summary
