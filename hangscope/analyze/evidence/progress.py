@@ -111,7 +111,9 @@ _GPU_DECIDES = {"work": PROGRESSING, "spin": STUCK}
 #: What decided a decision (``RankProgress.evidence``), in the report's words.
 DECIDED_BY = {"python": "Python lines, py-spy record", "gpu": "GPU work, GPM",
               "counters": "kernel counters", "kernel": "its blocked syscall, /proc",
-              "source": "CPU on a line of its own for loop", "none": "no evidence"}
+              "source": "CPU on a line of its own for loop",
+              "sleep": "a sleep no loop of its own goes round (its source)",
+              "none": "no evidence"}
 
 
 def _pct(value: float) -> str:
@@ -292,7 +294,7 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
             and c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds:
         # its sleep ended: no loop of its own went round to re-check something, so the next
         # sleep is the next call's or the next item's (a rate limiter, slow storage)
-        return RankProgress(proc.pid, PROGRESSING, "source", (
+        return RankProgress(proc.pid, PROGRESSING, "sleep", (
             f"asleep {once}, and its sleep ended {'once' if wakes == 1 else f'{wakes} times'} in "
             f"{seconds:.1f} s: a timer no loop of its own code goes round re-checking, so "
             "each sleep is the next call's or the next item's: slow, not stuck"),

@@ -81,6 +81,8 @@ def work_words(snap: Snapshot, proc: Process, measured: RankProgress | None) -> 
         return None
     raw = raw_window(snap, proc)
     thread = window_thread(raw, measured) if raw is not None else None
+    if measured.evidence == "sleep":  # its own sentence: where it sleeps, how often it ended
+        return measured.reason
     if measured.decision == SLOW or measured.evidence == "source":
         # neither proven: a native library's math still is work; a hot line of a for loop:
         # the library's math under it, where one computes, says more than the loop

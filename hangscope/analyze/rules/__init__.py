@@ -93,7 +93,8 @@ class Rule:
 #: Why a rank moved, short, by the evidence that decided it.
 _MOVED_BY = {"python": "its Python line moved", "gpu": "its GPU's kernels do work",
              "counters": "its waits complete and data moves",
-             "source": "it computes on a core through a for loop's items"}
+             "source": "it computes on a core through a for loop's items",
+             "sleep": "its sleeps end, each the next call's or item's"}
 
 
 def _moved_words(facts: Facts, moving: list[Process]) -> str:  # _MOVED_BY: why, by evidence
