@@ -18,7 +18,7 @@ import re
 
 from hangscope.collect.source import Calls, _parse, _per_version, call_names
 from hangscope.diskcache import SourceCache
-from hangscope.frameworks import RANK_DECORATORS, RANK_TESTS
+from hangscope.frameworks import RANK_DECORATORS, RANK_TESTS, WAIT_CALLS
 from hangscope.model import in_library
 
 _guard_cache = SourceCache("rank-guards")  # -> ((first, last, test, at, orelse), ...)
@@ -79,12 +79,15 @@ def untimed_calls(tree: ast.AST) -> Calls:
         k.arg is None or "timeout" in k.arg for k in call.keywords))
 
 
-def untimed_at(path: str | None, line: int | None, names: frozenset[str]) -> tuple[str, ...]:
-    """Which of ``names`` the program's own line ``path:line`` calls with no timeout
-    (:func:`untimed_calls`; libraries are not read), sorted."""
-    if not path or not line or not names or in_library(path):
+#: The frameworks' get names as bytes: a file without any of them is not parsed for them.
+_WAIT_WORDS = tuple(name.encode() for name in sorted(WAIT_CALLS))
+
+
+def untimed_at(path: str | None, line: int | None) -> tuple[str, ...]:
+    """The frameworks' object gets (``WAIT_CALLS``) the program's own line ``path:line`` calls
+    with no timeout (:func:`untimed_calls`; libraries are not read), sorted."""
+    if not path or not line or in_library(path):
         return ()
-    words = tuple(name.encode() for name in names)
     found = _per_version(path, _untimed_cache, lambda source: untimed_calls(_parse(source))
-                         if any(word in source for word in words) else {}, {})
-    return tuple(sorted(names & found.get(line, frozenset())))
+                         if any(word in source for word in _WAIT_WORDS) else {}, {})
+    return tuple(sorted(WAIT_CALLS & found.get(line, frozenset())))

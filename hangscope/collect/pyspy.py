@@ -31,7 +31,6 @@ from hangscope.collect.source import (
     within,
 )
 from hangscope.errors import ToolMissing
-from hangscope.frameworks import WAIT_CALLS
 from hangscope.model import Frame, in_library
 
 
@@ -247,8 +246,7 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 else rank_guards(str(filename), at),
                 loops=loops,
                 loop_kind=loop_kind,
-                untimed=() if native or not filename else untimed_at(
-                    str(filename), at, WAIT_CALLS),
+                untimed=() if native or not filename else untimed_at(str(filename), at),
             )
         )
     # A stack that takes a lock: what each of its lines calls says which frame was entered

@@ -60,6 +60,7 @@ from hangscope.analyze.evidence.progress_sites import (
 )
 from hangscope.frameworks import in_task_loop, in_zmq_wait, runs_method
 from hangscope.model.progress import (
+    CounterDelta,
     GpmReading,
     IoDelta,
     JobProgress,
@@ -278,27 +279,26 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
             f"{seconds:.1f} s, every sample inside the framework's own wait for a message "
             f"({_leaf(thread)}): a wait that burns CPU, not work"), judged, gpu_text,
             gpu_state, spins=True)
-    held = held_in_get(thread, hints.untimed.get(thread.tid, ()))
-    if held is not None and c is not None and c.cpu_ns is not None \
-            and c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds:
-        # blocked in a get with no timeout: as a thread that never woke, it waits for its
-        # objects; whoever makes them decides (progressing: waiting, analyze/patterns/calm)
-        return RankProgress(proc.pid, STUCK, "counters", (
-            f"blocked: in {held}, a get with no timeout, in {thread.samples} samples of "
-            f"{seconds:.1f} s ({c.cpu_ns / 1e6:.0f} ms of CPU; its {c.voluntary or 0:,} "
-            "wake-ups are the framework's own re-checks inside the get, not a timer of the "
-            "program's)"), judged, gpu_text, gpu_state, wakes=0)
-    once = hints.sleeps_once.get(thread.tid)
-    wakes = (c.voluntary or 0) - WAKES_PER_PAUSE * proc.pauses if c is not None else 0
-    if once is not None and wakes >= 1 and c is not None and c.cpu_ns is not None \
-            and c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds:
-        # its sleep ended: no loop of its own went round to re-check something, so the next
-        # sleep is the next call's or the next item's (a rate limiter, slow storage)
-        return RankProgress(proc.pid, PROGRESSING, "sleep", (
-            f"asleep {once}, and its sleep ended {'once' if wakes == 1 else f'{wakes} times'} in "
-            f"{seconds:.1f} s: a timer no loop of its own code goes round re-checking, so "
-            "each sleep is the next call's or the next item's: slow, not stuck"),
-            judged, gpu_text, gpu_state, wakes=wakes)
+    if c is not None and c.cpu_ns is not None and _idle_on_cpu(c.cpu_ns, seconds):
+        held = held_in_get(thread, hints.untimed.get(thread.tid, ()))
+        if held is not None:
+            # blocked in a get with no timeout: as a thread that never woke, it waits for its
+            # objects; whoever makes them decides (progressing: waiting, analyze/patterns/calm)
+            return RankProgress(proc.pid, STUCK, "counters", (
+                f"blocked: in {held}, a get with no timeout, in {thread.samples} samples of "
+                f"{seconds:.1f} s ({c.cpu_ns / 1e6:.0f} ms of CPU; its {c.voluntary or 0:,} "
+                "wake-ups are the framework's own re-checks inside the get, not a timer of the "
+                "program's)"), judged, gpu_text, gpu_state, wakes=0)
+        once = hints.sleeps_once.get(thread.tid)
+        wakes = _own_wakes(proc, c)
+        if once is not None and wakes >= 1:
+            # its sleep ended: no loop of its own went round to re-check something, so the
+            # next sleep is the next call's or the next item's (a rate limiter, slow storage)
+            return RankProgress(proc.pid, PROGRESSING, "sleep", (
+                f"asleep {once}, and its sleep ended "
+                f"{'once' if wakes == 1 else f'{wakes} times'} in {seconds:.1f} s: a timer no "
+                "loop of its own code goes round re-checking, so each sleep is the next call's "
+                "or the next item's: slow, not stuck"), judged, gpu_text, gpu_state, wakes=wakes)
     gpu_idle = gpu_state == "idle"
     return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
                                   thread.tid in hints.readers, thread.tid in hints.iterating,
@@ -420,9 +420,19 @@ def _poll_loop(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
         return False
     io = _data_moved(proc, thread, consumes)
     # It blocks and is woken (a wait), not only preempted (a computing loop the machine starves)
-    wakes = (c.voluntary or 0) - WAKES_PER_PAUSE * proc.pauses
-    return (c.cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds and wakes >= MIN_WAKES
+    wakes = _own_wakes(proc, c)
+    return (_idle_on_cpu(c.cpu_ns, seconds) and wakes >= MIN_WAKES
             and io is not None and (io.syscr + io.syscw < MIN_WAKES or _rereads(io, consumes)))
+
+
+def _idle_on_cpu(cpu_ns: int, seconds: float) -> bool:
+    """On CPU for less than :data:`IDLE_CPU_SHARE` of the window: it waits."""
+    return cpu_ns / 1e9 < IDLE_CPU_SHARE * seconds
+
+
+def _own_wakes(proc: ProcessProgress, c: CounterDelta) -> int:
+    """The thread's wake-ups in the window, less those py-spy's pauses caused."""
+    return (c.voluntary or 0) - WAKES_PER_PAUSE * proc.pauses
 
 
 def _rereads(io: IoDelta, consumes: bool = False) -> bool:

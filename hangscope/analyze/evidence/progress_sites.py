@@ -11,6 +11,7 @@ import re
 from collections.abc import Collection
 
 from hangscope.analyze.evidence.classify import classify_thread
+from hangscope.analyze.evidence.progress_hints import Line
 from hangscope.analyze.evidence.signatures import is_p2p
 from hangscope.frameworks import any_worker_wait
 from hangscope.model import Category, Frame, Thread
@@ -53,7 +54,7 @@ def collective_sites(thread: ThreadProgress | None) -> tuple[str, ...]:
 
 
 def _get_samples(thread: ThreadProgress,
-                 untimed: Collection[tuple[str, str | None, int | None]]
+                 untimed: Collection[Line]
                  ) -> tuple[dict[str, int], int]:
     """(samples inside a framework's object get entered from one of the ``untimed`` lines, by
     ``get (called from line)``; samples on Python lines outside every such get)."""
@@ -75,7 +76,7 @@ def _get_samples(thread: ThreadProgress,
 
 
 def returned_gets(thread: ThreadProgress | None,
-                  untimed: Collection[tuple[str, str | None, int | None]]) -> tuple[str, ...]:
+                  untimed: Collection[Line]) -> tuple[str, ...]:
     """The program's own lines (``untimed``: they call a framework's object get with no
     timeout) from which this thread was sampled inside that get, where it was also sampled
     outside every such get, on Python lines (at least :data:`MIN_OUTSIDE` times): its get
@@ -88,7 +89,7 @@ def returned_gets(thread: ThreadProgress | None,
 
 
 def held_in_get(thread: ThreadProgress | None,
-                untimed: Collection[tuple[str, str | None, int | None]]) -> str | None:
+                untimed: Collection[Line]) -> str | None:
     """The get with no timeout (``get (called from line)``) this thread was sampled in all
     window, but for stray samples: it waits for objects, and its wake-ups there are the
     framework's own re-checks inside the get (Ray's core worker wakes every few ms), not a

@@ -20,6 +20,7 @@ from hangscope.analyze.graph.stackindex import Frames, index_of
 from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.waitgraph import edges_from
+from hangscope.analyze.graph.zmqedges import receive_edge
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitPattern
 from hangscope.words import who, who_many
@@ -260,8 +261,8 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
     if edge.kind == "store":
         return _store_hop(g, i, together, them)
     if edge.kind in ("unix", "tcp"):
-        doing = "to send on" if sends(edge) else "for a message on" if edge.how.startswith(
-            "a zmq receive") else "for a reply on"
+        doing = "to send on" if sends(edge) else "for a message on" if receive_edge(
+            edge) else "for a reply on"
         if target is not None and edge.to_tid is not None:
             them = thread_words(target, g.threads.get((target.pid, edge.to_tid)))
         if "accept queue" in edge.how:

@@ -67,6 +67,16 @@ def _zmq_call(frames: Frames) -> str | None:
     return None
 
 
+#: How a zmq receive's edges begin (``WaitEdge.how``): one per connection of its process.
+RECEIVE_HOW = "a zmq receive"
+
+
+def receive_edge(edge: WaitEdge) -> bool:
+    """The edge is a zmq receive's: it waits on any of its process's connections, not this
+    one alone."""
+    return edge.how.startswith(RECEIVE_HOW)
+
+
 def zmq_receive_stack(frames: Frames) -> bool:
     """The stack waits in a zmq receive (``in_zmq_receive``): a fact for ``Graph.having``."""
     return _zmq_call(frames) == "receive"
@@ -117,7 +127,7 @@ def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: froze
         return
     names = {t.tid: t.name for t in proc.threads}
     for call, fd, rec in _io_connections(kernel, fds, connected, proc, readable=True):
-        how = (f"a zmq receive: its messages come through zmq's I/O thread "
+        how = (f"{RECEIVE_HOW}: its messages come through zmq's I/O thread "
                f"{names[call.tid]} ({call.tid}), whose epoll watches fd {fd}")
         yield from socket_edges(proc, thread, rec, how)
 

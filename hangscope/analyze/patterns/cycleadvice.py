@@ -8,6 +8,7 @@ from __future__ import annotations
 from hangscope.analyze.graph.queueedges import feeds
 from hangscope.analyze.graph.threadedges import at_loop_head
 from hangscope.analyze.graph.waitwalk import Graph
+from hangscope.analyze.graph.zmqedges import receive_edge
 from hangscope.words import who
 
 _ADVICE = {
@@ -128,7 +129,7 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
     if "child" in kinds and any(g.edges[i].kind in ("pipe", "fifo")
                                 and "(read end)" in g.edges[i].object for i in ring):
         return _FULL_PIPE  # the writer waits for a reader: the pipe is full
-    if all(g.edges[i].how.startswith("a zmq receive") for i in ring):
+    if all(receive_edge(g.edges[i]) for i in ring):
         return _LOST_MESSAGE  # message passing, not requests: nobody sends first
     if set(kinds) <= {"tcp", "unix", "store"}:
         return _CALLBACK

@@ -10,6 +10,7 @@ from __future__ import annotations
 from hangscope.analyze.evidence.facts import GONE, Facts
 from hangscope.analyze.evidence.working import progressing_pids, work_words
 from hangscope.analyze.graph.threadedges import user_frame
+from hangscope.analyze.graph.zmqedges import receive_edge
 from hangscope.analyze.patterns.threadpatterns import notified_wait
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.model import Category, Process, Severity, Thread, Verdict, VerdictKind
@@ -90,7 +91,7 @@ def _fed(graph: WaitGraph, going: frozenset[int]) -> set[int]:
     deadlock while one peer works on the answer (an engine waiting on a worker that computes
     a long step)."""
     return {e.pid for e in graph.edges if e.to_pid in going and e.to_pid != e.pid
-            and e.how.startswith("a zmq receive")}
+            and receive_edge(e)}
 
 
 def _verdict(facts: Facts, kinds: tuple[str, ...],

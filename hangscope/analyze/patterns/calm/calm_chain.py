@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 from hangscope.analyze.evidence.progress import IDLE, PAUSED, STUCK
 from hangscope.analyze.graph.threadedges import at_loop_head, notified_wait
+from hangscope.analyze.graph.zmqedges import receive_edge
 from hangscope.analyze.patterns.calm.longpoll import holds_requests_with_deadline
 from hangscope.model import Category, Process, Snapshot, Socket, Thread, in_library
 from hangscope.model.progress import RankProgress
@@ -156,7 +157,7 @@ def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
     if _next_item(proc, edge):
         return True
     kernel = snap.waits.kernel if snap.waits is not None else None
-    if edge.how.startswith("a zmq receive") and _straight_line(proc, edge) and not (
+    if receive_edge(edge) and _straight_line(proc, edge) and not (
             unconnected_listeners(kernel, proc)):
         # a bound PULL or SUB is no server: its one recv awaits one message, unless an
         # endpoint of it has nobody connected (a proxy's front, waiting for its clients)

@@ -23,7 +23,7 @@ import re
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
-from hangscope.analyze.graph.zmqedges import in_zmq_receive, zmq_receive_stack
+from hangscope.analyze.graph.zmqedges import in_zmq_receive, receive_edge, zmq_receive_stack
 from hangscope.analyze.patterns.calm.calm_chain import waits_for_work
 from hangscope.model import Process
 from hangscope.model.waits import WaitPattern
@@ -42,9 +42,9 @@ def unowed_receive(g: Graph) -> WaitPattern | None:
         if proc.is_exited or proc.role in HELPER_ROLES:
             continue
         out = g.live_edges(proc.pid, None)
-        if not out or not all(g.edges[i].how.startswith("a zmq receive") for i in out):
+        if not out or not all(receive_edge(g.edges[i]) for i in out):
             continue
-        peers = sorted({g.edges[i].to_pid for i in out if g.edges[i].to_pid is not None})
+        peers = _peers(g, out)
         if not peers or len(peers) != len({g.edges[i].to_pid for i in out}):
             continue  # an end outside the job: not a question of the job's peers
         ended = gone_peer(g, proc)
@@ -85,7 +85,7 @@ def unpeered_receive(g: Graph) -> WaitPattern | None:
                                                  and not out))), None)
         if dead is None:
             continue  # a server waiting for its first client has no peer either
-        if out and not all(_owes_nothing(g, g.edges[i].to_pid, proc.pid) for i in out):
+        if out and not all(_sends_nothing(g, g.edges[i].to_pid, proc.pid) for i in out):
             continue  # (a live peer may still send: read by unowed_receive and the chains)
         relation = "a child of it" if dead.ppid == proc.pid else "its sibling"
         left = ("none of its zmq I/O threads holds a connection" if not out else
@@ -113,7 +113,7 @@ def _peers(g: Graph, out: list[int]) -> list[int]:
     return sorted({pid for i in out if (pid := g.edges[i].to_pid) is not None})
 
 
-def _owes_nothing(g: Graph, peer: int | None, receiver: int) -> bool:
+def _sends_nothing(g: Graph, peer: int | None, receiver: int) -> bool:
     """The live peer ``peer`` can send ``receiver`` nothing now: its working thread idles in
     its event loop (every coroutine awaits), or it only waits for its next request from
     ``receiver``."""
@@ -151,7 +151,7 @@ def owes_nothing(g: Graph, ring: list[int]) -> bool:
     for k, i in enumerate(ring):
         edge = g.edges[i]
         nxt = g.edges[ring[(k + 1) % len(ring)]]
-        if edge.how.startswith("a zmq receive") and waits_for_work(g.snap, nxt) and \
+        if receive_edge(edge) and waits_for_work(g.snap, nxt) and \
                 gone_peer(g, g.procs[edge.pid]) is not None:
             return True
     return False
