@@ -11,10 +11,15 @@ SIGKILLed at the end), then, in each run and one after the other on the same job
 - ``floor``: the parallel py-spy floor from those same dumps, max(slowest, sum / cores);
 - ``-P cores``: the same dumps run ``cores`` at a time by a bare thread pool, measured;
 - ``cold``: ``hangscope dump -v PID`` in a fresh interpreter (the default: 3 samples over a
-  2 s window), with the phases its ``-v`` line prints; ``cold 1 sample``: ``--samples 1``,
-  the stacks without the window, what the serial loop gives;
+  2 s window, which ends after 1 s where the ranks' silence before it covers it:
+  hangscope/live/settle.py), with the phases its ``-v`` line prints; ``cold 1 sample``:
+  ``--samples 1``, the stacks without the window, what the serial loop gives;
 - ``baseline``: the same command on another checkout (``--baseline ROOT``, e.g. ``git archive
   88d4685 | tar -x -C /tmp/base``), run right after, when given.
+
+Each ``hangscope dump`` starts on a job left alone as a hung job is: the measures before it
+pause the ranks (a py-spy stop wakes every thread), so it first waits until each rank's main
+thread has been off CPU for the window and a little more again (``/proc``, with a deadline).
 
 The goal (issue 36): cold at most max(floor, window) + 0.5 s, and below the serial loop in
 every run. Prints each run, then the medians and the spread (min-max).
@@ -36,6 +41,8 @@ sys.path.insert(0, str(HERE))
 
 from bench import CORES, floor_of, parallel_loop, serial_loop  # noqa: E402
 from hangscope.demo.jobs import running_demo  # noqa: E402
+
+from hangscope.collect.procfs import read_off_cpu  # noqa: E402
 
 WINDOW_S = 2.0  # hangscope dump's default window
 MARGIN_S = 0.5
@@ -61,6 +68,19 @@ def cold_dump(pid: int, root: Path, *extra: str) -> tuple[float, dict[str, float
     return wall, phases, verdict.strip("╭─ ")
 
 
+def left_alone(ranks: list[int], seconds: float = WINDOW_S + 0.3,
+               deadline_s: float = 8.0) -> bool:
+    """Wait until each rank's main thread has been off CPU ``seconds`` (the wakes of the
+    last measure's pauses behind it), at most ``deadline_s``; whether they all were (a
+    thread's time can be unreadable: then the dump that follows watches its whole window)."""
+    t0 = time.monotonic()
+    while min(read_off_cpu(pid).get(pid, 0.0) for pid in ranks) < seconds:
+        if time.monotonic() - t0 > deadline_s:
+            return False
+        time.sleep(0.05)  # polling the ranks' own clocks, with the deadline above
+    return True
+
+
 def _spread(values: list[float]) -> str:
     return (f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
             if values else "-")
@@ -83,13 +103,16 @@ def main(argv: list[str] | None = None) -> int:
             row["serial"], each = serial_loop(pids)
             row["floor"] = floor_of(each)
             row["parallel"] = parallel_loop(pids)
+            left_alone(job.ready_pids)
             row["cold"], phases, verdict = cold_dump(job.pid, ROOT)
             verdicts.add(verdict)
             # The stacks alone, no window: what the serial loop gives, like for like.
+            left_alone(job.ready_pids)
             row["cold 1 sample"], _, verdict = cold_dump(job.pid, ROOT, "--samples", "1")
             verdicts.add(verdict)
             row.update({f"phase {k}": v for k, v in phases.items()})
             if args.baseline:
+                left_alone(job.ready_pids)
                 row["baseline"], old_phases, verdict = cold_dump(job.pid, args.baseline)
                 verdicts.add(verdict)
                 row.update({f"baseline {k}": v for k, v in old_phases.items()})

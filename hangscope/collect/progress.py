@@ -260,6 +260,25 @@ class ProgressWatcher:
         else:
             self._end()
 
+    def still(self, pid: int, cpu_share: float) -> bool:
+        """Whether ``pid`` did nothing since the window began but its helpers' wake-ups: it
+        read and wrote no byte (``/proc/PID/io``; not its syscall counts: a py-spy pause
+        interrupts a blocked read, which then runs again) and its threads' CPU (schedstat; a
+        thread started since counts whole) grew by less than ``cpu_share`` of one core over
+        the time since. False where a counter is unknown."""
+        before, io_before = self._before.get(pid), self._io_before.get(pid)
+        io = read_io(pid)
+        if not before or io_before is None or io is None or any(
+                io.get(k) != io_before.get(k) for k in ("rchar", "wchar")):
+            return False
+        cpu_ns = 0
+        for tid, (counters, _, _) in read_counters(pid).items():
+            was = before[tid][0].cpu_ns if tid in before else 0
+            if counters.cpu_ns is None or was is None:
+                return False
+            cpu_ns += max(0, counters.cpu_ns - was)
+        return cpu_ns < cpu_share * (time.monotonic() - self._t0) * 1e9
+
     @property
     def ended(self) -> ProgressEvidence | None:
         """The window's evidence once it is over (``end_after``); None while it runs."""

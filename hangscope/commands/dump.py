@@ -28,7 +28,12 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stack samples per process over the window (default %(default)s)")
     parser.add_argument("-w", "--window", type=float, default=2.0, metavar="SECONDS",
                         help="how long to watch: tells stuck (same stack) from slow "
-                        "(default %(default)s)")
+                        "(default %(default)s); where every Python thread of the job had "
+                        "already been asleep that long, each in a wait with no timeout, it "
+                        "ends once 1 s of it shows nothing moving")
+    parser.add_argument("--whole-window", dest="settle", action="store_false",
+                        help="watch the whole window even where the job's silence before it "
+                        "covers it")
     parser.add_argument("--no-native", dest="native", action="store_false",
                         help="Python stacks only (faster; no C++/CUDA/NCCL frames)")
     parser.add_argument("--nonblocking", action="store_true",
@@ -97,7 +102,8 @@ def options_from(args: argparse.Namespace) -> SampleOptions:
                          timeout=args.timeout, nonblocking=args.nonblocking,
                          redact=args.redact, fr_trigger=getattr(args, "fr_trigger", True),
                          progress=getattr(args, "progress", True), kernels=kernels,
-                         kernels_timeout=kernels_timeout, workers=workers)
+                         kernels_timeout=kernels_timeout, workers=workers,
+                         settle=getattr(args, "settle", True))
 
 
 def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:

@@ -31,14 +31,17 @@ from hangscope.collect import procfs, pyspy, tree
 from hangscope.collect.host import BoundedGpuReader
 from hangscope.errors import PermissionDenied, ToolMissing
 from hangscope.frameworks import does_work
+from hangscope.live import settle
 from hangscope.live.discover import Discovery, check_python_job, not_sampleable, replaced
 from hangscope.live.refresh import Refresher
 from hangscope.live.rounds import Round, stack_key
 from hangscope.model import Job, Process, Readings, Role, Severity, Snapshot, Verdict, VerdictKind
 
 if TYPE_CHECKING:
+    from hangscope.collect import nvml
     from hangscope.collect.progress import ProgressWatcher
     from hangscope.model.progress import ProgressEvidence
+    from hangscope.model.waits import TaskSyscall
 
 # What runs only after the first round (the later rounds, the waits, the analysis, the reading of
 # collectives) is imported then, on the host thread while the first py-spy dumps run
@@ -67,6 +70,9 @@ class SampleOptions:
     # such rank for seconds, so only on request, with a deadline per rank.
     kernels: bool = False
     kernels_timeout: float = 30.0
+    # End the first snapshot's window early where the job's silence before it already covers
+    # it (live/settle.py); ``--whole-window`` turns it off.
+    settle: bool = True
 
 
 #: The shortest window worth watching for progress (a step of a healthy job is longer).
@@ -281,10 +287,13 @@ class Sampler:
 
     def _round(self, pool: ThreadPoolExecutor, procs: Sequence[Process], native: bool,
                fds: bool = False, off_cpu: dict[int, dict[int, float]] | None = None,
-               previous: dict[int, Round] | None = None) -> dict[int, Round]:
+               previous: dict[int, Round] | None = None,
+               calls: dict[int, tuple[TaskSyscall, ...]] | None = None) -> dict[int, Round]:
         def one(proc: Process) -> tuple[int, Round]:
             if off_cpu is not None:  # each process's own before its sample (one key each)
                 off_cpu[proc.pid] = procfs.read_off_cpu(proc.pid)
+            if calls is not None:  # before the pause: a timed wait it ends resumes untimed
+                calls[proc.pid] = procfs.read_syscalls(proc.pid)
             # A PID checked before py-spy runs (never trace a stranger) and after (the rank
             # may have exited and its PID been handed out while py-spy ran).
             if replaced(proc):
@@ -359,6 +368,12 @@ class Sampler:
             # every process first: a stack that stays put over the window was already stuck
             # that long before it.
             off_cpu: dict[int, dict[int, float]] = {}
+            beside = opts.window >= BESIDE_WINDOW_S
+            # The syscalls the threads block in, beside their times off CPU, where the window
+            # may end early (settle.py): a first snapshot's default window, watched beside it.
+            calls: dict[int, tuple[TaskSyscall, ...]] | None = (
+                {} if opts.settle and beside and self.last is None and samples > 1
+                and not opts.nonblocking else None)
             # A window of a few seconds runs beside the first round: progress is watched
             # (counters, dense Python sampling that pauses nobody, GPM) while the native dumps
             # run, so a dump costs the longer of the two, not their sum (issue 36). The
@@ -368,11 +383,11 @@ class Sampler:
             # follows the first round instead: a process held stopped by its native dump for
             # much of it would show too little of its own activity (a 0.2 s poll seen
             # waking not once in 0.5 s reads "paused").
-            beside = opts.window >= BESIDE_WINDOW_S
             if beside:
                 self._start_window(procs)
             t0 = self.clock()
-            rounds.append(self._round(pool, procs, opts.native, fds=True, off_cpu=off_cpu))
+            rounds.append(self._round(pool, procs, opts.native, fds=True, off_cpu=off_cpu,
+                                      calls=calls))
             self._late = beside and self.clock() - t0 >= opts.window
             phases.mark("first round (py-spy)")
             gpu_readings = [first_gpus.result()]
@@ -388,6 +403,11 @@ class Sampler:
             if not beside:
                 self._start_window(procs)
                 t0 = self.clock()
+            settled = None
+            if calls is not None and not self._late:
+                settled = self._settled(t0, rounds[0], off_cpu, calls, gpu_readings[0])
+                if settled is not None:  # the later rounds follow at once
+                    interval = (settled - t0) / (samples - 1)
             window, evidence = 0.0, None
             for i in range(1, samples):
                 delay = t0 + i * interval - self.clock()
@@ -446,7 +466,8 @@ class Sampler:
             duration_s=round(self.clock() - started, 3),
             redacted=opts.redact,
             notes=tuple(n for n in (reading.error, kernel_read.result()[1],
-                                    version_read.result()) if n),
+                                    version_read.result(), settled and _settled_note(
+                                        window, opts.window)) if n),
             waits=waits,
             readings=(readings,),
         )
@@ -474,6 +495,29 @@ class Sampler:
                 f"({python} Python process(es) refused py-spy).", snapshot=snap)
         self.last = snap
         return snap
+
+    def _settled(self, t0: float, first: dict[int, Round], off_cpu: dict[int, dict[int, float]],
+                 calls: dict[int, tuple[TaskSyscall, ...]],
+                 gpus: nvml.GpuReading) -> float | None:
+        """When the window ends, where the silence before it covers it (``settle``): every
+        watched process's Python threads had been off CPU for the whole window asked for, each
+        in a wait with no timeout, and none of those processes moved in the window's first
+        :data:`~settle.SETTLE_MIN_S` (or its first round, if longer). None: it runs on."""
+        watcher = self._watcher
+        if watcher is None or settle.on_gpu_host(
+                len(gpus.gpus), [t for r in first.values() for t in r.proc.fd_targets]):
+            return None
+        window = self.options.window
+        if not all(settle.silent_before(first[pid].dump if pid in first else None,
+                                        off_cpu.get(pid, {}), calls.get(pid, ()), window)
+                   for pid in watcher.pids):
+            return None
+        delay = t0 + settle.SETTLE_MIN_S - self.clock()
+        if delay > 0:
+            time.sleep(delay)  # the least of the window watched, not a readiness wait
+        if not all(watcher.still(pid, settle.HELPERS_CPU_SHARE) for pid in watcher.pids):
+            return None
+        return self.clock()
 
     def _stop_watcher(self) -> ProgressEvidence | None:
         watcher, self._watcher = self._watcher, None
@@ -671,6 +715,12 @@ def ptrace_fixes(pid: int) -> tuple[str, ...]:
 
 def _pids(n: int) -> str:
     return "its Python process" if n == 1 else f"all {n} Python processes"
+
+
+def _settled_note(window: float, asked: float) -> str:
+    return (f"The window ended after {window:.1f} s of the {asked:g} s: every Python thread "
+            f"of the job had been off CPU for longer before the dump, each in a wait with no "
+            f"timeout, and nothing of the job moved since (--whole-window watches it all).")
 
 
 def _no_stacks(summary: str, fixes: Sequence[str]) -> Verdict:

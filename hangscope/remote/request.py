@@ -54,6 +54,8 @@ def remote_argv(spec: Spec, options: SampleOptions, pulse: Pulse | None = None) 
                "--interval", repr(pulse.interval)]
     out += ["--samples", str(options.samples), "--window", repr(options.window),
             "--timeout", repr(options.timeout)]
+    if not options.settle:
+        out.append("--whole-window")
     if not options.native:
         out.append("--no-native")
     if options.nonblocking:

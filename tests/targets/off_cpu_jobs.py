@@ -3,9 +3,11 @@
     python off_cpu_jobs.py MODE READY_FILE WORKDIR
 
 ``pipe``: ``os.read`` of a pipe whose write end it holds and never writes. ``lock``: a
-``threading.Lock`` acquired a second time by its holder. Appends ``"<pid> main"`` to
-READY_FILE just before it blocks; the test then waits until the kernel says the thread has
-not run for as long as it needs.
+``threading.Lock`` acquired a second time by its holder. ``timed``: ``Event.wait(600)``, a
+futex wait with a deadline. ``writer``: ``pipe``, while a native thread (faulthandler's
+watchdog, no Python frames) writes a traceback to a file ten times a second. Appends
+``"<pid> main"`` to READY_FILE just before it blocks; the test then waits until the kernel
+says the thread has not run for as long as it needs.
 """
 
 from __future__ import annotations
@@ -34,7 +36,20 @@ def lock(ready_file: str) -> None:
     held.acquire()  # its own holder: never released
 
 
-MODES = {"pipe": pipe, "lock": lock}
+def timed(ready_file: str) -> None:
+    ready(ready_file)
+    threading.Event().wait(600)  # nobody sets it: wakes only at its deadline
+
+
+def writer(ready_file: str) -> None:
+    import faulthandler
+
+    log = open("tracebacks.log", "w")  # noqa: SIM115 - the watchdog writes to it until killed
+    faulthandler.dump_traceback_later(0.1, repeat=True, file=log)
+    pipe(ready_file)
+
+
+MODES = {"pipe": pipe, "lock": lock, "timed": timed, "writer": writer}
 
 if __name__ == "__main__":
     mode, ready_file, workdir = sys.argv[1:4]

@@ -1,0 +1,75 @@
+"""Which waits have no timeout, and which jobs were silent long enough (live/settle.py).
+
+GIVEN the syscalls real blocked threads were in (``/proc/PID/task/TID/syscall`` of a torchrun
+job hung over gloo, read on x86_64: a rank's main thread in an untimed futex, gloo's loop in
+``epoll_wait(..., 10)``, the TCPStore's in ``epoll_pwait(..., -1)``, the agent in
+``clock_nanosleep``) WHEN asked whether each waits with no timeout THEN only the ones only
+another party can end say so.
+"""
+
+from __future__ import annotations
+
+from hangscope.collect.pyspy import DumpResult, PyThread
+from hangscope.live.settle import on_gpu_host, silent_before, untimed
+from hangscope.model.waits import TaskSyscall
+
+X86, ARM = "x86_64", "aarch64"
+
+
+def call(nr: int, *args: int, tid: int = 1) -> TaskSyscall:
+    return TaskSyscall(tid, nr, tuple(args) + (0,) * (6 - len(args)))
+
+
+def test_waits_with_no_timeout_on_x86_64() -> None:
+    # a gloo rank's main thread: futex(uaddr, FUTEX_WAIT_BITSET|PRIVATE, val, NULL)
+    assert untimed(call(202, 0x5621253083B0, 0x189, 0, 0), X86)
+    assert untimed(call(281, 3, 0x7F28AE010B10, 0x400, 0xFFFFFFFF), X86)  # epoll_pwait, -1
+    assert untimed(call(0, 5, 0x7F00, 1), X86)  # read
+    assert untimed(call(7, 0x7F00, 2, 0xFFFFFFFF), X86)  # poll, -1
+    assert untimed(call(23, 4, 0x7F00, 0, 0, 0), X86)  # select, NULL timeout
+    assert untimed(call(61, 0xFFFFFFFF, 0x7F00, 0), X86)  # wait4
+    assert untimed(call(72, 3, 7, 0x7F00), X86)  # fcntl(F_SETLKW)
+    assert untimed(call(43, 3), X86)  # accept
+
+
+def test_waits_that_end_by_themselves_on_x86_64() -> None:
+    assert not untimed(call(202, 0x7F27C40091D8, 0x189, 0, 0x7F27D2812240), X86)  # deadline
+    assert not untimed(call(232, 6, 0x7F27D3013B80, 0x40, 0xA), X86)  # epoll_wait, 10 ms
+    assert not untimed(call(230, 1, 1, 0x7FFC1A37B610), X86)  # clock_nanosleep
+    assert not untimed(call(219), X86)  # restart_syscall: a timed wait a stop interrupted
+    assert not untimed(call(7, 0x7F00, 2, 100), X86)  # poll, 100 ms
+    assert not untimed(call(271, 0x7F00, 2, 0x7FFC0000), X86)  # ppoll with a timespec
+    assert not untimed(call(299, 3, 0x7F00, 8, 0, 0x7FFC0000), X86)  # recvmmsg, timeout
+    assert not untimed(call(72, 3, 6, 0x7F00), X86)  # fcntl(F_SETLK): does not wait
+
+
+def test_aarch64_numbers() -> None:
+    assert untimed(call(98, 0xAAAA0000, 0x80, 0, 0), ARM)  # futex, NULL
+    assert not untimed(call(98, 0xAAAA0000, 0x80, 0, 0xFFFF0000), ARM)
+    assert untimed(call(22, 3, 0xFFFF0000, 8, 0xFFFFFFFF), ARM)  # epoll_pwait, -1
+    assert untimed(call(63, 3, 0xFFFF0000, 1), ARM)  # read
+    assert not untimed(call(101, 0xFFFF0000, 0), ARM)  # nanosleep
+    assert not untimed(call(202, 3), "riscv64")  # a machine whose numbers are not known
+
+
+def _dump(*tids: int) -> DumpResult:
+    return DumpResult(7, tuple(PyThread(t, None, False, False, ()) for t in tids))
+
+
+def test_silent_before_needs_every_python_thread_long_off_cpu_in_an_untimed_wait() -> None:
+    calls = (call(202, 1, 0x80, 0, 0, tid=7), call(0, 5, 1, 1, tid=8),
+             call(202, 1, 0x80, 0, 0x7F00, tid=9))
+    off = {7: 30.0, 8: 2.5, 9: 60.0, 10: 0.01}  # 10: a native thread: not asked
+    assert silent_before(_dump(7, 8), off, calls, 2.0)
+    assert not silent_before(_dump(7, 8), off, calls, 3.0)  # 8 ran 2.5 s ago
+    assert not silent_before(_dump(7, 9), off, calls, 2.0)  # 9's wait has a deadline
+    assert not silent_before(_dump(7, 11), off, calls, 2.0)  # 11 unknown: not blocked
+    assert not silent_before(_dump(), off, calls, 2.0)  # no Python thread read
+    assert not silent_before(DumpResult(7, error="gone"), off, calls, 2.0)
+    assert not silent_before(None, off, calls, 2.0)
+
+
+def test_a_gpu_host_keeps_the_window() -> None:
+    assert on_gpu_host(8, ())
+    assert on_gpu_host(0, ("/dev/nvidia0", "socket:[1]"))
+    assert not on_gpu_host(0, ("/dev/null", "pipe:[3]"))
