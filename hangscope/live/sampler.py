@@ -373,7 +373,7 @@ class Sampler:
             # may end early (settle.py): a first snapshot's default window, watched beside it.
             calls: dict[int, tuple[TaskSyscall, ...]] | None = (
                 {} if opts.settle and beside and self.last is None and samples > 1
-                and not opts.nonblocking else None)
+                and not opts.nonblocking and not settle.gpu_devices() else None)
             # A window of a few seconds runs beside the first round: progress is watched
             # (counters, dense Python sampling that pauses nobody, GPM) while the native dumps
             # run, so a dump costs the longer of the two, not their sum (issue 36). The

@@ -24,6 +24,7 @@ that a ptrace stop interrupted goes on as ``restart_syscall``: timed.
 
 from __future__ import annotations
 
+import os
 import platform
 from collections.abc import Collection, Mapping, Sequence
 
@@ -88,4 +89,16 @@ def silent_before(dump: pyspy.DumpResult | None, off_cpu: Mapping[int, float],
 
 def on_gpu_host(gpus: int, fd_targets: Collection[str]) -> bool:
     """The host has GPUs (NVML) or a process of the job holds a GPU device open."""
-    return gpus > 0 or any(t.startswith("/dev/nvidia") for t in fd_targets)
+    return gpus > 0 or any(t.startswith(_GPU_DEVICES) for t in fd_targets)
+
+
+_GPU_DEVICES = "/dev/nvidia"
+
+
+def gpu_devices(dev: str = "/dev") -> bool:
+    """``ls /dev/nvidia*``: GPU device files here (a container given GPUs has them), known
+    before NVML answers, so a GPU host reads no syscalls for a window it keeps whole."""
+    try:
+        return any(name.startswith("nvidia") for name in os.listdir(dev))
+    except OSError:
+        return False

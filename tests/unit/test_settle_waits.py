@@ -9,8 +9,10 @@ another party can end say so.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hangscope.collect.pyspy import DumpResult, PyThread
-from hangscope.live.settle import on_gpu_host, silent_before, untimed
+from hangscope.live.settle import gpu_devices, on_gpu_host, silent_before, untimed
 from hangscope.model.waits import TaskSyscall
 
 X86, ARM = "x86_64", "aarch64"
@@ -73,3 +75,12 @@ def test_a_gpu_host_keeps_the_window() -> None:
     assert on_gpu_host(8, ())
     assert on_gpu_host(0, ("/dev/nvidia0", "socket:[1]"))
     assert not on_gpu_host(0, ("/dev/null", "pipe:[3]"))
+
+
+def test_gpu_device_files_say_a_gpu_host_before_nvml_answers(tmp_path: Path) -> None:
+    assert not gpu_devices(str(tmp_path))
+    (tmp_path / "null").touch()
+    assert not gpu_devices(str(tmp_path))
+    (tmp_path / "nvidiactl").touch()
+    assert gpu_devices(str(tmp_path))
+    assert not gpu_devices(str(tmp_path / "absent"))
