@@ -92,10 +92,12 @@ def test_find_without_pid_goes_to_every_node(cluster: tuple[Cluster, dict]) -> N
 def test_a_node_past_its_deadline_is_reported_and_left_clean(
         cluster: tuple[Cluster, dict]) -> None:
     c, ready = cluster
-    # A 6 s window cannot finish within a 3 s deadline: node02's transport is killed while
-    # its shipped hangscope is sampling.
+    # A 6 s window watched whole (the ranks' silence before it would end it after 1 s)
+    # cannot finish within a 3 s deadline: node02's transport is killed while its shipped
+    # hangscope is sampling.
     result = c.run_on("node01", HANGSCOPE, "dump", "--find", "name:worker\\.py", "--nodes",
-                      "node02", "--window", "6", "--node-timeout", "3", "--format", "json",
+                      "node02", "--window", "6", "--whole-window", "--node-timeout", "3",
+                      "--format", "json",
                       timeout=120, env={"PATH": "/usr/sbin:/usr/bin:/bin", "HOME": "/root"})
     assert result.returncode == 1
     assert "No node answered: node02: ssh timed out after 3 s" in result.stderr
