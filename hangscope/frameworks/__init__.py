@@ -73,6 +73,11 @@ class ObjectWait:
     #: Why plain tasks can wait with no worker running them (what the scheduler needs first),
     #: and what to do: said when a get waits for tasks while every worker is idle.
     pending: str = ""
+    #: A line the framework logs where what a task or actor asks for no node has (group
+    #: ``ask``: the request), and what that means and what to do (``{ask}`` filled in): said
+    #: in place of ``pending`` when the waiter's log has it.
+    infeasible: re.Pattern[str] | None = None
+    infeasible_words: str = ""
     #: Thread-name prefixes of the event loops a producer runs its async methods on (Ray's
     #: async actors: ``AsyncIO Thread: default``); with every one idle in its select while a
     #: method is in flight (``method``), the method awaits another call to the producer.

@@ -78,6 +78,15 @@ OBJECT_WAIT = ObjectWait(
              "lists the pending demand). Give the actors fewer CPUs (num_cpus=0 for one that "
              "mostly waits), start the cluster with more, or run the tasks before creating the "
              "actors"),
+    # ray#45909, ray#18835: a task or actor that asks for what no node has (num_gpus=1 on a
+    # CPU-only cluster) is never placed; the autoscaler's monitor says so in the driver's log.
+    infeasible=re.compile(r"No available node types can fulfill resource request "
+                          r"(?P<ask>\{[^}]*\})"),
+    infeasible_words=("what they ask for, no node of this cluster has: Ray's autoscaler "
+                      "logged \"No available node types can fulfill resource request {ask}\". "
+                      "A task or actor that asks for more than any node has is infeasible and "
+                      "waits for ever: ask for what the nodes have (num_gpus=0 on CPU-only "
+                      "nodes) or add nodes that have it"),
 )
 
 FRAMEWORK = Framework(

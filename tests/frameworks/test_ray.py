@@ -240,3 +240,22 @@ def test_an_actor_polling_a_flag_nobody_sets_is_not_progressing(tmp_path: Path) 
     verdict = data["verdict"]
     assert verdict["kind"] not in ("progressing", "idle", "paused"), verdict
     assert actor in verdict["suspects"] or f"PID {actor}" in verdict["summary"], verdict
+
+
+def test_a_driver_waiting_on_an_actor_no_node_can_place_says_the_request_is_infeasible(
+        tmp_path: Path) -> None:
+    """ray#45909: an actor that asks for a GPU of a CPU-only cluster is never placed; the
+    driver waits in ``ray.get`` for ever and only the autoscaler's line in its log says why.
+    The verdict names the driver's wait and quotes that line, not the advice for actors that
+    hold every CPU."""
+    with _ray("infeasible", tmp_path, ["driver"]) as job:
+        poll(lambda: _in_ray_get(job.launcher), f"PID {job.launcher} inside ray.get", 60)
+        poll(lambda: "No available node types can fulfill" in job.log_tail(),
+             "the autoscaler's line in the driver's log", 90)
+        _quiet([job.launcher])
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [job.launcher], verdict
+    assert "No available node types can fulfill resource request" in verdict["summary"]
+    assert "'GPU': 1.0" in verdict["summary"] and "infeasible" in verdict["summary"], verdict

@@ -271,3 +271,21 @@ def test_given_rank_0_evaluating_from_slow_storage_then_progressing_not_a_stragg
     verdict = snap.verdict
     assert verdict is not None and verdict.kind is VerdictKind.PROGRESSING, verdict
     assert "inside a for loop over items (train.py:46-53)" in verdict.summary, verdict.summary
+
+
+def test_given_an_actor_no_node_can_place_then_the_autoscalers_words_say_why() -> None:
+    """Blind round 22's 03 (``ray.init(num_cpus=2)``, an actor with ``num_gpus=1``, the driver
+    in ``ray.get`` of its first call) read "tasks nobody runs" with the advice for actors
+    that hold every CPU. The driver's log has the autoscaler's "No available node types can
+    fulfill resource request {'CPU': 1.0, 'GPU': 1.0}": the request is infeasible, and the
+    verdict says so instead."""
+    snap = reread("ray_infeasible_gpu_actor")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    driver = next(p.pid for p in snap.processes if "driver.py" in " ".join(p.cmdline))
+    assert verdict.suspects == (driver,)
+    assert verdict.summary.startswith("Tasks nobody runs:"), verdict.summary
+    assert ("No available node types can fulfill resource request {'CPU': 1.0, 'GPU': 1.0}"
+            in verdict.summary), verdict.summary
+    assert "is infeasible and waits for ever" in verdict.summary
+    assert "hold every CPU" not in verdict.summary  # the advice for another cause

@@ -7,7 +7,8 @@ framework's workers is in its loop for the next task: idle actors, idle pool wor
 tasks are not running anywhere: the framework's scheduler holds them, pending on what it needs
 first (Ray: free resources, which live actors hold). The waiter is the suspect: its get can
 only end once the job makes room, and the framework's own words (``ObjectWait.pending``) say
-how (ray#2541, ray#15594).
+how (ray#2541, ray#15594). Where a log of the job says the request is one no node can ever
+meet (``ObjectWait.infeasible``: Ray's autoscaler, ray#45909), that is said instead.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.objectedges import between_tasks, object_wait
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
-from hangscope.frameworks import OBJECT_WAITS, does_work
+from hangscope.frameworks import OBJECT_WAITS, ObjectWait, does_work
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who_list
 
@@ -37,13 +38,26 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
                 for i in g.out.get(proc.pid, ())):
             continue  # (an edge to a named producer: the actor it waits on is known)
         _, wait = found
+        why = _infeasible(g, wait) or wait.pending
         idle = who_list(workers[:4]) + (f" and {len(workers) - 4} more" if len(workers) > 4
                                         else "")
         chain = (f"{thread_words(proc, thread)} waits{site_words(thread)} for results of "
                  f"tasks, and no worker here runs one: {idle} "
                  f"{'is' if len(workers) == 1 else 'are'} idle between calls. Unless another "
                  "node runs them, the tasks are pending in the scheduler, not running"
-                 + (f": {wait.pending}" if wait.pending else ""))
+                 + (f": {why}" if why else ""))
         return WaitPattern("pending_tasks", (proc.pid, *(p.pid for p in workers)), chain, (),
                            proc.pid, thread.tid)
     return None
+
+
+def _infeasible(g: Graph, wait: ObjectWait) -> str:
+    """The framework's words for a request no node can meet, where a log of the job has the
+    line that says so (the last such line); "" where none does."""
+    if wait.infeasible is None:
+        return ""
+    for proc in g.snap.processes:
+        for line in reversed((*proc.log_errors, *proc.log_tail)):
+            if (found := wait.infeasible.search(line)) is not None:
+                return wait.infeasible_words.format(ask=found["ask"])
+    return ""

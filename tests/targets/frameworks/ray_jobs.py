@@ -39,6 +39,10 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 anti-pattern; blind round 21's 07): slow, progressing.
 - ``flag_poll`` the twin that hangs: the actor's method polls a flag nobody sets, a
                 ``while`` that sleeps between checks; the driver waits on it.
+- ``infeasible`` the driver creates an actor that asks for a GPU (``num_gpus=1``) of a
+                CPU-only cluster and waits on its first call: Ray never places it, and only
+                its autoscaler says why, in the driver's log (ray-project/ray#45909, "Make
+                infeasible tasks error much more obvious"; blind round 22's 03).
 - ``queue_slow`` the twin: the producer task puts one shard, then computes for minutes
                 before the next; the consumer waits for it, the driver for both (healthy:
                 progressing).
@@ -220,7 +224,15 @@ def main() -> None:
     mode, ready_file, _workdir = sys.argv[1:4]
     import ray
 
-    ray.init(num_cpus=2, resources={"slot": 2}, include_dashboard=False, log_to_driver=False)
+    # The autoscaler's words reach the driver's log only with the workers' logs.
+    ray.init(num_cpus=2, resources={"slot": 2}, include_dashboard=False,
+             log_to_driver=mode == "infeasible")
+    if mode == "infeasible":
+        trainer = ray.remote(num_gpus=1)(Planner).remote(ready_file)  # type: ignore[attr-defined]
+        ref = trainer.ping.remote()
+        ready(ready_file, "driver")
+        ray.get(ref)  # never returns: no node has a GPU
+        return
     if mode == "nested_starved":
         # Ray gives a blocked ray.get's CPU back (ray#1273), not a custom resource's slot (nor
         # a placement group's bundle, ray#25239): two parents hold both slots, their leaves
