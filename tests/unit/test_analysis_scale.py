@@ -269,3 +269,31 @@ def test_given_ranks_that_say_the_same_then_each_evidence_line_is_worded_as_alon
         # AND a rank whose CPU reads -0.0 (equal to 0.0) keeps its own words
         assert (snap is odd) == any("CPU -0%" in line for line in lines)
         assert any("CPU 0%" in line for line in lines)
+
+
+def test_given_processes_of_several_kinds_then_one_census_sorts_each_check_its_own() -> None:
+    from hangscope.analyze.findings.census import cpu_of, take_census
+    from hangscope.model import Host, Job, Process, Role, Snapshot, Thread
+
+    # GIVEN a rank with a thread in D, a zombie, a live and an exited compiler, a busy
+    # compile worker, two ranks started at the same oldest time, and one without an RSS
+    procs = (Process(pid=1, role=Role.RANK, create_time=5.0, rss=1, cpu_percent=1.0,
+                     threads=(Thread(tid=1), Thread(tid=2, state="D"))),
+             Process(pid=2, role=Role.RANK, state="Z", create_time=3.0, rss=1),
+             Process(pid=3, role=Role.COMPILER, create_time=3.0, rss=1),
+             Process(pid=4, role=Role.COMPILER, state="X"),
+             Process(pid=5, role=Role.COMPILE_WORKER, cpu_percent=30.0, rss=2),
+             Process(pid=6, role=Role.RANK, cpu_percent=80.0))
+    snap = Snapshot(created="", hangscope="", hosts=(Host(name="n0"),), job=Job(),
+                    processes=procs)
+    # WHEN the census is taken
+    found = take_census(snap)
+    # THEN each list holds what its check asked of every process, in snapshot order
+    assert [p.pid for p in found.notable] == [1, 2, 4]
+    assert [p.pid for p in found.compilers] == [3]
+    assert [p.pid for p in found.workers] == [5]
+    assert found.first_started is procs[1]  # the first of the oldest, as min() picks
+    assert [p.pid for p in found.memory[None]] == [1, 3, 5]  # live, with an RSS
+    # AND the CPU of ranks is one pass: the busiest and the busy ones, or nothing if unknown
+    assert cpu_of((procs[0], procs[5]), 50.0) == (80.0, [procs[5]])
+    assert cpu_of(procs[:2], 50.0) == (None, [])
