@@ -297,3 +297,20 @@ def test_given_processes_of_several_kinds_then_one_census_sorts_each_check_its_o
     # AND the CPU of ranks is one pass: the busiest and the busy ones, or nothing if unknown
     assert cpu_of((procs[0], procs[5]), 50.0) == (80.0, [procs[5]])
     assert cpu_of(procs[:2], 50.0) == (None, [])
+
+
+def test_given_processes_of_several_roles_then_of_roles_keeps_process_order() -> None:
+    from hangscope.model import Job, Process, Role, Snapshot
+
+    # GIVEN a launcher, ranks and helpers interleaved
+    roles = (Role.LAUNCHER, Role.RANK, Role.DATA_WORKER, Role.RANK, Role.COMPILER,
+             Role.DATA_WORKER)
+    snap = Snapshot(created="", hangscope="", hosts=(), job=Job(), processes=tuple(
+        Process(pid=i, role=role) for i, role in enumerate(roles)))
+    # WHEN the processes of some roles are asked for
+    # THEN one role's are its index entry, several roles' come in process order
+    assert [p.pid for p in snap.of_roles(Role.RANK)] == [1, 3]
+    assert [p.pid for p in snap.of_roles(Role.COMPILER, Role.DATA_WORKER)] == [2, 4, 5]
+    assert snap.of_roles(Role.HELPER) == ()
+    assert snap.rank_processes == snap.of_roles(Role.RANK)
+    assert [p.pid for p in snap.subjects] == [1, 3]
