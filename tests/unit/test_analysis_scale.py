@@ -314,3 +314,27 @@ def test_given_processes_of_several_roles_then_of_roles_keeps_process_order() ->
     assert snap.of_roles(Role.HELPER) == ()
     assert snap.rank_processes == snap.of_roles(Role.RANK)
     assert [p.pid for p in snap.subjects] == [1, 3]
+
+
+def test_given_two_dumps_with_equal_stacks_then_the_parse_gives_them_one_tuple() -> None:
+    import json
+
+    from hangscope.collect.pyspy import parse_dump
+
+    # GIVEN the py-spy JSON of two processes whose main threads wait in the same stack
+    frames = [{"name": "pthread_cond_wait", "filename": "/lib/libc.so.6",
+               "module": "/lib/libc.so.6", "line": 0},
+              {"name": "all_reduce", "filename": "/t/distributed_c10d.py", "module": None,
+               "line": 3252}]
+    def dump(other: str) -> str:
+        return json.dumps([{"thread_id": 1, "os_thread_id": 9, "thread_name": "MainThread",
+                            "frames": frames},
+                           {"thread_id": 2, "os_thread_id": 10, "thread_name": other,
+                            "frames": frames[:1]}])
+    # WHEN each is parsed
+    first, second = parse_dump(9, dump("a"), True), parse_dump(10, dump("b"), True)
+    # THEN equal stacks are one tuple (classify finds them by identity), distinct ones are not
+    assert first.threads[0].frames is second.threads[0].frames
+    assert first.threads[1].frames is second.threads[1].frames
+    assert first.threads[0].frames is not first.threads[1].frames
+    assert first.threads[0].frames[1].line == 3252
