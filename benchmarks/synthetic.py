@@ -5,12 +5,16 @@
 Every rank looks like a real gloo/NCCL training rank (the shape of the mismatch demo's dump):
 a MainThread with ~40 frames (native c10d/NCCL frames under a deep Python training stack) and
 four native-only threads from /proc (tcpstore, gloo loop, two runloops parked on futexes).
-Eight ranks per host, PIDs unique across hosts. Raw (sampler) input: every rank gets its *own*
-Frame objects and its own copies of the strings in them, as the sampler's py-spy parse makes
-them. Classified (merge) input: each rank's stack is its node's JSON parsed afresh and decoded
-by the decoder of the hangscope under test (``serialize.decode``, what ``hangscope merge``
-runs on each node's dump), so frames are shared exactly where that decoder shares them (from
-scale-s9 on: equal stacks decode to one tuple; before, every rank had its own frames).
+Eight ranks per host, PIDs unique across hosts. Raw (sampler) input: each rank's stack is its
+``py-spy dump --json`` parsed afresh by the py-spy parse of the hangscope under test
+(``collect.pyspy.parse_dump``, what the sampler runs on each dump), so frames are shared exactly
+where that parse shares them (from scale-s10 on: equal stacks parse to one tuple; before, and in
+this harness before scale-s10, every rank had its own frames and strings). The same addresses
+in every rank's unresolved native frames: a real job's differ (ASLR), making its stacks
+distinct. Classified (merge) input: each rank's stack is its node's JSON parsed afresh and
+decoded by the decoder of the hangscope under test (``serialize.decode``, what ``hangscope
+merge`` runs on each node's dump), so frames are shared exactly where that decoder shares them
+(from scale-s9 on: equal stacks decode to one tuple; before, every rank had its own frames).
 
 Scenarios (the diagnosis the analysis must reach):
 
@@ -135,6 +139,21 @@ def odd_rank(ranks: int) -> int:
 
 
 _STACK_JSON: dict[str, str] = {}
+_DUMP_JSON: dict[str, str] = {}
+
+
+def _parsed_frames(kind: str) -> tuple[Frame, ...]:
+    """A rank's stack as the sampler reads it: its ``py-spy dump --json`` (fresh strings)
+    parsed by the hangscope under test (``--baseline``: the old one)."""
+    from hangscope.collect.pyspy import parse_dump
+
+    text = _DUMP_JSON.get(kind)
+    if text is None:  # (py-spy: a native frame names its shared object as module, line 0)
+        text = _DUMP_JSON[kind] = json.dumps([{
+            "thread_id": 1, "os_thread_id": 1, "thread_name": "MainThread", "frames": [
+                {"name": name, "filename": file, "module": file if native else None,
+                 "line": line or 0} for name, file, line, native in STACKS[kind]]}])
+    return parse_dump(1, text, native=True).threads[0].frames
 
 
 def _decoded_frames(kind: str) -> tuple[Frame, ...]:
@@ -150,7 +169,7 @@ def _decoded_frames(kind: str) -> tuple[Frame, ...]:
 
 def _rank_threads(pid: int, kind: str, samples: int, decoded: bool = False) -> list[Thread]:
     running = kind == "running"
-    frames = _decoded_frames(kind) if decoded else _frames(STACKS[kind])
+    frames = _decoded_frames(kind) if decoded else _parsed_frames(kind)
     threads = [Thread(tid=pid, name=_own("MainThread"), state="R" if running else "S",
                       wchan=None if running else _own("futex_do_wait"), active=running,
                       owns_gil=running, frames=frames,

@@ -31,7 +31,7 @@ def _without_collectives(snap: Snapshot) -> Snapshot:
 
 
 #: What a Snapshot caches of its processes alone (model/__init__.py: ``cached``).
-_OF_PROCESSES = ("subjects", "rank_processes")
+_OF_PROCESSES = ("subjects", "rank_processes", "by_role")
 
 
 def _replaced(snap: Snapshot, **changes: object) -> Snapshot:

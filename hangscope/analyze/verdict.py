@@ -20,13 +20,14 @@ from hangscope.model import Group, Host, Process, Role, Snapshot, Verdict, subje
 from hangscope.words import verb
 
 
-def _launcher_evidence(processes: Sequence[Process]) -> list[str]:
+def _launcher_evidence(snap: Snapshot) -> list[str]:
     """What the launcher does: usually waiting on the ranks it started (one per node)."""
-    lines = []
-    several = len({p.host for p in processes}) > 1  # PIDs repeat: name the node
-    for proc in processes:
-        if proc.role is not Role.LAUNCHER:
-            continue
+    lines: list[str] = []
+    launchers = snap.of_roles(Role.LAUNCHER)
+    if not launchers:
+        return lines
+    several = len({p.host for p in snap.processes}) > 1  # PIDs repeat: name the node
+    for proc in launchers:
         # Its main thread says what it does (torchrun's agent loop, a Popen.wait): a helper
         # thread of it (a store server, a log pump) may be "more specific" but is not it.
         main = next((t for t in proc.threads if t.tid == proc.pid and t.frames
@@ -89,7 +90,7 @@ def diagnose(snap: Snapshot) -> tuple[Verdict, tuple[Group, ...]]:
         verdict = with_suspect_hosts(rules_collectives.agreement(verdict, facts, stacks),
                                      snap.processes, decided)
     verdict = with_suspect_hosts(verdict, snap.processes)
-    extra = _launcher_evidence(snap.processes)
+    extra = _launcher_evidence(snap)
     if snap.progress is not None and snap.progress.ranks:  # whatever the rule, say what decided
         kinds = "; ".join(sorted({DECIDED_BY[r.evidence] for r in snap.progress.ranks}))
         extra.append(f"progress measured over {snap.progress.seconds:.1f} s without pausing: "

@@ -32,6 +32,7 @@ from hangscope.collect.source import (
 )
 from hangscope.errors import ToolMissing
 from hangscope.model import Frame, in_library
+from hangscope.model.sharedstacks import kept_stack
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
         frames = [f if f.native else replace(f, calls=calls_at(f.file, f.line),
                                              parked=parked_for(f.file, f.takes))
                   for f in frames]
-    return tuple(frames)
+    return kept_stack(tuple(frames))  # equal stacks one tuple: classify knows it by identity
 
 
 def parse_dump(pid: int, text: str, native: bool, seconds: float = 0.0) -> DumpResult:

@@ -8,7 +8,7 @@ added here is one schema change); evidence records of their own kind live in mod
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
@@ -640,7 +640,31 @@ class Snapshot:
     @cached
     def subjects(self) -> tuple[Process, ...]:
         """The processes the verdict is about (see :func:`subjects_of`)."""
-        return subjects_of(self.processes)
+        return subjects_of(self.processes, self.of_roles)
+
+    @cached
+    def by_role(self) -> dict[Role, tuple[Process, ...]]:
+        """The processes of each role, in process order, sorted out in one pass: the rules,
+        patterns and checks that ask for a job's launchers or helpers read those, not each
+        of 131,072 ranks (``of_roles``)."""
+        roles: dict[Role, list[Process]] = {}
+        last: Role | None = None
+        members: list[Process] = []
+        for p in self.processes:
+            role = p.role
+            if role is not last:  # (a job's ranks come together: one lookup per run)
+                members = roles.setdefault(role, [])
+                last = role
+            members.append(p)
+        return {role: tuple(procs) for role, procs in roles.items()}
+
+    def of_roles(self, *roles: Role) -> tuple[Process, ...]:
+        """The processes whose role is one of ``roles``, in process order."""
+        by_role = self.by_role
+        found = [procs for role in dict.fromkeys(roles) if (procs := by_role.get(role))]
+        if len(found) < 2:
+            return found[0] if found else ()
+        return tuple(p for p in self.processes if p.role in roles)  # (several: their order)
 
     @property
     def gpus(self) -> dict[int, Gpu]:
@@ -655,7 +679,7 @@ class Snapshot:
     @cached
     def rank_processes(self) -> tuple[Process, ...]:
         """The processes whose role is rank, in process order: what "ranks 3/4" counts."""
-        return tuple(p for p in self.processes if p.role is Role.RANK)
+        return self.of_roles(Role.RANK)
 
     @property
     def ranks(self) -> tuple[Process, ...]:
@@ -685,12 +709,20 @@ def category_of(proc: Process, working: Thread | None) -> Category:
     return working.category
 
 
-def subjects_of(processes: Sequence[Process]) -> tuple[Process, ...]:
-    """What a diagnosis is about: ranks, else engine cores, else every Python process."""
-    ranks = tuple(p for p in processes if p.role is Role.RANK or p.role is Role.MAIN)
+def subjects_of(processes: Sequence[Process], of_roles: Callable[..., tuple[Process, ...]]
+                | None = None) -> tuple[Process, ...]:
+    """What a diagnosis is about: ranks, else engine cores, else every Python process.
+
+    ``of_roles``: the processes of some roles in order (``Snapshot.of_roles``, its index
+    built once), where the caller has one; else each is a scan of ``processes``.
+    """
+    if of_roles is None:
+        def of_roles(*roles: Role) -> tuple[Process, ...]:
+            return tuple(p for p in processes if p.role in roles)
+    ranks = of_roles(Role.RANK, Role.MAIN)
     if ranks:
         return ranks
-    engines = tuple(p for p in processes if p.role is Role.ENGINE_CORE)
+    engines = of_roles(Role.ENGINE_CORE)
     if engines:
         return engines
     workers = tuple(p for p in processes if p.role is not Role.LAUNCHER and p.threads)

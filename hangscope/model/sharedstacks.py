@@ -6,7 +6,8 @@ at 131,072 ranks), and the analysis then reads every frame's fields again to fin
 stacks are equal (classify's interning, ~1 s). Here a stack whose JSON equals the one decoded
 last (mostly a rank's neighbour, in its node's file or the file before) is that one's tuple,
 not decoded again; and each stack decoded is looked up among those kept, so that equal stacks
-are one tuple, which classify and the per-stack facts then find by identity.
+are one tuple, which classify and the per-stack facts then find by identity. The sampler's
+py-spy parse keeps its stacks the same way (``kept_stack``).
 """
 
 from __future__ import annotations
@@ -41,3 +42,22 @@ def shared_stacks(decode: Callable[[Any], Frames]) -> Callable[[Any], Frames]:
         return found
 
     return decoded
+
+
+_kept: dict[Frames, Frames] = {}
+
+
+def kept_stack(frames: Frames) -> Frames:
+    """The one tuple kept equal to ``frames`` (``frames`` itself the first time): the parse of
+    each process's py-spy dump gives equal stacks one tuple, as the merge's decoder does.
+
+    Compared after parsing (a frame's source facts are part of it: a file that changed makes
+    a new stack). The sampler parses its dumps on a pool's threads: each dict operation is
+    atomic, and a race at worst keeps two equal tuples.
+    """
+    found = _kept.get(frames)
+    if found is None:
+        if len(_kept) >= LIMIT:
+            _kept.clear()
+        found = _kept.setdefault(frames, frames)
+    return found

@@ -269,3 +269,72 @@ def test_given_ranks_that_say_the_same_then_each_evidence_line_is_worded_as_alon
         # AND a rank whose CPU reads -0.0 (equal to 0.0) keeps its own words
         assert (snap is odd) == any("CPU -0%" in line for line in lines)
         assert any("CPU 0%" in line for line in lines)
+
+
+def test_given_processes_of_several_kinds_then_one_census_sorts_each_check_its_own() -> None:
+    from hangscope.analyze.findings.census import cpu_of, take_census
+    from hangscope.model import Host, Job, Process, Role, Snapshot, Thread
+
+    # GIVEN a rank with a thread in D, a zombie, a live and an exited compiler, a busy
+    # compile worker, two ranks started at the same oldest time, and one without an RSS
+    procs = (Process(pid=1, role=Role.RANK, create_time=5.0, rss=1, cpu_percent=1.0,
+                     threads=(Thread(tid=1), Thread(tid=2, state="D"))),
+             Process(pid=2, role=Role.RANK, state="Z", create_time=3.0, rss=1),
+             Process(pid=3, role=Role.COMPILER, create_time=3.0, rss=1),
+             Process(pid=4, role=Role.COMPILER, state="X"),
+             Process(pid=5, role=Role.COMPILE_WORKER, cpu_percent=30.0, rss=2),
+             Process(pid=6, role=Role.RANK, cpu_percent=80.0))
+    snap = Snapshot(created="", hangscope="", hosts=(Host(name="n0"),), job=Job(),
+                    processes=procs)
+    # WHEN the census is taken
+    found = take_census(snap)
+    # THEN each list holds what its check asked of every process, in snapshot order
+    assert [p.pid for p in found.notable] == [1, 2, 4]
+    assert [p.pid for p in found.compilers] == [3]
+    assert [p.pid for p in found.workers] == [5]
+    assert found.first_started is procs[1]  # the first of the oldest, as min() picks
+    assert [p.pid for p in found.memory[None]] == [1, 3, 5]  # live, with an RSS
+    # AND the CPU of ranks is one pass: the busiest and the busy ones, or nothing if unknown
+    assert cpu_of((procs[0], procs[5]), 50.0) == (80.0, [procs[5]])
+    assert cpu_of(procs[:2], 50.0) == (None, [])
+
+
+def test_given_processes_of_several_roles_then_of_roles_keeps_process_order() -> None:
+    from hangscope.model import Job, Process, Role, Snapshot
+
+    # GIVEN a launcher, ranks and helpers interleaved
+    roles = (Role.LAUNCHER, Role.RANK, Role.DATA_WORKER, Role.RANK, Role.COMPILER,
+             Role.DATA_WORKER)
+    snap = Snapshot(created="", hangscope="", hosts=(), job=Job(), processes=tuple(
+        Process(pid=i, role=role) for i, role in enumerate(roles)))
+    # WHEN the processes of some roles are asked for
+    # THEN one role's are its index entry, several roles' come in process order
+    assert [p.pid for p in snap.of_roles(Role.RANK)] == [1, 3]
+    assert [p.pid for p in snap.of_roles(Role.COMPILER, Role.DATA_WORKER)] == [2, 4, 5]
+    assert snap.of_roles(Role.HELPER) == ()
+    assert snap.rank_processes == snap.of_roles(Role.RANK)
+    assert [p.pid for p in snap.subjects] == [1, 3]
+
+
+def test_given_two_dumps_with_equal_stacks_then_the_parse_gives_them_one_tuple() -> None:
+    import json
+
+    from hangscope.collect.pyspy import parse_dump
+
+    # GIVEN the py-spy JSON of two processes whose main threads wait in the same stack
+    frames = [{"name": "pthread_cond_wait", "filename": "/lib/libc.so.6",
+               "module": "/lib/libc.so.6", "line": 0},
+              {"name": "all_reduce", "filename": "/t/distributed_c10d.py", "module": None,
+               "line": 3252}]
+    def dump(other: str) -> str:
+        return json.dumps([{"thread_id": 1, "os_thread_id": 9, "thread_name": "MainThread",
+                            "frames": frames},
+                           {"thread_id": 2, "os_thread_id": 10, "thread_name": other,
+                            "frames": frames[:1]}])
+    # WHEN each is parsed
+    first, second = parse_dump(9, dump("a"), True), parse_dump(10, dump("b"), True)
+    # THEN equal stacks are one tuple (classify finds them by identity), distinct ones are not
+    assert first.threads[0].frames is second.threads[0].frames
+    assert first.threads[1].frames is second.threads[1].frames
+    assert first.threads[0].frames is not first.threads[1].frames
+    assert first.threads[0].frames[1].line == 3252

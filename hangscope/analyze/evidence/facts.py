@@ -140,7 +140,7 @@ class Facts:
 
     @cached_property
     def launchers(self) -> tuple[Process, ...]:
-        return tuple(p for p in self.processes if p.role is Role.LAUNCHER)
+        return self.snapshot.of_roles(Role.LAUNCHER)
 
     @cached_property
     def lock_waits(self) -> tuple[LockWait, ...]:

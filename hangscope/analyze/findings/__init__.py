@@ -3,6 +3,7 @@ rules/ (may read evidence/, graph/ and patterns/, never rules/).
 
 Modules (what each reads, what it concludes):
 
+census  The few processes each finding is about, sorted out of a snapshot in one pass.
 checks  Findings: the checks an engineer runs by hand, each a sentence with its evidence.
 cuda    The GPU core dump a job was set up for: ``CUDA_ENABLE_USER_TRIGGERED_COREDUMP=1`` and
         ``CUDA_COREDUMP_PIPE`` in a rank's environment (hangscope says how to use it, never

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
-from operator import attrgetter
 
 from hangscope.analyze.evidence.facts import sampled_and_moved
 from hangscope.analyze.evidence.world import finished_ranks
+from hangscope.analyze.findings.census import census_of, cpu_of, release_census
 from hangscope.analyze.findings.cuda import check_coredump_pipe
 from hangscope.analyze.findings.kernel import (
     SHOWN_LINES,
@@ -43,10 +43,6 @@ COMPILER_SLOW_S = 60.0
 
 
 # -- words ---------------------------------------------------------------------------
-
-def _ranks(snap: Snapshot) -> list[Process]:
-    return list(snap.rank_processes)
-
 
 def _created(snap: Snapshot) -> float | None:
     """When the snapshot was taken, seconds since the epoch."""
@@ -97,7 +93,7 @@ def check_expected_ranks(snap: Snapshot) -> Iterable[Finding]:
     expected = snap.job.expected_ranks
     if expected is None:
         return
-    ranks = _ranks(snap)
+    ranks = snap.rank_processes
     found = len(ranks)
     noun = _rank_noun(snap)
     source = snap.job.expected_source
@@ -127,7 +123,7 @@ def check_expected_ranks(snap: Snapshot) -> Iterable[Finding]:
 def check_listening(snap: Snapshot) -> Iterable[Finding]:
     """The server's ``--port``: is anyone in the job listening on it?"""
     port_text = snap.job.args.get("--port")
-    held = [(p, s) for p in snap.processes for s in p.listening]
+    held = census_of(snap).listening
     tcp = [(p, s) for p, s in held if s.kind != "unix" and s.port]
     listed = [{"pid": p.pid, "kind": s.kind, "address": s.address, "port": s.port}
               for p, s in held]
@@ -172,24 +168,23 @@ def check_listening(snap: Snapshot) -> Iterable[Finding]:
 
 def check_cpu_idle(snap: Snapshot) -> Iterable[Finding]:
     """Every rank idle on CPU for the whole window; or a few ranks busy while others idle."""
-    rank_procs = _ranks(snap)
+    rank_procs = snap.rank_processes
     ranks = rank_procs or [p for p in snap.processes if p.threads]
-    cpus = [p.cpu_percent for p in ranks if p.cpu_percent is not None]
-    if not cpus or len(cpus) < len(ranks) or snap.window_s <= 0:
+    top, busy = cpu_of(ranks, 50.0)
+    if top is None or snap.window_s <= 0:
         return
     noun = "rank" if rank_procs else "process"
-    if max(cpus) < IDLE_CPU_PERCENT:
+    if top < IDLE_CPU_PERCENT:
         per = {rank_id(p): p.cpu_percent for p in ranks}
         # An idle or paused job is meant to use no CPU: a fact, no warning.
         calm = snap.verdict is not None and snap.verdict.kind in (VerdictKind.IDLE,
                                                                   VerdictKind.PAUSED)
         yield Finding("activity.idle", Severity.INFO if calm else Severity.WARNING,
                       f"Every {noun} was idle on CPU for the whole {snap.window_s:.1f} s "
-                      f"window (the busiest used {max(cpus):.0f}%): none is computing; they "
+                      f"window (the busiest used {top:.0f}%): none is computing; they "
                       + (f"all wait, as a job that is {snap.verdict.kind} does."  # type: ignore[union-attr]
                          if calm else "all wait."),
                       {"cpu_percent": per, "window_s": snap.window_s})
-    busy = [p for p in ranks if (p.cpu_percent or 0) >= 50.0]
     if busy and len(busy) < len(ranks):
         numbers = compact_ranks(rank_id(p) for p in busy)
         if noun == "process":  # no rank numbers: a PID is not a rank ("Rank 1792")
@@ -220,10 +215,8 @@ def check_compilers(snap: Snapshot) -> Iterable[Finding]:
     def age(proc: Process) -> float | None:
         return now - proc.create_time if now is not None and proc.create_time else None
 
-    compilers = [p for p in snap.processes if p.role is Role.COMPILER
-                 and not p.is_exited]
-    workers = [p for p in snap.processes if p.role is Role.COMPILE_WORKER
-               and (p.cpu_percent or 0) >= 20.0]
+    found = census_of(snap)  # live compilers, busy compile workers
+    compilers, workers = found.compilers, found.workers
     if not compilers and not workers:
         return
     by_pid = _by_pid(snap)
@@ -309,9 +302,8 @@ def check_logs(snap: Snapshot) -> Iterable[Finding]:
 def check_ages(snap: Snapshot) -> Iterable[Finding]:
     """How old the job is, and whether any rank's stack changed during the window."""
     now = _created(snap)
-    started = [p for p in snap.processes if p.create_time]
-    if now is not None and started:
-        first = min(started, key=attrgetter("create_time"))  # (each has one: filtered)
+    first = census_of(snap).first_started  # the first of the oldest with a create time
+    if now is not None and first is not None:
         # "its launcher, PID 10"; "rank 0, PID 12"; a plain process is named by its PID once.
         what = ("its launcher" if first.role is Role.LAUNCHER else who(first)).split(" (")[0]
         named = what if what == f"PID {first.pid}" else f"{what}, PID {first.pid}"
@@ -384,8 +376,11 @@ def _repeats_verdict(finding: Finding, snap: Snapshot) -> bool:
 def find_all(snap: Snapshot) -> tuple[Finding, ...]:
     """Run every check, drop what repeats the verdict, most severe first (stable)."""
     findings: list[Finding] = []
-    for check in CHECKS:
-        findings.extend(check(snap))
+    try:
+        for check in CHECKS:
+            findings.extend(check(snap))
+    finally:
+        release_census()  # held on, it would keep the job's processes alive
     findings = [_capitalized(f) for f in findings if not _repeats_verdict(f, snap)]
     findings.sort(key=lambda f: f.severity.order)
     return tuple(findings)

@@ -8,15 +8,12 @@ hung tasks from ``dmesg`` since the job started. Pure checks over a Snapshot, li
 
 from __future__ import annotations
 
-import operator
 import re
 from collections.abc import Iterable
 from datetime import datetime
 
+from hangscope.analyze.findings.census import census_of
 from hangscope.model import (
-    GONE_STATES,
-    STOPPED_STATES,
-    ZOMBIE_STATES,
     Finding,
     Host,
     Process,
@@ -45,19 +42,9 @@ SHOWN_LINES = 6
 
 # -- dead, zombie, stopped, uninterruptible ------------------------------------------
 
-#: Process states a finding is about: zombie or being reaped, vanished, stopped, D.
-_NOTABLE_STATES = ZOMBIE_STATES | GONE_STATES | STOPPED_STATES | {"D"}
-_STATE = operator.attrgetter("state")
-
-
 def check_process_states(snap: Snapshot) -> Iterable[Finding]:
     """Zombies, processes that exited while sampled, stopped and uninterruptible ones."""
-    for proc in snap.processes:
-        state = proc.state
-        # The common case first, in one test: a live, running or sleeping process with no
-        # thread in D has nothing to say (asked of each of 131,072 ranks).
-        if state not in _NOTABLE_STATES and "D" not in map(_STATE, proc.threads):
-            continue
+    for proc in census_of(snap).notable:  # (a notable state, or a thread in D)
         name = who(proc)
         if proc.is_zombie:
             parent = snap.process(proc.ppid) if proc.ppid is not None else None
@@ -117,32 +104,12 @@ def check_process_states(snap: Snapshot) -> Iterable[Finding]:
 
 # -- memory ----------------------------------------------------------------------------
 
-def _procs_by_host(snap: Snapshot) -> dict[str | None, list[Process]]:
-    """Live processes per host in one pass (a merge of 1,000 nodes has 1,000 hosts)."""
-    many = len(snap.hosts) > 1
-    by_host: dict[str | None, list[Process]] = {}
-    last: object = by_host  # no host: the first process looks its list up
-    procs: list[Process] = []
-    for p in snap.processes:
-        if not p.is_exited:
-            host = p.host if many else None
-            if host != last:  # a host's ranks come together: one lookup per run of them
-                procs = by_host.setdefault(host, [])
-                last = host
-            procs.append(p)
-    return by_host
-
-
-def _host_procs(by_host: dict[str | None, list[Process]], host: Host) -> list[Process]:
-    return by_host.get(host.name, []) + by_host.get(None, [])
-
-
 def check_memory(snap: Snapshot) -> Iterable[Finding]:
     """RSS and virtual size against RAM and the cgroup limit; swap; paging; overcommit."""
-    by_host = _procs_by_host(snap)
+    by_host = census_of(snap).memory  # live processes with an RSS, by host
     several = len(snap.hosts) > 1  # a merged multi-node job: say which node each is about
     for host in snap.hosts:
-        for finding in _memory_of(snap, host, _host_procs(by_host, host)):
+        for finding in _memory_of(snap, host, by_host.get(host.name, []) + by_host.get(None, [])):
             if several:
                 text = finding.message
                 finding = evolve(finding, {  # once per host: 16,384 of a 131,072-rank job
@@ -150,9 +117,8 @@ def check_memory(snap: Snapshot) -> Iterable[Finding]:
             yield finding
 
 
-def _memory_of(snap: Snapshot, host: Host, host_procs: Iterable[Process]) -> Iterable[Finding]:
-    """check_memory for one host's processes."""
-    procs = [p for p in host_procs if p.rss is not None]
+def _memory_of(snap: Snapshot, host: Host, procs: list[Process]) -> Iterable[Finding]:
+    """check_memory for one host's live processes that have an RSS."""
     if not procs:
         return
     # One pass over the host's processes (once per host: 16,384 hosts at 131,072 ranks).

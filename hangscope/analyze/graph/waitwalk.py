@@ -7,7 +7,7 @@ Why one file: a hop's words (``hop``, ``member_notes``) read the graph's edges a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import cached_property
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
@@ -21,9 +21,11 @@ from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.waitgraph import edges_from
 from hangscope.analyze.graph.zmqedges import receive_edge
-from hangscope.model import Process, Snapshot, Thread
+from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitPattern
 from hangscope.words import who, who_many
+
+_NO_THREAD = object()  # Graph._census: the key of live processes without a working thread
 
 
 class Graph:
@@ -41,11 +43,53 @@ class Graph:
     def threads(self) -> dict[tuple[int, int], Thread]:  # built when first asked (rarely)
         return {(p.pid, t.tid): t for p in self.snap.processes for t in p.threads}
 
-    @cached_property
+    @property
     def exited(self) -> list[Process]:
         """The processes that exited, in snapshot order: the patterns about a death (a crash
         loop, a missed SIGCHLD, a zombie) start from these, one pass for all of them."""
-        return [p for p in self.snap.processes if p.is_exited]
+        return self._census[0]
+
+    @property
+    def main_locked(self) -> list[Process]:
+        """The live processes whose main thread waits on a lock (category LOCK), in order."""
+        return self._census[2]
+
+    def live_working(self, outside: Collection[Category]) -> list[Process]:
+        """The live processes with a working thread whose category is not in ``outside``, in
+        snapshot order (a pattern that starts from those reads no rank in a collective)."""
+        by = self._census[1]
+        found = [procs for category, procs in by.items()
+                 if category is not _NO_THREAD and category not in outside]
+        if len(found) < 2:
+            return found[0] if found else []
+        return [p for p in self.snap.processes if not p.is_exited and (
+            w := p.working_thread) is not None and w.category not in outside]
+
+    @cached_property
+    def _census(self) -> tuple[list[Process], dict[object, list[Process]], list[Process]]:
+        """(exited, live by their working thread's category, ``main_locked``): what several
+        patterns start from, sorted out in one pass (each read all 131,072 ranks, ~0.1 s)."""
+        exited: list[Process] = []
+        by: dict[object, list[Process]] = {}
+        locked: list[Process] = []
+        last: object = by  # no category yet
+        members: list[Process] = []
+        for p in self.snap.processes:
+            if p.is_exited:
+                exited.append(p)
+                continue
+            working = p.working_thread
+            category = working.category if working is not None else _NO_THREAD
+            if category is not last:  # (a job's ranks come together: one lookup per run)
+                members = by.setdefault(category, [])
+                last = category
+            members.append(p)
+            threads = p.threads  # the main thread is the first, most often: no scan
+            main = threads[0] if threads and threads[0].tid == p.pid else next(
+                (t for t in threads if t.tid == p.pid), None)
+            if main is not None and main.category is Category.LOCK:
+                locked.append(p)
+        return exited, by, locked
 
     def having(self, fact: Callable[[Frames], object]) -> list[Process]:
         """The processes with a thread whose stack has ``fact`` (a truthy answer), in snapshot

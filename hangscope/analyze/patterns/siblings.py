@@ -46,11 +46,9 @@ def _behind(here: Frame, there: Frame) -> tuple[int, int] | None:
 
 def behind_sibling(g: Graph) -> WaitPattern | None:
     groups: dict[tuple[int | None, tuple[str, ...]], list[tuple[Process, Thread, Frame]]] = {}
-    for proc in g.snap.processes:
+    for proc in g.live_working(outside=_COLLECTIVE):  # (no rank in a collective)
         thread = proc.working_thread
-        # (A rank in a collective first: the test most ranks of a large job fail.)
-        if proc.is_exited or thread is None or thread.category in _COLLECTIVE:
-            continue
+        assert thread is not None
         program = _program(proc)
         if program is None or not blocked(thread):
             continue

@@ -143,9 +143,7 @@ def _kernel_lock_wait(g: Graph, thread: Thread) -> bool:
 
 def fork_lock(g: Graph) -> WaitPattern | None:
     found: list[tuple[Process, Process, Thread]] = []
-    for proc in g.snap.processes:
-        if proc.is_exited:
-            continue
+    for proc in g.main_locked:  # (live, its main thread's category LOCK: asked again below)
         threads = proc.threads  # the main thread is the first, most often: no scan
         main = threads[0] if threads and threads[0].tid == proc.pid else next(
             (t for t in threads if t.tid == proc.pid), None)

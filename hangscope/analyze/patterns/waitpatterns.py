@@ -259,10 +259,10 @@ def _sink(g: Graph) -> WaitPattern | None:
         outside_waits = frozenset()
     # From every process's working thread, and from every thread that waits on another
     # thread of its own process (a Python lock, the GIL): they need not be the working one.
-    # A helper's wait (the resource tracker reading its pipe, a compile worker's queue) is how
-    # helpers always wait: it says nothing of the job, so no chain starts there.
-    helpers = {p.pid for p in g.snap.processes if p.role in HELPER_ROLES}
-    starts = [(p.pid, None) for p in g.snap.processes if p.pid not in helpers] + list(
+    # A helper's wait (a compile worker's queue) is how it always waits: no chain starts there.
+    helpers = {p.pid for p in g.snap.of_roles(*HELPER_ROLES)}
+    starts = [(pid, None) for pid in g.procs  # (a walk from a PID with no wait out is empty)
+              if pid in g.out and pid not in helpers] + list(
         dict.fromkeys((e.pid, e.tid) for e in g.edges
                       if e.to_tid is not None and e.pid not in helpers))
     for pid, tid in starts:
@@ -393,7 +393,7 @@ def wait_graph(snap: Snapshot) -> WaitGraph:
     g = Graph(snap, edges)
     # A pattern among a framework's helpers alone (Ray's agents watching their parent through
     # a pipe, a resource tracker) is how they always wait: never the job's story.
-    helpers = {p.pid for p in snap.processes if p.role in HELPER_ROLES}
+    helpers = {p.pid for p in snap.of_roles(*HELPER_ROLES)}
     patterns = tuple(replace(p, chain=p.chain + member_notes(g, p))
                      for find in PATTERNS if (p := find(g)) is not None
                      and not (helpers and set(p.members) <= helpers))

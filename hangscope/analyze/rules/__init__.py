@@ -610,8 +610,8 @@ def _no_helpers(facts: Facts, verdict: Verdict) -> Verdict:
     # (nor a front end whose request waits for a reply nobody sends: the lost-reply pattern)
     waiting = {p.suspect for p in facts.snapshot.wait_graph.patterns if p.kind == "lost_reply"
                } if facts.snapshot.wait_graph is not None else set()
-    helpers = {p.key for p in facts.processes if p.role in HELPER_ROLES
-               and not _in_own_code(p) and p.pid not in waiting}
+    helpers = {p.key for p in facts.snapshot.of_roles(*HELPER_ROLES)
+               if not _in_own_code(p) and p.pid not in waiting}
     helper_pids = {pid for _, pid in helpers}
     if helper_pids.isdisjoint(verdict.suspects):
         return verdict

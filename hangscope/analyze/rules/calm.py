@@ -85,8 +85,14 @@ def all_stopped(facts: Facts) -> Verdict | None:
     job was suspended at once, as ``scontrol suspend``, a preemption or ``kill -STOP`` of the
     process group leaves it. Nothing in it waits for anything: it was paused on purpose, and
     SIGCONT resumes it. One stopped process among running ones is the missing-rank rule's."""
-    live = [p for p in facts.processes if not p.is_exited]
-    if len(live) < 2 or any(p.state != "T" or p.tracer is not None for p in live):
+    live = []
+    for p in facts.processes:  # (the first live one not stopped answers: most often a rank)
+        if p.is_exited:
+            continue
+        if p.state != "T" or p.tracer is not None:
+            return None
+        live.append(p)
+    if len(live) < 2:
         return None
     names = ", ".join(f"PID {p.pid}" for p in live[:6]) + (
         f" and {len(live) - 6} more" if len(live) > 6 else "")

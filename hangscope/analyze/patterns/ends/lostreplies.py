@@ -155,13 +155,19 @@ def unwatched_mailboxes(snap: Snapshot, proc: Process, loop: Thread) -> list[int
 
 def lost_reply(g: Graph) -> WaitPattern | None:
     snap = g.snap
-    live = [p for p in snap.processes if not p.is_exited]
-    servers = {id(p) for p in g.having(may_serve)}
+    serving = g.having(may_serve)
+    servers = {id(p) for p in serving}
+    # ``_front`` answers only for a front end's role or a process with a server loop: those,
+    # in order (not each of 131,072 ranks); the live processes only where one is found.
+    fronts = snap.of_roles(*FRONT_ROLES)
+    candidates = (fronts or serving) if not (fronts and serving) else [
+        p for p in snap.processes if p.role in FRONT_ROLES or id(p) in servers]
     guests = visitors(snap)
-    for front in live:
-        found = _front(g, front, servers, guests)
+    for front in candidates:
+        found = None if front.is_exited else _front(g, front, servers, guests)
         if found is None or not _idle(snap, front):
             continue
+        live = [p for p in snap.processes if not p.is_exited]
         thread, clients = found
         senders = [g.procs[pid] for pid in sorted(_peers(snap, front.pid) - set(clients))
                    if pid in g.procs]
