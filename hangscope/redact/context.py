@@ -70,9 +70,12 @@ _URL_CREDENTIALS = re.compile(
 
 # scheme://USER@host where the user part alone is the credential: a token cloned with
 # (https://<token>@github.com/...), a Sentry DSN's public key. Plain names (git@, postgres@,
-# x-access-token:) are kept: only a user part that looks like a token is masked.
+# x-access-token:) are kept: only a user part that looks like a token is masked. Of any length:
+# a cap would leave a longer one whole, and the token shapes masked inside it after would bring
+# it under the cap for the next pass (redact_text must be idempotent). The run cannot hold "@"
+# or ":", so a lookahead that fails at its end fails at every shorter end too: linear.
 _URL_USER = re.compile(
-    r"((?<![A-Za-z0-9+.*-])[A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:\"'<>]{12,256})"
+    r"((?<![A-Za-z0-9+.*-])[A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@:\"'<>]{12,})"
     r"(?=@|:[^\s/?#\"'<>]*@)"
 )
 
