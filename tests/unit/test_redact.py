@@ -778,7 +778,7 @@ FRAGMENTS = st.one_of(
 @example(parts=["--token", "-", "hf_", "a" * 40, " x"])
 # A URL's user part over 256 characters was left whole, then brought under that cap by the
 # token shapes masked inside it: the second pass masked it (found by this test).
-@example(parts=["A://", "sk-ant-api03-" + "0" * 34, "sk-proj-" + "0" * 48, "0" * 77,
+@example(parts=["A://", "sk-ant-api03-" + "0" * 34, "sk-proj-" + "0" * 49, "0" * 77,
                 "eyJ0000000000.0000000000000000000." + "0" * 42, "@"])
 def test_GIVEN_secret_like_fragments_WHEN_redacted_twice_THEN_the_second_pass_changes_nothing(
     parts: list[str],
