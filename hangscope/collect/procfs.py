@@ -1221,6 +1221,12 @@ def _fifo_path(pid: int, nr: int, args: tuple[int, ...]) -> str | None:
         return name
 
 
+def read_wchan(pid: int, tid: int) -> str | None:
+    """``cat /proc/PID/task/TID/wchan``: the kernel function a blocked thread sleeps in."""
+    text = (_cat(f"{PROC}/{pid}/task/{tid}/wchan") or "").strip()
+    return text if text and text != "0" else None
+
+
 def _in_poll(task: str) -> bool:
     return (_cat(f"{task}/wchan") or "").startswith(("poll_schedule_timeout", "do_sys_poll"))
 

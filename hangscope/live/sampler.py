@@ -501,14 +501,14 @@ class Sampler:
                  gpus: nvml.GpuReading) -> float | None:
         """When the window ends, where the silence before it covers it (``settle``): every
         watched process's Python threads had been off CPU for the whole window asked for, each
-        in a wait with no timeout, and none of those processes moved in the window's first
-        :data:`~settle.SETTLE_MIN_S` (or its first round, if longer). None: it runs on."""
+        in a wait no deadline ends within it, and none of those processes moved in the window's
+        first :data:`~settle.SETTLE_MIN_S` (or its first round, if longer). None: it runs on."""
         watcher = self._watcher
         if watcher is None or settle.on_gpu_host(
                 len(gpus.gpus), [t for r in first.values() for t in r.proc.fd_targets]):
             return None
         window = self.options.window
-        if not all(settle.silent_before(first[pid].dump if pid in first else None,
+        if not all(settle.silent_before(pid, first[pid].dump if pid in first else None,
                                         off_cpu.get(pid, {}), calls.get(pid, ()), window)
                    for pid in watcher.pids):
             return None
@@ -719,8 +719,9 @@ def _pids(n: int) -> str:
 
 def _settled_note(window: float, asked: float) -> str:
     return (f"The window ended after {window:.1f} s of the {asked:g} s: every Python thread "
-            f"of the job had been off CPU for longer before the dump, each in a wait with no "
-            f"timeout, and nothing of the job moved since (--whole-window watches it all).")
+            f"of the job had been off CPU for longer before the dump, each in a wait that no "
+            f"timeout ends within it, and nothing of the job moved since (--whole-window "
+            f"watches it all).")
 
 
 def _no_stacks(summary: str, fixes: Sequence[str]) -> Verdict:

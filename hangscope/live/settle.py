@@ -18,17 +18,26 @@ the dump, a process that read, wrote or computed since the window began, a job o
 "A wait with no timeout" is read from ``/proc/PID/task/TID/syscall`` (the number and six
 arguments of the syscall a blocked thread is in), right before py-spy pauses the process: a
 futex whose deadline pointer is NULL, a blocking read or write, poll/epoll with a timeout of
--1, select/ppoll without a timeout, a wait for a child, a file lock, an accept. A timed wait
-that a ptrace stop interrupted goes on as ``restart_syscall``: timed.
+-1, select/ppoll without a timeout, a wait for a child, a file lock, an accept. A wait whose
+deadline lies beyond the window counts the same (it cannot end by itself inside it): gloo's
+send and recv, a TCPStore get and Python's ``Event.wait(600)`` wait on a futex with an absolute
+deadline (glibc's timed waits: FUTEX_WAIT_BITSET), read from the thread's memory
+(``/proc/PID/mem``, the access py-spy has); a sleep to an absolute time (``clock_nanosleep``
+with TIMER_ABSTIME: Python's ``time.sleep``) likewise; a poll's timeout counts from when the
+thread last ran. A deadline that cannot be read (a relative futex timeout, a wait a ptrace stop
+interrupted that resumed as ``restart_syscall`` with no absolute time to read) is taken as due.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import platform
-from collections.abc import Collection, Mapping, Sequence
+import struct
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 
-from hangscope.collect import pyspy
+from hangscope.collect import procfs, pyspy
 from hangscope.model.waits import SYSCALLS, TaskSyscall
 
 #: The least of the window watched, however long the job was silent before it.
@@ -76,15 +85,72 @@ def untimed(call: TaskSyscall, arch: str = _ARCH) -> bool:
     return call.nr in _ALWAYS.get(arch, ())
 
 
-def silent_before(dump: pyspy.DumpResult | None, off_cpu: Mapping[int, float],
-                  calls: Sequence[TaskSyscall], window: float) -> bool:
-    """Every Python thread of ``dump`` had been off CPU for ``window`` or longer, blocked in a
-    wait with no timeout, when its process was read (before py-spy paused it)."""
+_FUTEX = {"x86_64": 202, "aarch64": 98}
+_RESTART = {"x86_64": 219, "aarch64": 128}
+_CLOCK_NANOSLEEP = {"x86_64": 230, "aarch64": 115}
+# FUTEX_LOCK_PI, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2: an absolute deadline
+# (LOCK_PI's on CLOCK_REALTIME, the others' on it where FUTEX_CLOCK_REALTIME is set).
+_FUTEX_ABSOLUTE = {6, 9, 11, 13}
+_FUTEX_CMD = 0x7F  # the op without FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME
+_FUTEX_CLOCK_REALTIME = 256
+_TIMER_ABSTIME = 1
+
+#: (pid, address, size) -> those bytes of the process's memory, or None.
+ReadMemory = Callable[[int, int, int], "bytes | None"]
+
+
+def waits_on(pid: int, call: TaskSyscall, off_cpu: float, *, wchan: str | None = None,
+             read: ReadMemory = procfs.read_memory, arch: str = _ARCH) -> float:
+    """Seconds ``call`` goes on waiting from now unless another party ends it: infinite for a
+    wait with no timeout, the time left to its deadline where one can be read, 0 where not.
+    ``off_cpu``: how long the thread has been off CPU (in its wait since it last ran);
+    ``wchan``: what a ``restart_syscall`` sleeps in (read here where not given)."""
+    if untimed(call, arch):
+        return math.inf
+    nr, args = call.nr, call.args
+    if nr == _RESTART.get(arch) and not call.polled:  # a futex's registers, or not one
+        wchan = wchan if wchan is not None else procfs.read_wchan(pid, call.tid)
+        nr = _FUTEX[arch] if (wchan or "").startswith("futex") else -1
+    if nr == _FUTEX.get(arch) and len(args) > 3 and args[3]:
+        cmd = args[1] & _FUTEX_CMD
+        if cmd not in _FUTEX_ABSOLUTE:
+            return 0.0  # a relative timeout: when it started is not known
+        realtime = cmd == 6 or bool(args[1] & _FUTEX_CLOCK_REALTIME)
+        return _left(pid, args[3], time.CLOCK_REALTIME if realtime else time.CLOCK_MONOTONIC,
+                     read)
+    if nr == _CLOCK_NANOSLEEP.get(arch) and len(args) > 2 and args[1] & _TIMER_ABSTIME:
+        return _left(pid, args[2], args[0], read)
+    where = _TIMEOUT_ARG.get(arch, {}).get(nr)
+    if where is not None and where[1] == "ms" and nr == call.nr:  # not resumed: whole
+        return (args[where[0]] & 0xFFFFFFFF) / 1000 - off_cpu
+    return 0.0
+
+
+def _left(pid: int, address: int, clock: int, read: ReadMemory) -> float:
+    """The time left to the absolute ``struct timespec`` at ``address`` on ``clock``."""
+    raw = read(pid, address, 16) if address else None
+    if raw is None:
+        return 0.0
+    seconds, nanoseconds = struct.unpack("=qq", raw)
+    try:
+        now = time.clock_gettime(clock)
+    except OSError:
+        return 0.0
+    return seconds + nanoseconds / 1e9 - now
+
+
+def silent_before(pid: int, dump: pyspy.DumpResult | None, off_cpu: Mapping[int, float],
+                  calls: Sequence[TaskSyscall], window: float, *,
+                  read: ReadMemory = procfs.read_memory) -> bool:
+    """Every Python thread of ``dump`` had been off CPU for ``window`` or longer, in a wait
+    that no deadline ends within ``window`` from now, when process ``pid`` was read (before
+    py-spy paused it)."""
     if dump is None or not dump.ok or not dump.threads:
         return False
     blocked = {c.tid: c for c in calls}
-    return all(off_cpu.get(t.tid, 0.0) >= window and (c := blocked.get(t.tid)) is not None
-               and untimed(c) for t in dump.threads)
+    return all((off := off_cpu.get(t.tid, 0.0)) >= window
+               and (c := blocked.get(t.tid)) is not None
+               and waits_on(pid, c, off, read=read) > window for t in dump.threads)
 
 
 def on_gpu_host(gpus: int, fd_targets: Collection[str]) -> bool:

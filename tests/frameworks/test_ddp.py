@@ -32,7 +32,7 @@ def _torchrun(mode: str, tmp_path: Path):  # type: ignore[no-untyped-def]
     argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
             "--master-port", str(free_port()), str(JOBS), mode, str(workdir / "ready"),
             str(workdir)]
-    return running_target(argv, workdir, tags=["rank0", "rank1"], timeout=60)
+    return running_target(argv, workdir, tags=["rank0", "rank1"], timeout=90)
 
 
 @pytest.mark.parametrize("mode", ["ddp_progress", "fsdp_progress"])
@@ -40,6 +40,16 @@ def test_training_that_progresses_is_progressing(mode: str, tmp_path: Path) -> N
     with _torchrun(mode, tmp_path) as job:
         verdict = json.loads(dump_json(job.launcher))["verdict"]
     assert verdict["kind"] == "progressing", verdict
+
+
+def test_a_rank_waiting_on_its_computing_loader_worker_is_slow_not_a_straggler(
+        tmp_path: Path) -> None:
+    """Rank 1 waits for its DataLoader worker, which computes each batch for seconds; rank 0
+    waits in the step's all_reduce for rank 1. What rank 1 waits on works: slow, not hung."""
+    with _torchrun("ddp_slow_loader", tmp_path) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+    assert verdict["suspects"] in ([], [job.pids["rank1"]]), verdict
 
 
 def test_a_rank_inside_backward_waits_in_all_reduce_for_the_rank_that_never_got_there(

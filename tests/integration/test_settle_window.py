@@ -1,13 +1,15 @@
 """The window ends early where the job's silence before it covers it (hangscope/live/settle.py).
 
 GIVEN a real process whose one Python thread blocks for good in a wait with no timeout (a pipe
-nobody writes), WHEN the kernel says it has been off CPU longer than the 2 s window and it is
-dumped with the defaults, THEN the window ends after about 1 s, the report says why, and the
+nobody writes) or one whose deadline is minutes away (``Event.wait(600)``: a futex with an
+absolute deadline), WHEN the kernel says it has been off CPU longer than the 2 s window and it
+is dumped with the defaults, THEN the window ends after about 1 s, the report says why, and the
 verdict is the one a dump watching the whole window (``--whole-window``) gives.
 
-What keeps the whole window, each on a real process off CPU as long: a wait with a deadline
-(``Event.wait(600)``: a futex whose timeout pointer is set), and a process whose native thread
-writes while its Python thread waits (faulthandler's watchdog: I/O the window must see).
+What keeps the whole window, each on a real process off CPU as long: a deadline inside the
+window (``Event.wait(3)`` in a loop, read when it has 2.5 s behind it), and a process whose
+native thread writes while its Python thread waits (faulthandler's watchdog: I/O the window
+must see).
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ def _settled(data: dict[str, Any]) -> bool:
     return any(n.startswith("The window ended after") for n in data["notes"])
 
 
-def test_a_job_silent_longer_than_the_window_is_not_watched_all_of_it(tmp_path: Path) -> None:
-    (early, whole), _ = _dumps("pipe", tmp_path, (), ("--whole-window",))
+@pytest.mark.parametrize("mode", ["pipe", "far"])
+def test_a_job_silent_longer_than_the_window_is_not_watched_all_of_it(mode: str,
+                                                                    tmp_path: Path) -> None:
+    (early, whole), _ = _dumps(mode, tmp_path, (), ("--whole-window",))
     assert 1.0 <= early["window_s"] < WINDOW, early["window_s"]
     assert _settled(early), early["notes"]
     assert whole["window_s"] >= WINDOW and not _settled(whole), whole["notes"]

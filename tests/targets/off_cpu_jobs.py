@@ -3,8 +3,9 @@
     python off_cpu_jobs.py MODE READY_FILE WORKDIR
 
 ``pipe``: ``os.read`` of a pipe whose write end it holds and never writes. ``lock``: a
-``threading.Lock`` acquired a second time by its holder. ``timed``: ``Event.wait(600)``, a
-futex wait with a deadline. ``writer``: ``pipe``, while a native thread (faulthandler's
+``threading.Lock`` acquired a second time by its holder. ``far``: ``Event.wait(600)``, a
+futex wait whose deadline is minutes away. ``timed``: ``Event.wait(3)`` again and again, a
+deadline every 3 s. ``writer``: ``pipe``, while a native thread (faulthandler's
 watchdog, no Python frames) writes a traceback to a file ten times a second. Appends
 ``"<pid> main"`` to READY_FILE just before it blocks; the test then waits until the kernel
 says the thread has not run for as long as it needs.
@@ -36,9 +37,15 @@ def lock(ready_file: str) -> None:
     held.acquire()  # its own holder: never released
 
 
-def timed(ready_file: str) -> None:
+def far(ready_file: str) -> None:
     ready(ready_file)
     threading.Event().wait(600)  # nobody sets it: wakes only at its deadline
+
+
+def timed(ready_file: str) -> None:
+    ready(ready_file)
+    while True:  # a poll every 3 s of something that never comes
+        threading.Event().wait(3)
 
 
 def writer(ready_file: str) -> None:
@@ -49,7 +56,7 @@ def writer(ready_file: str) -> None:
     pipe(ready_file)
 
 
-MODES = {"pipe": pipe, "lock": lock, "timed": timed, "writer": writer}
+MODES = {"pipe": pipe, "lock": lock, "far": far, "timed": timed, "writer": writer}
 
 if __name__ == "__main__":
     mode, ready_file, workdir = sys.argv[1:4]

@@ -289,3 +289,16 @@ def test_given_an_actor_no_node_can_place_then_the_autoscalers_words_say_why() -
             in verdict.summary), verdict.summary
     assert "is infeasible and waits for ever" in verdict.summary
     assert "hold every CPU" not in verdict.summary  # the advice for another cause
+
+
+def test_given_a_rank_waiting_on_its_computing_loader_worker_then_slow_not_a_straggler() -> None:
+    """Blind round 22's 06 (healthy: Lightning DDP, rank 1's DataLoader worker computes each
+    batch for seconds while rank 0 waits in the step's all_reduce), dumped again between two
+    batches, read a straggler "blocked elsewhere": rank 1 waits on its worker (IPC), and the
+    straggler's work test asked rank 1 itself. What it waits on works: slow, not hung."""
+    snap = reread("lightning_loader_worker_computes")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.PROGRESSING, verdict
+    assert verdict.summary.startswith("Slow, not hung: rank 1 waits on another process (IPC)")
+    assert "it waits for the data worker (PID " in verdict.summary, verdict.summary
+    assert ", which works: its Python stack went through" in verdict.summary

@@ -9,10 +9,13 @@ another party can end say so.
 
 from __future__ import annotations
 
+import math
+import struct
+import time
 from pathlib import Path
 
 from hangscope.collect.pyspy import DumpResult, PyThread
-from hangscope.live.settle import gpu_devices, on_gpu_host, silent_before, untimed
+from hangscope.live.settle import gpu_devices, on_gpu_host, silent_before, untimed, waits_on
 from hangscope.model.waits import TaskSyscall
 
 X86, ARM = "x86_64", "aarch64"
@@ -58,17 +61,50 @@ def _dump(*tids: int) -> DumpResult:
     return DumpResult(7, tuple(PyThread(t, None, False, False, ()) for t in tids))
 
 
-def test_silent_before_needs_every_python_thread_long_off_cpu_in_an_untimed_wait() -> None:
+def _memory(*at: tuple[int, float]) -> object:
+    """A process's memory holding a ``struct timespec`` of each (address, seconds)."""
+    held = {address: struct.pack("=qq", int(t), int((t % 1) * 1e9)) for address, t in at}
+    return lambda pid, address, size: held.get(address)
+
+
+def test_how_long_a_timed_wait_goes_on_is_read_from_its_deadline() -> None:
+    real, mono = time.clock_gettime(time.CLOCK_REALTIME), time.clock_gettime(time.CLOCK_MONOTONIC)
+    read = _memory((0x100, real + 1800), (0x200, mono + 600), (0x300, mono + 0.5))
+    # gloo's recv: FUTEX_WAIT_BITSET | PRIVATE | CLOCK_REALTIME to an absolute time
+    assert 1790 < waits_on(7, call(202, 0xA, 0x189, 0, 0x100), 5.0, read=read, arch=X86) < 1801
+    # Python's Event.wait(600): sem_clockwait, the same on CLOCK_MONOTONIC
+    assert 590 < waits_on(7, call(202, 0xA, 0x89, 0, 0x200), 5.0, read=read, arch=X86) < 601
+    assert waits_on(7, call(202, 0xA, 0x89, 0, 0x300), 5.0, read=read, arch=X86) < 1
+    # a relative FUTEX_WAIT timeout, a deadline that cannot be read: due now
+    assert waits_on(7, call(202, 0xA, 0x80, 0, 0x100), 5.0, read=read, arch=X86) == 0
+    assert waits_on(7, call(202, 0xA, 0x189, 0, 0x999), 5.0, read=read, arch=X86) == 0
+    # resumed after a ptrace stop: a futex's registers where its wchan says futex
+    assert waits_on(7, call(219, 0xA, 0x189, 0, 0x100), 5.0, wchan="futex_do_wait",
+                    read=read, arch=X86) > 1790
+    assert waits_on(7, call(219, 0xA, 0x189, 0, 0x100), 5.0, wchan="do_sys_poll",
+                    read=read, arch=X86) == 0
+    # time.sleep: clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline)
+    assert 590 < waits_on(7, call(230, 1, 1, 0x200), 5.0, read=read, arch=X86) < 601
+    assert waits_on(7, call(230, 1, 0, 0x200), 5.0, read=read, arch=X86) == 0  # relative
+    # a poll's timeout counts from when the thread last ran
+    assert waits_on(7, call(7, 0x7F00, 2, 5000), 1.5, read=read, arch=X86) == 3.5
+    assert waits_on(7, call(232, 6, 0x7F00, 64, 0xFFFFFFFF), 1.5, arch=X86) == math.inf
+
+
+def test_silent_before_needs_every_python_thread_long_off_cpu_in_a_wait_beyond_it() -> None:
+    mono = time.clock_gettime(time.CLOCK_MONOTONIC)
+    read = _memory((0x7F00, mono + 600), (0x7E00, mono + 1.0))
     calls = (call(202, 1, 0x80, 0, 0, tid=7), call(0, 5, 1, 1, tid=8),
-             call(202, 1, 0x80, 0, 0x7F00, tid=9))
-    off = {7: 30.0, 8: 2.5, 9: 60.0, 10: 0.01}  # 10: a native thread: not asked
-    assert silent_before(_dump(7, 8), off, calls, 2.0)
-    assert not silent_before(_dump(7, 8), off, calls, 3.0)  # 8 ran 2.5 s ago
-    assert not silent_before(_dump(7, 9), off, calls, 2.0)  # 9's wait has a deadline
-    assert not silent_before(_dump(7, 11), off, calls, 2.0)  # 11 unknown: not blocked
-    assert not silent_before(_dump(), off, calls, 2.0)  # no Python thread read
-    assert not silent_before(DumpResult(7, error="gone"), off, calls, 2.0)
-    assert not silent_before(None, off, calls, 2.0)
+             call(202, 1, 0x89, 0, 0x7E00, tid=9), call(202, 1, 0x89, 0, 0x7F00, tid=12))
+    off = {7: 30.0, 8: 2.5, 9: 60.0, 10: 0.01, 12: 3.0}  # 10: a native thread: not asked
+    assert silent_before(7, _dump(7, 8), off, calls, 2.0, read=read)
+    assert silent_before(7, _dump(7, 12), off, calls, 2.0, read=read)  # 600 s away
+    assert not silent_before(7, _dump(7, 8), off, calls, 3.0, read=read)  # 8 ran 2.5 s ago
+    assert not silent_before(7, _dump(7, 9), off, calls, 2.0, read=read)  # 9's is 1 s away
+    assert not silent_before(7, _dump(7, 11), off, calls, 2.0, read=read)  # 11: not blocked
+    assert not silent_before(7, _dump(), off, calls, 2.0, read=read)  # no Python thread read
+    assert not silent_before(7, DumpResult(7, error="gone"), off, calls, 2.0, read=read)
+    assert not silent_before(7, None, off, calls, 2.0, read=read)
 
 
 def test_a_gpu_host_keeps_the_window() -> None:

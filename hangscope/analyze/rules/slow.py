@@ -51,7 +51,7 @@ def working_straggler(facts: Facts) -> Verdict | None:
     sides = straggler_sides(facts)
     if sides is None:
         return None
-    proofs = [(p, work_words(facts.snapshot, p, facts.progress.get(p.key))) for p in sides.busy]
+    proofs = [(p, _works(facts, p)) for p in sides.busy]
     if not all(words for _, words in proofs):
         return None
     works = "; ".join(f"{describe(g, facts.is_rank)}" for g in sides.busy_groups)
@@ -59,7 +59,9 @@ def working_straggler(facts: Facts) -> Verdict | None:
                     for p, words in proofs)
     seconds = facts.snapshot.progress.seconds if facts.snapshot.progress is not None else 0.0
     waits = "; ".join(describe(g, facts.is_rank) for g in sides.wait_groups)
-    summary = (f"Slow, not hung: {works}, and works: over {seconds:.1f} s, {why}. "
+    # a rank that waits on the work ("it waits for X, which works") is not said to work
+    joint = "; over" if any(w.startswith(_WAITS_FOR) for _, w in proofs) else ", and works: over"
+    summary = (f"Slow, not hung: {works}{joint} {seconds:.1f} s, {why}. "
                + waits[:1].upper() + waits[1:]
                + " for it, as they should: they go on when it arrives. If this takes longer "
                "than the collective timeout, raise it (init_process_group(timeout=...)) or do "
@@ -67,6 +69,25 @@ def working_straggler(facts: Facts) -> Verdict | None:
     return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary,
                    tuple(p.pid for p in sides.busy), evidence(facts),
                    tuple(p.host for p in sides.busy))
+
+
+def _works(facts: Facts, proc: Process) -> str | None:
+    """What shows that ``proc`` works, or that what it waits for does: a rank that waits
+    on its own DataLoader worker (or any process, through the wait-for graph) that the window
+    saw work is that work's slow side, not blocked (blind round 22's 06: Lightning rank 1's
+    worker computing each batch for seconds while rank 0 waits in the step's all_reduce)."""
+    words = work_words(facts.snapshot, proc, facts.progress.get(proc.key))
+    if words is not None:
+        return words
+    chain = chain_to_work(facts.snapshot, proc.pid)
+    end = next((p for p in facts.processes if chain and p.pid == chain[-1]), None)
+    if end is None:
+        return None
+    works = work_words(facts.snapshot, end, facts.progress.get(end.key))
+    return f"{_WAITS_FOR}{who(end)}, which works: {works}" if works else None
+
+
+_WAITS_FOR = "it waits for "
 
 
 def loader_bound(facts: Facts) -> Verdict | None:

@@ -13,6 +13,11 @@ the mechanism of a real report:
                        DDP's reducer runs on gloo's threads while the main thread waits in
                        autograd's engine. pytorch/pytorch#150206 ("DDP hangs at
                        loss.backward() when one rank ..."), huggingface/accelerate#2149.
+- ``ddp_slow_loader``  DDP trains forever, rank 1's batches from a DataLoader worker that
+                       computes each one's features for seconds (pure Python); rank 0 waits
+                       in the step's all_reduce meanwhile, rank 1 for its worker: slow, not
+                       hung (blind round 22's 06: a Lightning straggler whose DataLoader
+                       worker does the work, read as a straggler "blocked elsewhere").
 - ``accel_progress``   Accelerate trains forever (the healthy twin).
 - ``accel_gather_mismatch`` rank 1 leaves training for an evaluation-only
                        ``accelerator.gather_for_metrics`` (an all_gather) while rank 0 is in
@@ -56,6 +61,38 @@ def fetch_shard() -> None:
     os.read(r, 1)
 
 
+def _features(seed: int) -> float:
+    """One item's features, computed for seconds in pure Python (a tokenizer, then the
+    statistics of its tokens, chunk by chunk)."""
+    total = 0.0
+    for chunk in range(3600):
+        tokens = _tokenize(seed, chunk)
+        total += _statistics(tokens)
+    return total
+
+
+def _tokenize(seed: int, chunk: int) -> list[int]:
+    return [(seed * 31 + chunk * 7 + i) % 97 for i in range(20_000)]
+
+
+def _statistics(tokens: list[int]) -> float:
+    return sum(t * t for t in tokens) / 1e9
+
+
+def slow_batches():  # rank 1's loader: its one worker computes each batch for seconds
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Slow(Dataset):
+        def __len__(self) -> int:
+            return 1 << 20
+
+        def __getitem__(self, index: int):
+            return torch.full((16, 32), _features(index) % 1.0)
+
+    return iter(DataLoader(Slow(), batch_size=None, num_workers=1))
+
+
 def ddp(mode: str, ready_file: str) -> None:
     import torch
     import torch.distributed as dist
@@ -67,7 +104,12 @@ def ddp(mode: str, ready_file: str) -> None:
     model = DistributedDataParallel(net)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     step = 0
+    batches = slow_batches() if mode == "ddp_slow_loader" and rank == 1 else None
     while True:
+        if batches is not None:
+            x = next(batches)
+        if mode == "ddp_slow_loader" and step == 1:
+            ready(ready_file, f"rank{rank}")
         if mode == "ddp_stalled_rank" and step == STALL_STEP:
             if rank == 1:
                 ready(ready_file, f"rank{rank}")
