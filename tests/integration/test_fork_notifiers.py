@@ -32,6 +32,20 @@ def test_children_waiting_for_a_thread_fork_did_not_copy_are_the_suspects(
     assert sorted(verdict["suspects"]) == sorted([pids["child0"], pids["child1"]]), verdict
 
 
+def test_children_waiting_on_a_future_of_a_loop_fork_did_not_copy_are_the_suspects(
+        tmp_path: Path) -> None:
+    """The object's thread runs asyncio's loop, not a method of its own class: the children
+    wait in ``Future.result`` for a coroutine only the parent's loop thread would run."""
+    data, pids = settled_dump(JOBS, "loop", tmp_path, ["parent", "child0", "child1"])
+    verdict = data["verdict"]
+    summary = verdict["summary"]
+    assert summary.startswith("A wait nobody can end"), summary
+    assert "wait in Future.result at Fetcher.get (fork_notifier_jobs.py:" in summary, summary
+    assert "fetch-loop at BaseEventLoop.run_forever" in summary, summary
+    assert "runs only in their parent" in summary and "fork copies only the thread" in summary
+    assert sorted(verdict["suspects"]) == sorted([pids["child0"], pids["child1"]]), verdict
+
+
 @pytest.mark.extended
 def test_a_client_restarted_in_each_child_is_not_stranded(tmp_path: Path) -> None:
     data, _ = settled_dump(JOBS, "restarted", tmp_path, ["parent", "child0", "child1"])

@@ -11,6 +11,11 @@ READY_FILE when it is where it stays. Modes:
 - ``stranded``  the children use the client as fork copied it: its queue and Event, but not
                 its thread (fork copies only the calling thread): ``flush()`` waits for ever
                 (hung; the thread that would set the Event runs in the parent only).
+- ``loop``      a ``Fetcher`` that runs its coroutines on an asyncio loop in a thread of
+                its own (``asyncio.run_coroutine_threadsafe(...).result()``); forked, each
+                child's fetch waits for ever on a Future that only the parent's loop thread
+                would complete (datachain#691: a dataset's event loop and DataLoader's fork;
+                blind round 22's 05).
 - ``restarted`` the client starts its thread again in each child
                 with a fresh queue and event (``os.register_at_fork(after_in_child=...)``):
                 every flush returns, and the
@@ -74,6 +79,44 @@ def parked(thread: threading.Thread) -> None:
         time.sleep(0.01)
 
 
+class Fetcher:
+    """Fetches through coroutines on its own event loop, run by a thread it starts."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.loop = asyncio.new_event_loop()
+        self.runner = threading.Thread(target=self.loop.run_forever, name="fetch-loop",
+                                       daemon=True)
+        self.runner.start()
+
+    async def _get(self, key: int) -> int:
+        return key * 2
+
+    def get(self, key: int) -> int:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(self._get(key), self.loop).result()
+
+
+def fetchers(ready_file: str) -> None:
+    fetcher = Fetcher()
+    fetcher.get(1)  # the loop runs: this process's fetches return
+    parked(fetcher.runner)
+    kids = []
+    for index in range(2):
+        pid = os.fork()
+        if pid == 0:
+            setproctitle.setproctitle(f"fetch-worker[{index}]")
+            ready(ready_file, f"child{index}")
+            fetcher.get(index)  # the loop was copied, its thread was not
+            os._exit(0)
+        kids.append(pid)
+    ready(ready_file, "parent")
+    for pid in kids:
+        os.waitpid(pid, 0)
+
+
 def exporter(client: Telemetry, index: int, ready_file: str, again: bool) -> None:
     setproctitle.setproctitle(f"exporter[{index}]")
     client.record(f"exporter {index} up")
@@ -90,6 +133,10 @@ def exporter(client: Telemetry, index: int, ready_file: str, again: bool) -> Non
 
 def main() -> None:
     mode, ready_file = sys.argv[1], sys.argv[2]
+    if mode == "loop":
+        setproctitle.setproctitle("fetch-host")
+        fetchers(ready_file)
+        return
     setproctitle.setproctitle("telemetry-host")
     client = Telemetry()
     client.record("host up")

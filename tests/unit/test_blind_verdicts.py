@@ -302,3 +302,21 @@ def test_given_a_rank_waiting_on_its_computing_loader_worker_then_slow_not_a_str
     assert verdict.summary.startswith("Slow, not hung: rank 1 waits on another process (IPC)")
     assert "it waits for the data worker (PID " in verdict.summary, verdict.summary
     assert ", which works: its Python stack went through" in verdict.summary
+
+
+def test_given_loader_workers_waiting_on_a_loop_left_behind_by_fork_then_that_is_said() -> None:
+    """Blind round 22's 05 (datachain#691: a dataset fetches through
+    ``asyncio.run_coroutine_threadsafe(...).result()`` on a loop whose thread it started
+    before the DataLoader forked its workers) read a wait chain to the workers "waiting on a
+    lock". The workers wait in ``Future.result`` for a loop thread that runs in the parent
+    only: a wait nobody can end, and why."""
+    snap = reread("dataloader_asyncio_loop_fork")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    workers = sorted(p.pid for p in snap.processes if p.role.value == "data_worker")
+    assert sorted(verdict.suspects) == workers, verdict
+    assert verdict.summary.startswith("A wait nobody can end:"), verdict.summary
+    assert "each wait in Future.result at RemoteJsonDataset.__getitem__ (train.py:75)" \
+        in verdict.summary, verdict.summary
+    assert "dataset-io-loop at BaseEventLoop.run_forever" in verdict.summary
+    assert "fork copies only the thread that calls it" in verdict.summary

@@ -7,7 +7,10 @@ reaches the child without it: the child's copy of the object still waits on its 
 Event or Queue for that thread, which runs on in the parent alone. The fact that says so is
 in the two stacks: the child's only program thread waits in a method of a class whose own
 thread, a method of that same class in that same file, runs in the parent (cpython#84559 and
-the multiprocessing "fork with threads" reports).
+the multiprocessing "fork with threads" reports), or waits for a ``concurrent.futures`` Future
+that only the parent's event loop or pool threads would complete (a dataset that fetches
+through ``asyncio.run_coroutine_threadsafe`` on a loop it started before the DataLoader forked
+its workers: datachain#691, blind round 22's 05).
 """
 
 from __future__ import annotations
@@ -26,20 +29,39 @@ def _owner(thread: Thread) -> Frame | None:
                  and not in_library(f.file)), None)
 
 
-def _left_behind(parent: Process, owner: Frame) -> Thread | None:
-    """The parent's thread that runs another method of ``owner``'s class, in its file."""
+#: A wait for a ``concurrent.futures.Future`` (``asyncio.run_coroutine_threadsafe(...).result()``,
+#: ``executor.submit(...).result()``), and the threads that complete one: an event loop's
+#: (its coroutines), a thread pool's workers (their calls). The object's thread is then in
+#: asyncio's or the pool's code, not a method of the object's own class.
+_FUTURE_WAIT = ("result", "concurrent/futures/_base.py")
+_FUTURE_MAKERS = (("run_forever", "asyncio/base_events.py"),
+                  ("_worker", "concurrent/futures/thread.py"))
+
+
+def _at(frame: Frame, where: tuple[str, str]) -> bool:
+    return (not frame.native and frame.name.rsplit(".", 1)[-1] == where[0]
+            and (frame.file or "").endswith(where[1]))
+
+
+def _left_behind(parent: Process, owner: Frame, waiter: Thread) -> tuple[Thread, Frame] | None:
+    """The parent's thread that runs another method of ``owner``'s class, in its file, or,
+    where ``waiter`` waits for a Future, one that completes Futures (an event loop, a pool
+    worker); with the frame that says so."""
     cls = owner.name.rsplit(".", 1)[0]
+    future = any(_at(f, _FUTURE_WAIT) for f in waiter.frames)
     for thread in parent.threads:
         if thread.tid == parent.pid:
             continue  # the forking thread: the child has its copy
         for f in thread.frames:
             if not f.native and f.file == owner.file and f.name.rsplit(".", 1)[0] == cls:
-                return thread
+                return thread, f
+            if future and any(_at(f, maker) for maker in _FUTURE_MAKERS):
+                return thread, f
     return None
 
 
 def fork_notifier(g: Graph) -> WaitPattern | None:
-    found: list[tuple[Process, Thread, Frame, Thread]] = []
+    found: list[tuple[Process, Thread, Frame, tuple[Thread, Frame]]] = []
     for proc in g.having(notified_frames):  # (its main thread waits to be notified)
         parent = g.procs.get(proc.ppid or 0)
         main = next((t for t in proc.threads if t.tid == proc.pid), None)
@@ -49,7 +71,7 @@ def fork_notifier(g: Graph) -> WaitPattern | None:
         if not all(_bystander(t) for t in proc.threads if t.tid != main.tid):
             continue  # a thread of its own that works may still notify it
         owner = _owner(main)
-        behind = _left_behind(parent, owner) if owner is not None else None
+        behind = _left_behind(parent, owner, main) if owner is not None else None
         if owner is not None and behind is not None:
             found.append((proc, main, owner, behind))
     if not found:
@@ -61,8 +83,10 @@ def fork_notifier(g: Graph) -> WaitPattern | None:
     wait = notified_wait(main)
     where = f"{wait.name} at {owner.name} ({owner.short_file}:{owner.line})" if wait else \
         owner.name
-    inner = user_frame(behind)
-    runs = f"{inner.name} ({inner.short_file}:{inner.line})" if inner is not None else "it"
+    behind, runs_in = behind
+    # an event loop's or a pool's thread: the loop it runs, not where it is in it just now
+    inner = runs_in if in_library(runs_in.file) else user_frame(behind) or runs_in
+    runs = f"{inner.name} ({inner.short_file}:{inner.line})"
     reaped = [k.pid for p in same for k in g.kids(p.pid) if k.is_exited]
     one = len(same) == 1
     its, it = ("its", "it") if one else ("their", "them")
