@@ -108,7 +108,11 @@ def waits_on(pid: int, call: TaskSyscall, off_cpu: float, *, wchan: str | None =
     if untimed(call, arch):
         return math.inf
     nr, args = call.nr, call.args
-    if nr == _RESTART.get(arch) and not call.polled:  # a futex's registers, or not one
+    if nr == _RESTART.get(arch) and call.polled:
+        # a poll a ptrace stop interrupted (procfs read its fds from its registers, which
+        # still hold its arguments): one of -1 ms resumes with no timeout (zmq's blocking recv)
+        return math.inf if len(args) > 2 and args[2] & 0x80000000 else 0.0
+    if nr == _RESTART.get(arch):  # a futex's registers, or not one
         wchan = wchan if wchan is not None else procfs.read_wchan(pid, call.tid)
         nr = _FUTEX[arch] if (wchan or "").startswith("futex") else -1
     if nr == _FUTEX.get(arch) and len(args) > 3 and args[3]:

@@ -83,6 +83,11 @@ def test_how_long_a_timed_wait_goes_on_is_read_from_its_deadline() -> None:
                     read=read, arch=X86) > 1790
     assert waits_on(7, call(219, 0xA, 0x189, 0, 0x100), 5.0, wchan="do_sys_poll",
                     read=read, arch=X86) == 0
+    # a poll a ptrace stop interrupted: zmq's blocking recv, poll(fds, 1, -1), resumes untimed
+    polled = TaskSyscall(8, 219, (0x7FFEC33F4648, 1, 0xFFFFFFFF, 0, 0, 0), polled=((9, 1),))
+    assert waits_on(7, polled, 5.0, read=read, arch=X86) == math.inf
+    timed = TaskSyscall(8, 219, (0x7FFEC33F4648, 1, 100, 0, 0, 0), polled=((9, 1),))
+    assert waits_on(7, timed, 5.0, read=read, arch=X86) == 0
     # time.sleep: clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline)
     assert 590 < waits_on(7, call(230, 1, 1, 0x200), 5.0, read=read, arch=X86) < 601
     assert waits_on(7, call(230, 1, 0, 0x200), 5.0, read=read, arch=X86) == 0  # relative
