@@ -1,0 +1,78 @@
+"""collect/waits.py settled() on real processes: the kernel's syscall read again where it disagrees
+with the dump's stack, kept where it agrees, and bounded where the thread never comes back."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from hangscope.collect import waits as settle
+from hangscope.collect.procfs import read_kernel_waits
+from hangscope.model import Frame, Process, Thread
+from hangscope.model.waits import TaskSyscall
+
+
+@pytest.fixture
+def sleeper() -> Iterator[int]:
+    """A process asleep in ``time.sleep`` (clock_nanosleep), ready once it is in it."""
+    proc = subprocess.Popen([sys.executable, "-c",
+                             "import time; print('ready', flush=True); time.sleep(120)"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if read_kernel_waits([proc.pid]).processes[0].syscalls:
+                break
+            time.sleep(0.01)
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _dumped(pid: int, innermost: str) -> Process:
+    thread = Thread(tid=pid, name="MainThread", state="S",
+                    frames=(Frame(innermost, native=True), Frame("<module>", "<string>", 1)))
+    return Process(pid=pid, threads=(thread,))
+
+
+def test_given_libc_decorations_then_the_wrapper_is_named() -> None:
+    assert settle.wrapper("__GI___poll") == "poll"
+    assert settle.wrapper("__libc_recv") == "recv"
+    assert settle.wrapper("read@GLIBC_2.2.5") == "read"
+    assert settle.wrapper("__read_nocancel") == "read"
+    assert settle.wrapper("epoll_wait") == "epoll_wait"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_given_a_read_taken_at_another_moment_then_it_is_read_again(sleeper: int) -> None:
+    kernel = read_kernel_waits([sleeper])
+    (now,) = kernel.processes[0].syscalls
+    # as if the read had caught it in a poll, while the dump's stack says clock_nanosleep
+    stale = replace(kernel, processes=(replace(kernel.processes[0], syscalls=(
+        TaskSyscall(sleeper, 7, (0, 1, 3600000, 0, 0, 0)),)),))
+    again = settle.settled(stale, [_dumped(sleeper, "clock_nanosleep")])
+    assert again.processes[0].syscalls == (now,)
+    assert again.processes[0].fds == kernel.processes[0].fds
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_given_a_read_that_agrees_then_it_stands_and_costs_nothing(sleeper: int) -> None:
+    kernel = read_kernel_waits([sleeper])
+    assert settle.settled(kernel, [_dumped(sleeper, "__clock_nanosleep")]) is kernel
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_given_a_thread_that_never_comes_back_then_the_first_read_stands(sleeper: int) -> None:
+    kernel = read_kernel_waits([sleeper])
+    started = time.monotonic()
+    again = settle.settled(kernel, [_dumped(sleeper, "__GI___poll")])
+    took = time.monotonic() - started
+    assert again is kernel
+    assert settle.SETTLE_DEADLINE_S <= took < settle.SETTLE_DEADLINE_S + 1.0, took
