@@ -50,13 +50,10 @@ _ARCH = platform.machine()
 
 # Syscalls that wait with no timeout whatever their arguments: blocking reads and writes
 # (recvfrom/recvmsg among them; Python's socket timeouts wait in poll), waits for a child,
-# flock, accept/accept4, pause.
-_ALWAYS = {
-    "x86_64": (SYSCALLS["x86_64"]["read"] | SYSCALLS["x86_64"]["write"]
-               | SYSCALLS["x86_64"]["wait"] | SYSCALLS["x86_64"]["flock"] | {43, 288, 34}),
-    "aarch64": (SYSCALLS["aarch64"]["read"] | SYSCALLS["aarch64"]["write"]
-                | SYSCALLS["aarch64"]["wait"] | SYSCALLS["aarch64"]["flock"] | {202, 242}),
-}
+# flock, and accept/accept4 and pause, which the table does not name.
+_ACCEPT_PAUSE = {"x86_64": {43, 288, 34}, "aarch64": {202, 242}}
+_ALWAYS = {arch: table["read"] | table["write"] | table["wait"] | table["flock"]
+           | _ACCEPT_PAUSE[arch] for arch, table in SYSCALLS.items()}
 # Syscalls whose timeout is one argument: (index, how to read it). "ptr": a pointer to the
 # timeout, NULL for none (futex, ppoll, select, pselect6, epoll_pwait2, rt_sigtimedwait);
 # "ms": an int of milliseconds, negative for none (poll, epoll_wait, epoll_pwait). Read before
@@ -85,9 +82,6 @@ def untimed(call: TaskSyscall, arch: str = _ARCH) -> bool:
     return call.nr in _ALWAYS.get(arch, ())
 
 
-_FUTEX = {"x86_64": 202, "aarch64": 98}
-_RESTART = {"x86_64": 219, "aarch64": 128}
-_CLOCK_NANOSLEEP = {"x86_64": 230, "aarch64": 115}
 # FUTEX_LOCK_PI, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2: an absolute deadline
 # (LOCK_PI's on CLOCK_REALTIME, the others' on it where FUTEX_CLOCK_REALTIME is set).
 _FUTEX_ABSOLUTE = {6, 9, 11, 13}
@@ -105,27 +99,31 @@ def waits_on(pid: int, call: TaskSyscall, off_cpu: float, *, wchan: str | None =
     wait with no timeout, the time left to its deadline where one can be read, 0 where not.
     ``off_cpu``: how long the thread has been off CPU (in its wait since it last ran);
     ``wchan``: what a ``restart_syscall`` sleeps in (read here where not given)."""
+    table = SYSCALLS.get(arch)
+    if table is None:
+        return 0.0
     if untimed(call, arch):
         return math.inf
-    nr, args = call.nr, call.args
-    if nr == _RESTART.get(arch) and call.polled:
-        # a poll a ptrace stop interrupted (procfs read its fds from its registers, which
-        # still hold its arguments): one of -1 ms resumes with no timeout (zmq's blocking recv)
-        return math.inf if len(args) > 2 and args[2] & 0x80000000 else 0.0
-    if nr == _RESTART.get(arch):  # a futex's registers, or not one
-        wchan = wchan if wchan is not None else procfs.read_wchan(pid, call.tid)
-        nr = _FUTEX[arch] if (wchan or "").startswith("futex") else -1
-    if nr == _FUTEX.get(arch) and len(args) > 3 and args[3]:
+    args, futex = call.args, call.nr in table["futex"]
+    if call.nr in table["restart"]:
+        if call.polled:
+            # a poll a ptrace stop interrupted (procfs read its fds from its registers, which
+            # still hold its arguments): -1 ms resumes with no timeout (zmq's blocking recv)
+            return math.inf if len(args) > 2 and args[2] & 0x80000000 else 0.0
+        # a futex's registers, or not one
+        futex = (wchan if wchan is not None else procfs.read_wchan(pid, call.tid) or ""
+                 ).startswith("futex")
+    if futex and len(args) > 3 and args[3]:
         cmd = args[1] & _FUTEX_CMD
         if cmd not in _FUTEX_ABSOLUTE:
             return 0.0  # a relative timeout: when it started is not known
         realtime = cmd == 6 or bool(args[1] & _FUTEX_CLOCK_REALTIME)
         return _left(pid, args[3], time.CLOCK_REALTIME if realtime else time.CLOCK_MONOTONIC,
                      read)
-    if nr == _CLOCK_NANOSLEEP.get(arch) and len(args) > 2 and args[1] & _TIMER_ABSTIME:
+    if call.nr in table["clock_nanosleep"] and len(args) > 2 and args[1] & _TIMER_ABSTIME:
         return _left(pid, args[2], args[0], read)
-    where = _TIMEOUT_ARG.get(arch, {}).get(nr)
-    if where is not None and where[1] == "ms" and nr == call.nr:  # not resumed: whole
+    where = _TIMEOUT_ARG.get(arch, {}).get(call.nr)
+    if where is not None and where[1] == "ms":  # (a poll not resumed: its timeout whole)
         return (args[where[0]] & 0xFFFFFFFF) / 1000 - off_cpu
     return 0.0
 

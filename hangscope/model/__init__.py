@@ -197,6 +197,12 @@ class Frame:
     # returns only once its objects came, so the line going on past it is news.
     untimed: tuple[str, ...] = ()
 
+    def runs(self, function: str, file_end: str) -> bool:
+        """A Python frame of ``function`` (its last dotted part: a method of any class) in a
+        file whose path ends ``file_end`` (``"concurrent/futures/_base.py"``)."""
+        return (not self.native and self.name.rsplit(".", 1)[-1] == function
+                and (self.file or "").endswith(file_end))
+
     @property
     def short_file(self) -> str | None:
         """The file as a user reads it: the path below site-packages, or the base name."""

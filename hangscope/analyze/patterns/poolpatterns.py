@@ -155,8 +155,7 @@ def lost_result(g: Graph) -> WaitPattern | None:
 def pool_runs(proc: Process, function: str) -> bool:
     """A thread of ``proc`` runs the ``multiprocessing.Pool`` method ``function``
     (``_handle_workers``, ``_handle_results``, ...)."""
-    return any(not f.native and (f.file or "").endswith("multiprocessing/pool.py")
-               and f.name.rsplit(".", 1)[-1] == function for t in proc.threads
+    return any(f.runs(function, "multiprocessing/pool.py") for t in proc.threads
                for f in t.frames)
 
 

@@ -31,8 +31,7 @@ _WAITS = ("wait", "wait_for", "acquire", "get", "join")
 
 
 def _in(thread: Thread, file: str, name: str) -> bool:
-    return any(not f.native and (f.file or "").endswith(file)
-               and f.name.rsplit(".", 1)[-1] == name for f in thread.frames)
+    return any(f.runs(name, file) for f in thread.frames)
 
 
 def _proxy_wait(thread: Thread) -> bool:

@@ -51,16 +51,16 @@ def working_straggler(facts: Facts) -> Verdict | None:
     sides = straggler_sides(facts)
     if sides is None:
         return None
-    proofs = [(p, _works(facts, p)) for p in sides.busy]
-    if not all(words for _, words in proofs):
+    proofs = [(p, proof) for p in sides.busy if (proof := _works(facts, p)) is not None]
+    if len(proofs) < len(sides.busy):
         return None
     works = "; ".join(f"{describe(g, facts.is_rank)}" for g in sides.busy_groups)
     why = "; ".join(words if len(proofs) == 1 else f"{short_who(p)}: {words}"
-                    for p, words in proofs)
+                    for p, (words, _) in proofs)
     seconds = facts.snapshot.progress.seconds if facts.snapshot.progress is not None else 0.0
     waits = "; ".join(describe(g, facts.is_rank) for g in sides.wait_groups)
     # a rank that waits on the work ("it waits for X, which works") is not said to work
-    joint = "; over" if any(w.startswith(_WAITS_FOR) for _, w in proofs) else ", and works: over"
+    joint = "; over" if any(through for _, (_, through) in proofs) else ", and works: over"
     summary = (f"Slow, not hung: {works}{joint} {seconds:.1f} s, {why}. "
                + waits[:1].upper() + waits[1:]
                + " for it, as they should: they go on when it arrives. If this takes longer "
@@ -71,23 +71,19 @@ def working_straggler(facts: Facts) -> Verdict | None:
                    tuple(p.host for p in sides.busy))
 
 
-def _works(facts: Facts, proc: Process) -> str | None:
-    """What shows that ``proc`` works, or that what it waits for does: a rank that waits
-    on its own DataLoader worker (or any process, through the wait-for graph) that the window
-    saw work is that work's slow side, not blocked (blind round 22's 06: Lightning rank 1's
-    worker computing each batch for seconds while rank 0 waits in the step's all_reduce)."""
+def _works(facts: Facts, proc: Process) -> tuple[str, bool] | None:
+    """What shows that ``proc`` works, or that what it waits for does (then True): a rank
+    that waits on its own DataLoader worker (or any process, through the wait-for graph) that
+    the window saw work is that work's slow side, not blocked (blind round 22's 06: Lightning
+    rank 1's worker computing each batch for seconds while rank 0 waits in the step's
+    all_reduce)."""
     words = work_words(facts.snapshot, proc, facts.progress.get(proc.key))
     if words is not None:
-        return words
+        return words, False
     chain = chain_to_work(facts.snapshot, proc.pid)
-    end = next((p for p in facts.processes if chain and p.pid == chain[-1]), None)
-    if end is None:
-        return None
-    works = work_words(facts.snapshot, end, facts.progress.get(end.key))
-    return f"{_WAITS_FOR}{who(end)}, which works: {works}" if works else None
-
-
-_WAITS_FOR = "it waits for "
+    end = facts.snapshot.process(chain[-1]) if chain else None
+    works = work_words(facts.snapshot, end, facts.progress.get(end.key)) if end else None
+    return (f"it waits for {who(end)}, which works: {works}", True) if end and works else None
 
 
 def loader_bound(facts: Facts) -> Verdict | None:

@@ -14,20 +14,19 @@ idle, not hung.
 from __future__ import annotations
 
 from hangscope.model import Category, Process, Snapshot
-
-#: futex, restart_syscall, by architecture.
-_FUTEX = {"x86_64": (202, 219), "aarch64": (98, 128)}
+from hangscope.model.waits import SYSCALLS
 
 
 def timed_waits(snap: Snapshot) -> frozenset[int]:
     """Threads (IDs) blocked in a futex wait that has a deadline."""
     kernel = snap.waits.kernel if snap.waits is not None else None
-    if kernel is None or kernel.arch not in _FUTEX:
+    table = SYSCALLS.get(kernel.arch) if kernel is not None else None
+    if kernel is None or table is None:
         return frozenset()
-    futex, restart = _FUTEX[kernel.arch]
+    futex = table["futex"] | table["restart"]
     wchan = {t.tid: t.wchan or "" for p in snap.processes for t in p.threads}
     return frozenset(c.tid for pf in kernel.processes for c in pf.syscalls
-                     if c.nr in (futex, restart) and len(c.args) > 3 and c.args[3] != 0
+                     if c.nr in futex and len(c.args) > 3 and c.args[3] != 0
                      and wchan.get(c.tid, "").startswith("futex"))
 
 

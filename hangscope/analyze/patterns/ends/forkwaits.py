@@ -38,24 +38,19 @@ _FUTURE_MAKERS = (("run_forever", "asyncio/base_events.py"),
                   ("_worker", "concurrent/futures/thread.py"))
 
 
-def _at(frame: Frame, where: tuple[str, str]) -> bool:
-    return (not frame.native and frame.name.rsplit(".", 1)[-1] == where[0]
-            and (frame.file or "").endswith(where[1]))
-
-
 def _left_behind(parent: Process, owner: Frame, waiter: Thread) -> tuple[Thread, Frame] | None:
     """The parent's thread that runs another method of ``owner``'s class, in its file, or,
     where ``waiter`` waits for a Future, one that completes Futures (an event loop, a pool
     worker); with the frame that says so."""
     cls = owner.name.rsplit(".", 1)[0]
-    future = any(_at(f, _FUTURE_WAIT) for f in waiter.frames)
+    future = any(f.runs(*_FUTURE_WAIT) for f in waiter.frames)
     for thread in parent.threads:
         if thread.tid == parent.pid:
             continue  # the forking thread: the child has its copy
         for f in thread.frames:
             if not f.native and f.file == owner.file and f.name.rsplit(".", 1)[0] == cls:
                 return thread, f
-            if future and any(_at(f, maker) for maker in _FUTURE_MAKERS):
+            if future and any(f.runs(*maker) for maker in _FUTURE_MAKERS):
                 return thread, f
     return None
 
