@@ -21,7 +21,7 @@ from hangscope.analyze.evidence.group import group_ranks
 from hangscope.analyze.evidence.locks import LockWait, file_lock_waits
 from hangscope.analyze.evidence.progress import PROGRESSING, SLOW, STUCK
 from hangscope.analyze.evidence.world import MissingRanks, missing_ranks
-from hangscope.frameworks import RANK_LAUNCHERS
+from hangscope.frameworks import RANK_LAUNCHERS, in_zmq_wait
 from hangscope.model import (
     NOT_RUNNING,
     Category,
@@ -194,8 +194,20 @@ def _stuck(working: Thread | None, category: Category, samples: int) -> bool:
     if working is None:
         return False
     # Stuck unless a change was *seen*: a sample that failed (py-spy timed out under load)
-    # is no evidence that the stack moved.
-    return working.samples <= 1 or working.unchanged_samples >= working.samples
+    # is no evidence that the stack moved. Nor is a change inside a framework's spin-then-poll
+    # wait that now sleeps in its poll (vLLM's worker, dumped within a second of its last
+    # message: round one sees ``sched_yield``, the later rounds the zmq poll): one wait.
+    return blocked(working)
+
+
+def blocked(thread: Thread) -> bool:
+    """Its stack never moved in the window (one sample: assumed), or it sleeps in the kernel
+    inside a framework's spin-then-poll wait for a message (hangscope/frameworks ``zmq_waits``:
+    samples catch it in ``sched_yield`` or in the poll, one wait either way). The wait-for
+    graph asks it of the threads it follows."""
+    return thread.samples <= 1 or thread.unchanged_samples >= thread.samples or (
+        thread.state == "S" and any(not f.native and in_zmq_wait(f.file)
+                                    for f in thread.frames[:10]))
 
 
 def unique_keys(processes: Sequence[Process], pid: int) -> tuple[ProcessKey, ...]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
+from hangscope.analyze.evidence.facts import blocked
 from hangscope.analyze.evidence.stackmemo import per_stack
-from hangscope.frameworks import in_zmq_wait
 from hangscope.model import Category, Frame, Process, Thread, in_library
 from hangscope.model.waits import WaitEdge
 
@@ -339,15 +339,6 @@ def join_edges(proc: Process) -> Iterator[WaitEdge]:
                 yield WaitEdge(proc.pid, thread.tid, "thread", f"thread {other.name or other.tid}",
                                "Thread.join in its stack; the process's other live threads",
                                to_pid=proc.pid, to_tid=other.tid, probable=True)
-
-
-def blocked(thread: Thread) -> bool:
-    """Its stack never moved in the window (one sample: assumed), or it sleeps in the kernel
-    inside a framework's spin-then-poll wait for a message (hangscope/frameworks ``zmq_waits``:
-    samples catch it in ``sched_yield`` or in the poll, one wait either way)."""
-    return thread.samples <= 1 or thread.unchanged_samples >= thread.samples or (
-        thread.state == "S" and any(not f.native and in_zmq_wait(f.file)
-                                    for f in thread.frames[:10]))
 
 
 #: Where a thread-to-thread wait is made, and its calls.
