@@ -17,6 +17,7 @@ import signal
 import socket
 import stat as stat_mod
 import struct
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
@@ -367,7 +368,8 @@ def read_off_cpu(pid: int) -> dict[int, float]:
     CPU. Each CPU's scheduler clock (``rq_clock_task``) leaves out the IRQ and steal time that
     CPU saw since boot, so two CPUs' clocks differ by seconds after hours of uptime (8.8 s on
     a 12 h VM): the reader moves itself onto each CPU the threads last ran on, reads its own
-    clock there (one move per CPU, its affinity restored after). Threads whose time is unknown
+    clock there (one move per CPU, its affinity restored after; each reading serves every
+    process read in the next :data:`CPU_CLOCK_TTL_S`). Threads whose time is unknown
     (no sched file, a time of 0, a CPU the reader may not run on) are left out.
     """
     base = f"{PROC}/{pid}/task"
@@ -389,24 +391,45 @@ def read_off_cpu(pid: int) -> dict[int, float]:
         parsed = parse_stat(tid, text) if text is not None else None
         if parsed is not None and parsed.processor in mask:
             by_cpu.setdefault(parsed.processor, []).append((tid, last))
-    out: dict[int, float] = {}
-    if not by_cpu:
-        return out
-    try:
-        for cpu, on_cpu in sorted(by_cpu.items()):
-            try:
-                os.sched_setaffinity(0, {cpu})
-            except OSError:
-                continue
-            now = exec_start_ms(_cat(f"{PROC}/thread-self/sched"))
-            if now is None:
-                break
-            for tid, last in on_cpu:
-                out[tid] = max(0.0, (now - last) / 1000.0)
-    finally:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, mask)
-    return out
+    clocks = _cpu_clocks(sorted(by_cpu), mask)
+    return {tid: max(0.0, (clocks[cpu] - last) / 1000.0)
+            for cpu, on_cpu in by_cpu.items() if cpu in clocks for tid, last in on_cpu}
+
+
+#: How long a CPU's scheduler clock, read by moving onto that CPU, serves later reads. The
+#: first round reads every rank at once, and each reader moved onto each CPU its rank's
+#: threads last ran on: 9 readers x 16 CPUs that py-spy kept busy, each move waiting for a
+#: slot there (0.07 s of a cold dump of 8 CUDA ranks, docs/performance-gpu.md). A clock read
+#: earlier understates an off-CPU time by at most its age, never overstates it: a thread that
+#: ran since reads 0.
+CPU_CLOCK_TTL_S = 0.25
+_clocks: dict[int, tuple[float, float]] = {}  # CPU -> (its clock in ms, monotonic time read)
+_clocks_lock = threading.Lock()
+
+
+def _cpu_clocks(cpus: list[int], mask: set[int]) -> dict[int, float]:
+    """Each CPU's scheduler clock in ms (``se.exec_start`` of this reader's own thread, read
+    on that CPU), read again where older than :data:`CPU_CLOCK_TTL_S`; one reader at a time
+    (the others wait and take its readings). The affinity is ``mask`` again after."""
+    with _clocks_lock:
+        now = time.monotonic()
+        stale = [cpu for cpu in cpus if now - _clocks.get(cpu, (0.0, -CPU_CLOCK_TTL_S))[1]
+                 > CPU_CLOCK_TTL_S]
+        try:
+            for cpu in stale:
+                try:
+                    os.sched_setaffinity(0, {cpu})
+                except OSError:
+                    continue
+                clock = exec_start_ms(_cat(f"{PROC}/thread-self/sched"))
+                if clock is None:
+                    break
+                _clocks[cpu] = (clock, time.monotonic())
+        finally:
+            if stale:
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(0, mask)
+        return {cpu: _clocks[cpu][0] for cpu in cpus if cpu in _clocks}
 
 
 def scan() -> dict[int, Stat]:

@@ -65,3 +65,42 @@ def test_same_column_says_how_long_the_thread_has_been_off_cpu(mode: str,
                and line.count("|") == header.count("|"))
     column = [c.strip() for c in header.split("|")].index("same")
     assert same_seconds(row.split("|")[column]) >= OFF, row
+
+
+def test_one_reading_of_each_cpu_clock_serves_every_read_of_a_round(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GIVEN a real thread blocked in a pipe, read twice in a row (as a round reads each rank
+    in turn), THEN the second read moves onto no CPU (the first one's clock readings serve it),
+    and neither says more than the thread can have been off CPU: a reused clock understates.
+    Past ``CPU_CLOCK_TTL_S`` the clocks are read again."""
+    import os
+    import time
+
+    from hangscope.collect import procfs
+
+    moves: list[object] = []
+    real = os.sched_setaffinity
+
+    def counted(pid: int, cpus: object) -> None:
+        moves.append(cpus)
+        real(pid, cpus)  # type: ignore[arg-type]
+
+    ttl = procfs.CPU_CLOCK_TTL_S
+    started = time.monotonic()
+    workdir = tmp_path / "pipe"
+    with support.running_target([sys.executable, str(JOBS), "pipe", str(workdir / "ready"),
+                                 str(workdir)], workdir, tags=["main"]) as job:
+        pid = job.pids["main"]
+        support.wait_off_cpu(pid, 1.0)
+        monkeypatch.setattr(procfs, "_clocks", {})
+        monkeypatch.setattr(os, "sched_setaffinity", counted)
+        first = procfs.read_off_cpu(pid)
+        moved = len(moves)
+        second = procfs.read_off_cpu(pid)
+        assert moved >= 2 and len(moves) == moved, moves  # a move there and the mask back
+        monkeypatch.setattr(procfs, "CPU_CLOCK_TTL_S", 0.0)
+        third = procfs.read_off_cpu(pid)
+        assert len(moves) > moved
+        bound = time.monotonic() - started
+    for read in (first, second, third):
+        assert 1.0 - ttl <= read[pid] <= bound, (read, bound)
