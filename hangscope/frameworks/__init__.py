@@ -144,6 +144,10 @@ class Framework:
     #: the progress window watches them too, or a job that computes reads as one that waits.
     #: Its system processes stay helpers (``helper_processes``), never watched.
     work_titles: tuple[str, ...] = ()
+    #: (function, file end) of its own loops over a rank's batches (Lightning's epoch loop):
+    #: a rank past such a loop, where a peer of the same code is still inside it, had fewer
+    #: batches (``Frame.runs``).
+    batch_loops: tuple[tuple[str, str], ...] = ()
 
 
 def _load() -> tuple[Framework, ...]:
@@ -178,6 +182,7 @@ LIBRARY_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.library_
 HELPER_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_threads)
 ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)
 WORK_TITLES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_titles)
+BATCH_LOOPS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.batch_loops)
 
 
 def in_zmq_wait(location: str | None) -> bool:

@@ -14,7 +14,11 @@ FRAMEWORK = Framework(name="lightning", launchers=("lightning",),
                       rank_tests=("is_global_zero", "global_rank", "local_rank"),
                       # lightning.pytorch.utilities.rank_zero_only (Lightning#18148: a
                       # collective property read inside one)
-                      rank_decorators=("rank_zero_only",))
+                      rank_decorators=("rank_zero_only",),
+                      # The loops over one epoch's batches (fit's and validate's): their
+                      # `while not self.done` runs `advance` once per batch.
+                      batch_loops=(("run", "lightning/pytorch/loops/training_epoch_loop.py"),
+                                   ("run", "lightning/pytorch/loops/evaluation_loop.py")))
 
 
 def _script(cmdline: Sequence[str]) -> tuple[str, ...]:

@@ -87,3 +87,21 @@ def test_a_checkpoint_saved_on_every_rank_trains_on(tmp_path: Path) -> None:
     with _lightning("ckpt_all", tmp_path) as job:
         data = json.loads(dump_json(job.launcher))
     assert data["verdict"]["kind"] == "progressing", data["verdict"]
+
+
+def test_uneven_batches_per_rank_name_the_rank_that_ran_out(tmp_path: Path) -> None:
+    """GIVEN each rank on its own shard, 8 batches on rank 0 and 6 on rank 1: rank 1 ends its
+    epoch and waits in ModelCheckpoint's barrier, rank 0 in its 7th batch's broadcast (two
+    ranks: no majority) THEN their stacks part in Lightning's fit loop, rank 0 still inside
+    the epoch's batch loop and rank 1 past it: rank 1 had fewer batches and is the suspect
+    (Lightning#9851; blind round 23's 06 read the tie and named nobody)."""
+    with _lightning("uneven", tmp_path) as job:
+        for pid in job.pids.values():
+            wait_off_cpu(pid, 1.0)  # each in its collective
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [job.pids["rank1"]], verdict
+    assert "Rank 1 finished its batches (_TrainingEpochLoop.run) and waits past that loop, " \
+        "in _FitLoop.on_advance_end (lightning/pytorch/loops/fit_loop.py:" in \
+        verdict["summary"], verdict

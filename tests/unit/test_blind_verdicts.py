@@ -320,3 +320,38 @@ def test_given_loader_workers_waiting_on_a_loop_left_behind_by_fork_then_that_is
         in verdict.summary, verdict.summary
     assert "dataset-io-loop at BaseEventLoop.run_forever" in verdict.summary
     assert "fork copies only the thread that calls it" in verdict.summary
+
+
+def test_given_a_rank_past_the_loop_its_peer_still_runs_then_it_is_the_odd_one() -> None:
+    # Blind round 23's 01 (pytorch#152964): rank 1 skipped an empty batch with `continue` and
+    # waits in the barrier after its FSDP loop; rank 0's last forward waits in all_gather.
+    # Two ranks, no majority: the first run named both.
+    snap = reread("fsdp_empty_batch_skipped")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES
+    assert verdict.suspects == (rank_pid(snap, 1),), verdict
+    assert "Rank 1 waits after the loop at main (train.py:68-80), at line 83, while rank 0 is " \
+        "still inside it: rank 1 ran fewer steps" in verdict.summary, verdict.summary
+
+
+def test_given_a_rank_past_lightnings_batch_loop_then_it_had_fewer_batches() -> None:
+    # Blind round 23's 06 (Lightning#9851): shards of 8 and 6 batches; rank 1 waits in
+    # ModelCheckpoint's barrier at its epoch's end, rank 0 in its 7th batch's broadcast.
+    snap = reread("lightning_uneven_shards")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES
+    assert verdict.suspects == (rank_pid(snap, 1),), verdict
+    assert "Rank 1 finished its batches (_TrainingEpochLoop.run) and waits past that loop, in " \
+        "_FitLoop.on_advance_end (lightning/pytorch/loops/fit_loop.py:484)" in verdict.summary
+
+
+def test_given_a_rank_on_a_loops_header_then_it_has_not_left_the_loop_nor_is_it_inside() -> None:
+    # Blind round 22's 04 (sglang#26482): TP1 at `for req in self.recv_requests():` (the
+    # header's broadcast, before the loop's first item), TP0 at the forward below that loop,
+    # both inside the scheduler's `while True`: neither left a loop the other runs, so the
+    # tie stands (the ranks' KV pools disagree; both are named).
+    snap = reread("sglang_tp_request_loop")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES
+    assert len(verdict.suspects) == 2, verdict
+    assert "after the loop" not in verdict.summary and "no majority" in verdict.summary

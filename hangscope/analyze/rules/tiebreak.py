@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from hangscope.analyze.evidence.facts import Facts
 from hangscope.analyze.evidence.identity import rank_label, replica_key
 from hangscope.analyze.evidence.progress_sites import signature
+from hangscope.analyze.rules.leftloop import left_loop
 from hangscope.frameworks.torch_distributed import in_ddp_backward
 from hangscope.model import Category, Group, Process
 
@@ -48,7 +49,8 @@ def break_tie(facts: Facts, members: Sequence[Process],
     path = _normal_path(facts, members)
     normal = [g for g in tied if g.op and signature(g.op, g.site) in path]
     if len(normal) != 1:
-        return _training_step(facts, tied) or _rank_guarded(facts, tied)
+        return (_training_step(facts, tied) or _rank_guarded(facts, tied)
+                or left_loop(facts, tied))
     group = normal[0]
     sig = signature(group.op or "", group.site)
     who = ", ".join(rank_label(p) for p in path[sig][:8])

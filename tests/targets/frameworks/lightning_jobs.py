@@ -15,6 +15,11 @@ appends ``"<pid> rank<N>"`` to READY_FILE once it is in its final state. Modes:
                    barrier, which rank 1 never enters: it goes on to the next epoch and waits
                    in its first collective (Lightning-AI/pytorch-lightning#19045).
 - ``ckpt_all``     the twin: every rank calls ``save_checkpoint`` (Lightning's way); trains on.
+- ``uneven``       each rank trains on its own shard (``use_distributed_sampler=False``): 8
+                   batches on rank 0, 6 on rank 1. Rank 1 ends its epoch and waits in
+                   ModelCheckpoint's barrier while rank 0 waits in its 7th batch's first
+                   collective. Lightning-AI/pytorch-lightning#9851 ("It will hang if there
+                   is an uneven number of batches"), #19272; blind round 23's 06.
 - ``ckpt_decorated`` the same checkpoint from a callback method under Lightning's own
                    ``@rank_zero_only`` (Lightning-AI/pytorch-lightning#18148: a collective
                    inside a rank-zero-only function; #19045).
@@ -27,6 +32,7 @@ import sys
 
 STALL_STEP = 3
 READY_STEP = 5
+UNEVEN = (8, 6)  # batches of rank 0 and rank 1 in ``uneven``
 
 
 def ready(path: str, tag: str) -> None:
@@ -55,6 +61,8 @@ def main() -> None:
                     os.read(r, 1)  # the rank-0-only step that never returns
             if self.global_step == READY_STEP and mode == "progress":
                 ready(ready_file, f"rank{self.global_rank}")
+            if mode == "uneven" and self.global_rank == 0 and batch_idx == UNEVEN[1] - 1:
+                ready(ready_file, "rank0")  # its next batch waits for rank 1, which is done
             return torch.nn.functional.mse_loss(self.net(x), y)
 
         def configure_optimizers(self):  # type: ignore[no-untyped-def]
@@ -69,6 +77,8 @@ def main() -> None:
 
         def on_train_epoch_end(self, trainer, pl_module):  # type: ignore[no-untyped-def]
             path = os.path.join(workdir, f"rank{trainer.global_rank}.ckpt")
+            if mode == "uneven":
+                ready(ready_file, f"rank{trainer.global_rank}")  # rank 1, out of batches
             if mode == "ckpt_decorated":
                 ready(ready_file, f"rank{trainer.global_rank}")
                 self.export(trainer, path)
@@ -82,11 +92,16 @@ def main() -> None:
                     ready(ready_file, f"rank{trainer.global_rank}")
 
     torch.manual_seed(0)
-    data = TensorDataset(torch.randn(64, 32), torch.randn(64, 1))
+    rows = 64
+    if mode == "uneven":  # the script is rank 0; Lightning starts rank 1 with LOCAL_RANK=1
+        rows = 8 * UNEVEN[int(os.environ.get("LOCAL_RANK", "0"))]
+    data = TensorDataset(torch.randn(rows, 32), torch.randn(rows, 1))
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=-1,
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, default_root_dir=workdir,
-                        callbacks=[SaveEveryEpoch()] if mode.startswith("ckpt") else [])
+                        logger=False, enable_checkpointing=mode == "uneven",
+                        enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=workdir, use_distributed_sampler=mode != "uneven",
+                        callbacks=[SaveEveryEpoch()] if mode.startswith("ckpt")
+                        or mode == "uneven" else [])
     trainer.fit(Net(), DataLoader(data, batch_size=8))
 
 
