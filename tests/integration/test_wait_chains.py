@@ -127,7 +127,8 @@ def test_a_rank_that_left_its_loop_early_into_a_store_wait_is_the_odd_one_out(
     summary = verdict["summary"]
     assert summary.startswith("Mismatched collectives: ranks 0,2 wait in all_reduce at "
                               "early_rank (chain_jobs.py:"), summary
-    assert "rank 1 waits on the c10d store (TCPStore wait/get) at early_rank" in summary
+    assert "rank 1 waits on the c10d store (TCPStore wait/get) for 'finished' at early_rank" \
+        in summary, summary
     assert "The odd one out is rank 1." in summary
 
 
@@ -272,3 +273,20 @@ def test_both_ends_of_one_connection_writing_it_with_full_buffers_are_a_deadlock
     summary = verdict["summary"]
     assert "both wait to send on the same connection, and neither reads" in summary, summary
     assert "both socket buffers are full" in summary
+
+
+@pytest.mark.extended
+def test_of_two_ranks_the_one_past_the_loop_in_a_store_get_is_the_odd_one(
+        tmp_path: Path) -> None:
+    """The same with 2 ranks (no majority): rank 1 waits in ``store.get("finished")`` past
+    the loop rank 0 still runs (its all_reduce inside it): rank 1 left first, it alone is the
+    suspect, and the key it waits for is named from its line."""
+    data, pids = _dump("early_pair", tmp_path, ["rank0", "rank1"])
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [pids["rank1"]], verdict
+    summary = verdict["summary"]
+    assert "rank 1 waits on the c10d store (TCPStore wait/get) for 'finished' at early_rank" \
+        in summary, summary
+    assert "Rank 1 waits after the loop at early_rank (chain_jobs.py:" in summary, summary
+    assert "The odd one out is rank 1." in summary, summary

@@ -355,3 +355,17 @@ def test_given_a_rank_on_a_loops_header_then_it_has_not_left_the_loop_nor_is_it_
     assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES
     assert len(verdict.suspects) == 2, verdict
     assert "after the loop" not in verdict.summary and "no majority" in verdict.summary
+
+
+def test_given_a_rank_in_a_store_get_of_its_own_then_the_key_is_named() -> None:
+    # Blind round 23's 02 (pytorch#67972): rank 1 waits in `store.get` for a neighbour's key
+    # that nobody sets (its rank index computed modulo 4 in a world of 2) while rank 0 waits
+    # in DDP's all_reduce. Both stay suspects (no loop says which side left), but the key read
+    # from its frame says where to look.
+    snap = reread("tcpstore_gossip_key")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES
+    assert verdict.suspects[0] == rank_pid(snap, 1), verdict
+    assert "rank 1 waits on the c10d store (TCPStore wait/get) for 'gossip/5/2' at gossip " \
+        "(train.py:35)" in verdict.summary, verdict.summary
+    assert "Nobody set the key it waits for" in verdict.summary

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hangscope.analyze.evidence.facts import Facts
+from hangscope.analyze.evidence.facts import Facts, by_key
 from hangscope.analyze.evidence.group import group_ranks
 from hangscope.analyze.evidence.identity import comparable_groups
 from hangscope.analyze.evidence.signatures import is_p2p
+from hangscope.analyze.rules.leftloop import left_loop
 from hangscope.model import (
     Category,
     Process,
@@ -47,6 +48,15 @@ def store_wait(thread: Thread | None) -> bool:
                               for f in thread.frames)
 
 
+def _keys(facts: Facts, procs: Sequence[Process]) -> dict[int, tuple[str, ...]]:
+    """PID -> the store keys its wait names (py-spy --locals of its frame), where read."""
+    waits = facts.snapshot.waits
+    if waits is None:
+        return {}
+    found = by_key(facts.processes, [r for r in waits.locals if r.store_keys])
+    return {p.pid: found[p.key].store_keys for p in procs if p.key in found}
+
+
 def _in_collective(facts: Facts, proc: Process) -> bool:
     thread = proc.working_thread
     return facts.categories[proc.key] is Category.COLLECTIVE and thread is not None \
@@ -76,17 +86,33 @@ def _skipped(facts: Facts, members: Sequence[Process]) -> Verdict | None:
         return None
     is_rank = facts.is_rank
     waiting = group_ranks(inside)
+    keys = _keys(facts, odd)
     sites = "; ".join(f"{group_names(g, is_rank)} {'waits' if len(g.ranks) == 1 else 'wait'} "
-                      "on the c10d store (TCPStore wait/get)" + (f" at {g.site}" if g.site else "")
+                      "on the c10d store (TCPStore wait/get)"
+                      + (f" for {' and '.join(map(repr, keys[g.pids[0]]))}"
+                         if keys.get(g.pids[0]) else "")
+                      + (f" at {g.site}" if g.site else "")
                       for g in group_ranks(odd))
     summary = ("Mismatched collectives: " + "; ".join(describe(g, is_rank) for g in waiting)
                + f", while {sites}, in no collective")
-    if len(inside) == len(odd):
+    sides = [*waiting, *group_ranks(odd)]
+    left = left_loop(facts, sides) if len(inside) == len(odd) and len(sides) == 2 else None
+    if left is not None and left[0] is sides[0]:
+        # Its stack says it left the loop the others still run: it skipped, not they.
+        summary += (f": {left[1]}. The odd one out is "
+                    f"{rank_set([rank_id(p) for p in odd], is_rank)}.")
+        suspects = odd
+    elif len(inside) == len(odd):
         # Two ranks, one in each: skipping a collective and entering one the other never
         # calls (an `if rank == 0:` branch) look the same; no majority says which.
         summary += (": either it skipped the collective the others wait in, or they entered "
                     "one it never calls. The groups are the same size: no majority says which "
                     "side is wrong.")
+        if keys:  # the key names where to look: who sets it, under which name
+            summary += (" Nobody set the key it waits for, and the ranks that could are "
+                        "inside the collective: look where it is set, and under which name (a "
+                        "PrefixStore prepends its prefix; a rank or step in the name may be "
+                        "computed differently).")
         suspects = [*odd, *inside]
     else:
         summary += (": it skipped the collective the others wait in (it left its loop early, "
