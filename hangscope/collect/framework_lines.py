@@ -4,6 +4,9 @@ file version, as collect/source.py parses.
 - The rank tests it lies under: ``if trainer.is_global_zero:`` (hangscope/frameworks
   ``rank_tests``). A collective in such a block is called by the ranks that pass the test only
   (the tie-breaker of analyze/rules/tiebreak.py reads ``Frame.guards``).
+- The methods it submits through a framework's handle: ``gate.release.remote(who)`` submits
+  ``release`` (frameworks ``ObjectWait.submit``): a waiter's own call, which the method a
+  producer has in flight may not be (analyze/patterns/ends/uncalled.py).
 - The frameworks' object gets it calls with no timeout: ``ray.get(refs)`` (frameworks
   ``ObjectWait.calls``, whose timeout is keyword-only). Such a get returns only once its
   objects came, so a thread seen inside it and then past it got them
@@ -18,7 +21,7 @@ import re
 
 from hangscope.collect.source import Calls, _parse, _per_version, call_names
 from hangscope.diskcache import SourceCache
-from hangscope.frameworks import RANK_DECORATORS, RANK_TESTS, WAIT_CALLS
+from hangscope.frameworks import RANK_DECORATORS, RANK_TESTS, SUBMITS, WAIT_CALLS
 from hangscope.model import in_library
 
 _guard_cache = SourceCache("rank-guards")  # -> ((first, last, test, at, orelse), ...)
@@ -91,3 +94,30 @@ def untimed_at(path: str | None, line: int | None) -> tuple[str, ...]:
     found = _per_version(path, _untimed_cache, lambda source: untimed_calls(_parse(source))
                          if any(word in source for word in _WAIT_WORDS) else {}, {})
     return tuple(sorted(WAIT_CALLS & found.get(line, frozenset())))
+
+
+_submits_cache = SourceCache("submitted-methods")  # -> Calls
+
+
+def _submitted(tree: ast.AST) -> dict[int, frozenset[str]]:
+    """Line -> the methods its ``X.M.remote(...)`` calls submit (M), at the call's first line
+    and at its ``.remote``'s (a call spread over lines)."""
+    out: dict[int, set[str]] = {}
+    for node in ast.walk(tree):
+        func = node.func if isinstance(node, ast.Call) else None
+        if (isinstance(func, ast.Attribute) and func.attr in SUBMITS
+                and isinstance(func.value, ast.Attribute)):
+            for line in {node.lineno, getattr(func, "end_lineno", None) or node.lineno}:
+                out.setdefault(line, set()).add(func.value.attr)
+    return {line: frozenset(names) for line, names in out.items()}
+
+
+def submitted_at(path: str | None, line: int | None) -> tuple[str, ...]:
+    """The methods the program's own line ``path:line`` submits through a framework's handle
+    (``actor.method.remote(...)``; libraries are not read), sorted."""
+    if not SUBMITS or not path or not line or in_library(path):
+        return ()
+    words = tuple(f".{name}(".encode() for name in sorted(SUBMITS))
+    found = _per_version(path, _submits_cache, lambda source: _submitted(_parse(source))
+                         if any(word in source for word in words) else {}, {})
+    return tuple(sorted(found.get(line, frozenset())))

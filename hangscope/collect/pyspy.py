@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hangscope.collect.framework_lines import rank_guards, untimed_at
+from hangscope.collect.framework_lines import rank_guards, submitted_at, untimed_at
 from hangscope.collect.loops import code_loop_facts, loop_facts
 from hangscope.collect.parkedlocks import parked_for
 from hangscope.collect.procfs import read_cmdline
@@ -248,6 +248,7 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 loops=loops,
                 loop_kind=loop_kind,
                 untimed=() if native or not filename else untimed_at(str(filename), at),
+                submits=() if native or not filename else submitted_at(str(filename), at),
             )
         )
     # A stack that takes a lock: what each of its lines calls says which frame was entered

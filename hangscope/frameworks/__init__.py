@@ -90,6 +90,12 @@ class ObjectWait:
     #: What leaves a method awaiting a call nobody makes, and what to do: said when no live
     #: process of the job could make it.
     uncalled: str = ""
+    #: The call a handle's method goes through (``actor.release.remote(...)``: ``"remote"``):
+    #: a program's line ``X.M.remote(`` submits M to X (``Frame.submits``).
+    submit: str = ""
+    #: Why a submitted method waits behind the one in flight, which awaits, and what to do:
+    #: said where a waiter's own line submitted a method other than the one in flight.
+    queued: str = ""
 
 
 @dataclass(frozen=True)
@@ -197,6 +203,8 @@ OBJECT_WAITS: tuple[ObjectWait, ...] = tuple(
 
 #: The names programs call the frameworks' object gets by (``ObjectWait.calls``).
 WAIT_CALLS: frozenset[str] = frozenset(name for w in OBJECT_WAITS for name in w.calls)
+#: The calls handles' methods go through (``ObjectWait.submit``).
+SUBMITS: frozenset[str] = frozenset(w.submit for w in OBJECT_WAITS if w.submit)
 
 
 def _at(function: str | None, filename: str | None, frames: Sequence[tuple[str, str]]) -> bool:

@@ -70,6 +70,14 @@ OBJECT_WAIT = ObjectWait(
               "failed keeps its exception in its ObjectRef until something ray.get()s it. "
               "ray.get the producers' refs (or ray.wait on them with the consumer's), and give "
               "the wait a timeout"),
+    submit="remote",
+    # linagora/openrag#965: an async actor used as a semaphore, its acquire awaiting a
+    # condition that only its release sets, with the concurrency slots all held by acquires.
+    queued=("an actor runs max_concurrency calls at once (an async actor: per concurrency "
+            "group), so a method that awaits a later call to the same actor holds the slot "
+            "that call needs, and the later call waits in the actor's queue for ever: give "
+            "the actor more concurrency (max_concurrency=...) or put the waiting method and "
+            "the one that ends its wait in different concurrency groups (concurrency_groups)"),
     # ray#2541, ray#15594: actors (num_cpus=1 by default when they ask for none at creation
     # and for scheduling) hold what they asked for as long as they live.
     pending=("Ray starts a task only once the resources it asks for are free (num_cpus=1 by "

@@ -196,6 +196,10 @@ class Frame:
     # program's own line calls with no timeout, from its source (collect/source.py): such a get
     # returns only once its objects came, so the line going on past it is news.
     untimed: tuple[str, ...] = ()
+    # The methods the program's own line submits through a framework's handle, from its
+    # source: ``ray.get(gate.release.remote(who))`` -> ("release",). A waiter there waits for
+    # that method, whatever the producer's title says it runs now.
+    submits: tuple[str, ...] = ()
 
     def runs(self, function: str, file_end: str) -> bool:
         """A Python frame of ``function`` (its last dotted part: a method of any class) in a

@@ -246,7 +246,7 @@ class WaitPattern:
     # leaked_permits |
     # orphan_wait | full_queue |
     # fork_lock | event_loop | lost_wakeup | lost_result | pool_saturated | pool_starved |
-    # pending_tasks | uncalled |
+    # pending_tasks | uncalled | queued_call |
     # prompt | fifo_open | crash_loop | dead_thread | dead_process | dead_holder | dead_peer |
     # nested_checkout | signal_blocked | signal_ignored | self_connect | self_call | tty_stopped |
     # shared_connection | behind_sibling | sink

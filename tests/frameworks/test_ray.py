@@ -259,3 +259,22 @@ def test_a_driver_waiting_on_an_actor_no_node_can_place_says_the_request_is_infe
     assert verdict["suspects"] == [job.launcher], verdict
     assert "No available node types can fulfill resource request" in verdict["summary"]
     assert "'GPU': 1.0" in verdict["summary"] and "infeasible" in verdict["summary"], verdict
+
+
+def test_a_release_queued_behind_the_acquire_it_would_wake_names_the_actor(
+        tmp_path: Path) -> None:
+    """linagora/openrag#965: an async semaphore actor with one slot; a second ``acquire``
+    awaits the permit and holds the slot, so the driver's ``release`` waits in the actor's
+    queue. The driver's own line submitted ``release`` while the actor's title says
+    ``acquire`` runs: the call is made and queued, not missing (blind round 23's 03 read "a
+    call nobody makes" and blamed the waiter). The actor is the suspect."""
+    with _ray("semaphore", tmp_path, ["gate", "driver"]) as job:
+        poll(lambda: _in_ray_get(job.launcher), f"PID {job.launcher} inside ray.get", 60)
+        _quiet([job.launcher, job.pids["gate"]])
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [job.pids["gate"]], verdict
+    assert verdict["summary"].startswith("A call queued behind its own wait: "), verdict
+    assert "to run release, which it submitted, queued behind acquire" in verdict["summary"]
+    assert "max_concurrency" in verdict["summary"], verdict

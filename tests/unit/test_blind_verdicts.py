@@ -369,3 +369,15 @@ def test_given_a_rank_in_a_store_get_of_its_own_then_the_key_is_named() -> None:
     assert "rank 1 waits on the c10d store (TCPStore wait/get) for 'gossip/5/2' at gossip " \
         "(train.py:35)" in verdict.summary, verdict.summary
     assert "Nobody set the key it waits for" in verdict.summary
+
+
+def test_given_a_release_queued_behind_a_waiting_acquire_then_the_actor_is_the_suspect() -> None:
+    # Blind round 23's 03 (linagora/openrag#965), dumped again with the frames' submitted
+    # methods: doc0 waits for the `release` its line submitted while the one-slot actor runs
+    # doc1's `acquire`, which awaits that release.
+    snap = reread("ray_semaphore_queued")
+    verdict = snap.verdict
+    actor = next(p.pid for p in snap.processes if (p.title or "").startswith("ray::LLMGate"))
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.suspects == (actor,), verdict
+    assert "to run release, which it submitted, queued behind acquire" in verdict.summary

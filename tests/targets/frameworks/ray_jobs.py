@@ -43,6 +43,10 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 CPU-only cluster and waits on its first call: Ray never places it, and only
                 its autoscaler says why, in the driver's log (ray-project/ray#45909, "Make
                 infeasible tasks error much more obvious"; blind round 22's 03).
+- ``semaphore`` an async actor used as a semaphore (one permit, ``max_concurrency=1``): the
+                driver takes the permit, a second ``acquire`` awaits it and holds the actor's
+                only slot, and the driver's ``release`` waits in the actor's queue behind it
+                (linagora/openrag#965; blind round 23's 03).
 - ``queue_slow`` the twin: the producer task puts one shard, then computes for minutes
                 before the next; the consumer waits for it, the driver for both (healthy:
                 progressing).
@@ -159,6 +163,30 @@ class RateLimited:
         return os.getpid()
 
 
+class Gate:
+    """A semaphore as an async actor: acquire awaits a permit that release gives back."""
+
+    def __init__(self, ready_file: str) -> None:
+        import asyncio
+
+        self.ready_file = ready_file
+        self.permits = 1
+        self.changed = asyncio.Condition()
+
+    async def acquire(self, who: str) -> int:
+        async with self.changed:
+            if self.permits == 0:
+                ready(self.ready_file, "gate")  # it waits, holding the actor's only slot
+            await self.changed.wait_for(lambda: self.permits > 0)
+            self.permits -= 1
+            return os.getpid()
+
+    async def release(self, who: str) -> None:
+        async with self.changed:
+            self.permits += 1
+            self.changed.notify_all()
+
+
 def shard_task(coordinator: object, shard: int, ready_file: str, once: bool) -> int:
     import ray
 
@@ -261,6 +289,17 @@ def main() -> None:
         consumer = ray.remote(consume_first).remote(queue, ready_file)  # type: ignore[call-overload]
         ready(ready_file, "driver")
         ray.get([consumer, producer])
+        return
+    if mode == "semaphore":
+        gate = ray.remote(max_concurrency=1)(Gate).remote(ready_file)  # type: ignore[call-overload]
+        ray.get(gate.acquire.remote("driver"))  # the only permit
+        gate.acquire.remote("worker")  # awaits the permit: the slot is now taken
+        marks = Path(ready_file)
+        while not marks.exists() or not any(line.endswith(" gate")
+                                            for line in marks.read_text().splitlines()):
+            time.sleep(0.05)  # the actor's own ready line (the test's start deadline bounds it)
+        ready(ready_file, "driver")
+        ray.get(gate.release.remote("driver"))  # queued behind the waiting acquire
         return
     if mode in ("rate_limited", "flag_poll"):
         limited = ray.remote(RateLimited).remote()  # type: ignore[attr-defined]

@@ -35,7 +35,8 @@ stoppedends     A chain that ends at a stopped process: what stopped it, from th
                 child waits: the stop says why).
 uncalled        A call nobody makes: a producer's method (a Ray async actor's ``get``) awaits
                 another call to it while no live process of the job could make one; the
-                waiter for it is the suspect.
+                waiter for it is the suspect. Or the waiter's own line submitted that other
+                call, queued behind the method in flight (queued_call): the producer is.
 unaccepted      Connections nobody accepts: a listener with a full accept queue that no thread
                 watches.
 zmqends         A zmq receive nobody in the job owes a message: its live peers only wait for

@@ -10,6 +10,13 @@ itself waits for objects, and no process of the job computes, no such call is co
 producer of the items is gone (a failed task keeps its exception in its ObjectRef, logged
 nowhere: ray#19416, ray#6612). The suspect is the waiter, at its own line: its get has no
 timeout and nothing will end it.
+
+A call queued behind the one in flight: the waiter's own line submitted another method to the
+producer (``ray.get(gate.release.remote(who))``, ``Frame.submits``) than the one its title
+says runs (``acquire``), which awaits while its loops idle. The call is made; it waits in the
+producer's queue behind a method that holds the producer's concurrency and waits for it
+(linagora/openrag#965: a semaphore actor whose waiting acquires hold every slot, so the
+release never runs). The producer is the suspect.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.objectedges import awaiting_call, between_tasks, callers
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.frameworks import OBJECT_WAITS, does_work
+from hangscope.model import Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who, who_list
 
@@ -25,6 +33,39 @@ from hangscope.words import who, who_list
 def uncalled(g: Graph) -> WaitPattern | None:
     if not any(w.loop_threads for w in OBJECT_WAITS):
         return None
+    return _queued(g) or _uncalled(g)
+
+
+def _submitted(thread: Thread | None) -> tuple[str, ...]:
+    """The methods the thread's innermost program line that submits any submitted."""
+    return next((f.submits for f in thread.frames if f.submits), ()) if thread else ()
+
+
+def _queued(g: Graph) -> WaitPattern | None:
+    """A waiter whose own line submitted a method other than the producer's in flight."""
+    for i, edge in enumerate(g.edges):
+        if edge.kind != "object" or edge.probable or edge.to_pid is None:
+            continue
+        host, waiter = g.procs.get(edge.to_pid), g.procs.get(edge.pid)
+        found = awaiting_call(host) if host is not None and not host.is_exited else None
+        if found is None or waiter is None:
+            continue
+        wait, running = found
+        thread = next((t for t in waiter.threads if t.tid == edge.tid), None)
+        asked = _submitted(thread)
+        if not wait.queued or not asked or running in asked:
+            continue
+        methods = " and ".join(asked)
+        chain = (f"{thread_words(waiter, thread)} waits{site_words(thread)} for {who(host)} to "
+                 f"run {methods}, which it submitted, queued behind {running}: {who(host)} has "
+                 f"{running} in flight and its event loop idles, so {running} awaits, and "
+                 f"{methods} cannot start while it holds the actor. "
+                 + wait.queued[:1].upper() + wait.queued[1:])
+        return WaitPattern("queued_call", (host.pid, waiter.pid), chain, (i,), host.pid)
+    return None
+
+
+def _uncalled(g: Graph) -> WaitPattern | None:
     for i, edge in enumerate(g.edges):
         if edge.kind != "object" or edge.probable or edge.to_pid is None:
             continue
