@@ -21,11 +21,13 @@ release never runs). The producer is the suspect.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.objectedges import awaiting_call, between_tasks, callers
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
-from hangscope.frameworks import OBJECT_WAITS, does_work
-from hangscope.model import Thread
+from hangscope.frameworks import OBJECT_WAITS, ObjectWait, does_work
+from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who, who_list
 
@@ -33,7 +35,27 @@ from hangscope.words import who, who_list
 def uncalled(g: Graph) -> WaitPattern | None:
     if not any(w.loop_threads for w in OBJECT_WAITS):
         return None
-    return _queued(g) or _uncalled(g)
+    awaited = list(_awaited(g))
+    return next(filter(None, (_queued(*a) for a in awaited)), None) or next(
+        filter(None, (_uncalled(g, *a) for a in awaited)), None)
+
+
+#: One object wait on a producer whose method in flight awaits: (edge index, the waiter, its
+#: thread, the producer, the framework's wait, the method in flight).
+Awaited = tuple[int, Process, Thread | None, Process, ObjectWait, str]
+
+
+def _awaited(g: Graph) -> Iterator[Awaited]:
+    """Each sure object edge to a live producer whose method in flight awaits another call."""
+    for i, edge in enumerate(g.edges):
+        if edge.kind != "object" or edge.probable or edge.to_pid is None:
+            continue
+        host, waiter = g.procs.get(edge.to_pid), g.procs.get(edge.pid)
+        found = awaiting_call(host) if host is not None and not host.is_exited else None
+        if found is None or waiter is None or host is None:
+            continue
+        thread = next((t for t in waiter.threads if t.tid == edge.tid), None)
+        yield i, waiter, thread, host, *found
 
 
 def _submitted(thread: Thread | None) -> tuple[str, ...]:
@@ -41,53 +63,35 @@ def _submitted(thread: Thread | None) -> tuple[str, ...]:
     return next((f.submits for f in thread.frames if f.submits), ()) if thread else ()
 
 
-def _queued(g: Graph) -> WaitPattern | None:
+def _queued(i: int, waiter: Process, thread: Thread | None, host: Process, wait: ObjectWait,
+            running: str) -> WaitPattern | None:
     """A waiter whose own line submitted a method other than the producer's in flight."""
-    for i, edge in enumerate(g.edges):
-        if edge.kind != "object" or edge.probable or edge.to_pid is None:
-            continue
-        host, waiter = g.procs.get(edge.to_pid), g.procs.get(edge.pid)
-        found = awaiting_call(host) if host is not None and not host.is_exited else None
-        if found is None or waiter is None:
-            continue
-        wait, running = found
-        thread = next((t for t in waiter.threads if t.tid == edge.tid), None)
-        asked = _submitted(thread)
-        if not wait.queued or not asked or running in asked:
-            continue
-        methods = " and ".join(asked)
-        chain = (f"{thread_words(waiter, thread)} waits{site_words(thread)} for {who(host)} to "
-                 f"run {methods}, which it submitted, queued behind {running}: {who(host)} has "
-                 f"{running} in flight and its event loop idles, so {running} awaits, and "
-                 f"{methods} cannot start while it holds the actor. "
-                 + wait.queued[:1].upper() + wait.queued[1:])
-        return WaitPattern("queued_call", (host.pid, waiter.pid), chain, (i,), host.pid)
-    return None
+    asked = _submitted(thread)
+    if not wait.queued or not asked or running in asked:
+        return None
+    methods = " and ".join(asked)
+    chain = (f"{thread_words(waiter, thread)} waits{site_words(thread)} for {who(host)} to "
+             f"run {methods}, which it submitted, queued behind {running}: {who(host)} has "
+             f"{running} in flight and its event loop idles, so {running} awaits, and "
+             f"{methods} cannot start while it holds the actor. "
+             + wait.queued[:1].upper() + wait.queued[1:])
+    return WaitPattern("queued_call", (host.pid, waiter.pid), chain, (i,), host.pid)
 
 
-def _uncalled(g: Graph) -> WaitPattern | None:
-    for i, edge in enumerate(g.edges):
-        if edge.kind != "object" or edge.probable or edge.to_pid is None:
-            continue
-        host, waiter = g.procs.get(edge.to_pid), g.procs.get(edge.pid)
-        found = awaiting_call(host) if host is not None and not host.is_exited else None
-        if found is None or waiter is None:
-            continue
-        wait, method = found
-        # Every other process idles between tasks or waits for objects itself: none could
-        # be the one to call the producer (with one, the graph's edges lead to it).
-        if callers(g.snap, host.pid):
-            continue
-        idle = [p for p in g.snap.processes if not p.is_exited and p.role not in HELPER_ROLES
-                and p.pid != host.pid and does_work(p.title) and between_tasks(p)]
-        thread = next((t for t in waiter.threads if t.tid == edge.tid), None)
-        rest = (f"; {who_list(idle)} {'is' if len(idle) == 1 else 'are'} idle between tasks"
-                if idle else "")
-        chain = (f"{thread_words(waiter, thread)} waits{site_words(thread)} for {who(host)} "
-                 f"to return its {method}, and {method} awaits another call to it that no "
-                 f"live process of the job is making: its event loop idles with {method} in "
-                 f"flight, and every other process waits or has no task{rest}. "
-                 + wait.uncalled[:1].upper() + wait.uncalled[1:])
-        return WaitPattern("uncalled", (waiter.pid, host.pid, *(p.pid for p in idle)), chain,
-                           (i,), waiter.pid, edge.tid)
-    return None
+def _uncalled(g: Graph, i: int, waiter: Process, thread: Thread | None, host: Process,
+              wait: ObjectWait, method: str) -> WaitPattern | None:
+    # Every other process idles between tasks or waits for objects itself: none could
+    # be the one to call the producer (with one, the graph's edges lead to it).
+    if callers(g.snap, host.pid):
+        return None
+    idle = [p for p in g.snap.processes if not p.is_exited and p.role not in HELPER_ROLES
+            and p.pid != host.pid and does_work(p.title) and between_tasks(p)]
+    rest = (f"; {who_list(idle)} {'is' if len(idle) == 1 else 'are'} idle between tasks"
+            if idle else "")
+    chain = (f"{thread_words(waiter, thread)} waits{site_words(thread)} for {who(host)} "
+             f"to return its {method}, and {method} awaits another call to it that no "
+             f"live process of the job is making: its event loop idles with {method} in "
+             f"flight, and every other process waits or has no task{rest}. "
+             + wait.uncalled[:1].upper() + wait.uncalled[1:])
+    return WaitPattern("uncalled", (waiter.pid, host.pid, *(p.pid for p in idle)), chain,
+                       (i,), waiter.pid, thread.tid if thread is not None else None)
