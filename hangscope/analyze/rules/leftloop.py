@@ -28,7 +28,7 @@ from hangscope.analyze.evidence.identity import rank_label
 from hangscope.frameworks import BATCH_LOOPS
 from hangscope.model import Frame, Group
 
-_FEWER = ("ran fewer steps: it skipped one's collectives (a `continue` or `break` on some "
+_FEWER = ("ran fewer steps: it skipped a step's collectives (a `continue` or `break` on some "
           "ranks) or had fewer items (uneven data per rank). Every rank must run the loop's "
           "collectives the same number of times: give each the same number of batches, or "
           "run a step's collectives on every rank")
