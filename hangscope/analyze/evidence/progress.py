@@ -382,16 +382,16 @@ def _poller(thread: ThreadProgress) -> bool:
 
 
 def _ticks(thread: ThreadProgress, consumes: bool = False) -> bool:
-    """A poller's own tick: a heartbeat's timestamp, a monitor's log line. At most two small
-    reads or writes per wake-up, a few bytes each: the bookkeeping of a loop that wakes on its
-    own timer, not the job's data (a heartbeat process that only beats moves nothing anyone
-    waits for). Bytes it got from a pipe or a socket (``consumes``) were sent to it: data."""
+    """A poller's own tick: a heartbeat's timestamp, a monitor's log line, a supervisor's
+    health check (uvicorn's master pings each worker over a pipe and reads its pong every
+    0.5 s: a write and a read per worker). Small reads or writes, a few bytes each: the
+    bookkeeping of a loop that wakes on its own timer, not the job's data (a heartbeat process
+    that only beats moves nothing anyone waits for). Bytes it got from a pipe or a socket it
+    waits on (``consumes``) were sent to it: data."""
     io, c = thread.io, thread.counters
     if io is None or c is None or not _poller(thread) or (consumes and io.rchar > 0):
         return False
-    calls = io.syscr + io.syscw
-    wakes = c.voluntary if c.voluntary is not None else c.runs or 0
-    return calls <= 2 * max(wakes, 1) and io.rchar + io.wchar <= POLL_READ_BYTES * max(calls, 1)
+    return io.rchar + io.wchar <= POLL_READ_BYTES * max(io.syscr + io.syscw, 1)
 
 
 def _data_moved(proc: ProcessProgress, judged: ThreadProgress,

@@ -9,7 +9,10 @@ anything is wrong. Two such waits are healthy when they are all there is:
 - *idle*: a server waiting for work: the process listens on a port and its working thread's
   innermost Python frame is the server's own wait for the next event (``selectors``
   under ``socketserver``/``asyncio``'s loop, or ``accept``), not a blocking call inside a
-  handler or a coroutine (an event loop blocked by a synchronous ``recv`` is hung).
+  handler or a coroutine (an event loop blocked by a synchronous ``recv`` is hung). A
+  pre-fork server's master (uvicorn ``--workers``, gunicorn) is idle too where it waits in its
+  server's own code and a child of it accepts on the listening socket it opened: its
+  supervisor loop pings the workers, its own ticks (analyze/evidence/progress.py ``_ticks``).
 
 What waits only on those, for work they will send (a worker reading its task pipe from an
 idle server, a worker waiting for a coordinator asleep between phases), is idle too
@@ -114,6 +117,11 @@ def calm_kind(proc: Process, measured: RankProgress | None,
         return IDLE
     if proc.listening and proc.role is not Role.RANK and _polls_listener(kernel, proc, thread):
         return IDLE  # the program's own select loop over its listening socket
+    if snap is not None and any(part in (f.file or "") for f in thread.frames if not f.native
+                                for part in SERVER_LOOP_FILES) and _serving_children(snap, proc):
+        # a pre-fork server's master (uvicorn --workers, gunicorn): its children accept on
+        # the listening socket it opened, and it waits in its server's own supervisor loop
+        return IDLE
     if proc.role is not Role.RANK and in_zmq_receive(thread) and unconnected_listeners(
             kernel, proc):
         # a ZMQ front (a proxy, a ROUTER) that nobody is connected to: its I/O thread owns
@@ -122,6 +130,14 @@ def calm_kind(proc: Process, measured: RankProgress | None,
     if proc.role is not Role.RANK and _watches_files(kernel, proc, thread):
         return IDLE  # a drop-folder service: it waits for a file to appear
     return None
+
+
+def _serving_children(snap: Snapshot, proc: Process) -> bool:
+    """A child of ``proc`` holds one of ``proc``'s listening sockets (the same inode): the
+    socket was opened for the children to serve on."""
+    mine = {s.inode for s in proc.listening}
+    return bool(mine) and any(p.ppid == proc.pid and p.host == proc.host and not p.is_exited
+                              and mine & {s.inode for s in p.listening} for p in snap.processes)
 
 
 def native_server(proc: Process, kernel: KernelWaits | None) -> bool:

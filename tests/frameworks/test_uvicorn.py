@@ -1,0 +1,49 @@
+"""A real uvicorn server with 2 workers, idle (tests/targets/frameworks/uvicorn_workers.py).
+
+GIVEN ``uvicorn --workers 2`` that nobody sends a request, dumped by its master's PID (the one
+``ps`` shows first) THEN the job is idle, not progressing and not blocked: the master waits in
+uvicorn's supervisor loop and its pings to the workers (a few bytes over a pipe every 0.5 s)
+are its own ticks, not the job's data; its workers accept on the socket it opened (blind round
+23's 07 read "progressing", decided by the master's health checks).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from support import TARGETS, dump_json, read_ready, running_target
+
+pytestmark = pytest.mark.frameworks
+
+JOB = TARGETS / "frameworks" / "uvicorn_workers.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_idle_uvicorn_server_with_workers_is_idle(tmp_path: Path) -> None:
+    workdir = tmp_path / "uvicorn"
+    ready = workdir / "ready"
+    argv = [sys.executable, str(JOB), str(ready), str(_free_port())]
+
+    def both_workers(_target: object) -> bool:
+        return ready.exists() and sum(1 for line in ready.read_text().splitlines()
+                                      if line.endswith(" worker")) == 2
+
+    with running_target(argv, workdir, ready=both_workers, timeout=60) as job:
+        workers = {int(line.split()[0]) for line in ready.read_text().splitlines()}
+        assert len(read_ready(ready)) >= 1
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "idle", verdict
+    assert verdict["suspects"] == [], verdict
+    assert f"PID {job.launcher} is idle at Multiprocess.run (uvicorn/supervisors/" \
+        "multiprocess.py:" in verdict["summary"], verdict
+    assert all(f"PID {pid} is idle" in verdict["summary"] for pid in workers), verdict
