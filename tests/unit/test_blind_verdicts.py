@@ -381,3 +381,14 @@ def test_given_a_release_queued_behind_a_waiting_acquire_then_the_actor_is_the_s
     assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
     assert verdict.suspects == (actor,), verdict
     assert "to run release, which it submitted, queued behind acquire" in verdict.summary
+
+
+def test_given_an_idle_uvicorn_master_pinging_its_workers_then_the_job_is_idle() -> None:
+    # Blind round 23's 07 (uvicorn#2668): `uvicorn --workers 2`, no request. The master's
+    # health checks (a few bytes per worker every 0.5 s) read as data moving: "progressing".
+    snap = reread("uvicorn_workers_idle")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.IDLE, verdict
+    assert verdict.suspects == ()
+    assert "PID 4772 is idle at Multiprocess.run (uvicorn/supervisors/multiprocess.py:203)" \
+        in verdict.summary, verdict.summary
