@@ -99,25 +99,23 @@ def untimed_at(path: str | None, line: int | None) -> tuple[str, ...]:
 _submits_cache = SourceCache("submitted-methods")  # -> Calls
 
 
-def _submitted(tree: ast.AST) -> dict[int, frozenset[str]]:
-    """Line -> the methods its ``X.M.remote(...)`` calls submit (M), at the call's first line
-    and at its ``.remote``'s (a call spread over lines)."""
-    out: dict[int, set[str]] = {}
-    for node in ast.walk(tree):
-        func = node.func if isinstance(node, ast.Call) else None
-        if (isinstance(func, ast.Attribute) and func.attr in SUBMITS
-                and isinstance(func.value, ast.Attribute)):
-            for line in {node.lineno, getattr(func, "end_lineno", None) or node.lineno}:
-                out.setdefault(line, set()).add(func.value.attr)
-    return {line: frozenset(names) for line, names in out.items()}
+#: The handles' submit calls as bytes: a file without any of them is not parsed for them.
+_SUBMIT_WORDS = tuple(f".{name}(".encode() for name in sorted(SUBMITS))
+
+
+def _submitted(call: ast.Call) -> str | None:
+    """M of an ``X.M.remote(...)`` call (``SUBMITS``), else None."""
+    func = call.func
+    return func.value.attr if (isinstance(func, ast.Attribute) and func.attr in SUBMITS
+                               and isinstance(func.value, ast.Attribute)) else None
 
 
 def submitted_at(path: str | None, line: int | None) -> tuple[str, ...]:
     """The methods the program's own line ``path:line`` submits through a framework's handle
     (``actor.method.remote(...)``; libraries are not read), sorted."""
-    if not SUBMITS or not path or not line or in_library(path):
+    if not _SUBMIT_WORDS or not path or not line or in_library(path):
         return ()
-    words = tuple(f".{name}(".encode() for name in sorted(SUBMITS))
-    found = _per_version(path, _submits_cache, lambda source: _submitted(_parse(source))
-                         if any(word in source for word in words) else {}, {})
+    found = _per_version(path, _submits_cache, lambda source: call_names(
+        _parse(source), name_of=_submitted) if any(w in source for w in _SUBMIT_WORDS) else {},
+        {})
     return tuple(sorted(found.get(line, frozenset())))

@@ -150,20 +150,22 @@ def call_blocks(tree: ast.AST) -> tuple[CallBlock, ...]:
     return tuple(out)
 
 
-def call_names(tree: ast.AST, keep: Callable[[ast.Call], bool] = lambda call: True) -> Calls:
-    """The functions each line calls (those ``keep`` keeps), by their last name: a frame
-    whose caller's line calls no function of its name was entered some other way (a signal
-    handler, a callback). A call spread over lines counts at its first line and at its
-    function's last."""
+def _last_name(call: ast.Call) -> str | None:
+    func = call.func  # an ast.Name's id; no other callee but an attribute has a name
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+
+
+def call_names(tree: ast.AST, keep: Callable[[ast.Call], bool] = lambda call: True,
+               name_of: Callable[[ast.Call], str | None] = _last_name) -> Calls:
+    """The functions each line calls (those ``keep`` keeps), by their last name (or by
+    ``name_of``): a frame whose caller's line calls no function of its name was entered some
+    other way (a signal handler, a callback). A call spread over lines counts at its first
+    line and at its function's last."""
     out: dict[int, set[str]] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and keep(node):
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(
-                func, ast.Name) else None
-            if name is not None:
-                for line in {node.lineno, getattr(func, "end_lineno", None) or node.lineno}:
-                    out.setdefault(line, set()).add(name)
+        if isinstance(node, ast.Call) and keep(node) and (name := name_of(node)) is not None:
+            for line in {node.lineno, getattr(node.func, "end_lineno", None) or node.lineno}:
+                out.setdefault(line, set()).add(name)
     return {line: frozenset(names) for line, names in out.items()}
 
 

@@ -27,6 +27,18 @@ def _lightning(mode: str, tmp_path: Path):  # type: ignore[no-untyped-def]
     return running_target(argv, workdir, tags=["rank0", "rank1"], timeout=90)
 
 
+def _settled_mismatch(mode: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Run ``mode``, wait until each rank sits in its collective, dump: (the job, its
+    verdict), a mismatch of collectives."""
+    with _lightning(mode, tmp_path) as job:
+        for pid in job.pids.values():
+            wait_off_cpu(pid, 1.0)  # each in its collective
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    return job, verdict
+
+
 def _ranks(data: dict) -> dict[int, int | None]:  # type: ignore[type-arg]
     return {p["pid"]: (p["rank"] or {}).get("global_rank") for p in data["processes"]
             if p["role"] == "rank"}
@@ -57,12 +69,7 @@ def test_a_checkpoint_saved_on_global_zero_only_is_rank_0s_barrier_alone(tmp_pat
     """GIVEN rank 0 in ``save_checkpoint``'s barrier under ``if trainer.is_global_zero:`` and
     rank 1 in the next epoch's first collective (two ranks: no majority) THEN the tie is
     broken by the source: rank 0 called it under a test of its rank, so it is the odd one."""
-    with _lightning("ckpt_rank0", tmp_path) as job:
-        for pid in job.pids.values():
-            wait_off_cpu(pid, 1.0)  # each in its collective
-        data = json.loads(dump_json(job.launcher))
-    verdict = data["verdict"]
-    assert verdict["kind"] == "mismatched_collectives", verdict
+    job, verdict = _settled_mismatch("ckpt_rank0", tmp_path)
     assert verdict["suspects"] == [job.launcher], verdict
     assert "under `if trainer.is_global_zero:`" in verdict["summary"], verdict
 
@@ -72,12 +79,7 @@ def test_a_checkpoint_saved_in_a_rank_zero_only_method_is_rank_0s_barrier_alone(
     """GIVEN the same checkpoint from a callback method under ``@rank_zero_only`` THEN the
     decorator breaks the tie as the ``if`` did (blind round 19's 02: a collective property
     read in such a method; both ranks were suspects)."""
-    with _lightning("ckpt_decorated", tmp_path) as job:
-        for pid in job.pids.values():
-            wait_off_cpu(pid, 1.0)
-        data = json.loads(dump_json(job.launcher))
-    verdict = data["verdict"]
-    assert verdict["kind"] == "mismatched_collectives", verdict
+    job, verdict = _settled_mismatch("ckpt_decorated", tmp_path)
     assert verdict["suspects"] == [job.launcher], verdict
     assert "inside a function decorated `@rank_zero_only` (lightning_jobs.py:" \
         in verdict["summary"], verdict
@@ -95,12 +97,7 @@ def test_uneven_batches_per_rank_name_the_rank_that_ran_out(tmp_path: Path) -> N
     ranks: no majority) THEN their stacks part in Lightning's fit loop, rank 0 still inside
     the epoch's batch loop and rank 1 past it: rank 1 had fewer batches and is the suspect
     (Lightning#9851; blind round 23's 06 read the tie and named nobody)."""
-    with _lightning("uneven", tmp_path) as job:
-        for pid in job.pids.values():
-            wait_off_cpu(pid, 1.0)  # each in its collective
-        data = json.loads(dump_json(job.launcher))
-    verdict = data["verdict"]
-    assert verdict["kind"] == "mismatched_collectives", verdict
+    job, verdict = _settled_mismatch("uneven", tmp_path)
     assert verdict["suspects"] == [job.pids["rank1"]], verdict
     assert "Rank 1 finished its batches (_TrainingEpochLoop.run) and waits past that loop, " \
         "in _FitLoop.on_advance_end (lightning/pytorch/loops/fit_loop.py:" in \

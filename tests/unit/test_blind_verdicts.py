@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from hangscope.analyze import analyze
-from hangscope.model import Snapshot, VerdictKind
+from hangscope.model import Snapshot, Verdict, VerdictKind
 from hangscope.model.serialize import load
 
 BLIND = Path(__file__).parent.parent / "fixtures" / "blind"
@@ -22,6 +22,15 @@ def reread(name: str) -> Snapshot:
 
 def rank_pid(snap: Snapshot, rank: int) -> int:
     return next(p.pid for p in snap.ranks if p.rank is not None and p.rank.global_rank == rank)
+
+
+def _odd_rank(name: str, rank: int) -> Verdict:
+    """The dump's verdict, a mismatch of collectives whose one suspect is ``rank``."""
+    snap = reread(name)
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES
+    assert verdict.suspects == (rank_pid(snap, rank),), verdict
+    return verdict
 
 
 def test_given_lock_inversion_in_rank_1_then_local_deadlock_with_the_waiting_ranks() -> None:
@@ -326,10 +335,7 @@ def test_given_a_rank_past_the_loop_its_peer_still_runs_then_it_is_the_odd_one()
     # Blind round 23's 01 (pytorch#152964): rank 1 skipped an empty batch with `continue` and
     # waits in the barrier after its FSDP loop; rank 0's last forward waits in all_gather.
     # Two ranks, no majority: the first run named both.
-    snap = reread("fsdp_empty_batch_skipped")
-    verdict = snap.verdict
-    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES
-    assert verdict.suspects == (rank_pid(snap, 1),), verdict
+    verdict = _odd_rank("fsdp_empty_batch_skipped", 1)
     assert "Rank 1 waits after the loop at main (train.py:68-80), at line 83, while rank 0 is " \
         "still inside it: rank 1 ran fewer steps" in verdict.summary, verdict.summary
 
@@ -337,10 +343,7 @@ def test_given_a_rank_past_the_loop_its_peer_still_runs_then_it_is_the_odd_one()
 def test_given_a_rank_past_lightnings_batch_loop_then_it_had_fewer_batches() -> None:
     # Blind round 23's 06 (Lightning#9851): shards of 8 and 6 batches; rank 1 waits in
     # ModelCheckpoint's barrier at its epoch's end, rank 0 in its 7th batch's broadcast.
-    snap = reread("lightning_uneven_shards")
-    verdict = snap.verdict
-    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES
-    assert verdict.suspects == (rank_pid(snap, 1),), verdict
+    verdict = _odd_rank("lightning_uneven_shards", 1)
     assert "Rank 1 finished its batches (_TrainingEpochLoop.run) and waits past that loop, in " \
         "_FitLoop.on_advance_end (lightning/pytorch/loops/fit_loop.py:484)" in verdict.summary
 

@@ -13,10 +13,10 @@ verdict call one of them the odd one out of a group it does not belong to.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from hangscope.analyze.evidence.roles import int_or_none
-from hangscope.model import Process
+from hangscope.model import Process, Snapshot
 from hangscope.titles import title_coordinates
 from hangscope.words import LABEL_AXES, coordinates_label
 
@@ -64,6 +64,11 @@ def rank_label(proc: Process) -> str:
     if proc.rank is not None and proc.rank.key is not None:
         return f"rank {proc.rank.key}"
     return f"PID {proc.pid}"
+
+
+def group_labels(snap: Snapshot, pids: Iterable[int]) -> str:
+    """``rank 0, rank 2``: the :func:`rank_label` of each of ``pids`` the snapshot has."""
+    return ", ".join(rank_label(p) for pid in pids if (p := snap.process(pid)) is not None)
 
 
 def rank_key(proc: Process) -> tuple[object, ...]:

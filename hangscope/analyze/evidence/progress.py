@@ -388,8 +388,9 @@ def _ticks(thread: ThreadProgress, consumes: bool = False) -> bool:
     bookkeeping of a loop that wakes on its own timer, not the job's data (a heartbeat process
     that only beats moves nothing anyone waits for). Bytes it got from a pipe or a socket it
     waits on (``consumes``) were sent to it: data."""
-    io, c = thread.io, thread.counters
-    if io is None or c is None or not _poller(thread) or (consumes and io.rchar > 0):
+    io = thread.io
+    if io is None or thread.counters is None or not _poller(thread) or (
+            consumes and io.rchar > 0):
         return False
     return io.rchar + io.wchar <= POLL_READ_BYTES * max(io.syscr + io.syscw, 1)
 

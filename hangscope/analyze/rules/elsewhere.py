@@ -87,22 +87,24 @@ def _skipped(facts: Facts, members: Sequence[Process]) -> Verdict | None:
     is_rank = facts.is_rank
     waiting = group_ranks(inside)
     keys = _keys(facts, odd)
+    odd_groups = group_ranks(odd)
     sites = "; ".join(f"{group_names(g, is_rank)} {'waits' if len(g.ranks) == 1 else 'wait'} "
                       "on the c10d store (TCPStore wait/get)"
                       + (f" for {' and '.join(map(repr, keys[g.pids[0]]))}"
                          if keys.get(g.pids[0]) else "")
                       + (f" at {g.site}" if g.site else "")
-                      for g in group_ranks(odd))
+                      for g in odd_groups)
     summary = ("Mismatched collectives: " + "; ".join(describe(g, is_rank) for g in waiting)
                + f", while {sites}, in no collective")
-    sides = [*waiting, *group_ranks(odd)]
-    left = left_loop(facts, sides) if len(inside) == len(odd) and len(sides) == 2 else None
+    tie = len(inside) == len(odd)
+    sides = [*waiting, *odd_groups]
+    left = left_loop(facts, sides) if tie and len(sides) == 2 else None
     if left is not None and left[0] is sides[0]:
         # Its stack says it left the loop the others still run: it skipped, not they.
         summary += (f": {left[1]}. The odd one out is "
                     f"{rank_set([rank_id(p) for p in odd], is_rank)}.")
         suspects = odd
-    elif len(inside) == len(odd):
+    elif tie:
         # Two ranks, one in each: skipping a collective and entering one the other never
         # calls (an `if rank == 0:` branch) look the same; no majority says which.
         summary += (": either it skipped the collective the others wait in, or they entered "

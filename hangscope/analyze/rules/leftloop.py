@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hangscope.analyze.evidence.facts import Facts
-from hangscope.analyze.evidence.identity import rank_label
+from hangscope.analyze.evidence.identity import group_labels
 from hangscope.frameworks import BATCH_LOOPS
 from hangscope.model import Frame, Group
 
@@ -91,10 +91,8 @@ def left_loop(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
         how = _past(stacks[inside], stacks[past], depth)
         if how is None:
             continue
-        gone = ", ".join(rank_label(p) for pid in tied[past].pids
-                         if (p := facts.snapshot.process(pid)) is not None)
-        still = ", ".join(rank_label(p) for pid in tied[inside].pids
-                          if (p := facts.snapshot.process(pid)) is not None)
+        gone = group_labels(facts.snapshot, tied[past].pids)
+        still = group_labels(facts.snapshot, tied[inside].pids)
         return tied[inside], (f"{gone[:1].upper()}{gone[1:]} {how}, while {still} is still "
                               f"inside it: {gone} {_FEWER}")
     return None

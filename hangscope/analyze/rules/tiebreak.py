@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hangscope.analyze.evidence.facts import Facts
-from hangscope.analyze.evidence.identity import rank_label, replica_key
+from hangscope.analyze.evidence.identity import group_labels, rank_label, replica_key
 from hangscope.analyze.evidence.progress_sites import signature
 from hangscope.analyze.rules.leftloop import left_loop
 from hangscope.frameworks.torch_distributed import in_ddp_backward
@@ -68,8 +68,7 @@ def _training_step(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | N
     step = [g for g in tied if in_backward(g)]
     if len(step) != 1:
         return None
-    who = ", ".join(rank_label(p) for pid in step[0].pids
-                    if (p := facts.snapshot.process(pid)) is not None)
+    who = group_labels(facts.snapshot, step[0].pids)
     verb = "waits" if len(step[0].pids) == 1 else "wait"
     return step[0], (f"{who[:1].upper()}{who[1:]} {verb} in DDP's gradient all_reduce inside "
                      "backward, which every rank runs every training step: that is the "
@@ -101,8 +100,7 @@ def _rank_guarded(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | No
         return None
     odd = 0 if guards[0] is not None else 1
     group, normal = tied[odd], tied[1 - odd]
-    who = ", ".join(rank_label(p) for pid in group.pids
-                    if (p := facts.snapshot.process(pid)) is not None)
+    who = group_labels(facts.snapshot, group.pids)
     verb = "calls" if len(group.pids) == 1 else "call"
     test, _, where = (guards[odd] or "").rpartition(" (")
     # (collect/framework_lines.py names the else of a test so: its ranks fail the test)
