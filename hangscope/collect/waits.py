@@ -191,17 +191,22 @@ def _makes(thread: Thread, arch: str) -> set[int] | None:
 def settled(kernel: KernelWaits, procs: Sequence[Process]) -> KernelWaits:
     """``kernel`` with each thread's syscall read again where it disagrees with its stack."""
     restart = SYSCALLS.get(kernel.arch, {}).get("restart", set())
-    wanted: dict[tuple[int, int], set[int]] = {}
+    wanted: dict[tuple[int, int], set[int] | None] = {}
     for proc in procs:
         mine = kernel.process(proc.pid)
         if mine is None or mine.error is not None:
             continue
         for thread in proc.threads:
+            call = mine.syscall(thread.tid)
             makes = _makes(thread, kernel.arch)
             if makes is None:
+                # No stack to compare (a native server's thread, which py-spy cannot read):
+                # one the dump saw asleep but the read caught running woke for a moment (a
+                # redis-server's 100 ms timer); its next blocked syscall is where it waits.
+                if not thread.python and call is None and thread.state in ("S", "D"):
+                    wanted[(proc.pid, thread.tid)] = None
                 continue
             agrees = makes | restart
-            call = mine.syscall(thread.tid)
             # No syscall read of a thread the dump saw asleep: it ran at that moment.
             apart = thread.state in ("S", "D") if call is None else call.nr not in agrees
             if apart:
@@ -215,7 +220,7 @@ def settled(kernel: KernelWaits, procs: Sequence[Process]) -> KernelWaits:
     while pending and time.monotonic() < deadline:
         for (pid, tid), makes in list(pending.items()):
             again = read_syscalls(pid, [tid])
-            if again and again[0].nr in makes:
+            if again and (makes is None or again[0].nr in makes):
                 found[(pid, tid)] = again[0]
                 del pending[(pid, tid)]
                 if pid not in fds:

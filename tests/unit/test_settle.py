@@ -76,3 +76,42 @@ def test_given_a_thread_that_never_comes_back_then_the_first_read_stands(sleeper
     took = time.monotonic() - started
     assert again is kernel
     assert settle.SETTLE_DEADLINE_S <= took < settle.SETTLE_DEADLINE_S + 1.0, took
+
+
+@pytest.fixture
+def native_sleeper() -> Iterator[int]:
+    """``sleep 120``: a program py-spy cannot read, asleep in clock_nanosleep once started."""
+    proc = subprocess.Popen(["sleep", "120"])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if read_kernel_waits([proc.pid]).processes[0].syscalls:
+                break
+            time.sleep(0.01)
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _native(pid: int, state: str) -> Process:
+    return Process(pid=pid, threads=(Thread(tid=pid, name="sleep", state=state, python=False),))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_given_a_native_thread_caught_running_but_dumped_asleep_then_it_is_read_again(
+        native_sleeper: int) -> None:
+    # A redis-server wakes every 100 ms for its timer: a read at that moment finds it
+    # running, and calm could not see its event loop wait for clients (CI, 2026-12-06).
+    kernel = read_kernel_waits([native_sleeper])
+    (now,) = kernel.processes[0].syscalls
+    running = replace(kernel, processes=(replace(kernel.processes[0], syscalls=()),))
+    again = settle.settled(running, [_native(native_sleeper, "S")])
+    assert again.processes[0].syscalls == (now,)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_given_a_native_thread_dumped_running_then_its_read_stands(native_sleeper: int) -> None:
+    kernel = read_kernel_waits([native_sleeper])
+    running = replace(kernel, processes=(replace(kernel.processes[0], syscalls=()),))
+    assert settle.settled(running, [_native(native_sleeper, "R")]) is running
