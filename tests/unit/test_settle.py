@@ -3,6 +3,7 @@ with the dump's stack, kept where it agrees, and bounded where the thread never 
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
 import time
@@ -17,23 +18,27 @@ from hangscope.model import Frame, Process, Thread
 from hangscope.model.waits import TaskSyscall
 
 
-@pytest.fixture
-def sleeper() -> Iterator[int]:
-    """A process asleep in ``time.sleep`` (clock_nanosleep), ready once it is in it."""
-    proc = subprocess.Popen([sys.executable, "-c",
-                             "import time; print('ready', flush=True); time.sleep(120)"],
-                            stdout=subprocess.PIPE, text=True)
+def _asleep(argv: list[str]) -> Iterator[int]:
+    """Run ``argv``, a program that sleeps; its PID once the kernel shows it in the sleep."""
+    proc = subprocess.Popen(argv)
+    nanosleep = settle._MAKES[platform.machine()]["clock_nanosleep"]
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if read_kernel_waits([proc.pid]).processes[0].syscalls:
+            calls = read_kernel_waits([proc.pid]).processes[0].syscalls
+            if calls and calls[0].nr in nanosleep:
                 break
             time.sleep(0.01)
         yield proc.pid
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture
+def sleeper() -> Iterator[int]:
+    """A process asleep in ``time.sleep`` (clock_nanosleep), ready once it is in it."""
+    yield from _asleep([sys.executable, "-c", "import time; time.sleep(120)"])
 
 
 def _dumped(pid: int, innermost: str) -> Process:
@@ -81,17 +86,7 @@ def test_given_a_thread_that_never_comes_back_then_the_first_read_stands(sleeper
 @pytest.fixture
 def native_sleeper() -> Iterator[int]:
     """``sleep 120``: a program py-spy cannot read, asleep in clock_nanosleep once started."""
-    proc = subprocess.Popen(["sleep", "120"])
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if read_kernel_waits([proc.pid]).processes[0].syscalls:
-                break
-            time.sleep(0.01)
-        yield proc.pid
-    finally:
-        proc.kill()
-        proc.wait()
+    yield from _asleep(["sleep", "120"])
 
 
 def _native(pid: int, state: str) -> Process:
