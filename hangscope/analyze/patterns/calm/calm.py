@@ -51,15 +51,14 @@ from hangscope.analyze.patterns.calm.engines import (
     python_names,
 )
 from hangscope.analyze.patterns.threadpatterns import notified_wait, program_threads
-from hangscope.frameworks import SERVER_LOOP_FILES, does_work
+from hangscope.frameworks import SERVER_LOOP_FILES, does_work, server_loop_pattern
 from hangscope.model import Category, Process, Role, Snapshot, Thread
 from hangscope.model.progress import JobProgress, RankProgress
 from hangscope.model.waits import FILE_WATCHES, SYSCALLS, FdRecord, KernelWaits, TaskSyscall
 
 #: ...and the loop around it: a server's, not a one-off wait on a socket.
-_SERVER_LOOP = re.compile(
-    r"\((?:[^)]*/)?(?:socketserver\.py|asyncio/base_events\.py|http/server\.py|wsgiref/|"
-    + "|".join(re.escape(p) for p in SERVER_LOOP_FILES) + r")\)")
+_SERVER_LOOP = server_loop_pattern(
+    ("socketserver.py", "asyncio/base_events.py", "http/server.py", "wsgiref/"))
 
 
 _ACCEPT = re.compile(r"^(?:\S+\.)?(?:accept|_accept) \((?:[^)]*/)?socket\.py\)")
