@@ -124,6 +124,10 @@ class Framework:
     #: Thread-name prefixes of its helper threads (timers, keep-alives, heartbeats): they wait
     #: between beats by design, so neither their wait nor their beat says where the job is.
     helper_threads: tuple[str, ...] = ()
+    #: Target functions of its helper threads that Python names after them (``Thread-2
+    #: (process_output_sockets)``): an engine's I/O threads, relaying messages between its
+    #: sockets and its main loop's queues, wait between messages by design.
+    helper_targets: tuple[str, ...] = ()
     #: Source paths (a substring of a frame's file) of the loop a server runs while it waits
     #: for its next request: a thread there, with nothing else to do, is idle.
     server_loop_files: tuple[str, ...] = ()
@@ -135,6 +139,10 @@ class Framework:
     #: of its notify socket): a thread there waits on its zmq peers whichever phase a sample
     #: catches.
     zmq_waits: tuple[str, ...] = ()
+    #: (function, source path substring) of its waits for the replies to a call it sent to its
+    #: own workers (vLLM's EngineCore in ``collective_rpc``'s ``get_response``): a process
+    #: there has a request in hand, it does not wait for new work.
+    reply_waits: tuple[tuple[str, str], ...] = ()
     #: Names whose test in an ``if`` says which rank runs its body (``trainer.is_global_zero``,
     #: ``accelerator.is_main_process``, ``dist.get_rank() == 0``): a collective in that body is
     #: called by some ranks only.
@@ -186,6 +194,8 @@ TITLE_PREFIXES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.title_p
 SERVER_LOOP_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.server_loop_files)
 LIBRARY_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.library_files)
 HELPER_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_threads)
+REPLY_WAITS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.reply_waits)
+HELPER_TARGETS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_targets)
 ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)
 WORK_TITLES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_titles)
 BATCH_LOOPS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.batch_loops)

@@ -28,4 +28,12 @@ FRAMEWORK = Framework(
     # The EngineCore -> Worker broadcast (and the Workers' replies): a MessageQueue in shared
     # memory whose reader spins, then polls a zmq SUB socket for the writer's notification.
     zmq_waits=("vllm/distributed/device_communicators/shm_broadcast.py",),
+    # Monitors of its processes' lives (a death pipe, the workers' sentinels), the thread
+    # that runs a signal's callback, and EngineCore's I/O threads between its ZMQ sockets and
+    # its busy loop's queues: each waits by design; the busy loop (MainThread) says where the
+    # engine is.
+    helper_threads=("signal-callback", "MPClientEngineMonitor", "MultiprocWorkerMonitor",
+                    "DeathPipeMonitor"),
+    helper_targets=("process_input_sockets", "process_output_sockets"),
+    reply_waits=(("get_response", "vllm/v1/executor/multiproc_executor.py"),),
 )

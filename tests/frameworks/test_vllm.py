@@ -28,6 +28,7 @@ from support import poll
 from vllm_support import (
     Server,
     blocked_in_cue,
+    calls_back,
     clients,
     dumped,
     give_cue,
@@ -100,6 +101,28 @@ def test_given_the_worker_blocked_in_user_code_then_it_is_the_suspect_at_the_use
     assert "read_cue (vllm_user_code.py:" in verdict["summary"], verdict
     assert not set(pids) & set(verdict["suspects"])
     poll(lambda: not blocked_in_cue(worker), "the Worker to go on after the cue")
+    poll(lambda: healthy(server.port), "the server to answer again", timeout=60)
+
+
+def test_given_the_worker_calling_back_its_own_server_then_a_deadlock_through_the_engine(
+        server: Server, tmp_path: Path) -> None:
+    """A logits processor runs a tool that asks the same server for a completion from inside
+    the step (vllm#13671; blind round 24's 01): the Worker waits for the API server, whose
+    request waits for the EngineCore, which waits for the Worker's step. A deadlock through
+    all three, the Worker's own call first and the suspect."""
+    worker, engine = server.one("VLLM::Worker"), server.one("VLLM::EngineCore")
+    with clients(server, "call_back", 1, tmp_path) as pids:
+        poll(lambda: calls_back(server), "the Worker to make its call back", timeout=60)
+        data, text = dumped(server, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", (verdict, text)
+    assert verdict["suspects"] == [worker], (verdict, text)
+    summary = verdict["summary"]
+    assert summary.index("call_back (vllm_user_code.py:") < summary.index(
+        f"engine core (PID {engine})"), summary
+    assert f"(PID {server.api})" in summary and "calls that same server" in summary, summary
+    assert not set(pids) & set(verdict["suspects"])
+    poll(lambda: not calls_back(server), "the call back to time out", timeout=120)
     poll(lambda: healthy(server.port), "the server to answer again", timeout=60)
 
 

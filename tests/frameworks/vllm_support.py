@@ -116,6 +116,11 @@ def blocked_in_cue(pid: int) -> bool:
         return False
 
 
+def calls_back(srv: Server) -> bool:
+    """The logits processor's call back waits (it made its file beside the cue FIFO)."""
+    return srv.cue.with_name("call_back.started").exists()
+
+
 def give_cue(srv: Server) -> None:
     """Open the FIFO for writing: the blocked processor's open returns and reads a line."""
     fd = os.open(srv.cue, os.O_WRONLY | os.O_NONBLOCK)

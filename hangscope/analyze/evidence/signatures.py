@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hangscope.frameworks import HELPER_THREADS, LIBRARY_FILES
+from hangscope.frameworks import HELPER_TARGETS, HELPER_THREADS, LIBRARY_FILES
 from hangscope.frameworks.torch_distributed import REDUCER_WAIT
 from hangscope.model import Category
 
@@ -221,7 +221,8 @@ HELPER_THREAD_NAMES = _re(
     r".*\(_handle_results\)|.*\(_handle_tasks\)|QueueFeederThread|.*\(_feed\)|"
     r".*\(_run_tracker\)|.*watchdog.*|.*heartbeat.*"
     # the frameworks' own helper threads (torchrun's rendezvous keep-alive timer)
-    + "".join("|" + re.escape(prefix) + ".*" for prefix in HELPER_THREADS) + ")$",
+    + "".join("|" + re.escape(prefix) + ".*" for prefix in HELPER_THREADS)
+    + "".join(r"|.*\(" + re.escape(target) + r"\)" for target in HELPER_TARGETS) + ")$",
 )
 HELPER_THREAD_FRAMES = _re(
     r"\((?:[^)]*/)?(?:tqdm/_monitor\.py|torch/_inductor/compile_worker/(?:subproc_pool|timer)\.py|"

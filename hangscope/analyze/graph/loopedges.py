@@ -40,10 +40,20 @@ def own_frames(thread: Thread) -> list[Frame]:
 
 def idle_loop(thread: Thread) -> bool:
     """An asyncio loop's thread asleep in its selector, blocked the whole window: the
-    coroutines it runs all await something; it computes nothing."""
+    coroutines it runs all await something; it computes nothing. uvloop's loop is libuv's,
+    native under the Python call that runs it (``asyncio.Runner.run`` -> ``uv_run``): asleep
+    in its poll there, with no Python frame above that call, it idles the same way."""
     python = [f for f in thread.frames if not f.native]
-    return bool(python) and blocked(thread) and loop_index(thread) is not None and (
-        python[0].file or "").endswith("selectors.py")
+    if not python or not blocked(thread):
+        return False
+    if loop_index(thread) is not None and (python[0].file or "").endswith("selectors.py"):
+        return True
+    return (python[0].file or "").endswith(_UV_RUNNERS) and any(
+        f.native and f.name == "uv_run" for f in thread.frames)
+
+
+#: The Python calls that run a uvloop loop (its ``run()`` or asyncio's runner over it).
+_UV_RUNNERS = ("asyncio/runners.py", "uvloop/__init__.py")
 
 
 def loop_index(thread: Thread) -> int | None:

@@ -4,6 +4,7 @@ analyze/patterns/waitpatterns.py)."""
 from __future__ import annotations
 
 from hangscope.analyze.graph.waitwalk import Graph
+from hangscope.analyze.graph.zmqedges import receive_edge
 
 
 def shorter_ring(g: Graph, ring: list[int]) -> list[int]:
@@ -28,8 +29,18 @@ def shorter_ring(g: Graph, ring: list[int]) -> list[int]:
                     m = (nodes.index(here) - k) % len(ring)  # where it comes back, from k
                     turned = ring[k:] + ring[:k]
                     new = [*detour, *turned[m:]] if m else detour  # m 0: back at k itself
-                    if len(new) < len(ring):
+                    if len(new) < len(ring) and not _only_messages(g, new, ring):
                         return shorter_ring(g, new)
                     break
                 detour.append(p)
     return ring
+
+
+def _only_messages(g: Graph, new: list[int], ring: list[int]) -> bool:
+    """The shorter way is zmq receives alone (each waits, as the kernel shows it, on every
+    connection of its process) where the ring held a wait of a definite end (a reply on a
+    TCP connection): two peers that message each other both ways are no cause, the request
+    that went round is (an engine's worker calling back the server that waits on it)."""
+    return all(receive_edge(g.edges[i]) for i in new) and any(
+        (e := g.edges[i]).kind == "tcp" and not receive_edge(e) and not e.probable
+        for i in ring)

@@ -53,7 +53,7 @@ from hangscope.analyze.graph.threadedges import (
     py_lock_edges,
 )
 from hangscope.analyze.graph.ttyedges import terminal_edges
-from hangscope.analyze.graph.zmqedges import zmq_edges
+from hangscope.analyze.graph.zmqedges import owed_loop_edges, zmq_edges
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import (
     SELF_CONNECTED,
@@ -380,6 +380,9 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         edges.extend(loop_future_edges(proc))
         edges.extend(py_lock_edges(proc))
         edges.extend(import_lock_edges(proc))
+    if idx is not None and kernel is not None:  # (after the other edges: it reads them)
+        edges.extend(owed_loop_edges(kernel, idx.fds, connected, snap.processes, edges,
+                                     lambda p, t, r, h: _socket_edges(idx, p, t, r, h, "read")))
     edges.extend(collective_edges(snap))
     edges.extend([*(found := object_edges(snap)), *task_edges(snap, found),
                   *call_edges(snap, found)])

@@ -20,9 +20,10 @@ is gone (the messages wait for it forever: pyzmq #102).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from hangscope.analyze.evidence.stackmemo import Frames, per_stack
+from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.frameworks import in_zmq_wait
 from hangscope.model import Process, Thread
 from hangscope.model.waits import FdRecord, KernelWaits, TaskSyscall, WaitEdge
@@ -130,6 +131,43 @@ def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: froze
         how = (f"{RECEIVE_HOW}: its messages come through zmq's I/O thread "
                f"{names[call.tid]} ({call.tid}), whose epoll watches fd {fd}")
         yield from socket_edges(proc, thread, rec, how)
+
+
+#: How an idle event loop's edges to its zmq peers begin: it owes a reply (owed_loop_edges).
+OWED_HOW = f"{RECEIVE_HOW} of its idle event loop"
+
+
+def owed_loop_edges(kernel: KernelWaits, fds: Mapping[int, Mapping[int, FdRecord]],
+                    connected: frozenset[int], procs: Sequence[Process],
+                    edges: Sequence[WaitEdge], socket_edges: SocketEdges) -> Iterator[WaitEdge]:
+    """A server whose event loop idles (every coroutine awaits) while a process of the job
+    waits for its reply to a request (a read of a TCP connection to a port it listens on, not
+    a zmq receive: a message, no request) handed that
+    request on: the request's coroutine awaits what comes back over the zmq connections its
+    I/O threads hold (a front end and its engine: vLLM's API server and its EngineCore,
+    SGLang's tokenizer manager and its scheduler). An edge from the loop's thread to the peer
+    of each, as a zmq receive's (any of them may owe it); none where the loop's thread has
+    edges of its own (``edges``: the others, built first)."""
+    for proc in procs:
+        asked = [e for e in edges if e.to_pid == proc.pid and e.pid != proc.pid
+                 and e.kind == "tcp" and not receive_edge(e) and _to_listener(e, proc)]
+        loop = next((t for t in proc.threads if idle_loop(t)), None) if asked else None
+        if loop is None or proc.is_exited or any(
+                e.pid == proc.pid and e.tid == loop.tid for e in edges):
+            continue
+        names = {t.tid: t.name for t in proc.threads}
+        for call, fd, rec in _io_connections(kernel, fds.get(proc.pid, {}), connected, proc,
+                                             readable=True):
+            how = (f"{OWED_HOW}, which owes PID {asked[0].pid} a "
+                   "reply: the request's coroutine awaits what its zmq peers send back; zmq's "
+                   f"I/O thread {names[call.tid]} ({call.tid}) watches fd {fd}")
+            yield from socket_edges(proc, loop, rec, how)
+
+
+def _to_listener(edge: WaitEdge, proc: Process) -> bool:
+    """``edge`` reads a TCP connection to a port ``proc`` listens on: a request to it."""
+    port = edge.object.rpartition(" -> ")[2].rpartition(":")[2]
+    return port.isdigit() and any(s.port == int(port) for s in proc.listening)
 
 
 #: A wait for a peer to take queued messages: (edge kind, object, why, what stands outside when

@@ -8,7 +8,8 @@ from __future__ import annotations
 from hangscope.analyze.graph.queueedges import feeds
 from hangscope.analyze.graph.threadedges import at_loop_head
 from hangscope.analyze.graph.waitwalk import Graph
-from hangscope.analyze.graph.zmqedges import receive_edge
+from hangscope.analyze.graph.zmqedges import OWED_HOW, receive_edge
+from hangscope.model import in_library
 from hangscope.words import who
 
 _ADVICE = {
@@ -91,12 +92,24 @@ _DRAIN = ("{parent} waits for its child {child} to exit before it takes what the
 
 
 def first_cause(g: Graph, ring: list[int]) -> list[int]:
-    """``ring`` turned to start at the member whose own act holds it: the worker whose reply
-    sits in its stdout buffer, the parent that joins a child before draining its queue."""
-    for find in (buffered_reply, joins_before_draining):
+    """``ring`` turned to start at the member whose own act holds it: the one blocked in its
+    program's own call, the worker whose reply sits in its stdout buffer, the parent that
+    joins a child before draining its queue."""
+    for find in (own_call, buffered_reply, joins_before_draining):
         if (k := find(g, ring)) is not None:
             ring = ring[k:] + ring[:k]
     return ring
+
+
+def own_call(g: Graph, ring: list[int]) -> int | None:
+    """The position in ``ring`` of the one member blocked in a call of its program's own code
+    (a frame of no library on its stack: a plug-in's HTTP request made inside an engine's
+    step) where every other member waits in library code alone (an event loop, an engine's
+    message queue): the program's own call is the request that went round."""
+    own = [k for k, i in enumerate(ring)
+           if (t := g.threads.get((g.edges[i].pid, g.edges[i].tid))) is not None
+           and any(not f.native and not in_library(f.file) for f in t.frames)]
+    return own[0] if len(own) == 1 else None
 
 
 def _stdout_pipe(g: Graph, pid: int) -> str | None:
@@ -131,6 +144,9 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
         return _FULL_PIPE  # the writer waits for a reader: the pipe is full
     if all(receive_edge(g.edges[i]) for i in ring):
         return _LOST_MESSAGE  # message passing, not requests: nobody sends first
+    if any(g.edges[i].how.startswith(OWED_HOW) for i in ring) and (
+            k := own_call(g, ring)) is not None:
+        return _REENTRANT.format(who=who(g.procs[g.edges[ring[k]].pid]))
     if set(kinds) <= {"tcp", "unix", "store"}:
         return _CALLBACK
     if any("accept queue" in g.edges[i].how for i in ring):
@@ -142,6 +158,12 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
         return _IMPORT_JOIN
     return next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
                 "one of them must act first: break the cycle")
+
+
+_REENTRANT = ("{who}, while it does work for a request of the server, calls that same server: "
+              "the server answers only once that work is done, and the work waits for the "
+              "answer; never call back into a server from inside its own work (make the call "
+              "before or after it, or to another server), and give the call a timeout")
 
 
 _BOTH_WRITE = ("both pipes are full: each side writes the pipe the other reads, and reads only "

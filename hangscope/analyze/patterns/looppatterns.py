@@ -15,6 +15,7 @@ from hangscope.analyze.evidence.working import raw_window
 from hangscope.analyze.graph.loopedges import loop_index, own_frames
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.waitwalk import Graph
+from hangscope.analyze.graph.zmqedges import OWED_HOW
 from hangscope.model import Frame, Process, Snapshot, in_library
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -25,7 +26,8 @@ def loop_reads(g: Graph, i: int) -> Frame | None:
     coroutines: the user frame that reads (the loop runs nothing else until it returns)."""
     edge = g.edges[i]
     thread = g.threads.get((edge.pid, edge.tid))
-    if thread is None or edge.kind not in ("unix", "tcp", "pipe", "fifo", "store"):
+    if thread is None or edge.kind not in ("unix", "tcp", "pipe", "fifo", "store") \
+            or edge.how.startswith(OWED_HOW):  # the idle loop itself, awaiting its peers
         return None
     python = own_frames(thread)
     loop = loop_index(thread)

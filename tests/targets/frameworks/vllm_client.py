@@ -2,7 +2,8 @@
 
 ``loop``: asks for 48-token completions one after another until killed (a load generator);
 ``cue``: one request whose ``vllm_xargs`` make the test's logits processor wait for its cue
-(tests/targets/frameworks/vllm_user_code.py), then waits for the answer. With READY, writes
+(tests/targets/frameworks/vllm_user_code.py), then waits for the answer; ``call_back``: one
+request whose processor asks this same server from inside the step. With READY, writes
 ``<pid> client`` there once its first request is sent (a loop: once its first answer came).
 """
 
@@ -53,6 +54,12 @@ def main(port: int, mode: str, ready_file: str | None = None) -> None:
 
         threading.Timer(1.0, ready, (ready_file, "client")).start()
         ask(port, model, {"wait_for_cue": 1}, max_tokens=4)
+    elif mode == "call_back":
+        # Its logits processor calls this same server from inside the step
+        import threading
+
+        threading.Timer(1.0, ready, (ready_file, "client")).start()
+        ask(port, model, {"call_back": port}, max_tokens=4)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import re
 
 from hangscope.analyze.evidence.progress import SLOW, STUCK
 from hangscope.analyze.evidence.stackmemo import Frames, per_stack
+from hangscope.frameworks import REPLY_WAITS
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
 from hangscope.model.waits import KernelWaits
@@ -102,14 +103,22 @@ def _in_native_poll(frames: Frames) -> bool:
 def waits_for_message(proc: Process, thread: Thread) -> bool:
     """``thread`` waits for its process's next message: on a socket or pipe itself, or on a
     hand-off queue that another thread of the process fills from one (vLLM's EngineCore: its
-    main thread in ``Queue.get``, its input thread in zmq's poll)."""
+    main thread in ``Queue.get``, its input thread in zmq's poll). Not a wait for the replies
+    to a call it sent its workers (frameworks ``reply_waits``): it has a request in hand."""
     if thread.category in _WAITS:
-        return True
+        return not awaits_replies(thread)
     if thread.category is not Category.LOCK or not any(
             _HAND_OFF.search(n) for n in python_names(thread)[:3]):
         return False
     return any(t is not thread and t.category in (Category.IPC_WAIT, Category.IDLE)
                and python_names(t) for t in proc.threads)
+
+
+def awaits_replies(thread: Thread) -> bool:
+    """The thread waits for its workers' replies to a call it sent (frameworks
+    ``reply_waits``: vLLM's EngineCore inside ``collective_rpc``)."""
+    return any(not f.native and f.name.rsplit(".", 1)[-1] == name and path in (f.file or "")
+               for f in thread.frames[:12] for name, path in REPLY_WAITS)
 
 
 def _ports(proc: Process) -> set[int]:

@@ -23,7 +23,12 @@ import re
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
-from hangscope.analyze.graph.zmqedges import in_zmq_receive, receive_edge, zmq_receive_stack
+from hangscope.analyze.graph.zmqedges import (
+    OWED_HOW,
+    in_zmq_receive,
+    receive_edge,
+    zmq_receive_stack,
+)
 from hangscope.analyze.patterns.calm.calm_chain import waits_for_work
 from hangscope.model import Process
 from hangscope.model.waits import WaitPattern
@@ -147,7 +152,13 @@ def owes_nothing(g: Graph, ring: list[int]) -> bool:
     """The ring holds a zmq receive (which waits, as far as the kernel shows, on every
     connection of its process: analyze/graph/zmqedges.py) onto a server that itself only waits
     for its next request on that connection, and a peer of the job is known to be gone: the
-    server owes the receiver nothing; the answer awaited is the dead peer's."""
+    server owes the receiver nothing; the answer awaited is the dead peer's. Or the ring is
+    zmq receives alone, one of them a front end's idle loop that owes a reply (its guess at the
+    backend it handed the request to, which waits for its next message from it): no deadlock,
+    a reply lost (lost_reply says it)."""
+    if all(receive_edge(g.edges[i]) for i in ring) and any(
+            g.edges[i].how.startswith(OWED_HOW) for i in ring):
+        return True
     for k, i in enumerate(ring):
         edge = g.edges[i]
         nxt = g.edges[ring[(k + 1) % len(ring)]]
