@@ -154,6 +154,19 @@ def test_given_a_rank_that_skips_new_group_then_it_is_the_odd_one_out(tmp_path: 
     assert ops == {0: "new_group", 1: "barrier", 2: "new_group"}, ops
 
 
+def test_given_a_group_created_on_rank_0_alone_then_rank_0_is_the_odd_one_in_new_group(
+        tmp_path: Path) -> None:
+    """Real reports: pytorch/pytorch#134314 and #173608 (a group created on one rank only:
+    the ranks' group counts drift; the rank that created one more waits in the next
+    new_group, which its peer has passed)."""
+    data, pids = settled_dump(VERDICT_JOBS, "new_group_drift", tmp_path, ["rank0", "rank1"])
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [pids["rank0"]], verdict
+    assert "Rank 1 has passed the new_group that rank 0 waits in" in verdict["summary"], verdict
+    assert "rank 0 created one group more before" in verdict["summary"], verdict
+
+
 @pytest.mark.extended
 def test_a_rank_receiving_from_any_source_while_the_others_sit_in_barrier_is_the_odd_one(
         tmp_path: Path) -> None:

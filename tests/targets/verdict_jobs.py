@@ -18,6 +18,9 @@ knows the job is where it should be without sleeping. Modes:
 - ``p2p_async_recv`` every rank posts irecv from both neighbours, then waits: nobody sends.
 - ``new_group_skip`` ranks 0 and 2 create a new group of ranks 0-2; rank 1, a member, skips the
                   call and waits in a barrier.
+- ``new_group_drift`` 2 ranks: a tracker built on rank 0 alone creates a group first; then
+                  both create "meta" at one line: rank 1's pairs with rank 0's tracker group,
+                  rank 0 waits for a peer in its meta, rank 1 all_gathers on its meta.
 - ``recv_any``  4 gloo ranks with long setproctitle titles: rank 0 receives from any source
                 one report per rank, rank 2 skips its send; ranks 1-3 wait in barrier.
 - ``p2p_ok``    a healthy 3-stage pipeline of matched send/recv of 16 MB each step.
@@ -45,7 +48,16 @@ from pathlib import Path
 
 WORLD = {"filelock": 3, "flock": 3, "missing": 4, "missing_unreaped": 4, "p2p_cycle": 3,
          "p2p_ok": 3, "p2p_stalled": 3, "p2p_async_tags": 3, "p2p_async_recv": 3,
-         "new_group_skip": 3, "dp_tp": 4, "dp_tp_mismatch": 6, "recv_any": 4}
+         "new_group_skip": 3, "new_group_drift": 2, "dp_tp": 4, "dp_tp_mismatch": 6, "recv_any": 4}
+
+
+class _Tracker:
+    """An experiment tracker that syncs its metrics over a group of its own."""
+
+    def __init__(self) -> None:
+        import torch.distributed as dist
+
+        self.group = dist.new_group([0, 1])
 
 
 def ready(path: str, tag: str) -> None:
@@ -138,6 +150,12 @@ def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
             dist.broadcast(t, src=0, group=group)
         else:
             dist.barrier()
+        return
+    if mode == "new_group_drift":  # (pytorch#134314, #173608)
+        tracker = _Tracker() if rank == 0 else None  # noqa: F841 (it holds its group)
+        ready(ready_file, f"rank{rank}")
+        meta = dist.new_group([0, 1])
+        dist.all_gather_object([None, None], rank, group=meta)
         return
     if mode == "p2p_async_recv":
         works = [dist.irecv(t, src=prev), dist.irecv(torch.ones(4), src=nxt)]

@@ -34,14 +34,14 @@ _FEWER = ("ran fewer steps: it skipped a step's collectives (a `continue` or `br
           "run a step's collectives on every rank")
 
 
-def _python(group: Group, facts: Facts) -> list[Frame]:
+def python_frames(group: Group, facts: Facts) -> list[Frame]:
     """The Python frames of the group's first rank's working thread, outermost first."""
     proc = facts.snapshot.process(group.pids[0]) if group.pids else None
     working = proc.working_thread if proc is not None else None
     return [f for f in reversed(working.frames) if not f.native] if working is not None else []
 
 
-def _parting(a: list[Frame], b: list[Frame]) -> int | None:
+def parting(a: list[Frame], b: list[Frame]) -> int | None:
     """The depth at which two stacks run the same function at different lines, with every
     frame above it the same; None where they part otherwise."""
     for depth, (x, y) in enumerate(zip(a, b, strict=False)):
@@ -83,8 +83,8 @@ def left_loop(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
     path), and the sentence that says so."""
     if len(tied) != 2:
         return None
-    stacks = [_python(g, facts) for g in tied]
-    depth = _parting(*stacks)
+    stacks = [python_frames(g, facts) for g in tied]
+    depth = parting(*stacks)
     if depth is None:
         return None
     for inside, past in ((0, 1), (1, 0)):

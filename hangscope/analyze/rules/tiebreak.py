@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from hangscope.analyze.evidence.facts import Facts
 from hangscope.analyze.evidence.identity import group_labels, rank_label, replica_key
 from hangscope.analyze.evidence.progress_sites import signature
-from hangscope.analyze.rules.leftloop import left_loop
+from hangscope.analyze.rules.leftloop import left_loop, parting, python_frames
 from hangscope.frameworks.torch_distributed import in_ddp_backward
 from hangscope.model import Category, Group, Process
 
@@ -50,7 +50,7 @@ def break_tie(facts: Facts, members: Sequence[Process],
     normal = [g for g in tied if g.op and signature(g.op, g.site) in path]
     if len(normal) != 1:
         return (_training_step(facts, tied) or _rank_guarded(facts, tied)
-                or left_loop(facts, tied))
+                or left_loop(facts, tied) or _passed_new_group(facts, tied))
     group = normal[0]
     sig = signature(group.op or "", group.site)
     who = ", ".join(rank_label(p) for p in path[sig][:8])
@@ -115,3 +115,34 @@ def _rank_guarded(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | No
                     f"only the ranks that {'fail' if orelse else 'pass'} that test call it, "
                     "so the others never join; call it on every rank, or keep the collective "
                     "out of the rank's branch")
+
+
+def _passed_new_group(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
+    """Of two tied groups, one waits in ``new_group`` at a call of straight-line code that the
+    other has passed: its stack, where the two part, is at a later line of the same function,
+    outside any loop of it. The other's ``new_group`` there completed, so it was paired with an
+    earlier one of the waiting side's (process groups are matched by how many each rank has
+    created, pytorch#173608): the waiting side created one group more before, in code only it
+    ran (a tracker built on rank 0 alone, pytorch#134314). It is the odd one."""
+    if len(tied) != 2:
+        return None
+    stacks = [python_frames(g, facts) for g in tied]
+    depth = parting(*stacks)
+    for inside, past in ((0, 1), (1, 0)):
+        group = tied[inside]
+        if depth is None or group.category is not Category.COMM_INIT or group.op != "new_group":
+            continue
+        here, there = stacks[inside][depth], stacks[past][depth]
+        if here.line is None or there.line is None or there.line <= here.line or any(
+                first <= here.line <= last for first, last in here.loops):
+            continue
+        odd = group_labels(facts.snapshot, group.pids)
+        ahead = group_labels(facts.snapshot, tied[past].pids)
+        return tied[past], (
+            f"{ahead[:1].upper()}{ahead[1:]} has passed the new_group that {odd} waits in: "
+            f"it is at {there.name} ({there.short_file}:{there.line}), past line {here.line} "
+            f"where {odd} made that call; its own new_group there completed, paired with an "
+            f"earlier one of {odd} (groups are matched by how many each rank has created), so "
+            f"{odd} created one group more before, in code only it ran (under a rank test, or "
+            "in an object only it builds)")
+    return None
