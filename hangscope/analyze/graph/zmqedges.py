@@ -141,13 +141,13 @@ def owed_loop_edges(kernel: KernelWaits, fds: Mapping[int, Mapping[int, FdRecord
                     connected: frozenset[int], procs: Sequence[Process],
                     edges: Sequence[WaitEdge], socket_edges: SocketEdges) -> Iterator[WaitEdge]:
     """A server whose event loop idles (every coroutine awaits) while a process of the job
-    waits for its reply to a request (a read of a TCP connection to a port it listens on, not
-    a zmq receive: a message, no request) handed that
-    request on: the request's coroutine awaits what comes back over the zmq connections its
-    I/O threads hold (a front end and its engine: vLLM's API server and its EngineCore,
-    SGLang's tokenizer manager and its scheduler). An edge from the loop's thread to the peer
-    of each, as a zmq receive's (any of them may owe it); none where the loop's thread has
-    edges of its own (``edges``: the others, built first)."""
+    waits for its reply to a request (a read of a TCP connection to a port it listens on; a
+    zmq receive is a message, no request) handed that request on: the request's coroutine
+    awaits what comes back over the zmq connections its I/O threads hold (a front end and its
+    engine: vLLM's API server and its EngineCore, SGLang's tokenizer manager and its
+    scheduler). An edge from the loop's thread to the peer of each, as a zmq receive's (any of
+    them may owe it); none where the loop's thread has edges of its own (``edges``: the
+    others, built first)."""
     for proc in procs:
         asked = [e for e in edges if e.to_pid == proc.pid and e.pid != proc.pid
                  and e.kind == "tcp" and not receive_edge(e) and _to_listener(e, proc)]
