@@ -84,6 +84,22 @@ class Window:
     off_cpu: dict[int, dict[int, float]] = field(default_factory=dict)
 
 
+def torn(dump: pyspy.DumpResult) -> bool:
+    """A read that does not pause the process can tear a stack that changes under it (a
+    compiler's deep recursion: py-spy gave up ten frames in, from the innermost): its main
+    thread's outermost Python frame is then any function, where a whole stack starts where
+    the interpreter runs code (:data:`_ENTRIES`)."""
+    main = next((t for t in dump.threads if t.tid == dump.pid), None)
+    python = [f for f in main.frames if not f.native] if main is not None else []
+    return bool(python) and python[-1].name.rsplit(".", 1)[-1] not in _ENTRIES
+
+
+#: Where the interpreter starts a main thread's code: a script's module, runpy (``python -m``),
+#: a thread's bootstrap (a child forked from a thread), the exit's thread joins and atexit.
+_ENTRIES = frozenset({"<module>", "_run_module_as_main", "_bootstrap", "_shutdown",
+                      "_exit_function"})
+
+
 def _as_paused(tasks: Sequence[procfs.TaskInfo],
                at_dump: Sequence[procfs.TaskInfo] | None) -> tuple[procfs.TaskInfo, ...]:
     """The threads' states as the last dump's stacks had them. A blocking dump stops every
@@ -120,9 +136,11 @@ def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Wind
         errors.append("the process exited during sampling")
     dumps = [r[proc.pid].dump for r in rounds]
     # The first native dump where there is one: a process that computed was read without
-    # pausing it first and natively only once it was seen stuck (Sampler._round).
-    base = next((d for d in dumps if d is not None and d.ok and d.native),
-                next((d for d in dumps if d is not None and d.ok), None))
+    # pausing it first and natively only once it was seen stuck (Sampler._round). Of those,
+    # one whose main thread's stack is whole (torn).
+    ok = [d for d in dumps if d is not None and d.ok]
+    base = next((d for native in (True, False) for whole in (True, False) for d in ok
+                 if d.native is native and torn(d) is not whole), None)
     for dump in dumps:
         if dump is None or dump.ok:
             continue

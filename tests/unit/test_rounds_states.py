@@ -50,3 +50,38 @@ def test_a_thread_asleep_on_a_new_wait_after_the_pause_is_read_there() -> None:
     merged = _merged(_task(PID, "S", "pipe_read", 100), _task(PID, "S", "futex_wait", 120),
                      True)
     assert merged.threads[0].wchan == "futex_wait"
+
+
+# py-spy --nonblocking of a process inside torch.compile (CI, 2026-12-06): the unwind gave up
+# ten frames in, and the compile's frames below were lost; another round's read was whole.
+_TORN = (Frame("proxy_call", "/v/torch/fx/experimental/proxy_tensor.py", 1332),
+         Frame("ProxyTorchDispatchMode.__torch_dispatch__",
+               "/v/torch/fx/experimental/proxy_tensor.py", 2007),
+         Frame("count.<locals>.wrapper", "/v/torch/utils/_stats.py", 29))
+_WHOLE = (Frame("compile_fx", "/v/torch/_inductor/compile_fx.py", 2300),
+          Frame("_compile", "/v/torch/_dynamo/convert_frame.py", 1100),
+          Frame("train", "/job/compile_job.py", 40),
+          Frame("<module>", "/job/compile_job.py", 60))
+
+
+def _read(frames: tuple[Frame, ...], native: bool = False) -> pyspy.DumpResult:
+    return pyspy.DumpResult(PID, (pyspy.PyThread(PID, "MainThread", True, True, frames),),
+                            native=native)
+
+
+def _merged_reads(*dumps: pyspy.DumpResult) -> Process:
+    info = procfs.ProcInfo(PID, state="R", tasks=(_task(PID, "R", None, 100),))
+    rounds = [{PID: Round(dump, info)} for dump in dumps]
+    window = Window(seconds=1.0, cpu_before={PID: 1.0}, cpu_after={PID: 2.0})
+    return merge_rounds(Process(PID), rounds, window)
+
+
+def test_a_stack_torn_by_an_unpaused_read_gives_way_to_a_whole_one() -> None:
+    merged = _merged_reads(_read(_TORN), _read(_WHOLE), _read(_TORN))
+    assert merged.threads[0].frames == _WHOLE
+
+
+def test_a_native_dump_still_comes_first_and_a_torn_stack_stands_alone() -> None:
+    native = (Frame("__poll", "libc.so.6", native=True), *_WHOLE)
+    assert _merged_reads(_read(_WHOLE), _read(native, native=True)).threads[0].frames == native
+    assert _merged_reads(_read(_TORN)).threads[0].frames == _TORN
