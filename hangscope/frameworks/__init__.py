@@ -73,6 +73,12 @@ class ObjectWait:
     #: Why plain tasks can wait with no worker running them (what the scheduler needs first),
     #: and what to do: said when a get waits for tasks while every worker is idle.
     pending: str = ""
+    #: The title of a worker no task or actor holds (Ray's prestarted pool: ``ray::IDLE``),
+    #: and what a get waiting while every worker is one of those means: no actor holds the
+    #: resources, so what the wait asks for cannot be placed as asked (said instead of
+    #: ``pending``).
+    unheld_title: str = ""
+    unheld: str = ""
     #: A line the framework logs where what a task or actor asks for no node has (group
     #: ``ask``: the request), and what that means and what to do (``{ask}`` filled in): said
     #: in place of ``pending`` when the waiter's log has it.

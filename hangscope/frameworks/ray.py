@@ -86,6 +86,16 @@ OBJECT_WAIT = ObjectWait(
              "lists the pending demand). Give the actors fewer CPUs (num_cpus=0 for one that "
              "mostly waits), start the cluster with more, or run the tasks before creating the "
              "actors"),
+    # ray#27287, ray#47792: a placement group whose strategy the cluster cannot meet
+    # (STRICT_SPREAD's bundles on as many nodes) stays pending while the pool idles.
+    unheld_title="ray::IDLE",
+    unheld=("no actor holds what they ask for either (the workers here are Ray's idle pool, "
+            "ray::IDLE): what the wait needs cannot be placed as asked: a placement group "
+            "whose strategy the cluster cannot meet (STRICT_SPREAD puts each bundle on a node "
+            "of its own, STRICT_PACK every bundle on one node), or tasks asking for a "
+            "resource or label no node has. `ray status` lists the pending demand and "
+            "`ray.util.placement_group_table()` the pending groups; ask for what the cluster "
+            "has, and wait with a timeout (pg.wait(timeout_seconds), ray.get(..., timeout=))"),
     # ray#45909, ray#18835: a task or actor that asks for what no node has (num_gpus=1 on a
     # CPU-only cluster) is never placed; the autoscaler's monitor says so in the driver's log.
     infeasible=re.compile(r"No available node types can fulfill resource request "

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import TARGETS, Target, dump_json, poll, running_target
@@ -242,23 +243,40 @@ def test_an_actor_polling_a_flag_nobody_sets_is_not_progressing(tmp_path: Path) 
     assert actor in verdict["suspects"] or f"PID {actor}" in verdict["summary"], verdict
 
 
+def _driver_waits(mode: str, tmp_path: Path, logged: str = "") -> dict[str, Any]:
+    """The verdict on a ``mode`` job whose driver waits in ``ray.get`` on what Ray never
+    places (once its log says ``logged``): a wait chain, the driver its suspect."""
+    with _ray(mode, tmp_path, ["driver"]) as job:
+        poll(lambda: _in_ray_get(job.launcher), f"PID {job.launcher} inside ray.get", 60)
+        if logged:
+            poll(lambda: logged in job.log_tail(), f"{logged!r} in the driver's log", 90)
+        _quiet([job.launcher])
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [job.launcher], verdict
+    return verdict
+
+
 def test_a_driver_waiting_on_an_actor_no_node_can_place_says_the_request_is_infeasible(
         tmp_path: Path) -> None:
     """ray#45909: an actor that asks for a GPU of a CPU-only cluster is never placed; the
     driver waits in ``ray.get`` for ever and only the autoscaler's line in its log says why.
     The verdict names the driver's wait and quotes that line, not the advice for actors that
     hold every CPU."""
-    with _ray("infeasible", tmp_path, ["driver"]) as job:
-        poll(lambda: _in_ray_get(job.launcher), f"PID {job.launcher} inside ray.get", 60)
-        poll(lambda: "No available node types can fulfill" in job.log_tail(),
-             "the autoscaler's line in the driver's log", 90)
-        _quiet([job.launcher])
-        data = json.loads(dump_json(job.launcher))
-    verdict = data["verdict"]
-    assert verdict["kind"] == "wait_chain", verdict
-    assert verdict["suspects"] == [job.launcher], verdict
+    verdict = _driver_waits("infeasible", tmp_path, "No available node types can fulfill")
     assert "No available node types can fulfill resource request" in verdict["summary"]
     assert "'GPU': 1.0" in verdict["summary"] and "infeasible" in verdict["summary"], verdict
+
+
+def test_a_driver_waiting_on_a_placement_group_no_node_set_can_hold_says_so(
+        tmp_path: Path) -> None:
+    """ray#27287: a STRICT_SPREAD placement group of two bundles on a one-node cluster stays
+    pending; the driver waits in ``ray.get(pg.ready())`` while Ray's idle pool (``ray::IDLE``)
+    waits for tasks. No actor holds the CPUs, so that advice would mislead: the verdict says
+    what cannot be placed as asked."""
+    verdict = _driver_waits("placement", tmp_path)
+    assert "a placement group whose strategy the cluster cannot meet" in verdict["summary"]
+    assert "actors that hold every CPU" not in verdict["summary"], verdict
 
 
 def test_a_release_queued_behind_the_acquire_it_would_wake_names_the_actor(

@@ -8,7 +8,9 @@ tasks are not running anywhere: the framework's scheduler holds them, pending on
 first (Ray: free resources, which live actors hold). The waiter is the suspect: its get can
 only end once the job makes room, and the framework's own words (``ObjectWait.pending``) say
 how (ray#2541, ray#15594). Where a log of the job says the request is one no node can ever
-meet (``ObjectWait.infeasible``: Ray's autoscaler, ray#45909), that is said instead.
+meet (``ObjectWait.infeasible``: Ray's autoscaler, ray#45909), that is said instead; where no
+worker is held by anything (all Ray's idle pool), no actor holds the resources, and what the
+wait needs cannot be placed as asked (``ObjectWait.unheld``: a placement group, ray#27287).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
                 for i in g.out.get(proc.pid, ())):
             continue  # (an edge to a named producer: the actor it waits on is known)
         _, wait = found
-        why = _infeasible(g, wait) or wait.pending
+        unheld = bool(wait.unheld) and all(p.title == wait.unheld_title for p in workers)
+        why = _infeasible(g, wait) or (wait.unheld if unheld else wait.pending)
         idle = who_list(workers[:4]) + (f" and {len(workers) - 4} more" if len(workers) > 4
                                         else "")
         chain = (f"{thread_words(proc, thread)} waits{site_words(thread)} for results of "

@@ -43,6 +43,10 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 CPU-only cluster and waits on its first call: Ray never places it, and only
                 its autoscaler says why, in the driver's log (ray-project/ray#45909, "Make
                 infeasible tasks error much more obvious"; blind round 22's 03).
+- ``placement`` the driver asks for a placement group of two one-CPU bundles on nodes of
+                their own (``STRICT_SPREAD``) on this one-node cluster and waits for it to be
+                ready: it stays pending for ever while Ray's idle pool waits
+                (ray-project/ray#27287; blind round 25's 02).
 - ``semaphore`` an async actor used as a semaphore (one permit, ``max_concurrency=1``): the
                 driver takes the permit, a second ``acquire`` awaits it and holds the actor's
                 only slot, and the driver's ``release`` waits in the actor's queue behind it
@@ -260,6 +264,13 @@ def main() -> None:
         ref = trainer.ping.remote()
         ready(ready_file, "driver")
         ray.get(ref)  # never returns: no node has a GPU
+        return
+    if mode == "placement":
+        from ray.util.placement_group import placement_group
+
+        group = placement_group([{"CPU": 1}] * 2, strategy="STRICT_SPREAD")
+        ready(ready_file, "driver")
+        ray.get(group.ready())  # never returns: one node cannot hold both bundles
         return
     if mode == "nested_starved":
         # Ray gives a blocked ray.get's CPU back (ray#1273), not a custom resource's slot (nor
