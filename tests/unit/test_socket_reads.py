@@ -60,7 +60,7 @@ def _consumer(*stacks: StackCount) -> ProcessProgress:
 
 def test_a_consumer_woken_on_its_recv_line_progresses() -> None:
     proc = _consumer(StackCount(("<module> (feed.py:11)",), 50))
-    rank = decide(proc, 0.5, hints=Hints(socket_readers={10: "<module>"}))
+    rank = decide(proc, 0.5, hints=Hints(socket_readers={10: ("<module>", 11)}))
     assert rank.decision == PROGRESSING, rank
     assert "a read of a socket with no timer, ended 25 times in 0.5 s" in rank.reason
     assert decide(proc, 0.5).decision == STUCK  # the counters alone: a poll
@@ -70,7 +70,7 @@ def test_a_loop_that_sleeps_most_and_reads_a_socket_between_still_polls() -> Non
     # a health check: its reads return bytes ("not ready"); what it polls says if that hangs
     proc = _consumer(StackCount(("wait_ready (launch.py:20)",), 40),
                      StackCount(("wait_ready (launch.py:18)", "readinto (socket.py:706)"), 10))
-    rank = decide(proc, 0.5, hints=Hints(socket_readers={10: "readinto"}))
+    rank = decide(proc, 0.5, hints=Hints(socket_readers={10: ("readinto", 706)}))
     assert rank.decision == STUCK and rank.reason.startswith("polling without progress"), rank
 
 
@@ -81,6 +81,20 @@ def test_a_loop_that_waits_most_in_its_socket_read_progresses() -> None:
                                  "SocketIO.readinto (socket.py:706)"), 35),
                      StackCount(("main (svc.py:30)", "EpollSelector.select (selectors.py:468)"),
                                 15))
-    rank = decide(proc, 0.5, hints=Hints(socket_readers={10: "SocketIO.readinto"}))
+    rank = decide(proc, 0.5, hints=Hints(socket_readers={10: ("SocketIO.readinto", 706)}))
     assert rank.decision == PROGRESSING, rank
     assert decide(proc, 0.5).decision == STUCK  # the counters alone: a poll
+
+
+def test_a_loop_that_sleeps_most_on_one_line_and_checks_a_store_on_another_still_polls() -> None:
+    # ``while not store.check(keys): time.sleep(0.05)``: the check is a socket read of the
+    # same function (a C++ call, no Python frame of its own), caught by the kernel's read at
+    # line 81 while the window saw the sleep's line 82 most (CI, 2026-12-06)
+    proc = _consumer(StackCount(("<module> (jobs.py:228)", "store_poll (jobs.py:82)"), 45),
+                     StackCount(("<module> (jobs.py:228)", "store_poll (jobs.py:81)"), 5))
+    rank = decide(proc, 0.5, hints=Hints(socket_readers={10: ("store_poll", 81)}))
+    assert rank.decision == STUCK and rank.reason.startswith("polling without progress"), rank
+    # by the function's name alone (as it was read before), the check's read passed for the
+    # window's wait: "its waits complete and data moves"
+    unknown = decide(proc, 0.5, hints=Hints(socket_readers={10: ("store_poll", None)}))
+    assert unknown.decision == PROGRESSING, unknown

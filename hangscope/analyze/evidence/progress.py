@@ -320,18 +320,22 @@ def dominant_stack(thread: ThreadProgress) -> tuple[str, ...]:
     return tuple(f"{f.name} ({f.file})" for f in frames if f.file)
 
 
-def _reads_mostly(thread: ThreadProgress, reading: str | None) -> bool:
+def _reads_mostly(thread: ThreadProgress, reading: tuple[str, int | None] | None) -> bool:
     """Blocked now in a read of a socket with no timer (the kernel's syscall; ``reading``: its
-    innermost Python function then), and the window's most sampled stack is that read: on
-    one line, or a loop that waits there most of the time (a sync fetch inside an event loop
-    that takes most of each turn). Not a loop that waits most in a sleep and reads between
-    (a health check polling "not ready"): where it sleeps is its wait."""
+    innermost Python function and line then), and the window's most sampled stack is that
+    read: on one line, or a loop that waits there most of the time (a sync fetch inside an
+    event loop that takes most of each turn). Not a loop that waits most in a sleep and reads
+    between (a health check polling "not ready", a TCPStore ``check`` before each sleep of
+    one function: the line tells them apart): where it sleeps is its wait."""
     if reading is None or not thread.stacks:
         return False
     if not _moved(thread):
         return True
     frames = thread.stacks[0].frames
-    return bool(frames) and parse_frame(frames[-1]).name == reading
+    leaf = parse_frame(frames[-1]) if frames else None
+    name, line = reading
+    return leaf is not None and leaf.name == name and (
+        line is None or leaf.line is None or leaf.line == line)
 
 
 def _method_thread(proc: ProcessProgress, idle: ThreadProgress) -> ThreadProgress | None:

@@ -128,7 +128,7 @@ class Hints:
     empty_loops: frozenset[int] = frozenset()
     # blocked reading a socket with no timer: each wake-up brought bytes (or the peer's end);
     # each one's innermost Python function there ("" where it has none)
-    socket_readers: Mapping[int, str] = field(default_factory=dict)
+    socket_readers: Mapping[int, tuple[str, int | None]] = field(default_factory=dict)
     # the program's own lines (name, short file, line) that call a framework's object get with
     # no timeout (``Frame.untimed``), per thread: such a get returns only with its objects
     untimed: Mapping[int, frozenset[Line]] = field(default_factory=dict)
@@ -173,7 +173,7 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
     readers: set[int] = set()
     loops: dict[str, set[int]] = {WALK: set(), SPIN: set()}
     on_sockets = socket_readers(kernel)
-    sockets: dict[int, str] = {}
+    sockets: dict[int, tuple[str, int | None]] = {}
     untimed: dict[int, frozenset[Line]] = {}
     once: dict[int, str] = {}
     for thread in (t for p in processes for t in p.threads):
@@ -184,7 +184,7 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
             untimed[thread.tid] = lines
         leaf = _leaf(thread)
         if thread.tid in on_sockets:
-            sockets[thread.tid] = leaf.name if leaf is not None else ""
+            sockets[thread.tid] = (leaf.name, leaf.line) if leaf is not None else ("", None)
         if how := spins(thread):
             spinning[thread.tid] = how
         if thread.wchan and _STREAM_READ.search(thread.wchan):
