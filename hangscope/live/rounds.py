@@ -138,9 +138,8 @@ def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Wind
     # The first native dump where there is one: a process that computed was read without
     # pausing it first and natively only once it was seen stuck (Sampler._round). Of those,
     # one whose main thread's stack is whole (torn).
-    ok = [d for d in dumps if d is not None and d.ok]
-    base = next((d for native in (True, False) for whole in (True, False) for d in ok
-                 if d.native is native and torn(d) is not whole), None)
+    base = min((d for d in dumps if d is not None and d.ok),
+               key=lambda d: (not d.native, torn(d)), default=None)  # (the first of equals)
     for dump in dumps:
         if dump is None or dump.ok:
             continue

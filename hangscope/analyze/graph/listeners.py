@@ -8,6 +8,9 @@ server busy in a handler never accepts it: a request/response cycle).
 
 from __future__ import annotations
 
+from hangscope.model import Process
+from hangscope.model.waits import WaitEdge
+
 _ANY = ("0.0.0.0", "::", "0:0:0:0:0:0:0:0", "*", "")
 _LOOPBACK = ("::1", "0:0:0:0:0:0:0:1")
 
@@ -26,3 +29,12 @@ def listeners_of(listeners: dict[int, list[tuple[str, int]]], local: str,
         return []
     return sorted({pid for listen, pid in listeners.get(int(port), [])
                    if listen in _ANY or listen == address})
+
+
+def asks(edge: WaitEdge, server: Process) -> bool:
+    """``edge`` reads a TCP connection to a port ``server`` listens on: a request to it, whose
+    reply it waits for."""
+    if edge.kind != "tcp" or " -> " not in edge.object:
+        return False
+    port = edge.object.rsplit(":", 1)[-1]
+    return port.isdigit() and any(s.port == int(port) for s in server.listening)

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from hangscope.analyze.evidence.stackmemo import Frames, per_stack
+from hangscope.analyze.graph.listeners import asks
 from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.frameworks import in_zmq_wait
 from hangscope.model import Process, Thread
@@ -148,12 +149,16 @@ def owed_loop_edges(kernel: KernelWaits, fds: Mapping[int, Mapping[int, FdRecord
     scheduler). An edge from the loop's thread to the peer of each, as a zmq receive's (any of
     them may owe it); none where the loop's thread has edges of its own (``edges``: the
     others, built first)."""
+    into: dict[int, list[WaitEdge]] = {}
+    waiting: set[tuple[int, int | None]] = set()
+    for e in edges:
+        waiting.add((e.pid, e.tid))
+        if e.to_pid is not None and e.to_pid != e.pid and not receive_edge(e):
+            into.setdefault(e.to_pid, []).append(e)
     for proc in procs:
-        asked = [e for e in edges if e.to_pid == proc.pid and e.pid != proc.pid
-                 and e.kind == "tcp" and not receive_edge(e) and _to_listener(e, proc)]
+        asked = [e for e in into.get(proc.pid, ()) if asks(e, proc)]
         loop = next((t for t in proc.threads if idle_loop(t)), None) if asked else None
-        if loop is None or proc.is_exited or any(
-                e.pid == proc.pid and e.tid == loop.tid for e in edges):
+        if loop is None or proc.is_exited or (proc.pid, loop.tid) in waiting:
             continue
         names = {t.tid: t.name for t in proc.threads}
         for call, fd, rec in _io_connections(kernel, fds.get(proc.pid, {}), connected, proc,
@@ -162,12 +167,6 @@ def owed_loop_edges(kernel: KernelWaits, fds: Mapping[int, Mapping[int, FdRecord
                    "reply: the request's coroutine awaits what its zmq peers send back; zmq's "
                    f"I/O thread {names[call.tid]} ({call.tid}) watches fd {fd}")
             yield from socket_edges(proc, loop, rec, how)
-
-
-def _to_listener(edge: WaitEdge, proc: Process) -> bool:
-    """``edge`` reads a TCP connection to a port ``proc`` listens on: a request to it."""
-    port = edge.object.rpartition(" -> ")[2].rpartition(":")[2]
-    return port.isdigit() and any(s.port == int(port) for s in proc.listening)
 
 
 #: A wait for a peer to take queued messages: (edge kind, object, why, what stands outside when

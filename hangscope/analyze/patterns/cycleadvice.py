@@ -6,10 +6,9 @@ order), read by analyze/patterns/waitpatterns.py's cycle.
 from __future__ import annotations
 
 from hangscope.analyze.graph.queueedges import feeds
-from hangscope.analyze.graph.threadedges import at_loop_head
+from hangscope.analyze.graph.threadedges import at_loop_head, own_frame
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.graph.zmqedges import OWED_HOW, receive_edge
-from hangscope.model import in_library
 from hangscope.words import who
 
 _ADVICE = {
@@ -108,7 +107,7 @@ def own_call(g: Graph, ring: list[int]) -> int | None:
     message queue): the program's own call is the request that went round."""
     own = [k for k, i in enumerate(ring)
            if (t := g.threads.get((g.edges[i].pid, g.edges[i].tid))) is not None
-           and any(not f.native and not in_library(f.file) for f in t.frames)]
+           and own_frame(t) is not None]
     return own[0] if len(own) == 1 else None
 
 

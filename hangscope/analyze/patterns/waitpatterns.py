@@ -36,6 +36,7 @@ from dataclasses import replace
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.visitors import visitors
+from hangscope.analyze.graph.listeners import asks
 from hangscope.analyze.graph.loopedges import loop_index
 from hangscope.analyze.graph.rings import shorter_ring
 from hangscope.analyze.graph.waitgraph import build_edges
@@ -97,7 +98,7 @@ from hangscope.analyze.patterns.ttystop import tty_stopped
 from hangscope.analyze.patterns.upgradepatterns import lock_upgrade
 from hangscope.analyze.patterns.wakepatterns import full_queue, lost_wakeup
 from hangscope.model import Category, Process, Snapshot, Thread
-from hangscope.model.waits import WaitEdge, WaitGraph, WaitPattern
+from hangscope.model.waits import WaitGraph, WaitPattern
 from hangscope.words import short_who, verb, who
 
 
@@ -281,7 +282,9 @@ def _sink(g: Graph) -> WaitPattern | None:
         # the job, analyze/evidence/visitors.py) says only that the server has not answered.
         # Of chains as long, one that starts with a request to a listening port: a client
         # waits for an answer, where a worker reading its parent's socket waits for work.
-        rank = (pid not in outside, len(path), _asks(g, g.edges[path[0]]))
+        first = g.edges[path[0]]
+        peer = g.procs.get(first.to_pid or 0)
+        rank = (pid not in outside, len(path), peer is not None and asks(first, peer))
         if best is None or rank > best[0]:
             best = (rank, path)
     if best is None:
@@ -336,15 +339,6 @@ def _unset_key(g: Graph, path: list[int], suspect: int | None) -> str:
     return (f": nobody set {named}; look where {short_who(owner)} sets it: a key set under "
             f"another name (a PrefixStore prepends its prefix; a version or rank in the "
             f"name){before}")
-
-
-def _asks(g: Graph, edge: WaitEdge) -> bool:
-    """A TCP wait for a reply from a port the other process listens on (a request)."""
-    peer = g.procs.get(edge.to_pid or 0)
-    if edge.kind != "tcp" or peer is None or " -> " not in edge.object:
-        return False
-    port = edge.object.rsplit(":", 1)[-1]
-    return port.isdigit() and any(s.port == int(port) for s in peer.listening)
 
 
 def _idle_loop(snap: Snapshot, proc: Process, thread: Thread | None) -> str:

@@ -128,9 +128,11 @@ def _passed_new_group(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] 
         return None
     stacks = [python_frames(g, facts) for g in tied]
     depth = parting(*stacks)
+    if depth is None:
+        return None
     for inside, past in ((0, 1), (1, 0)):
         group = tied[inside]
-        if depth is None or group.category is not Category.COMM_INIT or group.op != "new_group":
+        if group.category is not Category.COMM_INIT or group.op != "new_group":
             continue
         here, there = stacks[inside][depth], stacks[past][depth]
         if here.line is None or there.line is None or there.line <= here.line or any(
