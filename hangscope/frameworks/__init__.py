@@ -164,6 +164,11 @@ class Framework:
     #: the progress window watches them too, or a job that computes reads as one that waits.
     #: Its system processes stay helpers (``helper_processes``), never watched.
     work_titles: tuple[str, ...] = ()
+    #: (qualified function, source path substring, op) of its own waits for a collective it started
+    #: without waiting (``async_op=True``), then waits for through a handle of its own
+    #: (DeepSpeed ZeRO-3's parameter all_gather): no torch.distributed frame names the op
+    #: while the thread waits in c10d's ``Work::wait``, so the framework's frame does.
+    collective_waits: tuple[tuple[str, str, str], ...] = ()
     #: (function, file end) of its own loops over a rank's batches (Lightning's epoch loop):
     #: a rank past such a loop, where a peer of the same code is still inside it, had fewer
     #: batches (``Frame.runs``).
@@ -205,6 +210,17 @@ HELPER_TARGETS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_
 ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)
 WORK_TITLES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_titles)
 BATCH_LOOPS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.batch_loops)
+COLLECTIVE_WAITS: tuple[tuple[str, str, str], ...] = tuple(
+    p for f in FRAMEWORKS for p in f.collective_waits)
+
+
+def collective_waited(function: str | None, filename: str | None) -> str | None:
+    """The op of the framework's own wait for an async collective this frame is, or None
+    (``Framework.collective_waits``)."""
+    if not function:
+        return None
+    return next((op for name, path, op in COLLECTIVE_WAITS if path in (filename or "")
+                 and (function == name or function.endswith("." + name))), None)
 
 
 def in_zmq_wait(location: str | None) -> bool:

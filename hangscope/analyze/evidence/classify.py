@@ -23,6 +23,7 @@ from hangscope.analyze.evidence.signatures import (
     Signature,
     op_from_name,
 )
+from hangscope.frameworks import collective_waited
 from hangscope.model import EXITED_STATES, Category, Frame, Process, Thread, category_of
 from hangscope.model.categories import CATEGORIES
 from hangscope.model.evolve import copier, evolve
@@ -138,6 +139,11 @@ def _op(sig: Signature, matched: Frame, frames: Sequence[Frame]) -> str | None:
             op = op_from_name(frame.name)
             if op:
                 best = op
+    if best is None:
+        # A framework's own handle on a collective it started without waiting (ZeRO-3's
+        # parameter all_gather) names it, where the thread waits in c10d's ``Work::wait``.
+        best = next((op for frame in frames if not frame.native
+                     and (op := collective_waited(frame.name, frame.file))), None)
     if best is None:
         # An async op's ``work.wait()`` is called from user code: no c10d Python frame names
         # it, but the native Work object does (gloo's SendWork/RecvWork, its UnboundBuffer).

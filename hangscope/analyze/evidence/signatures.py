@@ -97,7 +97,9 @@ SIGNATURES: tuple[Signature, ...] = (
             r"GroupEnd)\b|c10d::ProcessGroup(?:NCCL|Gloo)::(?:allreduce|allgather|"
             r"_allgather_base|allgather_into_tensor_coalesced|reduce_scatter|_reduce_scatter_base|"
             r"broadcast|barrier|send|recv|alltoall_base|alltoall|gather|scatter|reduce)\b|"
-            r"c10d::ProcessGroupGloo::\w*Work::wait|gloo::\w+"),
+            # c10d's Work::wait: a thread waiting for an op it started without waiting
+            # (``async_op=True``: DeepSpeed ZeRO-3's parameter all_gather, ``isend(...).wait()``)
+            r"c10d::ProcessGroupGloo::\w*Work::wait|c10d::Work::wait\b|gloo::\w+"),
         ANYWHERE,
         "Waiting in a collective: it completes only when every rank of the group calls the "
         "same op; look for the rank that is elsewhere."),
@@ -246,7 +248,7 @@ PLUMBING_FILES = _re(
     r"c10d_logger\.py|contextlib\.py|functools\.py|runpy\.py|cmd\.py|pdb\.py|bdb\.py|"
     r"pynccl(?:_wrapper)?\.py|shm_broadcast\.py|time\.py|"
     r"(?:custom|quick)_all_reduce\.py|torch/_functorch/|torch/__init__\.py|"
-    r"torch/_utils_internal\.py|torchinductor_[^/]*/|c[a-z0-9]{51}\.py$|"
+    r"torch/_utils_internal\.py|torch/_compile\.py|torchinductor_[^/]*/|c[a-z0-9]{51}\.py$|"
     r"^<frozen importlib\._bootstrap(?:_external)?>$"
     # the frameworks' own code (Accelerate, Lightning): the user's line called into it
     + "".join("|" + re.escape(path) for path in LIBRARY_FILES) + ")"

@@ -1,0 +1,68 @@
+"""Real DeepSpeed captures (tests/fixtures/frameworks/deepspeed_*.dump.json, taken by
+``hangscope dump`` of the jobs in tests/targets/frameworks/deepspeed_jobs.py) read again.
+
+GIVEN ZeRO-3's parameter all_gather, started without waiting and waited for through
+DeepSpeed's own handle (c10d's ``Work::wait`` under ``AllGatherCoalescedHandle.wait``: no
+torch.distributed frame names it), THEN the thread waits in a collective, all_gather, at the
+program's own line (not torch's ``_disable_dynamo`` wrapper), and the rank that left its loop
+for the barrier is the odd one. GIVEN DeepSpeed's communication wrappers between the program
+and torch.distributed, THEN a call site is the program's line, not ``deepspeed/comm``'s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangscope.analyze import analyze
+from hangscope.analyze.evidence.classify import classify_thread
+from hangscope.frameworks import collective_waited
+from hangscope.model import Category, Frame, Thread, VerdictKind
+from hangscope.model.serialize import load
+
+FRAMEWORKS = Path(__file__).parent.parent / "fixtures" / "frameworks"
+_PARTITION = "/venv/lib/python3.11/site-packages/deepspeed/runtime/zero/partition_parameters.py"
+
+
+def _rank(snap, n: int) -> int:  # type: ignore[no-untyped-def]
+    return next(p.pid for p in snap.ranks if p.rank is not None and p.rank.global_rank == n)
+
+
+def test_given_zero3_forward_against_a_rank_past_its_loop_then_that_rank_is_the_odd_one() -> None:
+    snap = analyze(load(FRAMEWORKS / "deepspeed_zero3_uneven_eval.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES, verdict
+    assert verdict.suspects == (_rank(snap, 1),), verdict
+    assert "rank 0 waits in all_gather at uneven_eval (deepspeed_jobs.py:85)" in verdict.summary
+    assert "Rank 1 waits after the loop" in verdict.summary, verdict.summary
+
+
+def test_given_save_checkpoint_on_rank_0_only_then_sites_are_the_programs_lines() -> None:
+    snap = analyze(load(FRAMEWORKS / "deepspeed_save_rank0.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES, verdict
+    assert verdict.suspects == (_rank(snap, 0),), verdict
+    assert "rank 0 waits in barrier at train (deepspeed_jobs.py:68)" in verdict.summary
+    assert "rank 1 waits in all_reduce at train (deepspeed_jobs.py:60)" in verdict.summary
+    assert "deepspeed/comm" not in verdict.summary, verdict.summary
+
+
+def _thread(*frames: Frame) -> Thread:
+    return Thread(tid=1, name="MainThread", state="S", frames=frames, wchan="futex_do_wait")
+
+
+def test_given_a_handle_wait_over_c10d_work_wait_then_a_collective_the_handle_names() -> None:
+    thread = classify_thread(_thread(
+        Frame("pthread_cond_wait", "libc.so.6", native=True),
+        Frame("c10d::Work::wait", "libtorch_cpu.so", native=True),
+        Frame("instrument_w_nvtx.<locals>.wrapped_fn", "/venv/deepspeed/utils/nvtx.py", 33),
+        Frame("AllGatherCoalescedHandle.wait", _PARTITION, 765),
+        Frame("step", "/srv/job/train.py", 12)))
+    assert thread.category is Category.COLLECTIVE and thread.op == "all_gather", thread
+
+
+def test_given_a_wait_of_another_class_then_no_op_from_the_framework() -> None:
+    assert collective_waited("AllGatherCoalescedHandle.wait", _PARTITION) == "all_gather"
+    assert collective_waited("AllReduceCoalescedHandle.wait", _PARTITION) == "all_reduce"
+    assert collective_waited("NoGatherHandle.wait", _PARTITION) is None
+    assert collective_waited("AllGatherCoalescedHandle.wait", "/srv/job/handles.py") is None
+    assert collective_waited(None, _PARTITION) is None
