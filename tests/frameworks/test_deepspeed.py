@@ -2,12 +2,12 @@
 (``deepspeed`` -> ``deepspeed.launcher.launch`` -> the ranks; tests/targets/frameworks/
 deepspeed_jobs.py).
 
-GIVEN ZeRO-2 training that progresses, THEN progressing. GIVEN a ZeRO-3 evaluation where rank 1
-had the shorter share of prompts (deepspeedai/DeepSpeed#4910): rank 0's next forward waits in
-ZeRO-3's parameter all_gather, started without waiting and waited for through DeepSpeed's own
-handle (c10d's ``Work::wait``, no torch.distributed frame), while rank 1 waits in the barrier
-after its loop, THEN mismatched collectives with rank 1 the odd one (it left the loop), each at
-the program's own line. GIVEN ``save_checkpoint`` called under ``if rank == 0``
+GIVEN ZeRO-2 or ZeRO-3 training that progresses, THEN progressing. GIVEN a ZeRO-3 evaluation
+where rank 1 had the shorter share of prompts (deepspeedai/DeepSpeed#4910): rank 0's next
+forward waits in ZeRO-3's parameter all_gather, started without waiting and waited for through
+DeepSpeed's own handle (c10d's ``Work::wait``, no torch.distributed frame), while rank 1 waits
+in the barrier after its loop, THEN mismatched collectives with rank 1 the odd one (it left the
+loop), each at the program's own line. GIVEN ``save_checkpoint`` called under ``if rank == 0``
 (deepspeedai/DeepSpeed#797, #2993), THEN rank 0 is the odd one and the sentence names the test;
 call sites are the program's lines, not DeepSpeed's communication wrappers.
 """
@@ -37,8 +37,9 @@ def _deepspeed(mode: str, tmp_path: Path):  # type: ignore[no-untyped-def]
                           env={"DS_ACCELERATOR": "cpu"})
 
 
-def test_zero2_training_that_progresses_is_progressing(tmp_path: Path) -> None:
-    with _deepspeed("ds_progress", tmp_path) as job:
+@pytest.mark.parametrize("mode", ["ds_progress", "ds_progress3"])
+def test_zero_training_that_progresses_is_progressing(mode: str, tmp_path: Path) -> None:
+    with _deepspeed(mode, tmp_path) as job:
         verdict = json.loads(dump_json(job.launcher))["verdict"]
     assert verdict["kind"] == "progressing", verdict
 

@@ -4,6 +4,7 @@ launcher: ``deepspeed --num_gpus 2 deepspeed_jobs.py MODE READY_FILE WORKDIR``. 
 
 Modes:
   ds_progress       ZeRO-2 training that goes on (healthy); ready after a few steps.
+  ds_progress3      the same under ZeRO-3 (each layer's parameters gathered in its forward).
   ds_uneven_eval    deepspeedai/DeepSpeed#4910 (and #7128): ZeRO-3 evaluation where each rank
                     runs the forward passes of its own share of the prompts and rank 1's share
                     is shorter: rank 1, done, enters the ``dist.barrier()`` before the results
@@ -51,7 +52,7 @@ def train(mode: str, ready_file: str, workdir: str) -> None:
     import torch
     import torch.distributed as dist
 
-    engine = engine_for(2)
+    engine = engine_for(3 if mode == "ds_progress3" else 2)
     rank = dist.get_rank()
     x, y = torch.randn(8, 32), torch.randn(8, 1)
     step = 0
@@ -60,7 +61,7 @@ def train(mode: str, ready_file: str, workdir: str) -> None:
         engine.backward(loss)
         engine.step()
         step += 1
-        if mode == "ds_progress" and step == READY_STEP:
+        if mode in ("ds_progress", "ds_progress3") and step == READY_STEP:
             ready(ready_file, f"rank{rank}")
         if mode == "ds_save_rank0" and step == SAVE_STEP:
             ready(ready_file, f"rank{rank}")
