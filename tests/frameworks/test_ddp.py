@@ -84,3 +84,20 @@ def test_uneven_micro_batches_leave_a_rank_in_fsdp_all_gather_and_one_in_barrier
     rank0 = next(p for p in data["processes"] if p["pid"] == job.pids["rank0"])
     working = next(t for t in rank0["threads"] if t["tid"] == rank0["working_tid"])
     assert (working["category"], working["op"]) == ("collective", "all_gather"), working
+
+
+def test_a_tensor_parallel_rank_decoding_one_token_more_waits_for_the_one_that_stopped(
+        tmp_path: Path) -> None:
+    """DTensor's row-wise layer all_reduces its partial output with a functional collective,
+    launched inside the forward and waited for (c10d's ``Work::wait`` under ``wait_tensor``)
+    where the output is read: no torch.distributed frame names it. Rank 0 waits there for a
+    fourth token while rank 1, which ended its sequence after three, waits in the barrier past
+    its loop: rank 1 is the odd one."""
+    with _torchrun("tp_decode_stop", tmp_path) as job:
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [job.pids["rank1"]], verdict
+    summary = verdict["summary"]
+    assert "rank 0 waits in a collective at tensor_parallel (ddp_jobs.py:" in summary, summary
+    assert "Rank 1 waits after the loop at tensor_parallel (ddp_jobs.py:" in summary, summary

@@ -23,6 +23,12 @@ the mechanism of a real report:
                        ``accelerator.gather_for_metrics`` (an all_gather) while rank 0 is in
                        ``accelerator.backward``'s all_reduce: mismatched collectives.
                        huggingface/accelerate#2110 ("gather_for_metrics hangs when ...").
+- ``tp_decode_stop`` greedy decoding over a tensor-parallel model (DTensor's
+                    ``parallelize_module``): each rank decides alone when its sequence ended,
+                    so rank 1 leaves the loop for the results' barrier while rank 0 waits for
+                    its next token's all_reduce (a functional collective, waited for in
+                    ``wait_tensor`` where the output is read). microsoft/Tutel#182 ("one GPU
+                    performs 5 forwards and another 6"), meta-pytorch/gpt-fast#55.
 - ``fsdp_progress`` trains forever, one optimizer step per batch of micro-batches; ready after
                     a few steps (the healthy twin).
 - ``fsdp_uneven``   each rank packs its mini-batch into micro-batches by its own token count
@@ -207,9 +213,45 @@ def fsdp(mode: str, ready_file: str) -> None:
             ready(ready_file, f"rank{rank}")
 
 
+def tensor_parallel(ready_file: str) -> None:
+    """Greedy decoding over a tensor-parallel model (DTensor: a column-wise layer, then a
+    row-wise one, whose partial outputs are all_reduced by functional collectives: launched
+    inside the forward, waited for where the output is first read). Each rank decides alone
+    when its sequence ended, so rank 1 stops after 3 tokens and rank 0 decodes a fourth."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32))
+    net = parallelize_module(net, init_device_mesh("cpu", (2,)),
+                             {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    ends_after = 4 if rank == 0 else 3  # each rank's own end-of-sequence token
+    tokens: list[int] = []
+    x = torch.randn(1, 32)
+    with torch.no_grad():
+        while len(tokens) < ends_after:
+            if len(tokens) == 3:  # the token rank 1 does not decode
+                ready(ready_file, f"rank{rank}")
+            logits = net(x)
+            tokens.append(int(logits.argmax()))
+    if rank == 1:
+        ready(ready_file, f"rank{rank}")
+    dist.barrier()  # every rank's sequence in before rank 0 writes them out
+
+
 def main() -> None:
     mode, ready_file, _workdir = sys.argv[1:4]
-    if mode.startswith("accel_"):
+    if mode == "tp_decode_stop":
+        tensor_parallel(ready_file)
+    elif mode.startswith("accel_"):
         accel(mode, ready_file)
     elif mode.startswith("fsdp_"):
         fsdp(mode, ready_file)
