@@ -130,6 +130,10 @@ class Framework:
     #: Thread-name prefixes of its helper threads (timers, keep-alives, heartbeats): they wait
     #: between beats by design, so neither their wait nor their beat says where the job is.
     helper_threads: tuple[str, ...] = ()
+    #: Thread-name prefixes of the threads that run the program's own code for it (Ray
+    #: Train's ``TrainingThread`` runs the training function while the actor's main thread
+    #: waits in Ray's task loop): where there is one, it says where the process is.
+    work_threads: tuple[str, ...] = ()
     #: Target functions of its helper threads that Python names after them (``Thread-2
     #: (process_output_sockets)``): an engine's I/O threads, relaying messages between its
     #: sockets and its main loop's queues, wait between messages by design.
@@ -164,11 +168,20 @@ class Framework:
     #: the progress window watches them too, or a job that computes reads as one that waits.
     #: Its system processes stay helpers (``helper_processes``), never watched.
     work_titles: tuple[str, ...] = ()
-    #: (qualified function, source path substring, op) of its own waits for a collective it started
-    #: without waiting (``async_op=True``), then waits for through a handle of its own
-    #: (DeepSpeed ZeRO-3's parameter all_gather): no torch.distributed frame names the op
-    #: while the thread waits in c10d's ``Work::wait``, so the framework's frame does.
-    collective_waits: tuple[tuple[str, str, str], ...] = ()
+    #: (qualified function, source path substring, op) of its own frames that stand for a
+    #: collective of the ranks: a wait on its handle of a collective it started without waiting
+    #: (DeepSpeed ZeRO-3's parameter all_gather, where only c10d's ``Work::wait`` is below and no
+    #: torch.distributed frame names the op), or a collective of its own over its workers,
+    #: outside torch.distributed (Ray Train's ``report``, a barrier through an actor): a thread
+    #: there waits until every rank calls the same.
+    collectives: tuple[tuple[str, str, str], ...] = ()
+    #: (qualified function, source path substring) of its own waits that another of its
+    #: processes ends on a schedule (Ray Train's report hands its result to a queue of one
+    #: that the controller drains at each poll of the workers, every 2 s), and what a thread
+    #: there waits for, said as its hint: a thread there waits for the next turn, as one in
+    #: ``time.sleep`` does, not for a peer.
+    polled_waits: tuple[tuple[str, str], ...] = ()
+    polled_why: str = ""
     #: (function, file end) of its own loops over a rank's batches (Lightning's epoch loop):
     #: a rank past such a loop, where a peer of the same code is still inside it, had fewer
     #: batches (``Frame.runs``).
@@ -207,20 +220,52 @@ LIBRARY_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.library_
 HELPER_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_threads)
 REPLY_WAITS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.reply_waits)
 HELPER_TARGETS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_targets)
+WORK_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_threads)
+
+
+def runs_program(thread_name: str | None) -> bool:
+    """A framework's thread that runs the program's own code (``work_threads``)."""
+    return bool(WORK_THREADS) and (thread_name or "").startswith(WORK_THREADS)
 ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)
 WORK_TITLES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_titles)
 BATCH_LOOPS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.batch_loops)
-COLLECTIVE_WAITS: tuple[tuple[str, str, str], ...] = tuple(
-    p for f in FRAMEWORKS for p in f.collective_waits)
+COLLECTIVES: tuple[tuple[str, str, str], ...] = tuple(
+    p for f in FRAMEWORKS for p in f.collectives)
 
 
-def collective_waited(function: str | None, filename: str | None) -> str | None:
-    """The op of the framework's own wait for an async collective this frame is, or None
-    (``Framework.collective_waits``)."""
+def collective_at(function: str | None, filename: str | None) -> str | None:
+    """The op of the frameworks' own collective this frame stands for, or None
+    (``Framework.collectives``)."""
     if not function:
         return None
-    return next((op for name, path, op in COLLECTIVE_WAITS if path in (filename or "")
+    return next((op for name, path, op in COLLECTIVES if path in (filename or "")
                  and (function == name or function.endswith("." + name))), None)
+
+
+POLLED_WAITS: tuple[tuple[str, str, str], ...] = tuple(
+    (name, path, f.polled_why) for f in FRAMEWORKS for name, path in f.polled_waits)
+
+
+def frames_pattern(frames: Sequence[tuple[str, ...]]) -> str:
+    """A regular expression of ``function (path)`` texts (as py-spy prints a frame) for each
+    (qualified function, path substring, ...) of ``frames``: the function's name or its tail
+    after a dot, in a file whose path holds the substring."""
+    return "|".join(rf"(?:^|\.){re.escape(f[0])} \([^)]*{re.escape(f[1])}\)"
+                    for f in frames) or r"(?!)"
+
+
+def polled_why(function: str | None, filename: str | None) -> str | None:
+    """What a thread in this frame of a framework's polled wait waits for, or None."""
+    if not function:
+        return None
+    return next((why for name, path, why in POLLED_WAITS if path in (filename or "")
+                 and (function == name or function.endswith("." + name))), None)
+
+
+def collectives_pattern() -> str:
+    """A regular expression of ``function (path)`` texts (as py-spy prints a frame) that
+    match the frameworks' own collectives, the same test as :func:`collective_at`."""
+    return frames_pattern(COLLECTIVES)
 
 
 def in_zmq_wait(location: str | None) -> bool:

@@ -16,7 +16,7 @@ FRAMEWORK = Framework(
     job_words=("deepspeed",),
     launchers=("deepspeed",),
     library_files=("deepspeed/",),
-    collective_waits=(
+    collectives=(
         ("AllGatherHandle.wait", _PARTITION, "all_gather"),
         ("AllGatherCoalescedHandle.wait", _PARTITION, "all_gather"),
         ("MultipleAllGatherHandles.wait", _PARTITION, "all_gather"),

@@ -9,7 +9,10 @@ bytes of its own followed by the 16-byte ActorID (src/ray/common/id.h, Ray 2.60)
 task's TaskID carries the nil ActorID (12 bytes of 0xff, then the job's 4). Each actor's worker
 logs ``Creating actor actor_id=HEX`` in its core-worker log (``python-core-worker-WID_PID.log``,
 which it holds open), so the object a thread waits for names the process that owes it: two
-actors that ``ray.get`` each other's results inside a method (ray#3307) wait in a cycle."""
+actors that ``ray.get`` each other's results inside a method (ray#3307) wait in a cycle.
+
+Ray Train runs a training function in each of its ``ray::RayTrainWorker`` actors, with
+torch.distributed set up between them; its ``report`` is a collective of those workers."""
 
 from __future__ import annotations
 
@@ -115,7 +118,11 @@ FRAMEWORK = Framework(
     # The driver's own threads (ray/_private/worker.py): they relay the cluster's errors and
     # the workers' logs, and wait for them as they always do; every worker's garbage
     # collection trigger (ray/_private/gc_collect_manager.py), parked until the raylet asks.
-    helper_threads=("ray_listen_error_messages", "ray_print_logs", "PythonGCThread"),
+    # Ray Train runs the training function on a thread of its own; its MonitoringThread
+    # watches that thread
+    work_threads=("TrainingThread",),
+    helper_threads=("ray_listen_error_messages", "ray_print_logs", "PythonGCThread",
+                    "MonitoringThread"),
     helper_processes=(
         # The agents retitle themselves (ray_constants.AGENT_PROCESS_TYPE_*): by the title,
         # which reads like an actor's, they are its system processes all the same.
@@ -134,4 +141,25 @@ FRAMEWORK = Framework(
     # The driver hands tasks out and waits in ray.get; the work runs in these workers (its
     # agents, retitled ``ray::DashboardAgent``, are helpers by role and stay unwatched).
     work_titles=("ray::",),
+    # Ray Train's own code: its training function's call into it is the site.
+    library_files=("ray/train/",),
+    # Ray Train's own collectives over its workers, a barrier through its
+    # SynchronizationActor: every worker must call ``report`` the same number of times, as
+    # its docstring warns ("Otherwise, your training will hang"), as it agrees with the others
+    # on the checkpoint's directory first. (Then it hands its result to a queue of one that
+    # the controller drains at each poll of the workers, every 2 s: a wait for the
+    # controller, not for a peer.)
+    polled_waits=(("TrainContext._wait_then_report",
+                   "ray/train/v2/_internal/execution/context.py"),),
+    polled_why=("Waiting for Ray Train's controller to take its report: the controller "
+                "takes one result from each worker per poll, every "
+                "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by default), so a loop that reports "
+                "more often runs at that pace: report less often (once per epoch)."),
+    collectives=(
+        ("TrainContext._sync_checkpoint_dir_name_across_ranks",
+         "ray/train/v2/_internal/execution/context.py", "ray.train.report"),
+        ("barrier", "ray/train/collective/collectives.py", "barrier"),
+        ("broadcast_from_rank_zero", "ray/train/collective/collectives.py",
+         "broadcast_from_rank_zero"),
+    ),
 )

@@ -721,7 +721,8 @@ def category_of(proc: Process, working: Thread | None) -> Category:
 
 def subjects_of(processes: Sequence[Process], of_roles: Callable[..., tuple[Process, ...]]
                 | None = None) -> tuple[Process, ...]:
-    """What a diagnosis is about: ranks, else engine cores, else every Python process.
+    """What a diagnosis is about: ranks, else the main process, else engine cores, else every
+    Python process.
 
     ``of_roles``: the processes of some roles in order (``Snapshot.of_roles``, its index
     built once), where the caller has one; else each is a scan of ``processes``.
@@ -729,7 +730,9 @@ def subjects_of(processes: Sequence[Process], of_roles: Callable[..., tuple[Proc
     if of_roles is None:
         def of_roles(*roles: Role) -> tuple[Process, ...]:
             return tuple(p for p in processes if p.role in roles)
-    ranks = of_roles(Role.RANK, Role.MAIN)
+    # The ranks, where there are any: a main process beside them (a Ray driver whose Ray
+    # Train workers are the ranks) hands out their work and waits for it.
+    ranks = of_roles(Role.RANK) or of_roles(Role.MAIN)
     if ranks:
         return ranks
     engines = of_roles(Role.ENGINE_CORE)

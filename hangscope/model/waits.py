@@ -90,13 +90,16 @@ class FdRecord:
 # Syscall numbers by machine: (reads, writes, waits for a child, flock, fcntl, poll, open;
 # ``poll_ms``: the poll whose third argument is its timeout in ms, not a pointer as ppoll's;
 # ``restart``: restart_syscall, as a wait a ptrace stop interrupted goes on; ``futex``;
-# ``clock_nanosleep``: Python's ``time.sleep``).
+# ``clock_nanosleep``: Python's ``time.sleep``; ``epoll_ms``: epoll_wait/epoll_pwait, whose
+# fourth argument is its timeout in ms, negative for none: an asyncio loop's next timer).
 _X86 = {"read": {0, 17, 19, 45, 47, 299}, "write": {1, 18, 20, 44, 46, 307},
         "wait": {61, 247}, "flock": {73}, "fcntl": {72}, "poll": {7, 271}, "open": {2, 257},
-        "poll_ms": {7}, "restart": {219}, "futex": {202}, "clock_nanosleep": {230}}
+        "poll_ms": {7}, "restart": {219}, "futex": {202}, "clock_nanosleep": {230},
+        "epoll_ms": {232, 281}}
 _ARM = {"read": {63, 65, 67, 207, 212, 243}, "write": {64, 66, 68, 206, 211, 269},
         "wait": {260, 95}, "flock": {32}, "fcntl": {25}, "poll": {73}, "open": {56},
-        "poll_ms": set(), "restart": {128}, "futex": {98}, "clock_nanosleep": {115}}
+        "poll_ms": set(), "restart": {128}, "futex": {98}, "clock_nanosleep": {115},
+        "epoll_ms": {22}}
 SYSCALLS = {"x86_64": _X86, "aarch64": _ARM}
 
 

@@ -23,7 +23,7 @@ from hangscope.analyze.evidence.signatures import (
     Signature,
     op_from_name,
 )
-from hangscope.frameworks import collective_waited
+from hangscope.frameworks import collective_at, polled_why, runs_program
 from hangscope.model import EXITED_STATES, Category, Frame, Process, Thread, category_of
 from hangscope.model.categories import CATEGORIES
 from hangscope.model.evolve import copier, evolve
@@ -140,10 +140,9 @@ def _op(sig: Signature, matched: Frame, frames: Sequence[Frame]) -> str | None:
             if op:
                 best = op
     if best is None:
-        # A framework's own handle on a collective it started without waiting (ZeRO-3's
-        # parameter all_gather) names it, where the thread waits in c10d's ``Work::wait``.
+        # A framework's own frame names it (ZeRO-3's all_gather handle, Ray Train's report).
         best = next((op for frame in frames if not frame.native
-                     and (op := collective_waited(frame.name, frame.file))), None)
+                     and (op := collective_at(frame.name, frame.file))), None)
     if best is None:
         # An async op's ``work.wait()`` is called from user code: no c10d Python frame names
         # it, but the native Work object does (gloo's SendWork/RecvWork, its UnboundBuffer).
@@ -203,6 +202,8 @@ def _classification(thread: Thread) -> dict[str, Any]:
             continue
         category = sig.category
         hint = sig.hint
+        if sig.id == "framework_poll":  # what it waits for, in the framework's words
+            hint = polled_why(matched.name, matched.file) or hint
         if category is Category.JIT_COMPILE and match_frame(FILE_LOCK, frames) is not None:
             hint = ("Compiling, and waiting for the JIT cache's file lock: another process "
                     "builds the same kernel (/proc/locks names it).")
@@ -294,8 +295,10 @@ class _Classified:
             self.values = self.values[0]
         category = changes.get("category") or Category.UNKNOWN
         rest = (_SPECIFICITY.get(category, 0), int(thread.name == "MainThread"), len(frames))
-        # The candidate tier first: a Python thread not a helper, a Python helper, the rest.
-        self.score = (1 if changes.get("helper") else 2, *rest)
+        # The candidate tier first: a framework's thread that runs the program's code (Ray
+        # Train's training thread), a Python thread not a helper, a Python helper, the rest.
+        self.score = (1 if changes.get("helper") else 3 if runs_program(thread.name) else 2,
+                      *rest)
         self.score_native = (0, *rest)
 
 
@@ -330,18 +333,19 @@ def classify_thread(thread: Thread) -> Thread:
 def pick_working_thread(threads: Sequence[Thread]) -> Thread | None:
     """The thread that says where the process is stuck: not a helper, the most specific wait.
 
-    Ties go to MainThread, then to the thread with a Python stack. Helper threads count only
-    when nothing else exists.
+    A framework's thread that runs the program's code (``work_threads``) first. Ties go to
+    MainThread, then to the thread with a Python stack. Helper threads count only when
+    nothing else exists.
     """
     candidates = [t for t in threads if not t.helper and t.python] or [
         t for t in threads if t.python] or list(threads)
     if len(candidates) < 2:
         return candidates[0] if candidates else None
 
-    def score(thread: Thread) -> tuple[int, int, int]:
+    def score(thread: Thread) -> tuple[int, int, int, int]:
         category = thread.category or Category.UNKNOWN
-        return (_SPECIFICITY.get(category, 0), int(thread.name == "MainThread"),
-                len(thread.frames))
+        return (int(runs_program(thread.name)), _SPECIFICITY.get(category, 0),
+                int(thread.name == "MainThread"), len(thread.frames))
 
     return max(candidates, key=score)
 

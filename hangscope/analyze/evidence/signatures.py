@@ -21,7 +21,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hangscope.frameworks import HELPER_TARGETS, HELPER_THREADS, LIBRARY_FILES
+from hangscope.frameworks import (
+    HELPER_TARGETS,
+    HELPER_THREADS,
+    LIBRARY_FILES,
+    POLLED_WAITS,
+    collectives_pattern,
+    frames_pattern,
+)
 from hangscope.frameworks.torch_distributed import REDUCER_WAIT
 from hangscope.model import Category
 
@@ -103,6 +110,18 @@ SIGNATURES: tuple[Signature, ...] = (
         ANYWHERE,
         "Waiting in a collective: it completes only when every rank of the group calls the "
         "same op; look for the rank that is elsewhere."),
+    Signature(
+        # A framework's own frames that stand for a collective of its ranks (frameworks/:
+        # ``collectives``): DeepSpeed's handle on ZeRO-3's all_gather, Ray Train's report.
+        "framework_collective", Category.COLLECTIVE, _re(collectives_pattern()), None, ANYWHERE,
+        "Waiting in a collective of the framework's ranks: it completes only when every rank "
+        "calls the same; look for the rank that is elsewhere."),
+    Signature(
+        # A framework's own wait that another of its processes ends on a schedule
+        # (frameworks/: ``polled_waits``; Ray Train's report waits for the controller's poll):
+        # a wait for the next turn, as a sleep is; its hint is the framework's own.
+        "framework_poll", Category.SLEEP, _re(frames_pattern(POLLED_WAITS)), None, ANYWHERE,
+        "Waiting for the framework's next poll."),
     Signature(
         # DDP's all_reduce runs inside ``backward``: the reducer launches each gradient bucket's
         # all_reduce from autograd's hooks (gloo runs it on its own work threads, which py-spy

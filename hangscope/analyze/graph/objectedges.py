@@ -25,8 +25,8 @@ from hangscope.frameworks import (
     does_work,
     in_task_loop,
 )
-from hangscope.model import Frame, Process, Snapshot
-from hangscope.model.waits import WaitEdge
+from hangscope.model import Frame, Process, Snapshot, Thread
+from hangscope.model.waits import SYSCALLS, KernelWaits, WaitEdge
 
 
 def object_edges(snap: Snapshot) -> list[WaitEdge]:
@@ -121,10 +121,12 @@ def call_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
     a task now: any of them may make that call (probable edges, as :func:`task_edges`'s). With
     none, no edge: analyze/patterns/ends/uncalled.py says nobody will."""
     named = {(e.pid, e.tid) for e in known}
+    kernel = snap.waits.kernel if snap.waits is not None else None
     edges: list[WaitEdge] = []
     for proc in snap.processes:
         thread = proc.working_thread
-        found = awaiting_call(proc) if not proc.is_exited and thread is not None else None
+        found = (awaiting_call(proc, kernel) if not proc.is_exited and thread is not None
+                 else None)
         if found is None or (proc.pid, thread.tid) in named:
             continue
         method = found[1]
@@ -144,17 +146,47 @@ def callers(snap: Snapshot, pid: int) -> list[Process]:
             and not (does_work(p.title) and between_tasks(p))]
 
 
-def awaiting_call(proc: Process) -> tuple[ObjectWait, str] | None:
+def awaiting_call(proc: Process, kernel: KernelWaits | None) -> tuple[ObjectWait, str] | None:
     """The framework's wait and the method in flight of a producer whose event loops all
-    idle in their select (the method awaits another call), or None."""
+    idle in their select with no timer set (the method awaits another call), or None. A loop
+    whose epoll_wait has a timeout (``kernel``'s read of its syscall) has a timer due: the
+    method may be sleeping until it (:func:`sleeping_method`)."""
+    found = _in_flight(proc)
+    if found is None or any(_timer_due(kernel, proc.pid, t.tid) for t in found[2]):
+        return None
+    return found[0], found[1]
+
+
+def sleeping_method(proc: Process, kernel: KernelWaits | None) -> str | None:
+    """The method in flight of a producer whose event loops all idle, one with a timer due
+    (``await asyncio.sleep``: Ray Train's controller between its polls of the workers): it
+    runs again when the timer fires, so what waits on it waits for its next turn."""
+    found = _in_flight(proc)
+    if found is None or not any(_timer_due(kernel, proc.pid, t.tid) for t in found[2]):
+        return None
+    return found[1]
+
+
+def _in_flight(proc: Process) -> tuple[ObjectWait, str, list[Thread]] | None:
+    """The framework's wait, the method in flight (from the title) and the event-loop threads
+    of a producer whose loops all idle in their select."""
     for wait in OBJECT_WAITS:
         if not wait.loop_threads or wait.method is None:
             continue
         found = wait.method.match(proc.title or "")
         loops = [t for t in proc.threads if (t.name or "").startswith(wait.loop_threads)]
         if found and loops and all(idle_loop(t) for t in loops):
-            return wait, found.group("method")
+            return wait, found.group("method"), loops
     return None
+
+
+def _timer_due(kernel: KernelWaits | None, pid: int, tid: int) -> bool:
+    """The thread blocks in an epoll wait with a timeout: its loop has a timer set."""
+    mine = kernel.process(pid) if kernel is not None else None
+    call = mine.syscall(tid) if mine is not None else None
+    epoll = SYSCALLS.get(kernel.arch, {}).get("epoll_ms", set()) if kernel is not None else set()
+    return (call is not None and call.nr in epoll and len(call.args) > 3
+            and not call.args[3] & 0x80000000)  # an int of ms: negative (-1) for none
 
 
 def plain_results(snap: Snapshot, pid: int, wait: ObjectWait) -> bool:

@@ -50,6 +50,7 @@ from hangscope.analyze.rules.graph import (
 from hangscope.analyze.rules.ownerless import ownerless_lock
 from hangscope.analyze.rules.p2p_unmatched import p2p_unmatched
 from hangscope.analyze.rules.slow import (
+    awaits_turn,
     loader_bound,
     straggler_sides,
     waits_on_work,
@@ -566,6 +567,8 @@ RULES: tuple[Rule, ...] = (
          "a listener's accept queue holds connections that no thread accepts or polls"),
     Rule(VerdictKind.PAUSED, held_stopped,
          "processes stopped (SIGSTOP) by a parent that lives and sleeps: held, not hung"),
+    Rule(VerdictKind.PROGRESSING, awaits_turn,
+         "every stuck subject waits for a framework's scheduled poll (Ray Train's report)"),
     Rule(VerdictKind.PROGRESSING, waits_on_work,
          "every stuck subject waits, through the wait-for graph, on a process that works"),
     Rule(VerdictKind.IDLE, calm, "every process is idle or paused: none waits for the job"),

@@ -13,12 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hangscope.analyze.evidence.facts import BUSY, GONE, WAITING, Facts
+from hangscope.analyze.evidence.identity import group_labels
 from hangscope.analyze.evidence.progress import WAITING as WAITING_DECISION
 from hangscope.analyze.evidence.working import chain_to_work, work_words
 from hangscope.analyze.patterns.calm.calm import fetching_loaders
 from hangscope.analyze.rules.subject_lines import evidence
+from hangscope.frameworks import polled_why
 from hangscope.model import Group, Process, Severity, Verdict, VerdictKind
-from hangscope.words import describe, short_who, who
+from hangscope.words import describe, rank_set, short_who, who
 
 
 @dataclass(frozen=True)
@@ -141,3 +143,33 @@ def waits_on_work(facts: Facts) -> Verdict | None:
     summary = (f"Progressing over {seconds:.1f} s: " + "; ".join(parts)
                + ". Its waits end as the work they wait for is done: slow at worst, not hung.")
     return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))
+
+
+def awaits_turn(facts: Facts) -> Verdict | None:
+    """Every subject that does not move waits in a framework's own wait that another of its
+    processes ends on a schedule (frameworks/: ``polled_waits``; Ray Train's workers in
+    ``report`` until the controller's next poll takes their result): paced, not hung; the
+    framework's words say by what, and what to change."""
+    stuck = [p for p in facts.subjects if p.key in facts.stuck]
+    whys = [_turn(p) for p in stuck]
+    if not stuck or None in whys:
+        return None
+    seconds = facts.snapshot.progress.seconds if facts.snapshot.progress is not None else 0.0
+    first = stuck[0].working_thread
+    site = f" at {first.site}" if first is not None and first.site else ""
+    numbered = [p.rank.global_rank for p in stuck if p.rank is not None
+                and p.rank.global_rank is not None]
+    names = (rank_set(numbered, True) if len(numbered) == len(stuck)
+             else group_labels(facts.snapshot, tuple(p.pid for p in stuck)))
+    summary = (f"Slow, not hung: {names} {'waits' if len(stuck) == 1 else 'wait'}"
+               f"{site}, no line moved over {seconds:.1f} s. {whys[0]}")
+    return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))
+
+
+def _turn(proc: Process) -> str | None:
+    """What the process's working thread waits for, where that is a framework's polled wait."""
+    thread = proc.working_thread
+    if thread is None:
+        return None
+    return next((why for f in thread.frames if not f.native
+                 and (why := polled_why(f.name, f.file))), None)

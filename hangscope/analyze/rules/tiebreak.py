@@ -49,8 +49,10 @@ def break_tie(facts: Facts, members: Sequence[Process],
     path = _normal_path(facts, members)
     normal = [g for g in tied if g.op and signature(g.op, g.site) in path]
     if len(normal) != 1:
-        return (_training_step(facts, tied) or _rank_guarded(facts, tied)
-                or left_loop(facts, tied) or _passed_new_group(facts, tied))
+        step, guarded = _training_step(facts, tied), _rank_guarded(facts, tied)
+        if step is not None and guarded is not None and step[0] is guarded[0]:
+            return guarded  # the same side, and the test that leads the other off it
+        return (step or guarded or left_loop(facts, tied) or _passed_new_group(facts, tied))
     group = normal[0]
     sig = signature(group.op or "", group.site)
     who = ", ".join(rank_label(p) for p in path[sig][:8])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from hangscope.analyze.evidence.progress import MIN_WAKES
 from hangscope.analyze.evidence.working import raw_window, window_thread
+from hangscope.analyze.graph.objectedges import sleeping_method
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.patterns.calm.calm import calm_kind
 from hangscope.analyze.patterns.calm.calm_chain import polls_for_work, waits_for_work
@@ -25,6 +26,10 @@ def calm_end(g: Graph, path: list[int]) -> bool:
                 g.snap, end, g.edges[path[-1]].pid):
         # a producer that sleeps and wakes again (a loader's fetch between two batches): its
         # readers wait for what it makes, which is slow, not a hang
+        return True
+    if sleeping_method(end, g.snap.waits.kernel if g.snap.waits is not None else None):
+        # an async method in flight that sleeps until a timer (a controller between its polls
+        # of the workers): what waits on it waits for its next turn
         return True
     calm = _calm(g.snap, end)
     if calm == "paused" and not (

@@ -51,7 +51,8 @@ def _awaited(g: Graph) -> Iterator[Awaited]:
         if edge.kind != "object" or edge.probable or edge.to_pid is None:
             continue
         host, waiter = g.procs.get(edge.to_pid), g.procs.get(edge.pid)
-        found = awaiting_call(host) if host is not None and not host.is_exited else None
+        found = (awaiting_call(host, g.snap.waits.kernel if g.snap.waits is not None else None)
+                 if host is not None and not host.is_exited else None)
         if found is None or waiter is None or host is None:
             continue
         thread = next((t for t in waiter.threads if t.tid == edge.tid), None)

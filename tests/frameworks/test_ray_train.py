@@ -1,0 +1,56 @@
+"""Ray Train 2.60 (``TorchTrainer``, 2 CPU workers, DDP over gloo; tests/targets/frameworks/
+ray_train_jobs.py): the driver runs ``ray.init``, Ray Train's controller starts two
+``ray::RayTrainWorker`` actors and runs the training function in each, torch.distributed set up
+between them.
+
+GIVEN DDP training that reports every epoch from every worker, THEN progressing. GIVEN
+``ray.train.report`` called under ``if rank == 0:`` (ray-project/ray#50874's warning: every
+worker must call it, "otherwise, your training will hang"; ray-project/ray#43753), rank 0 in
+report (a barrier of the workers through Ray Train's SynchronizationActor) and rank 1 in the
+next step's DDP all_reduce, THEN mismatched collectives, rank 0 the odd one, the sentence naming
+the test; not a deadlock through Ray's own controller.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from support import TARGETS, Target, dump_json, running_target
+
+pytestmark = pytest.mark.frameworks
+
+JOBS = TARGETS / "frameworks" / "ray_train_jobs.py"
+#: Ray's processes, then Train's controller and its two workers: ~20 s on a loaded 2-core VM.
+START_TIMEOUT = 180
+
+
+@contextmanager
+def _train(mode: str, tmp_path: Path) -> Iterator[Target]:
+    workdir = tmp_path / mode
+    argv = [sys.executable, str(JOBS), mode, str(workdir / "ready"), str(workdir)]
+    with running_target(argv, workdir, tags=["rank0", "rank1"], timeout=START_TIMEOUT,
+                        env={"RAY_USAGE_STATS_ENABLED": "0"}) as job:
+        yield job
+
+
+def test_ray_train_that_reports_every_epoch_is_progressing(tmp_path: Path) -> None:
+    with _train("progress", tmp_path) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+
+
+def test_report_on_rank_0_alone_is_a_mismatch_with_the_next_steps_all_reduce(
+        tmp_path: Path) -> None:
+    with _train("report_rank0", tmp_path) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [job.pids["rank0"]], verdict
+    summary = verdict["summary"]
+    assert "rank 0 waits in ray.train.report at train_loop (ray_train_jobs.py:" in summary, summary
+    assert "rank 1 waits in all_reduce at train_loop (ray_train_jobs.py:" in summary, summary
+    assert "under `if rank == 0:`" in summary, summary
