@@ -37,6 +37,16 @@ FRAMEWORK = Framework(
 
 
 _REDUCER = re.compile(REDUCER_WAIT)
+#: The elastic agent's rendezvous (torchrun ``--nnodes N``): it starts no rank until the agents
+#: of enough nodes have joined.
+AGENT_RENDEZVOUS = ("_rendezvous", "torch/distributed/elastic/agent/server/api.py")
+
+
+def in_agent_rendezvous(frames: Sequence[Frame]) -> bool:
+    """A stack inside the elastic agent's rendezvous, waiting for the other nodes' agents."""
+    name, path = AGENT_RENDEZVOUS
+    return any(not f.native and f.name.rsplit(".", 1)[-1] == name and path in (f.file or "")
+               for f in frames)
 
 
 def in_ddp_backward(frames: Sequence[Frame]) -> bool:

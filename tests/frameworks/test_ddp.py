@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import TARGETS, dump_json, running_target
+from support import TARGETS, Target, dump_json, running_target
 from targets.hang_shapes import free_port
 
 pytestmark = pytest.mark.frameworks
@@ -101,3 +101,27 @@ def test_a_tensor_parallel_rank_decoding_one_token_more_waits_for_the_one_that_s
     summary = verdict["summary"]
     assert "rank 0 waits in a collective at tensor_parallel (ddp_jobs.py:" in summary, summary
     assert "Rank 1 waits after the loop at tensor_parallel (ddp_jobs.py:" in summary, summary
+
+
+def test_a_torchrun_agent_alone_in_its_rendezvous_for_a_second_node_says_so(
+        tmp_path: Path) -> None:
+    """``torchrun --nnodes 2`` started on one node only (pytorch/pytorch#64926): its agent
+    waits in the rendezvous for the other node's and starts no rank. Missing ranks, not
+    started yet, because the agent waits for the other nodes: start them, or --nnodes 1."""
+    workdir = tmp_path / "rdzv"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node",
+            "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+            "--rdzv-id", "hangscope-test", "--rdzv-conf", "join_timeout=3600", str(JOBS),
+            "ddp_progress", str(workdir / "ready"), str(workdir)]
+
+    def rendezvousing(target: Target) -> bool:
+        return "Rendezvous'ing worker group" in target.log_tail()
+
+    with running_target(argv, workdir, ready=rendezvousing, timeout=90,
+                        env={"LOGLEVEL": "INFO"}) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "missing_rank", verdict
+    summary = verdict["summary"]
+    assert "found none: 2 missing (not started yet)" in summary, summary
+    assert (f"PID {job.launcher}, torchrun's agent, waits in its rendezvous for the other nodes "
+            "(--nnodes 2)") in summary, summary

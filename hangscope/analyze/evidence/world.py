@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from hangscope.analyze.evidence.identity import coordinates, coordinates_label
 from hangscope.analyze.evidence.roles import int_or_none
+from hangscope.frameworks.torch_distributed import in_agent_rendezvous
 from hangscope.model import Job, Process, Role
 from hangscope.words import compact_ranks
 
@@ -121,8 +122,9 @@ def missing_ranks(processes: Sequence[Process], job: Job) -> MissingRanks | None
     return None
 
 
-def describe_missing(m: MissingRanks) -> str:
-    """``expected 4 ranks (WORLD_SIZE=4), found 0-2: rank 3 is missing; ...``."""
+def describe_missing(m: MissingRanks, unstarted: bool = False) -> str:
+    """``expected 4 ranks (WORLD_SIZE=4), found 0-2: rank 3 is missing; ...``; ``unstarted``:
+    the launcher has not started them yet (it waits for the other nodes)."""
     found = ", ".join(m.found) if m.found and m.found != ("-",) else "none"
     if m.numbered and found.isdigit():  # "found 0" would read as a count
         found = f"rank {found}"
@@ -137,6 +139,24 @@ def describe_missing(m: MissingRanks) -> str:
         codes = "; ".join(f"PID {pid} exited" + (f" with code {code}" if code is not None else "")
                           for pid, code in m.exited)
         text += f" ({codes}, not reaped yet)"
+    elif unstarted:
+        text += " (not started yet)"
     else:
         text += " (no process is left of it: it exited and was reaped, or never started)"
     return text
+
+
+def waits_for_nodes(job: Job, procs: Sequence[Process]) -> tuple[Process, str] | None:
+    """A launcher of no rank yet, in torchrun's rendezvous for the other nodes' agents (``--nnodes
+    N``), and what to say of it: the ranks are missing because a node never joined."""
+    agent = next((p for p in procs if p.working_thread is not None
+                  and in_agent_rendezvous(p.working_thread.frames)), None)
+    if agent is None:
+        return None
+    nodes = job.args.get("--nnodes") or job.args.get("--nnodes=")
+    asked = f" (--nnodes {nodes})" if nodes else ""
+    return agent, (f"PID {agent.pid}, torchrun's agent, waits in its rendezvous for the other "
+                   f"nodes{asked}: "
+                   "it starts no rank until enough nodes' agents have joined; start torchrun "
+                   "on the other nodes with the same --rdzv-endpoint and --rdzv-id, or run "
+                   "with --nnodes 1")

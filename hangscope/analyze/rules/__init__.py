@@ -21,7 +21,7 @@ from hangscope.analyze.evidence.identity import comparable_groups, coordinates_l
 from hangscope.analyze.evidence.progress import STUCK
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.signatures import is_p2p
-from hangscope.analyze.evidence.world import describe_missing
+from hangscope.analyze.evidence.world import describe_missing, waits_for_nodes
 from hangscope.analyze.patterns.ends.stoppedends import traced_words
 from hangscope.analyze.rules.accept import fd_exhausted, unaccepted_connections
 from hangscope.analyze.rules.blocked import exiting_note, straggler_head
@@ -242,8 +242,10 @@ def missing_rank(facts: Facts) -> Verdict | None:
         return None
     is_rank = facts.is_rank
     parts = []
+    # no rank yet, the launcher in torchrun's rendezvous: it waits for the other nodes
+    nodes = waits_for_nodes(job, facts.processes) if not facts.ranks_found else None
     if missing is not None:  # which ranks, by what source, and what is left of them
-        parts.append(describe_missing(missing))
+        parts.append(describe_missing(missing, unstarted=nodes is not None))
     elif short:
         parts.append(f"expected {job.expected_ranks} ranks ({job.expected_source}), "
                      f"found {facts.ranks_found}")
@@ -261,7 +263,10 @@ def missing_rank(facts: Facts) -> Verdict | None:
             continue
         name = rank_set([rank_id(proc)], is_rank)  # without ranks it is "PID N": once
         parts.append(f"{name}{f' (PID {proc.pid})' if is_rank else ''} {doing}{last}")
-    rest = [g for g in facts.groups if g.category not in GONE]
+    if nodes is not None:
+        parts.append(nodes[1])
+    rest = [g for g in facts.groups if g.category not in GONE
+            and (nodes is None or nodes[0].pid not in g.pids)]
     if rest:
         parts.append("; ".join(describe(g, is_rank) for g in rest))
     # A zombie rank has no environment left to read: its role is "other", not a subject.
