@@ -72,7 +72,11 @@ OBJECT_WAIT = ObjectWait(
     uncalled=("the task or actor that should make it has gone or never started: a task that "
               "failed keeps its exception in its ObjectRef until something ray.get()s it. "
               "ray.get the producers' refs (or ray.wait on them with the consumer's), and give "
-              "the wait a timeout"),
+              "the wait a timeout. Or the method made that call itself, through its own "
+              "actor's handle (ray.get_runtime_context().current_actor): the call waits in "
+              "the actor's queue behind the method, which holds the actor's only slot "
+              "(max_concurrency=1); call the method directly (await self.method(...)), or "
+              "raise max_concurrency"),
     submit="remote",
     # linagora/openrag#965: an async actor used as a semaphore, its acquire awaiting a
     # condition that only its release sets, with the concurrency slots all held by acquires.
