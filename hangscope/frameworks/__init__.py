@@ -88,7 +88,8 @@ class ObjectWait:
     #: async actors: ``AsyncIO Thread: default``); with every one idle in its select while a
     #: method is in flight (``method``), the method awaits another call to the producer.
     loop_threads: tuple[str, ...] = ()
-    #: The method a producer's process runs now, from its title (group ``method``).
+    #: The method a producer's process runs now, from its title (group ``method``; ``actor``:
+    #: the producer's own name, where the title has it).
     method: re.Pattern[str] | None = None
     #: What a program calls to wait for objects (``ray.get``, ``ray.wait``), by last name;
     #: each takes its timeout as a keyword only, so a call without one waits for the objects.
@@ -96,6 +97,11 @@ class ObjectWait:
     #: What leaves a method awaiting a call nobody makes, and what to do: said when no live
     #: process of the job could make it.
     uncalled: str = ""
+    #: The other cause of such a wait where the producer is the program's own (not one of the
+    #: framework's, whose names start with an underscore: ray.util.queue's ``_QueueActor``):
+    #: the method made that call itself, through its own handle, and the call waits in the
+    #: queue behind it; and what to do.
+    self_call: str = ""
     #: The call a handle's method goes through (``actor.release.remote(...)``: ``"remote"``):
     #: a program's line ``X.M.remote(`` submits M to X (``Frame.submits``).
     submit: str = ""

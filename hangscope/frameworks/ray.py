@@ -66,17 +66,18 @@ OBJECT_WAIT = ObjectWait(
     # loops, one thread per concurrency group (_raylet.so names them); its title names the
     # method in flight (``ray::_QueueActor.get``).
     loop_threads=("AsyncIO Thread: ",),
-    method=re.compile(r"^ray::[A-Za-z_]\w*\.(?P<method>[A-Za-z_]\w*)"),
+    method=re.compile(r"^ray::(?P<actor>[A-Za-z_]\w*)\.(?P<method>[A-Za-z_]\w*)"),
     # ray#19416, ray#6612: a producer task that raised keeps its exception in its ObjectRef,
     # logged nowhere while nothing ray.get()s it.
     uncalled=("the task or actor that should make it has gone or never started: a task that "
               "failed keeps its exception in its ObjectRef until something ray.get()s it. "
               "ray.get the producers' refs (or ray.wait on them with the consumer's), and give "
-              "the wait a timeout. Or the method made that call itself, through its own "
-              "actor's handle (ray.get_runtime_context().current_actor): the call waits in "
-              "the actor's queue behind the method, which holds the actor's only slot "
-              "(max_concurrency=1); call the method directly (await self.method(...)), or "
-              "raise max_concurrency"),
+              "the wait a timeout"),
+    self_call=("or the method made that call itself, through its own actor's handle "
+               "(ray.get_runtime_context().current_actor): the call waits in the actor's "
+               "queue behind the method, which holds the actor's only slot "
+               "(max_concurrency=1); call the method directly (await self.method(...)), or "
+               "raise max_concurrency"),
     submit="remote",
     # linagora/openrag#965: an async actor used as a semaphore, its acquire awaiting a
     # condition that only its release sets, with the concurrency slots all held by acquires.

@@ -4,7 +4,9 @@ GIVEN every worker of the server's pool inside a nested call to the same server,
 requests wait in that pool's queue (grpc#8603) THEN a deadlock of a pool that calls its own
 server, the server the suspect, its handler's line named, and no lock-order inversion (blind
 round 19's 05 read "Local deadlock … a lock-order inversion" from gRPC's own futexes). GIVEN
-the nested method served by a second server on its own pool THEN progressing.
+the nested method served by a second server on its own pool THEN progressing. GIVEN two
+services in two processes whose pools call each other (blind round 26's 04) THEN a deadlock of
+pools that call each other's servers, the one the client calls the suspect.
 """
 
 from __future__ import annotations
@@ -36,16 +38,23 @@ def _idle(pid: int, seconds: float = 1.0) -> None:
     poll(settled, f"PID {pid} off CPU for {seconds} s", 60)
 
 
-def test_a_handler_calling_its_own_server_with_every_worker_taken_is_a_deadlock(
-        tmp_path: Path) -> None:
-    with verdict_job("self_call", tmp_path, ["server", "client"], jobs=JOBS) as job:
-        _idle(job.pids["server"])
+def _deadlock(mode: str, tmp_path: Path, tags: list[str]) -> tuple[str, str]:
+    """Dump the job once every server of it is off CPU: its verdict must be a deadlock whose
+    suspect is the server the client calls. Its summary and the text report."""
+    with verdict_job(mode, tmp_path, tags, jobs=JOBS) as job:
+        for tag in tags[:-1]:  # the servers (the client last)
+            _idle(job.pids[tag])
         raw = dump_json(job.pids["server"])
     data, text = json.loads(raw), show_text(raw, tmp_path)
     verdict = data["verdict"]
     assert verdict["kind"] == "deadlock", (verdict, text)
     assert verdict["suspects"] == [job.pids["server"]], verdict
-    summary = verdict["summary"]
+    return verdict["summary"], text
+
+
+def test_a_handler_calling_its_own_server_with_every_worker_taken_is_a_deadlock(
+        tmp_path: Path) -> None:
+    summary, text = _deadlock("self_call", tmp_path, ["server", "client"])
     assert summary.startswith("Deadlock (a pool that calls its own server): All 2 worker "
                               "threads of "), summary
     assert "wait inside a call at serve.<locals>.translate (grpc_jobs.py:" in summary, summary
@@ -57,3 +66,16 @@ def test_a_nested_call_served_by_a_second_pool_is_progressing(tmp_path: Path) ->
         raw = dump_json(job.pids["server"])
     data, text = json.loads(raw), show_text(raw, tmp_path)
     assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)
+
+
+def test_two_services_whose_pools_call_each_other_are_a_deadlock_from_the_entry(
+        tmp_path: Path) -> None:
+    """The gateway's Translate calls the detector service (a process of its own), whose Detect
+    calls the gateway back: both workers of each pool wait inside a call to the other's port
+    (blind round 26's 04). A deadlock of pools that call each other's servers, the gateway
+    (where the client's requests enter) the suspect."""
+    summary, _text = _deadlock("pool_cycle", tmp_path, ["server", "detector", "client"])
+    assert summary.startswith("Deadlock (pools that call each other's servers): All 2 worker "
+                              "threads of PID "), summary
+    assert "wait inside a call at serve.<locals>.translate (grpc_jobs.py:" in summary, summary
+    assert "at detector.<locals>.detect_with_terms (grpc_jobs.py:" in summary, summary

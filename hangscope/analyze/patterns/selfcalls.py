@@ -9,10 +9,12 @@ pairs the client's socket with the one the process accepted.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from hangscope.analyze.graph.threadedges import blocked, executor_worker, own_frame, runs_task
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.patterns.behind import behind
-from hangscope.model import Category, Process, Snapshot
+from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -20,22 +22,55 @@ from hangscope.words import who
 def self_connections(snap: Snapshot, proc: Process) -> list[tuple[int, int, int]]:
     """(client fd, accepted fd, port) of each TCP connection whose two ends ``proc`` holds,
     to a port it listens on."""
+    return [(client, accepted, port) for client, pid, accepted, port
+            in calls_out(snap, proc, (proc,)) if pid == proc.pid]
+
+
+def calls_out(snap: Snapshot, proc: Process, servers: Sequence[Process]
+              ) -> list[tuple[int, int, int, int]]:
+    """(client fd, server PID, accepted fd, port) of each TCP connection ``proc`` holds as a
+    client to a port one of ``servers`` listens on, whose accepted end that server holds."""
     kernel = snap.waits.kernel if snap.waits is not None else None
     mine = kernel.process(proc.pid) if kernel is not None else None
-    ports = {s.port for s in proc.listening if s.port is not None}
-    if mine is None or not ports:
+    if kernel is None or mine is None:
+        return []
+    by_port = {s.port: srv for srv in servers for s in srv.listening if s.port is not None}
+    if not by_port:
         return []
     fds = {r.inode: r.fd for r in mine.fds if r.inode is not None}
     # (A listening port's accepted sockets all share its local address: the pair is the key.)
     ends = {(c.local, c.remote): c for c in kernel.tcp}
     out = []
     for conn in kernel.tcp:
-        server = ends.get((conn.remote, conn.local))
         port = conn.remote.rpartition(":")[2]
-        if conn.inode in fds and port.isdigit() and int(port) in ports and server is not None \
-                and server.inode in fds:
-            out.append((fds[conn.inode], fds[server.inode], int(port)))
+        srv = by_port.get(int(port)) if conn.inode in fds and port.isdigit() else None
+        server = ends.get((conn.remote, conn.local)) if srv is not None else None
+        held = kernel.process(srv.pid) if srv is not None else None
+        accepted = next((r.fd for r in held.fds if server is not None
+                         and r.inode == server.inode), None) if held is not None else None
+        if srv is not None and accepted is not None:
+            out.append((fds[conn.inode], srv.pid, accepted, int(port)))
     return out
+
+
+def _saturated(proc: Process) -> list[Thread]:
+    """The worker threads of the process's thread pool where every one runs a task blocked
+    inside a call (a socket, or a library's own wait), none computing; else none."""
+    workers = [t for t in proc.threads if executor_worker(t)]
+    if workers and all(runs_task(t) and blocked(t) and t.category in (
+            Category.IPC_WAIT, Category.LOCK) for t in workers):
+        return workers
+    return []
+
+
+def _pool_words(proc: Process, workers: list[Thread]) -> tuple[str, str]:
+    """The pool's threads (named, the first four) and where their tasks wait."""
+    sites = sorted({f"{f.name} ({f.short_file}:{f.line})" for t in workers
+                    if (f := own_frame(t)) is not None})
+    at = f" at {', '.join(sites[:2])}" if sites else ""
+    names = ", ".join(t.name or str(t.tid) for t in workers[:4]) + (
+        f" and {len(workers) - 4} more" if len(workers) > 4 else "")
+    return names, at
 
 
 def self_call(g: Graph) -> WaitPattern | None:
@@ -44,21 +79,14 @@ def self_call(g: Graph) -> WaitPattern | None:
     for proc in g.snap.processes:
         if proc.is_exited or not proc.listening:
             continue
-        workers = [t for t in proc.threads if executor_worker(t)]
         # Every worker busy with a task that waits (an idle one would take the nested
         # request), each blocked in a call (a socket, or a library's own wait), none computing.
-        if not workers or not all(runs_task(t) and blocked(t) and t.category in (
-                Category.IPC_WAIT, Category.LOCK) for t in workers):
-            continue
-        found = self_connections(g.snap, proc)
+        workers = _saturated(proc)
+        found = self_connections(g.snap, proc) if workers else []
         if not found:
             continue
         client, accepted, port = found[0]
-        sites = sorted({f"{f.name} ({f.short_file}:{f.line})" for t in workers
-                        if (f := own_frame(t)) is not None})
-        at = f" at {', '.join(sites[:2])}" if sites else ""
-        names = ", ".join(t.name or str(t.tid) for t in workers[:4]) + (
-            f" and {len(workers) - 4} more" if len(workers) > 4 else "")
+        names, at = _pool_words(proc, workers)
         chain = (f"all {len(workers)} worker threads of {who(proc)}'s thread pool ({names}) "
                  f"run tasks that wait inside a call{at}, and {who(proc)} is connected to its "
                  f"own listening port {port} (fd {client} to fd {accepted}, which it accepted): "
@@ -68,3 +96,61 @@ def self_call(g: Graph) -> WaitPattern | None:
                  + behind(g, (proc.pid,)))
         return WaitPattern("self_call", (proc.pid,), chain, (), proc.pid, workers[0].tid)
     return None
+
+
+def pool_cycle(g: Graph) -> WaitPattern | None:
+    """Servers whose pools call each other's in a ring (grpc/grpc#8603 across services: a
+    ranker's handler calls a feature service, whose handler calls the ranker back): every
+    worker of each pool runs a task blocked in a call to the next server's port, whose
+    requests wait for a worker of that full pool. The kernel's TCP table links each call to
+    the server that accepted it."""
+    if not g.has_file("concurrent/futures/thread.py"):
+        return None
+    pools = {p.pid: (p, w) for p in g.snap.processes
+             if not p.is_exited and p.listening and (w := _saturated(p))}
+    if len(pools) < 2:
+        return None
+    servers = [p for p, _ in pools.values()]
+    nxt = {pid: {srv: (port, client) for client, srv, _, port
+                 in calls_out(g.snap, proc, servers) if srv != pid}
+           for pid, (proc, _) in pools.items()}
+    for start in pools:
+        ring = _ring(nxt, start)
+        if ring is None:
+            continue
+        # the ring read from the server that a process outside it calls: where requests enter
+        outside = [p for p in g.snap.processes if p.pid not in pools]
+        entry = next((pid for pid in ring for p in outside
+                      if any(s == pid for _, s, _, _ in calls_out(g.snap, p, servers))), ring[0])
+        ring = ring[ring.index(entry):] + ring[:ring.index(entry)]
+        hops = []
+        for i, pid in enumerate(ring):
+            proc, workers = pools[pid]
+            after = ring[(i + 1) % len(ring)]
+            port, client = nxt[pid][after]
+            names, at = _pool_words(proc, workers)
+            hops.append(f"all {len(workers)} worker threads of {who(proc)}'s thread pool "
+                        f"({names}) run tasks that wait inside a call{at}, to "
+                        f"{who(pools[after][0])}'s port {port} (fd {client})")
+        chain = ("; ".join(hops) + ": each pool's requests to the next wait for a free worker "
+                 "of a pool whose workers all wait in turn, and none will be free. Serve the "
+                 "call back from another pool or server (or pass what it fetches along with "
+                 "the request), bound the calls in flight below each pool's size, or give "
+                 "the calls deadlines" + behind(g, tuple(ring)))
+        return WaitPattern("pool_cycle", tuple(ring), chain, (), ring[0],
+                           pools[ring[0]][1][0].tid)
+    return None
+
+
+def _ring(nxt: dict[int, dict[int, tuple[int, int]]], start: int) -> list[int] | None:
+    """A ring of calls from ``start`` back to it through the saturated servers, or None."""
+    path, seen = [start], {start}
+    while True:
+        ahead = [pid for pid in nxt.get(path[-1], {}) if pid in nxt]
+        if start in ahead and len(path) > 1:
+            return path
+        step = next((pid for pid in ahead if pid not in seen), None)
+        if step is None:
+            return None
+        path.append(step)
+        seen.add(step)

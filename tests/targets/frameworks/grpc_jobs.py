@@ -11,6 +11,10 @@ the same server over its own channel:
   considered harmful"; #7052).
 - ``two_servers``: the twin: ``Detect`` is served by a second server of the same process, on
   its own pool, and computes a little; the client asks again and again (progressing).
+- ``pool_cycle``: ``Detect`` is served by a detector service in a process of its own (two
+  workers), whose ``Detect`` asks the gateway back for its ``Glossary``: 4 ``Translate`` calls
+  take both gateway workers, which wait on the detector, whose two workers wait on the
+  gateway's full pool (grpc/grpc#8603 across services; blind round 26's 04).
 
 The server appends ``"<pid> server"`` to READY_FILE once it serves, the client ``"<pid>
 client"`` once its calls are sent.
@@ -51,12 +55,44 @@ def detect(request, context):  # type: ignore[no-untyped-def]
     return {"lang": "de" if "ß" in request["text"] else "en"}
 
 
+def glossary(request, context):  # type: ignore[no-untyped-def]
+    return {"terms": ["Straße"]}
+
+
+def detector(ready_file: str, gateway_port: str) -> None:
+    """The detector service of ``pool_cycle``: its Detect asks the gateway for its glossary."""
+    import grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="detect"))
+    terms = _stub(grpc.insecure_channel(f"127.0.0.1:{gateway_port}"), "/lang.Gateway/Glossary")
+
+    def detect_with_terms(request, context):  # type: ignore[no-untyped-def]
+        known = terms({})["terms"]  # the call back into the gateway
+        return {"lang": "de" if any(t in request["text"] for t in known) else "en"}
+
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "lang.Detector", {"Detect": _json(detect_with_terms)}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    with open(f"{ready_file}.port.tmp", "w") as f:
+        f.write(str(port))
+    os.replace(f"{ready_file}.port.tmp", f"{ready_file}.port")  # whole, or not there
+    ready(ready_file, "detector")
+    server.wait_for_termination()
+
+
 def serve(mode: str, ready_file: str) -> None:
     import grpc
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="rpc"))
     port = server.add_insecure_port("127.0.0.1:0")
     detector_port = port
+    if mode == "pool_cycle":
+        subprocess.Popen([sys.executable, __file__, "detector", ready_file, str(port)])
+        while not os.path.exists(f"{ready_file}.port"):  # the detector's port, once it serves
+            time.sleep(0.05)  # (the polling interval of that readiness wait)
+        with open(f"{ready_file}.port") as f:
+            detector_port = int(f.read())
     if mode == "two_servers":
         detector = grpc.server(futures.ThreadPoolExecutor(max_workers=2,
                                                           thread_name_prefix="detect"))
@@ -70,8 +106,8 @@ def serve(mode: str, ready_file: str) -> None:
         lang = lookup({"text": request["text"]})["lang"]  # the nested call
         return {"text": request["text"][::-1], "from": lang}
 
-    handlers = [grpc.method_handlers_generic_handler("lang.Gateway",
-                                                     {"Translate": _json(translate)})]
+    handlers = [grpc.method_handlers_generic_handler(
+        "lang.Gateway", {"Translate": _json(translate), "Glossary": _json(glossary)})]
     if mode == "self_call":
         handlers.append(grpc.method_handlers_generic_handler(
             "lang.Detector", {"Detect": _json(detect)}))
@@ -100,5 +136,7 @@ def client(ready_file: str, port: str, mode: str) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "client":
         client(*sys.argv[2:5])
+    elif sys.argv[1] == "detector":
+        detector(*sys.argv[2:4])
     else:
         serve(sys.argv[1], sys.argv[2])

@@ -93,6 +93,16 @@ def _uncalled(g: Graph, i: int, waiter: Process, thread: Thread | None, host: Pr
              f"to return its {method}, and {method} awaits another call to it that no "
              f"live process of the job is making: its event loop idles with {method} in "
              f"flight, and every other process waits or has no task{rest}. "
-             + wait.uncalled[:1].upper() + wait.uncalled[1:])
+             + wait.uncalled[:1].upper() + wait.uncalled[1:] + _own(host, wait))
     return WaitPattern("uncalled", (waiter.pid, host.pid, *(p.pid for p in idle)), chain,
                        (i,), waiter.pid, thread.tid if thread is not None else None)
+
+
+def _own(host: Process, wait: ObjectWait) -> str:
+    """The self-call cause, where the producer is the program's own (its name, from the
+    title, starts with no underscore: not one of the framework's own producers)."""
+    found = wait.method.match(host.title or "") if wait.method is not None else None
+    actor = found.groupdict().get("actor") if found is not None else None
+    if not wait.self_call or not actor or actor.startswith("_"):
+        return ""
+    return ". " + wait.self_call[:1].upper() + wait.self_call[1:]
