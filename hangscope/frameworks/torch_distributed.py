@@ -42,11 +42,29 @@ _REDUCER = re.compile(REDUCER_WAIT)
 AGENT_RENDEZVOUS = ("_rendezvous", "torch/distributed/elastic/agent/server/api.py")
 
 
-def in_agent_rendezvous(frames: Sequence[Frame]) -> bool:
-    """A stack inside the elastic agent's rendezvous, waiting for the other nodes' agents."""
-    name, path = AGENT_RENDEZVOUS
+#: torch.distributed.rpc: the agent's thread pool (c10d's ``ThreadPool``, ``num_worker_threads``
+#: threads) runs each request's function, under ``_run_function``; ``rpc_sync`` (or a future's
+#: ``wait``) inside it blocks that thread until the reply comes.
+RPC_POOL_THREAD = "pt_thread_pool"
+RPC_HANDLER = ("_run_function", "torch/distributed/rpc/internal.py")
+RPC_CALLS = (("rpc_sync", "torch/distributed/rpc/api.py"),)
+
+
+def _at(frames: Sequence[Frame], name: str, path: str) -> bool:
     return any(not f.native and f.name.rsplit(".", 1)[-1] == name and path in (f.file or "")
                for f in frames)
+
+
+def rpc_handler_calls(thread_name: str | None, frames: Sequence[Frame]) -> bool:
+    """A thread of the RPC agent's pool running a request's function that waits in a nested
+    RPC call (``rpc_sync`` inside a handler): the thread is held until the reply comes."""
+    return ((thread_name or "").startswith(RPC_POOL_THREAD) and _at(frames, *RPC_HANDLER)
+            and any(_at(frames, name, path) for name, path in RPC_CALLS))
+
+
+def in_agent_rendezvous(frames: Sequence[Frame]) -> bool:
+    """A stack inside the elastic agent's rendezvous, waiting for the other nodes' agents."""
+    return _at(frames, *AGENT_RENDEZVOUS)
 
 
 def in_ddp_backward(frames: Sequence[Frame]) -> bool:

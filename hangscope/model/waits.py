@@ -252,7 +252,7 @@ class WaitPattern:
     # pending_tasks | uncalled | queued_call |
     # prompt | fifo_open | crash_loop | dead_thread | dead_process | dead_holder | dead_peer |
     # nested_checkout | signal_blocked | signal_ignored | self_connect | self_call | pool_cycle |
-    # tty_stopped |
+    # rpc_pools | tty_stopped |
     # shared_connection | behind_sibling | sink
     kind: str
     members: tuple[int, ...]  # PIDs, the suspect first where there is one

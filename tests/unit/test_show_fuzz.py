@@ -32,6 +32,10 @@ VALID = json.loads(VALID_TEXT)
 FORMATS = ("text", "md", "json")
 
 
+#: A Python traceback's first line: what a crash prints. (Not the bare word: Hypothesis draws
+#: strings from this module's own constants, and a refusal may quote the value it refused.)
+TRACEBACK = "Traceback (most recent call last)"
+
 def _other_schema() -> str:
     doc = copy.deepcopy(VALID)
     doc["schema"] = "hangscope.dump/999"
@@ -78,7 +82,7 @@ def show(content: str | bytes, fmt: str = "json") -> tuple[int, str, str]:
 def assert_clean_refusal(code: int, out: str, err: str) -> None:
     assert code == 6, (code, err)
     assert err.startswith("hangscope: error: "), err
-    assert "Traceback" not in err and "hangscope: internal error" not in err
+    assert TRACEBACK not in err and "hangscope: internal error" not in err
     assert out == ""
 
 
@@ -125,7 +129,7 @@ def test_bad_dump_file_through_the_real_command(hangscope_cli: Any, tmp_path: Pa
     else:
         path.write_text(content, encoding="utf-8")
     result = hangscope_cli("show", str(path))
-    assert "Traceback" not in result.stderr + result.stdout
+    assert TRACEBACK not in result.stderr + result.stdout
     assert result.returncode == 6, result.stderr
     assert words in result.stderr, result.stderr
     assert result.stdout == ""
@@ -165,7 +169,7 @@ def test_missing_directory_huge_or_special_file(hangscope_cli: Any, tmp_path: Pa
     elif make == "fifo":
         os.mkfifo(path)  # reading it would block forever: nobody writes to it
     result = hangscope_cli("show", str(path), timeout=30)
-    assert "Traceback" not in result.stderr
+    assert TRACEBACK not in result.stderr
     assert result.returncode == code, result.stderr
     assert words in result.stderr, result.stderr
 
@@ -277,7 +281,7 @@ def test_fuzz_mutated_dump_renders_or_is_refused(mutations: list[tuple[Any, Any]
         except (KeyError, IndexError, TypeError):
             continue  # an earlier mutation removed this path
     code, out, err = show(json.dumps(doc), fmt)
-    assert "Traceback" not in err and "hangscope: internal error" not in err, err
+    assert TRACEBACK not in err and "hangscope: internal error" not in err, err
     if code == 0:
         assert out
     else:
@@ -307,6 +311,6 @@ def test_fuzz_any_text_in_string_fields_renders_safely(edits: list[tuple[Any, st
         target[path[-1]] = text
     code, out, err = show(json.dumps(doc), fmt)
     assert code in (0, 6), err
-    assert "Traceback" not in err and "hangscope: internal error" not in err, err
+    assert TRACEBACK not in err and "hangscope: internal error" not in err, err
     if code == 0:
         assert "\x1b" not in out and "\x07" not in out

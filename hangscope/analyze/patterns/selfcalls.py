@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from hangscope.analyze.graph.threadedges import blocked, executor_worker, own_frame, runs_task
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.patterns.behind import behind
+from hangscope.frameworks.torch_distributed import RPC_POOL_THREAD, rpc_handler_calls
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -68,8 +69,8 @@ def _pool_words(proc: Process, workers: list[Thread]) -> tuple[str, str]:
     sites = sorted({f"{f.name} ({f.short_file}:{f.line})" for t in workers
                     if (f := own_frame(t)) is not None})
     at = f" at {', '.join(sites[:2])}" if sites else ""
-    names = ", ".join(t.name or str(t.tid) for t in workers[:4]) + (
-        f" and {len(workers) - 4} more" if len(workers) > 4 else "")
+    named = list(dict.fromkeys(t.name or str(t.tid) for t in workers))  # a pool may name all alike
+    names = ", ".join(named[:4]) + (f" and {len(named) - 4} more" if len(named) > 4 else "")
     return names, at
 
 
@@ -154,3 +155,30 @@ def _ring(nxt: dict[int, dict[int, tuple[int, int]]], start: int) -> list[int] |
             return None
         path.append(step)
         seen.add(step)
+
+
+def rpc_pools(g: Graph) -> WaitPattern | None:
+    """torch.distributed.rpc servers whose every RPC thread runs a request's function that
+    waits in a nested ``rpc_sync`` (pytorch#26362): a nested request to a server whose threads
+    are all taken waits in its queue, so the threads that would answer the waiting ones never
+    come free. Every thread of the agent's pool is read (an idle one has no Python stack), and
+    the window saw none of them move."""
+    full = []
+    for proc in g.snap.processes:
+        pool = [t for t in proc.threads if (t.name or "").startswith(RPC_POOL_THREAD)]
+        if pool and all(rpc_handler_calls(t.name, t.frames) and blocked(t) for t in pool):
+            full.append((proc, pool))
+    if not full:
+        return None
+    parts = []
+    for proc, pool in full:
+        names, at = _pool_words(proc, pool)
+        parts.append(f"all {len(pool)} RPC threads of {who(proc)} ({names}) run requests "
+                     f"that wait inside a nested rpc_sync{at}")
+    members = tuple(p.pid for p, _ in full)
+    chain = ("; ".join(parts) + ": a nested request to a server whose RPC threads are all "
+             "taken waits in its queue, and the threads that would answer the waiting ones "
+             "never come free. Make the function non-blocking (@rpc.functions.async_execution, "
+             "returning rpc.rpc_async(...).then(...)), keep the requests in flight below "
+             "num_worker_threads, or give rpc_sync a timeout" + behind(g, members))
+    return WaitPattern("rpc_pools", members, chain, (), members[0], full[0][1][0].tid)

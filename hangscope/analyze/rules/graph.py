@@ -42,6 +42,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "self_connect": "Deadlock (a socket connected to itself)",
          "self_call": "Deadlock (a pool that calls its own server)",
          "pool_cycle": "Deadlock (pools that call each other's servers)",
+         "rpc_pools": "Deadlock (RPC threads all waiting on nested calls)",
          "tty_stopped": "A terminal's output stopped (^S)",
          "shared_connection": "One connection shared across fork",
          "behind_sibling": "Behind its siblings"}
@@ -50,6 +51,7 @@ _KIND = {"cycle": VerdictKind.DEADLOCK, "gil_hold": VerdictKind.DEADLOCK,
          "self_wait": VerdictKind.DEADLOCK, "own_end": VerdictKind.DEADLOCK,
          "nested_checkout": VerdictKind.DEADLOCK, "self_connect": VerdictKind.DEADLOCK,
          "self_call": VerdictKind.DEADLOCK, "pool_cycle": VerdictKind.DEADLOCK,
+         "rpc_pools": VerdictKind.DEADLOCK,
          "tty_stopped": VerdictKind.WAIT_CHAIN, "shared_connection": VerdictKind.DEADLOCK}
 
 
@@ -145,7 +147,8 @@ def wait_cycle(facts: Facts) -> Verdict | None:
     """Following each stuck thread's wait comes back to it: a deadlock. A sibling behind the
     others comes first: the ring through their shared sockets is how they wait for the message
     it never got, and it says which one is out."""
-    return _verdict(facts, ("self_connect", "self_call", "pool_cycle", "tty_stopped", "own_end",
+    return _verdict(facts, ("self_connect", "self_call", "pool_cycle", "rpc_pools", "tty_stopped",
+                            "own_end",
                             "behind_sibling",
                             "cycle", "gil_hold",
                             "self_lock", "self_wait", "fork_lock", "nested_checkout",
