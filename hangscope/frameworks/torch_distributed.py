@@ -62,6 +62,15 @@ def rpc_handler_calls(thread_name: str | None, frames: Sequence[Frame]) -> bool:
             and any(_at(frames, name, path) for name, path in RPC_CALLS))
 
 
+#: FSDP's own code (FSDP2's ``fully_shard``, FSDP1): its collectives run from its hooks.
+FSDP_SOURCE = "torch/distributed/fsdp/"
+
+
+def in_fsdp(frames: Sequence[Frame]) -> bool:
+    """A stack inside FSDP's own code: a collective of its hooks (unshard, reduce-scatter)."""
+    return any(not f.native and FSDP_SOURCE in (f.file or "") for f in frames)
+
+
 def in_agent_rendezvous(frames: Sequence[Frame]) -> bool:
     """A stack inside the elastic agent's rendezvous, waiting for the other nodes' agents."""
     return _at(frames, *AGENT_RENDEZVOUS)

@@ -125,3 +125,18 @@ def test_a_torchrun_agent_alone_in_its_rendezvous_for_a_second_node_says_so(
     assert "found none: 2 missing (not started yet)" in summary, summary
     assert (f"PID {job.launcher}, torchrun's agent, waits in its rendezvous for the other nodes "
             "(--nnodes 2)") in summary, summary
+
+
+def test_fsdp_ranks_that_ran_different_units_are_told_to_run_every_unit(tmp_path: Path) -> None:
+    """Rank 1 skips the fully_shard-ed vision tower on its text-only batches (pytorch#152964;
+    blind round 26's 05): in backward rank 0 waits in an all_gather, rank 1 in a
+    reduce_scatter, both inside FSDP's hooks under the same ``loss.backward()``. No stack says
+    which rank skipped: both are suspects, and the verdict says what makes FSDP's collectives
+    stop pairing and what to change."""
+    with _torchrun("fsdp_skip_module", tmp_path) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert sorted(verdict["suspects"]) == sorted([job.pids["rank0"], job.pids["rank1"]])
+    summary = verdict["summary"]
+    assert "Every rank waits in FSDP's own collectives: the ranks ran different FSDP units" \
+        in summary, summary

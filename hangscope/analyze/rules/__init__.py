@@ -65,6 +65,7 @@ from hangscope.analyze.rules.waits import (
     p2p_points_at,
     recv_any_source,
 )
+from hangscope.frameworks.torch_distributed import in_fsdp
 from hangscope.model import (
     Category,
     Group,
@@ -193,6 +194,21 @@ _NEW_GROUP = (" new_group is a collective of the whole default group: every rank
               "different groups.")
 
 
+_FSDP_UNITS = (" Every rank waits in FSDP's own collectives: the ranks ran different FSDP units "
+               "(a fully_shard-ed module that some ranks skip on a data-dependent branch, or "
+               "a different number of forward passes), so their all_gathers and "
+               "reduce_scatters no longer pair. Run every fully_shard-ed module on every rank "
+               "each step (a dummy input where there is none), and give every rank the same "
+               "number of forward passes.")
+
+
+def _in_fsdp(facts: Facts, group: Group) -> bool:
+    """Every rank of the group waits in a collective of FSDP's hooks."""
+    procs = [facts.snapshot.process(pid) for pid in group.pids]
+    return bool(procs) and all(p is not None and (w := p.working_thread) is not None
+                               and in_fsdp(w.frames) for p in procs)
+
+
 def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str,
               members: Sequence[Process] = ()) -> Verdict | None:
     """The mismatch among the collective groups of one comparable set of ranks."""
@@ -212,7 +228,8 @@ def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str,
         suspects_groups = [g for g in ordered if g is not broken[0]]
         summary += f". {broken[1]}"
     if tie:
-        summary += ". The groups are the same size: no majority says which side is wrong."
+        summary += ". The groups are the same size: no majority says which side is wrong." + (
+            _FSDP_UNITS if all(_in_fsdp(facts, g) for g in ordered) else "")
     else:
         odd = [r for g in suspects_groups for r in g.ranks]
         labels = [label for g in suspects_groups for label in g.labels]

@@ -29,6 +29,10 @@ the mechanism of a real report:
                     its next token's all_reduce (a functional collective, waited for in
                     ``wait_tensor`` where the output is read). microsoft/Tutel#182 ("one GPU
                     performs 5 forwards and another 6"), meta-pytorch/gpt-fast#55.
+- ``fsdp_skip_module`` FSDP2 on a small vision-language model whose rank 1 gets text-only
+                    batches from step 2 and skips the fully_shard-ed vision tower: in backward
+                    rank 0 waits in an all_gather, rank 1 in a reduce_scatter
+                    (pytorch/pytorch#152964, #148334; blind round 26's 05).
 - ``fsdp_progress`` trains forever, one optimizer step per batch of micro-batches; ready after
                     a few steps (the healthy twin).
 - ``fsdp_uneven``   each rank packs its mini-batch into micro-batches by its own token count
@@ -213,6 +217,55 @@ def fsdp(mode: str, ready_file: str) -> None:
             ready(ready_file, f"rank{rank}")
 
 
+def vision_language(ready_file: str) -> None:
+    """A small vision-language model under FSDP2: the vision tower, each text block and the
+    root are units of their own. A text-only batch skips the vision tower (HF mllama's ``if
+    pixel_values is not None``); rank 1's batches are text-only from step 2 on. Every unit has
+    the same shard size, so gloo pairs rank 0's extra all_gather with rank 1's next one and
+    the forward goes on; in backward their collectives differ in kind and never meet."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    width = 32
+
+    def block() -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.LayerNorm(width), torch.nn.Linear(width, 2 * width),
+                                   torch.nn.GELU(), torch.nn.Linear(2 * width, width))
+
+    class VisionLanguage(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.vision = block()
+            self.layers = torch.nn.ModuleList(block() for _ in range(3))
+            self.head = torch.nn.Linear(width, 1)
+
+        def forward(self, h, pixels=None):  # type: ignore[no-untyped-def]
+            if pixels is not None:  # the batch has images
+                h = h + self.vision(pixels)
+            for layer in self.layers:
+                h = h + layer(h)
+            return self.head(h)
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = VisionLanguage()
+    fully_shard(model.vision)
+    for layer in model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    step = 0
+    while True:
+        text_only = rank == 1 and step >= 2
+        out = model(torch.randn(4, width), None if text_only else torch.randn(4, width))
+        loss = out.pow(2).mean()
+        if step == 2:
+            ready(ready_file, f"rank{rank}")
+        loss.backward()
+        step += 1
+
+
 def tensor_parallel(ready_file: str) -> None:
     """Greedy decoding over a tensor-parallel model (DTensor: a column-wise layer, then a
     row-wise one, whose partial outputs are all_reduced by functional collectives: launched
@@ -251,6 +304,8 @@ def main() -> None:
     mode, ready_file, _workdir = sys.argv[1:4]
     if mode == "tp_decode_stop":
         tensor_parallel(ready_file)
+    elif mode == "fsdp_skip_module":
+        vision_language(ready_file)
     elif mode.startswith("accel_"):
         accel(mode, ready_file)
     elif mode.startswith("fsdp_"):
