@@ -59,3 +59,16 @@ def test_given_a_rank_whose_shell_child_kept_the_environment_then_the_rank_stays
     assert procs[shell.pid].role is not Role.RANK, procs[shell.pid]
     assert sorted(p.rank.global_rank for p in procs.values() if p.role is Role.RANK) == [
         0, 1, 2, 3]
+
+
+def test_given_a_node_launcher_under_the_jobs_launcher_then_it_is_a_launcher() -> None:
+    """tests/fixtures/frameworks/deepspeed_zero3_uneven_eval.dump.json (discovery named it
+    before this refinement): DeepSpeed's runner starts ``python -m deepspeed.launcher.launch``,
+    not the root of the tree, which starts the ranks (LOCAL_RANK set): a launcher, not "other"."""
+    snap = load(DUMP.parent.parent / "frameworks" / "deepspeed_zero3_uneven_eval.dump.json")
+    node = next(p for p in snap.processes if "deepspeed.launcher.launch" in p.cmdline)
+    assert node.role is Role.OTHER, node  # as the dump keeps it
+    procs = {p.pid: p for p in refine_roles(list(snap.processes))}
+    assert procs[node.pid].role is Role.LAUNCHER, procs[node.pid]
+    assert sorted(p.rank.global_rank for p in procs.values() if p.role is Role.RANK
+                  and p.rank is not None) == [0, 1]

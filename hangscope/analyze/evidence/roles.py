@@ -288,6 +288,13 @@ def refine_roles(procs: Sequence[Process], comms: Mapping[int, str] | None = Non
             if any(k.role is Role.RANK and k.rank is not None and k.rank.local_rank is not None
                    and k.python is not False for k in kids):
                 out[proc.pid] = replace(proc, role=Role.LAUNCHER, rank=None)
+    for proc in procs:
+        # a node's own launcher under the job's (DeepSpeed's runner starts
+        # deepspeed.launcher.launch, which starts the ranks): no rank, and its children are
+        if proc.role is Role.OTHER and proc.python is not False and any(
+                (k := out.get(pid, by_pid[pid])).role is Role.RANK and k.rank is not None
+                and k.rank.local_rank is not None for pid in proc.children if pid in by_pid):
+            out[proc.pid] = replace(proc, role=Role.LAUNCHER)
     for proc in procs:  # parents before children: a helper's own children are seen after it;
         # after the srun agent pass: the agent's SLURM_PROCID is no rank to compare with
         helper = _rank_helper(out.get(proc.pid, proc), by_pid, out)
