@@ -227,51 +227,45 @@ HELPER_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_
 REPLY_WAITS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.reply_waits)
 HELPER_TARGETS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_targets)
 WORK_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_threads)
-
-
-def runs_program(thread_name: str | None) -> bool:
-    """A framework's thread that runs the program's own code (``work_threads``)."""
-    return bool(WORK_THREADS) and (thread_name or "").startswith(WORK_THREADS)
 ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)
 WORK_TITLES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_titles)
 BATCH_LOOPS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.batch_loops)
 COLLECTIVES: tuple[tuple[str, str, str], ...] = tuple(
     p for f in FRAMEWORKS for p in f.collectives)
-
-
-def collective_at(function: str | None, filename: str | None) -> str | None:
-    """The op of the frameworks' own collective this frame stands for, or None
-    (``Framework.collectives``)."""
-    if not function:
-        return None
-    return next((op for name, path, op in COLLECTIVES if path in (filename or "")
-                 and (function == name or function.endswith("." + name))), None)
-
-
 POLLED_WAITS: tuple[tuple[str, str, str], ...] = tuple(
     (name, path, f.polled_why) for f in FRAMEWORKS for name, path in f.polled_waits)
 
 
-def frames_pattern(frames: Sequence[tuple[str, ...]]) -> str:
-    """A regular expression of ``function (path)`` texts (as py-spy prints a frame) for each
-    (qualified function, path substring, ...) of ``frames``: the function's name or its tail
-    after a dot, in a file whose path holds the substring."""
-    return "|".join(rf"(?:^|\.){re.escape(f[0])} \([^)]*{re.escape(f[1])}\)"
-                    for f in frames) or r"(?!)"
+def runs_program(thread_name: str | None) -> bool:
+    """A framework's thread that runs the program's own code (``work_threads``)."""
+    return bool(WORK_THREADS) and (thread_name or "").startswith(WORK_THREADS)
 
 
-def polled_why(function: str | None, filename: str | None) -> str | None:
-    """What a thread in this frame of a framework's polled wait waits for, or None."""
+def _looked_up(table: Sequence[tuple[str, str, str]], function: str | None,
+               filename: str | None) -> str | None:
+    """The third field of the (qualified function, path substring, value) row this frame is:
+    the function's name, or its tail after a dot, in a file whose path holds the substring."""
     if not function:
         return None
-    return next((why for name, path, why in POLLED_WAITS if path in (filename or "")
+    return next((value for name, path, value in table if path in (filename or "")
                  and (function == name or function.endswith("." + name))), None)
 
 
-def collectives_pattern() -> str:
-    """A regular expression of ``function (path)`` texts (as py-spy prints a frame) that
-    match the frameworks' own collectives, the same test as :func:`collective_at`."""
-    return frames_pattern(COLLECTIVES)
+def collective_at(function: str | None, filename: str | None) -> str | None:
+    """The op of the frameworks' own collective this frame stands for (``collectives``)."""
+    return _looked_up(COLLECTIVES, function, filename)
+
+
+def polled_why(function: str | None, filename: str | None) -> str | None:
+    """What a thread in this frame of a framework's polled wait waits for (``polled_waits``)."""
+    return _looked_up(POLLED_WAITS, function, filename)
+
+
+def frames_pattern(frames: Sequence[tuple[str, str, str]]) -> str:
+    """A regular expression of ``function (path)`` texts (as py-spy prints a frame) matching
+    the rows of ``frames`` as :func:`_looked_up` does."""
+    return "|".join(rf"(?:^|\.){re.escape(name)} \([^)]*{re.escape(path)}\)"
+                    for name, path, _value in frames) or r"(?!)"
 
 
 def in_zmq_wait(location: str | None) -> bool:

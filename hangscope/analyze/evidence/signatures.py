@@ -22,11 +22,11 @@ import re
 from dataclasses import dataclass
 
 from hangscope.frameworks import (
+    COLLECTIVES,
     HELPER_TARGETS,
     HELPER_THREADS,
     LIBRARY_FILES,
     POLLED_WAITS,
-    collectives_pattern,
     frames_pattern,
 )
 from hangscope.frameworks.torch_distributed import REDUCER_WAIT
@@ -113,7 +113,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         # A framework's own frames that stand for a collective of its ranks (frameworks/:
         # ``collectives``): DeepSpeed's handle on ZeRO-3's all_gather, Ray Train's report.
-        "framework_collective", Category.COLLECTIVE, _re(collectives_pattern()), None, ANYWHERE,
+        "framework_collective", Category.COLLECTIVE, _re(frames_pattern(COLLECTIVES)), None,
+        ANYWHERE,
         "Waiting in a collective of the framework's ranks: it completes only when every rank "
         "calls the same; look for the rank that is elsewhere."),
     Signature(
