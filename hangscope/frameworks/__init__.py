@@ -140,6 +140,10 @@ class Framework:
     #: Train's ``TrainingThread`` runs the training function while the actor's main thread
     #: waits in Ray's task loop): where there is one, it says where the process is.
     work_threads: tuple[str, ...] = ()
+    #: (qualified function, source path substring) of its thread pools' worker loops (AnyIO's
+    #: worker threads, which run a Starlette/FastAPI app's sync endpoints): a worker waiting
+    #: there for a task is plumbing; one running a task runs the program's code.
+    pool_workers: tuple[tuple[str, str], ...] = ()
     #: Target functions of its helper threads that Python names after them (``Thread-2
     #: (process_output_sockets)``): an engine's I/O threads, relaying messages between its
     #: sockets and its main loop's queues, wait between messages by design.
@@ -234,6 +238,8 @@ COLLECTIVES: tuple[tuple[str, str, str], ...] = tuple(
     p for f in FRAMEWORKS for p in f.collectives)
 POLLED_WAITS: tuple[tuple[str, str, str], ...] = tuple(
     (name, path, f.polled_why) for f in FRAMEWORKS for name, path in f.polled_waits)
+POOL_WORKERS: tuple[tuple[str, str, str], ...] = tuple(
+    (name, path, "") for f in FRAMEWORKS for name, path in f.pool_workers)
 
 
 def runs_program(thread_name: str | None) -> bool:

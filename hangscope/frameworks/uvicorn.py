@@ -1,5 +1,7 @@
 """ASGI and HTTP servers (uvicorn, aiohttp, tornado, gunicorn): the event loop of a server
-that waits for its next request sits in ``selectors`` under the framework's serve loop."""
+that waits for its next request sits in ``selectors`` under the framework's serve loop; a
+Starlette/FastAPI app runs its sync endpoints on AnyIO's worker threads, which wait for the next
+one in their pool's loop."""
 
 from __future__ import annotations
 
@@ -8,4 +10,5 @@ from hangscope.frameworks import Framework
 FRAMEWORK = Framework(
     name="uvicorn",
     server_loop_files=("uvicorn/", "aiohttp/", "tornado/", "gunicorn/"),
+    pool_workers=(("WorkerThread.run", "anyio/_backends/_asyncio.py"),),
 )

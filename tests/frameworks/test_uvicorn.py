@@ -47,3 +47,21 @@ def test_an_idle_uvicorn_server_with_workers_is_idle(tmp_path: Path) -> None:
     assert f"PID {job.launcher} is idle at Multiprocess.run (uvicorn/supervisors/" \
         "multiprocess.py:" in verdict["summary"], verdict
     assert all(f"PID {pid} is idle" in verdict["summary"] for pid in workers), verdict
+
+
+def test_an_idle_tensor_parallel_server_is_idle_not_a_straggler(tmp_path: Path) -> None:
+    """Rank 0 serves HTTP (FastAPI on uvicorn) and broadcasts each request to rank 1, whose
+    loop waits in ``broadcast_object_list`` for the next one (vllm#5084's worker loop; blind
+    round 27's 08). Nobody asks: idle. Rank 0's AnyIO worker thread, which ran the sync
+    endpoint once, waits in its pool's loop for the next task: plumbing, not where rank 0 is
+    (it read "straggler: rank 0 waits on a lock at WorkerThread.run")."""
+    workdir = tmp_path / "tp_server"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+            "--master-port", str(_free_port()), str(TARGETS / "frameworks" / "tp_server.py"),
+            str(workdir / "ready"), str(_free_port())]
+    with running_target(argv, workdir, tags=["rank0", "rank1"], timeout=90) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "idle", verdict
+    assert verdict["suspects"] == [], verdict
+    summary = verdict["summary"]
+    assert f"rank 1 (PID {job.pids['rank1']}) is idle at work (tp_server.py:" in summary, summary

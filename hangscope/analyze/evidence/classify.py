@@ -19,6 +19,7 @@ from hangscope.analyze.evidence.signatures import (
     HELPER_THREAD_NAMES,
     PLUMBING_FILES,
     POOL_WORKER_FRAMES,
+    POOL_WORKER_LOOPS,
     SIGNATURES,
     Signature,
     op_from_name,
@@ -139,8 +140,7 @@ def _op(sig: Signature, matched: Frame, frames: Sequence[Frame]) -> str | None:
             op = op_from_name(frame.name)
             if op:
                 best = op
-    if best is None:
-        # A framework's own frame names it (ZeRO-3's all_gather handle, Ray Train's report).
+    if best is None:  # a framework's own frame names it (ZeRO-3's handle, Ray Train's report)
         best = next((op for frame in frames if not frame.native
                      and (op := collective_at(frame.name, frame.file))), None)
     if best is None:
@@ -169,13 +169,15 @@ def is_helper(thread: Thread) -> bool:
     if thread.name and HELPER_THREAD_NAMES.match(thread.name):
         return True
     for depth, frame in enumerate(thread.frames):
-        if frame.native or not frame.file or not HELPER_THREAD_FRAMES.search(f"({frame.file})"):
+        pool = not frame.native and bool(POOL_WORKER_LOOPS.search(frame_text(frame)) or (
+            frame.file and POOL_WORKER_FRAMES.search(f"({frame.file})")))
+        if not pool and (frame.native or not frame.file
+                         or not HELPER_THREAD_FRAMES.search(f"({frame.file})")):
             continue
-        # A pool's worker thread is plumbing while it waits for a task; once it runs one, the
-        # task's code is the program's own work (a pool worker deadlocked on the user's locks
-        # is the culprit, not an always-there helper).
-        return not (POOL_WORKER_FRAMES.search(f"({frame.file})")
-                    and any(_user_code(f) for f in thread.frames[:depth]))
+        # A pool's worker thread (a framework's, AnyIO's, too) is plumbing while it waits for
+        # a task; once it runs one, the task's code is the program's own work (a pool worker
+        # deadlocked on the user's locks is the culprit, not an always-there helper).
+        return not (pool and any(_user_code(f) for f in thread.frames[:depth]))
     return False
 
 
@@ -331,11 +333,9 @@ def classify_thread(thread: Thread) -> Thread:
 
 
 def pick_working_thread(threads: Sequence[Thread]) -> Thread | None:
-    """The thread that says where the process is stuck: not a helper, the most specific wait.
-
-    A framework's thread that runs the program's code (``work_threads``) first. Ties go to
-    MainThread, then to the thread with a Python stack. Helper threads count only when
-    nothing else exists.
+    """The thread that says where the process is stuck: a framework's thread that runs the
+    program's code (``work_threads``), else not a helper, the most specific wait. Ties go to
+    MainThread, then to the thread with a Python stack; helpers only when nothing else exists.
     """
     candidates = [t for t in threads if not t.helper and t.python] or [
         t for t in threads if t.python] or list(threads)

@@ -27,6 +27,7 @@ from hangscope.frameworks import (
     HELPER_THREADS,
     LIBRARY_FILES,
     POLLED_WAITS,
+    POOL_WORKERS,
     frames_pattern,
 )
 from hangscope.frameworks.torch_distributed import REDUCER_WAIT
@@ -257,6 +258,8 @@ HELPER_THREAD_FRAMES = _re(
 # The pools among those: their worker threads run the program's tasks.
 POOL_WORKER_FRAMES = _re(
     r"\((?:[^)]*/)?(?:multiprocessing/pool\.py|concurrent/futures/thread\.py)\)")
+# The frameworks' own pools' worker loops (AnyIO's), by function and file.
+POOL_WORKER_LOOPS = _re(frames_pattern(POOL_WORKERS))
 
 # Python files that are plumbing: the call site a user cares about is the first frame
 # outside these (the line of *their* code that called into the blocking library).

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from hangscope.analyze.evidence.facts import BUSY, GONE, WAITING, Facts
 from hangscope.analyze.evidence.identity import group_labels
+from hangscope.analyze.evidence.progress import IDLE, PAUSED
 from hangscope.analyze.evidence.progress import WAITING as WAITING_DECISION
 from hangscope.analyze.evidence.working import chain_to_work, work_words
 from hangscope.analyze.patterns.calm.calm import fetching_loaders
@@ -33,7 +34,12 @@ class Sides:
 
 
 def straggler_sides(facts: Facts) -> Sides | None:
-    """Some ranks work (CPU, JIT, I/O) while the others wait for them in a collective."""
+    """Some ranks work (CPU, JIT, I/O) while the others wait for them in a collective; not
+    where every process waits for nobody in the job (calm.py: the ranks in a broadcast wait
+    for the next request of a driver idle in its server loop), which the calm rule says."""
+    progress = facts.snapshot.progress
+    if progress is not None and progress.decision in (IDLE, PAUSED):
+        return None
     waiting, categories = facts.waiting, facts.categories
     if not waiting or not all(p.key in facts.stuck for p in waiting):
         return None

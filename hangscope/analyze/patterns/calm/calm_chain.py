@@ -109,6 +109,19 @@ def _through(snap: Snapshot, edges: list[WaitEdge], target: Process, calm: Calm)
                or (polled and e.kind in ("unix", "tcp")) for e in onto)
 
 
+#: The collectives one rank fans out to the others (its data, its objects).
+_FAN_OUT = frozenset({"broadcast", "broadcast_object_list", "scatter", "scatter_object_list"})
+
+
+def _fanned_out(snap: Snapshot, edge: WaitEdge) -> bool:
+    """The waiting rank waits in a collective that its peer fans out to it (a broadcast): a
+    tensor-parallel worker's loop waiting for the driver's next request (vLLM's
+    ``broadcast_tensor_dict``), which an idle driver has not received yet."""
+    proc = next((p for p in snap.processes if p.pid == edge.pid), None)
+    thread = next((t for t in proc.threads if t.tid == edge.tid), None) if proc else None
+    return thread is not None and thread.op in _FAN_OUT
+
+
 def _next_item(proc: Process, edge: WaitEdge) -> bool:
     """The reading thread's own code waits at a ``for`` header (``for line in conn_file:``):
     a worker that registered with its server and waits for the next item it is sent, not a
@@ -148,6 +161,8 @@ def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
     read at the header of the program's own ``for`` loop over a connection (its next item)."""
     if edge.kind in ("pipe", "fifo"):  # a read, or a poll for one: it waits for the writer
         return "read" in edge.how or "(write end)" in edge.object
+    if edge.kind == "collective":  # a worker rank's loop waiting for the next request's data
+        return _fanned_out(snap, edge)
     if edge.kind not in ("unix", "tcp") or edge.how.startswith(("write", "send")) \
             or edge.fd is None:  # a read, recv or poll of the connection
         return False

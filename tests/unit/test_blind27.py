@@ -1,0 +1,29 @@
+"""Blind round 27's jobs, as ``hangscope dump PID --format json`` saved them, read again
+(tests/fixtures/blind/; docs/accuracy.md, round 27).
+
+GIVEN a tensor-parallel server idle between requests (rank 0's uvicorn loop waiting for
+clients, its AnyIO worker thread waiting for its next task; rank 1 in broadcast_object_list
+for the next request: vllm#5084's worker loop) THEN idle, nobody blamed (it read "straggler:
+rank 0 waits on a lock at WorkerThread.run").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangscope.analyze import analyze
+from hangscope.model import VerdictKind
+from hangscope.model.serialize import load
+
+BLIND = Path(__file__).parent.parent / "fixtures" / "blind"
+
+
+def test_given_a_tensor_parallel_server_between_requests_then_idle() -> None:
+    snap = analyze(load(BLIND / "tp_server_idle.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.IDLE, verdict
+    assert verdict.suspects == (), verdict
+    rank0 = next(p for p in snap.ranks if p.rank is not None and p.rank.global_rank == 0)
+    assert rank0.working_thread is not None and rank0.working_thread.name == "MainThread"
+    anyio = next(t for t in rank0.threads if t.name == "AnyIO worker thread")
+    assert anyio.helper, anyio
