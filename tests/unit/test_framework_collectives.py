@@ -71,12 +71,15 @@ def test_given_a_wait_of_another_class_then_no_op_from_the_framework() -> None:
 
 
 def test_given_wrappers_of_torch_and_typing_extensions_then_the_site_is_the_programs_line() -> None:
-    """torch's ``_disable_dynamo`` (torch/_compile.py) and ``typing_extensions.deprecated``'s
+    """torch's ``_disable_dynamo`` (torch/_compile.py), its custom ops' autograd wrapper
+    (torch/_library/: DTensor's redistribute waits there) and ``typing_extensions.deprecated``'s
     wrapper (DeepSpeed calls ``reduce_scatter_tensor`` through it) are plumbing."""
     site = call_site((
         Frame("reduce_scatter_tensor", "/venv/torch/distributed/distributed_c10d.py", 4900),
         Frame("deprecated.__call__.<locals>.wrapper", "/venv/typing_extensions.py", 3140),
         Frame("_disable_dynamo.<locals>.inner", "/venv/torch/_compile.py", 54),
+        Frame("make_autograd_impl.<locals>.forward_no_grad", "/venv/torch/_library/autograd.py",
+              41),
         Frame("reduce_scatter_fn", "/venv/deepspeed/comm/comm.py", 300),
         Frame("train", "/srv/job/train.py", 62)))
     assert site == "train (train.py:62)", site

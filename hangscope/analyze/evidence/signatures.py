@@ -264,7 +264,7 @@ POOL_WORKER_LOOPS = _re(frames_pattern(POOL_WORKERS))
 # Python files that are plumbing: the call site a user cares about is the first frame
 # outside these (the line of *their* code that called into the blocking library).
 PLUMBING_FILES = _re(
-    r"(?:^|/)(?:torch/(?:distributed|cuda|_ops|_tensor|nn|utils|autograd|fx|optim)/?|"
+    r"(?:^|/)(?:torch/(?:distributed|cuda|_ops|_tensor|nn|utils|autograd|fx|optim|_library)/?|"
     r"threading\.py|queue\.py|multiprocessing/|selectors\.py|socket\.py|subprocess\.py|"
     r"http/client\.py|http/server\.py|socketserver\.py|urllib/|ssl\.py|"
     r"asyncio/|concurrent/|zmq/|filelock/|triton/|torch/_inductor/|torch/_dynamo/|"
