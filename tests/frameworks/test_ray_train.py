@@ -54,3 +54,18 @@ def test_report_on_rank_0_alone_is_a_mismatch_with_the_next_steps_all_reduce(
     assert "rank 0 waits in ray.train.report at train_loop (ray_train_jobs.py:" in summary, summary
     assert "rank 1 waits in all_reduce at train_loop (ray_train_jobs.py:" in summary, summary
     assert "under `if rank == 0:`" in summary, summary
+
+
+def test_a_worker_waiting_for_a_task_no_cpu_is_left_for_reads_tasks_nobody_runs(
+        tmp_path: Path) -> None:
+    """Rank 0 waits on a plain 1-CPU task while the two Train workers hold both CPUs (blind
+    round 27's 04): every worker hosts an actor, none runs the task, Ray keeps it pending;
+    rank 0 is the suspect and the verdict says why (it read "straggler ... waits on a
+    lock")."""
+    with _train("task_starved", tmp_path) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [job.pids["rank0"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith("Tasks nobody runs: Thread TrainingThread"), summary
+    assert "every worker hosts an actor and runs its methods only (rank 0" in summary, summary

@@ -4,7 +4,8 @@
 GIVEN a tensor-parallel server idle between requests (rank 0's uvicorn loop waiting for
 clients, its AnyIO worker thread waiting for its next task; rank 1 in broadcast_object_list
 for the next request: vllm#5084's worker loop) THEN idle, nobody blamed (it read "straggler:
-rank 0 waits on a lock at WorkerThread.run").
+rank 0 waits on a lock at WorkerThread.run"). GIVEN a Ray Train worker waiting for a plain
+task no CPU is left for THEN tasks nobody runs, that worker the suspect.
 """
 
 from __future__ import annotations
@@ -27,3 +28,18 @@ def test_given_a_tensor_parallel_server_between_requests_then_idle() -> None:
     assert rank0.working_thread is not None and rank0.working_thread.name == "MainThread"
     anyio = next(t for t in rank0.threads if t.name == "AnyIO worker thread")
     assert anyio.helper, anyio
+
+
+def test_given_a_ray_train_worker_waiting_for_a_task_no_cpu_is_left_for_then_tasks_nobody_runs(
+        ) -> None:
+    """Rank 0's training thread ``ray.get``s a plain 1-CPU task while the two Train workers
+    hold both CPUs (ray#32856): every worker hosts an actor, so none runs the task; Ray keeps
+    it pending. It read "straggler: rank 0 waits on a lock at Worker.get_objects"."""
+    snap = analyze(load(BLIND / "ray_train_task_starved.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    rank0 = next(p.pid for p in snap.ranks if p.rank is not None and p.rank.global_rank == 0)
+    assert verdict.suspects == (rank0,), verdict
+    assert verdict.summary.startswith("Tasks nobody runs: Thread TrainingThread"), verdict
+    assert "every worker hosts an actor and runs its methods only (rank 0" in verdict.summary
+    assert "actors that hold every CPU of the cluster" in verdict.summary, verdict.summary

@@ -28,8 +28,9 @@ def test_a_driver_waiting_for_tasks_no_worker_runs_is_the_suspect_and_the_actors
     assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
     assert verdict.suspects == (driver,), verdict
     assert verdict.summary.startswith("Tasks nobody runs: "), verdict.summary
-    assert (f"PID {actors[0]} (ray actor Predictor), PID {actors[1]} (ray actor Predictor) are "
-            "idle between calls") in verdict.summary, verdict.summary
+    assert ("every worker hosts an actor and runs its methods only (PID "
+            f"{actors[0]} (ray actor Predictor), PID {actors[1]} (ray actor Predictor))"
+            ) in verdict.summary, verdict.summary
     assert "each actor holds its own for as long as it lives" in verdict.summary
 
 

@@ -19,6 +19,7 @@ from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.objectedges import between_tasks, object_wait
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.frameworks import OBJECT_WAITS, ObjectWait, does_work
+from hangscope.model import Role
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who_list
 
@@ -28,28 +29,33 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
         return None  # no stack is in a framework's get: nothing here (the scan is per rank)
     procs = [p for p in g.snap.processes if not p.is_exited]
     workers = [p for p in procs if does_work(p.title) and p.role not in HELPER_ROLES]
-    # Every worker idle between tasks (a worker that waits for objects itself is a nested
-    # get: the tasks it waits for may be the ones starved, a different story).
-    if not workers or not all(between_tasks(p) for p in workers):
+    # A worker that hosts an actor runs that actor's methods only (its own log says which):
+    # it runs no plain task, whatever it does (Ray Train's workers, in their training loop).
+    hosts = {h.pid for h in g.snap.waits.hosted} if g.snap.waits is not None else set()
+    free = [p for p in workers if p.pid not in hosts]
+    # Every other worker idle between tasks (a worker that waits for objects itself is a
+    # nested get: the tasks it waits for may be the ones starved, a different story).
+    if not workers or not all(between_tasks(p) for p in free):
         return None
     for proc in procs:
         found = object_wait(proc)
         thread = proc.working_thread
-        if found is None or thread is None or proc in workers or any(
+        if found is None or thread is None or proc in free or any(
                 g.edges[i].kind == "object" and not g.edges[i].probable
                 for i in g.out.get(proc.pid, ())):
             continue  # (an edge to a named producer: the actor it waits on is known)
         _, wait = found
         unheld = bool(wait.unheld) and all(p.title == wait.unheld_title for p in workers)
         why = _infeasible(g, wait) or (wait.unheld if unheld else wait.pending)
-        idle = who_list(workers[:4]) + (f" and {len(workers) - 4} more" if len(workers) > 4
-                                        else "")
+        shown = sorted(free or workers, key=lambda p: p.role is not Role.RANK)  # ranks first
+        named = who_list(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else "")
+        them = (f"{named} {'is' if len(free) == 1 else 'are'} idle between calls" if free else
+                f"every worker hosts an actor and runs its methods only ({named})")
         chain = (f"{thread_words(proc, thread)} waits{site_words(thread)} for results of "
-                 f"tasks, and no worker here runs one: {idle} "
-                 f"{'is' if len(workers) == 1 else 'are'} idle between calls. Unless another "
-                 "node runs them, the tasks are pending in the scheduler, not running"
+                 f"tasks, and no worker here runs one: {them}. Unless another node runs "
+                 "them, the tasks are pending in the scheduler, not running"
                  + (f": {why}" if why else ""))
-        return WaitPattern("pending_tasks", (proc.pid, *(p.pid for p in workers)), chain, (),
+        return WaitPattern("pending_tasks", (proc.pid, *(p.pid for p in shown)), chain, (),
                            proc.pid, thread.tid)
     return None
 

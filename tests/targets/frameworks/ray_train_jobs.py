@@ -13,6 +13,10 @@ state. Modes:
                     training will hang"; ray-project/ray#43753, "hangs in loss.backward()").
                     Rank 0 waits in ``report`` for rank 1, which went on to the next step's
                     backward and waits in DDP's gradient all_reduce for rank 0.
+- ``task_starved``  rank 0 asks a plain Ray task (one CPU, the default) for its evaluation
+                    statistics and waits on it, while the two Train workers hold both CPUs of
+                    the cluster: the task stays pending for ever (ray-project/ray#32856; blind
+                    round 27's 04). Rank 1 waits in the next step's DDP all_reduce.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ STALL_EPOCH = 0
 def ready(path: str, tag: str) -> None:
     with open(path, "a") as f:
         f.write(f"{os.getpid()} {tag}\n")
+
+
+def eval_stats(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 def train_loop(config: dict) -> None:
@@ -49,7 +57,13 @@ def train_loop(config: dict) -> None:
             loss.backward()
             opt.step()
         metrics = {"epoch": epoch, "loss": float(loss)}
-        if mode == "report_rank0":
+        if mode == "task_starved":
+            ready(ready_file, f"rank{rank}")
+            if rank == 0:  # a plain task for the statistics: it needs a CPU the workers hold
+                import ray
+
+                metrics["mean"] = ray.get(ray.remote(eval_stats).remote([float(loss)]))
+        elif mode == "report_rank0":
             if epoch == STALL_EPOCH:
                 ready(ready_file, f"rank{rank}")
             if rank == 0:  # the metrics of rank 0 are the ones that matter
