@@ -140,3 +140,17 @@ def test_fsdp_ranks_that_ran_different_units_are_told_to_run_every_unit(tmp_path
     summary = verdict["summary"]
     assert "Every rank waits in FSDP's own collectives: the ranks ran different FSDP units" \
         in summary, summary
+
+
+def test_a_rank_that_raised_but_joins_a_non_daemon_thread_is_named_with_its_exception(
+        tmp_path: Path) -> None:
+    """Rank 1's main code raised (its traceback in the log, ``[rank1]: IndexError: ...``), but
+    its non-daemon monitor thread keeps it alive in ``threading._shutdown``: the launcher never
+    sees it fail, and rank 0 waits in all_reduce for it (blind round 27's 02)."""
+    with _torchrun("ddp_raise_monitor", tmp_path) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["suspects"] == [job.pids["rank1"]], verdict
+    summary = verdict["summary"]
+    assert ("rank 1 is exiting: its main code ended with an exception (IndexError: Target 12 "
+            "is out of bounds) that the launcher never sees, and Python joins the non-daemon "
+            "thread ResourceMonitor") in summary, summary

@@ -43,3 +43,15 @@ def test_given_a_ray_train_worker_waiting_for_a_task_no_cpu_is_left_for_then_tas
     assert verdict.summary.startswith("Tasks nobody runs: Thread TrainingThread"), verdict
     assert "every worker hosts an actor and runs its methods only (rank 0" in verdict.summary
     assert "actors that hold every CPU of the cluster" in verdict.summary, verdict.summary
+
+
+def test_given_a_rank_that_raised_but_joins_a_non_daemon_thread_then_its_exception_is_said(
+        ) -> None:
+    """DeepSpeed rank 1 raised IndexError (its ``[rank1]:`` lines in the job's log) but its
+    non-daemon monitor thread keeps it alive at exit: the straggler, with its exception."""
+    snap = analyze(load(BLIND / "ds_rank_raised_nondaemon.dump.json"))
+    verdict = snap.verdict
+    rank1 = next(p.pid for p in snap.ranks if p.rank is not None and p.rank.global_rank == 1)
+    assert verdict is not None and verdict.suspects == (rank1,), verdict
+    assert ("its main code ended with an exception (IndexError: Target 12 is out of bounds) "
+            "that the launcher never sees") in verdict.summary, verdict.summary

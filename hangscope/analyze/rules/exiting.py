@@ -11,6 +11,7 @@ finish; the sentence names the thread or child it joins and where that one waits
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from hangscope.analyze.evidence.facts import BUSY, Facts
@@ -66,8 +67,30 @@ def exiting_words(proc: Process) -> str | None:
     others = [t.name or str(t.tid) for t in joined_threads(proc)]
     joined = (f"the non-daemon thread{'s' if len(others) > 1 else ''} {', '.join(others[:4])}"
               if others else "a non-daemon thread")
-    return (f"{short_who(proc)} is exiting: its main code returned, and Python joins {joined} "
-            "before it can exit")
+    raised = _raised(proc)
+    how = (f"its main code ended with an exception ({raised.rstrip('.')}) that the launcher "
+           "never sees" if raised else "its main code returned")
+    return f"{short_who(proc)} is exiting: {how}, and Python joins {joined} before it can exit"
+
+
+#: An exception's last line in a log (``IndexError: Target 12 is out of bounds.``).
+_EXCEPTION = re.compile(r"^\w+(?:Error|Exception|Interrupt)(?::.*)?$")
+
+
+def _raised(proc: Process) -> str | None:
+    """The exception that ended the process's main code, from its log: the last error line of
+    its own (torch's launchers prefix each rank's lines ``[rankN]:``) that names one."""
+    rank = proc.rank.global_rank if proc.rank is not None else None
+    prefix = f"[rank{rank}]:" if rank is not None else None
+    for line in reversed(proc.log_errors):
+        text = line.strip()
+        if prefix is not None:
+            if not text.startswith(prefix):
+                continue
+            text = text[len(prefix):].strip()
+        if _EXCEPTION.match(text):
+            return text[:160]
+    return None
 
 
 def finished(facts: Facts) -> tuple[Process, ...]:

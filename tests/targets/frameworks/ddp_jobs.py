@@ -18,6 +18,10 @@ the mechanism of a real report:
                        in the step's all_reduce meanwhile, rank 1 for its worker: slow, not
                        hung (blind round 22's 06: a Lightning straggler whose DataLoader
                        worker does the work, read as a straggler "blocked elsewhere").
+- ``ddp_raise_monitor`` rank 1 raises (a bad label) at its 4th step, but a non-daemon monitor
+                       thread keeps its process alive: Python joins it at exit, so the
+                       launcher never sees rank 1 fail, and rank 0 waits in the step's
+                       all_reduce (blind round 27's 02, on DeepSpeed).
 - ``accel_progress``   Accelerate trains forever (the healthy twin).
 - ``accel_gather_mismatch`` rank 1 leaves training for an evaluation-only
                        ``accelerator.gather_for_metrics`` (an all_gather) while rank 0 is in
@@ -47,6 +51,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 STALL_STEP = 3
 READY_STEP = 5
@@ -115,6 +120,8 @@ def ddp(mode: str, ready_file: str) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     step = 0
     batches = slow_batches() if mode == "ddp_slow_loader" and rank == 1 else None
+    if mode == "ddp_raise_monitor":  # a resource monitor: non-daemon, stopped at the end only
+        threading.Thread(target=threading.Event().wait, name="ResourceMonitor").start()
     while True:
         if batches is not None:
             x = next(batches)
@@ -133,6 +140,10 @@ def ddp(mode: str, ready_file: str) -> None:
         step += 1
         if mode == "ddp_progress" and step == READY_STEP:
             ready(ready_file, f"rank{rank}")
+        if mode == "ddp_raise_monitor" and step == STALL_STEP:
+            ready(ready_file, f"rank{rank}")
+            if rank == 1:
+                raise IndexError(f"Target {step + 9} is out of bounds.")  # a bad label
 
 
 def accel(mode: str, ready_file: str) -> None:
