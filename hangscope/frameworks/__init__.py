@@ -198,6 +198,13 @@ class Framework:
     batch_loops: tuple[tuple[str, str], ...] = ()
 
 
+def frame_at(function: str | None, filename: str | None,
+             frames: Sequence[tuple[str, str]]) -> bool:
+    """The frame (``function``, ``filename``) is one of ``frames``: (last name, path part)."""
+    return function is not None and any(function.split(".")[-1] == name
+                                        and path in (filename or "") for name, path in frames)
+
+
 def _load() -> tuple[Framework, ...]:
     from hangscope.frameworks import (
         accelerate,
@@ -238,8 +245,7 @@ COLLECTIVES: tuple[tuple[str, str, str], ...] = tuple(
     p for f in FRAMEWORKS for p in f.collectives)
 POLLED_WAITS: tuple[tuple[str, str, str], ...] = tuple(
     (name, path, f.polled_why) for f in FRAMEWORKS for name, path in f.polled_waits)
-POOL_WORKERS: tuple[tuple[str, str, str], ...] = tuple(
-    (name, path, "") for f in FRAMEWORKS for name, path in f.pool_workers)
+POOL_WORKERS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.pool_workers)
 
 
 def runs_program(thread_name: str | None) -> bool:
@@ -267,11 +273,12 @@ def polled_why(function: str | None, filename: str | None) -> str | None:
     return _looked_up(POLLED_WAITS, function, filename)
 
 
-def frames_pattern(frames: Sequence[tuple[str, str, str]]) -> str:
+def frames_pattern(frames: Sequence[tuple[str, ...]]) -> str:
     """A regular expression of ``function (path)`` texts (as py-spy prints a frame) matching
-    the rows of ``frames`` as :func:`_looked_up` does."""
-    return "|".join(rf"(?:^|\.){re.escape(name)} \([^)]*{re.escape(path)}\)"
-                    for name, path, _value in frames) or r"(?!)"
+    the rows (qualified function, path substring, ...) of ``frames`` as :func:`_looked_up`
+    does."""
+    return "|".join(rf"(?:^|\.){re.escape(row[0])} \([^)]*{re.escape(row[1])}\)"
+                    for row in frames) or r"(?!)"
 
 
 def in_zmq_wait(location: str | None) -> bool:
@@ -290,33 +297,27 @@ WAIT_CALLS: frozenset[str] = frozenset(name for w in OBJECT_WAITS for name in w.
 SUBMITS: frozenset[str] = frozenset(w.submit for w in OBJECT_WAITS if w.submit)
 
 
-def _at(function: str | None, filename: str | None, frames: Sequence[tuple[str, str]]) -> bool:
-    """The frame (``function``, ``filename``) is one of ``frames``: (last name, path part)."""
-    return function is not None and any(function.split(".")[-1] == name
-                                        and path in (filename or "") for name, path in frames)
-
-
 def object_wait_at(function: str | None, filename: str | None) -> ObjectWait | None:
     """The framework's object wait whose blocking frame this is, or None."""
-    return next((w for w in OBJECT_WAITS if _at(function, filename, (w.frame,))), None)
+    return next((w for w in OBJECT_WAITS if frame_at(function, filename, (w.frame,))), None)
 
 
 def any_worker_wait(function: str | None, filename: str | None) -> ObjectWait | None:
     """The framework's object wait (``ObjectWait.waits``) a frame blocks in, or None."""
-    return next((w for w in OBJECT_WAITS if _at(function, filename, w.waits)), None)
+    return next((w for w in OBJECT_WAITS if frame_at(function, filename, w.waits)), None)
 
 
 def in_task_loop(function: str | None, filename: str | None) -> bool:
     """A frame of a framework's loop a worker waits in for its next task (an object wait's
     ``idle_frame``): innermost there, the worker runs no task."""
-    return any(_at(function, filename, (w.idle_frame,)) for w in OBJECT_WAITS
+    return any(frame_at(function, filename, (w.idle_frame,)) for w in OBJECT_WAITS
                if w.idle_frame is not None)
 
 
 def runs_method(function: str | None, filename: str | None) -> bool:
     """A frame in which a producer runs a method on a thread of its own (an object wait's
     ``method_frame``)."""
-    return any(_at(function, filename, (w.method_frame,)) for w in OBJECT_WAITS
+    return any(frame_at(function, filename, (w.method_frame,)) for w in OBJECT_WAITS
                if w.method_frame is not None)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from hangscope.frameworks import Framework
+from hangscope.frameworks import Framework, frame_at
 from hangscope.model import Frame
 
 #: The environment torchelastic gives every rank it starts.
@@ -50,16 +50,16 @@ RPC_HANDLER = ("_run_function", "torch/distributed/rpc/internal.py")
 RPC_CALLS = (("rpc_sync", "torch/distributed/rpc/api.py"),)
 
 
-def _at(frames: Sequence[Frame], name: str, path: str) -> bool:
-    return any(not f.native and f.name.rsplit(".", 1)[-1] == name and path in (f.file or "")
-               for f in frames)
+def _in(frames: Sequence[Frame], places: Sequence[tuple[str, str]]) -> bool:
+    """A Python frame of ``frames`` is one of ``places``: (last name, path part)."""
+    return any(not f.native and frame_at(f.name, f.file, places) for f in frames)
 
 
 def rpc_handler_calls(thread_name: str | None, frames: Sequence[Frame]) -> bool:
     """A thread of the RPC agent's pool running a request's function that waits in a nested
     RPC call (``rpc_sync`` inside a handler): the thread is held until the reply comes."""
-    return ((thread_name or "").startswith(RPC_POOL_THREAD) and _at(frames, *RPC_HANDLER)
-            and any(_at(frames, name, path) for name, path in RPC_CALLS))
+    return ((thread_name or "").startswith(RPC_POOL_THREAD) and _in(frames, (RPC_HANDLER,))
+            and _in(frames, RPC_CALLS))
 
 
 #: FSDP's own code (FSDP2's ``fully_shard``, FSDP1): its collectives run from its hooks.
@@ -73,7 +73,7 @@ def in_fsdp(frames: Sequence[Frame]) -> bool:
 
 def in_agent_rendezvous(frames: Sequence[Frame]) -> bool:
     """A stack inside the elastic agent's rendezvous, waiting for the other nodes' agents."""
-    return _at(frames, *AGENT_RENDEZVOUS)
+    return _in(frames, (AGENT_RENDEZVOUS,))
 
 
 def in_ddp_backward(frames: Sequence[Frame]) -> bool:

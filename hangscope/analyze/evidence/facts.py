@@ -11,7 +11,7 @@ way (tests/unit/test_verdict_rules.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol, TypeVar
@@ -25,6 +25,7 @@ from hangscope.frameworks import RANK_LAUNCHERS, in_zmq_wait
 from hangscope.model import (
     NOT_RUNNING,
     Category,
+    Frame,
     Group,
     Job,
     Process,
@@ -208,6 +209,15 @@ def blocked(thread: Thread) -> bool:
     return thread.samples <= 1 or thread.unchanged_samples >= thread.samples or (
         thread.state == "S" and any(not f.native and in_zmq_wait(f.file)
                                     for f in thread.frames[:10]))
+
+
+def all_working(snap: Snapshot, pids: Sequence[int],
+                test: Callable[[Sequence[Frame]], bool]) -> bool:
+    """Every process of ``pids`` (one at least) has a working thread whose stack passes
+    ``test`` (DDP's backward, FSDP's hooks)."""
+    procs = [snap.process(pid) for pid in pids]
+    return bool(procs) and all(p is not None and (w := p.working_thread) is not None
+                               and test(w.frames) for p in procs)
 
 
 def unique_keys(processes: Sequence[Process], pid: int) -> tuple[ProcessKey, ...]:

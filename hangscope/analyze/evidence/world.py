@@ -153,7 +153,7 @@ def waits_for_nodes(job: Job, procs: Sequence[Process]) -> tuple[Process, str] |
                   and in_agent_rendezvous(p.working_thread.frames)), None)
     if agent is None:
         return None
-    nodes = job.args.get("--nnodes") or job.args.get("--nnodes=")
+    nodes = job.args.get("--nnodes")
     asked = f" (--nnodes {nodes})" if nodes else ""
     return agent, (f"PID {agent.pid}, torchrun's agent, waits in its rendezvous for the other "
                    f"nodes{asked}: "

@@ -115,14 +115,14 @@ def pool_cycle(g: Graph) -> WaitPattern | None:
     nxt = {pid: {srv: (port, client) for client, srv, _, port
                  in calls_out(g.snap, proc, servers) if srv != pid}
            for pid, (proc, _) in pools.items()}
+    # the servers a process outside the pools calls: where requests enter
+    entered = {srv for p in g.snap.processes if p.pid not in pools
+               for _, srv, _, _ in calls_out(g.snap, p, servers)}
     for start in pools:
         ring = _ring(nxt, start)
         if ring is None:
             continue
-        # the ring read from the server that a process outside it calls: where requests enter
-        outside = [p for p in g.snap.processes if p.pid not in pools]
-        entry = next((pid for pid in ring for p in outside
-                      if any(s == pid for _, s, _, _ in calls_out(g.snap, p, servers))), ring[0])
+        entry = next((pid for pid in ring if pid in entered), ring[0])  # the ring read from it
         ring = ring[ring.index(entry):] + ring[:ring.index(entry)]
         hops = []
         for i, pid in enumerate(ring):

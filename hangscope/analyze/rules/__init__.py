@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from operator import is_
 
-from hangscope.analyze.evidence.facts import BUSY, GONE, Facts, computes_unsampled
+from hangscope.analyze.evidence.facts import BUSY, GONE, Facts, all_working, computes_unsampled
 from hangscope.analyze.evidence.group import group_ranks
 from hangscope.analyze.evidence.identity import comparable_groups, coordinates_label, replica_key
 from hangscope.analyze.evidence.progress import STUCK
@@ -202,13 +202,6 @@ _FSDP_UNITS = (" Every rank waits in FSDP's own collectives: the ranks ran diffe
                "number of forward passes.")
 
 
-def _in_fsdp(facts: Facts, group: Group) -> bool:
-    """Every rank of the group waits in a collective of FSDP's hooks."""
-    procs = [facts.snapshot.process(pid) for pid in group.pids]
-    return bool(procs) and all(p is not None and (w := p.working_thread) is not None
-                               and in_fsdp(w.frames) for p in procs)
-
-
 def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str,
               members: Sequence[Process] = ()) -> Verdict | None:
     """The mismatch among the collective groups of one comparable set of ranks."""
@@ -229,7 +222,8 @@ def _mismatch(facts: Facts, coll_groups: tuple[Group, ...], replica: str,
         summary += f". {broken[1]}"
     if tie:
         summary += ". The groups are the same size: no majority says which side is wrong." + (
-            _FSDP_UNITS if all(_in_fsdp(facts, g) for g in ordered) else "")
+            _FSDP_UNITS if all(all_working(facts.snapshot, g.pids, in_fsdp) for g in ordered)
+            else "")
     else:
         odd = [r for g in suspects_groups for r in g.ranks]
         labels = [label for g in suspects_groups for label in g.labels]

@@ -34,14 +34,14 @@ _FEWER = ("ran fewer steps: it skipped a step's collectives (a `continue` or `br
           "run a step's collectives on every rank")
 
 
-def python_frames(group: Group, facts: Facts) -> list[Frame]:
+def _python_frames(group: Group, facts: Facts) -> list[Frame]:
     """The Python frames of the group's first rank's working thread, outermost first."""
     proc = facts.snapshot.process(group.pids[0]) if group.pids else None
     working = proc.working_thread if proc is not None else None
     return [f for f in reversed(working.frames) if not f.native] if working is not None else []
 
 
-def parting(a: list[Frame], b: list[Frame]) -> int | None:
+def _parting(a: list[Frame], b: list[Frame]) -> int | None:
     """The depth at which two stacks run the same function at different lines, with every
     frame above it the same; None where they part otherwise."""
     for depth, (x, y) in enumerate(zip(a, b, strict=False)):
@@ -50,6 +50,17 @@ def parting(a: list[Frame], b: list[Frame]) -> int | None:
         if x.line != y.line:
             return depth
     return None
+
+
+def parted(facts: Facts, tied: Sequence[Group]) -> tuple[list[list[Frame]], int] | None:
+    """Two tied groups' Python stacks (outermost first), and the depth at which they run the
+    same function at different lines; None for more than two groups or stacks that part
+    otherwise."""
+    if len(tied) != 2:
+        return None
+    stacks = [_python_frames(g, facts) for g in tied]
+    depth = _parting(*stacks)
+    return None if depth is None else (stacks, depth)
 
 
 def _in_batch_loop(frames: Sequence[Frame]) -> Frame | None:
@@ -81,12 +92,10 @@ def _past(inside: list[Frame], past: list[Frame], depth: int) -> str | None:
 def left_loop(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
     """Of two tied groups, the one still inside the loop that the other has left (the normal
     path), and the sentence that says so."""
-    if len(tied) != 2:
+    found = parted(facts, tied)
+    if found is None:
         return None
-    stacks = [python_frames(g, facts) for g in tied]
-    depth = parting(*stacks)
-    if depth is None:
-        return None
+    stacks, depth = found
     for inside, past in ((0, 1), (1, 0)):
         how = _past(stacks[inside], stacks[past], depth)
         if how is None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hangscope.analyze.evidence.facts import Facts
+from hangscope.analyze.evidence.facts import Facts, all_working
 from hangscope.analyze.evidence.identity import group_labels, rank_label, replica_key
 from hangscope.analyze.evidence.progress_sites import signature
-from hangscope.analyze.rules.leftloop import left_loop, parting, python_frames
+from hangscope.analyze.rules.leftloop import left_loop, parted
 from hangscope.frameworks.torch_distributed import in_ddp_backward
 from hangscope.model import Category, Group, Process
 
@@ -61,13 +61,7 @@ def break_tie(facts: Facts, members: Sequence[Process],
 
 def _training_step(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
     """The one tied group whose ranks all wait in DDP's gradient all_reduce inside backward."""
-    def in_backward(group: Group) -> bool:
-        procs = [facts.snapshot.process(pid) for pid in group.pids]
-        return bool(procs) and all(
-            p is not None and (w := p.working_thread) is not None and in_ddp_backward(w.frames)
-            for p in procs)
-
-    step = [g for g in tied if in_backward(g)]
+    step = [g for g in tied if all_working(facts.snapshot, g.pids, in_ddp_backward)]
     if len(step) != 1:
         return None
     who = group_labels(facts.snapshot, step[0].pids)
@@ -126,12 +120,10 @@ def _passed_new_group(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] 
     earlier one of the waiting side's (process groups are matched by how many each rank has
     created, pytorch#173608): the waiting side created one group more before, in code only it
     ran (a tracker built on rank 0 alone, pytorch#134314). It is the odd one."""
-    if len(tied) != 2:
+    found = parted(facts, tied)
+    if found is None:
         return None
-    stacks = [python_frames(g, facts) for g in tied]
-    depth = parting(*stacks)
-    if depth is None:
-        return None
+    stacks, depth = found
     for inside, past in ((0, 1), (1, 0)):
         group = tied[inside]
         if group.category is not Category.COMM_INIT or group.op != "new_group":
