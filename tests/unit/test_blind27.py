@@ -10,11 +10,12 @@ task no CPU is left for THEN tasks nobody runs, that worker the suspect.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from hangscope.analyze import analyze
 from hangscope.model import VerdictKind
-from hangscope.model.serialize import load
+from hangscope.model.serialize import from_dict, load
 
 BLIND = Path(__file__).parent.parent / "fixtures" / "blind"
 
@@ -55,3 +56,15 @@ def test_given_a_rank_that_raised_but_joins_a_non_daemon_thread_then_its_excepti
     assert verdict is not None and verdict.suspects == (rank1,), verdict
     assert ("its main code ended with an exception (IndexError: Target 12 is out of bounds) "
             "that the launcher never sees") in verdict.summary, verdict.summary
+
+
+def test_given_ranks_whose_pids_run_against_their_numbers_then_the_workers_are_named_in_rank_order(
+        ) -> None:
+    """The same job with rank 0's PID above rank 1's (as CI's run had it): the workers that
+    host actors are named rank 0 first, not in PID order."""
+    data = json.loads((BLIND / "ray_train_task_starved.dump.json").read_text())
+    ranks = [p for p in data["processes"] if p.get("rank")]
+    ranks[0]["rank"], ranks[1]["rank"] = ranks[1]["rank"], ranks[0]["rank"]
+    low, high = sorted(p["pid"] for p in ranks)
+    summary = analyze(from_dict(data)).verdict.summary
+    assert f"runs its methods only (rank 0 (PID {high}), rank 1 (PID {low})" in summary, summary

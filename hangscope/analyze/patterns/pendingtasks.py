@@ -19,7 +19,7 @@ from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.objectedges import between_tasks, object_wait
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.frameworks import OBJECT_WAITS, ObjectWait, does_work
-from hangscope.model import Role
+from hangscope.model import Process, Role
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who_list
 
@@ -47,7 +47,7 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
         _, wait = found
         unheld = bool(wait.unheld) and all(p.title == wait.unheld_title for p in workers)
         why = _infeasible(g, wait) or (wait.unheld if unheld else wait.pending)
-        shown = sorted(free or workers, key=lambda p: p.role is not Role.RANK)  # ranks first
+        shown = sorted(free or workers, key=_ranks_first)
         named = who_list(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else "")
         them = (f"{named} {'is' if len(free) == 1 else 'are'} idle between calls" if free else
                 f"every worker hosts an actor and runs its methods only ({named})")
@@ -58,6 +58,12 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
         return WaitPattern("pending_tasks", (proc.pid, *(p.pid for p in shown)), chain, (),
                            proc.pid, thread.tid)
     return None
+
+
+def _ranks_first(proc: Process) -> tuple[bool, bool, int, int]:
+    """Ranks first, in rank order (PIDs say nothing of it), then the other workers by PID."""
+    rank = proc.rank.global_rank if proc.rank is not None else None
+    return (proc.role is not Role.RANK, rank is None, rank or 0, proc.pid)
 
 
 def _infeasible(g: Graph, wait: ObjectWait) -> str:
