@@ -454,6 +454,12 @@ class Process:
         return self.state == "gone"
 
     @property
+    def ended_while_read(self) -> bool:
+        """It exited during the dump: gone between two reads, or a zombie whose stack a round
+        read (it was alive then)."""
+        return self.vanished or (self.is_zombie and any(t.frames for t in self.threads))
+
+    @property
     def is_stopped(self) -> bool:
         """Stopped by a signal or a tracer (state T or t)."""
         return self.state in STOPPED_STATES

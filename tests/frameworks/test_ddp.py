@@ -15,11 +15,13 @@ waits in the checkpoint's barrier, THEN mismatched collectives, each at the user
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
-from support import TARGETS, Target, dump_json, running_target
+from support import TARGETS, Target, cli_env, dump_json, poll, running_target
 from targets.hang_shapes import free_port
 
 pytestmark = pytest.mark.frameworks
@@ -154,3 +156,35 @@ def test_a_rank_that_raised_but_joins_a_non_daemon_thread_is_named_with_its_exce
     assert ("rank 1 is exiting: its main code ended with an exception (IndexError: Target 12 "
             "is out of bounds) that the launcher never sees, and Python joins the non-daemon "
             "thread ResourceMonitor") in summary, summary
+
+
+def test_a_job_that_ends_while_it_is_dumped_is_not_called_missing_ranks(
+        tmp_path: Path) -> None:
+    """DDP trains until told to stop; the stop comes once the dump has started reading its
+    processes (its first py-spy runs): every rank leaves its loop, destroys its process group
+    and exits 0 inside the window, reaped by torchrun. Nothing was missing: the job ended
+    while it was read (it read "missing rank", the ranks the suspects)."""
+    with _torchrun("ddp_finish", tmp_path) as job:
+        dump = subprocess.Popen(
+            [sys.executable, "-m", "hangscope", "dump", str(job.launcher), "--format", "json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env())
+        try:
+            poll(lambda: any(c.name() == "py-spy" for c in _children(dump.pid)),
+                 "the dump's first py-spy", timeout=60, interval=0.01)
+            (job.workdir / "stop").touch()
+            out, err = dump.communicate(timeout=120)
+        finally:
+            dump.kill()
+            dump.wait()
+    assert "Traceback" not in err, err
+    verdict = json.loads(out)["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+    assert verdict["suspects"] == [], verdict
+    assert verdict["summary"].startswith("The job ended while it was read"), verdict
+
+
+def _children(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []

@@ -156,7 +156,7 @@ def test_the_table_runs_in_the_documented_order() -> None:
         VerdictKind.NO_TARGET, VerdictKind.PAUSED, VerdictKind.RANK_FAILED,
         VerdictKind.MISMATCHED_COLLECTIVES,
         VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.WAIT_CHAIN, VerdictKind.WAIT_CHAIN,
-        VerdictKind.MISSING_RANK, VerdictKind.MISSING_RANK,
+        VerdictKind.PROGRESSING, VerdictKind.MISSING_RANK, VerdictKind.MISSING_RANK,
         VerdictKind.P2P_DEADLOCK, VerdictKind.MISMATCHED_COLLECTIVES,
         VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.WAIT_CHAIN, VerdictKind.PROGRESSING,
         VerdictKind.DEADLOCK,

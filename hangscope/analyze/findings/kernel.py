@@ -53,6 +53,12 @@ def check_process_states(snap: Snapshot) -> Iterable[Finding]:
                 name = f"PID {proc.pid}, a child of {who(parent)},"
             reaper = who(parent) if parent is not None else f"PID {proc.ppid}"
             evidence = {"pid": proc.pid, "ppid": proc.ppid, "exit_code": proc.exit_code}
+            if proc.exit_code == 0 and proc.ended_while_read:
+                # It was alive when a round read it: its parent reaps it when it next waits.
+                yield Finding("proc.zombie", Severity.INFO,
+                              f"{name} {how} during the dump and is a zombie (<defunct>) "
+                              f"until {reaper} reaps it.", evidence)
+                continue
             if proc.exit_code == 0 and proc.role is Role.OTHER and proc.rank is None:
                 # A child that succeeded and is not a rank leaves no one waiting for it: its
                 # parent is still inside a call that waits for something else (the EOF of

@@ -32,7 +32,7 @@ from hangscope.analyze.rules.collectives import (
     collective_missing,
 )
 from hangscope.analyze.rules.elsewhere import skipped_collective
-from hangscope.analyze.rules.exiting import cannot_exit, job_finished
+from hangscope.analyze.rules.exiting import cannot_exit, ended, job_finished
 from hangscope.analyze.rules.failed import rank_failed
 from hangscope.analyze.rules.graph import (
     crash_looping,
@@ -522,6 +522,8 @@ RULES: tuple[Rule, ...] = (
     # finish is the story.
     Rule(VerdictKind.WAIT_CHAIN, cannot_exit,
          "every rank finished but one whose exit joins a thread or child that never ends"),
+    Rule(VerdictKind.PROGRESSING, ended,
+         "every subject exited during the dump (or with code 0), none with an error"),
     Rule(VerdictKind.MISSING_RANK, collective_missing,
          "NCCL RAS has no data from a rank, or a Flight Recorder group member has no process"),
     Rule(VerdictKind.MISSING_RANK, missing_rank,

@@ -19,7 +19,7 @@ from hangscope.analyze.evidence.world import finished_ranks
 from hangscope.analyze.graph.threadedges import blocked, notified_wait
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.model import Process, Role, Severity, Thread, Verdict, VerdictKind, rank_id
-from hangscope.words import innermost_call, rank_set, short_who, verb
+from hangscope.words import innermost_call, rank_set, short_who, verb, who
 
 
 def _main_thread(proc: Process) -> Thread | None:
@@ -119,6 +119,37 @@ def job_finished(facts: Facts) -> bool:
     missing = facts.missing
     absent = (missing.count_missing if missing is not None else 0) - len(done)
     return bool(done or missing is not None) and (absent <= 0 or bool(at_exit(facts)))
+
+
+def ended(facts: Facts) -> Verdict | None:
+    """The job ended while it was read: every subject exited during the dump (alive when
+    found, gone by the last read: a launcher reaps its ranks as they exit, so no exit code is
+    left) or with code 0, and nothing says one failed (an exit code other than 0, an error
+    line in a log of the job, a rank missing before the dump began). Not hung: the
+    "missing" ranks finished."""
+    subjects = facts.subjects
+    during = [p for p in facts.processes if p.ended_while_read]
+    done = {p.key for p in finished(facts)}
+    if not during or not subjects or any(
+            not p.ended_while_read and p.key not in done for p in subjects):
+        return None
+    if any((p.is_zombie and p.exit_code not in (0, None)) or p.log_errors
+           for p in facts.processes):
+        return None  # one failed, or may have: the rules for a failure say which
+    missing = facts.missing
+    if missing is not None and missing.count_missing > sum(
+            1 for p in subjects if p.role is Role.RANK):
+        return None  # ranks were missing before the dump began
+    ranks = [p for p in subjects if p.ended_while_read]
+    others = [p for p in during if p not in ranks]
+    what = [f"{rank_set([rank_id(p) for p in ranks], facts.is_rank)} (PID"
+            f"{'s' if len(ranks) > 1 else ''} {', '.join(str(p.pid) for p in ranks)}) "
+            f"exited during the dump"] if ranks else []
+    what += [f"{who(p)} exited "
+             f"{'with code 0 ' if p.exit_code == 0 else ''}during it" for p in others]
+    summary = ("The job ended while it was read: " + "; ".join(what) + ", and no log of "
+               "the job has an error. Nothing is hung; dump it again if it still seems to be.")
+    return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))
 
 
 def _joined_wait(facts: Facts, proc: Process) -> str:

@@ -22,6 +22,9 @@ the mechanism of a real report:
                        thread keeps its process alive: Python joins it at exit, so the
                        launcher never sees rank 1 fail, and rank 0 waits in the step's
                        all_reduce (blind round 27's 02, on DeepSpeed).
+- ``ddp_finish``       DDP trains until WORKDIR/stop appears, then every rank leaves its
+                       loop, destroys its process group and exits 0: a job that ends while
+                       it is read (it read "missing rank", ranks gone, launcher waiting).
 - ``accel_progress``   Accelerate trains forever (the healthy twin).
 - ``accel_gather_mismatch`` rank 1 leaves training for an evaluation-only
                        ``accelerator.gather_for_metrics`` (an all_gather) while rank 0 is in
@@ -108,6 +111,19 @@ def slow_batches():  # rank 1's loader: its one worker computes each batch for s
     return iter(DataLoader(Slow(), batch_size=None, num_workers=1))
 
 
+def stop_asked(ready_file: str) -> bool:
+    """Whether any rank saw the stop file: agreed by an all_reduce, so every rank leaves the
+    loop after the same step (one that left alone would leave the other in its next step's
+    all_reduce, whose gloo pair then closes under it)."""
+    import torch
+    import torch.distributed as dist
+
+    seen = torch.tensor([float(os.path.exists(os.path.join(os.path.dirname(ready_file),
+                                                           "stop")))])
+    dist.all_reduce(seen, op=dist.ReduceOp.MAX)
+    return bool(seen.item())
+
+
 def ddp(mode: str, ready_file: str) -> None:
     import torch
     import torch.distributed as dist
@@ -122,7 +138,7 @@ def ddp(mode: str, ready_file: str) -> None:
     batches = slow_batches() if mode == "ddp_slow_loader" and rank == 1 else None
     if mode == "ddp_raise_monitor":  # a resource monitor: non-daemon, stopped at the end only
         threading.Thread(target=threading.Event().wait, name="ResourceMonitor").start()
-    while True:
+    while not (mode == "ddp_finish" and step >= READY_STEP and stop_asked(ready_file)):
         if batches is not None:
             x = next(batches)
         if mode == "ddp_slow_loader" and step == 1:
@@ -138,12 +154,19 @@ def ddp(mode: str, ready_file: str) -> None:
         loss.backward()
         opt.step()
         step += 1
-        if mode == "ddp_progress" and step == READY_STEP:
+        if mode in ("ddp_progress", "ddp_finish") and step == READY_STEP:
             ready(ready_file, f"rank{rank}")
         if mode == "ddp_raise_monitor" and step == STALL_STEP:
             ready(ready_file, f"rank{rank}")
             if rank == 1:
                 raise IndexError(f"Target {step + 9} is out of bounds.")  # a bad label
+    dist.barrier()  # every rank out of its last step before the group goes
+    dist.destroy_process_group()
+    # torch 2.13's CPU build aborts a DDP rank in its C++ teardown about one exit in six
+    # ("terminate called without an active exception", with or without a reader attached):
+    # leave without it, as the training scripts that meet it do.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def accel(mode: str, ready_file: str) -> None:
