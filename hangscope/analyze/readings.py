@@ -17,6 +17,7 @@ from hangscope.analyze.evidence.facts import BUSY
 from hangscope.analyze.evidence.flightrec.rank_evidence import with_collective_ranks
 from hangscope.analyze.evidence.progress import merge_progress, progress_of
 from hangscope.analyze.evidence.progress_hints import hints_of
+from hangscope.frameworks.torch_distributed import rpc_handler
 from hangscope.model import Process, Readings, Snapshot
 from hangscope.model.nccl import CollectiveEvidence
 from hangscope.model.progress import JobProgress
@@ -52,12 +53,15 @@ def _progress(reading: Readings, processes: Sequence[Process],
 
 def _busy_workers(processes: Sequence[Process]) -> dict[int, int]:
     """PID -> the thread to judge where it is not the main thread: one that computes (a
-    weight loader thread on CPU while the main thread waits for it). Elsewhere the main
-    thread is judged: a server's select loop says more than a helper idle in Queue.get."""
+    weight loader thread on CPU while the main thread waits for it), or a thread that runs a
+    torch RPC request's function (a trainer's loop, the parameter server's request, while the
+    main thread waits in ``rpc.shutdown``). Elsewhere the main thread is judged: a server's
+    select loop says more than a helper idle in Queue.get."""
     out = {}
     for proc in processes:
         working = proc.working_thread
-        if working is not None and working.tid != proc.pid and working.category in BUSY:
+        if working is not None and working.tid != proc.pid and (
+                working.category in BUSY or rpc_handler(working.frames)):
             out[proc.pid] = working.tid
     return out
 

@@ -28,10 +28,16 @@ FRAMEWORK = Framework(
     launches_ranks=True,
     job_words=("torch.distributed.run", "torchrun", "torch.distributed.launch"),
     launchers=("torchrun",),
-    thread_names=("pt_gloo", "gloo_", "pt_nccl"),
+    # (a process group's threads; TensorPipe's, which only an RPC agent starts; the libuv
+    # server thread of the TCPStore a rank hosts)
+    thread_names=("pt_gloo", "gloo_", "pt_nccl", "TP_", "pt_tcpstore"),
     # torchelastic's agent: the rendezvous keep-alive beat (``_PeriodicTimer`` threads, waiting
     # in Event.wait between beats for the life of the agent).
     helper_threads=("RendezvousKeepAliveTimer", "PeriodicTimer"),
+    # The RPC agent's pool runs each request's function: a trainer whose loop is a request
+    # (the parameter server's ``rpc_async(run_trainer)``) works there while its main thread
+    # waits in ``rpc.shutdown``. (An idle pool thread has no stack: it is no candidate.)
+    work_threads=("pt_thread_pool",),
     rank_tests=("get_rank", "rank", "local_rank", "global_rank"),
 )
 
@@ -48,6 +54,35 @@ AGENT_RENDEZVOUS = ("_rendezvous", "torch/distributed/elastic/agent/server/api.p
 RPC_POOL_THREAD = "pt_thread_pool"
 RPC_HANDLER = ("_run_function", "torch/distributed/rpc/internal.py")
 RPC_CALLS = (("rpc_sync", "torch/distributed/rpc/api.py"),)
+
+
+#: Waits on the futures an RPC returns (``rpc_async(...).wait()``, ``torch.futures.wait_all``).
+RPC_FUTURE_WAITS = (("wait", "torch/futures/__init__.py"),
+                    ("wait_all", "torch/futures/__init__.py"))
+#: Threads only an RPC agent starts: TensorPipe's (its transports' event loops).
+RPC_AGENT_THREAD = "TP_"
+
+
+def rpc_agent(thread_names: Sequence[str | None]) -> bool:
+    """A process that runs a torch.distributed.rpc agent: its pool and TensorPipe's threads."""
+    names = [n or "" for n in thread_names]
+    return (any(n.startswith(RPC_POOL_THREAD) for n in names)
+            and any(n.startswith(RPC_AGENT_THREAD) for n in names))
+
+
+def rpc_handler(frames: Sequence[Frame]) -> bool:
+    """A stack that runs a request's function for another worker (``_run_function``)."""
+    return _in(frames, (RPC_HANDLER,))
+
+
+def rpc_call(frames: Sequence[Frame]) -> bool:
+    """A stack blocked in a synchronous RPC (``rpc_sync``)."""
+    return _in(frames, RPC_CALLS)
+
+
+def rpc_future_wait(frames: Sequence[Frame]) -> bool:
+    """A stack that waits on RPC futures (``Future.wait``, ``wait_all``)."""
+    return _in(frames, RPC_FUTURE_WAITS)
 
 
 def _in(frames: Sequence[Frame], places: Sequence[tuple[str, str]]) -> bool:

@@ -230,7 +230,8 @@ class WaitEdge:
     # collective (a rank in one waits for a rank of its group in none) | queue (a full
     # multiprocessing.Queue's put waits for its readers) | object (a framework's get waits for
     # the process hosting the object's producer: a Ray actor) | queue_lock (a queue's feeder
-    # waits for the write lock another process's feeder holds inside its write)
+    # waits for the write lock another process's feeder holds inside its write) | rpc (a torch
+    # RPC's caller waits for a worker whose RPC thread runs a request: probable)
     kind: str
     object: str  # what it waits on: "pipe 123 (write end)", "lock file /x/.lock", "child 3840"
     how: str  # how it was known: "read(fd 5) in the kernel, fdinfo flags", "owns_gil"
@@ -249,7 +250,7 @@ class WaitPattern:
     # leaked_permits |
     # orphan_wait | full_queue |
     # fork_lock | event_loop | lost_wakeup | lost_result | pool_saturated | pool_starved |
-    # pending_tasks | uncalled | queued_call |
+    # pending_tasks | unserved_call | uncalled | queued_call |
     # prompt | fifo_open | crash_loop | dead_thread | dead_process | dead_holder | dead_peer |
     # nested_checkout | signal_blocked | signal_ignored | self_connect | self_call | pool_cycle |
     # rpc_pools | tty_stopped |

@@ -5,6 +5,12 @@ parameter servers whose ``lookup`` fetches the other server's rows with a nested
 GIVEN 4 RPC threads per server and 4 lookups in flight on each, every RPC thread of both
 servers blocked in its nested call, THEN a deadlock of RPC threads all waiting on nested calls,
 at the lookup's line, with what to change. GIVEN 16 RPC threads per server THEN progressing.
+
+GIVEN a batch-update parameter server (``@rpc.functions.async_execution``, pytorch/examples'
+"Batch RPC", launched by ``torch.multiprocessing.spawn``; rpc_batch_jobs.py) whose trainers
+got 6 and 5 batches, THEN "a call no server runs": trainer1's last ``rpc_sync`` waits for a
+future the PS never completes, trainer1 the suspect, the PS (a rank, not "other") waiting on
+the trainers' loops behind it (blind round 27's 05). GIVEN even trainers THEN progressing.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from targets.hang_shapes import free_port
 pytestmark = pytest.mark.frameworks
 
 JOBS = TARGETS / "frameworks" / "rpc_jobs.py"
+BATCH_JOBS = TARGETS / "frameworks" / "rpc_batch_jobs.py"
 
 
 def _torchrun(mode: str, tmp_path: Path):  # type: ignore[no-untyped-def]
@@ -46,5 +53,38 @@ def test_servers_whose_every_rpc_thread_waits_on_a_nested_rpc_are_a_deadlock(
 
 def test_servers_with_threads_to_spare_for_nested_rpcs_progress(tmp_path: Path) -> None:
     with _torchrun("nested_ok", tmp_path) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+
+
+def _spawned(mode: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+    workdir = tmp_path / mode
+    argv = [sys.executable, str(BATCH_JOBS), mode, str(workdir / "ready"), str(workdir),
+            str(free_port())]
+    return running_target(argv, workdir, tags=["ps", "trainer1", "trainer2"], timeout=120)
+
+
+def test_a_batch_the_parameter_server_never_completes_is_a_call_no_server_runs(
+        tmp_path: Path) -> None:
+    with _spawned("uneven", tmp_path) as job:
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [job.pids["trainer1"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith("A call no server runs: Thread pt_thread_pool of rank 1 (PID "
+                              f"{job.pids['trainer1']}) waits in rpc_sync at run_trainer "
+                              "(rpc_batch_jobs.py:"), summary
+    assert "@rpc.functions.async_execution" in summary, summary
+    assert (f"rank 0 (PID {job.pids['ps']}) waits on the reply to its RPC futures at wait_all"
+            in summary), summary
+    roles = {p["pid"]: p["role"] for p in data["processes"]}
+    assert {roles[job.pids[t]] for t in ("ps", "trainer1", "trainer2")} == {"rank"}, roles
+
+
+def test_a_batch_parameter_server_with_even_trainers_progresses(tmp_path: Path) -> None:
+    """The trainers' loops run as the PS's requests, on their RPC threads, while their main
+    threads wait in rpc.shutdown: those threads are judged, and the PS waits on them."""
+    with _spawned("even", tmp_path) as job:
         verdict = json.loads(dump_json(job.launcher))["verdict"]
     assert verdict["kind"] == "progressing", verdict

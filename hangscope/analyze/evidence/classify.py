@@ -299,8 +299,8 @@ class _Classified:
         rest = (_SPECIFICITY.get(category, 0), int(thread.name == "MainThread"), len(frames))
         # The candidate tier first: a framework's thread that runs the program's code (Ray
         # Train's training thread), a Python thread not a helper, a Python helper, the rest.
-        self.score = (1 if changes.get("helper") else 3 if runs_program(thread.name) else 2,
-                      *rest)
+        self.score = (1 if changes.get("helper") else
+                      3 if frames and runs_program(thread.name) else 2, *rest)
         self.score_native = (0, *rest)
 
 
@@ -333,10 +333,9 @@ def classify_thread(thread: Thread) -> Thread:
 
 
 def pick_working_thread(threads: Sequence[Thread]) -> Thread | None:
-    """The thread that says where the process is stuck: a framework's thread that runs the
-    program's code (``work_threads``), else not a helper, the most specific wait. Ties go to
-    MainThread, then to the thread with a Python stack; helpers only when nothing else exists.
-    """
+    """Where the process is stuck: a framework's thread running the program's code (named in
+    ``work_threads``, with a stack), else not a helper, the most specific wait. Ties go to
+    MainThread, then to the thread with a Python stack; helpers only when nothing else exists."""
     candidates = [t for t in threads if not t.helper and t.python] or [
         t for t in threads if t.python] or list(threads)
     if len(candidates) < 2:
@@ -344,7 +343,8 @@ def pick_working_thread(threads: Sequence[Thread]) -> Thread | None:
 
     def score(thread: Thread) -> tuple[int, int, int, int]:
         category = thread.category or Category.UNKNOWN
-        return (int(runs_program(thread.name)), _SPECIFICITY.get(category, 0),
+        return (int(bool(thread.frames) and runs_program(thread.name)),
+                _SPECIFICITY.get(category, 0),
                 int(thread.name == "MainThread"), len(thread.frames))
 
     return max(candidates, key=score)

@@ -43,6 +43,7 @@ from hangscope.analyze.graph.loopedges import loop_future_edges
 from hangscope.analyze.graph.objectedges import call_edges, object_edges, task_edges
 from hangscope.analyze.graph.partners import likely_partner_first, to_handler
 from hangscope.analyze.graph.queueedges import queue_lock_edges, queue_put_edges
+from hangscope.analyze.graph.rpcedges import rpc_edges
 from hangscope.analyze.graph.socketpeers import peer_edges
 from hangscope.analyze.graph.sqliteedges import sqlite_edges
 from hangscope.analyze.graph.threadedges import (
@@ -383,7 +384,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
     if idx is not None and kernel is not None:  # (after the other edges: it reads them)
         edges.extend(owed_loop_edges(kernel, idx.fds, connected, snap.processes, edges,
                                      lambda p, t, r, h: _socket_edges(idx, p, t, r, h, "read")))
-    edges.extend(collective_edges(snap))
+    edges.extend([*collective_edges(snap), *rpc_edges(snap)])
     edges.extend([*(found := object_edges(snap)), *task_edges(snap, found),
                   *call_edges(snap, found)])
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}

@@ -1,23 +1,34 @@
-"""A pool that calls its own server: every worker of a process's thread pool runs a task
+"""Calls that no server can answer.
+
+A pool that calls its own server: every worker of a process's thread pool runs a task
 blocked inside a call, and the process holds both ends of a connection to a port it listens
 on itself. Its requests are served by that same pool (a gRPC server's handlers run on the
 ``ThreadPoolExecutor`` it was built with): the nested requests wait in the pool's queue for a
 worker, and every worker waits for them (grpc/grpc#8603, "bounded server thread pools
 considered harmful"; #7052). The kernel's facts say it, whatever the library: the TCP table
-pairs the client's socket with the one the process accepted.
+pairs the client's socket with the one the process accepted. Pools that call each other's
+servers (``pool_cycle``), torch RPC pools full of nested calls (``rpc_pools``), and a torch RPC
+whose reply no server is computing (``unserved_call``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hangscope.analyze.evidence.facts import blocked as stayed
 from hangscope.analyze.graph.threadedges import blocked, executor_worker, own_frame, runs_task
-from hangscope.analyze.graph.waitwalk import Graph
+from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.patterns.behind import behind
-from hangscope.frameworks.torch_distributed import RPC_POOL_THREAD, rpc_handler_calls
+from hangscope.frameworks.torch_distributed import (
+    RPC_POOL_THREAD,
+    rpc_agent,
+    rpc_call,
+    rpc_handler,
+    rpc_handler_calls,
+)
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.waits import WaitPattern
-from hangscope.words import who
+from hangscope.words import who, who_list
 
 
 def self_connections(snap: Snapshot, proc: Process) -> list[tuple[int, int, int]]:
@@ -182,3 +193,50 @@ def rpc_pools(g: Graph) -> WaitPattern | None:
              "returning rpc.rpc_async(...).then(...)), keep the requests in flight below "
              "num_worker_threads, or give rpc_sync a timeout" + behind(g, members))
     return WaitPattern("rpc_pools", members, chain, (), members[0], full[0][1][0].tid)
+
+
+def unserved_call(g: Graph) -> WaitPattern | None:
+    """A torch RPC whose reply no server is computing (pytorch/examples#780): a thread waits in
+    ``rpc_sync`` while no RPC thread of any other worker of the job runs a request or
+    computes (each one idle in its pool: none has a stack, none is on a CPU), over a window
+    in which the waiting stack stayed put. The server took the request and answered with a
+    future that nothing completes (``@rpc.functions.async_execution``: a batch that waits
+    for callers that never come), or the request never arrived; the waiter is the suspect,
+    and the workers waiting on the requests it runs for them are behind it (rpcedges.py)."""
+    agents = [p for p in g.snap.processes
+              if not p.is_exited and rpc_agent([t.name for t in p.threads])]
+    if len(agents) < 2:
+        return None
+    for proc in agents:
+        for thread in proc.threads:
+            if not (rpc_call(thread.frames) and stayed(thread) and thread.state != "R"):
+                continue
+            others = [p for p in agents if p is not proc]
+            if any(t is not thread and _serving(t) for p in agents for t in p.threads):
+                continue  # a server runs a request: it may be this one, or on its way
+            return _unserved(g, proc, thread, others)
+    return None
+
+
+def _serving(thread: Thread) -> bool:
+    """An RPC pool thread that runs a request (its function's stack), or computes one that
+    has no Python frames (a builtin operator) on a CPU."""
+    if not (thread.name or "").startswith(RPC_POOL_THREAD):
+        return False
+    return rpc_handler(thread.frames) or thread.state == "R"
+
+
+def _unserved(g: Graph, proc: Process, thread: Thread, others: list[Process]) -> WaitPattern:
+    handled = (", where it runs a request of another worker (under _run_function)"
+               if rpc_handler(thread.frames) else "")
+    idle = who_list(others)
+    chain = (f"{thread_words(proc, thread)} waits in rpc_sync{site_words(thread)}{handled} "
+             f"for a reply that no server of the job is computing: no RPC thread of "
+             f"{idle} runs a request or computes. The server took the request and answered "
+             "with a future that nothing completes (a function under "
+             "@rpc.functions.async_execution returns a torch.futures.Future that it sets "
+             "later, from another caller's request: a batch that waits for callers that never "
+             "come, such as a worker whose data ran out), or the request never arrived. "
+             "Complete the future on every path (a last, smaller batch), or "
+             "give rpc_sync a timeout" + behind(g, (proc.pid,)))
+    return WaitPattern("unserved_call", (proc.pid,), chain, (), proc.pid, thread.tid)

@@ -83,7 +83,7 @@ from hangscope.analyze.patterns.pendingtasks import pending_tasks
 from hangscope.analyze.patterns.permitpatterns import leaked_permits
 from hangscope.analyze.patterns.poolpatterns import idle_executor, lost_result, pool_saturated
 from hangscope.analyze.patterns.promptpatterns import prompt, prompt_edge
-from hangscope.analyze.patterns.selfcalls import pool_cycle, rpc_pools, self_call
+from hangscope.analyze.patterns.selfcalls import pool_cycle, rpc_pools, self_call, unserved_call
 from hangscope.analyze.patterns.siblings import behind_sibling
 from hangscope.analyze.patterns.stalepatterns import stale_holder
 from hangscope.analyze.patterns.starvedpools import callback_wait, own_pool, starved_pool
@@ -371,8 +371,9 @@ PATTERNS = (self_connect, self_call, pool_cycle, rpc_pools, tty_stopped, own_end
             lock_upgrade, self_wait, barrier_short, leaked_permits, nested_checkout, starved_pool,
             orphan_manager_lock, fork_notifier, signal_wait, orphan_wait, own_pool, stale_holder,
             full_queue, lost_wakeup, gone_signal, unwoken_loop, event_loop, fork_lock, lost_result,
-            idle_executor, pool_saturated, pending_tasks, uncalled, prompt, lost_reply, fifo_open,
-            crash_loop, dead_thread, dead_process, _sink, unowed_receive, unpeered_receive)
+            idle_executor, pool_saturated, pending_tasks, unserved_call, uncalled, prompt,
+            lost_reply, fifo_open, crash_loop, dead_thread, dead_process, _sink, unowed_receive,
+            unpeered_receive)
 
 
 def wait_graph(snap: Snapshot) -> WaitGraph:

@@ -32,7 +32,8 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "lost_reply": "A reply that never comes",
          "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
          "pool_saturated": "Pool saturated", "pool_starved": "A pool starved by its own tasks",
-         "pending_tasks": "Tasks nobody runs", "uncalled": "A call nobody makes",
+         "pending_tasks": "Tasks nobody runs", "unserved_call": "A call no server runs",
+         "uncalled": "A call nobody makes",
          "queued_call": "A call queued behind its own wait",
          "dead_thread": "A thread died", "crash_loop": "Crash loop",
          "dead_process": "A process died", "dead_holder": "A lock whose holder died",
@@ -161,8 +162,8 @@ def wait_shape(facts: Facts) -> Verdict | None:
     unanswered prompt."""
     return _verdict(facts, ("orphan_wait", "barrier_short", "leaked_permits", "full_queue",
                             "lost_wakeup", "event_loop", "lost_result", "pool_saturated",
-                            "pool_starved", "pending_tasks", "queued_call", "uncalled", "prompt",
-                            "lost_reply",
+                            "pool_starved", "pending_tasks", "unserved_call", "queued_call",
+                            "uncalled", "prompt", "lost_reply",
                             "fifo_open", "dead_holder", "dead_peer",
                             "signal_blocked", "signal_ignored"))
 
