@@ -151,6 +151,10 @@ class Framework:
     #: Source paths (a substring of a frame's file) of the loop a server runs while it waits
     #: for its next request: a thread there, with nothing else to do, is idle.
     server_loop_files: tuple[str, ...] = ()
+    #: (the line its server logs as the application's startup begins, the line it logs once
+    #: that startup completed): a server whose last such line is the first has not finished
+    #: starting, and serves nothing yet (uvicorn's lifespan).
+    startup_lines: tuple[str, str] | None = None
     #: Source directories of the framework's own Python code (a path component, ``accelerate/``):
     #: plumbing, so a call site is the user's line that called into the framework.
     library_files: tuple[str, ...] = ()

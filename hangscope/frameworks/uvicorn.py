@@ -11,4 +11,7 @@ FRAMEWORK = Framework(
     name="uvicorn",
     server_loop_files=("uvicorn/", "aiohttp/", "tornado/", "gunicorn/"),
     pool_workers=(("WorkerThread.run", "anyio/_backends/_asyncio.py"),),
+    # uvicorn runs the app's lifespan up to its ``yield`` before it binds its socket: until
+    # then nothing listens (uvicorn#2751).
+    startup_lines=("Waiting for application startup.", "Application startup complete."),
 )

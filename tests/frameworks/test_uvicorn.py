@@ -65,3 +65,44 @@ def test_an_idle_tensor_parallel_server_is_idle_not_a_straggler(tmp_path: Path) 
     assert verdict["suspects"] == [], verdict
     summary = verdict["summary"]
     assert f"rank 1 (PID {job.pids['rank1']}) is idle at work (tp_server.py:" in summary, summary
+
+
+LIFESPAN = TARGETS / "frameworks" / "uvicorn_lifespan.py"
+
+
+def _lifespan(mode: str, tmp_path: Path) -> dict[str, object]:
+    workdir = tmp_path / mode
+    port = _free_port()
+    argv = [sys.executable, str(LIFESPAN), mode, str(workdir / "ready"), str(port)]
+
+    def served(_target: object) -> bool:  # the twin that finishes its startup: it listens
+        if mode != "task":
+            return True
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    with running_target(argv, workdir, tags=["server"], ready=served, timeout=60) as job:
+        verdict: dict[str, object] = json.loads(dump_json(job.launcher))["verdict"]
+        verdict["server"] = job.pids["server"]
+    return verdict
+
+
+def test_a_lifespan_that_awaits_its_endless_consumer_never_finishes_starting(
+        tmp_path: Path) -> None:
+    """The lifespan awaits its update consumer before ``yield`` (uvicorn#2751, blind round
+    28's 07): uvicorn logged "Waiting for application startup." and binds nothing; its loop
+    wakes for each update, which read "progressing"."""
+    verdict = _lifespan("awaited", tmp_path)
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [verdict["server"]], verdict
+    summary = str(verdict["summary"])
+    assert summary.startswith(f"Startup never finished: PID {verdict['server']} (python) "
+                              "logged \"Waiting for application startup.\""), summary
+    assert "asyncio.create_task" in summary, summary
+
+
+@pytest.mark.parametrize(("mode", "kind"), [("task", "idle"), ("loading", "progressing")])
+def test_a_lifespan_that_yields_or_computes_is_not_a_hung_startup(
+        mode: str, kind: str, tmp_path: Path) -> None:
+    verdict = _lifespan(mode, tmp_path)
+    assert verdict["kind"] == kind, verdict

@@ -56,6 +56,7 @@ from hangscope.analyze.rules.slow import (
     waits_on_work,
     working_straggler,
 )
+from hangscope.analyze.rules.startup import startup_pending
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.analyze.rules.tiebreak import break_tie
 from hangscope.analyze.rules.waits import (
@@ -581,6 +582,10 @@ RULES: tuple[Rule, ...] = (
          "the ranks the others wait for in a collective work (calls, I/O, GPU): slow"),
     Rule(VerdictKind.STRAGGLER, straggler,
          "some ranks run (CPU, JIT, I/O) while the others wait in a collective"),
+    # Before the rules that read a loop woken now and then as progress: a server whose
+    # startup never completed serves nothing, whatever else its loop does.
+    Rule(VerdictKind.WAIT_CHAIN, startup_pending,
+         "a server logged its startup's start, never its end, listens nowhere, and idles"),
     Rule(VerdictKind.WAIT_CHAIN, unaccepted_connections,
          "a listener's accept queue holds connections that no thread accepts or polls"),
     Rule(VerdictKind.PAUSED, held_stopped,

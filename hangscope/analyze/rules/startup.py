@@ -1,0 +1,80 @@
+"""A server that never finished starting: it logged its framework's "startup begins" line and
+never the "startup complete" one, nothing listens on the port it was given, and its event loop
+idles in the framework's serve loop while no process of the job works.
+
+uvicorn runs the app's lifespan up to its ``yield`` before it binds its socket; a lifespan that
+awaits something that never completes (a consumer loop awaited instead of started as a task,
+a connection that never comes) leaves the server up, its loop woken now and then by whatever
+else it does, and nothing served (uvicorn#2751, #237: the log stops at "Waiting for
+application startup."). The coroutine that waits is suspended, on no thread's stack; the
+framework's own log and the kernel's listening sockets say where the startup stands. A server
+still loading (CPU, or another process of the job working, which the startup may await) is
+not this.
+"""
+
+from __future__ import annotations
+
+from hangscope.analyze.evidence.facts import BUSY, Facts
+from hangscope.analyze.rules.subject_lines import evidence
+from hangscope.frameworks import FRAMEWORKS, Framework
+from hangscope.model import Process, Severity, Verdict, VerdictKind
+from hangscope.words import who
+
+#: A process at or above this CPU share works (loads weights, computes): not stuck in startup.
+WORKING_CPU_PERCENT = 20.0
+
+
+def startup_pending(facts: Facts) -> Verdict | None:
+    snap = facts.snapshot
+    port = snap.job.args.get("--port")
+    listening = {s.port for p in snap.processes for s in p.listening if s.port}
+    if port is not None and (not port.isdigit() or int(port) in listening):
+        return None  # it serves (or the port is no number to look for)
+    live = [p for p in snap.processes if not p.is_exited]
+    for proc in live:
+        found = _starting(proc)
+        if found is None or (port is None and any(s.port for s in proc.listening)):
+            continue
+        if any(_works(p) for p in live):
+            return None  # what the startup awaits may be that work (an engine loading)
+        framework, line = found
+        where = f"port {port}" if port is not None else "any TCP port"
+        summary = (
+            f"Startup never finished: {who(proc)} logged \"{line}\" and never "
+            f"\"{framework.startup_lines[1] if framework.startup_lines else ''}\"; its event "
+            f"loop idles in {framework.name}'s serve loop and nothing listens on {where}, so "
+            f"the server accepts no request. {framework.name} runs the application's startup "
+            "(its lifespan, up to the `yield`) before it binds its socket: that startup awaits "
+            "something that does not complete (a loop or consumer awaited instead of started "
+            "with asyncio.create_task, a connection or a peer that never comes). The awaiting "
+            "coroutine is suspended, on no thread's stack: list it with asyncio.all_tasks() "
+            "(aiomonitor, python -X dev), and start long-running work as a task before "
+            "`yield`.")
+        return Verdict(VerdictKind.WAIT_CHAIN, Severity.CRITICAL, summary, (proc.pid,),
+                       evidence(facts), (proc.host,))
+    return None
+
+
+def _starting(proc: Process) -> tuple[Framework, str] | None:
+    """(its framework, the line) where ``proc`` runs a framework's serve loop and the last of
+    that framework's startup lines in its log is the one that begins the startup."""
+    thread = proc.working_thread
+    if thread is None or thread.category in BUSY:
+        return None
+    for framework in FRAMEWORKS:
+        lines = framework.startup_lines
+        if lines is None or not any(
+                not f.native and any(part in (f.file or "") for part in
+                                     framework.server_loop_files) for f in thread.frames):
+            continue
+        said = [text for text in proc.log_tail if lines[0] in text or lines[1] in text]
+        if said and lines[0] in said[-1]:
+            return framework, lines[0]
+    return None
+
+
+def _works(proc: Process) -> bool:
+    """It computes: on a CPU for a fair share of the window, or its working thread busy."""
+    thread = proc.working_thread
+    return ((proc.cpu_percent or 0.0) >= WORKING_CPU_PERCENT
+            or (thread is not None and thread.category in BUSY))
