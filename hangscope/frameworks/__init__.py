@@ -111,6 +111,18 @@ class ObjectWait:
 
 
 @dataclass(frozen=True)
+class StallWarning:
+    """A warning a framework writes to the job's log when it sees its own parties stall (Ray
+    Data's split coordinator: one consumer waits for the others past 30 s), what it means and
+    what to do (``words``, formatted with the line's named groups), and the source path of the
+    frames of the process that waits on it (the consumer: the suspect)."""
+
+    line: re.Pattern[str]
+    waiter_path: str
+    words: str
+
+
+@dataclass(frozen=True)
 class Framework:
     """What hangscope knows of one framework. Every field is optional: a framework adds what it
     has. Matching is by substring or prefix, never by a test job's names."""
@@ -155,6 +167,8 @@ class Framework:
     #: that startup completed): a server whose last such line is the first has not finished
     #: starting, and serves nothing yet (uvicorn's lifespan).
     startup_lines: tuple[str, str] | None = None
+    #: Its own warnings that name a stall of its parties (analyze/rules/warned.py).
+    stall_warnings: tuple[StallWarning, ...] = ()
     #: Source directories of the framework's own Python code (a path component, ``accelerate/``):
     #: plumbing, so a call site is the user's line that called into the framework.
     library_files: tuple[str, ...] = ()
@@ -249,6 +263,7 @@ COLLECTIVES: tuple[tuple[str, str, str], ...] = tuple(
     p for f in FRAMEWORKS for p in f.collectives)
 POLLED_WAITS: tuple[tuple[str, str, str], ...] = tuple(
     (name, path, f.polled_why) for f in FRAMEWORKS for name, path in f.polled_waits)
+STALL_WARNINGS: tuple[StallWarning, ...] = tuple(w for f in FRAMEWORKS for w in f.stall_warnings)
 POOL_WORKERS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.pool_workers)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from hangscope.frameworks import Framework, ObjectWait
+from hangscope.frameworks import Framework, ObjectWait, StallWarning
 from hangscope.model import Role
 
 #: ``ray::Trainer.train``: the actor (and method) a worker runs.
@@ -115,6 +115,18 @@ OBJECT_WAIT = ObjectWait(
                       "nodes) or add nodes that have it"),
 )
 
+#: Ray Data's ``streaming_split``: its coordinator actor starts each epoch only once every
+#: split's consumer asked for it (``SplitCoordinator._barrier``), and warns after 30 s.
+SPLIT_STALL = StallWarning(
+    re.compile(r"StreamSplitDataIterator\(epoch=-?\d+, split=(?P<split>\d+)\) blocked waiting "
+               r"on other clients"),
+    "ray/data/iterator.py",  # (DataIterator: the consumer's side; the coordinator has none)
+    "Ray Data's streaming_split coordinator starts an epoch only once every split's consumer "
+    "reads, and split {split} waits for the others (Ray's own warning): the splits are not "
+    "read at the same time (a loop that reads them one after another, or a consumer that never "
+    "started). Hand each split to its own consumer (a Ray Train worker, an actor or a task) "
+    "and read them all at once")
+
 FRAMEWORK = Framework(
     name="ray",
     job_words=("ray::",),
@@ -126,6 +138,7 @@ FRAMEWORK = Framework(
     # Ray Train runs the training function on a thread of its own; its MonitoringThread
     # watches that thread
     work_threads=("TrainingThread",),
+    stall_warnings=(SPLIT_STALL,),
     helper_threads=("ray_listen_error_messages", "ray_print_logs", "PythonGCThread",
                     "MonitoringThread"),
     helper_processes=(

@@ -296,3 +296,39 @@ def test_a_release_queued_behind_the_acquire_it_would_wake_names_the_actor(
     assert verdict["summary"].startswith("A call queued behind its own wait: "), verdict
     assert "to run release, which it submitted, queued behind acquire" in verdict["summary"]
     assert "max_concurrency" in verdict["summary"], verdict
+
+
+DATA_JOBS = TARGETS / "frameworks" / "ray_data_jobs.py"
+
+
+@contextmanager
+def _ray_data(mode: str, tmp_path: Path, warned: bool) -> Iterator[Target]:
+    workdir = tmp_path / mode
+    argv = [sys.executable, str(DATA_JOBS), mode, str(workdir / "ready"), str(workdir)]
+
+    def said(job: Target) -> bool:  # Ray Data's own warning, 30 s into the stall
+        return not warned or "blocked waiting on other clients" in job.log_tail()
+
+    with running_target(argv, workdir, tags=["driver"], ready=said, timeout=START_TIMEOUT,
+                        env={"RAY_USAGE_STATS_ENABLED": "0"}) as job:
+        yield job
+
+
+def test_streaming_splits_read_one_after_the_other_are_a_stall_ray_data_reports(
+        tmp_path: Path) -> None:
+    """The driver reads split 0 alone; Ray Data's coordinator waits for split 1's consumer
+    and warns after 30 s (ray#42008, blind round 28's 05: it read "all waiting")."""
+    with _ray_data("split_sequential", tmp_path, warned=True) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [job.pids["driver"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith("A stall its framework reported: the main (PID "), summary
+    assert "(ray_data_jobs.py:" in summary, summary
+    assert "read them all at once" in summary, summary
+
+
+def test_streaming_splits_read_at_once_progress(tmp_path: Path) -> None:
+    with _ray_data("split_concurrent", tmp_path, warned=False) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "progressing", verdict

@@ -28,3 +28,28 @@ def test_given_a_uvicorn_lifespan_that_never_yields_then_startup_never_finished(
         f"Startup never finished: PID {server} (python3) logged \"Waiting for application "
         "startup.\" and never \"Application startup complete.\""), verdict.summary
     assert "nothing listens on port 18887" in verdict.summary, verdict.summary
+
+
+def test_given_streaming_splits_read_one_after_the_other_then_the_stall_ray_data_reported(
+        ) -> None:
+    """The driver reads split 0 alone; Ray Data's coordinator waits in its barrier for split
+    1's consumer and warned in the log (ray#42008): the driver is the suspect, with Ray Data's
+    words (it read "all waiting", nobody blamed)."""
+    snap = analyze(load(BLIND / "raydata_split_sequential.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.suspects == (snap.job.target,), verdict
+    assert verdict.summary.startswith("A stall its framework reported: the main (PID "), verdict
+    assert "(called from main (driver.py:30))" in verdict.summary, verdict.summary
+    assert "split 0 waits for the others" in verdict.summary, verdict.summary
+
+
+def test_given_streaming_splits_read_at_once_then_progressing() -> None:
+    """The twin: a thread per split; the driver's main thread waits on an Event, its consumer
+    threads on Ray Data's queues, which its prefetch threads fill from ``ray.get`` on the
+    split coordinator, which works (it read "a lost wake-up": the library's threads were left
+    out of the ones that could wake the program's)."""
+    snap = analyze(load(BLIND.parent / "frameworks" / "raydata_split_concurrent.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.PROGRESSING, verdict
+    assert "(ray actor SplitCoordinator.get), which works" in verdict.summary, verdict.summary

@@ -24,7 +24,8 @@ import itertools
 import re
 
 from hangscope.analyze.evidence.progress import MIN_MOVED_SAMPLES, MIN_WAKES, PROGRESSING, SLOW
-from hangscope.model import Process, Snapshot
+from hangscope.analyze.evidence.stackmemo import per_stack
+from hangscope.model import Frame, Process, Snapshot, Thread
 from hangscope.model.progress import ProcessProgress, RankProgress, ThreadProgress
 from hangscope.words import size
 
@@ -153,10 +154,16 @@ def chain_to_work(snap: Snapshot, pid: int) -> tuple[int, ...] | None:
     if start is None or start.working_tid is None:
         return None
     # Breadth first from the working thread: a thread that waits on several (a zmq receive,
-    # a get on many objects) waits on any of them doing the work.
+    # a get on many objects) waits on any of them doing the work. One that waits for a thread
+    # of its own to notify it (Event, Condition, Queue) waits on whatever those threads wait
+    # on: each of its threads starts a path too (a library's fetcher in ``ray.get``).
+    tids = [start.working_tid]
+    if start.working_thread is not None and notified_wait(start.working_thread) is not None:
+        tids += [t.tid for t in start.threads if t.python and not t.helper
+                 and t.tid != start.working_tid]
     frontier: list[tuple[tuple[int, int], tuple[int, ...]]] = [
-        ((pid, start.working_tid), (pid,))]
-    seen = {(pid, start.working_tid)}
+        ((pid, tid), (pid,)) for tid in tids]
+    seen = {(pid, tid) for tid in tids}
     for _ in range(MAX_HOPS):
         onward: list[tuple[tuple[int, int], tuple[int, ...]]] = []
         for (at_pid, at_tid), path in frontier:
@@ -175,3 +182,28 @@ def chain_to_work(snap: Snapshot, pid: int) -> tuple[int, ...] | None:
             return None
         frontier = onward
     return None
+
+
+#: Plumbing that waits for a thread of the same process: (file suffix, the calls that wait).
+_PRODUCED = {"threading.py": ("wait", "wait_for"), "queue.py": ("get", "join"),
+             "concurrent/futures/_base.py": ("result", "exception")}
+
+
+def notified_wait(thread: Thread) -> Frame | None:
+    """The frame of a thread-to-thread wait (``Event.wait``, ``Condition.wait``, ``Queue.get``,
+    ``Future.result``): a thread of the same process must set, notify, put or complete it."""
+    return notified_frames(thread.frames)
+
+
+@per_stack  # asked of every thread of every rank by several patterns: once per stack
+def notified_frames(frames: tuple[Frame, ...]) -> Frame | None:
+    python = [f for f in frames if not f.native]
+    found = None
+    for f in python:  # the outermost plumbing frame: Event.wait over Condition.wait
+        file = f.file or ""
+        names = next((n for suffix, n in _PRODUCED.items() if file.endswith(suffix)), None)
+        if names is None:
+            break
+        if f.name.rsplit(".", 1)[-1] in names:
+            found = f
+    return found

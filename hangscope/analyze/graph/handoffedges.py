@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from hangscope.analyze.graph.threadedges import notified_wait
+from hangscope.analyze.evidence.working import notified_wait
 from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitEdge
 

@@ -85,11 +85,9 @@ def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
         if e.to_pid is not None:
             backs.setdefault(e.to_pid, set()).add(e.pid)
     edges: list[WaitEdge] = []
-    for proc in snap.processes:
-        thread = proc.working_thread
-        if proc.pid not in waiting or thread is None or (proc.pid, thread.tid) in named:
+    for proc, thread, (frame, wait) in _gets(snap, waiting):
+        if (proc.pid, thread.tid) in named:
             continue
-        frame, wait = waiting[proc.pid]
         # A wait points at workers that do not wait for objects themselves: two waiting
         # tasks would each point at the other and read as a cycle, which only their
         # objects' ids could prove (object_edges). But the driver (no worker: none runs a
@@ -197,13 +195,36 @@ def plain_results(snap: Snapshot, pid: int, wait: ObjectWait) -> bool:
     return bool(objects) and all(wait.producer_of(bytes.fromhex(o)) is None for o in objects)
 
 
-def object_wait(proc: Process) -> tuple[Frame, ObjectWait] | None:
-    """The frame of the framework's object wait its working thread blocks in, and that wait."""
-    for frame in proc.working_thread.frames if proc.working_thread is not None else ():
+def _gets(snap: Snapshot, waiting: dict[int, tuple[Frame, ObjectWait]]
+          ) -> list[tuple[Process, Thread, tuple[Frame, ObjectWait]]]:
+    """(process, thread, its object wait) of each working thread in one; and in a process that
+    runs no task itself (a driver), each other thread in one: a library's thread that fetches
+    what the program's threads read from its queue (Ray Data's prefetcher in ``ray.get``)."""
+    out = []
+    for proc in snap.processes:
+        thread = proc.working_thread
+        if proc.pid in waiting and thread is not None:
+            out.append((proc, thread, waiting[proc.pid]))
+        if proc.is_exited or does_work(proc.title):
+            continue
+        for other in proc.threads:
+            found = None if other is thread or other.helper else _thread_wait(other)
+            if found is not None:
+                out.append((proc, other, found))
+    return out
+
+
+def _thread_wait(thread: Thread) -> tuple[Frame, ObjectWait] | None:
+    for frame in thread.frames:
         wait = None if frame.native else any_worker_wait(frame.name, frame.file)
         if wait is not None:
             return frame, wait
     return None
+
+
+def object_wait(proc: Process) -> tuple[Frame, ObjectWait] | None:
+    """The frame of the framework's object wait its working thread blocks in, and that wait."""
+    return _thread_wait(proc.working_thread) if proc.working_thread is not None else None
 
 
 def idle_producer(proc: Process, going: frozenset[int]) -> bool:

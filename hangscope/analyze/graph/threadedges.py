@@ -11,7 +11,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from hangscope.analyze.evidence.facts import blocked
-from hangscope.analyze.evidence.stackmemo import per_stack
 from hangscope.model import Category, Frame, Process, Thread, in_library
 from hangscope.model.waits import WaitEdge
 
@@ -342,30 +341,6 @@ def join_edges(proc: Process) -> Iterator[WaitEdge]:
 
 
 #: Where a thread-to-thread wait is made, and its calls.
-_PRODUCED = {"threading.py": ("wait", "wait_for"), "queue.py": ("get", "join"),
-             "concurrent/futures/_base.py": ("result", "exception")}
-
-
-def notified_wait(thread: Thread) -> Frame | None:
-    """The frame of a thread-to-thread wait (``Event.wait``, ``Condition.wait``, ``Queue.get``,
-    ``Future.result``): a thread of the same process must set, notify, put or complete it."""
-    return notified_frames(thread.frames)
-
-
-@per_stack  # asked of every thread of every rank by several patterns: once per stack
-def notified_frames(frames: tuple[Frame, ...]) -> Frame | None:
-    python = [f for f in frames if not f.native]
-    found = None
-    for f in python:  # the outermost plumbing frame: Event.wait over Condition.wait
-        file = f.file or ""
-        names = next((n for suffix, n in _PRODUCED.items() if file.endswith(suffix)), None)
-        if names is None:
-            break
-        if f.name.rsplit(".", 1)[-1] in names:
-            found = f
-    return found
-
-
 def library_thread(thread: Thread) -> bool:
     """A thread a library started and runs alone: no Python frame of it is the program's
     (Ray's ``PythonGCThread`` waiting for its next collection trigger). It waits as its

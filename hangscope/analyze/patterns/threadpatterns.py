@@ -10,6 +10,7 @@ its ordered table.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.stackmemo import per_stack
+from hangscope.analyze.evidence.working import notified_frames, notified_wait
 from hangscope.analyze.graph.loopedges import idle_loop, loop_index, own_frames
 from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.threadedges import (
@@ -17,8 +18,6 @@ from hangscope.analyze.graph.threadedges import (
     held_locks,
     joins,
     lock_key,
-    notified_frames,
-    notified_wait,
     runs_task,
     taking_frame,
     user_frame,

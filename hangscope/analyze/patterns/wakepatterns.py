@@ -18,12 +18,8 @@ thread died.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.stackmemo import per_stack
-from hangscope.analyze.graph.threadedges import (
-    blocked,
-    library_thread,
-    notified_frames,
-    user_frame,
-)
+from hangscope.analyze.evidence.working import notified_frames
+from hangscope.analyze.graph.threadedges import blocked, library_thread, user_frame
 from hangscope.analyze.graph.waitwalk import Graph, hops_into, thread_names, waits_into
 from hangscope.analyze.patterns.threadpatterns import (
     could_produce,
@@ -44,9 +40,13 @@ def lost_wakeup(g: Graph) -> WaitPattern | None:
         if proc.is_exited or not any(_direct(t) for t in proc.threads) or died_threads(proc):
             continue  # (no thread calls Condition/Event.wait itself: none is signalled below)
         # A library's own thread idling on its own event (Ray's GC thread beside a driver
-        # parked on ``Event().wait()``) is not one the program's notify was meant for.
-        threads = [t for t in program_threads(proc) if not library_thread(t)]
+        # parked on ``Event().wait()``) is not one the program's notify was meant for; one
+        # that is not idling (Ray Data's prefetch thread in ``ray.get``, which fills the queue
+        # the program's threads read) may be the producer.
+        everyone = program_threads(proc)
+        threads = [t for t in everyone if not library_thread(t)]
         if len(threads) < 2 or any(could_produce(t) or not blocked(t) for t in threads) or any(
+                could_produce(t) for t in everyone if library_thread(t)) or any(
                 "asyncio" in (f.file or "") for t in threads for f in t.frames if not f.native):
             continue
         signalled = [t for t in threads if _direct(t)]

@@ -66,6 +66,7 @@ from hangscope.analyze.rules.waits import (
     p2p_points_at,
     recv_any_source,
 )
+from hangscope.analyze.rules.warned import framework_warned
 from hangscope.frameworks.torch_distributed import in_fsdp
 from hangscope.model import (
     Category,
@@ -548,6 +549,10 @@ RULES: tuple[Rule, ...] = (
     # Before the graph: a chain that ends at loader workers fetching slowly is no hang.
     Rule(VerdictKind.PROGRESSING, loader_bound,
          "every process waits for DataLoader workers that sleep and wake in their dataset"),
+    # Before the graph: a framework that says its own parties stall knows which wait of theirs
+    # is the story (the graph ends at its coordinator, waiting as designed).
+    Rule(VerdictKind.WAIT_CHAIN, framework_warned,
+         "a framework's own warning says its parties stall, and no subject moved"),
     Rule(VerdictKind.DEADLOCK, wait_cycle,
          "the wait-for graph has a cycle, or a forked child waits on a lock it inherited held"),
     Rule(VerdictKind.WAIT_CHAIN, wait_shape,

@@ -15,8 +15,9 @@ import re
 from collections.abc import Sequence
 
 from hangscope.analyze.evidence.facts import BUSY, Facts
+from hangscope.analyze.evidence.working import notified_wait
 from hangscope.analyze.evidence.world import finished_ranks
-from hangscope.analyze.graph.threadedges import blocked, notified_wait
+from hangscope.analyze.graph.threadedges import blocked
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.model import Process, Role, Severity, Thread, Verdict, VerdictKind, rank_id
 from hangscope.words import innermost_call, rank_set, short_who, verb, who

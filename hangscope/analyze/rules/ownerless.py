@@ -12,8 +12,9 @@ own source names the places that can park the lock (``Frame.parked``, collect/pa
 from __future__ import annotations
 
 from hangscope.analyze.evidence.facts import Facts
+from hangscope.analyze.evidence.working import notified_wait
 from hangscope.analyze.graph.sites import called_from
-from hangscope.analyze.graph.threadedges import joins, notified_wait, user_frame, waits_on_lock
+from hangscope.analyze.graph.threadedges import joins, user_frame, waits_on_lock
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.model import Category, Frame, Process, Severity, Thread, Verdict, VerdictKind
 from hangscope.words import who

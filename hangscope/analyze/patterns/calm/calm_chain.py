@@ -31,7 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from hangscope.analyze.evidence.progress import IDLE, PAUSED, STUCK
-from hangscope.analyze.graph.threadedges import at_loop_head, notified_wait
+from hangscope.analyze.evidence.working import notified_wait
+from hangscope.analyze.graph.threadedges import at_loop_head
 from hangscope.analyze.graph.zmqedges import receive_edge
 from hangscope.analyze.patterns.calm.longpoll import holds_requests_with_deadline
 from hangscope.model import Category, Process, Snapshot, Socket, Thread, in_library

@@ -15,7 +15,8 @@ its workers: datachain#691, blind round 22's 05).
 
 from __future__ import annotations
 
-from hangscope.analyze.graph.threadedges import notified_frames, user_frame
+from hangscope.analyze.evidence.working import notified_frames
+from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.waitwalk import Graph, hops_into, waits_into
 from hangscope.analyze.patterns.threadpatterns import _bystander, _forked, notified_wait
 from hangscope.model import Frame, Process, Thread, in_library
