@@ -53,3 +53,14 @@ def test_given_streaming_splits_read_at_once_then_progressing() -> None:
     verdict = snap.verdict
     assert verdict is not None and verdict.kind is VerdictKind.PROGRESSING, verdict
     assert "(ray actor SplitCoordinator.get), which works" in verdict.summary, verdict.summary
+
+
+def test_given_a_loader_waiting_for_a_stream_between_rotations_then_paused() -> None:
+    """The trainer waits on its DataLoader (its get times out once in the window to check its
+    workers), the workers, which the window did not watch, on the shipper over ZMQ, and the
+    shipper sleeps until its next rotation: paused (it read "unknown: blocked")."""
+    snap = analyze(load(BLIND / "loader_stream_rotation_idle.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.PAUSED, verdict
+    assert verdict.suspects == (), verdict
+    assert "is paused at wait_for_next_rotation (online_train.py:37)" in verdict.summary

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from hangscope.analyze.evidence.progress import IDLE, PAUSED, STUCK
+from hangscope.analyze.evidence.progress import IDLE, PAUSED, SLOW, STUCK
 from hangscope.analyze.evidence.working import notified_wait
 from hangscope.analyze.graph.threadedges import at_loop_head
 from hangscope.analyze.graph.zmqedges import receive_edge
@@ -52,9 +52,18 @@ class Calm:
     polls: bool = False  # it asks ``via`` again and again (a long poll), not blocked
 
 
-def _blocked_window(measured: RankProgress | None) -> bool:
-    return (measured is not None and measured.decision == STUCK
-            and measured.evidence == "counters" and measured.wakes == 0)
+def _blocked_window(measured: RankProgress | None, proc: Process | None = None) -> bool:
+    """Blocked over the window: the counters saw no wake-up, or one only (a timed wait longer
+    than the window that timed out once and waited again: a DataLoader's get, which checks
+    its workers every 5 s); a process the window did not watch (one recorder per core), by
+    its stacks: its working thread asleep at one stack in every sample."""
+    if measured is None:
+        thread = proc.working_thread if proc is not None else None
+        return (thread is not None and thread.state == "S" and thread.samples > 1
+                and thread.unchanged_samples >= thread.samples)
+    return (measured.evidence == "counters" and (
+        (measured.decision == STUCK and measured.wakes == 0)
+        or (measured.decision == SLOW and measured.wakes == 1)))
 
 
 def _polling(measured: RankProgress | None) -> bool:
@@ -276,7 +285,7 @@ def calm_chain(snap: Snapshot, subjects: list[Process], roots: dict[int, str],
             if proc.pid in calm or thread is None:
                 continue
             mine = [e for e in edges if e.pid == proc.pid and e.tid == thread.tid]
-            if not _blocked_window(measured.get(proc.pid)):
+            if not _blocked_window(measured.get(proc.pid), proc):
                 why = (_polls_idle_server(proc, mine, procs, calm)
                        if _polling(measured.get(proc.pid)) else None)
                 if why is not None:
