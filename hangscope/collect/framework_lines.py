@@ -7,6 +7,8 @@ file version, as collect/source.py parses.
 - The methods it submits through a framework's handle: ``gate.release.remote(who)`` submits
   ``release`` (frameworks ``ObjectWait.submit``): a waiter's own call, which the method a
   producer has in flight may not be (analyze/patterns/ends/uncalled.py).
+- The tests of every ``if`` it lies under (``Frame.branches``): a collective under a test of
+  a rank's own data runs on the ranks whose data pass it only (analyze/rules/leftloop.py).
 - The frameworks' object gets it calls with no timeout: ``ray.get(refs)`` (frameworks
   ``ObjectWait.calls``, whose timeout is keyword-only). Such a get returns only once its
   objects came, so a thread seen inside it and then past it got them
@@ -22,12 +24,10 @@ import re
 from hangscope.collect.source import Calls, _parse, _per_version, call_names
 from hangscope.diskcache import SourceCache
 from hangscope.frameworks import RANK_DECORATORS, RANK_TESTS, SUBMITS, WAIT_CALLS
-from hangscope.model import in_library
+from hangscope.model import ELSE_OF, in_library
 
 _guard_cache = SourceCache("rank-guards")  # -> ((first, last, test, at, orelse), ...)
 
-#: How a guard names the ``else`` of its ``if``: the ranks that fail the test run it.
-ELSE_OF = "else of "
 
 
 def _guards_of(source: bytes) -> tuple[tuple[int, int, str, int, bool], ...]:
@@ -65,6 +65,36 @@ def rank_guards(path: str | None, line: int | None) -> tuple[str, ...]:
     if not path or not line:
         return ()
     found = _per_version(path, _guard_cache, _guards_of, ())
+    name = os.path.basename(path)
+    return tuple(f"{ELSE_OF if orelse else ''}{test} ({name}:{at})"
+                 for first, last, test, at, orelse in sorted(found) if first <= line <= last)
+
+
+_branch_cache = SourceCache("branch-tests")  # -> ((first, last, test, at, orelse), ...)
+
+
+def _branches_of(source: bytes) -> tuple[tuple[int, int, str, int, bool], ...]:
+    """(first, last line, test text, the if's line, whether it is the else) of the body and
+    of the else of each ``if`` statement."""
+    out = []
+    for node in ast.walk(_parse(source)):
+        if isinstance(node, ast.If):
+            test = ast.unparse(node.test)
+            for block, orelse in ((node.body, False), (node.orelse, True)):
+                if block and not (orelse and isinstance(block[0], ast.If)
+                                  and len(block) == 1):  # (an elif is its own if)
+                    last = block[-1].end_lineno or block[-1].lineno
+                    out.append((block[0].lineno, last, test[:120], node.lineno, orelse))
+    return tuple(out)
+
+
+def branch_tests(path: str | None, line: int | None) -> tuple[str, ...]:
+    """The tests of every ``if`` block holding the program's own line ``path:line`` (libraries
+    are not read), outermost first, as :func:`rank_guards` words them: a collective under
+    one runs on the ranks whose values pass it only."""
+    if not path or not line or in_library(path):
+        return ()
+    found = _per_version(path, _branch_cache, _branches_of, ())
     name = os.path.basename(path)
     return tuple(f"{ELSE_OF if orelse else ''}{test} ({name}:{at})"
                  for first, last, test, at, orelse in sorted(found) if first <= line <= last)

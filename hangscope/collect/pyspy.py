@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hangscope.collect.framework_lines import rank_guards, submitted_at, untimed_at
+from hangscope.collect.framework_lines import branch_tests, rank_guards, submitted_at, untimed_at
 from hangscope.collect.loops import code_loop_facts, loop_facts
 from hangscope.collect.parkedlocks import parked_for
 from hangscope.collect.procfs import read_cmdline
@@ -245,6 +245,7 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 within=() if native or not filename else within(str(filename), at),
                 guards=() if native or not filename or in_library(str(filename))
                 else rank_guards(str(filename), at),
+                branches=() if native or not filename else branch_tests(str(filename), at),
                 loops=loops,
                 loop_kind=loop_kind,
                 untimed=() if native or not filename else untimed_at(str(filename), at),

@@ -138,6 +138,11 @@ class cached(cached_property):  # (lower case: a decorator, named as functools' 
         value = instance.__dict__[self.attrname] = self.func(instance)  # type: ignore[index]
         return value
 
+#: How ``Frame.guards`` and ``Frame.branches`` name the ``else`` of an ``if``: "else of TEST
+#: (file:line)" (the values that fail the test run it).
+ELSE_OF = "else of "
+
+
 @dataclass(frozen=True)
 class Frame:
     """One stack frame; Python and native frames share the type."""
@@ -154,6 +159,10 @@ class Frame:
     # from its source (collect/source.py), outermost first: "trainer.is_global_zero
     # (train.py:23)": only the ranks that pass it run the line.
     guards: tuple[str, ...] = ()
+    # The tests of every ``if`` block (body or else) holding this frame's line, whatever they
+    # test, outermost first, worded as ``guards`` are ("preds.shape[1] < MAX_NEW
+    # (evaluate.py:65)"); the program's own files only.
+    branches: tuple[str, ...] = ()
     # The locks of this frame's line, from its source (collect/source.py): the one its
     # statement takes (``with self.lock:``, ``lock.acquire()``), and those held there (the
     # with-blocks and acquire/try/finally-release regions enclosing it, outermost first), as

@@ -50,3 +50,17 @@ def test_an_evaluation_gather_against_backwards_all_reduce_is_a_mismatch_of_the_
     assert "rank 0 waits in all_reduce at accel (ddp_jobs.py:" in summary, summary
     assert "rank 1 waits in all_gather at accel (ddp_jobs.py:" in summary, summary
     assert "The odd one out is rank 1" in summary, summary
+
+
+def test_a_pad_under_a_test_of_a_rank_own_data_is_the_odd_collective(tmp_path: Path) -> None:
+    """Rank 1 pads its short answers with ``pad_across_processes`` under ``if preds.shape[1] <
+    MAX_NEW`` inside its loop; rank 0's are never short, so it finished the loop and waits in
+    ``wait_for_everyone`` (accelerate#1110, blind round 28's 04: it read rank 0 the odd one,
+    "ran fewer steps")."""
+    with _accelerate("accel_pad_branch", tmp_path) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [job.pids["rank1"]], verdict
+    summary = verdict["summary"]
+    assert "Rank 1 waits under `if preds.shape[1] < MAX_NEW` (ddp_jobs.py:" in summary, summary
+    assert "The odd one out is rank 1" in summary, summary

@@ -64,3 +64,18 @@ def test_given_a_loader_waiting_for_a_stream_between_rotations_then_paused() -> 
     assert verdict is not None and verdict.kind is VerdictKind.PAUSED, verdict
     assert verdict.suspects == (), verdict
     assert "is paused at wait_for_next_rotation (online_train.py:37)" in verdict.summary
+
+
+def test_given_a_pad_under_a_test_of_rank_1s_own_data_then_rank_1_is_the_odd_one() -> None:
+    """Rank 1 waits in the all_gather of ``pad_across_processes`` under ``if preds.shape[1] <
+    MAX_NEW`` inside its loop; rank 0, whose answers are never short, finished the loop and
+    waits in ``wait_for_everyone``'s barrier (accelerate#1110). The line's ``if`` inside the
+    loop (``Frame.branches``) says the collective is data-dependent: rank 1 is the odd one (it
+    read rank 0, "ran fewer steps")."""
+    snap = analyze(load(BLIND / "accelerate_pad_branch_rank1.dump.json"))
+    verdict = snap.verdict
+    rank1 = next(p.pid for p in snap.ranks if p.rank is not None and p.rank.global_rank == 1)
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES, verdict
+    assert verdict.suspects == (rank1,), verdict
+    assert ("Rank 1 waits under `if preds.shape[1] < MAX_NEW` (evaluate.py:65) inside the loop"
+            in verdict.summary), verdict.summary

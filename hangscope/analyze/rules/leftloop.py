@@ -16,7 +16,11 @@ function, where they run different lines:
 
 Either way the rank past the loop ran fewer steps and is the odd one; the one still inside is
 on the normal path. A rank's collectives are paired with its peers' in order, so the first
-pair that differs is where one side ran out.
+pair that differs is where one side ran out. But where the rank inside waits under an ``if``
+within the loop's body (``Frame.branches``: ``if preds.shape[1] < MAX_NEW:`` around a
+``pad_across_processes``, accelerate#1110), its collective runs only on the ranks whose data
+pass that test: the rank past the loop may have run every step without one, and the rank in
+the branch is the odd one.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections.abc import Sequence
 from hangscope.analyze.evidence.facts import Facts
 from hangscope.analyze.evidence.identity import group_labels
 from hangscope.frameworks import BATCH_LOOPS
-from hangscope.model import Frame, Group
+from hangscope.model import ELSE_OF, Frame, Group
 
 _FEWER = ("ran fewer steps: it skipped a step's collectives (a `continue` or `break` on some "
           "ranks) or had fewer items (uneven data per rank). Every rank must run the loop's "
@@ -102,6 +106,32 @@ def left_loop(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
             continue
         gone = group_labels(facts.snapshot, tied[past].pids)
         still = group_labels(facts.snapshot, tied[inside].pids)
+        test = _branch(stacks[inside][depth])
+        if test is not None:
+            return tied[past], (
+                f"{still[:1].upper()}{still[1:]} waits {test} inside the loop, a test of its "
+                f"own values, while {gone} {how}: a collective under such a test "
+                f"runs only on the ranks whose values pass it, and {gone}'s never did (or it "
+                "ran fewer steps). Every rank must make the same collective calls: call it "
+                "on every rank (pad every batch), or branch on a value all ranks agree on "
+                "(an all_reduce of the flag)")
         return tied[inside], (f"{gone[:1].upper()}{gone[1:]} {how}, while {still} is still "
                               f"inside it: {gone} {_FEWER}")
+    return None
+
+
+def _branch(frame: Frame) -> str | None:
+    """The test of the innermost ``if`` that holds ``frame``'s line inside its innermost loop
+    of the program's own (``if preds.shape[1] < MAX_NEW (evaluate.py:65)``); None where the
+    line is under none there."""
+    if not frame.loops or not frame.branches:
+        return None
+    first, last = frame.loops[-1]
+    for test in reversed(frame.branches):
+        text, _, where = test.rpartition(" (")
+        at = where.rpartition(":")[2].rstrip(")")
+        if at.isdigit() and first < int(at) <= last:
+            if text.startswith(ELSE_OF):
+                return f"in the else of `if {text.removeprefix(ELSE_OF)}` ({where}"
+            return f"under `if {text}` ({where}"
     return None

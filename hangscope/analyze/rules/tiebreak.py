@@ -18,7 +18,7 @@ from hangscope.analyze.evidence.identity import group_labels, rank_label, replic
 from hangscope.analyze.evidence.progress_sites import signature
 from hangscope.analyze.rules.leftloop import left_loop, parted
 from hangscope.frameworks.torch_distributed import in_ddp_backward
-from hangscope.model import Category, Group, Process
+from hangscope.model import ELSE_OF, Category, Group, Process
 
 
 def _normal_path(facts: Facts, members: Sequence[Process]) -> dict[str, list[Process]]:
@@ -100,8 +100,8 @@ def _rank_guarded(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | No
     verb = "calls" if len(group.pids) == 1 else "call"
     test, _, where = (guards[odd] or "").rpartition(" (")
     # (collect/framework_lines.py names the else of a test so: its ranks fail the test)
-    orelse = test.startswith("else of ")
-    test = test.removeprefix("else of ")
+    orelse = test.startswith(ELSE_OF)
+    test = test.removeprefix(ELSE_OF)
     head = f"{who[:1].upper()}{who[1:]} {verb} {group.op or 'its collective'} "
     if test.startswith("@"):  # a function decorated to run on some ranks only
         return normal, (f"{head}inside a function decorated `{test}` ({where}: only the "

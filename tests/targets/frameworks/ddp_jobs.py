@@ -30,6 +30,12 @@ the mechanism of a real report:
                        ``accelerator.gather_for_metrics`` (an all_gather) while rank 0 is in
                        ``accelerator.backward``'s all_reduce: mismatched collectives.
                        huggingface/accelerate#2110 ("gather_for_metrics hangs when ...").
+- ``accel_pad_branch`` evaluation: each rank decodes its share of prompts and pads a batch
+                       shorter than the longest answer with ``pad_across_processes`` (an
+                       all_gather of sizes) only ``if`` it is short; rank 0's batches are all
+                       full length, so rank 0 finishes its loop and waits in
+                       ``wait_for_everyone``'s barrier while rank 1 waits in the all_gather of
+                       its first padding (huggingface/accelerate#1110, blind round 28's 04).
 - ``tp_decode_stop`` greedy decoding over a tensor-parallel model (DTensor's
                     ``parallelize_module``): each rank decides alone when its sequence ended,
                     so rank 1 leaves the loop for the results' barrier while rank 0 waits for
@@ -175,6 +181,9 @@ def accel(mode: str, ready_file: str) -> None:
 
     accelerator = Accelerator(cpu=True)
     rank = accelerator.process_index
+    if mode == "accel_pad_branch":
+        evaluate_padded(accelerator, ready_file)
+        return
     net, x, y = model_and_data()
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
     model, opt = accelerator.prepare(net, opt)
@@ -193,6 +202,28 @@ def accel(mode: str, ready_file: str) -> None:
         step += 1
         if mode == "accel_progress" and step == READY_STEP:
             ready(ready_file, f"rank{rank}")
+
+
+MAX_NEW = 8
+
+
+def evaluate_padded(accelerator, ready_file: str) -> None:  # type: ignore[no-untyped-def]
+    """Greedy answers of each rank's 4 batches, padded to MAX_NEW tokens where short: rank 1's
+    budgets are shorter than MAX_NEW, rank 0's are not."""
+    import torch
+
+    rank = accelerator.process_index
+    answers = []
+    for step in range(4):
+        budget = MAX_NEW if rank == 0 else 5
+        preds = torch.arange(4 * budget).reshape(4, budget) + step
+        if preds.shape[1] < MAX_NEW:
+            ready(ready_file, f"rank{rank}")
+            preds = accelerator.pad_across_processes(preds, dim=1, pad_index=0)
+        answers.append(preds)
+    ready(ready_file, f"rank{rank}")
+    accelerator.wait_for_everyone()
+    accelerator.gather_for_metrics(torch.cat(answers))
 
 
 def sharded_model():  # torch, imported late (a slow import)
