@@ -75,6 +75,11 @@ def rpc_handler(frames: Sequence[Frame]) -> bool:
     return _in(frames, (RPC_HANDLER,))
 
 
+def rpc_serving(thread_name: str | None, frames: Sequence[Frame]) -> bool:
+    """A thread of the RPC agent's pool that runs a request's function now."""
+    return (thread_name or "").startswith(RPC_POOL_THREAD) and rpc_handler(frames)
+
+
 def rpc_call(frames: Sequence[Frame]) -> bool:
     """A stack blocked in a synchronous RPC (``rpc_sync``)."""
     return _in(frames, RPC_CALLS)

@@ -14,20 +14,13 @@ job does. With no request running anywhere, no edge: analyze/patterns/selfcalls.
 from __future__ import annotations
 
 from hangscope.frameworks.torch_distributed import (
-    RPC_POOL_THREAD,
     rpc_agent,
     rpc_call,
     rpc_future_wait,
-    rpc_handler,
+    rpc_serving,
 )
-from hangscope.model import Process, Snapshot, Thread
+from hangscope.model import Snapshot
 from hangscope.model.waits import WaitEdge
-
-
-def _handlers(proc: Process) -> list[Thread]:
-    """The threads of ``proc``'s RPC pool that run a request's function now."""
-    return [t for t in proc.threads
-            if (t.name or "").startswith(RPC_POOL_THREAD) and rpc_handler(t.frames)]
 
 
 def rpc_edges(snap: Snapshot) -> list[WaitEdge]:
@@ -36,7 +29,7 @@ def rpc_edges(snap: Snapshot) -> list[WaitEdge]:
               if not p.is_exited and rpc_agent([t.name for t in p.threads])]
     if len(agents) < 2:
         return []
-    running = {p.pid: _handlers(p) for p in agents}
+    running = {p.pid: [t for t in p.threads if rpc_serving(t.name, t.frames)] for p in agents}
     edges: list[WaitEdge] = []
     for proc in agents:
         for thread in proc.threads:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hangscope.analyze.evidence.facts import blocked as stayed
 from hangscope.analyze.graph.threadedges import blocked, executor_worker, own_frame, runs_task
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.patterns.behind import behind
@@ -25,6 +24,7 @@ from hangscope.frameworks.torch_distributed import (
     rpc_call,
     rpc_handler,
     rpc_handler_calls,
+    rpc_serving,
 )
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.waits import WaitPattern
@@ -197,7 +197,7 @@ def rpc_pools(g: Graph) -> WaitPattern | None:
 
 def unserved_call(g: Graph) -> WaitPattern | None:
     """A torch RPC whose reply no server is computing (pytorch/examples#780): a thread waits in
-    ``rpc_sync`` while no RPC thread of any other worker of the job runs a request or
+    ``rpc_sync`` while no other RPC thread of the job's workers runs a request or
     computes (each one idle in its pool: none has a stack, none is on a CPU), over a window
     in which the waiting stack stayed put. The server took the request and answered with a
     future that nothing completes (``@rpc.functions.async_execution``: a batch that waits
@@ -209,7 +209,7 @@ def unserved_call(g: Graph) -> WaitPattern | None:
         return None
     for proc in agents:
         for thread in proc.threads:
-            if not (rpc_call(thread.frames) and stayed(thread) and thread.state != "R"):
+            if not (rpc_call(thread.frames) and blocked(thread) and thread.state != "R"):
                 continue
             others = [p for p in agents if p is not proc]
             if any(t is not thread and _serving(t) for p in agents for t in p.threads):
@@ -221,9 +221,8 @@ def unserved_call(g: Graph) -> WaitPattern | None:
 def _serving(thread: Thread) -> bool:
     """An RPC pool thread that runs a request (its function's stack), or computes one that
     has no Python frames (a builtin operator) on a CPU."""
-    if not (thread.name or "").startswith(RPC_POOL_THREAD):
-        return False
-    return rpc_handler(thread.frames) or thread.state == "R"
+    return rpc_serving(thread.name, thread.frames) or (
+        (thread.name or "").startswith(RPC_POOL_THREAD) and thread.state == "R")
 
 
 def _unserved(g: Graph, proc: Process, thread: Thread, others: list[Process]) -> WaitPattern:

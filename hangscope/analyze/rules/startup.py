@@ -37,11 +37,11 @@ def startup_pending(facts: Facts) -> Verdict | None:
             continue
         if any(_works(p) for p in live):
             return None  # what the startup awaits may be that work (an engine loading)
-        framework, line = found
+        framework, (begun, done) = found
         where = f"port {port}" if port is not None else "any TCP port"
         summary = (
-            f"Startup never finished: {who(proc)} logged \"{line}\" and never "
-            f"\"{framework.startup_lines[1] if framework.startup_lines else ''}\"; its event "
+            f"Startup never finished: {who(proc)} logged \"{begun}\" and never "
+            f"\"{done}\"; its event "
             f"loop idles in {framework.name}'s serve loop and nothing listens on {where}, so "
             f"the server accepts no request. {framework.name} runs the application's startup "
             "(its lifespan, up to the `yield`) before it binds its socket: that startup awaits "
@@ -55,9 +55,9 @@ def startup_pending(facts: Facts) -> Verdict | None:
     return None
 
 
-def _starting(proc: Process) -> tuple[Framework, str] | None:
-    """(its framework, the line) where ``proc`` runs a framework's serve loop and the last of
-    that framework's startup lines in its log is the one that begins the startup."""
+def _starting(proc: Process) -> tuple[Framework, tuple[str, str]] | None:
+    """(its framework, its startup lines) where ``proc`` runs a framework's serve loop and the
+    last of those lines in its log is the one that begins the startup."""
     thread = proc.working_thread
     if thread is None or thread.category in BUSY:
         return None
@@ -69,7 +69,7 @@ def _starting(proc: Process) -> tuple[Framework, str] | None:
             continue
         said = [text for text in proc.log_tail if lines[0] in text or lines[1] in text]
         if said and lines[0] in said[-1]:
-            return framework, lines[0]
+            return framework, lines
     return None
 
 
