@@ -66,10 +66,13 @@ def render_markdown(snap: Snapshot) -> str:
     job = snap.job
     ranks = snap.rank_processes
     out: list[str] = ["## hangscope report", ""]
-    out.append(f"**Job**: {job.kind} · launcher PID {job.launcher or '-'} · ranks "
-               f"{ranks_found(len(ranks), job.expected_ranks)} · {len(snap.processes)} "
-               f"processes · {snap.samples} samples over {snap.window_s:.1f} s · hangscope "
-               f"{snap.hangscope} · {snap.created}")
+    # Ranks as the text header says them: none said for a job without any (a server's
+    # "ranks 0" read as ranks gone missing).
+    said = (f" · ranks {ranks_found(len(ranks), job.expected_ranks)}"
+            if job.expected_ranks is not None or ranks else "")
+    out.append(f"**Job**: {job.kind} · launcher PID {job.launcher or '-'}{said} · "
+               f"{len(snap.processes)} processes · {snap.samples} samples over "
+               f"{snap.window_s:.1f} s · hangscope {snap.hangscope} · {snap.created}")
     out.append("")
     if snap.verdict:
         v = snap.verdict

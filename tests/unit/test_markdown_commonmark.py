@@ -42,3 +42,14 @@ def test_code_spans_leave_existing_spans_and_plain_words_alone() -> None:
     assert code_spans("ranks 0-2 wait in `all_reduce` at step (a.py:3)") == \
         "ranks 0-2 wait in `all_reduce` at `step (a.py:3)`"
     assert code_spans("state S, CPU 0%, 2.0 s") == "state S, CPU 0%, 2.0 s"
+
+
+def test_the_job_line_says_ranks_only_for_a_job_of_ranks() -> None:
+    """A uvicorn server has no ranks: its Markdown job line said "ranks 0" (which reads as
+    every rank missing) where the text header says none; a job of ranks keeps its count."""
+    blind = support.FIXTURES / "blind"
+    server = render_markdown(load(blind / "uvicorn_lifespan_never_yields.dump.json"))
+    job_line = next(line for line in server.splitlines() if line.startswith("**Job**"))
+    assert "ranks" not in job_line, job_line
+    ranks = render_markdown(load(blind / "accelerate_pad_branch_rank1.dump.json"))
+    assert " · ranks 2/2 · " in ranks, ranks.splitlines()[2]
