@@ -26,18 +26,19 @@ from hangscope.diskcache import SourceCache
 from hangscope.frameworks import RANK_DECORATORS, RANK_TESTS, SUBMITS, WAIT_CALLS
 from hangscope.model import ELSE_OF, in_library
 
-_guard_cache = SourceCache("rank-guards")  # -> ((first, last, test, at, orelse), ...)
+_block_cache = SourceCache("if-blocks")  # -> ((first, last, test, at, orelse, decorated), ...)
+#: A test that names a rank (hangscope/frameworks ``rank_tests``).
+_RANK_WORDS = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in RANK_TESTS) + r")\b")
+#: The longest test text a branch is said with (a guard is said whole).
+_BRANCH_CHARS = 120
 
 
-
-def _guards_of(source: bytes) -> tuple[tuple[int, int, str, int, bool], ...]:
-    """(first, last line, test text, the if's line, whether it is the else) of the body and
-    of the else of each ``if`` whose test names a rank (hangscope/frameworks ``rank_tests``):
-    its body runs on the ranks that pass the test only, its else on the others; and of each
-    function under a rank decorator (``rank_decorators``: ``"@rank_zero_only"``, its line)."""
-    if not any(w.encode() in source for w in (*RANK_TESTS, *RANK_DECORATORS)):
-        return ()
-    words = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in RANK_TESTS) + r")\b")
+def _blocks_of(source: bytes) -> tuple[tuple[int, int, str, int, bool, bool], ...]:
+    """(first, last line, test text, the test's line, whether it is the else, whether it is a
+    decorated function) of the body and of the else of each ``if``, and of the body of each
+    function under a rank decorator (``rank_decorators``: ``"@rank_zero_only"``, its line):
+    the blocks whose test decides whether a line in them runs. One parse serves the rank
+    guards and the branches alike."""
     out = []
     for node in ast.walk(_parse(source)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -47,57 +48,46 @@ def _guards_of(source: bytes) -> tuple[tuple[int, int, str, int, bool], ...]:
                 if ast.unparse(named).rsplit(".", 1)[-1] in RANK_DECORATORS and node.body:
                     last = node.body[-1].end_lineno or node.body[-1].lineno
                     out.append((node.body[0].lineno, last, f"@{ast.unparse(named)}",
-                                deco.lineno, False))
+                                deco.lineno, False, True))
         if isinstance(node, ast.If) and node.body:
             test = ast.unparse(node.test)
-            if words.search(test):
-                for block, orelse in ((node.body, False), (node.orelse, True)):
-                    if block:
-                        last = block[-1].end_lineno or block[-1].lineno
-                        out.append((block[0].lineno, last, test, node.lineno, orelse))
+            for block, orelse in ((node.body, False), (node.orelse, True)):
+                if block:
+                    last = block[-1].end_lineno or block[-1].lineno
+                    out.append((block[0].lineno, last, test, node.lineno, orelse, False))
     return tuple(out)
+
+
+def _holding(path: str | None, line: int | None, rank: bool) -> tuple[str, ...]:
+    """The tests of the blocks holding ``path:line``, outermost first, as "TEST (file:line)"
+    (:data:`ELSE_OF` before a line in the else): the rank tests only (``rank``), else every
+    ``if``'s."""
+    if not path or not line:
+        return ()
+    found = _per_version(path, _block_cache, _blocks_of, ())
+    name = os.path.basename(path)
+    return tuple(f"{ELSE_OF if orelse else ''}{test if rank else test[:_BRANCH_CHARS]} "
+                 f"({name}:{at})"
+                 for first, last, test, at, orelse, decorated in sorted(found)
+                 if first <= line <= last
+                 and ((decorated or bool(_RANK_WORDS.search(test))) if rank else not decorated))
 
 
 def rank_guards(path: str | None, line: int | None) -> tuple[str, ...]:
     """The rank tests of the ``if`` blocks holding ``path:line``, outermost first:
     ``("trainer.is_global_zero (train.py:23)",)``; a line in the ``else`` of one:
-    ``"else of trainer.is_global_zero (train.py:23)"`` (:data:`ELSE_OF`)."""
-    if not path or not line:
-        return ()
-    found = _per_version(path, _guard_cache, _guards_of, ())
-    name = os.path.basename(path)
-    return tuple(f"{ELSE_OF if orelse else ''}{test} ({name}:{at})"
-                 for first, last, test, at, orelse in sorted(found) if first <= line <= last)
-
-
-_branch_cache = SourceCache("branch-tests")  # -> ((first, last, test, at, orelse), ...)
-
-
-def _branches_of(source: bytes) -> tuple[tuple[int, int, str, int, bool], ...]:
-    """(first, last line, test text, the if's line, whether it is the else) of the body and
-    of the else of each ``if`` statement."""
-    out = []
-    for node in ast.walk(_parse(source)):
-        if isinstance(node, ast.If):
-            test = ast.unparse(node.test)
-            for block, orelse in ((node.body, False), (node.orelse, True)):
-                if block and not (orelse and isinstance(block[0], ast.If)
-                                  and len(block) == 1):  # (an elif is its own if)
-                    last = block[-1].end_lineno or block[-1].lineno
-                    out.append((block[0].lineno, last, test[:120], node.lineno, orelse))
-    return tuple(out)
+    ``"else of trainer.is_global_zero (train.py:23)"`` (:data:`ELSE_OF`). Its body runs on
+    the ranks that pass the test only, its else on the others."""
+    return _holding(path, line, rank=True)
 
 
 def branch_tests(path: str | None, line: int | None) -> tuple[str, ...]:
     """The tests of every ``if`` block holding the program's own line ``path:line`` (libraries
     are not read), outermost first, as :func:`rank_guards` words them: a collective under
     one runs on the ranks whose values pass it only."""
-    if not path or not line or in_library(path):
+    if path is None or in_library(path):
         return ()
-    found = _per_version(path, _branch_cache, _branches_of, ())
-    name = os.path.basename(path)
-    return tuple(f"{ELSE_OF if orelse else ''}{test} ({name}:{at})"
-                 for first, last, test, at, orelse in sorted(found) if first <= line <= last)
+    return _holding(path, line, rank=False)
 
 
 _untimed_cache = SourceCache("untimed-calls")  # -> Calls

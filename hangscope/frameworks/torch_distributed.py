@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from hangscope.frameworks import Framework, frame_at
-from hangscope.model import Frame
+from hangscope.model import Frame, Process
 
 #: The environment torchelastic gives every rank it starts.
 RANK_ENV = ("RANK", "LOCAL_RANK", "TORCHELASTIC_RUN_ID")
@@ -63,11 +63,15 @@ RPC_FUTURE_WAITS = (("wait", "torch/futures/__init__.py"),
 RPC_AGENT_THREAD = "TP_"
 
 
-def rpc_agent(thread_names: Sequence[str | None]) -> bool:
-    """A process that runs a torch.distributed.rpc agent: its pool and TensorPipe's threads."""
-    names = [n or "" for n in thread_names]
-    return (any(n.startswith(RPC_POOL_THREAD) for n in names)
-            and any(n.startswith(RPC_AGENT_THREAD) for n in names))
+def rpc_agents(processes: Sequence[Process]) -> list[Process]:
+    """The live processes that run a torch.distributed.rpc agent: its pool and TensorPipe's
+    threads."""
+    def agent(proc: Process) -> bool:
+        names = [t.name or "" for t in proc.threads]
+        return (any(n.startswith(RPC_POOL_THREAD) for n in names)
+                and any(n.startswith(RPC_AGENT_THREAD) for n in names))
+
+    return [p for p in processes if not p.is_exited and agent(p)]
 
 
 def rpc_handler(frames: Sequence[Frame]) -> bool:
@@ -98,8 +102,7 @@ def _in(frames: Sequence[Frame], places: Sequence[tuple[str, str]]) -> bool:
 def rpc_handler_calls(thread_name: str | None, frames: Sequence[Frame]) -> bool:
     """A thread of the RPC agent's pool running a request's function that waits in a nested
     RPC call (``rpc_sync`` inside a handler): the thread is held until the reply comes."""
-    return ((thread_name or "").startswith(RPC_POOL_THREAD) and _in(frames, (RPC_HANDLER,))
-            and _in(frames, RPC_CALLS))
+    return rpc_serving(thread_name, frames) and rpc_call(frames)
 
 
 #: FSDP's own code (FSDP2's ``fully_shard``, FSDP1): its collectives run from its hooks.

@@ -14,7 +14,7 @@ job does. With no request running anywhere, no edge: analyze/patterns/selfcalls.
 from __future__ import annotations
 
 from hangscope.frameworks.torch_distributed import (
-    rpc_agent,
+    rpc_agents,
     rpc_call,
     rpc_future_wait,
     rpc_serving,
@@ -25,8 +25,7 @@ from hangscope.model.waits import WaitEdge
 
 def rpc_edges(snap: Snapshot) -> list[WaitEdge]:
     """A thread in an RPC wait -> each other worker's pool thread that runs a request."""
-    agents = [p for p in snap.processes
-              if not p.is_exited and rpc_agent([t.name for t in p.threads])]
+    agents = rpc_agents(snap.processes)
     if len(agents) < 2:
         return []
     running = {p.pid: [t for t in p.threads if rpc_serving(t.name, t.frames)] for p in agents}

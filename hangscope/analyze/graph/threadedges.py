@@ -340,7 +340,6 @@ def join_edges(proc: Process) -> Iterator[WaitEdge]:
                                to_pid=proc.pid, to_tid=other.tid, probable=True)
 
 
-#: Where a thread-to-thread wait is made, and its calls.
 def library_thread(thread: Thread) -> bool:
     """A thread a library started and runs alone: no Python frame of it is the program's
     (Ray's ``PythonGCThread`` waiting for its next collection trigger). It waits as its

@@ -20,7 +20,7 @@ from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.patterns.behind import behind
 from hangscope.frameworks.torch_distributed import (
     RPC_POOL_THREAD,
-    rpc_agent,
+    rpc_agents,
     rpc_call,
     rpc_handler,
     rpc_handler_calls,
@@ -203,8 +203,7 @@ def unserved_call(g: Graph) -> WaitPattern | None:
     future that nothing completes (``@rpc.functions.async_execution``: a batch that waits
     for callers that never come), or the request never arrived; the waiter is the suspect,
     and the workers waiting on the requests it runs for them are behind it (rpcedges.py)."""
-    agents = [p for p in g.snap.processes
-              if not p.is_exited and rpc_agent([t.name for t in p.threads])]
+    agents = rpc_agents(g.snap.processes)
     if len(agents) < 2:
         return None
     for proc in agents:
