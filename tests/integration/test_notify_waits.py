@@ -154,9 +154,18 @@ def test_renamed_torchrun_ranks_keep_their_numbers_and_native_math_is_slow_not_h
     assert verdict["kind"] == "progressing", verdict
     assert verdict["suspects"] == [pids["rank0"]], verdict
     summary = verdict["summary"]
-    assert summary.startswith("Slow, not hung: rank 0 "), summary
-    assert "it computes inside torch/lib/libtorch_cpu.so under precondition (titled_ranks.py:" \
-        in summary, summary
+    assert summary.startswith("Slow, not hung: rank 0 runs on CPU at precondition"), summary
+    # The one native sample says where the thread was: nearly always inside eigh's kernels,
+    # now and then taking the GIL back on its way out (CI; never "waits for the GIL" then:
+    # it is the only Python thread, nothing can hold the GIL against it).
+    rank0 = next(p for p in data["processes"] if p["pid"] == pids["rank0"])
+    working = next(t for t in rank0["threads"] if t["tid"] == rank0["working_tid"])
+    native = [f for f in working["frames"] if f.get("native")]
+    if any("libtorch_cpu" in (f.get("file") or "") for f in native):
+        assert "it computes inside torch/lib/libtorch_cpu.so under precondition " \
+            "(titled_ranks.py:" in summary, summary
+    else:
+        assert "it computes" in summary and "s of CPU" in summary, summary
     assert "Ranks 1-2 wait in all_reduce" in summary, summary
 
 

@@ -10,10 +10,14 @@ from dataclasses import replace
 import pytest
 import support
 
-from hangscope.analyze.evidence.classify import classify_thread, pick_working_thread
+from hangscope.analyze.evidence.classify import (
+    classify_process,
+    classify_thread,
+    pick_working_thread,
+)
 from hangscope.analyze.evidence.signatures import op_from_name
 from hangscope.collect.pyspy import parse_dump
-from hangscope.model import Category, Frame, Thread
+from hangscope.model import Category, Frame, Process, Thread
 
 FIXTURES = support.FIXTURES / "gpu"
 
@@ -137,6 +141,38 @@ def test_given_take_gil_at_top_then_gil_wait_beats_zmq_below() -> None:
     )
     thread = classify_thread(Thread(tid=1, frames=frames))
     assert thread.category is Category.GIL_WAIT
+
+
+def _eigh_returning() -> tuple[Frame, ...]:
+    """A thread taking the GIL back as torch.linalg.eigh returns (CI's capture, abridged)."""
+    lib = "/venv/lib/python3.11/site-packages/torch/lib/libtorch_python.so"
+    return (Frame("take_gil", "libpython3.11.so", native=True, module="libpython3.11.so"),
+            Frame("PyEval_RestoreThread", "libpython3.11.so", native=True,
+                  module="libpython3.11.so"),
+            Frame("THPVariable_linalg_eigh", lib, native=True, module=lib),
+            Frame("precondition", "/job/titled_ranks.py", 27))
+
+
+def test_given_a_lone_python_thread_in_take_gil_then_it_runs_not_waits() -> None:
+    # Nothing else of the process has a Python thread state: nothing can hold the GIL.
+    gloo = Thread(tid=12, name="pt_gloo_runloop", state="S", wchan="futex_do_wait",
+                  python=False)
+    proc = classify_process(Process(pid=11, threads=(
+        Thread(tid=11, name="MainThread", state="R", active=True, frames=_eigh_returning()),
+        gloo)))
+    main = proc.threads[0]
+    assert main.category is Category.RUNNING, main
+    assert "takes back the GIL" in (main.hint or "")
+    assert main.site == "precondition (titled_ranks.py:27)"
+    assert proc.working_thread is not None and proc.working_thread.tid == 11
+
+
+def test_given_another_python_thread_then_take_gil_stays_a_gil_wait() -> None:
+    holder = Thread(tid=12, name="worker", state="S", owns_gil=True,
+                    frames=(Frame("read", "/job/w.py", 3),))
+    proc = classify_process(Process(pid=11, threads=(
+        Thread(tid=11, name="MainThread", state="S", frames=_eigh_returning()), holder)))
+    assert proc.threads[0].category is Category.GIL_WAIT
 
 
 # --- the GPU validation run's captures (tests/fixtures/gpu/validation, demo/gpu/hangs.py) ------

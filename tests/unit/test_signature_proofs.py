@@ -15,7 +15,7 @@ from pathlib import Path
 
 from support import FIXTURES
 
-from hangscope.analyze.evidence.classify import match_frame
+from hangscope.analyze.evidence.signatures import match_frame
 from hangscope.analyze.evidence.signatures import SIGNATURES
 from hangscope.collect.pyspy import parse_dump
 from hangscope.errors import HangscopeError

@@ -12,7 +12,6 @@ from typing import Any
 
 from hangscope.analyze.evidence.progress_hints import yields
 from hangscope.analyze.evidence.signatures import (
-    ANYWHERE,
     CONTEXTS,
     FORK_BOUNDARY,
     HELPER_THREAD_FRAMES,
@@ -22,6 +21,8 @@ from hangscope.analyze.evidence.signatures import (
     POOL_WORKER_LOOPS,
     SIGNATURES,
     Signature,
+    frame_text,
+    match_frame,
     op_from_name,
 )
 from hangscope.frameworks import collective_at, polled_why, runs_program
@@ -57,30 +58,6 @@ _STATE_CATEGORY = {"T": Category.STOPPED, "t": Category.STOPPED, "Z": Category.Z
 
 # How much a category says about where a process is stuck: picks the working thread.
 _SPECIFICITY = {category: row.specificity for category, row in CATEGORIES.items()}
-
-
-def frame_text(frame: Frame) -> str:
-    """How a Python frame is matched: ``function (path)``, as py-spy prints it."""
-    return f"{frame.name} ({frame.file or ''})"
-
-
-def _leaf(frames: Sequence[Frame]) -> Sequence[Frame]:
-    """The innermost frames up to and including the first Python frame."""
-    for i, frame in enumerate(frames):
-        if not frame.native:
-            return frames[: i + 1]
-    return frames
-
-
-def match_frame(sig: Signature, frames: Sequence[Frame]) -> Frame | None:
-    scope = frames if sig.scope == ANYWHERE else _leaf(frames)
-    for frame in scope:
-        if frame.native:
-            if sig.native is not None and sig.native.search(frame.name):
-                return frame
-        elif sig.python is not None and sig.python.search(frame_text(frame)):
-            return frame
-    return None
 
 
 def call_site(frames: Sequence[Frame], below: Frame | None = None) -> str | None:
@@ -186,7 +163,8 @@ def _user_code(frame: Frame) -> bool:
     return not frame.native and bool(frame.file) and not PLUMBING_FILES.search(frame.file)
 
 
-def _classification(thread: Thread) -> dict[str, Any]:
+def _classification(thread: Thread,
+                    signatures: Sequence[Signature] = SIGNATURES) -> dict[str, Any]:
     """The fields ``classify_thread`` sets; reads only frames, state, wchan, active and name.
 
     Those five are the memo key in ``classify_thread``: a new input here must join the key.
@@ -198,7 +176,7 @@ def _classification(thread: Thread) -> dict[str, Any]:
                     if thread.state in "Tt" else None)
     frames = thread.frames
     context = _context(frames)
-    for sig in SIGNATURES:
+    for sig in signatures:
         matched = match_frame(sig, frames)
         if matched is None:
             continue
@@ -305,6 +283,21 @@ class _Classified:
 
 
 _copy_thread = copier(Thread)
+_NOT_GIL = tuple(sig for sig in SIGNATURES if sig.category is not Category.GIL_WAIT)
+
+
+def _gil_free(thread: Thread) -> Thread:
+    """A thread in ``take_gil`` while no other thread of its process has a Python thread
+    state: nothing can hold the GIL against it, so it is not waiting but taking it back on
+    its way out of a native call (Py_END_ALLOW_THREADS), caught there by the one native
+    sample (CI: a rank in torch.linalg.eigh read "waits for the GIL" while it ran 1.6 s of
+    CPU in 2 s). Read as the frames below say, as a running thread."""
+    changes = _classification(_copy_thread(thread, {"state": "R", "active": True,
+                                                    "wchan": None}), _NOT_GIL)
+    if changes.get("category") is Category.RUNNING:
+        changes["hint"] = ("Running on CPU in this code: it takes back the GIL after a native "
+                           "call, and no other Python thread exists to hold it.")
+    return _copy_thread(thread, changes)
 
 
 def _classified(thread: Thread) -> tuple[Thread, _Classified]:
@@ -361,6 +354,9 @@ def classify_process(proc: Process) -> Process:
     best: tuple[int, int, int, int] | None = None
     for thread in proc.threads:
         done, hit = _classified(thread)
+        if done.category is Category.GIL_WAIT and not any(
+                t.python for t in proc.threads if t.tid != thread.tid):
+            done = _gil_free(done)
         threads.append(done)
         same = same and done is thread
         score = hit.score if thread.python else hit.score_native

@@ -19,6 +19,7 @@ stack (docs/signatures.md says how).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hangscope.frameworks import (
@@ -31,7 +32,7 @@ from hangscope.frameworks import (
     frames_pattern,
 )
 from hangscope.frameworks.torch_distributed import REDUCER_WAIT
-from hangscope.model import Category
+from hangscope.model import Category, Frame
 
 # Where a pattern is looked for in a thread's stack.
 ANYWHERE = "anywhere"  # any frame
@@ -329,4 +330,29 @@ def op_from_name(name: str) -> str | None:
     if algo:
         value = algo.group(1).lower().rstrip("v")
         return OP_ALIASES.get(value, value)
+    return None
+
+
+def frame_text(frame: Frame) -> str:
+    """How a Python frame is matched: ``function (path)``, as py-spy prints it."""
+    return f"{frame.name} ({frame.file or ''})"
+
+
+def _leaf(frames: Sequence[Frame]) -> Sequence[Frame]:
+    """The innermost frames up to and including the first Python frame."""
+    for i, frame in enumerate(frames):
+        if not frame.native:
+            return frames[: i + 1]
+    return frames
+
+
+def match_frame(sig: Signature, frames: Sequence[Frame]) -> Frame | None:
+    """The frame of ``frames`` that ``sig`` matches, within its scope."""
+    scope = frames if sig.scope == ANYWHERE else _leaf(frames)
+    for frame in scope:
+        if frame.native:
+            if sig.native is not None and sig.native.search(frame.name):
+                return frame
+        elif sig.python is not None and sig.python.search(frame_text(frame)):
+            return frame
     return None
