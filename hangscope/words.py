@@ -135,7 +135,9 @@ def who(proc: Process) -> str:
         return f"{program(proc)} (PID {proc.pid})"
     if proc.role is Role.OTHER:
         return f"PID {proc.pid}" + (f" ({program(proc)})" if proc.cmdline else "")
-    return f"the {str(proc.role).replace('_', ' ')} (PID {proc.pid})"
+    # "the main (PID 9)" read as a truncated sentence: the role is a process's
+    word = "main process" if proc.role is Role.MAIN else str(proc.role).replace("_", " ")
+    return f"the {word} (PID {proc.pid})"
 
 
 def who_on(proc: Process, several: bool) -> str:

@@ -323,7 +323,7 @@ def test_streaming_splits_read_one_after_the_other_are_a_stall_ray_data_reports(
     assert verdict["kind"] == "wait_chain", verdict
     assert verdict["suspects"] == [job.pids["driver"]], verdict
     summary = verdict["summary"]
-    assert summary.startswith("A stall its framework reported: the main (PID "), summary
+    assert summary.startswith("A stall its framework reported: the main process (PID "), summary
     assert "(ray_data_jobs.py:" in summary, summary
     assert "read them all at once" in summary, summary
 

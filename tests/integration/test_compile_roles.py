@@ -56,7 +56,7 @@ def test_given_torch_compile_in_progress_then_main_compiles_and_workers_help(
     (activity,) = compile_activity(procs)
     assert activity.pid == main.pid and activity.workers == 2
     text = describe_compile(activity, procs, now=time.time())
-    assert text.startswith(f"the main (PID {main.pid}) compiles ("), text
+    assert text.startswith(f"the main process (PID {main.pid}) compiles ("), text
     assert "of 2 compile workers busy" in text
     # What the user sees: discovery itself calls it main, and the dump's verdict is compiling.
     dumped = {p.pid: p.role for p in snap.processes}
@@ -64,7 +64,7 @@ def test_given_torch_compile_in_progress_then_main_compiles_and_workers_help(
         is_helper_role(r) for pid, r in dumped.items() if pid != main.pid), dumped
     verdict = snap.verdict
     assert verdict is not None and verdict.kind.value == "compiling", verdict
-    assert verdict.summary.startswith(f"Compiling: the main (PID {main.pid}) compiles ("), (
+    assert verdict.summary.startswith(f"Compiling: the main process (PID {main.pid}) compiles ("), (
         verdict.summary)
     assert "of 2 compile workers busy" in verdict.summary
     assert verdict.suspects == (main.pid,)

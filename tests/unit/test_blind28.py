@@ -39,7 +39,8 @@ def test_given_streaming_splits_read_one_after_the_other_then_the_stall_ray_data
     verdict = snap.verdict
     assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
     assert verdict.suspects == (snap.job.target,), verdict
-    assert verdict.summary.startswith("A stall its framework reported: the main (PID "), verdict
+    assert verdict.summary.startswith(
+        "A stall its framework reported: the main process (PID "), verdict
     assert "(called from main (driver.py:30))" in verdict.summary, verdict.summary
     assert "split 0 waits for the others" in verdict.summary, verdict.summary
 

@@ -31,7 +31,7 @@ def test_given_compiling_root_with_worker_pool_then_main_and_helpers() -> None:
     assert activity.workers == 2 and activity.busy_workers == 0
     assert activity.stage == "Inductor lowering"
     assert describe_compile(activity, procs) == (
-        f"the main (PID {root.pid}) compiles (Inductor lowering) for compile_rank "
+        f"the main process (PID {root.pid}) compiles (Inductor lowering) for compile_rank "
         "(verdict_jobs.py:138); 0 of 2 compile workers busy")
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from support import FIXTURES
 
-from hangscope.analyze.evidence.signatures import match_frame
-from hangscope.analyze.evidence.signatures import SIGNATURES
+from hangscope.analyze.evidence.signatures import SIGNATURES, match_frame
 from hangscope.collect.pyspy import parse_dump
 from hangscope.errors import HangscopeError
 from hangscope.model import Frame

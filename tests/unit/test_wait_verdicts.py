@@ -111,7 +111,8 @@ def test_given_torch_compile_then_compiling_with_helpers_never_suspects() -> Non
     workers = [p for p in snap.processes if p.role is Role.COMPILE_WORKER]
     assert workers and snap.subjects == (main,)
     assert snap.verdict is not None and snap.verdict.kind is VerdictKind.COMPILING
-    assert snap.verdict.summary.startswith(f"Compiling: the main (PID {main.pid}) compiles (")
+    assert snap.verdict.summary.startswith(
+        f"Compiling: the main process (PID {main.pid}) compiles (")
     pool = [w for w in workers if w.ppid != main.pid]  # the forked pool, not its sidecar
     assert len(pool) == 2 and "of 2 compile workers busy" in snap.verdict.summary
     assert snap.verdict.suspects == (main.pid,)

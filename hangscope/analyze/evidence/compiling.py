@@ -85,7 +85,7 @@ def compile_activity(processes: Sequence[Process]) -> tuple[CompileActivity, ...
 
 def describe_compile(activity: CompileActivity, processes: Sequence[Process],
                      now: float | None = None) -> str:
-    """``the main (PID 9) compiles (Inductor lowering) for compile_rank (x.py:138), for at
+    """``the main process (PID 9) compiles (Inductor lowering) for compile_rank (x.py:138), for at
     least 41 s; 0 of 2 compile workers busy; running g++, cc1plus``."""
     proc = next(p for p in processes if p.pid == activity.pid)
     text = f"{who(proc)} compiles"
