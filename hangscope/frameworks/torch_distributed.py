@@ -54,6 +54,10 @@ AGENT_RENDEZVOUS = ("_rendezvous", "torch/distributed/elastic/agent/server/api.p
 RPC_POOL_THREAD = "pt_thread_pool"
 RPC_HANDLER = ("_run_function", "torch/distributed/rpc/internal.py")
 RPC_CALLS = (("rpc_sync", "torch/distributed/rpc/api.py"),)
+#: The files those frames run in: a snapshot none of whose stacks runs one has no RPC to read
+#: (asked once per distinct stack, not of each of 131,072 ranks' threads by name).
+RPC_HANDLER_FILE = RPC_HANDLER[1]
+RPC_CALL_FILE = RPC_CALLS[0][1]
 
 
 #: Waits on the futures an RPC returns (``rpc_async(...).wait()``, ``torch.futures.wait_all``).

@@ -262,7 +262,8 @@ class _Classified:
     """One memo entry: the interned stack, the fields classification sets, and the thread's
     score as a working-thread candidate (``pick_working_thread``)."""
 
-    __slots__ = ("changes", "frames", "get", "interned", "score", "score_native", "values")
+    __slots__ = ("changes", "frames", "get", "gil", "interned", "score", "score_native",
+                 "values")
 
     def __init__(self, thread: Thread, frames: tuple[Frame, ...],
                  changes: dict[str, Any]) -> None:
@@ -274,6 +275,7 @@ class _Classified:
         if len(changes) == 1:
             self.values = self.values[0]
         category = changes.get("category") or Category.UNKNOWN
+        self.gil = category is Category.GIL_WAIT  # (classify_process: is the GIL free?)
         rest = (_SPECIFICITY.get(category, 0), int(thread.name == "MainThread"), len(frames))
         # The candidate tier first: a framework's thread that runs the program's code (Ray
         # Train's training thread), a Python thread not a helper, a Python helper, the rest.
@@ -354,7 +356,7 @@ def classify_process(proc: Process) -> Process:
     best: tuple[int, int, int, int] | None = None
     for thread in proc.threads:
         done, hit = _classified(thread)
-        if done.category is Category.GIL_WAIT and not any(
+        if hit.gil and not any(
                 t.python for t in proc.threads if t.tid != thread.tid):
             done = _gil_free(done)
         threads.append(done)

@@ -13,7 +13,9 @@ job does. With no request running anywhere, no edge: analyze/patterns/selfcalls.
 
 from __future__ import annotations
 
+from hangscope.analyze.graph.stackindex import index_of
 from hangscope.frameworks.torch_distributed import (
+    RPC_HANDLER_FILE,
     rpc_agents,
     rpc_call,
     rpc_future_wait,
@@ -25,6 +27,8 @@ from hangscope.model.waits import WaitEdge
 
 def rpc_edges(snap: Snapshot) -> list[WaitEdge]:
     """A thread in an RPC wait -> each other worker's pool thread that runs a request."""
+    if not index_of(snap.processes).has_file(RPC_HANDLER_FILE):
+        return []  # no request runs anywhere: no edge to draw
     agents = rpc_agents(snap.processes)
     if len(agents) < 2:
         return []

@@ -19,6 +19,8 @@ from hangscope.analyze.graph.threadedges import blocked, executor_worker, own_fr
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.patterns.behind import behind
 from hangscope.frameworks.torch_distributed import (
+    RPC_CALL_FILE,
+    RPC_HANDLER_FILE,
     RPC_POOL_THREAD,
     rpc_agents,
     rpc_call,
@@ -174,6 +176,8 @@ def rpc_pools(g: Graph) -> WaitPattern | None:
     are all taken waits in its queue, so the threads that would answer the waiting ones never
     come free. Every thread of the agent's pool is read (an idle one has no Python stack), and
     the window saw none of them move."""
+    if not g.has_file(RPC_HANDLER_FILE):
+        return None  # no thread runs a request
     full = []
     for proc in g.snap.processes:
         pool = [t for t in proc.threads if (t.name or "").startswith(RPC_POOL_THREAD)]
@@ -203,6 +207,8 @@ def unserved_call(g: Graph) -> WaitPattern | None:
     future that nothing completes (``@rpc.functions.async_execution``: a batch that waits
     for callers that never come), or the request never arrived; the waiter is the suspect,
     and the workers waiting on the requests it runs for them are behind it (rpcedges.py)."""
+    if not g.has_file(RPC_CALL_FILE):
+        return None  # no thread waits in rpc_sync
     agents = rpc_agents(g.snap.processes)
     if len(agents) < 2:
         return None
