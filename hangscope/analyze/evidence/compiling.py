@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hangscope.model import Category, Process, Role
+from hangscope.model import Category, Frame, Process, Role
 from hangscope.words import program, who
 
 # The innermost compile frame says the stage; first match wins (innermost first).
@@ -25,6 +25,10 @@ _STAGES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"torch/_dynamo/"), "Dynamo tracing"),
 )
 _BUSY_CPU = 10.0  # percent over the window: a worker that does more than wait
+#: Waits for another process's build of the same kernel, polled: torch's FileBaton (the
+#: ``lock`` file cpp_extension creates in the extension's build directory, O_EXCL, removed
+#: when the build ends) and the filelock package's polling acquire.
+_BUILD_LOCK = re.compile(r"torch/utils/file_baton\.py$|/filelock/")
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class CompileActivity:
     workers: int  # Inductor compile workers
     busy_workers: int  # of those, busy on CPU in the window
     compilers: tuple[str, ...]  # compiler programs running under it: g++, cc1plus, ptxas
+    waiting: bool = False  # it polls for another process's build lock, off CPU (no build here)
 
 
 def _descendants(pid: int, by_parent: dict[int | None, list[Process]]) -> list[Process]:
@@ -79,7 +84,8 @@ def compile_activity(processes: Sequence[Process]) -> tuple[CompileActivity, ...
         starts = [p.create_time for p in workers + compilers if p.create_time]
         out.append(CompileActivity(proc.pid, thread.site, _stage(proc),
                                    min(starts) if starts else None, len(pool), busy,
-                                   tuple(program(p) for p in compilers)))
+                                   tuple(program(p) for p in compilers),
+                                   _waits_for_build(thread.frames) and thread.state != "R"))
     return tuple(out)
 
 
@@ -100,3 +106,20 @@ def describe_compile(activity: CompileActivity, processes: Sequence[Process],
     if activity.compilers:
         text += f"; running {', '.join(activity.compilers)}"
     return text
+
+
+def _waits_for_build(frames: Sequence[Frame]) -> bool:
+    """The stack polls a build lock (FileBaton.wait, filelock) inside its compile."""
+    return any(not f.native and f.file and _BUILD_LOCK.search(f.file) for f in frames)
+
+
+def build_lock_file(activity: CompileActivity, processes: Sequence[Process]) -> str:
+    """Where the lock the compile waits for lives, in the words of the library that polls it."""
+    proc = next(p for p in processes if p.pid == activity.pid)
+    thread = proc.working_thread
+    if thread is not None and any(not f.native and (f.file or "").endswith(
+            "torch/utils/file_baton.py") for f in thread.frames):
+        return ("torch's JIT build lock (FileBaton: the file `lock` in the extension's build "
+                "directory, $TORCH_EXTENSIONS_DIR/<extension>/, by default "
+                "~/.cache/torch_extensions/<python>_<cuda>/<extension>/)")
+    return "a build's file lock (filelock)"

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hangscope.analyze.evidence.compiling import describe_compile
+from hangscope.analyze.evidence.compiling import (
+    CompileActivity,
+    build_lock_file,
+    describe_compile,
+)
 from hangscope.analyze.evidence.facts import Facts, unique_keys
 from hangscope.analyze.evidence.locks import describe_lock_wait
 from hangscope.analyze.evidence.p2p import describe_cycle, describe_points_at, p2p_graph
 from hangscope.analyze.evidence.roles import is_helper_role
 from hangscope.model import Category, Process, Severity, Verdict, VerdictKind
-from hangscope.words import describe, rank_set, who
+from hangscope.words import describe, rank_set, who, who_many
 
 
 def _by_rank(facts: Facts) -> dict[int, Process]:
@@ -158,6 +162,9 @@ def compiling(facts: Facts) -> Verdict | None:
     others = [g for g in facts.groups if pids.isdisjoint(g.pids)]
     if any(g.category in _NOT_WORK for g in others):
         return None  # another rank does work of its own: the straggler rule tells
+    abandoned = _abandoned_build(facts, active)
+    if abandoned is not None:
+        return abandoned
     now = _epoch(facts.snapshot.created)
     summary = "Compiling: " + "; ".join(describe_compile(a, facts.processes, now)
                                         for a in active)
@@ -167,6 +174,33 @@ def compiling(facts: Facts) -> Verdict | None:
                 "look at the compiler it runs.")
     suspects = tuple(a.pid for a in active)
     return Verdict(VerdictKind.COMPILING, Severity.WARNING, summary, suspects,
+                   _lines(facts, suspects))
+
+
+def _abandoned_build(facts: Facts, active: tuple[CompileActivity, ...]) -> Verdict | None:
+    """Every compile waits, off CPU and stuck, for another process's build lock, and nothing
+    of the job builds (no compiler, no busy compile worker): the lock's builder is gone, a
+    build killed halfway (an OOM kill, a cancelled job) left its lock file, and torch's
+    FileBaton polls for that file to vanish forever (pytorch#189245). Not a compile: a hang."""
+    if not all(a.waiting and not a.compilers and not a.busy_workers for a in active):
+        return None
+    if not all(k in facts.stuck for a in active
+               for k in unique_keys(facts.processes, a.pid)):
+        return None
+    procs = [p for a in active for p in facts.processes if p.pid == a.pid]
+    lock = build_lock_file(active[0], facts.processes)
+    sites = sorted({a.site for a in active if a.site})
+    where = f" at {', '.join(sites)}" if sites else ""
+    verb = "waits" if len(procs) == 1 else "wait"
+    summary = (f"A build nobody runs: {who_many(procs)} {verb} for {lock}{where}, polling "
+               "for it to go, and no process of the job builds "
+               "(no compiler runs, no thread is on a CPU). A build killed halfway (an OOM kill, "
+               "a cancelled or restarted job) leaves its lock file behind, and the waiters poll "
+               "for it forever. Delete that lock file (or the extension's build directory) and "
+               "restart; if another job on this machine builds the same extension now, wait "
+               "for it instead.")
+    suspects = tuple(a.pid for a in active)
+    return Verdict(VerdictKind.LOCK_WAIT, Severity.CRITICAL, summary, suspects,
                    _lines(facts, suspects))
 
 
