@@ -163,6 +163,9 @@ class Framework:
     #: Source paths (a substring of a frame's file) of the loop a server runs while it waits
     #: for its next request: a thread there, with nothing else to do, is idle.
     server_loop_files: tuple[str, ...] = ()
+    #: (function, source path substring) of the calls a server's main thread blocks in while
+    #: the framework's own threads serve (gRPC's ``wait_for_termination``).
+    serve_waits: tuple[tuple[str, str], ...] = ()
     #: (the line its server logs as the application's startup begins, the line it logs once
     #: that startup completed): a server whose last such line is the first has not finished
     #: starting, and serves nothing yet (uvicorn's lifespan).
@@ -228,6 +231,7 @@ def _load() -> tuple[Framework, ...]:
         accelerate,
         dataloader,
         deepspeed,
+        grpc,
         lightning,
         multiprocessing,
         ray,
@@ -242,7 +246,8 @@ def _load() -> tuple[Framework, ...]:
     # torch.distributed inside; a torchrun job may use multiprocessing).
     return (sglang.FRAMEWORK, vllm.FRAMEWORK, torch_distributed.FRAMEWORK,
             deepspeed.FRAMEWORK, ray.FRAMEWORK, accelerate.FRAMEWORK, lightning.FRAMEWORK,
-            multiprocessing.FRAMEWORK, zmq.FRAMEWORK, uvicorn.FRAMEWORK, dataloader.FRAMEWORK)
+            multiprocessing.FRAMEWORK, zmq.FRAMEWORK, uvicorn.FRAMEWORK, dataloader.FRAMEWORK,
+            grpc.FRAMEWORK)
 
 
 FRAMEWORKS: tuple[Framework, ...] = _load()
@@ -251,6 +256,7 @@ RANK_LAUNCHERS: frozenset[str] = frozenset(f.name for f in FRAMEWORKS if f.launc
 LAUNCHERS: frozenset[str] = frozenset(w for f in FRAMEWORKS for w in f.launchers)
 TITLE_PREFIXES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.title_prefixes)
 SERVER_LOOP_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.server_loop_files)
+SERVE_WAITS: tuple[tuple[str, str], ...] = tuple(w for f in FRAMEWORKS for w in f.serve_waits)
 LIBRARY_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.library_files)
 HELPER_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_threads)
 REPLY_WAITS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.reply_waits)

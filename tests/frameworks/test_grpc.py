@@ -6,7 +6,9 @@ server, the server the suspect, its handler's line named, and no lock-order inve
 round 19's 05 read "Local deadlock … a lock-order inversion" from gRPC's own futexes). GIVEN
 the nested method served by a second server on its own pool THEN progressing. GIVEN two
 services in two processes whose pools call each other (blind round 26's 04) THEN a deadlock of
-pools that call each other's servers, the one the client calls the suspect.
+pools that call each other's servers, the one the client calls the suspect. GIVEN the server
+waiting in ``wait_for_termination`` between a probe's calls (blind round 29's 06 read
+"unknown") THEN idle, nobody blamed.
 """
 
 from __future__ import annotations
@@ -79,3 +81,15 @@ def test_two_services_whose_pools_call_each_other_are_a_deadlock_from_the_entry(
                               "threads of PID "), summary
     assert "wait inside a call at serve.<locals>.translate (grpc_jobs.py:" in summary, summary
     assert "at detector.<locals>.detect_with_terms (grpc_jobs.py:" in summary, summary
+
+
+def test_a_server_waiting_for_termination_between_probes_is_idle(tmp_path: Path) -> None:
+    with verdict_job("idle", tmp_path, ["server", "client"], jobs=JOBS) as job:
+        _idle(job.pids["server"])
+        raw = dump_json(job.pids["server"])
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "idle", (verdict, text)
+    assert verdict["suspects"] == [], verdict
+    assert f"PID {job.pids['server']} is idle at serve (grpc_jobs.py:" in verdict["summary"], (
+        verdict["summary"])

@@ -15,6 +15,9 @@ the same server over its own channel:
   workers), whose ``Detect`` asks the gateway back for its ``Glossary``: 4 ``Translate`` calls
   take both gateway workers, which wait on the detector, whose two workers wait on the
   gateway's full pool (grpc/grpc#8603 across services; blind round 26's 04).
+- ``idle``: the gateway translates without a nested call, and its client probes it once
+  every 30 s, sleeping in between: the server waits in ``wait_for_termination``, its poller
+  and workers wait for the next call (grpc#40138; blind round 29's 06 read "unknown").
 
 The server appends ``"<pid> server"`` to READY_FILE once it serves, the client ``"<pid>
 client"`` once its calls are sent.
@@ -103,7 +106,8 @@ def serve(mode: str, ready_file: str) -> None:
     lookup = _stub(grpc.insecure_channel(f"127.0.0.1:{detector_port}"), "/lang.Detector/Detect")
 
     def translate(request, context):  # type: ignore[no-untyped-def]
-        lang = lookup({"text": request["text"]})["lang"]  # the nested call
+        # the nested call (idle: none, the gateway knows the language)
+        lang = "en" if mode == "idle" else lookup({"text": request["text"]})["lang"]
         return {"text": request["text"][::-1], "from": lang}
 
     handlers = [grpc.method_handlers_generic_handler(
@@ -122,6 +126,12 @@ def client(ready_file: str, port: str, mode: str) -> None:
     import grpc
 
     translate = _stub(grpc.insecure_channel(f"127.0.0.1:{port}"), "/lang.Gateway/Translate")
+    if mode == "idle":  # a health probe: one call, answered, then the next in 30 s
+        translate({"text": "probe"})
+        ready(ready_file, "client")
+        while True:
+            time.sleep(30)
+            translate({"text": "probe"})
     with futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="client") as pool:
         calls = [pool.submit(translate, {"text": f"sentence {i}"}) for i in range(4)]
         ready(ready_file, "client")

@@ -49,6 +49,7 @@ from hangscope.analyze.patterns.calm.engines import (
     idle_front,
     idle_reason,
     python_names,
+    serves_until_stopped,
 )
 from hangscope.analyze.patterns.threadpatterns import notified_wait, program_threads
 from hangscope.frameworks import SERVER_LOOP_FILES, does_work, server_loop_pattern
@@ -116,6 +117,8 @@ def calm_kind(proc: Process, measured: RankProgress | None,
         return IDLE
     if proc.listening and proc.role is not Role.RANK and _polls_listener(kernel, proc, thread):
         return IDLE  # the program's own select loop over its listening socket
+    if serves_until_stopped(proc, thread):
+        return IDLE  # gRPC's main thread: the framework's own threads serve
     if snap is not None and any(part in (f.file or "") for f in thread.frames if not f.native
                                 for part in SERVER_LOOP_FILES) and _serving_children(snap, proc):
         # a pre-fork server's master (uvicorn --workers, gunicorn): its children accept on

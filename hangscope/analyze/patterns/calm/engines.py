@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 
 from hangscope.analyze.evidence.progress import SLOW, STUCK
+from hangscope.analyze.evidence.signatures import PLUMBING_FILES
 from hangscope.analyze.evidence.stackmemo import Frames, per_stack
-from hangscope.frameworks import REPLY_WAITS
+from hangscope.frameworks import REPLY_WAITS, SERVE_WAITS, frame_at
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
 from hangscope.model.waits import KernelWaits
@@ -166,3 +167,16 @@ def idle_reason(front: Process, ports: set[int], measured: RankProgress) -> str:
     return (f"waits for work: the job's front end (PID {front.pid}) waits for requests on "
             f"port {port} with no connection open, and nothing in the job is stopped, dead or "
             f"computing: {measured.reason.removeprefix('blocked: ')}")
+
+
+def serves_until_stopped(proc: Process, thread: Thread) -> bool:
+    """``thread`` blocks in a framework's serve-until-stopped call (gRPC's
+    ``wait_for_termination``) while the process listens, and every other Python thread of it
+    with a stack is the framework's helper (its poller, pool workers waiting for a call): the
+    framework's threads serve, and none runs a request now."""
+    if not proc.listening or not any(
+            not f.native and frame_at(f.name, f.file, SERVE_WAITS) for f in thread.frames):
+        return False
+    return all(t.helper or t.tid == thread.tid or not any(
+        not f.native and f.file and not PLUMBING_FILES.search(f.file) for f in t.frames)
+        for t in proc.threads if t.python)  # (a handler runs the servicer's code: no)
