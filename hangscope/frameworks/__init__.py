@@ -170,6 +170,9 @@ class Framework:
     #: that startup completed): a server whose last such line is the first has not finished
     #: starting, and serves nothing yet (uvicorn's lifespan).
     startup_lines: tuple[str, str] | None = None
+    #: (its engine's "paused" log line, its "resumed" one): the last of them a pause means it
+    #: schedules nothing until resumed (vLLM's /pause for an RL weight update).
+    pause_lines: tuple[re.Pattern[str], re.Pattern[str]] | None = None
     #: Its own warnings that name a stall of its parties (analyze/rules/warned.py).
     stall_warnings: tuple[StallWarning, ...] = ()
     #: Source directories of the framework's own Python code (a path component, ``accelerate/``):

@@ -36,4 +36,8 @@ FRAMEWORK = Framework(
                     "DeathPipeMonitor"),
     helper_targets=("process_input_sockets", "process_output_sockets"),
     reply_waits=(("get_response", "vllm/v1/executor/multiproc_executor.py"),),
+    # The scheduler's own line on each change (Scheduler.set_pause_state): /pause and
+    # pause_generation() for an RL loop's weight update, /resume to go on.
+    pause_lines=(re.compile(r"setting pause state to PAUSED_\w+"),
+                 re.compile(r"setting pause state to UNPAUSED")),
 )

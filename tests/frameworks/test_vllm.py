@@ -11,6 +11,10 @@ the whole tree at the end. The states, from real reports:
 - busy, three clients asking in a loop: not hung, and no client's wait is the verdict;
 - the EngineCore stopped (SIGSTOP) while a client waits (vLLM #16070-style "server stops
   answering, engine process alive"): the EngineCore is the suspect, with ``kill -CONT``;
+- paused on request (``POST /pause?mode=keep``, an RL loop's weight update) and never resumed
+  while a client waits (AReaL#1160; blind round 29's 01 blamed the EngineCore's idle loop):
+  "Paused and never resumed", from the scheduler's own log line; paused with nobody asking:
+  not hung;
 - the Worker blocked inside user code (a logits processor reading a pipe nobody writes), with
   a client waiting and without one: the Worker is the suspect, at the user's line.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -166,4 +171,37 @@ def test_given_watch_beside_a_healthy_server_then_no_false_hang_and_one_real_cap
     verdict = json.loads(captures[0].read_text())["verdict"]
     assert verdict["suspects"] == [core.pid], (verdict, text)
     assert "not hung" in text and text.count("HANG (") == 1, text
+    poll(lambda: healthy(server.port), "the server to answer again", timeout=60)
+
+
+def _post(port: int, path: str) -> None:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method="POST")
+    with urllib.request.urlopen(request, timeout=60) as resp:
+        assert resp.status == 200, resp.status
+
+
+def test_given_a_server_paused_and_never_resumed_then_that_is_the_verdict(
+        server: Server, tmp_path: Path) -> None:
+    for part in ("nobody", "held"):
+        (tmp_path / part).mkdir()
+    _post(server.port, "/pause?mode=keep")
+    try:
+        data, text = dumped(server, tmp_path / "nobody")
+        assert data["verdict"]["kind"] in ("idle", "paused"), (data["verdict"], text)
+        with clients(server, "held", 1, tmp_path) as pids:
+            client = psutil.Process(pids[0])
+            poll(lambda: client.status() == psutil.STATUS_SLEEPING
+                 and len(client.connections("tcp")) > 0, "the client's request to be held")
+            data, text = dumped(server, tmp_path / "held")
+    finally:
+        _post(server.port, "/resume")
+    verdict = data["verdict"]
+    assert isinstance(verdict, dict)
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert verdict["summary"].startswith("Paused and never resumed: vllm's log says \"setting "
+                                         "pause state to PAUSED_ALL\""), verdict["summary"]
+    # the client that waits (in an RL loop, the controller that paused it)
+    assert verdict["suspects"] == pids, verdict
+    assert f"PID {pids[0]} (python) waits at ask (vllm_client.py:" in verdict["summary"], (
+        verdict["summary"])
     poll(lambda: healthy(server.port), "the server to answer again", timeout=60)

@@ -70,7 +70,9 @@ def vllm_server(root: Path, port: int, tp: int = 1) -> Iterator[Server]:
     os.mkfifo(cue)
     env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
            "VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-           "HS_CUE_FIFO": str(cue), "PYTHONPATH": str(HERE)}
+           "HS_CUE_FIFO": str(cue), "PYTHONPATH": str(HERE),
+           # the RL endpoints (/pause, /resume) an RL loop drives the server with
+           "VLLM_SERVER_DEV_MODE": "1"}
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
             "--dtype", "float32", "--max-model-len", "512", "--max-num-seqs", "4",
             "--enforce-eager", "--host", "127.0.0.1", "--port", str(port),

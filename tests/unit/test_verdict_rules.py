@@ -159,7 +159,7 @@ def test_the_table_runs_in_the_documented_order() -> None:
         VerdictKind.PROGRESSING, VerdictKind.MISSING_RANK, VerdictKind.MISSING_RANK,
         VerdictKind.P2P_DEADLOCK, VerdictKind.MISMATCHED_COLLECTIVES,
         VerdictKind.MISMATCHED_COLLECTIVES, VerdictKind.WAIT_CHAIN, VerdictKind.PROGRESSING,
-        VerdictKind.WAIT_CHAIN, VerdictKind.DEADLOCK,
+        VerdictKind.WAIT_CHAIN, VerdictKind.WAIT_CHAIN, VerdictKind.DEADLOCK,
         VerdictKind.WAIT_CHAIN, VerdictKind.LOCAL_DEADLOCK,
         VerdictKind.WAIT_CHAIN, VerdictKind.LOCK_WAIT, VerdictKind.LOCAL_DEADLOCK,
         VerdictKind.STRAGGLER,

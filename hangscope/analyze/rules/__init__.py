@@ -49,6 +49,7 @@ from hangscope.analyze.rules.graph import (
 )
 from hangscope.analyze.rules.ownerless import ownerless_lock
 from hangscope.analyze.rules.p2p_unmatched import p2p_unmatched
+from hangscope.analyze.rules.paused import paused_engine
 from hangscope.analyze.rules.slow import (
     awaits_turn,
     loader_bound,
@@ -553,6 +554,8 @@ RULES: tuple[Rule, ...] = (
     # is the story (the graph ends at its coordinator, waiting as designed).
     Rule(VerdictKind.WAIT_CHAIN, framework_warned,
          "a framework's own warning says its parties stall, and no subject moved"),
+    Rule(VerdictKind.WAIT_CHAIN, paused_engine,
+         "an engine's log says it was paused and not resumed, and clients wait on it"),
     Rule(VerdictKind.DEADLOCK, wait_cycle,
          "the wait-for graph has a cycle, or a forked child waits on a lock it inherited held"),
     Rule(VerdictKind.WAIT_CHAIN, wait_shape,

@@ -47,6 +47,13 @@ def main(port: int, mode: str, ready_file: str | None = None) -> None:
         ready(ready_file, "client")
         while True:
             ask(port, model)
+    elif mode == "held":
+        # One request to a paused server: it is on its way before the line is written, and
+        # held until the server is resumed.
+        import threading
+
+        threading.Timer(1.0, ready, (ready_file, "client")).start()
+        ask(port, model, max_tokens=4)
     elif mode == "cue":
         # The request is on its way before the line is written; the answer never comes
         # until the test writes the cue.

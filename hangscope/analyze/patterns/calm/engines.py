@@ -126,7 +126,7 @@ def _ports(proc: Process) -> set[int]:
     return {s.port for s in proc.listening if s.kind == "tcp" and s.port}
 
 
-def _open_requests(kernel: KernelWaits, ports: set[int]) -> int:
+def open_requests(kernel: KernelWaits, ports: set[int]) -> int:
     """Connections of the job whose local end is one of the listening ``ports``: accepted
     requests (or keep-alive clients) the front end holds open."""
     return sum(1 for c in kernel.tcp if int(c.local.rpartition(":")[2] or 0) in ports)
@@ -143,15 +143,19 @@ def idle_front(snap: Snapshot) -> tuple[Process, set[int]] | None:
     if len(fronts) != 1:
         return None
     front, ports = fronts[0]
-    if any(s.pending for s in front.listening) or _open_requests(kernel, ports):
+    if any(s.pending for s in front.listening) or open_requests(kernel, ports):
         return None  # a request is in flight (or a client waits to be accepted)
     by_pid = {r.pid: r for r in snap.progress.ranks} if snap.progress else {}
     for proc in live:
-        if proc.is_stopped or proc.state == "D" or (proc.cpu_percent or 0.0) >= _WAITING_CPU:
+        measured = by_pid.get(proc.pid)
+        # A reader that spins (sched_yield) in its framework's own wait for a message for a
+        # while after the last one burns CPU waiting (vLLM's Worker, seconds after a call)
+        spins = measured is not None and measured.spins and proc is not front
+        if proc.is_stopped or proc.state == "D" or (
+                (proc.cpu_percent or 0.0) >= _WAITING_CPU and not spins):
             return None
         if proc is front:
             continue
-        measured = by_pid.get(proc.pid)
         if measured is not None and measured.decision not in (STUCK, SLOW):
             return None  # it moved: the engine works
         # (slow: woken by its own timed poll, its stack never changed, its CPU near nothing)

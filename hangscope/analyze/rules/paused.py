@@ -1,0 +1,78 @@
+"""A serving engine paused on request and never resumed, while clients wait on it.
+
+An engine built for RL loops pauses on request (vLLM's ``POST /pause`` or
+``pause_generation()``: its scheduler schedules nothing, and with ``mode=keep`` holds the
+requests it has) until someone resumes it. The code that paused it for a weight update must
+resume it on every path; one that forgets (AReaL#1160: the disk weight-update path never
+called ``continue_generation``) leaves every later request waiting on a live, responsive
+server whose loops all idle: nothing in the stacks is wrong, the engine's own log says why
+(``Framework.pause_lines``: its last pause line and no resume after it). Only where no
+subject moved over the window, and some process waits on the engine (an edge of the wait-for
+graph into one of its processes): a paused engine nobody waits on is paused, not hung.
+"""
+
+from __future__ import annotations
+
+from hangscope.analyze.evidence.facts import Facts
+from hangscope.analyze.evidence.roles import is_helper_role
+from hangscope.analyze.evidence.working import progressing_pids
+from hangscope.analyze.graph.waitwalk import site_words
+from hangscope.analyze.patterns.calm.engines import open_requests
+from hangscope.analyze.rules.subject_lines import evidence
+from hangscope.frameworks import FRAMEWORKS
+from hangscope.model import Severity, Verdict, VerdictKind
+from hangscope.words import who, who_list
+
+
+def paused_engine(facts: Facts) -> Verdict | None:
+    snap = facts.snapshot
+    if facts.moving or progressing_pids(snap) or snap.wait_graph is None:
+        return None
+    for framework in FRAMEWORKS:
+        if framework.pause_lines is None:
+            continue
+        paused, resumed = framework.pause_lines
+        engine, line = None, None
+        for proc in snap.processes:
+            said = [t for t in proc.log_tail if paused.search(t) or resumed.search(t)]
+            if said and paused.search(said[-1]):
+                engine, line = proc, said[-1]
+        if engine is None or line is None:
+            continue
+        served = {p.pid for p in snap.processes if p.listening}
+        # a request is a connection to the engine's front (HTTP over TCP, or a Unix socket)
+        waiters = list(dict.fromkeys(
+            e.pid for e in snap.wait_graph.edges if e.kind in ("tcp", "unix")
+            and e.to_pid in served and e.pid not in served and not e.probable))
+        procs = [p for p in snap.processes if p.pid in waiters and not p.is_exited
+                 and not is_helper_role(p.role)]
+        fronts = [p for p in snap.processes if any(s.kind == "tcp" and s.port
+                                                    for s in p.listening)]
+        kernel = snap.waits.kernel if snap.waits is not None else None
+        ports = {s.port for p in fronts for s in p.listening if s.kind == "tcp" and s.port}
+        # clients outside the job: their requests' connections to its port, still open
+        outside = open_requests(kernel, ports) if kernel is not None and not procs else 0
+        if not fronts or not (procs or outside):
+            continue  # nobody waits on it: paused, not hung
+        front = fronts[0]
+        text = line[paused.search(line).start():].strip()  # type: ignore[union-attr]
+        if procs:
+            site = site_words(procs[0].working_thread) if procs[0].working_thread else ""
+            verb = "waits" if len(procs) == 1 else "wait"
+            waiting = f"{who_list(procs)} {verb}{site} for {who(front)}"
+        else:
+            waiting = (f"{outside} connection{'s' if outside > 1 else ''} to its port "
+                       f"{', '.join(map(str, sorted(ports)))} wait for an answer from "
+                       f"{who(front)}")
+        summary = (
+            f"Paused and never resumed: {framework.name}'s log says \"{text[:200]}\" and no "
+            f"resume since, so it schedules no request; {waiting}, which idles with the "
+            "requests held. Something paused the engine "
+            "(POST /pause, pause_generation(): an RL loop's weight update) and no path resumed "
+            "it: resume it (POST /resume, resume_generation()) after every pause, in a "
+            "finally, including the paths that fail or return early.")
+        blamed = procs or [front]  # the client that waits (and likely paused it)
+        return Verdict(VerdictKind.WAIT_CHAIN, Severity.CRITICAL, summary,
+                       tuple(p.pid for p in blamed), evidence(facts),
+                       tuple(p.host for p in blamed))
+    return None
