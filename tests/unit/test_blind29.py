@@ -11,7 +11,10 @@ loop whose weight update paused its vLLM server (POST /pause?mode=keep) and neve
 its rollouts waiting on the server THEN "Paused and never resumed" from the scheduler's own
 log line, the loop the suspect (it blamed the EngineCore's idle loop). GIVEN the same pause
 read seconds after it, nobody asking, the Worker still spinning in its message wait THEN idle
-(it read a wait chain: the spin's CPU counted as work).
+(it read a wait chain: the spin's CPU counted as work). GIVEN a parent waiting in Queue.get
+for a result its worker's feeder thread could not pickle (the traceback in the log) THEN "A
+message lost", the workers that put on the queue the suspects (it read a deadlock between the
+parent and a worker over their pipes, the parent the suspect).
 """
 
 from __future__ import annotations
@@ -69,3 +72,16 @@ def test_given_a_paused_engine_nobody_asks_with_its_worker_still_spinning_then_i
         verdict = analyze(replace(raw, processes=procs)).verdict
         assert verdict is not None and verdict.kind is VerdictKind.IDLE, (cpu, verdict)
         assert verdict.suspects == (), verdict
+
+
+def test_given_a_result_the_feeder_thread_dropped_then_a_lost_message() -> None:
+    snap = analyze(load(BLIND / "mp_queue_lost_put.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    parent = snap.job.target
+    workers = sorted(p.pid for p in snap.processes if p.pid != parent and p.threads
+                     and p.role.value == "other")
+    assert list(verdict.suspects) == workers, verdict
+    assert verdict.summary.startswith("A message lost: "), verdict.summary
+    assert f"PID {parent} (python) waits in Queue.get at main (embed_corpus.py:85)" in (
+        verdict.summary)

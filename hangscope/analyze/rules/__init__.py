@@ -47,6 +47,7 @@ from hangscope.analyze.rules.graph import (
     wait_sink,
     waiting_for,
 )
+from hangscope.analyze.rules.lostput import lost_put
 from hangscope.analyze.rules.ownerless import ownerless_lock
 from hangscope.analyze.rules.p2p_unmatched import p2p_unmatched
 from hangscope.analyze.rules.paused import paused_engine
@@ -556,6 +557,9 @@ RULES: tuple[Rule, ...] = (
          "a framework's own warning says its parties stall, and no subject moved"),
     Rule(VerdictKind.WAIT_CHAIN, paused_engine,
          "an engine's log says it was paused and not resumed, and clients wait on it"),
+    # Before the cycle: the processes idle in their queues' gets read as one.
+    Rule(VerdictKind.WAIT_CHAIN, lost_put,
+         "a multiprocessing Queue's feeder thread dropped an item (its traceback in the log)"),
     Rule(VerdictKind.DEADLOCK, wait_cycle,
          "the wait-for graph has a cycle, or a forked child waits on a lock it inherited held"),
     Rule(VerdictKind.WAIT_CHAIN, wait_shape,
