@@ -298,6 +298,25 @@ def test_a_release_queued_behind_the_acquire_it_would_wake_names_the_actor(
     assert "max_concurrency" in verdict["summary"], verdict
 
 
+def test_a_sync_method_blocking_an_async_actors_loop_names_the_loop(tmp_path: Path) -> None:
+    """ray#44454: an async actor's plain ``def`` method runs on its event loop, and waits on
+    a threading.Condition that only its async ``publish`` notifies, queued behind it (blind
+    round 29's 05 read a wait chain ending at "waits on a lock"). The actor is the suspect,
+    its loop named, the driver behind it."""
+    with _ray("sync_wait", tmp_path, ["store", "driver"]) as job:
+        poll(lambda: _in_ray_get(job.launcher), f"PID {job.launcher} inside ray.get", 60)
+        _quiet([job.launcher, job.pids["store"]])
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [job.pids["store"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith("Event loop blocked in a synchronous wait: The asyncio event "
+                              f"loop of PID {job.pids['store']} (ray actor "), summary
+    assert "inside WeightStore.wait_for_version (ray_jobs.py:" in summary, summary
+    assert f"the main process (PID {job.launcher}) waits" in summary, summary
+
+
 DATA_JOBS = TARGETS / "frameworks" / "ray_data_jobs.py"
 
 

@@ -14,7 +14,11 @@ read seconds after it, nobody asking, the Worker still spinning in its message w
 (it read a wait chain: the spin's CPU counted as work). GIVEN a parent waiting in Queue.get
 for a result its worker's feeder thread could not pickle (the traceback in the log) THEN "A
 message lost", the workers that put on the queue the suspects (it read a deadlock between the
-parent and a worker over their pipes, the parent the suspect).
+parent and a worker over their pipes, the parent the suspect). GIVEN a Ray async actor whose
+plain method waits on a threading.Condition on the actor's event loop, the async method that
+would notify it queued behind it THEN the loop blocked in a synchronous wait, the actor the
+suspect, the learner and the rollout worker behind it (it read a wait chain ending at "waits
+on a lock").
 """
 
 from __future__ import annotations
@@ -85,3 +89,15 @@ def test_given_a_result_the_feeder_thread_dropped_then_a_lost_message() -> None:
     assert verdict.summary.startswith("A message lost: "), verdict.summary
     assert f"PID {parent} (python) waits in Queue.get at main (embed_corpus.py:85)" in (
         verdict.summary)
+
+
+def test_given_an_async_actors_loop_blocked_in_a_sync_method_then_the_loop_is_named() -> None:
+    snap = analyze(load(BLIND / "ray_async_actor_sync_wait.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    store = next(p.pid for p in snap.processes if (p.title or "").startswith(
+        "ray::WeightStore"))
+    assert verdict.suspects == (store,), verdict
+    assert verdict.summary.startswith("Event loop blocked in a synchronous wait: "), verdict
+    assert "inside WeightStore.wait_for_version (driver.py:39)" in verdict.summary
+    assert "(ray actor RolloutWorker.run) waits" in verdict.summary, verdict.summary

@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 
 from hangscope.analyze.evidence.progress import MIN_MOVED_SAMPLES
-from hangscope.analyze.evidence.working import raw_window
+from hangscope.analyze.evidence.working import notified_wait, raw_window
 from hangscope.analyze.graph.loopedges import loop_index, own_frames
-from hangscope.analyze.graph.threadedges import user_frame
+from hangscope.analyze.graph.threadedges import blocked, user_frame
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.graph.zmqedges import OWED_HOW
+from hangscope.analyze.patterns.behind import behind
 from hangscope.model import Frame, Process, Snapshot, in_library
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
@@ -72,4 +73,37 @@ def event_loop(g: Graph) -> WaitPattern | None:
                  "task of the loop runs until it returns; await it (loop.sock_recv, asyncio "
                  "streams) or run it in an executor")
         return WaitPattern("event_loop", (proc.pid,), chain, (i,), proc.pid, thread.tid)
+    return None
+
+
+def loop_sync_wait(g: Graph) -> WaitPattern | None:
+    """An asyncio loop's thread blocked in a thread-to-thread wait (``Condition.wait``,
+    ``Event.wait``, ``Queue.get``) inside a callback of the program's own: a synchronous
+    method run on the loop (a Ray async actor runs its plain ``def`` methods there too,
+    ray#44454). No other task of the loop runs until it returns, so whatever would notify it
+    from a coroutine of the same loop (the actor's async method) never runs; and others wait
+    on the process behind it."""
+    for proc in g.snap.processes:
+        if proc.is_exited:
+            continue
+        for thread in proc.threads:
+            loop = loop_index(thread)
+            if not loop or not blocked(thread) or turned(g.snap, proc, thread.tid):
+                continue
+            wait = notified_wait(thread)
+            python = own_frames(thread)
+            inner = next((f for f in python[:loop] if not in_library(f.file)), None)
+            if wait is None or inner is None or any(
+                    t.python and t.tid != thread.tid and not t.helper and not blocked(t)
+                    for t in proc.threads):
+                continue  # another thread of it works: it may be the one that notifies
+            members = (proc.pid,)
+            chain = (f"the asyncio event loop of {who(proc)} (thread {thread.name or thread.tid}) "
+                     f"is blocked in {wait.name} ({wait.short_file}:{wait.line}) inside "
+                     f"{inner.name} ({inner.short_file}:{inner.line}), a synchronous call run on "
+                     "the loop: no other task of the loop runs until it returns, so a coroutine "
+                     "of the same loop that would notify it never runs. Make it async (await an "
+                     "asyncio.Event or Condition) or run it off the loop (run_in_executor, or a "
+                     "threaded actor instead of an async one)" + behind(g, members))
+            return WaitPattern("loop_sync_wait", members, chain, (), proc.pid, thread.tid)
     return None

@@ -28,6 +28,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "leaked_permits": "Leaked semaphore permits",
          "full_queue": "A full queue nobody drains",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
+         "loop_sync_wait": "Event loop blocked in a synchronous wait",
          "prompt": "A prompt nobody answers", "sink": "Wait chain",
          "lost_reply": "A reply that never comes",
          "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
@@ -161,7 +162,8 @@ def wait_shape(facts: Facts) -> Verdict | None:
     lost wake-up), a blocked event loop, a lost pool result, a saturated pool, or an
     unanswered prompt."""
     return _verdict(facts, ("orphan_wait", "barrier_short", "leaked_permits", "full_queue",
-                            "lost_wakeup", "event_loop", "lost_result", "pool_saturated",
+                            "lost_wakeup", "event_loop", "loop_sync_wait", "lost_result",
+                            "pool_saturated",
                             "pool_starved", "pending_tasks", "unserved_call", "queued_call",
                             "uncalled", "prompt", "lost_reply",
                             "fifo_open", "dead_holder", "dead_peer",

@@ -191,6 +191,30 @@ class Gate:
             self.changed.notify_all()
 
 
+class WeightStore:
+    """An async actor (it has async methods) with one plain method: Ray runs that ``def`` on
+    the actor's event loop too (ray#44454), so its blocking wait holds the loop, and the async
+    ``publish`` that would notify it never runs."""
+
+    def __init__(self, ready_file: str) -> None:
+        import threading
+
+        self.ready_file = ready_file
+        self.version = 0
+        self.changed = threading.Condition()
+
+    async def publish(self, version: int) -> None:
+        with self.changed:
+            self.version = version
+            self.changed.notify_all()
+
+    def wait_for_version(self, version: int) -> int:
+        with self.changed:
+            ready(self.ready_file, "store")
+            self.changed.wait_for(lambda: self.version >= version)
+            return self.version
+
+
 def shard_task(coordinator: object, shard: int, ready_file: str, once: bool) -> int:
     import ray
 
@@ -311,6 +335,17 @@ def main() -> None:
             time.sleep(0.05)  # the actor's own ready line (the test's start deadline bounds it)
         ready(ready_file, "driver")
         ray.get(gate.release.remote("driver"))  # queued behind the waiting acquire
+        return
+    if mode == "sync_wait":
+        store = ray.remote(WeightStore).remote(ready_file)  # type: ignore[attr-defined]
+        waiting = store.wait_for_version.remote(1)
+        marks = Path(ready_file)
+        while not marks.exists() or not any(line.endswith(" store")
+                                            for line in marks.read_text().splitlines()):
+            time.sleep(0.05)  # the actor's own ready line (the test's start deadline bounds it)
+        store.publish.remote(1)  # queued behind the wait on the loop it would need
+        ready(ready_file, "driver")
+        ray.get(waiting)
         return
     if mode in ("rate_limited", "flag_poll"):
         limited = ray.remote(RateLimited).remote()  # type: ignore[attr-defined]
