@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from hangscope.collect import nvml
     from hangscope.collect.progress import ProgressWatcher
     from hangscope.model.progress import ProgressEvidence
-    from hangscope.model.waits import TaskSyscall
 
 # What runs only after the first round (the later rounds, the waits, the analysis, the reading of
 # collectives) is imported then, on the host thread while the first py-spy dumps run
@@ -288,12 +287,16 @@ class Sampler:
     def _round(self, pool: ThreadPoolExecutor, procs: Sequence[Process], native: bool,
                fds: bool = False, off_cpu: dict[int, dict[int, float]] | None = None,
                previous: dict[int, Round] | None = None,
-               calls: dict[int, tuple[TaskSyscall, ...]] | None = None) -> dict[int, Round]:
+               calls: dict[int, dict[int, float]] | None = None) -> dict[int, Round]:
         def one(proc: Process) -> tuple[int, Round]:
             if off_cpu is not None:  # each process's own before its sample (one key each)
                 off_cpu[proc.pid] = procfs.read_off_cpu(proc.pid)
             if calls is not None:  # before the pause: a timed wait it ends resumes untimed
-                calls[proc.pid] = procfs.read_syscalls(proc.pid)
+                # each wait's end, its deadline read now: a thread whose timed wait ends
+                # waits again with a new deadline where the old one was
+                calls[proc.pid] = settle.wait_ends(
+                    proc.pid, procfs.read_syscalls(proc.pid),
+                    off_cpu.get(proc.pid, {}) if off_cpu is not None else {})
             # A PID checked before py-spy runs (never trace a stranger) and after (the rank
             # may have exited and its PID been handed out while py-spy ran).
             if replaced(proc):
@@ -371,7 +374,7 @@ class Sampler:
             beside = opts.window >= BESIDE_WINDOW_S
             # The syscalls the threads block in, beside their times off CPU, where the window
             # may end early (settle.py): a first snapshot's default window, watched beside it.
-            calls: dict[int, tuple[TaskSyscall, ...]] | None = (
+            calls: dict[int, dict[int, float]] | None = (
                 {} if opts.settle and beside and self.last is None and samples > 1
                 and not opts.nonblocking and not settle.gpu_devices() else None)
             # A window of a few seconds runs beside the first round: progress is watched
@@ -497,7 +500,7 @@ class Sampler:
         return snap
 
     def _settled(self, t0: float, first: dict[int, Round], off_cpu: dict[int, dict[int, float]],
-                 calls: dict[int, tuple[TaskSyscall, ...]],
+                 calls: dict[int, dict[int, float]],
                  gpus: nvml.GpuReading) -> float | None:
         """When the window ends, where the silence before it covers it (``settle``): every
         watched process's Python threads had been off CPU for the whole window asked for, each
@@ -509,7 +512,7 @@ class Sampler:
             return None
         window = self.options.window
         if not all(settle.silent_before(pid, first[pid].dump if pid in first else None,
-                                        off_cpu.get(pid, {}), calls.get(pid, ()), window)
+                                        off_cpu.get(pid, {}), calls.get(pid, {}), window)
                    for pid in watcher.pids):
             return None
         delay = t0 + settle.SETTLE_MIN_S - self.clock()

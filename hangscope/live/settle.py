@@ -141,18 +141,26 @@ def _left(pid: int, address: int, clock: int, read: ReadMemory) -> float:
     return seconds + nanoseconds / 1e9 - now
 
 
+def wait_ends(pid: int, calls: Sequence[TaskSyscall], off_cpu: Mapping[int, float], *,
+              read: ReadMemory = procfs.read_memory) -> dict[int, float]:
+    """When each thread's wait ends unless another party ends it (``time.monotonic``
+    seconds; infinite for one with no timeout), its deadline read now, with its syscall: once
+    a timed wait ends, a thread that waits again (``Event.wait`` in a loop) writes its new
+    deadline where the old one was, so a read later says the new one."""
+    now = time.monotonic()
+    return {c.tid: now + waits_on(pid, c, off_cpu.get(c.tid, 0.0), read=read) for c in calls}
+
+
 def silent_before(pid: int, dump: pyspy.DumpResult | None, off_cpu: Mapping[int, float],
-                  calls: Sequence[TaskSyscall], window: float, *,
-                  read: ReadMemory = procfs.read_memory) -> bool:
+                  ends: Mapping[int, float], window: float, *, now: float | None = None) -> bool:
     """Every Python thread of ``dump`` had been off CPU for ``window`` or longer, in a wait
-    that no deadline ends within ``window`` from now, when process ``pid`` was read (before
-    py-spy paused it)."""
+    that nothing ends within ``window`` from ``now`` (``ends``: :func:`wait_ends`), when
+    process ``pid`` was read (before py-spy paused it)."""
     if dump is None or not dump.ok or not dump.threads:
         return False
-    blocked = {c.tid: c for c in calls}
-    return all((off := off_cpu.get(t.tid, 0.0)) >= window
-               and (c := blocked.get(t.tid)) is not None
-               and waits_on(pid, c, off, read=read) > window for t in dump.threads)
+    now = time.monotonic() if now is None else now
+    return all(off_cpu.get(t.tid, 0.0) >= window and ends.get(t.tid, -math.inf) - now > window
+               for t in dump.threads)
 
 
 def on_gpu_host(gpus: int, fd_targets: Collection[str]) -> bool:

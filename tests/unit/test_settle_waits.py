@@ -15,7 +15,14 @@ import time
 from pathlib import Path
 
 from hangscope.collect.pyspy import DumpResult, PyThread
-from hangscope.live.settle import gpu_devices, on_gpu_host, silent_before, untimed, waits_on
+from hangscope.live.settle import (
+    gpu_devices,
+    on_gpu_host,
+    silent_before,
+    untimed,
+    wait_ends,
+    waits_on,
+)
 from hangscope.model.waits import TaskSyscall
 
 X86, ARM = "x86_64", "aarch64"
@@ -102,14 +109,30 @@ def test_silent_before_needs_every_python_thread_long_off_cpu_in_a_wait_beyond_i
     calls = (call(202, 1, 0x80, 0, 0, tid=7), call(0, 5, 1, 1, tid=8),
              call(202, 1, 0x89, 0, 0x7E00, tid=9), call(202, 1, 0x89, 0, 0x7F00, tid=12))
     off = {7: 30.0, 8: 2.5, 9: 60.0, 10: 0.01, 12: 3.0}  # 10: a native thread: not asked
-    assert silent_before(7, _dump(7, 8), off, calls, 2.0, read=read)
-    assert silent_before(7, _dump(7, 12), off, calls, 2.0, read=read)  # 600 s away
-    assert not silent_before(7, _dump(7, 8), off, calls, 3.0, read=read)  # 8 ran 2.5 s ago
-    assert not silent_before(7, _dump(7, 9), off, calls, 2.0, read=read)  # 9's is 1 s away
-    assert not silent_before(7, _dump(7, 11), off, calls, 2.0, read=read)  # 11: not blocked
-    assert not silent_before(7, _dump(), off, calls, 2.0, read=read)  # no Python thread read
-    assert not silent_before(7, DumpResult(7, error="gone"), off, calls, 2.0, read=read)
-    assert not silent_before(7, None, off, calls, 2.0, read=read)
+    ends = wait_ends(7, calls, off, read=read)
+    assert silent_before(7, _dump(7, 8), off, ends, 2.0)
+    assert silent_before(7, _dump(7, 12), off, ends, 2.0)  # 600 s away
+    assert not silent_before(7, _dump(7, 8), off, ends, 3.0)  # 8 ran 2.5 s ago
+    assert not silent_before(7, _dump(7, 9), off, ends, 2.0)  # 9's is 1 s away
+    assert not silent_before(7, _dump(7, 11), off, ends, 2.0)  # 11: not blocked
+    assert not silent_before(7, _dump(), off, ends, 2.0)  # no Python thread read
+    assert not silent_before(7, DumpResult(7, error="gone"), off, ends, 2.0)
+    assert not silent_before(7, None, off, ends, 2.0)
+
+
+def test_a_deadline_is_read_with_its_syscall_not_when_the_window_is_judged() -> None:
+    # Event.wait(3) in a loop, read 2.9 s into a wait (0.1 s left); by the time the window
+    # is judged it woke and waits again, its new deadline (3 s away) where the old one was
+    # (CI: the window ended after 1.0 s on such a job).
+    mono = time.clock_gettime(time.CLOCK_MONOTONIC)
+    memory = {0x7E00: mono + 0.1}
+    def read(pid: int, address: int, size: int) -> bytes | None:
+        when = memory.get(address)
+        return None if when is None else struct.pack("=qq", int(when), int(when % 1 * 1e9))
+    calls = (call(202, 1, 0x89, 0, 0x7E00, tid=9),)
+    ends = wait_ends(7, calls, {9: 2.9}, read=read)
+    memory[0x7E00] = mono + 3.1  # the next wait's deadline, written over the old one
+    assert not silent_before(7, _dump(7, 9), {9: 2.9}, ends, 2.0, now=time.monotonic() + 1.0)
 
 
 def test_a_gpu_host_keeps_the_window() -> None:
