@@ -119,7 +119,8 @@ def build_lock_file(activity: CompileActivity, processes: Sequence[Process]) -> 
     thread = proc.working_thread
     if thread is not None and any(not f.native and (f.file or "").endswith(
             "torch/utils/file_baton.py") for f in thread.frames):
-        return ("torch's JIT build lock (FileBaton: the file `lock` in the extension's build "
-                "directory, $TORCH_EXTENSIONS_DIR/<extension>/, by default "
-                "~/.cache/torch_extensions/<python>_<cuda>/<extension>/)")
+        # (no angle brackets: Markdown reads "<extension>" as a tag and drops it)
+        return ("torch's JIT build lock (FileBaton: a file named lock in the extension's "
+                "build directory, under TORCH_EXTENSIONS_DIR, by default "
+                "~/.cache/torch_extensions)")
     return "a build's file lock (filelock)"
