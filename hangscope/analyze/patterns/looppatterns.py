@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 
 from hangscope.analyze.evidence.progress import MIN_MOVED_SAMPLES
-from hangscope.analyze.evidence.working import notified_wait, raw_window
-from hangscope.analyze.graph.loopedges import loop_index, own_frames
+from hangscope.analyze.evidence.stackmemo import per_stack
+from hangscope.analyze.evidence.working import notified_frames, notified_wait, raw_window
+from hangscope.analyze.graph.loopedges import LOOP, loop_index, own_frames
 from hangscope.analyze.graph.threadedges import blocked, user_frame
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.graph.zmqedges import OWED_HOW
@@ -83,7 +84,7 @@ def loop_sync_wait(g: Graph) -> WaitPattern | None:
     ray#44454). No other task of the loop runs until it returns, so whatever would notify it
     from a coroutine of the same loop (the actor's async method) never runs; and others wait
     on the process behind it."""
-    for proc in g.snap.processes:
+    for proc in g.having(_loop_and_notified):  # (asked once per distinct stack: at scale)
         if proc.is_exited:
             continue
         for thread in proc.threads:
@@ -107,3 +108,11 @@ def loop_sync_wait(g: Graph) -> WaitPattern | None:
                      "threaded actor instead of an async one)" + behind(g, members))
             return WaitPattern("loop_sync_wait", members, chain, (), proc.pid, thread.tid)
     return None
+
+
+@per_stack
+def _loop_and_notified(frames: tuple[Frame, ...]) -> bool:
+    """A stack inside an asyncio loop's run and in a thread-to-thread wait."""
+    return notified_frames(frames) is not None and any(
+        not f.native and f.file and "asyncio" in f.file and f.name.rsplit(".", 1)[-1] in LOOP
+        for f in frames)
