@@ -17,6 +17,7 @@ import re
 
 from hangscope.analyze.evidence.facts import Facts
 from hangscope.analyze.evidence.working import progressing_pids
+from hangscope.analyze.graph.stackindex import index_of
 from hangscope.analyze.graph.waitwalk import site_words
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.model import Process, Severity, Verdict, VerdictKind
@@ -31,8 +32,9 @@ _QUEUE_GET = "multiprocessing/queues.py"
 
 def lost_put(facts: Facts) -> Verdict | None:
     snap = facts.snapshot
-    if facts.moving or progressing_pids(snap):
-        return None
+    if facts.moving or progressing_pids(snap) or not index_of(snap.processes).has_file(
+            _QUEUE_GET):
+        return None  # (no stack in a multiprocessing queue: no log read, at any scale)
     raised = _feed_failure(facts.processes)
     if raised is None:
         return None

@@ -29,8 +29,8 @@ def paused_engine(facts: Facts) -> Verdict | None:
     if facts.moving or progressing_pids(snap) or snap.wait_graph is None:
         return None
     for framework in FRAMEWORKS:
-        if framework.pause_lines is None:
-            continue
+        if framework.pause_lines is None or snap.job.kind != framework.name:
+            continue  # (the logs of 131,072 ranks are read only for a job of that engine)
         paused, resumed = framework.pause_lines
         engine, line = None, None
         for proc in snap.processes:
