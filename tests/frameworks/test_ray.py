@@ -279,6 +279,16 @@ def test_a_driver_waiting_on_a_placement_group_no_node_set_can_hold_says_so(
     assert "actors that hold every CPU" not in verdict["summary"], verdict
 
 
+def _waiting_on(mode: str, actor: str, tmp_path: Path) -> tuple[dict[str, Any], Target]:
+    """The verdict of a dump once the driver waits in ray.get on the actor (tagged
+    ``actor``) and neither has read or written for a while; the job, for its PIDs."""
+    with _ray(mode, tmp_path, [actor, "driver"]) as job:
+        poll(lambda: _in_ray_get(job.launcher), f"PID {job.launcher} inside ray.get", 60)
+        _quiet([job.launcher, job.pids[actor]])
+        data = json.loads(dump_json(job.launcher))
+    return data["verdict"], job
+
+
 def test_a_release_queued_behind_the_acquire_it_would_wake_names_the_actor(
         tmp_path: Path) -> None:
     """linagora/openrag#965: an async semaphore actor with one slot; a second ``acquire``
@@ -286,11 +296,7 @@ def test_a_release_queued_behind_the_acquire_it_would_wake_names_the_actor(
     queue. The driver's own line submitted ``release`` while the actor's title says
     ``acquire`` runs: the call is made and queued, not missing (blind round 23's 03 read "a
     call nobody makes" and blamed the waiter). The actor is the suspect."""
-    with _ray("semaphore", tmp_path, ["gate", "driver"]) as job:
-        poll(lambda: _in_ray_get(job.launcher), f"PID {job.launcher} inside ray.get", 60)
-        _quiet([job.launcher, job.pids["gate"]])
-        data = json.loads(dump_json(job.launcher))
-    verdict = data["verdict"]
+    verdict, job = _waiting_on("semaphore", "gate", tmp_path)
     assert verdict["kind"] == "wait_chain", verdict
     assert verdict["suspects"] == [job.pids["gate"]], verdict
     assert verdict["summary"].startswith("A call queued behind its own wait: "), verdict
@@ -303,11 +309,7 @@ def test_a_sync_method_blocking_an_async_actors_loop_names_the_loop(tmp_path: Pa
     a threading.Condition that only its async ``publish`` notifies, queued behind it (blind
     round 29's 05 read a wait chain ending at "waits on a lock"). The actor is the suspect,
     its loop named, the driver behind it."""
-    with _ray("sync_wait", tmp_path, ["store", "driver"]) as job:
-        poll(lambda: _in_ray_get(job.launcher), f"PID {job.launcher} inside ray.get", 60)
-        _quiet([job.launcher, job.pids["store"]])
-        data = json.loads(dump_json(job.launcher))
-    verdict = data["verdict"]
+    verdict, job = _waiting_on("sync_wait", "store", tmp_path)
     assert verdict["kind"] == "wait_chain", verdict
     assert verdict["suspects"] == [job.pids["store"]], verdict
     summary = verdict["summary"]

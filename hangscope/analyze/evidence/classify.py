@@ -154,11 +154,11 @@ def is_helper(thread: Thread) -> bool:
         # A pool's worker thread (a framework's, AnyIO's, too) is plumbing while it waits for
         # a task; once it runs one, the task's code is the program's own work (a pool worker
         # deadlocked on the user's locks is the culprit, not an always-there helper).
-        return not (pool and any(_user_code(f) for f in thread.frames[:depth]))
+        return not (pool and any(user_code(f) for f in thread.frames[:depth]))
     return False
 
 
-def _user_code(frame: Frame) -> bool:
+def user_code(frame: Frame) -> bool:
     """A Python frame of the program's own code: outside the plumbing libraries."""
     return not frame.native and bool(frame.file) and not PLUMBING_FILES.search(frame.file)
 

@@ -25,10 +25,16 @@ _STAGES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"torch/_dynamo/"), "Dynamo tracing"),
 )
 _BUSY_CPU = 10.0  # percent over the window: a worker that does more than wait
-#: Waits for another process's build of the same kernel, polled: torch's FileBaton (the
-#: ``lock`` file cpp_extension creates in the extension's build directory, O_EXCL, removed
-#: when the build ends) and the filelock package's polling acquire.
-_BUILD_LOCK = re.compile(r"torch/utils/file_baton\.py$|/filelock/")
+#: Waits for another process's build of the same kernel, polled, and how each is said:
+#: torch's FileBaton (the ``lock`` file cpp_extension creates in the extension's build
+#: directory, O_EXCL, removed when the build ends) and the filelock package's polling acquire.
+#: (No angle brackets in the words: Markdown reads "<extension>" as a tag and drops it.)
+_BUILD_LOCKS = (
+    (re.compile(r"torch/utils/file_baton\.py$"),
+     "torch's JIT build lock (FileBaton: a file named lock in the extension's build "
+     "directory, under TORCH_EXTENSIONS_DIR, by default ~/.cache/torch_extensions)"),
+    (re.compile(r"/filelock/"), "a build's file lock (filelock)"),
+)
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,8 @@ class CompileActivity:
     workers: int  # Inductor compile workers
     busy_workers: int  # of those, busy on CPU in the window
     compilers: tuple[str, ...]  # compiler programs running under it: g++, cc1plus, ptxas
-    waiting: bool = False  # it polls for another process's build lock, off CPU (no build here)
+    # The build lock it polls, off CPU, for another process's build (none here), in words
+    build_lock: str | None = None
 
 
 def _descendants(pid: int, by_parent: dict[int | None, list[Process]]) -> list[Process]:
@@ -85,7 +92,7 @@ def compile_activity(processes: Sequence[Process]) -> tuple[CompileActivity, ...
         out.append(CompileActivity(proc.pid, thread.site, _stage(proc),
                                    min(starts) if starts else None, len(pool), busy,
                                    tuple(program(p) for p in compilers),
-                                   _waits_for_build(thread.frames) and thread.state != "R"))
+                                   _build_lock(thread.frames) if thread.state != "R" else None))
     return tuple(out)
 
 
@@ -108,19 +115,8 @@ def describe_compile(activity: CompileActivity, processes: Sequence[Process],
     return text
 
 
-def _waits_for_build(frames: Sequence[Frame]) -> bool:
-    """The stack polls a build lock (FileBaton.wait, filelock) inside its compile."""
-    return any(not f.native and f.file and _BUILD_LOCK.search(f.file) for f in frames)
-
-
-def build_lock_file(activity: CompileActivity, processes: Sequence[Process]) -> str:
-    """Where the lock the compile waits for lives, in the words of the library that polls it."""
-    proc = next(p for p in processes if p.pid == activity.pid)
-    thread = proc.working_thread
-    if thread is not None and any(not f.native and (f.file or "").endswith(
-            "torch/utils/file_baton.py") for f in thread.frames):
-        # (no angle brackets: Markdown reads "<extension>" as a tag and drops it)
-        return ("torch's JIT build lock (FileBaton: a file named lock in the extension's "
-                "build directory, under TORCH_EXTENSIONS_DIR, by default "
-                "~/.cache/torch_extensions)")
-    return "a build's file lock (filelock)"
+def _build_lock(frames: Sequence[Frame]) -> str | None:
+    """The build lock (FileBaton.wait, filelock) the stack polls inside its compile, in
+    words; None where it polls none."""
+    return next((words for f in frames if not f.native and f.file
+                 for pattern, words in _BUILD_LOCKS if pattern.search(f.file)), None)

@@ -28,9 +28,18 @@ from hangscope.model.waits import FdRecord, WaitEdge
 _BLOCKED = frozenset({Category.LOCK, Category.IPC_WAIT})
 
 
-def _in_queue_put(thread: Thread) -> bool:
+def _in_queue_call(thread: Thread, method: str) -> bool:
     return any(not f.native and (f.file or "").endswith("multiprocessing/queues.py")
-               and f.name.rsplit(".", 1)[-1] == "put" for f in thread.frames)
+               and f.name.rsplit(".", 1)[-1] == method for f in thread.frames)
+
+
+def _in_queue_put(thread: Thread) -> bool:
+    return _in_queue_call(thread, "put")
+
+
+def in_queue_get(thread: Thread) -> bool:
+    """The thread is inside a multiprocessing queue's ``get``."""
+    return _in_queue_call(thread, "get")
 
 
 def _feed_frame(thread: Thread) -> int | None:

@@ -17,6 +17,7 @@ import re
 
 from hangscope.analyze.evidence.facts import Facts
 from hangscope.analyze.evidence.working import progressing_pids
+from hangscope.analyze.graph.queueedges import in_queue_get
 from hangscope.analyze.graph.stackindex import index_of
 from hangscope.analyze.graph.waitwalk import site_words
 from hangscope.analyze.rules.subject_lines import evidence
@@ -27,18 +28,19 @@ from hangscope.words import pid_list, who
 _FEED = re.compile(r'multiprocessing/queues\.py", line \d+, in _feed')
 #: A traceback's last line: the exception, ``TypeError: cannot pickle '_thread.lock' object``.
 _RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\b")
-_QUEUE_GET = "multiprocessing/queues.py"
+_QUEUES = "multiprocessing/queues.py"
 
 
 def lost_put(facts: Facts) -> Verdict | None:
     snap = facts.snapshot
     if facts.moving or progressing_pids(snap) or not index_of(snap.processes).has_file(
-            _QUEUE_GET):
+            _QUEUES):
         return None  # (no stack in a multiprocessing queue: no log read, at any scale)
     raised = _feed_failure(facts.processes)
     if raised is None:
         return None
-    waiting = [p for p in facts.subjects if not p.is_exited and _in_get(p)]
+    waiting = [p for p in facts.subjects if not p.is_exited
+               and p.working_thread is not None and in_queue_get(p.working_thread)]
     if not waiting:
         return None
     # the consumer of the lost item: the job's target where it waits, else the first waiter
@@ -74,9 +76,3 @@ def _feed_failure(processes: tuple[Process, ...]) -> str | None:
                 return next((t.strip() for t in lines[i + 1:] if _RAISED.match(t)), None)
     return None
 
-
-def _in_get(proc: Process) -> bool:
-    thread = proc.working_thread
-    return thread is not None and any(
-        not f.native and f.name.rsplit(".", 1)[-1] == "get" and _QUEUE_GET in (f.file or "")
-        for f in thread.frames)

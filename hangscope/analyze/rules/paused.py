@@ -13,14 +13,17 @@ graph into one of its processes): a paused engine nobody waits on is paused, not
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from hangscope.analyze.evidence.facts import Facts
 from hangscope.analyze.evidence.roles import is_helper_role
 from hangscope.analyze.evidence.working import progressing_pids
 from hangscope.analyze.graph.waitwalk import site_words
-from hangscope.analyze.patterns.calm.engines import open_requests
+from hangscope.analyze.patterns.calm.engines import open_requests, tcp_ports
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.frameworks import FRAMEWORKS
-from hangscope.model import Severity, Verdict, VerdictKind
+from hangscope.model import Process, Severity, Verdict, VerdictKind
 from hangscope.words import who, who_list
 
 
@@ -31,13 +34,8 @@ def paused_engine(facts: Facts) -> Verdict | None:
     for framework in FRAMEWORKS:
         if framework.pause_lines is None or snap.job.kind != framework.name:
             continue  # (the logs of 131,072 ranks are read only for a job of that engine)
-        paused, resumed = framework.pause_lines
-        engine, line = None, None
-        for proc in snap.processes:
-            said = [t for t in proc.log_tail if paused.search(t) or resumed.search(t)]
-            if said and paused.search(said[-1]):
-                engine, line = proc, said[-1]
-        if engine is None or line is None:
+        text = _last_pause(snap.processes, *framework.pause_lines)
+        if text is None:
             continue
         served = {p.pid for p in snap.processes if p.listening}
         # a request is a connection to the engine's front (HTTP over TCP, or a Unix socket)
@@ -46,18 +44,16 @@ def paused_engine(facts: Facts) -> Verdict | None:
             and e.to_pid in served and e.pid not in served and not e.probable))
         procs = [p for p in snap.processes if p.pid in waiters and not p.is_exited
                  and not is_helper_role(p.role)]
-        fronts = [p for p in snap.processes if any(s.kind == "tcp" and s.port
-                                                    for s in p.listening)]
+        fronts = [(p, ports) for p in snap.processes if (ports := tcp_ports(p))]
+        ports = set().union(*(ports for _, ports in fronts))
         kernel = snap.waits.kernel if snap.waits is not None else None
-        ports = {s.port for p in fronts for s in p.listening if s.kind == "tcp" and s.port}
         # clients outside the job: their requests' connections to its port, still open
         outside = open_requests(kernel, ports) if kernel is not None and not procs else 0
         if not fronts or not (procs or outside):
             continue  # nobody waits on it: paused, not hung
-        front = fronts[0]
-        text = line[paused.search(line).start():].strip()  # type: ignore[union-attr]
+        front = fronts[0][0]
         if procs:
-            site = site_words(procs[0].working_thread) if procs[0].working_thread else ""
+            site = site_words(procs[0].working_thread)
             verb = "waits" if len(procs) == 1 else "wait"
             waiting = f"{who_list(procs)} {verb}{site} for {who(front)}"
         else:
@@ -75,4 +71,15 @@ def paused_engine(facts: Facts) -> Verdict | None:
         return Verdict(VerdictKind.WAIT_CHAIN, Severity.CRITICAL, summary,
                        tuple(p.pid for p in blamed), evidence(facts),
                        tuple(p.host for p in blamed))
+    return None
+
+
+def _last_pause(processes: Sequence[Process], paused: re.Pattern[str],
+                resumed: re.Pattern[str]) -> str | None:
+    """The engine's pause line, from where it matches, in a log whose last pause or resume
+    line is a pause; None where none is."""
+    for proc in processes:
+        said = [m for t in proc.log_tail if (m := paused.search(t) or resumed.search(t))]
+        if said and said[-1].re is paused:
+            return said[-1].string[said[-1].start():].strip()
     return None

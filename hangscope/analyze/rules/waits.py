@@ -8,11 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hangscope.analyze.evidence.compiling import (
-    CompileActivity,
-    build_lock_file,
-    describe_compile,
-)
+from hangscope.analyze.evidence.compiling import CompileActivity, describe_compile
 from hangscope.analyze.evidence.facts import Facts, unique_keys
 from hangscope.analyze.evidence.locks import describe_lock_wait
 from hangscope.analyze.evidence.p2p import describe_cycle, describe_points_at, p2p_graph
@@ -182,13 +178,13 @@ def _abandoned_build(facts: Facts, active: tuple[CompileActivity, ...]) -> Verdi
     of the job builds (no compiler, no busy compile worker): the lock's builder is gone, a
     build killed halfway (an OOM kill, a cancelled job) left its lock file, and torch's
     FileBaton polls for that file to vanish forever (pytorch#189245). Not a compile: a hang."""
-    if not all(a.waiting and not a.compilers and not a.busy_workers for a in active):
+    if not all(a.build_lock and not a.compilers and not a.busy_workers for a in active):
         return None
     if not all(k in facts.stuck for a in active
                for k in unique_keys(facts.processes, a.pid)):
         return None
     procs = [p for a in active for p in facts.processes if p.pid == a.pid]
-    lock = build_lock_file(active[0], facts.processes)
+    lock = active[0].build_lock
     sites = sorted({a.site for a in active if a.site})
     where = f" at {', '.join(sites)}" if sites else ""
     verb = "waits" if len(procs) == 1 else "wait"

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 from hangscope.analyze.evidence.progress import IDLE, PAUSED, SLOW, STUCK
 from hangscope.analyze.evidence.working import notified_wait
+from hangscope.analyze.graph.queueedges import in_queue_get
 from hangscope.analyze.graph.threadedges import at_loop_head
 from hangscope.analyze.graph.zmqedges import receive_edge
 from hangscope.analyze.patterns.calm.longpoll import holds_requests_with_deadline
@@ -100,11 +101,6 @@ def _polls_idle_server(proc: Process, edges: list[WaitEdge], procs: dict[int, Pr
             or not s.listening for s in servers):
         return None
     return Calm(IDLE, servers[0].pid, edges[0].object, polls=True)
-
-
-def _in_queue_get(thread: Thread) -> bool:
-    return any(not f.native and (f.file or "").endswith("multiprocessing/queues.py")
-               and f.name.rsplit(".", 1)[-1] == "get" for f in thread.frames)
 
 
 def _through(snap: Snapshot, edges: list[WaitEdge], target: Process, calm: Calm) -> bool:
@@ -247,12 +243,12 @@ def _fed_by_calm_thread(snap: Snapshot, proc: Process, thread: Thread,
 
 def _queue_turn(proc: Process, thread: Thread, procs: dict[int, Process],
                 calm: dict[int, Calm]) -> Calm | None:
-    if thread.category is not Category.LOCK or not _in_queue_get(thread):
+    if thread.category is not Category.LOCK or not in_queue_get(thread):
         return None
     for pid, why in calm.items():
         sibling = procs.get(pid)
         if (sibling is not None and why.via is not None and sibling.ppid == proc.ppid
-                and (t := sibling.working_thread) is not None and _in_queue_get(t)):
+                and (t := sibling.working_thread) is not None and in_queue_get(t)):
             return Calm(why.kind, pid, "the read lock of the multiprocessing.Queue both read")
     return None
 

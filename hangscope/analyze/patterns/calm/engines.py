@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
+from hangscope.analyze.evidence.classify import user_code
 from hangscope.analyze.evidence.progress import SLOW, STUCK
-from hangscope.analyze.evidence.signatures import PLUMBING_FILES
 from hangscope.analyze.evidence.stackmemo import Frames, per_stack
 from hangscope.frameworks import REPLY_WAITS, SERVE_WAITS, frame_at
 from hangscope.model import Category, Process, Snapshot, Thread
@@ -122,7 +122,8 @@ def awaits_replies(thread: Thread) -> bool:
                for f in thread.frames[:12] for name, path in REPLY_WAITS)
 
 
-def _ports(proc: Process) -> set[int]:
+def tcp_ports(proc: Process) -> set[int]:
+    """The TCP ports ``proc`` listens on."""
     return {s.port for s in proc.listening if s.kind == "tcp" and s.port}
 
 
@@ -139,7 +140,7 @@ def idle_front(snap: Snapshot) -> tuple[Process, set[int]] | None:
     if kernel is None or len(snap.host_names) > 1:
         return None
     live = [p for p in snap.processes if not p.is_exited]
-    fronts = [(p, ports) for p in live if (ports := _ports(p)) and serving_thread(p)]
+    fronts = [(p, ports) for p in live if (ports := tcp_ports(p)) and serving_thread(p)]
     if len(fronts) != 1:
         return None
     front, ports = fronts[0]
@@ -181,6 +182,5 @@ def serves_until_stopped(proc: Process, thread: Thread) -> bool:
     if not proc.listening or not any(
             not f.native and frame_at(f.name, f.file, SERVE_WAITS) for f in thread.frames):
         return False
-    return all(t.helper or t.tid == thread.tid or not any(
-        not f.native and f.file and not PLUMBING_FILES.search(f.file) for f in t.frames)
-        for t in proc.threads if t.python)  # (a handler runs the servicer's code: no)
+    return all(t.helper or t.tid == thread.tid or not any(map(user_code, t.frames))
+               for t in proc.threads if t.python)  # (a handler runs the servicer's code: no)
