@@ -255,7 +255,8 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
                 f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
                 f"samples, in and out of {_sites(gets)}, a get with no timeout: it returns "
                 "only once its objects came"), judged, gpu_text, gpu_state)
-        if not _poll_loop(proc, thread, seconds, gpu_state, thread.tid in hints.readers):
+        if not _poll_loop(proc, thread, seconds, gpu_state, thread.tid in hints.readers,
+                          hints.timers):
             return RankProgress(proc.pid, PROGRESSING, "python", (
                 f"Python line moved: {len(thread.stacks)} distinct stacks in {thread.samples} "
                 f"samples"), judged, gpu_text, gpu_state)
@@ -302,7 +303,7 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
     gpu_idle = gpu_state == "idle"
     return replace(_from_counters(proc, thread, seconds, gpu_idle, gpu_text,
                                   thread.tid in hints.readers, thread.tid in hints.iterating,
-                                  reads),
+                                  reads, hints.timers),
                    gpu=gpu_text, gpu_state=gpu_state, mostly=_mostly(thread))
 
 
@@ -385,36 +386,44 @@ def _poller(thread: ThreadProgress) -> bool:
     return thread.samples > 0 and not _moved(thread)
 
 
-def _ticks(thread: ThreadProgress, consumes: bool = False) -> bool:
+def _ticks(thread: ThreadProgress, consumes: bool = False, timer: bool = False) -> bool:
     """A poller's own tick: a heartbeat's timestamp, a monitor's log line, a supervisor's
     health check (uvicorn's master pings each worker over a pipe and reads its pong every
     0.5 s: a write and a read per worker). Small reads or writes, a few bytes each: the
     bookkeeping of a loop that wakes on its own timer, not the job's data (a heartbeat process
-    that only beats moves nothing anyone waits for). Bytes it got from a pipe or a socket it
-    waits on (``consumes``) were sent to it: data."""
+    that only beats moves nothing anyone waits for). The loop is a thread that never left its
+    line; or one blocked now in a wait with a deadline (``timer``) whose line left it for
+    round trips only, each write answered by a read (a ping and its pong; a loaded machine
+    stretches them long enough to be sampled): a loop that sleeps between steps and prints
+    each one is a worker's loop, its data moving elsewhere (a gloo ``recv``). Bytes it got
+    from a pipe or a socket it waits on (``consumes``) were sent to it: data."""
     io = thread.io
-    if io is None or thread.counters is None or not _poller(thread) or (
-            consumes and io.rchar > 0):
+    if io is None or thread.counters is None or (consumes and io.rchar > 0):
+        return False
+    if not _poller(thread) and not (timer and thread.samples > 0
+                                    and 0 < io.syscw <= io.syscr):
         return False
     return io.rchar + io.wchar <= POLL_READ_BYTES * max(io.syscr + io.syscw, 1)
 
 
-def _data_moved(proc: ProcessProgress, judged: ThreadProgress,
-                consumes: bool = False) -> IoDelta | None:
+def _data_moved(proc: ProcessProgress, judged: ThreadProgress, consumes: bool = False,
+                timers: frozenset[int] = frozenset()) -> IoDelta | None:
     """The I/O of the process beyond what its pollers did: the judged thread's own (unless it
-    is a poller's tick), and every thread's that moved its line or runs no Python. Without
-    per-thread counters (recordings from before they were read), the whole process's."""
+    is a poller's tick), and every thread's that moved its line or runs no Python (unless it
+    is a timed loop's tick; ``timers``: threads in a wait with a deadline). Without per-thread
+    counters (recordings from before they were read), the whole process's."""
     if not any(t.io is not None for t in proc.threads):
         return proc.io
-    kept = [t.io for t in proc.threads
-            if t.io is not None and ((t.tid == judged.tid and not _ticks(t, consumes))
-                                     or not _poller(t))]
+    kept = [t.io for t in proc.threads if t.io is not None and (
+        not _ticks(t, consumes, t.tid in timers) if t.tid == judged.tid
+        else not _poller(t) and not (t.tid in timers and _ticks(t, timer=True)))]
     return IoDelta(syscr=sum(i.syscr for i in kept), syscw=sum(i.syscw for i in kept),
                    rchar=sum(i.rchar for i in kept), wchar=sum(i.wchar for i in kept))
 
 
 def _poll_loop(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
-               gpu_state: str | None, consumes: bool = False) -> bool:
+               gpu_state: str | None, consumes: bool = False,
+               timers: frozenset[int] = frozenset()) -> bool:
     """Its Python line moves, but only around a loop that waits: idle on CPU, no data moved
     beyond its pollers' own, no GPU work (``while not store.check(k): time.sleep(0.05)``
     alternates two lines forever). The counters judge it then: a timed poll. (A loop whose
@@ -423,7 +432,7 @@ def _poll_loop(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
     c = thread.counters
     if c is None or c.cpu_ns is None or gpu_state == "work":
         return False
-    io = _data_moved(proc, thread, consumes)
+    io = _data_moved(proc, thread, consumes, timers)
     # It blocks and is woken (a wait), not only preempted (a computing loop the machine starves)
     wakes = _own_wakes(proc, c)
     return (_idle_on_cpu(c.cpu_ns, seconds) and wakes >= MIN_WAKES
@@ -464,7 +473,8 @@ def _other_worker(proc: ProcessProgress, judged: ThreadProgress,
 
 def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float,
                    gpu_idle: bool, gpu_text: str | None, consumes: bool = False,
-                   walks: bool = False, socket: bool = False) -> RankProgress:
+                   walks: bool = False, socket: bool = False,
+                   timers: frozenset[int] = frozenset()) -> RankProgress:
     c = thread.counters
     where = (f"one stack in {thread.samples} samples ({_leaf(thread)})" if thread.samples
              else "no Python samples")
@@ -486,7 +496,7 @@ def _from_counters(proc: ProcessProgress, thread: ThreadProgress, seconds: float
     if proc.pauses:
         window += f" (not counting {raw_wakes - wakes} from py-spy's {proc.pauses} pauses)"
     if cpu_s < IDLE_CPU_SHARE * seconds:
-        io = _data_moved(proc, thread, consumes)
+        io = _data_moved(proc, thread, consumes, timers)
         # A wait that completes because data came moves some for each wake-up: fewer reads
         # and writes than wake-ups are a timer's wakes beside a stray write (a runtime's
         # native thread logging its stats once a minute, as Ray's core worker does).

@@ -137,6 +137,10 @@ class Hints:
     # a wake-up ends a sleep that only the next call or the next item begins again; each
     # one's words: where it sleeps and what holds it
     sleeps_once: Mapping[int, str] = field(default_factory=dict)
+    # blocked in a wait with a deadline of its own (a timed futex: ``Event.wait(0.5)``; a
+    # ``time.sleep``): its own timer wakes it, so what it does between such waits (a
+    # supervisor's ping to each worker and the pong) is its own initiative, not data it got
+    timers: frozenset[int] = frozenset()
 
 
 #: A poll timeout (ms) that no window outlasts: a wait for data, not a timed re-check.
@@ -166,6 +170,23 @@ def socket_readers(kernel: KernelWaits | None) -> frozenset[int]:
     return frozenset(out)
 
 
+def timed_waits(processes: Iterable[Process], kernel: KernelWaits | None,
+                sleeps: bool = False) -> frozenset[int]:
+    """Threads (IDs) blocked in a futex wait that has a deadline: its fourth argument points
+    to it (Python's ``Condition.wait(timeout)``, ``Event.wait(timeout)``, ``Queue.get(timeout=)``);
+    a timed futex that a ptrace stop interrupted goes on as ``restart_syscall`` (an untimed
+    one restarts as ``futex``). ``sleeps``: ``clock_nanosleep`` (``time.sleep``) too."""
+    table = SYSCALLS.get(kernel.arch) if kernel is not None else None
+    if kernel is None or table is None:
+        return frozenset()
+    futex = table["futex"] | table["restart"]
+    wchan = {t.tid: t.wchan or "" for p in processes for t in p.threads}
+    return frozenset(c.tid for pf in kernel.processes for c in pf.syscalls
+                     if (c.nr in futex and len(c.args) > 3 and c.args[3] != 0
+                         and wchan.get(c.tid, "").startswith("futex"))
+                     or (sleeps and c.nr in table["clock_nanosleep"]))
+
+
 def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) -> Hints:
     """What the last stack samples of these processes say of their threads; ``kernel``: the
     syscalls their blocked threads are in."""
@@ -176,7 +197,8 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
     sockets: dict[int, tuple[str, int | None]] = {}
     untimed: dict[int, frozenset[Line]] = {}
     once: dict[int, str] = {}
-    for thread in (t for p in processes for t in p.threads):
+    procs = list(processes)
+    for thread in (t for p in procs for t in p.threads):
         if where := sleep_once(thread):
             once[thread.tid] = where
         if lines := frozenset((f.name, f.short_file, f.line) for f in thread.frames
@@ -192,4 +214,5 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
         if leaf is not None and leaf.loop_kind in loops:
             loops[leaf.loop_kind].add(thread.tid)
     return Hints(spinning, frozenset(readers), frozenset(loops[WALK]),
-                 frozenset(loops[SPIN] & spinning.keys()), sockets, untimed, once)
+                 frozenset(loops[SPIN] & spinning.keys()), sockets, untimed, once,
+                 timed_waits(procs, kernel, sleeps=True))

@@ -13,21 +13,8 @@ idle, not hung.
 
 from __future__ import annotations
 
+from hangscope.analyze.evidence.progress_hints import timed_waits
 from hangscope.model import Category, Process, Snapshot
-from hangscope.model.waits import SYSCALLS
-
-
-def timed_waits(snap: Snapshot) -> frozenset[int]:
-    """Threads (IDs) blocked in a futex wait that has a deadline."""
-    kernel = snap.waits.kernel if snap.waits is not None else None
-    table = SYSCALLS.get(kernel.arch) if kernel is not None else None
-    if kernel is None or table is None:
-        return frozenset()
-    futex = table["futex"] | table["restart"]
-    wchan = {t.tid: t.wchan or "" for p in snap.processes for t in p.threads}
-    return frozenset(c.tid for pf in kernel.processes for c in pf.syscalls
-                     if c.nr in futex and len(c.args) > 3 and c.args[3] != 0
-                     and wchan.get(c.tid, "").startswith("futex"))
 
 
 def holds_requests_with_deadline(snap: Snapshot, server: Process) -> bool:
@@ -39,5 +26,5 @@ def holds_requests_with_deadline(snap: Snapshot, server: Process) -> bool:
                 and t.category is Category.LOCK]
     if not handlers:
         return False
-    timed = timed_waits(snap)
+    timed = timed_waits(snap.processes, snap.waits.kernel if snap.waits is not None else None)
     return all(t.tid in timed for t in handlers)
