@@ -236,7 +236,7 @@ def parse_stat(pid: int, text: str) -> Stat | None:
         return None
     try:
         return Stat(pid=pid, comm=head[head.find("(") + 1:].strip(), state=rest[0],
-                    ppid=int(rest[1]), majflt=int(rest[7]), utime=int(rest[11]),
+                    ppid=int(rest[1]), majflt=int(rest[9]), utime=int(rest[11]),
                     stime=int(rest[12]), start_ticks=int(rest[19]), vsize=int(rest[20]),
                     exit_status=int(rest[49]) if len(rest) > 49 else None,
                     pgrp=int(rest[2]), session=int(rest[3]),
