@@ -57,6 +57,7 @@ from hangscope.analyze.evidence.progress_sites import (
     held_in_get,
     parse_frame,
     returned_gets,
+    transport_io,
 )
 from hangscope.frameworks import in_task_loop, in_zmq_wait, runs_method
 from hangscope.model.progress import (
@@ -114,6 +115,7 @@ DECIDED_BY = {"python": "Python lines, py-spy record", "gpu": "GPU work, GPM",
               "counters": "kernel counters", "kernel": "its blocked syscall, /proc",
               "source": "CPU on a line of its own for loop",
               "sleep": "a sleep no loop of its own goes round (its source)",
+              "socket": "its event loop's transport callbacks, py-spy record",
               "none": "no evidence"}
 
 
@@ -241,6 +243,15 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
         not thread.samples and thread.tid in hints.empty_loops))
     # blocked now in a read of a socket with no timer, where it waited most of the window
     reads = _reads_mostly(thread, hints.socket_readers.get(thread.tid))
+    carried = transport_io(thread) if not spins else None
+    if carried is not None and thread.counters is not None and _own_wakes(
+            proc, thread.counters) >= MIN_WAKES:
+        # its loop woke and moved a connection's bytes: a download read chunk by chunk, a
+        # stream sent as the reader makes room (the counters see no recv/send)
+        return RankProgress(proc.pid, PROGRESSING, "socket", (
+            f"its event loop moved socket data in the window: sampled in {carried}, where "
+            "asyncio hands a connection's bytes on (recv and send, which /proc/PID/io does not "
+            "count)"), judged, gpu_text, gpu_state)
     # a spin-wait's line goes round its loop, and a framework's wait round its own: no progress
     if _moved(thread) and not spins and not _inside_wait(thread) and not reads:
         through = collective_sites(thread)

@@ -101,3 +101,23 @@ def held_in_get(thread: ThreadProgress | None,
     if not inside or outside >= MIN_OUTSIDE or held < thread.samples - MIN_OUTSIDE:
         return None
     return max(inside, key=lambda s: inside[s])
+
+
+#: asyncio's stream transports hand a connection's bytes to the protocol here (a read that
+#: returned data) or send what waited for room: a thread sampled inside moved socket data then.
+_TRANSPORT_IO = frozenset({"_read_ready__data_received", "_read_ready__get_buffer",
+                           "_write_ready"})
+_TRANSPORT_FILE = "asyncio/selector_events.py"
+
+
+def transport_io(thread: ThreadProgress | None) -> str | None:
+    """Where the window sampled ``thread``'s event loop moving a connection's bytes (asyncio's
+    transport callbacks; ``recv``/``send``, which /proc/PID/io does not count), or None. One
+    sample proves it: the callback runs only once the kernel said the socket had data or room."""
+    for stack in thread.stacks if thread is not None else ():
+        for text in stack.frames:
+            if text.endswith(")") and _TRANSPORT_FILE in text:
+                frame = parse_frame(text)
+                if frame.name.rsplit(".", 1)[-1] in _TRANSPORT_IO:
+                    return f"{frame.name} ({frame.file}:{frame.line})"
+    return None

@@ -30,7 +30,13 @@ class FdIndex:
         default_factory=dict)  # TCP port -> (listening address, pid)
     tids: dict[int, list[int]] = field(default_factory=dict)  # pid -> tids with a syscall read
     fifo_paths: dict[int, str] = field(default_factory=dict)  # tid -> FIFO it blocks opening
+    # tid -> the (fd, events) its epoll instance watches (an event loop's sockets)
+    watched: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     # the job's TCP socket inode -> the process outside the job holding its other end, and
     # whether that one accepted the connection (False: it sits in its listener's queue)
     outside_tcp: dict[int, tuple[OutsideProcess, bool]] = field(default_factory=dict)
     arch: str = ""
+
+    def holders_of(self, inode: int) -> list[int]:
+        """The PIDs holding socket (or other object) ``inode`` open."""
+        return sorted({pid for pid, _ in self.holders.get(("inode", 0, 0, inode), [])})

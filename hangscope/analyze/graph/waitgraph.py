@@ -54,6 +54,7 @@ from hangscope.analyze.graph.threadedges import (
     py_lock_edges,
 )
 from hangscope.analyze.graph.ttyedges import terminal_edges
+from hangscope.analyze.graph.unread import quiet, unread_edges
 from hangscope.analyze.graph.zmqedges import owed_loop_edges, zmq_edges
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import (
@@ -93,6 +94,7 @@ def _index(snap: Snapshot, kernel: KernelWaits) -> FdIndex:
             idx.tids.setdefault(pf.pid, []).append(call.tid)
             if call.path is not None:
                 idx.fifo_paths[call.tid] = call.path
+            idx.watched[call.tid] = call.watched
         for rec in pf.fds:
             key = _key(rec)
             if key is not None:
@@ -133,10 +135,6 @@ def _pid_t(value: int) -> int:
     """A syscall's pid argument as the kernel reads it: a signed 32-bit pid_t."""
     value &= 0xFFFFFFFF
     return value - (1 << 32) if value >= 1 << 31 else value
-
-
-def _holders_of(idx: FdIndex, inode: int) -> list[int]:
-    return sorted({pid for pid, _ in idx.holders.get(("inode", 0, 0, inode), [])})
 
 
 def _fd_edges(idx: FdIndex, proc: Process, thread: Thread, what: str, name: str,
@@ -181,7 +179,7 @@ def _socket_edges(idx: FdIndex, proc: Process, thread: Thread, rec: FdRecord, ho
     assert rec.inode is not None
     peer = idx.unix_peer.get(rec.inode)
     if peer is not None:
-        holders = _holders_of(idx, peer)
+        holders = idx.holders_of(peer)
         obj = f"Unix socket {rec.inode} (peer {peer})"
         how += "; sock_diag names its peer"
         if not holders:
@@ -199,7 +197,7 @@ def _socket_edges(idx: FdIndex, proc: Process, thread: Thread, rec: FdRecord, ho
         obj = f"Unix socket {rec.inode} (to {path or 'an unnamed listener'})"
         how = (f"{how}; no process holds its other end: it waits in the accept queue of the "
                f"Unix socket listening on {path or 'an unnamed address'} (not accepted yet)")
-        holders = _holders_of(idx, listener)
+        holders = idx.holders_of(listener)
         if not holders:
             yield WaitEdge(proc.pid, thread.tid, "unix", obj, how, fd=rec.fd,
                            outside="a process outside the job (the listener's holder)")
@@ -219,7 +217,7 @@ def _socket_edges(idx: FdIndex, proc: Process, thread: Thread, rec: FdRecord, ho
                        to_pid=proc.pid, to_tid=thread.tid, fd=rec.fd)
         return
     other = idx.tcp_by_ends.get((ends[1], ends[0]))
-    holders = _holders_of(idx, other) if other is not None else []
+    holders = idx.holders_of(other) if other is not None else []
     store = _store_frame(thread)
     kind = "store" if store else "tcp"
     obj = f"the c10d store at {shown[1]}" if store else f"TCP {shown[0]} -> {shown[1]}"
@@ -362,13 +360,15 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
     idx = _index(snap, kernel) if kernel is not None else None
     edges: list[WaitEdge] = []
     connected = frozenset((*idx.unix_peer, *idx.tcp)) if idx is not None else frozenset()
+    still = quiet(snap) if idx is not None else frozenset()
     for proc in snap.processes:
         if proc.is_exited:
             continue
         mine: list[WaitEdge] = []
         if idx is not None and kernel is not None:
             for thread in proc.threads:
-                found = list(_kernel_edges(idx, kernel.arch, proc, thread))
+                found = [*_kernel_edges(idx, kernel.arch, proc, thread),
+                         *unread_edges(idx, proc, thread, still)]
                 mine.extend(found or _zmq(idx, kernel, connected, proc, thread))
                 mine.extend(sqlite_edges(proc, thread, idx.fds.get(proc.pid, {}),
                                          idx.lock_holders))

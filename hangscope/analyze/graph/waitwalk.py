@@ -19,6 +19,7 @@ from hangscope.analyze.graph.sites import called_from
 from hangscope.analyze.graph.stackindex import Frames, index_of
 from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.threadedges import user_frame
+from hangscope.analyze.graph.unread import STOPPED_READING
 from hangscope.analyze.graph.waitgraph import edges_from
 from hangscope.analyze.graph.zmqedges import receive_edge
 from hangscope.model import Category, Process, Snapshot, Thread
@@ -313,7 +314,9 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
             return (f"{me} waits {doing} {edge.object}{site}, from {them}, which has not even "
                     "accepted that connection (it waits in the accept queue of its listening "
                     "socket)")
-        return f"{me} waits {doing} {edge.object}{site}, from {them}"
+        if STOPPED_READING in edge.how:
+            return f"{me} waits {doing} {edge.object}{site}, to {them}, which stopped reading it"
+        return f"{me} waits {doing} {edge.object}{site}, {'to' if sends(edge) else 'from'} {them}"
     return f"{me} waits on {edge.object}{site} for {them}"
 
 

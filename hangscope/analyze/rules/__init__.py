@@ -100,7 +100,8 @@ class Rule:
 _MOVED_BY = {"python": "its Python line moved", "gpu": "its GPU's kernels do work",
              "counters": "its waits complete and data moves",
              "source": "it computes on a core through a for loop's items",
-             "sleep": "its sleeps end, each the next call's or item's"}
+             "sleep": "its sleeps end, each the next call's or item's",
+             "socket": "its event loop moves socket data"}
 
 
 def _moved_words(facts: Facts, moving: list[Process]) -> str:  # _MOVED_BY: why, by evidence
