@@ -8,6 +8,18 @@ from __future__ import annotations
 
 from hangscope.frameworks import Framework
 
+#: Where gRPC's Python code runs a call's two directions (grpc/_channel.py, grpc/_server.py):
+#: a client thread waiting for a stream's next response (or a unary call's only one); the
+#: client's thread that pulls the request iterator and sends each request; a server thread
+#: running a handler; a handler waiting for the client's next request message.
+CHANNEL_FILE = "grpc/_channel.py"
+SERVER_FILE = "grpc/_server.py"
+RESPONSE_WAITS = frozenset({"_MultiThreadedRendezvous._next", "_Rendezvous.__next__",
+                            "_end_unary_response_blocking", "_MultiThreadedRendezvous.result"})
+REQUEST_PRODUCER = "consume_request_iterator"
+HANDLER_RUNS = frozenset({"_stream_response_in_pool", "_unary_response_in_pool"})
+REQUEST_WAIT = frozenset({"_RequestIterator._next"})
+
 FRAMEWORK = Framework(
     name="grpc",
     serve_waits=(("wait_for_termination", "grpc/_server.py"),),

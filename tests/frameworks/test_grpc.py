@@ -93,3 +93,31 @@ def test_a_server_waiting_for_termination_between_probes_is_idle(tmp_path: Path)
     assert verdict["suspects"] == [], verdict
     assert f"PID {job.pids['server']} is idle at serve (grpc_jobs.py:" in verdict["summary"], (
         verdict["summary"])
+
+
+def test_a_bidi_stream_whose_window_waits_on_a_batch_the_server_never_fills_is_a_chain(
+        tmp_path: Path) -> None:
+    """The client's request iterator waits on its window (4 chunks unanswered), the handler
+    for more requests before it answers (grpc#21737's window on a micro-batching server; blind
+    round 30's 01 read "unknown: blocked ... waits on a lock"): the chain from the client's
+    response wait through the handler to the iterator's own wait, the client the suspect."""
+    with verdict_job("stream_window", tmp_path, ["server", "client"], jobs=JOBS) as job:
+        _idle(job.pids["server"])
+        raw = dump_json(job.pids["server"])
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert verdict["suspects"] == [job.pids["client"]], verdict
+    summary = verdict["summary"]
+    assert "waits on the gRPC call's next response at stream_client (grpc_jobs.py:" in summary, (
+        summary)
+    assert "waits on the client's next request message at transcribe.<locals>.handler " \
+        "(grpc_jobs.py:" in summary, summary
+    assert "waits on a lock at stream_client.<locals>.chunks (grpc_jobs.py:" in summary, summary
+
+
+def test_a_bidi_stream_answered_chunk_by_chunk_is_progressing(tmp_path: Path) -> None:
+    with verdict_job("stream_flush", tmp_path, ["server", "client"], jobs=JOBS) as job:
+        raw = dump_json(job.pids["server"])
+    verdict = json.loads(raw)["verdict"]
+    assert verdict["kind"] == "progressing", verdict

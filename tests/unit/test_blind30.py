@@ -7,7 +7,11 @@ every connection with an unread body, its uvicorn server waiting for room to sen
 (aiohttp#1623) THEN a wait chain from the server to the client, which stopped reading, the
 client the suspect (it read "unknown": both loops idle in epoll). GIVEN a client reading its
 download chunk by chunk, its loop sampled once in asyncio's transport callback THEN
-progressing, by the socket data its loop moved (it read "unknown: blocked").
+progressing, by the socket data its loop moved (it read "unknown: blocked"). GIVEN a gRPC
+bidi stream whose client keeps 4 requests unanswered while the server's handler answers only
+full batches (grpc#21737) THEN a wait chain: the client's response wait, the handler's wait for
+the next request, the client's request iterator in its own wait; the client the suspect (it
+read "unknown").
 """
 
 from __future__ import annotations
@@ -38,3 +42,17 @@ def test_given_a_loop_sampled_moving_socket_data_then_progressing() -> None:
     assert "its event loop moves socket data" in verdict.summary, verdict
     assert snap.progress is not None
     assert {r.evidence for r in snap.progress.ranks} == {"socket"}, snap.progress
+
+
+def test_given_a_bidi_stream_each_side_waiting_for_the_other_then_the_chain_names_both() -> None:
+    snap = analyze(load(FIXTURES / "blind" / "grpc_bidi_window.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    client = next(p.pid for p in snap.processes if "run_pipeline.py" in " ".join(p.cmdline))
+    assert verdict.suspects == (client,), verdict
+    assert "waits on the gRPC call's next response at main (run_pipeline.py:51)" in (
+        verdict.summary), verdict.summary
+    assert "waits on the client's next request message at transcribe (asr_server.py:42)" in (
+        verdict.summary), verdict.summary
+    assert "waits on a lock at main.<locals>.request_stream (run_pipeline.py:44)" in (
+        verdict.summary), verdict.summary

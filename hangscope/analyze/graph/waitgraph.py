@@ -37,6 +37,7 @@ from collections.abc import Iterator, Sequence
 from hangscope.analyze.evidence.locks import describe_outside, outside_doing
 from hangscope.analyze.graph.collectiveedges import collective_edges
 from hangscope.analyze.graph.fdindex import FdIndex
+from hangscope.analyze.graph.grpcedges import grpc_edges
 from hangscope.analyze.graph.handoffedges import handoff_edges
 from hangscope.analyze.graph.listeners import listeners_of
 from hangscope.analyze.graph.loopedges import loop_future_edges
@@ -57,13 +58,7 @@ from hangscope.analyze.graph.ttyedges import terminal_edges
 from hangscope.analyze.graph.unread import quiet, unread_edges
 from hangscope.analyze.graph.zmqedges import owed_loop_edges, zmq_edges
 from hangscope.model import Process, Snapshot, Thread
-from hangscope.model.waits import (
-    SELF_CONNECTED,
-    SYSCALLS,
-    FdRecord,
-    KernelWaits,
-    WaitEdge,
-)
+from hangscope.model.waits import SELF_CONNECTED, SYSCALLS, FdRecord, KernelWaits, WaitEdge
 
 _NAMES = {"x86_64": {2: "open", 257: "openat", 0: "read", 1: "write", 45: "recvfrom",
                      44: "sendto", 47: "recvmsg", 46: "sendmsg", 61: "wait4", 247: "waitid",
@@ -384,7 +379,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
     if idx is not None and kernel is not None:  # (after the other edges: it reads them)
         edges.extend(owed_loop_edges(kernel, idx.fds, connected, snap.processes, edges,
                                      lambda p, t, r, h: _socket_edges(idx, p, t, r, h, "read")))
-    edges.extend([*collective_edges(snap), *rpc_edges(snap)])
+    edges.extend([*collective_edges(snap), *rpc_edges(snap), *grpc_edges(snap)])
     edges.extend([*(found := object_edges(snap)), *task_edges(snap, found),
                   *call_edges(snap, found)])
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}

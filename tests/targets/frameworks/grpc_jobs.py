@@ -15,6 +15,12 @@ the same server over its own channel:
   workers), whose ``Detect`` asks the gateway back for its ``Glossary``: 4 ``Translate`` calls
   take both gateway workers, which wait on the detector, whose two workers wait on the
   gateway's full pool (grpc/grpc#8603 across services; blind round 26's 04).
+- ``stream_window``: a bidi ``Transcribe`` stream: the client's request iterator keeps at most
+  4 chunks unanswered (a ``threading.Semaphore`` its response loop releases), the server's
+  handler answers only once 1,024 frames are buffered; 4 chunks of 100 frames fill the window
+  short of a batch: the handler waits for more requests, the iterator for responses
+  (grpc/grpc#21737's windowing on a micro-batching server; blind round 30's 01).
+- ``stream_flush``: the twin: the handler answers every chunk; the stream goes on.
 - ``idle``: the gateway translates without a nested call, and its client probes it once
   every 30 s, sleeping in between: the server waits in ``wait_for_termination``, its poller
   and workers wait for the next call (grpc#40138; blind round 29's 06 read "unknown").
@@ -84,6 +90,17 @@ def detector(ready_file: str, gateway_port: str) -> None:
     server.wait_for_termination()
 
 
+def transcribe(mode: str):  # type: ignore[no-untyped-def]
+    def handler(requests, context):  # type: ignore[no-untyped-def]
+        frames = 0
+        for chunk in requests:
+            frames += chunk["frames"]
+            if mode == "stream_flush" or frames >= 1024:  # a full batch (flush: every chunk)
+                yield {"seq": chunk["seq"], "frames": frames}
+                frames = 0
+    return handler
+
+
 def serve(mode: str, ready_file: str) -> None:
     import grpc
 
@@ -112,6 +129,11 @@ def serve(mode: str, ready_file: str) -> None:
 
     handlers = [grpc.method_handlers_generic_handler(
         "lang.Gateway", {"Translate": _json(translate), "Glossary": _json(glossary)})]
+    if mode.startswith("stream"):
+        handlers.append(grpc.method_handlers_generic_handler("asr.Recognizer", {
+            "Transcribe": grpc.stream_stream_rpc_method_handler(
+                transcribe(mode), request_deserializer=lambda b: json.loads(b),
+                response_serializer=lambda o: json.dumps(o).encode())}))
     if mode == "self_call":
         handlers.append(grpc.method_handlers_generic_handler(
             "lang.Detector", {"Detect": _json(detect)}))
@@ -122,9 +144,38 @@ def serve(mode: str, ready_file: str) -> None:
     server.wait_for_termination()
 
 
+def stream_client(ready_file: str, port: str) -> None:
+    import threading
+
+    import grpc
+
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    call = channel.stream_stream("/asr.Recognizer/Transcribe",
+                                 request_serializer=lambda o: json.dumps(o).encode(),
+                                 response_deserializer=lambda b: json.loads(b))
+    window = threading.Semaphore(4)  # chunks sent and not answered yet
+
+    def chunks():  # type: ignore[no-untyped-def]
+        seq, said = 0, False
+        while True:
+            if not window.acquire(blocking=False):
+                if not said:  # the window is full: the next chunk waits for a response
+                    ready(ready_file, "client")
+                    said = True
+                window.acquire()
+            yield {"seq": seq, "frames": 100}
+            seq += 1
+
+    for _result in call(chunks()):
+        window.release()
+
+
 def client(ready_file: str, port: str, mode: str) -> None:
     import grpc
 
+    if mode.startswith("stream"):
+        stream_client(ready_file, port)
+        return
     translate = _stub(grpc.insecure_channel(f"127.0.0.1:{port}"), "/lang.Gateway/Translate")
     if mode == "idle":  # a health probe: one call, answered, then the next in 30 s
         translate({"text": "probe"})

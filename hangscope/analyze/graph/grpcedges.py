@@ -1,0 +1,104 @@
+"""One gRPC call, both directions: a client waits for the server's response, and a
+streaming handler waits for the client's next request.
+
+A client thread in a stream's ``_next`` (grpc/_channel.py) waits for whichever handler of the
+server it is connected to runs its call (a thread of the server's pool in
+``_stream_response_in_pool``); a handler in ``_RequestIterator._next`` (grpc/_server.py) waits
+for the client's next request, which the client's ``consume_request_iterator`` thread pulls
+from the program's own request iterator and sends. Each side waits for the other over one TCP
+connection whose bytes say nothing (HTTP/2 frames): the frames say who. A bidi stream whose
+request iterator waits on its responses while the handler waits for more requests before it
+answers (grpc#21737's workaround, a window on a micro-batching server) is then a chain that
+ends in the iterator's own wait.
+
+Pure, over the snapshot's stacks and its kernel's TCP connections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hangscope.analyze.graph.stackindex import index_of
+from hangscope.frameworks.grpc import (
+    CHANNEL_FILE,
+    HANDLER_RUNS,
+    REQUEST_PRODUCER,
+    REQUEST_WAIT,
+    RESPONSE_WAITS,
+    SERVER_FILE,
+)
+from hangscope.model import Frame, Process, Snapshot, Thread
+from hangscope.model.waits import WaitEdge
+
+
+def _at(frames: tuple[Frame, ...], names: frozenset[str] | str, file: str) -> Frame | None:
+    return next((f for f in frames if not f.native and (f.file or "").endswith(file) and (
+        f.name in names if isinstance(names, frozenset)
+        else f.name.rsplit(".", 1)[-1] == names)), None)
+
+
+def _pairs(snap: Snapshot) -> set[tuple[int, int]]:
+    """(client PID, server PID) of every TCP connection from a process of the job to a port
+    another one listens on."""
+    kernel = snap.waits.kernel if snap.waits is not None else None
+    if kernel is None:
+        return set()
+    port_of = {}
+    for proc in snap.processes:
+        for sock in proc.listening:
+            if sock.kind.startswith("tcp") and sock.port is not None:
+                port_of[sock.port] = proc.pid
+    holder = {rec.inode: pf.pid for pf in kernel.processes for rec in pf.fds
+              if rec.inode is not None and rec.target.startswith("socket:")}
+    out = set()
+    for conn in kernel.tcp:
+        port = conn.remote.rsplit(":", 1)[-1]
+        server = port_of.get(int(port)) if port.isdigit() else None
+        client = holder.get(conn.inode)
+        if server is not None and client is not None and client != server:
+            out.add((client, server))
+    return out
+
+
+def _site(thread: Thread) -> str:
+    own = next((f for f in thread.frames if not f.native and f.file
+                and "grpc/" not in f.file and "threading.py" not in f.file), None)
+    return f" at {own.name} ({own.short_file}:{own.line})" if own is not None else ""
+
+
+def grpc_edges(snap: Snapshot) -> list[WaitEdge]:
+    """Client response waits -> the connected server's handler threads; handler request
+    waits -> the connected client's request-producing threads."""
+    index = index_of(snap.processes)
+    if not index.has_file(CHANNEL_FILE) or not index.has_file(SERVER_FILE):
+        return []
+    procs = {p.pid: p for p in snap.processes}
+    edges: list[WaitEdge] = []
+    for client, server in sorted(_pairs(snap)):
+        cproc, sproc = procs[client], procs[server]
+        handlers = [t for t in sproc.threads if _at(t.frames, HANDLER_RUNS, SERVER_FILE)]
+        producers = [t for t in cproc.threads if _at(t.frames, REQUEST_PRODUCER, CHANNEL_FILE)]
+        edges.extend(_edges(
+            cproc, [t for t in cproc.threads if _at(t.frames, RESPONSE_WAITS, CHANNEL_FILE)],
+            sproc, handlers, "the gRPC call's next response",
+            lambda pid, to: (f"its stack waits in gRPC's response wait ({CHANNEL_FILE}); "
+                             f"PID {pid}, the server it is connected to, runs the call on thread "
+                             f"{to.tid}{_site(to)}")))
+        edges.extend(_edges(
+            sproc, [t for t in handlers if _at(t.frames, REQUEST_WAIT, SERVER_FILE)],
+            cproc, producers, "the client's next request message",
+            lambda pid, to: (f"its handler waits for the next request of its stream "
+                             f"({SERVER_FILE} _RequestIterator._next); PID {pid}'s thread "
+                             f"{to.tid} pulls the request iterator and sends each "
+                             "(consume_request_iterator), and is"
+                             f"{_site(to) or ' inside it'} now")))
+    return edges
+
+
+def _edges(proc: Process, waiters: list[Thread], other: Process, targets: list[Thread],
+           obj: str, how: Callable[[int, Thread], str]) -> list[WaitEdge]:
+    """An edge from each of ``proc``'s blocked ``waiters`` to each of ``other``'s
+    ``targets`` (probable where there are several)."""
+    return [WaitEdge(proc.pid, waiter.tid, "grpc", obj, how(other.pid, target), other.pid,
+                     target.tid, probable=len(targets) > 1)
+            for waiter in waiters if waiter.state != "R" for target in targets]
