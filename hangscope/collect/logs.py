@@ -41,7 +41,8 @@ ERROR_PATTERN = re.compile(
     r"|\bout of memory\b|\bOOM\b|\bOutOfMemory"
     r"|\bKilled\b|\bSegmentation fault\b|\bcore dumped\b|\bAborted\b"
     r"|\btimed out\b|\bTimeout\b|\bWatchdog caught\b|\bdeadlock\b"
-    r"|\b(?:ERROR|FATAL|CRITICAL)\b|\berror:"
+    # ("error: 0", a counter of none, is no error: Ray's raylet logs its counters so)
+    r"|\b(?:ERROR|FATAL|CRITICAL)\b|\berror:(?!\s*0\b)"
 )
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 
