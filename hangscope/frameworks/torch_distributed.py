@@ -126,3 +126,21 @@ def in_agent_rendezvous(frames: Sequence[Frame]) -> bool:
 def in_ddp_backward(frames: Sequence[Frame]) -> bool:
     """A stack waiting in DDP's reducer for its gradient all_reduce (its native frames)."""
     return any(f.native and _REDUCER.search(f.name) for f in frames)
+
+
+#: Collectives a wrapper issues on its own inside a call the program makes: DDP's forward
+#: broadcasts the module's buffers from rank 0 first (``broadcast_buffers=True``, the
+#: default), so a forward on some ranks only waits for the others (pytorch#54059). (last
+#: name, path part, what to do).
+IMPLICIT_COLLECTIVES = (
+    ("_sync_buffers", "torch/nn/parallel/distributed.py",
+     "DistributedDataParallel's forward broadcasts the module's buffers to every rank before "
+     "it runs (broadcast_buffers=True): a forward on some ranks only goes through the wrapped "
+     "module (model.module), not the DDP wrapper"),
+)
+
+
+def implicit_collective(frames: Sequence[Frame]) -> str | None:
+    """What to do where ``frames`` wait in a collective a wrapper issued on its own."""
+    return next((advice for name, path, advice in IMPLICIT_COLLECTIVES
+                 if _in(frames, ((name, path),))), None)

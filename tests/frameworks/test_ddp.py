@@ -68,6 +68,24 @@ def test_a_rank_inside_backward_waits_in_all_reduce_for_the_rank_that_never_got_
     assert working["site"].startswith("ddp (ddp_jobs.py:"), working
 
 
+def test_a_rank_evaluating_through_the_ddp_wrapper_alone_waits_in_its_buffer_broadcast(
+        tmp_path: Path) -> None:
+    """Rank 0 evaluates through the DDP wrapper under ``if rank == 0:``, rank 1 waits in the
+    barrier after it; DDP's forward broadcasts the BatchNorm buffers first (pytorch#54059,
+    blind round 30's 08 read "waits in a collective"): the op named, and what to change is
+    DDP's, not a call of the program's."""
+    with _torchrun("ddp_eval_rank0", tmp_path) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [job.pids["rank0"]], verdict
+    summary = verdict["summary"]
+    assert "rank 0 waits in broadcast at evaluate (ddp_jobs.py:" in summary, summary
+    assert "rank 1 waits in barrier at ddp (ddp_jobs.py:" in summary, summary
+    assert "DistributedDataParallel's forward broadcasts the module's buffers" in summary, (
+        summary)
+    assert "(model.module)" in summary, summary
+
+
 def test_uneven_micro_batches_leave_a_rank_in_fsdp_all_gather_and_one_in_barrier(
         tmp_path: Path) -> None:
     """Two ranks, one in each collective: no majority. Their stacks part in ``fsdp``, rank 0

@@ -56,3 +56,15 @@ def test_given_a_bidi_stream_each_side_waiting_for_the_other_then_the_chain_name
         verdict.summary), verdict.summary
     assert "waits on a lock at main.<locals>.request_stream (run_pipeline.py:44)" in (
         verdict.summary), verdict.summary
+
+
+def test_given_rank_0_alone_in_ddp_forwards_buffer_broadcast_then_the_op_and_the_fix() -> None:
+    """pytorch#54059: rank 0 validates through the DDP wrapper, whose forward broadcasts the
+    BatchNorm buffers, rank 1 waits in barrier (it read "waits in a collective ... call it on
+    every rank", a call the program never made)."""
+    snap = analyze(load(FIXTURES / "blind" / "ddp_forward_rank0_broadcast.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES, verdict
+    assert verdict.summary.startswith("Mismatched collectives: rank 0 waits in broadcast at "
+                                      "evaluate (train.py:44)"), verdict.summary
+    assert "through the wrapped module (model.module)" in verdict.summary, verdict.summary

@@ -299,6 +299,8 @@ OP_ALIASES = {
     "reduce_scatter": "reduce_scatter", "reduce_scatter_tensor": "reduce_scatter",
     "_reduce_scatter_base": "reduce_scatter", "ncclreducescatter": "reduce_scatter",
     "broadcast": "broadcast", "ncclbroadcast": "broadcast",
+    # DDP's buffer (and first parameter) sync: c10d::broadcast_coalesced under its forward
+    "broadcast_coalesced": "broadcast", "_distributed_broadcast_coalesced": "broadcast",
     "broadcast_object_list": "broadcast_object_list",
     "barrier": "barrier", "monitored_barrier": "barrier",
     "send": "send", "isend": "send", "ncclsend": "send",

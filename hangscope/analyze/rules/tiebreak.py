@@ -17,7 +17,7 @@ from hangscope.analyze.evidence.facts import Facts, all_working
 from hangscope.analyze.evidence.identity import group_labels, rank_label, replica_key
 from hangscope.analyze.evidence.progress_sites import signature
 from hangscope.analyze.rules.leftloop import left_loop, parted
-from hangscope.frameworks.torch_distributed import in_ddp_backward
+from hangscope.frameworks.torch_distributed import implicit_collective, in_ddp_backward
 from hangscope.model import ELSE_OF, Category, Group, Process
 
 
@@ -107,10 +107,14 @@ def _rank_guarded(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | No
         return normal, (f"{head}inside a function decorated `{test}` ({where}: only the "
                         "ranks it runs on call it, so the others never join; keep the "
                         "collective out of that function, or call it on every rank first")
+    proc = facts.snapshot.process(group.pids[0])
+    working = proc.working_thread if proc is not None else None
+    hidden = implicit_collective(working.frames) if working is not None else None
     return normal, (f"{head}{'in the else of' if orelse else 'under'} `if {test}:` ({where}: "
                     f"only the ranks that {'fail' if orelse else 'pass'} that test call it, "
-                    "so the others never join; call it on every rank, or keep the collective "
-                    "out of the rank's branch")
+                    "so the others never join; " + (
+                        f"{hidden}" if hidden else "call it on every rank, or keep the "
+                        "collective out of the rank's branch"))
 
 
 def _passed_new_group(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:

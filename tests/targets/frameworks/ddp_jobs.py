@@ -22,6 +22,10 @@ the mechanism of a real report:
                        thread keeps its process alive: Python joins it at exit, so the
                        launcher never sees rank 1 fail, and rank 0 waits in the step's
                        all_reduce (blind round 27's 02, on DeepSpeed).
+- ``ddp_eval_rank0``   after a few steps rank 0 evaluates through the DDP wrapper under
+                       ``if rank == 0:`` while rank 1 goes on to a barrier; the model has
+                       BatchNorm buffers, so DDP's forward first broadcasts them from rank 0
+                       (pytorch#54059, blind round 30's 08): rank 0 waits in that broadcast.
 - ``ddp_finish``       DDP trains until WORKDIR/stop appears, then every rank leaves its
                        loop, destroys its process group and exits 0: a job that ends while
                        it is read (it read "missing rank", ranks gone, launcher waiting).
@@ -71,12 +75,20 @@ def ready(path: str, tag: str) -> None:
         f.write(f"{os.getpid()} {tag}\n")
 
 
-def model_and_data():  # torch, imported late (a slow import)
+def model_and_data(norm: bool = False):  # torch, imported late (a slow import)
     import torch
 
     torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
-    return net, torch.randn(16, 32), torch.randn(16, 1)
+    layers = [torch.nn.Linear(32, 64), *([torch.nn.BatchNorm1d(64)] if norm else []),
+              torch.nn.ReLU(), torch.nn.Linear(64, 1)]
+    return torch.nn.Sequential(*layers), torch.randn(16, 32), torch.randn(16, 1)
+
+
+def evaluate(model, x):  # type: ignore[no-untyped-def]
+    import torch
+
+    with torch.no_grad():
+        return model(x)  # the DDP wrapper: its forward syncs the buffers first
 
 
 def fetch_shard() -> None:
@@ -137,7 +149,7 @@ def ddp(mode: str, ready_file: str) -> None:
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    net, x, y = model_and_data()
+    net, x, y = model_and_data(norm=mode == "ddp_eval_rank0")
     model = DistributedDataParallel(net)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     step = 0
@@ -149,6 +161,11 @@ def ddp(mode: str, ready_file: str) -> None:
             x = next(batches)
         if mode == "ddp_slow_loader" and step == 1:
             ready(ready_file, f"rank{rank}")
+        if mode == "ddp_eval_rank0" and step == STALL_STEP:
+            ready(ready_file, f"rank{rank}")
+            if rank == 0:
+                evaluate(model, x)
+            dist.barrier()
         if mode == "ddp_stalled_rank" and step == STALL_STEP:
             if rank == 1:
                 ready(ready_file, f"rank{rank}")
