@@ -109,6 +109,12 @@ def rpc_handler_calls(thread_name: str | None, frames: Sequence[Frame]) -> bool:
     return rpc_serving(thread_name, frames) and rpc_call(frames)
 
 
+#: The threads torch's gloo backend starts in each member of a process group (c10d's work
+#: loop, gloo's TCP event loop): a process with them runs a gloo group, under any launcher
+#: (torchrun's ranks, Ray actors in a ``ray.util.collective`` group).
+GLOO_THREADS = frozenset({"pt_gloo_runloop", "gloo_tcp_loop"})
+
+
 #: FSDP's own code (FSDP2's ``fully_shard``, FSDP1): its collectives run from its hooks.
 FSDP_SOURCE = "torch/distributed/fsdp/"
 

@@ -353,3 +353,23 @@ def test_streaming_splits_read_at_once_progress(tmp_path: Path) -> None:
     with _ray_data("split_concurrent", tmp_path, warned=False) as job:
         verdict = json.loads(dump_json(job.launcher))["verdict"]
     assert verdict["kind"] == "progressing", verdict
+
+
+def test_an_actor_alone_in_a_ray_collective_all_reduce_names_its_idle_peer(
+        tmp_path: Path) -> None:
+    """OpenRLHF#135 (blind round 30's 04): two actors of a ``ray.util.collective`` gloo group
+    all-reduce their stats key by key, rank 0 one key more; rank 1's step returned. The chain
+    ends at rank 0 in all_reduce, and says why it waits: its gloo peer (no RANK, found by its
+    TCP connections and torch's gloo threads) idles between tasks (it read "waits in
+    all_reduce" and stopped there)."""
+    with _ray("collective_extra", tmp_path, ["driver", "rank0", "rank1"]) as job:
+        _quiet([job.pids["rank0"], job.pids["rank1"]])
+        data = json.loads(dump_json(job.launcher))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [job.pids["rank0"]], verdict
+    summary = verdict["summary"]
+    assert "waits in all_reduce at TorchGLOOGroup.allreduce" in summary, summary
+    assert f"PID {job.pids['rank1']} (ray actor StatsTrainer), its peer in the gloo group " \
+        "(connected over TCP), is in no collective: it idles between tasks at " \
+        "Worker.main_loop (ray/_private/worker.py:" in summary, summary

@@ -68,3 +68,15 @@ def test_given_rank_0_alone_in_ddp_forwards_buffer_broadcast_then_the_op_and_the
     assert verdict.summary.startswith("Mismatched collectives: rank 0 waits in broadcast at "
                                       "evaluate (train.py:44)"), verdict.summary
     assert "through the wrapped module (model.module)" in verdict.summary, verdict.summary
+
+
+def test_given_a_ray_actor_alone_in_a_collective_then_its_idle_gloo_peer_is_said() -> None:
+    """OpenRLHF#135: the rank-0 actor all-reduces two stats more than its peer, which idles
+    between tasks (it read "waits in all_reduce", its peer not said)."""
+    snap = analyze(load(FIXTURES / "blind" / "ray_collective_extra.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.suspects == (1279,), verdict
+    assert "PID 1278 (ray actor PolicyTrainer), its peer in the gloo group (connected over " \
+        "TCP), is in no collective: it idles between tasks at Worker.main_loop" in (
+            verdict.summary), verdict.summary

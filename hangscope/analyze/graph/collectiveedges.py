@@ -15,8 +15,11 @@ compared within their replica only (a DP replica's TP group: analyze/evidence/id
 from __future__ import annotations
 
 from hangscope.analyze.evidence.identity import replica_key
+from hangscope.frameworks import in_task_loop
+from hangscope.frameworks.torch_distributed import GLOO_THREADS
 from hangscope.model import Category, Process, Role, Snapshot, category_of
 from hangscope.model.waits import WaitEdge
+from hangscope.words import verb, who
 
 #: The waits a rank outside every collective can be in for its peers to wait on it.
 _ELSEWHERE = frozenset({Category.LOCK, Category.IPC_WAIT, Category.SLEEP, Category.IDLE,
@@ -54,3 +57,49 @@ def collective_edges(snap: Snapshot) -> list[WaitEdge]:
 def _rank(proc: Process) -> str:
     info = proc.rank
     return str(info.global_rank) if info is not None and info.global_rank is not None else "?"
+
+
+def _tcp_peers(snap: Snapshot, pid: int) -> set[int]:
+    """The processes of the job holding the other end of one of ``pid``'s TCP connections."""
+    kernel = snap.waits.kernel if snap.waits is not None else None
+    if kernel is None:
+        return set()
+    holder = {rec.inode: pf.pid for pf in kernel.processes for rec in pf.fds
+              if rec.inode is not None and rec.target.startswith("socket:")}
+    ends = {(c.local, c.remote): c.inode for c in kernel.tcp}
+    out = set()
+    for conn in kernel.tcp:
+        if holder.get(conn.inode) == pid:
+            other = holder.get(ends.get((conn.remote, conn.local), -1))
+            if other is not None and other != pid:
+                out.add(other)
+    return out
+
+
+def mesh_words(snap: Snapshot, proc: Process) -> str:
+    """Where a process in a collective that no rank of the job's is (a Ray actor in a
+    ``ray.util.collective`` group: no RANK, no collective edges) has its group's other
+    members: the processes connected to it over TCP that run a gloo group too (torch's gloo
+    threads). Those in no collective are said, and what they do: one idle in its framework's
+    loop between tasks will not call it (the collective is one more than its peer's program
+    makes); "" where none is known."""
+    if proc.role is Role.RANK:
+        return ""
+    members = [p for pid in sorted(_tcp_peers(snap, proc.pid))
+               if (p := snap.process(pid)) is not None and not p.is_exited
+               and any(t.name in GLOO_THREADS for t in p.threads)]
+    said = []
+    for peer in members:
+        thread = peer.working_thread
+        if thread is None or category_of(peer, thread) in _IN:
+            continue
+        leaf = next((f for f in thread.frames if not f.native), None)
+        if leaf is not None and in_task_loop(leaf.name, leaf.file):
+            said.append(f"{who(peer)}, its peer in the gloo group (connected over TCP), is in "
+                        f"no collective: it idles between tasks at {leaf.name} "
+                        f"({leaf.short_file}:{leaf.line}), so this process calls a collective "
+                        "its peer's program never makes (one more on this side)")
+        else:
+            said.append(f"{who(peer)}, its peer in the gloo group (connected over TCP), is in "
+                        f"no collective: it {verb(thread.category or Category.UNKNOWN)}")
+    return "; " + "; ".join(said) if said else ""

@@ -36,6 +36,7 @@ from dataclasses import replace
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.visitors import visitors
+from hangscope.analyze.graph.collectiveedges import mesh_words
 from hangscope.analyze.graph.listeners import asks
 from hangscope.analyze.graph.loopedges import loop_index
 from hangscope.analyze.graph.rings import shorter_ring
@@ -119,7 +120,8 @@ def _end(g: Graph, edges: list[int], waiters: int = 1) -> str:
     them = ""
     if last.kind == "store" and thread.category is Category.COLLECTIVE:
         them = " for them" if waiters > 1 else " for it"
-    return f"; {thread_words(proc, thread)} {doing}{site_words(thread)}{them}"
+    mesh = mesh_words(g.snap, proc) if thread.category is Category.COLLECTIVE else ""
+    return f"; {thread_words(proc, thread)} {doing}{site_words(thread)}{them}{mesh}"
 
 
 def _suspect(g: Graph, edges: list[int]) -> tuple[int | None, int | None]:

@@ -12,6 +12,10 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
 - ``chain_ok``  the healthy twin: in a loop, the driver ``ray.get``s a method of one actor
                 that ``ray.get``s a result the other computes for a while and returns
                 (progressing, not hung).
+- ``collective_extra`` two actors in a ``ray.util.collective`` gloo group all-reduce their
+                stats key by key; rank 0 has one key more (a critic's loss) and all-reduces it
+                alone, while rank 1's step has returned (OpenRLHF#135; blind round 30's 04):
+                rank 0 waits in an all_reduce its peer never calls.
 - ``idle``      the other twin: both actors alive and idle, the driver sleeps with
                 no work handed out (nothing is stuck, nobody is to blame).
 - ``idle_event`` a serve-forever driver: both actors idle, the driver's main thread parked on
@@ -276,6 +280,31 @@ def consume_first(queue: object, ready_file: str) -> int:
     return total
 
 
+class StatsTrainer:
+    """One member of a ``ray.util.collective`` gloo group; rank 0 also holds the critic."""
+
+    def __init__(self, rank: int, ready_file: str) -> None:
+        self.rank, self.ready_file = rank, ready_file
+
+    def setup(self) -> int:
+        import ray.util.collective as col
+
+        col.init_collective_group(2, self.rank, backend="gloo", group_name="stats")
+        return os.getpid()
+
+    def train_step(self) -> int:
+        import ray.util.collective as col
+        import torch
+
+        stats = ["loss", "kl"] + (["critic_loss"] if self.rank == 0 else [])
+        for n, _key in enumerate(stats):
+            if n == 2:  # the key only rank 0 has: its all_reduce waits for rank 1 for ever
+                ready(self.ready_file, f"rank{self.rank}")
+            col.allreduce(torch.ones(4), group_name="stats")
+        ready(self.ready_file, f"rank{self.rank}")  # rank 1: its step returned
+        return self.rank
+
+
 def main() -> None:
     mode, ready_file, _workdir = sys.argv[1:4]
     import ray
@@ -335,6 +364,14 @@ def main() -> None:
             time.sleep(0.05)  # the actor's own ready line (the test's start deadline bounds it)
         ready(ready_file, "driver")
         ray.get(gate.release.remote("driver"))  # queued behind the waiting acquire
+        return
+    if mode == "collective_extra":
+        trainers = [ray.remote(StatsTrainer).remote(rank, ready_file)  # type: ignore[attr-defined]
+                    for rank in range(2)]
+        ray.get([t.setup.remote() for t in trainers])
+        steps = [t.train_step.remote() for t in trainers]
+        ready(ready_file, "driver")
+        ray.get(steps)  # never returns: rank 0's step waits in its all_reduce
         return
     if mode == "sync_wait":
         store = ray.remote(WeightStore).remote(ready_file)  # type: ignore[attr-defined]
