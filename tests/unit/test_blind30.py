@@ -39,7 +39,7 @@ def test_given_a_loop_sampled_moving_socket_data_then_progressing() -> None:
     snap = analyze(load(FIXTURES / "frameworks" / "aiohttp_slow_reader_sampled.dump.json"))
     verdict = snap.verdict
     assert verdict is not None and verdict.kind is VerdictKind.PROGRESSING, verdict
-    assert "its event loop moves socket data" in verdict.summary, verdict
+    assert "PIDs 6709, 6710: their event loops move socket data" in verdict.summary, verdict
     assert snap.progress is not None
     assert {r.evidence for r in snap.progress.ranks} == {"socket"}, snap.progress
 

@@ -102,6 +102,12 @@ _MOVED_BY = {"python": "its Python line moved", "gpu": "its GPU's kernels do wor
              "source": "it computes on a core through a for loop's items",
              "sleep": "its sleeps end, each the next call's or item's",
              "socket": "its event loop moves socket data"}
+#: The same, said of several ranks at once.
+_MOVED_BY_MANY = {"python": "their Python lines moved", "gpu": "their GPUs' kernels do work",
+                  "counters": "their waits complete and data moves",
+                  "source": "they compute on a core through a for loop's items",
+                  "sleep": "their sleeps end, each the next call's or item's",
+                  "socket": "their event loops move socket data"}
 
 
 def _moved_words(facts: Facts, moving: list[Process]) -> str:  # _MOVED_BY: why, by evidence
@@ -114,7 +120,10 @@ def _moved_words(facts: Facts, moving: list[Process]) -> str:  # _MOVED_BY: why,
             f"{program(proc)} computes ({proc.cpu_percent or 0:.0f}% of a CPU; no Python "
             "stack to compare)" if computes_unsampled(proc) else "changed stack between samples")
         by_why.setdefault(why, []).append(rank_id(proc))
-    return "; ".join(f"{rank_set(ranks, facts.is_rank)}: {why}" for why, ranks in by_why.items())
+    many = {why: _MOVED_BY_MANY[key] for key, why in _MOVED_BY.items()}
+    return "; ".join(f"{rank_set(ranks, facts.is_rank)}: "
+                     f"{many.get(why, why) if len(ranks) > 1 else why}"
+                     for why, ranks in by_why.items())
 
 
 def _slow_words(facts: Facts) -> str:
