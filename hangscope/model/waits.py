@@ -172,6 +172,19 @@ class KernelWaits:
         """The fds and syscalls read of ``pid`` (None: not one of the job's, or not read)."""
         return next((pf for pf in self.processes if pf.pid == pid), None)
 
+    def tcp_pairs(self) -> list[tuple[int, int, TcpConnection]]:
+        """(holder PID, PID holding the other end, the connection) of each TCP connection
+        both of whose ends processes of the job hold: their TCP ends match, swapped."""
+        holder = {rec.inode: pf.pid for pf in self.processes for rec in pf.fds
+                  if rec.inode is not None and rec.target.startswith("socket:")}
+        ends = {(c.local, c.remote): c.inode for c in self.tcp}
+        out = []
+        for conn in self.tcp:
+            pid, other = holder.get(conn.inode), holder.get(ends.get((conn.remote, conn.local)))
+            if pid is not None and other is not None and pid != other:
+                out.append((pid, other, conn))
+        return out
+
 
 @dataclass(frozen=True)
 class OutsideProcess:

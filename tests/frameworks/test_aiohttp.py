@@ -12,27 +12,21 @@ blamed: a reader whose loop still wakes may read between its timers.
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 from support import TARGETS, dump_json, running_target
+from targets.hang_shapes import free_port
 
 pytestmark = pytest.mark.frameworks
 
 JOB = TARGETS / "frameworks" / "aiohttp_pool.py"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _dump(mode: str, tmp_path: Path) -> tuple[dict[str, object], dict[str, int]]:
     workdir = tmp_path / mode
-    argv = [sys.executable, str(JOB), mode, str(workdir / "ready"), str(_free_port())]
+    argv = [sys.executable, str(JOB), mode, str(workdir / "ready"), str(free_port())]
     with running_target(argv, workdir, tags=["server", "client"], timeout=90) as job:
         verdict: dict[str, object] = json.loads(dump_json(job.launcher))["verdict"]
         return verdict, dict(job.pids)

@@ -83,15 +83,20 @@ def test_two_services_whose_pools_call_each_other_are_a_deadlock_from_the_entry(
     assert "at detector.<locals>.detect_with_terms (grpc_jobs.py:" in summary, summary
 
 
-def test_a_server_waiting_for_termination_between_probes_is_idle(tmp_path: Path) -> None:
-    with verdict_job("idle", tmp_path, ["server", "client"], jobs=JOBS) as job:
+def _settled(mode: str, tmp_path: Path) -> tuple[dict, str, dict[str, int]]:  # type: ignore[type-arg]
+    """The verdict, the text report and the job's PIDs of a dump of ``mode``'s server once it
+    is off CPU (its calls settled)."""
+    with verdict_job(mode, tmp_path, ["server", "client"], jobs=JOBS) as job:
         _idle(job.pids["server"])
         raw = dump_json(job.pids["server"])
-    data, text = json.loads(raw), show_text(raw, tmp_path)
-    verdict = data["verdict"]
+    return json.loads(raw)["verdict"], show_text(raw, tmp_path), dict(job.pids)
+
+
+def test_a_server_waiting_for_termination_between_probes_is_idle(tmp_path: Path) -> None:
+    verdict, text, pids = _settled("idle", tmp_path)
     assert verdict["kind"] == "idle", (verdict, text)
     assert verdict["suspects"] == [], verdict
-    assert f"PID {job.pids['server']} is idle at serve (grpc_jobs.py:" in verdict["summary"], (
+    assert f"PID {pids['server']} is idle at serve (grpc_jobs.py:" in verdict["summary"], (
         verdict["summary"])
 
 
@@ -101,13 +106,9 @@ def test_a_bidi_stream_whose_window_waits_on_a_batch_the_server_never_fills_is_a
     for more requests before it answers (grpc#21737's window on a micro-batching server; blind
     round 30's 01 read "unknown: blocked ... waits on a lock"): the chain from the client's
     response wait through the handler to the iterator's own wait, the client the suspect."""
-    with verdict_job("stream_window", tmp_path, ["server", "client"], jobs=JOBS) as job:
-        _idle(job.pids["server"])
-        raw = dump_json(job.pids["server"])
-    data, text = json.loads(raw), show_text(raw, tmp_path)
-    verdict = data["verdict"]
+    verdict, text, pids = _settled("stream_window", tmp_path)
     assert verdict["kind"] == "wait_chain", (verdict, text)
-    assert verdict["suspects"] == [job.pids["client"]], verdict
+    assert verdict["suspects"] == [pids["client"]], verdict
     summary = verdict["summary"]
     assert "waits on the gRPC call's next response at stream_client (grpc_jobs.py:" in summary, (
         summary)

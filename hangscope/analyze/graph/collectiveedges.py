@@ -62,18 +62,7 @@ def _rank(proc: Process) -> str:
 def _tcp_peers(snap: Snapshot, pid: int) -> set[int]:
     """The processes of the job holding the other end of one of ``pid``'s TCP connections."""
     kernel = snap.waits.kernel if snap.waits is not None else None
-    if kernel is None:
-        return set()
-    holder = {rec.inode: pf.pid for pf in kernel.processes for rec in pf.fds
-              if rec.inode is not None and rec.target.startswith("socket:")}
-    ends = {(c.local, c.remote): c.inode for c in kernel.tcp}
-    out = set()
-    for conn in kernel.tcp:
-        if holder.get(conn.inode) == pid:
-            other = holder.get(ends.get((conn.remote, conn.local), -1))
-            if other is not None and other != pid:
-                out.add(other)
-    return out
+    return {other for mine, other, _ in kernel.tcp_pairs() if mine == pid} if kernel else set()
 
 
 def mesh_words(snap: Snapshot, proc: Process) -> str:

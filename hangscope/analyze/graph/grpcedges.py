@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hangscope.analyze.graph.stackindex import index_of
+from hangscope.analyze.graph.threadedges import own_frame
 from hangscope.frameworks.grpc import (
     CHANNEL_FILE,
     HANDLER_RUNS,
@@ -43,26 +44,16 @@ def _pairs(snap: Snapshot) -> set[tuple[int, int]]:
     kernel = snap.waits.kernel if snap.waits is not None else None
     if kernel is None:
         return set()
-    port_of = {}
-    for proc in snap.processes:
-        for sock in proc.listening:
-            if sock.kind.startswith("tcp") and sock.port is not None:
-                port_of[sock.port] = proc.pid
-    holder = {rec.inode: pf.pid for pf in kernel.processes for rec in pf.fds
-              if rec.inode is not None and rec.target.startswith("socket:")}
-    out = set()
-    for conn in kernel.tcp:
-        port = conn.remote.rsplit(":", 1)[-1]
-        server = port_of.get(int(port)) if port.isdigit() else None
-        client = holder.get(conn.inode)
-        if server is not None and client is not None and client != server:
-            out.add((client, server))
-    return out
+    port_of = {sock.port: proc.pid for proc in snap.processes for sock in proc.listening
+               if sock.kind.startswith("tcp") and sock.port is not None}
+    return {(client, server) for client, server, conn in kernel.tcp_pairs()
+            if port_of.get(int(port) if (port := conn.remote.rsplit(":", 1)[-1]).isdigit()
+                           else -1) == server}
 
 
 def _site(thread: Thread) -> str:
-    own = next((f for f in thread.frames if not f.native and f.file
-                and "grpc/" not in f.file and "threading.py" not in f.file), None)
+    """`` at f (file:line)`` of the program's own innermost frame, or ""."""
+    own = own_frame(thread)
     return f" at {own.name} ({own.short_file}:{own.line})" if own is not None else ""
 
 

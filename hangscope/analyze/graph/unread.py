@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hangscope.analyze.evidence.progress import MIN_WAKES, WAKES_PER_PAUSE
 from hangscope.analyze.graph.fdindex import FdIndex
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import SYSCALLS, WaitEdge
@@ -44,7 +45,7 @@ def quiet(snap: Snapshot) -> frozenset[int]:
         if seen is not None and seen.threads:
             wakes = sum((t.counters.voluntary or 0) for t in seen.threads
                         if t.counters is not None)
-            if wakes - 2 * seen.pauses * len(seen.threads) < 2:
+            if wakes - WAKES_PER_PAUSE * seen.pauses * len(seen.threads) < MIN_WAKES:
                 out.add(proc.pid)
         elif proc.threads and all((t.off_cpu_s or 0.0) >= QUIET_S for t in proc.threads):
             out.add(proc.pid)
