@@ -9,8 +9,12 @@ read.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from hangscope.analyze import analyze
 from hangscope.analyze.evidence.progress import PROGRESSING, STUCK, decide
 from hangscope.analyze.evidence.progress_hints import Hints, socket_readers
+from hangscope.model import VerdictKind
 from hangscope.model.progress import (
     CounterDelta,
     IoDelta,
@@ -18,7 +22,10 @@ from hangscope.model.progress import (
     StackCount,
     ThreadProgress,
 )
+from hangscope.model.serialize import load
 from hangscope.model.waits import FdRecord, KernelWaits, ProcessFds, TaskSyscall
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 _FDS = (FdRecord(3, "socket:[901]", inode=901), FdRecord(4, "pipe:[902]", inode=902))
 _NO_TIMEOUT = 0xFFFFFFFFFFFFFFFF  # poll's int -1 as the register holds it
@@ -98,3 +105,25 @@ def test_a_loop_that_sleeps_most_on_one_line_and_checks_a_store_on_another_still
     # window's wait: "its waits complete and data moves"
     unknown = decide(proc, 0.5, hints=Hints(socket_readers={10: ("store_poll", None)}))
     assert unknown.decision == PROGRESSING, unknown
+
+
+def test_a_poll_a_ptrace_stop_restarted_is_still_that_poll() -> None:
+    """py-spy's pause interrupts a timed poll, which goes on as restart_syscall (219) with
+    poll's registers; the collector read its fds because the wait channel said poll. A
+    restarted ppoll (its timeout a pointer, a user address) stays unread."""
+    hour = TaskSyscall(11, 219, (0, 1, 3_600_000, 0, 0, 0), polled=((3, 1),))
+    assert _readers(hour) == {11}
+    ppoll = TaskSyscall(11, 219, (0, 1, 0x7FFC_1234_5678, 0, 0, 0), polled=((3, 1),))
+    assert _readers(ppoll) == frozenset()
+    futex = TaskSyscall(11, 219, (0, 1, 3_600_000, 0, 0, 0))  # no fds: not a poll
+    assert _readers(futex) == frozenset()
+
+
+def test_a_healthy_loop_caught_in_a_restarted_poll_of_its_fetch_is_not_stuck() -> None:
+    """CI's extended tier: an asyncio service fetching its config with a synchronous urlopen
+    answered after 60 ms, caught in the poll py-spy's pause had restarted, read "polling
+    without progress" and a wait chain to its own config thread; the window saw its loop
+    back at its select 17 times in 44 samples."""
+    snap = analyze(load(FIXTURES / "progress" / "loop_urlopen_slow_restarted.dump.json"))
+    assert snap.verdict is not None and snap.verdict.kind in (
+        VerdictKind.PROGRESSING, VerdictKind.IDLE), snap.verdict

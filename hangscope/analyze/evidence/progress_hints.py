@@ -153,7 +153,14 @@ def _reads_socket(call: TaskSyscall, sockets: set[int], arch: str) -> bool:
     table = SYSCALLS.get(arch, {})
     if call.nr in table.get("read", ()) and call.args:
         return call.args[0] in sockets
-    if call.nr not in table.get("poll_ms", ()):
+    # A poll a ptrace stop (py-spy's) interrupted goes on as restart_syscall, its registers
+    # still holding poll's arguments: the collector read its fds only where the wait channel
+    # said poll, so a restarted call with fds is that poll (CI read the loop of a healthy
+    # service "polling without progress" when the dump's pause had just restarted it).
+    # (ppoll's third argument is a pointer: a user address, above 32 bits, is not poll's)
+    restarted = (call.nr in table.get("restart", ()) and bool(call.polled)
+                 and len(call.args) > 2 and call.args[2] >> 32 in (0, 0xFFFFFFFF))
+    if call.nr not in table.get("poll_ms", ()) and not restarted:
         return False  # ppoll's timeout is a pointer, unread: it may be a short one
     # (a negative timeout, none, reads as 2**32 - 1 once masked: above the bound too)
     timeout = call.args[2] & 0xFFFFFFFF if len(call.args) > 2 else 0
