@@ -13,16 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from hangscope.analyze.evidence.working import notified_wait
+from hangscope.frameworks import SERVE_WAITS, frame_at
 from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitEdge
 
 
 def _hand_off(thread: Thread) -> bool:
     """Blocked on a ``threading``/``queue`` hand-off (not a multiprocessing one: shared
-    memory across processes, which another process sets)."""
+    memory across processes, which another process sets; not a framework's serve-until-
+    stopped call, gRPC's ``wait_for_termination``: an Event set when the server stops, which
+    no reader of the process feeds)."""
     return notified_wait(thread) is not None and not any(
-        not f.native and (f.file or "").endswith("multiprocessing/synchronize.py")
-        for f in thread.frames)
+        not f.native and ((f.file or "").endswith("multiprocessing/synchronize.py")
+                          or frame_at(f.name, f.file, SERVE_WAITS)) for f in thread.frames)
 
 
 def handoff_edges(proc: Process, kernel_edges: Sequence[WaitEdge]) -> Iterator[WaitEdge]:

@@ -19,6 +19,7 @@ import re
 from hangscope.analyze.evidence.classify import user_code
 from hangscope.analyze.evidence.progress import SLOW, STUCK
 from hangscope.analyze.evidence.stackmemo import Frames, per_stack
+from hangscope.analyze.graph.threadedges import at_loop_head
 from hangscope.frameworks import REPLY_WAITS, SERVE_WAITS, frame_at
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
@@ -40,6 +41,9 @@ _POLLS = re.compile(r"^(?:epoll_wait|epoll_pwait2?|poll|ppoll|select|pselect6?)$
 #: The frame of a hand-off queue's get (queue.Queue, or multiprocessing's over a pipe it reads
 #: on another thread): a thread there waits for what another thread of its process receives.
 _HAND_OFF = re.compile(r"^(?:\S+\.)?get \((?:[^)]*/)?queue\.py\)")
+#: The get of a multiprocessing queue (its reader lock, then its pipe): a thread blocked on
+#: that lock waits for its turn to read the next message, which a sibling reader waits for.
+_MP_QUEUE_GET = re.compile(r"^(?:\S+\.)?get \((?:[^)]*/)?multiprocessing/queues\.py\)")
 #: CPU (% of one core) under which a process is taken as waiting.
 _WAITING_CPU = 5.0
 #: What a process of an idle engine may be blocked in: the next message, or its timed poll.
@@ -60,7 +64,16 @@ def serving_thread(proc: Process) -> Thread | None:
         if serves(thread.frames) or (_starts_native_loop(thread.frames) and thread.state == "S"
                                      and (thread.wchan or "").startswith(_POLL_WCHANS)):
             return thread
-    return None
+    # A framework that serves on its own threads (gRPC: a poller in C, a pool for the
+    # handlers) has no Python loop to find: its main thread's serve-until-stopped call stands
+    # for it (frameworks ``serve_waits``).
+    return next((t for t in proc.threads if serves_until_stop(t.frames)), None)
+
+
+@per_stack
+def serves_until_stop(frames: Frames) -> bool:
+    """A thread with these frames blocks in a framework's serve-until-stopped call."""
+    return any(not f.native and frame_at(f.name, f.file, SERVE_WAITS) for f in frames)
 
 
 #: The kernel's wait channels of a thread inside epoll_wait, poll or select.
@@ -108,6 +121,9 @@ def waits_for_message(proc: Process, thread: Thread) -> bool:
     to a call it sent its workers (frameworks ``reply_waits``): it has a request in hand."""
     if thread.category in _WAITS:
         return not awaits_replies(thread)
+    if thread.category is Category.LOCK and any(
+            _MP_QUEUE_GET.search(n) for n in python_names(thread)[:3]):
+        return True  # (its sibling reader holds the queue's lock, reading its pipe)
     if thread.category is not Category.LOCK or not any(
             _HAND_OFF.search(n) for n in python_names(thread)[:3]):
         return False
@@ -124,7 +140,7 @@ def awaits_replies(thread: Thread) -> bool:
 
 def tcp_ports(proc: Process) -> set[int]:
     """The TCP ports ``proc`` listens on."""
-    return {s.port for s in proc.listening if s.kind == "tcp" and s.port}
+    return {s.port for s in proc.listening if s.kind.startswith("tcp") and s.port}  # v4, v6
 
 
 def open_requests(kernel: KernelWaits, ports: set[int]) -> int:
@@ -144,7 +160,8 @@ def idle_front(snap: Snapshot) -> tuple[Process, set[int]] | None:
     if len(fronts) != 1:
         return None
     front, ports = fronts[0]
-    if any(s.pending for s in front.listening) or open_requests(kernel, ports):
+    if any(s.pending for s in front.listening) or (
+            open_requests(kernel, ports) and not _serves_no_call(front)):
         return None  # a request is in flight (or a client waits to be accepted)
     by_pid = {r.pid: r for r in snap.progress.ranks} if snap.progress else {}
     for proc in live:
@@ -166,11 +183,27 @@ def idle_front(snap: Snapshot) -> tuple[Process, set[int]] | None:
     return front, ports
 
 
+def _serves_no_call(front: Process) -> bool:
+    """A front end its framework's threads serve (gRPC: its main thread in the serve-until-
+    stopped call) runs each call on a thread of its pool, the handler's frames the program's
+    own, and its clients keep their connections (HTTP/2 channels) between calls: there an
+    open connection is no request, a running handler is. None runs: every Python thread of it
+    is the framework's helper, runs none of the program's code, or waits at the head of the
+    program's own loop (a collector reading its workers' results)."""
+    thread = serving_thread(front)
+    return thread is not None and serves_until_stop(thread.frames) and all(
+        t.helper or t.tid == thread.tid or not any(map(user_code, t.frames)) or at_loop_head(t)
+        for t in front.threads if t.python)
+
+
 def idle_reason(front: Process, ports: set[int], measured: RankProgress) -> str:
     """Why a process of an idle engine is idle, in one clause."""
     port = ", ".join(str(p) for p in sorted(ports))
+    serving = serving_thread(front)
+    none = ("no handler running a call" if serving is not None
+            and serves_until_stop(serving.frames) else "no connection open")
     return (f"waits for work: the job's front end (PID {front.pid}) waits for requests on "
-            f"port {port} with no connection open, and nothing in the job is stopped, dead or "
+            f"port {port} with {none}, and nothing in the job is stopped, dead or "
             f"computing: {measured.reason.removeprefix('blocked: ')}")
 
 
