@@ -64,6 +64,7 @@ def _analyze(snapshot: Snapshot) -> Snapshot:
     from hangscope.analyze.evidence.group import merged_call_tree
     from hangscope.analyze.evidence.roles import renumber_spawn_order, stack_roles
     from hangscope.analyze.evidence.roots import working_roots
+    from hangscope.analyze.evidence.world import with_init_args
     from hangscope.analyze.findings.checks import find_all
     from hangscope.analyze.patterns.calm.calm import (
         calm_progress,
@@ -75,8 +76,9 @@ def _analyze(snapshot: Snapshot) -> Snapshot:
     from hangscope.analyze.readings import judge_readings
     from hangscope.analyze.verdict import diagnose, with_gpu_evidence
 
-    snap = judge_readings(replace(snapshot, processes=working_roots(renumber_spawn_order(
-        stack_roles(tuple(map(classify_process, snapshot.processes)))))))
+    snap = judge_readings(replace(snapshot, processes=working_roots(with_init_args(
+        renumber_spawn_order(stack_roles(tuple(map(classify_process, snapshot.processes)))),
+        snapshot.waits))))
     snap = _replaced(snap, wait_graph=wait_graph(snap))
     calmed = _replaced(snap, progress=calm_progress(snap))
     calmed = _replaced(calmed, progress=waiting_on_work(calmed))

@@ -18,6 +18,10 @@ zmq                pyzmq: its I/O threads (``ZMQbg/...``) and the poll loop of a
 uvicorn            ASGI/HTTP servers waiting for their next request (uvicorn, aiohttp...)
 dataloader         torch DataLoader workers (``pt_data_worker``)
 multiprocessing    the resource tracker, spawned children, forkserver
+grpc               grpcio servers: a poller and a handler pool, the main thread waiting to stop
+
+Why one file: the :class:`Framework` record and the tables built from its fields over every
+framework are one registry; each field and its table are read and changed together.
 """
 
 from __future__ import annotations
@@ -148,6 +152,10 @@ class Framework:
     #: Thread-name prefixes of its helper threads (timers, keep-alives, heartbeats): they wait
     #: between beats by design, so neither their wait nor their beat says where the job is.
     helper_threads: tuple[str, ...] = ()
+    #: Thread-name prefixes of its native threads that serve its own coordination (c10d's
+    #: TCPStore server, answering its ranks' key gets, waits and rendezvous polls): their
+    #: reads and writes are that bookkeeping, never the job's data (gloo's threads move that).
+    store_threads: tuple[str, ...] = ()
     #: Thread-name prefixes of the threads that run the program's own code for it (Ray
     #: Train's ``TrainingThread`` runs the training function while the actor's main thread
     #: waits in Ray's task loop): where there is one, it says where the process is.
@@ -265,6 +273,7 @@ HELPER_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_
 REPLY_WAITS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.reply_waits)
 HELPER_TARGETS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_targets)
 WORK_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_threads)
+STORE_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.store_threads)
 ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)
 WORK_TITLES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_titles)
 BATCH_LOOPS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.batch_loops)

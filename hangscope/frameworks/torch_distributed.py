@@ -34,6 +34,10 @@ FRAMEWORK = Framework(
     # torchelastic's agent: the rendezvous keep-alive beat (``_PeriodicTimer`` threads, waiting
     # in Event.wait between beats for the life of the agent).
     helper_threads=("RendezvousKeepAliveTimer", "PeriodicTimer"),
+    # The TCPStore a rank hosts serves on its libuv thread (``pt_tcpstore_uv``): the store's
+    # answers to every rank's polls (a rendezvous waiting for its workers polls its own store
+    # every few ms) are no step of the job (blind round 31's 06 read them as rank 0 working).
+    store_threads=("pt_tcpstore",),
     # The RPC agent's pool runs each request's function: a trainer whose loop is a request
     # (the parameter server's ``rpc_async(run_trainer)``) works there while its main thread
     # waits in ``rpc.shutdown``. (An idle pool thread has no stack: it is no candidate.)
@@ -150,3 +154,15 @@ def implicit_collective(frames: Sequence[Frame]) -> str | None:
     """What to do where ``frames`` wait in a collective a wrapper issued on its own."""
     return next((advice for name, path, advice in IMPLICIT_COLLECTIVES
                  if _in(frames, ((name, path),))), None)
+
+
+#: ``init_process_group``: its arguments name the rank and the world size the program asked
+#: for (``mp.spawn`` jobs pass them, no environment says them), and a rank still inside it
+#: waits in the rendezvous for the others.
+INIT_GROUP = (("init_process_group", "torch/distributed/distributed_c10d.py"),)
+
+
+def in_init_group(frames: Sequence[Frame]) -> bool:
+    """A stack inside ``init_process_group`` (a rendezvous, a store, a group's first connect)."""
+    return _in(frames, INIT_GROUP)
+

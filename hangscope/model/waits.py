@@ -56,6 +56,10 @@ class LocalsRead:
     # The hex ids of the objects its blocking get waits for (a framework's ObjectWait: the
     # frame's locals name each object's address, the waiter's memory its id)
     objects: tuple[str, ...] = ()
+    # The rank and world size its ``init_process_group`` call was given (its arguments): the
+    # world an ``mp.spawn`` job asked for, which no environment variable says
+    init_rank: int | None = None
+    init_world: int | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from hangscope.analyze.evidence.locks import filelock_path, polls_filelock
 from hangscope.analyze.evidence.p2p import in_p2p, p2p_call_of_thread
 from hangscope.analyze.evidence.pylocals import frame_locals, thread_frames
 from hangscope.analyze.evidence.store_key import LineText, store_keys, store_op, waits_in_store
+from hangscope.analyze.evidence.world import in_init, init_args
 from hangscope.frameworks import ObjectWait, object_wait_at
 from hangscope.model import Process
 from hangscope.model.waits import LocalsRead
@@ -67,12 +68,13 @@ def awaited_objects(pid: int, threads: Sequence[object], tid: int | None,
 
 def wants_locals(proc: Process) -> bool:
     """Its working thread polls a filelock, waits in a point-to-point op, in a store
-    get/wait (the key is in its caller's locals) or in a framework's get of an object another
-    process produces (the objects are in that frame's locals)."""
+    get/wait (the key is in its caller's locals), in a framework's get of an object another
+    process produces (the objects are in that frame's locals) or inside
+    ``init_process_group`` (its rank and world size are its arguments)."""
     # Never a process in D: a ptrace attach to it may wait for the kernel (live/sampler.py).
     return not proc.is_exited and proc.state != "D" and (
         polls_filelock(proc) or in_p2p(proc) or waits_in_store(proc)
-        or waits_for_object(proc))
+        or waits_for_object(proc) or in_init(proc))
 
 
 def locals_wanted(procs: Sequence[Process]) -> tuple[tuple[int, ...], dict[int, int | None],
@@ -95,7 +97,9 @@ def interpreter(tids: dict[int, int | None], ops: dict[int, str] | None = None,
         tid = tids.get(pid)
         op = (ops or {}).get(pid)
         keys = store_keys(threads, tid, line_text, op) if op and line_text else ()
+        rank, world = init_args(threads, tid)
         return LocalsRead(pid, lock_file=filelock_path(threads, tid),
                           p2p=p2p_call_of_thread(threads, tid), store_keys=keys,
-                          objects=awaited_objects(pid, threads, tid, peek))
+                          objects=awaited_objects(pid, threads, tid, peek),
+                          init_rank=rank, init_world=world)
     return interpret

@@ -59,7 +59,7 @@ from hangscope.analyze.evidence.progress_sites import (
     returned_gets,
     transport_io,
 )
-from hangscope.frameworks import in_task_loop, in_zmq_wait, runs_method
+from hangscope.frameworks import STORE_THREADS, in_task_loop, in_zmq_wait, runs_method
 from hangscope.model.progress import (
     CounterDelta,
     GpmReading,
@@ -421,13 +421,15 @@ def _data_moved(proc: ProcessProgress, judged: ThreadProgress, consumes: bool = 
                 timers: frozenset[int] = frozenset()) -> IoDelta | None:
     """The I/O of the process beyond what its pollers did: the judged thread's own (unless it
     is a poller's tick), and every thread's that moved its line or runs no Python (unless it
-    is a timed loop's tick; ``timers``: threads in a wait with a deadline). Without per-thread
+    is a timed loop's tick; ``timers``: threads in a wait with a deadline), but a framework's
+    store server's (its coordination, frameworks ``store_threads``). Without per-thread
     counters (recordings from before they were read), the whole process's."""
     if not any(t.io is not None for t in proc.threads):
         return proc.io
     kept = [t.io for t in proc.threads if t.io is not None and (
         not _ticks(t, consumes, t.tid in timers) if t.tid == judged.tid
-        else not _poller(t) and not (t.tid in timers and _ticks(t, timer=True)))]
+        else not _poller(t) and not (t.tid in timers and _ticks(t, timer=True))
+        and not (t.name or "").startswith(STORE_THREADS))]
     return IoDelta(syscr=sum(i.syscr for i in kept), syscw=sum(i.syscw for i in kept),
                    rchar=sum(i.rchar for i in kept), wchar=sum(i.wchar for i in kept))
 

@@ -8,19 +8,29 @@ Pure functions over the model; no I/O. Sources of the expected world, strongest 
 - the launcher's flags (``--tp-size``, ``--pp-size``, ``--dp-size``, ``--nproc-per-node``,
   ``--nnodes``), which name coordinates: SGLang runs ``dp x pp x tp`` schedulers, or ``pp x tp``
   with ``--enable-dp-attention`` (the DP ranks then partition the TP ranks);
+- the arguments of the ranks' ``init_process_group`` calls (``rank``, ``world_size``), read
+  from a rank still inside it (an ``mp.spawn`` job passes them; no environment says them);
 - ``Job.expected_ranks`` (roles.expected_ranks) as a count when nothing names the ranks.
+
+A rank still inside ``init_process_group`` waits in the rendezvous for the others; its
+arguments say how many it waits for (pytorch#8091: ``nprocs=2`` spawned for a config's
+``world_size=3``: ranks 0 and 1 wait for a rank 2 nobody started). ``py-spy dump --locals``
+of such a rank reads them (analyze/evidence/locals_wanted.py asks it).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from hangscope.analyze.evidence.identity import coordinates, coordinates_label
+from hangscope.analyze.evidence.pylocals import as_int, frame_locals, thread_frames
 from hangscope.analyze.evidence.roles import int_or_none
-from hangscope.frameworks.torch_distributed import in_agent_rendezvous
+from hangscope.frameworks import frame_at
+from hangscope.frameworks.torch_distributed import INIT_GROUP, in_agent_rendezvous, in_init_group
 from hangscope.model import Job, Process, Role
+from hangscope.model.waits import WaitEvidence
 from hangscope.words import compact_ranks
 
 
@@ -79,6 +89,59 @@ def _flag_world(job: Job) -> tuple[set[tuple[tuple[str, int], ...]], str] | None
     return expected, " ".join(said)
 
 
+#: ``RankInfo.source`` of a rank numbered by its ``init_process_group`` arguments.
+SOURCE = "init_process_group"
+
+
+def in_init(proc: Process) -> bool:
+    """Its working thread is inside ``init_process_group`` (its arguments are worth a read)."""
+    thread = proc.working_thread
+    return thread is not None and in_init_group(thread.frames)
+
+
+def init_args(threads: Sequence[object], tid: int | None) -> tuple[int | None, int | None]:
+    """(rank, world_size) of the ``init_process_group`` frame of thread ``tid`` in a
+    ``--locals`` dump; a world of -1 (the default: "from the environment") is no world."""
+    for frame in thread_frames(threads, tid):
+        if frame_at(str(frame.get("name") or ""), str(frame.get("filename") or ""), INIT_GROUP):
+            values: Mapping[str, object] = frame_locals(frame)
+            rank, world = as_int(values.get("rank")), as_int(values.get("world_size"))
+            return (rank if rank is not None and rank >= 0 else None,
+                    world if world is not None and world > 0 else None)
+    return None, None
+
+
+def with_init_args(procs: Sequence[Process], waits: WaitEvidence | None) -> tuple[Process, ...]:
+    """Ranks numbered by the arguments of their ``init_process_group`` call, where it was read:
+    stronger than their start order; the world size they were given, where none was known."""
+    reads = [r for r in waits.locals if r.init_world is not None] if waits is not None else []
+    if not reads:
+        return tuple(procs)
+    pids = [p.pid for p in procs]
+    read = {r.pid: r for r in reads if pids.count(r.pid) == 1}  # a PID unique in the job
+    out = []
+    for proc in procs:
+        r = read.get(proc.pid)
+        if r is None or proc.role is not Role.RANK or proc.rank is None:
+            out.append(proc)
+            continue
+        info = proc.rank
+        if info.source == "spawn-order" and r.init_rank is not None:
+            info = replace(info, global_rank=r.init_rank, source=SOURCE)
+        if info.world_size is None:
+            info = replace(info, world_size=r.init_world)
+        out.append(replace(proc, rank=info))
+    return tuple(out)
+
+
+def declared_world(ranks: Sequence[Process]) -> int | None:
+    """The one world size the ranks' ``init_process_group`` calls were given (None: none was
+    read, or they disagree)."""
+    worlds = {p.rank.world_size for p in ranks if p.rank is not None
+              and p.rank.world_size is not None and p.rank.source in (SOURCE, "spawn-order")}
+    return worlds.pop() if len(worlds) == 1 else None
+
+
 def finished_ranks(processes: Sequence[Process]) -> tuple[Process, ...]:
     """Ranks that exited with code 0: zombies whose exit status says so (a zombie has no
     environment left to read: a child of the job's of no other role counts, as below)."""
@@ -99,6 +162,15 @@ def missing_ranks(processes: Sequence[Process], job: Job) -> MissingRanks | None
         if not missing:
             return None
         return MissingRanks(len(expected), source, (compact_ranks(found & expected),),
+                            (compact_ranks(missing),), len(missing), exited)
+    declared = declared_world(ranks)
+    if declared is not None:  # an mp.spawn job's init_process_group(world_size=...)
+        found = {p.rank.global_rank for p in ranks if p.rank and p.rank.global_rank is not None}
+        missing = sorted(set(range(declared)) - found)
+        if not missing:
+            return None
+        return MissingRanks(declared, f"world_size={declared} passed to init_process_group",
+                            (compact_ranks(found & set(range(declared))),),
                             (compact_ranks(missing),), len(missing), exited)
     flags = _flag_world(job)
     if flags is not None:
