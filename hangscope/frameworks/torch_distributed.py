@@ -160,6 +160,9 @@ def implicit_collective(frames: Sequence[Frame]) -> str | None:
 #: for (``mp.spawn`` jobs pass them, no environment says them), and a rank still inside it
 #: waits in the rendezvous for the others.
 INIT_GROUP = (("init_process_group", "torch/distributed/distributed_c10d.py"),)
+#: The rendezvous's store creation: its ``hostname`` and ``port`` arguments are where this rank
+#: looks for the job's TCPStore (the rank that hosts it listens there).
+STORE_CREATE = (("_create_c10d_store", "torch/distributed/rendezvous.py"),)
 
 
 def in_init_group(frames: Sequence[Frame]) -> bool:

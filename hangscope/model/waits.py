@@ -60,6 +60,8 @@ class LocalsRead:
     # world an ``mp.spawn`` job asked for, which no environment variable says
     init_rank: int | None = None
     init_world: int | None = None
+    # "host:port" of the TCPStore its rendezvous creates or connects to (its arguments)
+    init_store: str | None = None
 
 
 @dataclass(frozen=True)

@@ -44,3 +44,24 @@ def test_a_spawn_of_the_whole_world_is_progressing(tmp_path: Path) -> None:
         raw = dump_json(job.pids["launcher"])
     data, text = json.loads(raw), show_text(raw, tmp_path)
     assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)
+
+
+def test_ranks_given_different_store_ports_are_a_split_rendezvous(tmp_path: Path) -> None:
+    """Each rank sets its own MASTER_PORT (blind round 32's 05, on Lightning: every process
+    picks its own free port): rank 0 hosts the store, rank 1 retries a port nobody serves.
+    The addresses come from ``_create_c10d_store``'s arguments (it read "All waiting ...
+    check MASTER_ADDR/MASTER_PORT", nobody blamed)."""
+    with verdict_job("port_per_rank", tmp_path, ["launcher", "rank0", "rank1"], timeout=120,
+                     jobs=JOBS) as job:
+        ranks = [job.pids["rank0"], job.pids["rank1"]]
+        poll(lambda: all(asleep(r) for r in ranks), "both ranks in the rendezvous", 60)
+        raw = dump_json(job.pids["launcher"])
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "mismatched_collectives", (verdict, text)
+    summary = verdict["summary"]
+    assert summary.startswith("Split rendezvous: the ranks look for the job's TCPStore at "
+                              "different addresses: rank 0 waits at 127.0.0.1:"), summary
+    assert ", the store rank 0 hosts; rank 1 waits at 127.0.0.1:" in summary, summary
+    assert summary.count("where no process of the job listens") == 1, summary
+    assert verdict["suspects"] == [ranks[1]], verdict

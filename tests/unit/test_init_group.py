@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hangscope.analyze import analyze
-from hangscope.analyze.evidence.world import SOURCE, init_args, with_init_args
+from hangscope.analyze.evidence.world import SOURCE, init_args, init_store, with_init_args
 from hangscope.model import Process, RankInfo, Role, VerdictKind
 from hangscope.model.serialize import load
 from hangscope.model.waits import LocalsRead, WaitEvidence
@@ -68,3 +68,12 @@ def test_a_rank_polling_its_own_store_is_not_progressing() -> None:
         snap.verdict)
     assert snap.progress is not None
     assert {r.decision for r in snap.progress.ranks} == {"stuck"}, snap.progress.ranks
+
+
+def test_the_store_address_of_the_rendezvous_is_read() -> None:
+    rendezvous = "/venv/lib/python3.11/site-packages/torch/distributed/rendezvous.py"
+    threads = _threads(_frame("_create_c10d_store", rendezvous, hostname='"127.0.0.1"',
+                              port="19131", rank="1"),
+                       _frame("init_process_group", _C10D, rank="1", world_size="2"))
+    assert init_store(threads, 7) == "127.0.0.1:19131"
+    assert init_store(_threads(_frame("init_process_group", _C10D)), 7) is None

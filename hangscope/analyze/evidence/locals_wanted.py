@@ -18,7 +18,7 @@ from hangscope.analyze.evidence.locks import filelock_path, polls_filelock
 from hangscope.analyze.evidence.p2p import in_p2p, p2p_call_of_thread
 from hangscope.analyze.evidence.pylocals import frame_locals, thread_frames
 from hangscope.analyze.evidence.store_key import LineText, store_keys, store_op, waits_in_store
-from hangscope.analyze.evidence.world import in_init, init_args
+from hangscope.analyze.evidence.world import in_init, init_args, init_store
 from hangscope.frameworks import ObjectWait, object_wait_at
 from hangscope.model import Process
 from hangscope.model.waits import LocalsRead
@@ -101,5 +101,5 @@ def interpreter(tids: dict[int, int | None], ops: dict[int, str] | None = None,
         return LocalsRead(pid, lock_file=filelock_path(threads, tid),
                           p2p=p2p_call_of_thread(threads, tid), store_keys=keys,
                           objects=awaited_objects(pid, threads, tid, peek),
-                          init_rank=rank, init_world=world)
+                          init_rank=rank, init_world=world, init_store=init_store(threads, tid))
     return interpret

@@ -25,10 +25,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from hangscope.analyze.evidence.identity import coordinates, coordinates_label
-from hangscope.analyze.evidence.pylocals import as_int, frame_locals, thread_frames
+from hangscope.analyze.evidence.pylocals import as_int, as_str, frame_locals, thread_frames
 from hangscope.analyze.evidence.roles import int_or_none
 from hangscope.frameworks import frame_at
-from hangscope.frameworks.torch_distributed import INIT_GROUP, in_agent_rendezvous, in_init_group
+from hangscope.frameworks.torch_distributed import (
+    INIT_GROUP,
+    STORE_CREATE,
+    in_agent_rendezvous,
+    in_init_group,
+)
 from hangscope.model import Job, Process, Role
 from hangscope.model.waits import WaitEvidence
 from hangscope.words import compact_ranks
@@ -109,6 +114,18 @@ def init_args(threads: Sequence[object], tid: int | None) -> tuple[int | None, i
             return (rank if rank is not None and rank >= 0 else None,
                     world if world is not None and world > 0 else None)
     return None, None
+
+
+def init_store(threads: Sequence[object], tid: int | None) -> str | None:
+    """``host:port`` of the TCPStore the rendezvous of thread ``tid`` creates or connects to
+    (``_create_c10d_store``'s arguments in a ``--locals`` dump)."""
+    for frame in thread_frames(threads, tid):
+        if frame_at(str(frame.get("name") or ""), str(frame.get("filename") or ""),
+                    STORE_CREATE):
+            values = frame_locals(frame)
+            host, port = as_str(values.get("hostname")), as_int(values.get("port"))
+            return f"{host}:{port}" if host and port else None
+    return None
 
 
 def with_init_args(procs: Sequence[Process], waits: WaitEvidence | None) -> tuple[Process, ...]:

@@ -51,6 +51,7 @@ from hangscope.analyze.rules.lostput import lost_put
 from hangscope.analyze.rules.ownerless import ownerless_lock
 from hangscope.analyze.rules.p2p_unmatched import p2p_unmatched
 from hangscope.analyze.rules.paused import paused_engine
+from hangscope.analyze.rules.rendezvous import split_rendezvous
 from hangscope.analyze.rules.slow import (
     awaits_turn,
     loader_bound,
@@ -538,6 +539,9 @@ RULES: tuple[Rule, ...] = (
          "every rank finished but one whose exit joins a thread or child that never ends"),
     Rule(VerdictKind.PROGRESSING, ended,
          "every subject exited during the dump (or with code 0), none with an error"),
+    # Before the missing ranks: ranks that went to another store are not missing.
+    Rule(VerdictKind.MISMATCHED_COLLECTIVES, split_rendezvous,
+         "ranks in the rendezvous look for the job's store at different addresses (--locals)"),
     Rule(VerdictKind.MISSING_RANK, collective_missing,
          "NCCL RAS has no data from a rank, or a Flight Recorder group member has no process"),
     Rule(VerdictKind.MISSING_RANK, missing_rank,

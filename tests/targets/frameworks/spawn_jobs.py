@@ -10,9 +10,13 @@ config, not from the number of processes spawned:
   (pytorch/pytorch#8091; blind round 31's 06, which read "progressing": rank 0's store
   answering rank 1's polls counted as work).
 - ``world_matches``: the twin: world size 2, the ranks train DDP forever (progressing).
+- ``port_per_rank``: each rank sets its own ``MASTER_PORT`` (the launcher's base port plus its
+  rank, a per-device port copied from a serving config) and joins through ``env://``: rank 0
+  hosts the store on the base port, rank 1 retries the next one, where nothing listens
+  (Lightning#3957, pytorch#53395: every process picks its own free port; blind round 32's 05).
 
 Each rank appends ``"<pid> rank<N>"`` to READY_FILE just before ``init_process_group``
-(``world_from_config``) or after a few steps (``world_matches``); the launcher ``"<pid>
+(the hung modes) or after a few steps (``world_matches``); the launcher ``"<pid>
 launcher"`` before it spawns.
 """
 
@@ -24,7 +28,8 @@ import socket
 import sys
 
 CONFIG = {"world_from_config": {"world_size": 3, "lr": 0.01},
-          "world_matches": {"world_size": 2, "lr": 0.01}}
+          "world_matches": {"world_size": 2, "lr": 0.01},
+          "port_per_rank": {"world_size": 2, "lr": 0.01}}
 
 
 def ready(path: str, tag: str) -> None:
@@ -38,9 +43,12 @@ def train(rank: int, mode: str, port: int, ready_file: str) -> None:
     from torch.nn.parallel import DistributedDataParallel
 
     config = CONFIG[mode]
-    if mode == "world_from_config":
+    if mode != "world_matches":
         ready(ready_file, f"rank{rank}")
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    if mode == "port_per_rank":
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port + rank))
+    dist.init_process_group("gloo", init_method="env://" if mode == "port_per_rank"
+                            else f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=config["world_size"],
                             timeout=datetime.timedelta(hours=1))
     torch.manual_seed(rank)
