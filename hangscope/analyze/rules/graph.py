@@ -39,6 +39,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "dead_thread": "A thread died", "crash_loop": "Crash loop",
          "dead_process": "A process died", "dead_holder": "A lock whose holder died",
          "dead_peer": "A peer died",
+         "forked_context": "Sockets of a zmq context inherited across fork",
          "nested_checkout": "Deadlock (a pool emptied by nested checkouts)",
          "signal_blocked": "A signal never delivered", "signal_ignored": "A signal ignored",
          "self_connect": "Deadlock (a socket connected to itself)",
@@ -166,7 +167,7 @@ def wait_shape(facts: Facts) -> Verdict | None:
                             "pool_saturated",
                             "pool_starved", "pending_tasks", "unserved_call", "queued_call",
                             "uncalled", "prompt", "lost_reply",
-                            "fifo_open", "dead_holder", "dead_peer",
+                            "fifo_open", "dead_holder", "dead_peer", "forked_context",
                             "signal_blocked", "signal_ignored"))
 
 

@@ -166,3 +166,4 @@ def owes_nothing(g: Graph, ring: list[int]) -> bool:
                 gone_peer(g, g.procs[edge.pid]) is not None:
             return True
     return False
+

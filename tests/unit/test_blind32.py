@@ -1,0 +1,39 @@
+"""Blind round 32's jobs, as ``hangscope dump PID --format json`` saved them, read again
+(tests/fixtures/blind/; docs/accuracy.md, round 32).
+
+GIVEN a vLLM-style front end whose forked engine core makes its sockets on the zmq context the
+front end made at import (pyzmq#1049) THEN the engine is named: it runs no zmq I/O thread, so
+its sockets never connect (it read "unknown"). GIVEN a Lightning DDP script that sets its own
+"free" MASTER_PORT in every process (Lightning#3957) THEN a split rendezvous, rank 1 (whose
+store nobody serves) the suspect (it read "all waiting", nobody blamed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangscope.analyze import analyze
+from hangscope.model import VerdictKind
+from hangscope.model.serialize import load
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "blind"
+
+
+def test_given_an_engine_on_an_inherited_zmq_context_then_it_is_the_suspect() -> None:
+    snap = analyze(load(FIXTURES / "zmq_forked_context.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    engine = next(p for p in snap.processes if p.ppid != 1 and p.ppid in
+                  {q.pid for q in snap.processes})
+    assert verdict.suspects == (engine.pid,), verdict
+    assert "it runs no zmq I/O thread (ZMQbg/IO; fork copies only the calling thread)" in (
+        verdict.summary), verdict.summary
+
+
+def test_given_ranks_on_different_store_ports_then_a_split_rendezvous() -> None:
+    snap = analyze(load(FIXTURES / "lightning_port_per_process.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISMATCHED_COLLECTIVES, verdict
+    assert verdict.summary.startswith("Split rendezvous: "), verdict.summary
+    rank1 = next(p.pid for p in snap.processes if p.rank and p.rank.global_rank == 1)
+    assert verdict.suspects == (rank1,), verdict
