@@ -178,6 +178,10 @@ class Framework:
     #: that startup completed): a server whose last such line is the first has not finished
     #: starting, and serves nothing yet (uvicorn's lifespan).
     startup_lines: tuple[str, str] | None = None
+    #: (the line its server logs as its graceful shutdown waits for the open connections to
+    #: close, the line it logs once the process is done): the first the last of them, it
+    #: exits only when every open connection has ended (uvicorn, with no shutdown timeout).
+    drain_lines: tuple[str, str] | None = None
     #: (its engine's "paused" log line, its "resumed" one): the last of them a pause means it
     #: schedules nothing until resumed (vLLM's /pause for an RL weight update).
     pause_lines: tuple[re.Pattern[str], re.Pattern[str]] | None = None

@@ -14,4 +14,8 @@ FRAMEWORK = Framework(
     # uvicorn runs the app's lifespan up to its ``yield`` before it binds its socket: until
     # then nothing listens (uvicorn#2751).
     startup_lines=("Waiting for application startup.", "Application startup complete."),
+    # On SIGTERM uvicorn closes its listener, then waits, with no deadline unless
+    # --timeout-graceful-shutdown is set, for every open response to end: a stream that never
+    # ends (server-sent events) keeps the process alive (uvicorn#451).
+    drain_lines=("Waiting for connections to close.", "Finished server process"),
 )

@@ -5,7 +5,9 @@ GIVEN a vLLM-style front end whose forked engine core makes its sockets on the z
 front end made at import (pyzmq#1049) THEN the engine is named: it runs no zmq I/O thread, so
 its sockets never connect (it read "unknown"). GIVEN a Lightning DDP script that sets its own
 "free" MASTER_PORT in every process (Lightning#3957) THEN a split rendezvous, rank 1 (whose
-store nobody serves) the suspect (it read "all waiting", nobody blamed).
+store nobody serves) the suspect (it read "all waiting", nobody blamed). GIVEN a uvicorn server
+rolled by SIGTERM whose graceful shutdown waits for an endless SSE stream (uvicorn#451) THEN
+its shutdown never finished, the server the suspect (it read "unknown").
 """
 
 from __future__ import annotations
@@ -37,3 +39,15 @@ def test_given_ranks_on_different_store_ports_then_a_split_rendezvous() -> None:
     assert verdict.summary.startswith("Split rendezvous: "), verdict.summary
     rank1 = next(p.pid for p in snap.processes if p.rank and p.rank.global_rank == 1)
     assert verdict.suspects == (rank1,), verdict
+
+
+def test_given_a_server_draining_an_endless_stream_then_its_shutdown_never_finished() -> None:
+    """uvicorn#451: SIGTERM, then a graceful shutdown that waits for an endless SSE response
+    the dashboard keeps reading; the supervisor waits for the server to exit."""
+    snap = analyze(load(FIXTURES / "uvicorn_drain_sse.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    server = next(p.pid for p in snap.processes if "server.py" in " ".join(p.cmdline))
+    assert verdict.suspects == (server,), verdict
+    assert verdict.summary.startswith(f"Shutdown never finished: PID {server} (python) "
+                                      "logged \"Waiting for connections to close.\""), verdict

@@ -168,7 +168,7 @@ def test_the_table_runs_in_the_documented_order() -> None:
         VerdictKind.LOCK_WAIT, VerdictKind.COMPILING, VerdictKind.WAIT_CHAIN,
         VerdictKind.WAIT_CHAIN, VerdictKind.STRAGGLER, VerdictKind.P2P_DEADLOCK,
         VerdictKind.PROGRESSING, VerdictKind.STRAGGLER, VerdictKind.WAIT_CHAIN,
-        VerdictKind.WAIT_CHAIN, VerdictKind.PAUSED,
+        VerdictKind.WAIT_CHAIN, VerdictKind.WAIT_CHAIN, VerdictKind.PAUSED,
         VerdictKind.PROGRESSING, VerdictKind.PROGRESSING, VerdictKind.IDLE,
         VerdictKind.ALL_WAITING, VerdictKind.PROGRESSING]
     # collective evidence (NCCL RAS, Flight Recorder) before the stacks' rule of each kind

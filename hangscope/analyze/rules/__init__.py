@@ -59,7 +59,7 @@ from hangscope.analyze.rules.slow import (
     waits_on_work,
     working_straggler,
 )
-from hangscope.analyze.rules.startup import startup_pending
+from hangscope.analyze.rules.startup import shutdown_pending, startup_pending
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.analyze.rules.tiebreak import break_tie
 from hangscope.analyze.rules.waits import (
@@ -612,6 +612,9 @@ RULES: tuple[Rule, ...] = (
     # startup never completed serves nothing, whatever else its loop does.
     Rule(VerdictKind.WAIT_CHAIN, startup_pending,
          "a server logged its startup's start, never its end, listens nowhere, and idles"),
+    Rule(VerdictKind.WAIT_CHAIN, shutdown_pending,
+         "a server logged its graceful shutdown's wait for connections, never its end, and "
+         "holds connections open"),
     Rule(VerdictKind.WAIT_CHAIN, unaccepted_connections,
          "a listener's accept queue holds connections that no thread accepts or polls"),
     Rule(VerdictKind.PAUSED, held_stopped,

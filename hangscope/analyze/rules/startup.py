@@ -1,4 +1,6 @@
-"""A server that never finished starting: it logged its framework's "startup begins" line and
+"""A server that never finished starting, or never finished stopping.
+
+A server that never finished starting: it logged its framework's "startup begins" line and
 never the "startup complete" one, nothing listens on the port it was given, and its event loop
 idles in the framework's serve loop while no process of the job works.
 
@@ -10,6 +12,13 @@ application startup."). The coroutine that waits is suspended, on no thread's st
 framework's own log and the kernel's listening sockets say where the startup stands. A server
 still loading (CPU, or another process of the job working, which the startup may await) is
 not this.
+
+A server that never finished stopping: it logged its framework's "waiting for connections to
+close" line and not the one it logs as it ends; its listener is closed, its loop idles, and it
+still holds connections: its graceful shutdown waits for their responses to end, and a
+response that never ends (a stream of server-sent events a dashboard keeps reading) keeps it
+alive for ever (uvicorn#451). Whoever waits for it to exit (a supervisor rolling it) waits
+with it.
 """
 
 from __future__ import annotations
@@ -78,3 +87,57 @@ def _works(proc: Process) -> bool:
     thread = proc.working_thread
     return ((proc.cpu_percent or 0.0) >= WORKING_CPU_PERCENT
             or (thread is not None and thread.category in BUSY))
+
+
+def shutdown_pending(facts: Facts) -> Verdict | None:
+    """A server in its framework's graceful shutdown that still holds open connections."""
+    snap = facts.snapshot
+    kernel = snap.waits.kernel if snap.waits is not None else None
+    if kernel is None:
+        return None
+    for proc in snap.processes:
+        found = _draining(proc) if not proc.is_exited and not proc.listening else None
+        mine = kernel.process(proc.pid) if found is not None else None
+        held = {r.inode for r in mine.fds if r.inode is not None} if mine is not None else set()
+        open_ = [c for c in kernel.tcp if c.inode in held]
+        if found is None or not open_:
+            continue
+        framework, (waiting, _done) = found
+        peers = {other for pid, other, conn in kernel.tcp_pairs() if pid == proc.pid}
+        by_pid = {p.pid: p for p in snap.processes}
+        holders = [who(by_pid[p]) for p in sorted(peers) if p in by_pid]
+        held_by = (f", to {', '.join(holders)}, which keeps {'them' if len(open_) > 1 else 'it'}"
+                   " open" if holders else "")
+        waiters = [e for e in (snap.wait_graph.edges if snap.wait_graph else ())
+                   if e.kind == "child" and e.to_pid == proc.pid and e.pid in by_pid]
+        behind = "".join(f"; {who(by_pid[e.pid])} waits for it to exit ({e.how})"
+                         for e in waiters[:2])
+        n = len(open_)
+        summary = (
+            f"Shutdown never finished: {who(proc)} logged \"{waiting}\" and has not ended: "
+            f"{framework.name}'s graceful shutdown closed its listener and waits, with no "
+            f"deadline, for its {n} open connection{'s' if n > 1 else ''}{held_by}{behind}. "
+            "A response that never ends (a stream of server-sent events, a long poll) keeps "
+            "the server alive: give the shutdown a deadline (uvicorn's "
+            "--timeout-graceful-shutdown) or end streams when the server stops.")
+        return Verdict(VerdictKind.WAIT_CHAIN, Severity.CRITICAL, summary, (proc.pid,),
+                       evidence(facts), (proc.host,))
+    return None
+
+
+def _draining(proc: Process) -> tuple[Framework, tuple[str, str]] | None:
+    """(its framework, its drain lines) where ``proc`` runs a framework's serve loop, idle,
+    and the last of those lines in its log is the one that says it waits for connections."""
+    thread = proc.working_thread
+    if thread is None or thread.category in BUSY:
+        return None
+    for framework in FRAMEWORKS:
+        lines = framework.drain_lines
+        if lines is None or not any(
+                not f.native and any(part in (f.file or "") for part in
+                                     framework.server_loop_files) for f in thread.frames):
+            continue
+        said = [text for text in proc.log_tail if lines[0] in text or lines[1] in text]
+        if said and lines[0] in said[-1]:
+            return framework, lines
+    return None
