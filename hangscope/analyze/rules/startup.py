@@ -23,6 +23,8 @@ with it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hangscope.analyze.evidence.facts import BUSY, Facts
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.frameworks import FRAMEWORKS, Framework
@@ -67,11 +69,19 @@ def startup_pending(facts: Facts) -> Verdict | None:
 def _starting(proc: Process) -> tuple[Framework, tuple[str, str]] | None:
     """(its framework, its startup lines) where ``proc`` runs a framework's serve loop and the
     last of those lines in its log is the one that begins the startup."""
+    return _between(proc, lambda framework: framework.startup_lines)
+
+
+def _between(proc: Process, pair: Callable[[Framework], tuple[str, str] | None]
+             ) -> tuple[Framework, tuple[str, str]] | None:
+    """(its framework, the framework's ``pair`` of lines) where ``proc``'s working thread idles
+    in that framework's serve loop and the last of those lines in its log is the first: a
+    phase begun and not ended (a startup, a graceful shutdown)."""
     thread = proc.working_thread
     if thread is None or thread.category in BUSY:
         return None
     for framework in FRAMEWORKS:
-        lines = framework.startup_lines
+        lines = pair(framework)
         if lines is None or not any(
                 not f.native and any(part in (f.file or "") for part in
                                      framework.server_loop_files) for f in thread.frames):
@@ -128,16 +138,4 @@ def shutdown_pending(facts: Facts) -> Verdict | None:
 def _draining(proc: Process) -> tuple[Framework, tuple[str, str]] | None:
     """(its framework, its drain lines) where ``proc`` runs a framework's serve loop, idle,
     and the last of those lines in its log is the one that says it waits for connections."""
-    thread = proc.working_thread
-    if thread is None or thread.category in BUSY:
-        return None
-    for framework in FRAMEWORKS:
-        lines = framework.drain_lines
-        if lines is None or not any(
-                not f.native and any(part in (f.file or "") for part in
-                                     framework.server_loop_files) for f in thread.frames):
-            continue
-        said = [text for text in proc.log_tail if lines[0] in text or lines[1] in text]
-        if said and lines[0] in said[-1]:
-            return framework, lines
-    return None
+    return _between(proc, lambda framework: framework.drain_lines)
