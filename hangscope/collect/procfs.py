@@ -1354,9 +1354,31 @@ def read_unix_peers(inodes: frozenset[int]) -> tuple[UnixPeer, ...]:
     return tuple(found) if inodes and _diag_dump(request, unix) else ()
 
 
+#: sock_diag's INET_DIAG_INFO attribute (its request bit is 1 << (2 - 1)): struct tcp_info,
+#: whose ``tcpi_last_data_sent`` and ``tcpi_last_data_recv`` (ms since data last left or came)
+#: lie at these offsets (linux/tcp.h, unchanged since 2.6).
+_INET_DIAG_INFO = 2
+_LAST_DATA_SENT, _LAST_DATA_RECV = 44, 52
+
+
+def _tcp_info(payload: bytes) -> tuple[int | None, int | None]:
+    """(ms since data was last sent, since it last came) from an inet_diag_msg's attributes."""
+    offset = 72
+    while offset + 4 <= len(payload):
+        length, kind = struct.unpack_from("=HH", payload, offset)
+        if length < 4:
+            break
+        if kind == _INET_DIAG_INFO and length >= 4 + _LAST_DATA_RECV + 4:
+            return (struct.unpack_from("=I", payload, offset + 4 + _LAST_DATA_SENT)[0],
+                    struct.unpack_from("=I", payload, offset + 4 + _LAST_DATA_RECV)[0])
+        offset += (length + 3) & ~3
+    return None, None
+
+
 def read_tcp_connections(inodes: frozenset[int]) -> tuple[TcpConnection, ...]:
     """The TCP sockets among ``inodes`` that are not listening, with both ends (sock_diag,
-    as ``ss -tn`` reads it)."""
+    as ``ss -tni`` reads it): the bytes unread in each's receive queue and how long ago data
+    last left and came (tcp_info)."""
     found: list[TcpConnection] = []
     for family in (socket.AF_INET, socket.AF_INET6):
         def inet(payload: bytes, family: int = family) -> None:
@@ -1366,12 +1388,14 @@ def read_tcp_connections(inodes: frozenset[int]) -> tuple[TcpConnection, ...]:
             if inode not in inodes:
                 return
             sport, dport = struct.unpack_from("!HH", payload, 4)
+            sent, came = _tcp_info(payload)
             found.append(TcpConnection(
                 inode, f"{_addr_text(family, payload[8:24])}:{sport}",
-                f"{_addr_text(family, payload[24:40])}:{dport}", payload[1]))
+                f"{_addr_text(family, payload[24:40])}:{dport}", payload[1],
+                struct.unpack_from("=I", payload, 56)[0], sent, came))
 
-        request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0,
-                              0xFFF & ~(1 << _TCP_LISTEN))
+        request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 1 << (_INET_DIAG_INFO - 1),
+                              0, 0xFFF & ~(1 << _TCP_LISTEN))
         if not inodes or not _diag_dump(request + bytes(48), inet):
             break
     return tuple(found)

@@ -162,6 +162,11 @@ class TcpConnection:
     local: str  # "addr:port"
     remote: str
     state: int = 1  # the kernel's TCP state number (1: established)
+    unread: int | None = None  # bytes in its receive queue that nobody has read yet
+    # ms since data last left through it, and since data last came (tcp_info): which end spoke
+    # last; None where the kernel did not say
+    last_sent_ms: int | None = None
+    last_recv_ms: int | None = None
 
 
 @dataclass(frozen=True)
