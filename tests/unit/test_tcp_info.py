@@ -1,14 +1,32 @@
 """The kernel's per-connection facts of a TCP socket: both ends, the bytes unread in its
 receive queue, and how long ago data last left and came (sock_diag's INET_DIAG_INFO, the
-``tcp_info`` that ``ss -tni`` prints as lastsnd/lastrcv), read of real sockets here."""
+``tcp_info`` that ``ss -tni`` prints as lastsnd/lastrcv), read of real sockets here; and what
+they decide: the end that read a request last owes the reply (analyze/graph/owedreply.py),
+and a loop whose connection moved data in the window progresses (its callbacks too short
+for any sample)."""
 
 from __future__ import annotations
 
 import os
 import socket
 import time
+from pathlib import Path
 
+from hangscope.analyze import analyze
+from hangscope.analyze.evidence.progress import PROGRESSING, decide
+from hangscope.analyze.evidence.progress_hints import Hints
+from hangscope.analyze.graph.owedreply import _spoke_last
 from hangscope.collect.procfs import read_tcp_connections
+from hangscope.model import VerdictKind
+from hangscope.model.progress import (
+    CounterDelta,
+    IoDelta,
+    ProcessProgress,
+    StackCount,
+    ThreadProgress,
+)
+from hangscope.model.serialize import load
+from hangscope.model.waits import TcpConnection
 
 
 def _inode(sock: socket.socket) -> int:
@@ -41,3 +59,59 @@ def test_who_spoke_last_and_what_is_unread_come_from_the_kernel() -> None:
     assert mine.last_recv_ms < mine.last_sent_ms
     assert theirs.last_sent_ms < theirs.last_recv_ms
     assert mine.last_sent_ms - mine.last_recv_ms >= 200
+
+
+def _conn(inode: int, local: str, remote: str, sent: int, heard: int,
+          unread: int = 0) -> TcpConnection:
+    return TcpConnection(inode, local, remote, 1, unread, sent, heard)
+
+
+def test_the_end_that_read_a_request_last_owes_the_reply() -> None:
+    client = _conn(1, "127.0.0.1:47620", "127.0.0.1:40573", sent=4036, heard=4240)
+    api = _conn(2, "127.0.0.1:40573", "127.0.0.1:47620", sent=4240, heard=4036)
+    assert _spoke_last(client, api)
+    assert not _spoke_last(api, client)  # the API did not speak last
+    # the same jiffy: which came first is not known (a health check answered and the next
+    # request sent within one tick), nor is a request still unread
+    same = _conn(1, "a:1", "b:2", sent=5276, heard=5276)
+    assert not _spoke_last(same, _conn(2, "b:2", "a:1", sent=5276, heard=5276))
+    assert not _spoke_last(client, _conn(2, api.local, api.remote, 4240, 4036, unread=9))
+
+
+def test_a_worker_waiting_for_a_reply_the_api_owes_leads_to_the_api() -> None:
+    """A real dump (tests/targets/frameworks/ingest_jobs.py ``drained``): both loops idle."""
+    snap = analyze(load(Path(__file__).parent.parent / "fixtures" / "frameworks"
+                        / "ingest_drained_body.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    api = next(p.pid for p in snap.processes if "api" in p.cmdline)
+    assert verdict.suspects == (api,), verdict
+    assert "which read the whole request and has sent nothing since" in verdict.summary
+
+
+def _loop(wakes: int) -> ProcessProgress:
+    counters = CounterDelta(cpu_ns=3_000_000, runs=wakes, voluntary=wakes, involuntary=0)
+    stack = StackCount(("BaseEventLoop._run_once (asyncio/base_events.py:1884)",
+                        "EpollSelector.select (selectors.py:468)"), 180)
+    thread = ThreadProgress(10, "MainThread", 180, (stack,), counters, IoDelta(0, 0, 0, 0))
+    return ProcessProgress(10, (thread,), IoDelta(0, 0, 0, 0), sampled=True)
+
+
+def test_a_loop_whose_connection_moved_data_in_the_window_progresses() -> None:
+    """A dashboard reading a server-sent event every 0.5 s: its loop's callbacks take well
+    under a millisecond, so no sample catches them; the kernel saw the data come."""
+    recent = Hints(tcp_moved={10: ("TCP 127.0.0.1:1 -> 127.0.0.1:2", 310)})
+    assert decide(_loop(4), 2.0, hints=recent).evidence == "tcp"
+    stale = Hints(tcp_moved={10: ("TCP 127.0.0.1:1 -> 127.0.0.1:2", 5_000)})
+    assert decide(_loop(4), 2.0, hints=stale).decision != PROGRESSING  # before the window
+    assert decide(_loop(0), 2.0, hints=recent).decision != PROGRESSING  # it never woke
+
+
+def test_a_rolled_server_streaming_to_its_dashboard_is_progressing() -> None:
+    """A real dump (tests/targets/frameworks/uvicorn_drain.py ``deadline``): it read
+    "unknown" (every loop 'polling without progress')."""
+    snap = analyze(load(Path(__file__).parent.parent / "fixtures" / "frameworks"
+                        / "uvicorn_rolled_stream.dump.json"))
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.PROGRESSING, (
+        snap.verdict)
+    assert "their TCP connections move data" in snap.verdict.summary, snap.verdict.summary

@@ -116,6 +116,7 @@ DECIDED_BY = {"python": "Python lines, py-spy record", "gpu": "GPU work, GPM",
               "source": "CPU on a line of its own for loop",
               "sleep": "a sleep no loop of its own goes round (its source)",
               "socket": "its event loop's transport callbacks, py-spy record",
+              "tcp": "its TCP connections' last data, the kernel's tcp_info",
               "none": "no evidence"}
 
 
@@ -252,6 +253,16 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
             f"its event loop moved socket data in the window: sampled in {carried}, where "
             "asyncio hands a connection's bytes on (recv and send, which /proc/PID/io does not "
             "count)"), judged, gpu_text, gpu_state)
+    moved = hints.tcp_moved.get(proc.pid)
+    if moved is not None and moved[1] <= seconds * 1000 and not spins and \
+            thread.counters is not None and _own_wakes(proc, thread.counters) >= MIN_WAKES:
+        # woken again and again, and data went through one of its TCP connections within a
+        # window's length of the kernel's read: its waits end as bytes come or leave (a
+        # stream read event by event, whose callbacks no sample caught)
+        return RankProgress(proc.pid, PROGRESSING, "tcp", (
+            f"data went through its {moved[0]} {moved[1]} ms before the kernel was read (its "
+            "tcp_info), and its wait ended again and again: its waits end as data moves "
+            "(recv and send, which /proc/PID/io does not count)"), judged, gpu_text, gpu_state)
     # a spin-wait's line goes round its loop, and a framework's wait round its own: no progress
     if _moved(thread) and not spins and not _inside_wait(thread) and not reads:
         through = collective_sites(thread)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hangscope.model import Process
-from hangscope.model.waits import FdRecord, OutsideProcess
+from hangscope.model.waits import FdRecord, OutsideProcess, TcpConnection
 
 
 @dataclass
@@ -24,6 +24,7 @@ class FdIndex:
     unix_pending: dict[int, tuple[int, str | None]] = field(default_factory=dict)
     tcp: dict[int, tuple[str, str]] = field(default_factory=dict)  # inode -> (local, remote)
     tcp_by_ends: dict[tuple[str, str], int] = field(default_factory=dict)
+    conns: dict[int, TcpConnection] = field(default_factory=dict)  # inode -> its kernel facts
     lock_holders: dict[tuple[int, int, int], list[tuple[int, int | None, str]]] = field(
         default_factory=dict)  # file key -> (pid, fd or None, lock kind)
     listeners: dict[int, list[tuple[str, int]]] = field(

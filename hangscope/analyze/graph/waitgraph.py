@@ -42,6 +42,7 @@ from hangscope.analyze.graph.handoffedges import handoff_edges
 from hangscope.analyze.graph.listeners import listeners_of
 from hangscope.analyze.graph.loopedges import loop_future_edges
 from hangscope.analyze.graph.objectedges import call_edges, object_edges, task_edges
+from hangscope.analyze.graph.owedreply import owed_reply_edges
 from hangscope.analyze.graph.partners import likely_partner_first, to_handler
 from hangscope.analyze.graph.queueedges import queue_lock_edges, queue_put_edges
 from hangscope.analyze.graph.rpcedges import rpc_edges
@@ -119,6 +120,7 @@ def _index(snap: Snapshot, kernel: KernelWaits) -> FdIndex:
     for conn in kernel.tcp:
         idx.tcp[conn.inode] = (conn.local, conn.remote)
         idx.tcp_by_ends[(conn.local, conn.remote)] = conn.inode
+        idx.conns[conn.inode] = conn
     return idx
 
 
@@ -363,7 +365,8 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         if idx is not None and kernel is not None:
             for thread in proc.threads:
                 found = [*_kernel_edges(idx, kernel.arch, proc, thread),
-                         *unread_edges(idx, proc, thread, still)]
+                         *unread_edges(idx, proc, thread, still),
+                         *owed_reply_edges(idx, snap, proc, thread, still)]
                 mine.extend(found or _zmq(idx, kernel, connected, proc, thread))
                 mine.extend(sqlite_edges(proc, thread, idx.fds.get(proc.pid, {}),
                                          idx.lock_holders))

@@ -14,6 +14,7 @@ from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.store_key import store_op
 from hangscope.analyze.graph.liveness import busy
 from hangscope.analyze.graph.loopedges import TASK_OF
+from hangscope.analyze.graph.owedreply import OWES_REPLY
 from hangscope.analyze.graph.queueedges import no_reader
 from hangscope.analyze.graph.sites import called_from
 from hangscope.analyze.graph.stackindex import Frames, index_of
@@ -316,6 +317,9 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
                     "socket)")
         if STOPPED_READING in edge.how:
             return f"{me} waits {doing} {edge.object}{site}, to {them}, which stopped reading it"
+        if OWES_REPLY in edge.how:
+            return (f"{me} waits for the reply on {edge.object}{site}, from {them}, which read "
+                    "the whole request and has sent nothing since")
         return f"{me} waits {doing} {edge.object}{site}, {'to' if sends(edge) else 'from'} {them}"
     return f"{me} waits on {edge.object}{site} for {them}"
 

@@ -102,13 +102,15 @@ _MOVED_BY = {"python": "its Python line moved", "gpu": "its GPU's kernels do wor
              "counters": "its waits complete and data moves",
              "source": "it computes on a core through a for loop's items",
              "sleep": "its sleeps end, each the next call's or item's",
-             "socket": "its event loop moves socket data"}
+             "socket": "its event loop moves socket data",
+             "tcp": "its TCP connections move data"}
 #: The same, said of several ranks at once.
 _MOVED_BY_MANY = {"python": "their Python lines moved", "gpu": "their GPUs' kernels do work",
                   "counters": "their waits complete and data moves",
                   "source": "they compute on a core through a for loop's items",
                   "sleep": "their sleeps end, each the next call's or item's",
-                  "socket": "their event loops move socket data"}
+                  "socket": "their event loops move socket data",
+                  "tcp": "their TCP connections move data"}
 
 
 def _moved_words(facts: Facts, moving: list[Process]) -> str:  # _MOVED_BY: why, by evidence
