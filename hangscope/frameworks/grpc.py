@@ -16,6 +16,10 @@ CHANNEL_FILE = "grpc/_channel.py"
 SERVER_FILE = "grpc/_server.py"
 RESPONSE_WAITS = frozenset({"_MultiThreadedRendezvous._next", "_Rendezvous.__next__",
                             "_end_unary_response_blocking", "_MultiThreadedRendezvous.result"})
+#: A client thread inside a call, waiting for its response or the stream's next one: the
+#: response waits, and a unary call still in its blocking send-and-wait (the handler has not
+#: answered, or no handler has started it).
+CALL_WAITS = RESPONSE_WAITS | {"_UnaryUnaryMultiCallable._blocking"}
 REQUEST_PRODUCER = "consume_request_iterator"
 HANDLER_RUNS = frozenset({"_stream_response_in_pool", "_unary_response_in_pool"})
 REQUEST_WAIT = frozenset({"_RequestIterator._next"})

@@ -277,7 +277,7 @@ class WaitPattern:
     # pending_tasks | unserved_call | uncalled | queued_call |
     # prompt | fifo_open | crash_loop | dead_thread | dead_process | dead_holder | dead_peer |
     # nested_checkout | signal_blocked | signal_ignored | self_connect | self_call | pool_cycle |
-    # rpc_pools | tty_stopped |
+    # rpc_pools | tty_stopped | forked_context | overbooked_pool |
     # shared_connection | behind_sibling | sink
     kind: str
     members: tuple[int, ...]  # PIDs, the suspect first where there is one

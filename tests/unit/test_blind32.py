@@ -7,7 +7,9 @@ its sockets never connect (it read "unknown"). GIVEN a Lightning DDP script that
 "free" MASTER_PORT in every process (Lightning#3957) THEN a split rendezvous, rank 1 (whose
 store nobody serves) the suspect (it read "all waiting", nobody blamed). GIVEN a uvicorn server
 rolled by SIGTERM whose graceful shutdown waits for an endless SSE stream (uvicorn#451) THEN
-its shutdown never finished, the server the suspect (it read "unknown").
+its shutdown never finished, the server the suspect (it read "unknown"). GIVEN a gRPC registry
+whose two workers are held by Watch streams while the Publish that would wake them is queued
+(grpc#7052) THEN the pool full of calls, the registry the suspect (a partial wait chain).
 """
 
 from __future__ import annotations
@@ -51,3 +53,15 @@ def test_given_a_server_draining_an_endless_stream_then_its_shutdown_never_finis
     assert verdict.suspects == (server,), verdict
     assert verdict.summary.startswith(f"Shutdown never finished: PID {server} (python) "
                                       "logged \"Waiting for connections to close.\""), verdict
+
+
+def test_given_streams_holding_a_grpc_pool_then_the_queued_call_is_said() -> None:
+    """grpc#7052: two Watch streams hold both workers of the registry's pool; the trainer's
+    Publish, which would wake them, waits in the pool's queue."""
+    snap = analyze(load(FIXTURES / "grpc_watch_pool.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    registry = next(p.pid for p in snap.processes if "registry.py" in " ".join(p.cmdline))
+    assert verdict.suspects == (registry,), verdict
+    assert verdict.summary.startswith("A server's pool full of calls that never end: 3 gRPC "
+                                      f"calls wait on PID {registry} (python)"), verdict.summary

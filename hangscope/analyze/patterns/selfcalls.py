@@ -8,7 +8,8 @@ worker, and every worker waits for them (grpc/grpc#8603, "bounded server thread 
 considered harmful"; #7052). The kernel's facts say it, whatever the library: the TCP table
 pairs the client's socket with the one the process accepted. Pools that call each other's
 servers (``pool_cycle``), torch RPC pools full of nested calls (``rpc_pools``), and a torch RPC
-whose reply no server is computing (``unserved_call``).
+whose reply no server is computing (``unserved_call``); more gRPC calls than a pool's workers:
+analyze/patterns/ends/grpcpool.py.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def calls_out(snap: Snapshot, proc: Process, servers: Sequence[Process]
     return out
 
 
-def _saturated(proc: Process) -> list[Thread]:
+def saturated_workers(proc: Process) -> list[Thread]:
     """The worker threads of the process's thread pool where every one runs a task blocked
     inside a call (a socket, or a library's own wait), none computing; else none."""
     workers = [t for t in proc.threads if executor_worker(t)]
@@ -77,7 +78,7 @@ def _saturated(proc: Process) -> list[Thread]:
     return []
 
 
-def _pool_words(proc: Process, workers: list[Thread]) -> tuple[str, str]:
+def pool_words(proc: Process, workers: list[Thread]) -> tuple[str, str]:
     """The pool's threads (named, the first four) and where their tasks wait."""
     sites = sorted({f"{f.name} ({f.short_file}:{f.line})" for t in workers
                     if (f := own_frame(t)) is not None})
@@ -95,12 +96,12 @@ def self_call(g: Graph) -> WaitPattern | None:
             continue
         # Every worker busy with a task that waits (an idle one would take the nested
         # request), each blocked in a call (a socket, or a library's own wait), none computing.
-        workers = _saturated(proc)
+        workers = saturated_workers(proc)
         found = self_connections(g.snap, proc) if workers else []
         if not found:
             continue
         client, accepted, port = found[0]
-        names, at = _pool_words(proc, workers)
+        names, at = pool_words(proc, workers)
         chain = (f"all {len(workers)} worker threads of {who(proc)}'s thread pool ({names}) "
                  f"run tasks that wait inside a call{at}, and {who(proc)} is connected to its "
                  f"own listening port {port} (fd {client} to fd {accepted}, which it accepted): "
@@ -121,7 +122,7 @@ def pool_cycle(g: Graph) -> WaitPattern | None:
     if not g.has_file("concurrent/futures/thread.py"):
         return None
     pools = {p.pid: (p, w) for p in g.snap.processes
-             if not p.is_exited and p.listening and (w := _saturated(p))}
+             if not p.is_exited and p.listening and (w := saturated_workers(p))}
     if len(pools) < 2:
         return None
     servers = [p for p, _ in pools.values()]
@@ -142,7 +143,7 @@ def pool_cycle(g: Graph) -> WaitPattern | None:
             proc, workers = pools[pid]
             after = ring[(i + 1) % len(ring)]
             port, client = nxt[pid][after]
-            names, at = _pool_words(proc, workers)
+            names, at = pool_words(proc, workers)
             hops.append(f"all {len(workers)} worker threads of {who(proc)}'s thread pool "
                         f"({names}) run tasks that wait inside a call{at}, to "
                         f"{who(pools[after][0])}'s port {port} (fd {client})")
@@ -187,7 +188,7 @@ def rpc_pools(g: Graph) -> WaitPattern | None:
         return None
     parts = []
     for proc, pool in full:
-        names, at = _pool_words(proc, pool)
+        names, at = pool_words(proc, pool)
         parts.append(f"all {len(pool)} RPC threads of {who(proc)} ({names}) run requests "
                      f"that wait inside a nested rpc_sync{at}")
     members = tuple(p.pid for p, _ in full)
@@ -244,3 +245,4 @@ def _unserved(g: Graph, proc: Process, thread: Thread, others: list[Process]) ->
              "Complete the future on every path (a last, smaller batch), or "
              "give rpc_sync a timeout" + behind(g, (proc.pid,)))
     return WaitPattern("unserved_call", (proc.pid,), chain, (), proc.pid, thread.tid)
+

@@ -67,6 +67,7 @@ from hangscope.analyze.patterns.ends.fdlimit import exhausted, exhausted_words
 from hangscope.analyze.patterns.ends.fifopatterns import fifo_open
 from hangscope.analyze.patterns.ends.forkedzmq import forked_context
 from hangscope.analyze.patterns.ends.forkwaits import fork_notifier
+from hangscope.analyze.patterns.ends.grpcpool import overbooked_pool
 from hangscope.analyze.patterns.ends.lostreplies import lost_reply
 from hangscope.analyze.patterns.ends.ownendpatterns import own_end
 from hangscope.analyze.patterns.ends.selfconnect import self_connect
@@ -376,7 +377,7 @@ PATTERNS = (self_connect, self_call, pool_cycle, rpc_pools, tty_stopped, own_end
             full_queue, lost_wakeup, gone_signal, unwoken_loop, event_loop, loop_sync_wait,
             fork_lock, lost_result, idle_executor, pool_saturated, pending_tasks, unserved_call,
             uncalled, prompt, lost_reply, fifo_open, crash_loop, dead_thread, dead_process, _sink,
-            unowed_receive, unpeered_receive, forked_context)
+            unowed_receive, unpeered_receive, forked_context, overbooked_pool)
 
 
 def wait_graph(snap: Snapshot) -> WaitGraph:
