@@ -47,7 +47,7 @@ def registry(ready_file: str, workers: int) -> None:
         seen = -1
         while context.is_active():
             with changed:
-                changed.wait_for(lambda: versions[request["model"]] != seen)
+                changed.wait_for(lambda last=seen: versions[request["model"]] != last)
                 seen = versions[request["model"]]
             yield {"model": request["model"], "version": seen}
 
