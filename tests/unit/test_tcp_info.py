@@ -100,11 +100,14 @@ def _loop(wakes: int) -> ProcessProgress:
 def test_a_loop_whose_connection_moved_data_in_the_window_progresses() -> None:
     """A dashboard reading a server-sent event every 0.5 s: its loop's callbacks take well
     under a millisecond, so no sample catches them; the kernel saw the data come."""
-    recent = Hints(tcp_moved={10: ("TCP 127.0.0.1:1 -> 127.0.0.1:2", 310)})
+    recent = Hints(tcp_moved={10: ("TCP 127.0.0.1:1 -> 127.0.0.1:2", 310, 9_000)})
     assert decide(_loop(4), 2.0, hints=recent).evidence == "tcp"
-    stale = Hints(tcp_moved={10: ("TCP 127.0.0.1:1 -> 127.0.0.1:2", 5_000)})
+    stale = Hints(tcp_moved={10: ("TCP 127.0.0.1:1 -> 127.0.0.1:2", 5_000, 9_000)})
     assert decide(_loop(4), 2.0, hints=stale).decision != PROGRESSING  # before the window
     assert decide(_loop(0), 2.0, hints=recent).decision != PROGRESSING  # it never woke
+    # a poll of an empty queue: its request and the answer, both in the window: its ticks
+    polls = Hints(tcp_moved={10: ("TCP 127.0.0.1:1 -> 127.0.0.1:2", 310, 320)})
+    assert decide(_loop(4), 2.0, hints=polls).decision != PROGRESSING
 
 
 def test_a_rolled_server_streaming_to_its_dashboard_is_progressing() -> None:

@@ -254,11 +254,12 @@ def decide(proc: ProcessProgress, seconds: float, gpus: Sequence[GpmReading] = (
             "asyncio hands a connection's bytes on (recv and send, which /proc/PID/io does not "
             "count)"), judged, gpu_text, gpu_state)
     moved = hints.tcp_moved.get(proc.pid)
-    if moved is not None and moved[1] <= seconds * 1000 and not spins and \
+    if moved is not None and moved[1] <= seconds * 1000 < moved[2] and not spins and \
             thread.counters is not None and _own_wakes(proc, thread.counters) >= MIN_WAKES:
-        # woken again and again, and data went through one of its TCP connections within a
-        # window's length of the kernel's read: its waits end as bytes come or leave (a
-        # stream read event by event, whose callbacks no sample caught)
+        # woken again and again, and data went one way through one of its TCP connections
+        # within a window's length of the kernel's read, none the other way: a stream read
+        # event by event, whose callbacks no sample caught (a poll's request and answer, a
+        # health check's ping and pong, go both ways: its own ticks, not data for it)
         return RankProgress(proc.pid, PROGRESSING, "tcp", (
             f"data went through its {moved[0]} {moved[1]} ms before the kernel was read (its "
             "tcp_info), and its wait ended again and again: its waits end as data moves "

@@ -141,9 +141,9 @@ class Hints:
     # ``time.sleep``): its own timer wakes it, so what it does between such waits (a
     # supervisor's ping to each worker and the pong) is its own initiative, not data it got
     timers: frozenset[int] = frozenset()
-    # per process: its TCP connection that data went through last, "TCP a -> b", and how
-    # many ms before the kernel's read (tcp_info's last data sent or received)
-    tcp_moved: Mapping[int, tuple[str, int]] = field(default_factory=dict)
+    # per process: its TCP connection that data went through last, "TCP a -> b", how many
+    # ms before the kernel's read, and when data last went the other way (tcp_info)
+    tcp_moved: Mapping[int, tuple[str, int, int]] = field(default_factory=dict)
 
 
 #: A poll timeout (ms) that no window outlasts: a wait for data, not a timed re-check.
@@ -228,18 +228,19 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
                  timed_waits(procs, kernel, sleeps=True), tcp_moved(kernel))
 
 
-def tcp_moved(kernel: KernelWaits | None) -> dict[int, tuple[str, int]]:
-    """Per process, the established TCP connection of it whose data moved last, and when
-    (ms before the read: tcp_info's ``last_data_sent``/``last_data_recv``)."""
+def tcp_moved(kernel: KernelWaits | None) -> dict[int, tuple[str, int, int]]:
+    """Per process, the established TCP connection of it whose data moved last: when (ms
+    before the read: tcp_info's ``last_data_sent``/``last_data_recv``, the nearer), and when
+    data last went the other way (the farther)."""
     if kernel is None:
         return {}
     conns = {c.inode: c for c in kernel.tcp if c.state == 1
              and c.last_sent_ms is not None and c.last_recv_ms is not None}
-    out: dict[int, tuple[str, int]] = {}
+    out: dict[int, tuple[str, int, int]] = {}
     for proc in kernel.processes:
         mine = [conns[r.inode] for r in proc.fds if r.inode in conns]
         if mine:
             last = min(mine, key=lambda c: min(c.last_sent_ms or 0, c.last_recv_ms or 0))
-            out[proc.pid] = (f"TCP {last.local} -> {last.remote}",
-                             min(last.last_sent_ms or 0, last.last_recv_ms or 0))
+            ages = sorted((last.last_sent_ms or 0, last.last_recv_ms or 0))
+            out[proc.pid] = (f"TCP {last.local} -> {last.remote}", ages[0], ages[1])
     return out
