@@ -12,7 +12,15 @@ import json
 from pathlib import Path
 
 import pytest
-from support import VERDICT_JOBS, dump_json, settled_dump, show_text, verdict_job
+from support import (
+    VERDICT_JOBS,
+    asleep,
+    dump_json,
+    poll,
+    settled_dump,
+    show_text,
+    verdict_job,
+)
 
 from hangscope.analyze.evidence.p2p import (
     P2PCall,
@@ -183,3 +191,18 @@ def test_a_rank_receiving_from_any_source_while_the_others_sit_in_barrier_is_the
         summary
     assert "ranks 1-3 wait in barrier at recv_any" in summary, summary
     assert "the message rank 0 waits for was never sent" in summary, summary
+
+
+@pytest.mark.extended
+def test_given_a_send_and_a_receive_with_other_tags_then_the_tags_are_said(
+        tmp_path: Path) -> None:
+    """gloo#308 (blind round 31's 01): rank 0 sends with tag 7, rank 1 waits to receive from
+    it with tag 8; the verdict read "rank 0 sends and rank 1 receives", the tags unsaid."""
+    with verdict_job("p2p_tags", tmp_path, ["rank0", "rank1"], timeout=120) as job:
+        ranks = [job.pids["rank0"], job.pids["rank1"]]
+        poll(lambda: all(asleep(r) for r in ranks), "both ranks blocked in send/recv", 60)
+        snap = from_dict(json.loads(dump_json(job.launcher)))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind.value == "p2p_deadlock", verdict
+    assert "rank 0 waits to send to rank 1 with tag 7; rank 1 waits to receive from rank 0 " \
+        "with tag 8 (rank 0 sends with tag 7 and rank 1 receives with tag 8" in verdict.summary

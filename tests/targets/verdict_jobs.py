@@ -14,6 +14,7 @@ knows the job is where it should be without sleeping. Modes:
 - ``missing_unreaped``  the same, but the launcher waits for rank 0 first: rank 3 is a zombie.
 - ``p2p_cycle`` 3 gloo ranks that each recv from the previous rank before sending: a cycle.
 - ``p2p_stalled`` rank 0 sleeps instead of sending; rank 1 receives from 0, rank 2 from 1.
+- ``p2p_tags``  2 gloo ranks: rank 0 sends with tag 7, rank 1 receives from it with tag 8.
 - ``p2p_async_tags`` rank 2 isends to rank 1 with another tag than rank 1 irecvs; rank 0 waits on 1.
 - ``p2p_async_recv`` every rank posts irecv from both neighbours, then waits: nobody sends.
 - ``new_group_skip`` ranks 0 and 2 create a new group of ranks 0-2; rank 1, a member, skips the
@@ -47,7 +48,7 @@ import time
 from pathlib import Path
 
 WORLD = {"filelock": 3, "flock": 3, "missing": 4, "missing_unreaped": 4, "p2p_cycle": 3,
-         "p2p_ok": 3, "p2p_stalled": 3, "p2p_async_tags": 3, "p2p_async_recv": 3,
+         "p2p_ok": 3, "p2p_stalled": 3, "p2p_async_tags": 3, "p2p_async_recv": 3, "p2p_tags": 2,
          "new_group_skip": 3, "new_group_drift": 2, "dp_tp": 4, "dp_tp_mismatch": 6, "recv_any": 4}
 
 
@@ -130,6 +131,16 @@ def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
         ready(ready_file, f"rank{rank}")
         dist.recv(t, src=prev)  # every stage receives first: nobody sends
         dist.send(t, dst=nxt)
+        return
+    if mode == "p2p_tags":
+        # A 2-stage pipeline tagging each micro-batch by its step; the receiving stage counts
+        # its steps from 1 (gloo#308): rank 0 sends with tag 7, rank 1 waits for tag 8.
+        ready(ready_file, f"rank{rank}")
+        step = 7
+        if rank == 0:
+            dist.send(t, dst=1, tag=step)
+        else:
+            dist.recv(t, src=0, tag=step + 1)
         return
     if mode == "p2p_async_tags":
         # A reversed pipeline (2 -> 1 -> 0) whose tags disagree: rank 2's isend (tag 7) never

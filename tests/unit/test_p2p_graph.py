@@ -85,3 +85,16 @@ def test_given_real_p2p_stacks_when_classified_then_collective_with_p2p_op() -> 
         assert is_p2p(thread.op)
     assert all_p2p({0: "recv", 1: "send"}) and not all_p2p({0: "recv", 1: "all_reduce"})
     assert not is_p2p("all_reduce")
+
+
+def test_given_a_send_and_its_receive_with_other_tags_then_the_tags_are_said() -> None:
+    """gloo#308: a pipeline whose receiving stage counts its tag one ahead: the pair should
+    meet and cannot; the tags are the answer, said in the verdict."""
+    found = {0: P2PCall("send", 1, tag=7), 1: P2PCall("recv", 0, tag=8)}
+    graph = p2p_graph(found, [0, 1])
+    assert graph.matched == () and graph.cycles == ((0, 1),)
+    assert describe_cycle(graph.cycles[0], found) == (
+        "Point-to-point deadlock among ranks 0, 1: rank 0 waits to send to rank 1 with tag 7; "
+        "rank 1 waits to receive from rank 0 with tag 8 (rank 0 sends with tag 7 and rank 1 "
+        "receives with tag 8: a send meets only a receive of its own tag, so neither "
+        "completes).")

@@ -124,7 +124,21 @@ def p2p_graph(calls: Mapping[int, P2PCall], ranks: Sequence[int]) -> P2PGraph:
 
 def _arrow(rank: int, call: P2PCall) -> str:
     verb = "receive from" if call.op == "recv" else "send to"
-    return f"rank {rank} waits to {verb} rank {call.peer}"
+    tag = f" with tag {call.tag}" if call.tag else ""  # (0, the default, goes unsaid)
+    return f"rank {rank} waits to {verb} rank {call.peer}{tag}"
+
+
+def _tag_mismatches(calls: Mapping[int, P2PCall]) -> list[tuple[int, int]]:
+    """(sender, receiver) of each send whose receiver waits to receive from it with another
+    tag: the pair that should meet and cannot (gloo and NCCL match a send and a receive on
+    both the peer and the tag)."""
+    out = []
+    for rank, call in sorted(calls.items()):
+        other = calls.get(call.peer) if call.op == "send" and call.peer is not None else None
+        if other is not None and other.op == "recv" and other.peer == rank and (
+                call.tag is not None and other.tag is not None and call.tag != other.tag):
+            out.append((rank, call.peer))
+    return out
 
 
 def describe_cycle(cycle: Sequence[int], calls: Mapping[int, P2PCall]) -> str:
@@ -135,6 +149,11 @@ def describe_cycle(cycle: Sequence[int], calls: Mapping[int, P2PCall]) -> str:
     why = {frozenset({"recv"}): "every rank receives first and none sends",
            frozenset({"send"}): "every rank sends first and none receives"}.get(
         frozenset(ops), "each waits for the next")
+    pairs = _tag_mismatches({r: calls[r] for r in cycle})
+    if pairs:
+        why = "; ".join(f"rank {a} sends with tag {calls[a].tag} and rank {b} receives with "
+                        f"tag {calls[b].tag}" for a, b in pairs)
+        why += ": a send meets only a receive of its own tag, so neither completes"
     return f"Point-to-point deadlock among ranks {members}: {steps} ({why})."
 
 
