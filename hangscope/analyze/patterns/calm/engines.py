@@ -212,8 +212,7 @@ def serves_until_stopped(proc: Process, thread: Thread) -> bool:
     ``wait_for_termination``) while the process listens, and every other Python thread of it
     with a stack is the framework's helper (its poller, pool workers waiting for a call): the
     framework's threads serve, and none runs a request now."""
-    if not proc.listening or not any(
-            not f.native and frame_at(f.name, f.file, SERVE_WAITS) for f in thread.frames):
+    if not proc.listening or not serves_until_stop(thread.frames):
         return False
     return all(t.helper or t.tid == thread.tid or not any(map(user_code, t.frames))
                for t in proc.threads if t.python)  # (a handler runs the servicer's code: no)

@@ -35,9 +35,10 @@ def forked_context(g: Graph) -> WaitPattern | None:
         parent = g.procs.get(proc.ppid)
         forked = parent is not None and any(
             (t.name or "").startswith(_IO_THREAD) for t in parent.threads)
-        waiting = [p for p in g.procs.values() if p is not proc and not p.is_exited
-                   and p.pid != proc.pid and (w := p.working_thread) is not None
-                   and in_zmq_receive(w)]
+        # who waits for it: its parent first (the front end that forked it), else another
+        waiting = sorted((p for p in g.procs.values() if p is not proc and not p.is_exited
+                          and (w := p.working_thread) is not None and in_zmq_receive(w)),
+                         key=lambda p: p is not parent)
         origin = (f"a context {who(parent)} created before it forked it" if forked
                   else "a context created before the process was forked")
         chain = (f"{thread_words(proc, thread)} waits for a zmq message{site_words(thread)} "
@@ -52,4 +53,3 @@ def forked_context(g: Graph) -> WaitPattern | None:
         members = (proc.pid, *(p.pid for p in waiting[:1]))
         return WaitPattern("forked_context", members, chain, (), proc.pid, thread.tid)
     return None
-
