@@ -59,7 +59,7 @@ def split_rendezvous(facts: Facts) -> Verdict | None:
     suspects = unserved or (groups[0] if len(groups[0]) < len(groups[-1]) else ranks)
     summary = (f"Split rendezvous: the ranks look for the job's TCPStore at different "
                f"addresses: {'; '.join(parts)}. They will never meet: each store waits for "
-               "ranks that went to another. Give every rank the same MASTER_ADDR/MASTER_PORT "
+               "ranks that went to another. Give every rank the same MASTER_ADDR and MASTER_PORT "
                "(set the port once, before the ranks start, not in each process).")
     lines = tuple(f"{names([p])}: its rendezvous's store at {stores[p.key]} (py-spy --locals "
                   "of _create_c10d_store)" for p in ranks)
