@@ -16,6 +16,7 @@ from hangscope.analyze import analyze
 from hangscope.analyze.evidence.progress import PROGRESSING, decide
 from hangscope.analyze.evidence.progress_hints import Hints
 from hangscope.analyze.graph.owedreply import _spoke_last
+from hangscope.analyze.patterns.calm.engines import open_requests
 from hangscope.collect.procfs import read_tcp_connections
 from hangscope.model import VerdictKind
 from hangscope.model.progress import (
@@ -26,7 +27,7 @@ from hangscope.model.progress import (
     ThreadProgress,
 )
 from hangscope.model.serialize import load
-from hangscope.model.waits import TcpConnection
+from hangscope.model.waits import KernelWaits, TcpConnection
 
 
 def _inode(sock: socket.socket) -> int:
@@ -118,3 +119,19 @@ def test_a_rolled_server_streaming_to_its_dashboard_is_progressing() -> None:
     assert snap.verdict is not None and snap.verdict.kind is VerdictKind.PROGRESSING, (
         snap.verdict)
     assert "their TCP connections move data" in snap.verdict.summary, snap.verdict.summary
+
+
+def test_a_connection_whose_server_answered_last_holds_no_request() -> None:
+    """A front end's open connections count as requests in flight unless the kernel says the
+    server end answered last and the client took the whole answer (a WebSocket after its
+    upgrade, a keep-alive client between calls)."""
+    server = _conn(1, "127.0.0.1:8000", "127.0.0.1:50000", sent=3472, heard=3476)
+    client = _conn(2, "127.0.0.1:50000", "127.0.0.1:8000", sent=3476, heard=3472)
+    assert open_requests(KernelWaits("x86_64", tcp=(server, client)), {8000}) == 0
+    unread = _conn(2, client.local, client.remote, 3476, 3472, unread=65536)  # a body not read
+    assert open_requests(KernelWaits("x86_64", tcp=(server, unread)), {8000}) == 1
+    asked = _conn(1, server.local, server.remote, sent=3476, heard=3472)  # the request last
+    assert open_requests(KernelWaits("x86_64", tcp=(asked, client)), {8000}) == 1
+    tick = _conn(1, server.local, server.remote, sent=3480, heard=3480)  # one tick: unordered
+    assert open_requests(KernelWaits("x86_64", tcp=(tick, client)), {8000}) == 1
+    assert open_requests(KernelWaits("x86_64", tcp=(server,)), {8000}) == 1  # client unseen

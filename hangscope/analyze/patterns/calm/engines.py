@@ -23,7 +23,7 @@ from hangscope.analyze.graph.threadedges import at_loop_head
 from hangscope.frameworks import REPLY_WAITS, SERVE_WAITS, frame_at
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
-from hangscope.model.waits import KernelWaits
+from hangscope.model.waits import KernelWaits, TcpConnection
 
 #: The innermost Python frame of a server that waits for its next request or connection.
 WAITS_FOR_WORK = re.compile(
@@ -145,8 +145,21 @@ def tcp_ports(proc: Process) -> set[int]:
 
 def open_requests(kernel: KernelWaits, ports: set[int]) -> int:
     """Connections of the job whose local end is one of the listening ``ports``: accepted
-    requests (or keep-alive clients) the front end holds open."""
-    return sum(1 for c in kernel.tcp if int(c.local.rpartition(":")[2] or 0) in ports)
+    requests the front end holds open; not one whose server end spoke last, all it got read
+    (``tcp_info``: a keep-alive client answered, a WebSocket subscriber after its upgrade):
+    an answered connection holds no request."""
+    ends = {(c.local, c.remote): c for c in kernel.tcp}
+    return sum(1 for c in kernel.tcp if int(c.local.rpartition(":")[2] or 0) in ports
+               and not _answered(c, ends.get((c.remote, c.local))))
+
+
+def _answered(conn: TcpConnection, peer: TcpConnection | None) -> bool:
+    """The server end of ``conn`` sent after it last received and read all it received, and
+    the client's end (a process of the job) read all of the answer (the same tick orders
+    nothing, an answer unread is still being given: not answered)."""
+    return (conn.last_sent_ms is not None and conn.last_recv_ms is not None
+            and conn.last_sent_ms < conn.last_recv_ms and conn.unread == 0
+            and peer is not None and peer.unread == 0)
 
 
 def idle_front(snap: Snapshot) -> tuple[Process, set[int]] | None:

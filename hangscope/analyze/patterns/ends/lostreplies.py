@@ -33,6 +33,7 @@ from hangscope.analyze.patterns.calm.engines import (
     serving_thread,
     waits_for_message,
 )
+from hangscope.frameworks import SERVER_LOOP_FILES
 from hangscope.frameworks.zmq import FRAMEWORK as ZMQ
 from hangscope.model import Process, Role, Snapshot, Thread
 from hangscope.model.waits import WaitPattern
@@ -50,10 +51,13 @@ _WAITING_CPU = 5.0
 
 def awaits_own_call(thread: Thread | None) -> bool:
     """The thread's event loop runs inside ``run_until_complete`` called from the program's
-    own frame (not asyncio's runner): a synchronous call that waits for a result."""
+    own frame (not asyncio's runner, nor a server framework's serve call: aiohttp's
+    ``web.run_app`` runs its loop so, for the server's life): a synchronous call that waits
+    for a result."""
     names = python_names(thread) if thread is not None else []
     k = next((i for i, n in enumerate(names) if _RUN.search(n)), None)
-    return k is not None and k + 1 < len(names) and "asyncio/" not in names[k + 1]
+    return k is not None and k + 1 < len(names) and "asyncio/" not in names[k + 1] and not any(
+        part in names[k + 1] for part in SERVER_LOOP_FILES)
 
 
 def _peers(snap: Snapshot, pid: int) -> set[int]:
