@@ -31,10 +31,10 @@ def test_streams_that_hold_every_worker_starve_the_call_that_would_end_them(
     assert verdict["kind"] == "wait_chain", (verdict, text)
     assert verdict["suspects"] == [pids["registry"]], verdict
     summary = verdict["summary"]
-    assert summary.startswith("A server's pool full of calls that never end: 3 gRPC calls "
+    assert summary.startswith("A server's pool full of calls that never end: 3 calls "
                               f"wait on PID {pids['registry']} (python)"), summary
-    assert "and all 2 worker threads of its server's pool" in summary, summary
-    assert "1 of the calls waits in the pool's queue" in summary, summary
+    assert "and all 2 worker threads of its handler pool" in summary, summary
+    assert "1 of the calls waits for a free worker" in summary, summary
     assert f"PID {pids['trainer']} (python) at trainer (grpc_watch.py:" in summary, summary
 
 

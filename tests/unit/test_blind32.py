@@ -63,5 +63,5 @@ def test_given_streams_holding_a_grpc_pool_then_the_queued_call_is_said() -> Non
     assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
     registry = next(p.pid for p in snap.processes if "registry.py" in " ".join(p.cmdline))
     assert verdict.suspects == (registry,), verdict
-    assert verdict.summary.startswith("A server's pool full of calls that never end: 3 gRPC "
+    assert verdict.summary.startswith("A server's pool full of calls that never end: 3 "
                                       f"calls wait on PID {registry} (python)"), verdict.summary

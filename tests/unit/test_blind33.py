@@ -4,7 +4,9 @@
 GIVEN an aiohttp WebSocket hub served by ``web.run_app`` and its two subscribers, all idle
 between alerts THEN no hang is claimed (it read "a reply that never comes", the hub blamed:
 ``run_app`` runs the server's loop in ``run_until_complete``, which was taken for the
-program's own call awaiting a result).
+program's own call awaiting a result). GIVEN 48 sync long polls holding AnyIO's 40 worker
+threads while the executor's /claim waits for one (anyio#721) THEN a server's pool full of
+calls, the API the suspect (it read a wait chain ending at the clients).
 """
 
 from __future__ import annotations
@@ -23,3 +25,15 @@ def test_given_an_idle_websocket_hub_then_no_hang_is_claimed() -> None:
     assert verdict is not None and verdict.kind in (VerdictKind.IDLE, VerdictKind.UNKNOWN), (
         verdict)
     assert verdict.suspects == (), verdict
+
+
+def test_given_sync_long_polls_holding_every_anyio_thread_then_the_pool_is_said() -> None:
+    """anyio#721: 48 long polls on a sync endpoint hold AnyIO's 40 worker threads; the
+    executor's sync /claim waits for one (it read a wait chain ending at the clients)."""
+    snap = analyze(load(FIXTURES / "fastapi_anyio_pool.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    server = next(p.pid for p in snap.processes if "server.py" in " ".join(p.cmdline))
+    assert verdict.suspects == (server,), verdict
+    assert verdict.summary.startswith("A server's pool full of calls that never end: 49 calls "
+                                      f"wait on PID {server} (python)"), verdict.summary

@@ -9,8 +9,8 @@ per model (two), then the trainer publishes.
 - ``starved``: the two streams hold both workers, each waiting for a new version; the
   trainer's ``Publish`` waits in the pool's queue, and the version that would end the wait is
   the one it brings (grpc#7052; blind round 32's 03).
-- ``roomy``: the twin: four workers: ``Publish`` runs, the watchers stream the new version and
-  wait for the next; the trainer publishes again every second (healthy).
+- ``roomy``: the twin: four workers: ``Publish`` runs, the watchers stream each new version and
+  wait for the next; the trainer publishes one model or the other every 0.1 s (healthy).
 
 READY_FILE gets ``"<pid> registry"`` once it serves, ``"<pid> replica"`` once both streams got
 their first version, ``"<pid> trainer"`` once its first ``Publish`` is sent (``starved``) or
@@ -107,12 +107,12 @@ def trainer(ready_file: str, mode: str) -> None:
     while "replica" not in open(ready_file).read():  # noqa: SIM115
         time.sleep(0.05)
     told = False
-    while True:  # an epoch, then publish the new ranker
-        time.sleep(0.5)
+    for step in range(1 << 30):  # an epoch, then publish the new ranker, or retriever
+        time.sleep(0.5 if mode == "starved" else 0.1)
         if mode == "starved" and not told:
             threading.Timer(0.5, ready, (ready_file, "trainer")).start()
             told = True
-        publish({"model": "ranker"})
+        publish({"model": ("ranker", "retriever")[step % 2]})
         if not told:
             ready(ready_file, "trainer")
             told = True

@@ -1,10 +1,12 @@
-"""More gRPC calls wait on a server than its thread pool has workers, every worker blocked.
+"""More calls wait on a server than its handler pool has workers, every worker blocked.
 
 A gRPC server built on ``ThreadPoolExecutor(max_workers=N)`` runs each call on one worker for
 the call's whole life: a server stream that waits for its next event keeps its worker as long
-as it stays open. With every worker blocked inside a handler, the calls beyond the pool's
-size wait in its queue, unseen: no thread of the server runs them, and their clients wait in
-gRPC's blocking call (grpc#7052, #8616: "bounded server thread pools considered harmful"). A
+as it stays open; a Starlette/FastAPI app's sync endpoints run on AnyIO's worker threads, 40
+at once, each for its request's life (a long poll that waits on an Event keeps its thread).
+With every worker blocked inside a handler, the calls beyond the pool's size wait in its
+queue, unseen: no thread of the server runs them, and their clients wait in their call
+(grpc#7052, #8616: "bounded server thread pools considered harmful"; anyio#721). A
 handler that waits for what a queued call would do (a watch notified by a publish) never
 returns at all. The stacks count both sides: the clients' threads inside a call to the
 server's port (the kernel's TCP pairs), the server's workers inside their handlers.
@@ -12,41 +14,88 @@ server's port (the kernel's TCP pairs), the server's workers inside their handle
 
 from __future__ import annotations
 
+from hangscope.analyze.evidence.classify import user_code
 from hangscope.analyze.graph.threadedges import blocked
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.patterns.selfcalls import calls_out, pool_words, saturated_workers
+from hangscope.frameworks import POOL_WORKERS
 from hangscope.frameworks.grpc import CALL_WAITS, CHANNEL_FILE
+from hangscope.model import Category, Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
+#: The pools a server runs its handlers on, and what to do when long waits fill one: gRPC's
+#: ThreadPoolExecutor; AnyIO's worker threads, which run a Starlette/FastAPI app's sync
+#: endpoints (40 at once by default: the thread limiter's tokens, anyio#721, fastapi#4221).
+_GRPC_ADVICE = ("Give the server more workers than the calls it holds at once (max_workers), "
+                "cap them (maximum_concurrent_rpcs), or serve streams with grpc.aio")
+_ANYIO_ADVICE = ("Make the endpoints that wait async (async def, await the event), or raise "
+                 "the limit (anyio.to_thread.current_default_thread_limiter().total_tokens)")
+
+
+def _pool(server: Process) -> tuple[list[Thread], str]:
+    """The server's handler pool where every worker runs a handler blocked inside it, and the
+    advice for it; ([], "") where none is full."""
+    workers = saturated_workers(server)
+    if workers:
+        return workers, _GRPC_ADVICE
+    anyio = [t for t in server.threads if any(
+        not f.native and (f.name == name or f.name.endswith("." + name)) and path in (f.file or "")
+        for name, path in POOL_WORKERS for f in t.frames)]
+    if anyio and all(blocked(t) and any(map(user_code, t.frames)) and t.category in (
+            Category.IPC_WAIT, Category.LOCK) for t in anyio):
+        return anyio, _ANYIO_ADVICE
+    return [], ""
+
+
+def _calls(g: Graph, server: Process) -> list[tuple[Process, Thread]]:
+    """The client threads of the job waiting inside a call to ``server``: in gRPC's blocking
+    call or response wait on a connection to its port, or blocked reading a TCP connection to
+    it (an HTTP request's response)."""
+    found: dict[tuple[int, int], tuple[Process, Thread]] = {}
+    for proc in g.snap.processes:
+        if proc is server or not calls_out(g.snap, proc, (server,)):
+            continue
+        for t in proc.threads:
+            if blocked(t) and any(not f.native and (f.file or "").endswith(CHANNEL_FILE)
+                                  and f.name in CALL_WAITS for f in t.frames):
+                found[(proc.pid, t.tid)] = (proc, t)
+    for e in g.edges:  # (a library's own thread on the connection is no call of the program)
+        t = g.threads.get((e.pid, e.tid)) if e.kind == "tcp" and e.to_pid == server.pid \
+            and e.pid != server.pid else None
+        if t is not None and not t.helper and any(map(user_code, t.frames)):
+            found.setdefault((e.pid, e.tid), (g.procs[e.pid], t))
+    return list(found.values())
+
 
 def overbooked_pool(g: Graph) -> WaitPattern | None:
-    """The first server of the job with more gRPC calls waiting on it than its pool has
+    """The first server of the job with more calls waiting on it than its handler pool has
     workers, every worker running a handler blocked inside it."""
-    if not g.has_file(CHANNEL_FILE) or not g.has_file("concurrent/futures/thread.py"):
+    if not g.has_file("concurrent/futures/thread.py") and not g.has_file(
+            "anyio/_backends/_asyncio.py"):
         return None
     for server in g.snap.processes:
-        workers = saturated_workers(server) if server.listening and not server.is_exited else []
-        if not workers:
-            continue
-        calls = [(proc, t) for proc in g.snap.processes if proc is not server and calls_out(
-            g.snap, proc, (server,)) for t in proc.threads if blocked(t) and any(
-                not f.native and (f.file or "").endswith(CHANNEL_FILE) and f.name in CALL_WAITS
-                for f in t.frames)]
+        workers, advice = _pool(server) if server.listening and not server.is_exited \
+            else ([], "")
+        calls = _calls(g, server) if workers else []
         if len(calls) <= len(workers):
             continue
         names, at = pool_words(server, workers)
-        waiting = "; ".join(f"{thread_words(p, t)}{site_words(t)}" for p, t in calls[:4])
-        chain = (f"{len(calls)} gRPC calls wait on {who(server)} ({waiting}), and all "
-                 f"{len(workers)} worker threads of its server's pool ({names}) run handlers "
-                 f"blocked inside them{at}: {len(calls) - len(workers)} of the calls "
-                 f"{'waits' if len(calls) - len(workers) == 1 else 'wait'} in the pool's queue "
-                 "until a handler returns, and a stream or a wait that never "
-                 "ends keeps its worker for good (a handler that waits for what a queued call "
-                 "would do never returns). Give the server more workers than the calls it "
-                 "holds at once (max_workers), cap them (maximum_concurrent_rpcs), or serve "
-                 "streams with grpc.aio")
+        by_proc: dict[int, list[tuple[Process, Thread]]] = {}
+        for p, t in calls:
+            by_proc.setdefault(p.pid, []).append((p, t))
+        waiting = "; ".join(
+            f"{thread_words(*mine[0])}{site_words(mine[0][1])}" if len(mine) == 1 else
+            f"{len(mine)} threads of {who(mine[0][0])}{site_words(mine[0][1])}"
+            for mine in list(by_proc.values())[:3])
+        more = f" and {len(by_proc) - 3} more processes" if len(by_proc) > 3 else ""
+        queued = len(calls) - len(workers)
+        chain = (f"{len(calls)} calls wait on {who(server)} ({waiting}{more}), and all "
+                 f"{len(workers)} worker threads of its handler pool ({names}) run handlers "
+                 f"blocked inside them{at}: {queued} of the calls "
+                 f"{'waits' if queued == 1 else 'wait'} for a free worker until a handler "
+                 "returns, and a stream or a wait that never ends keeps its worker for good (a "
+                 f"handler that waits for what a queued call would do never returns). {advice}")
         members = (server.pid, *dict.fromkeys(p.pid for p, _ in calls))
         return WaitPattern("overbooked_pool", members, chain, (), server.pid, workers[0].tid)
     return None
-
