@@ -62,6 +62,8 @@ class LocalsRead:
     init_world: int | None = None
     # "host:port" of the TCPStore its rendezvous creates or connects to (its arguments)
     init_store: str | None = None
+    # the root its rooted collective names (a broadcast's src, a gather's dst)
+    root: int | None = None
 
 
 @dataclass(frozen=True)

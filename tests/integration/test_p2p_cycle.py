@@ -206,3 +206,20 @@ def test_given_a_send_and_a_receive_with_other_tags_then_the_tags_are_said(
     assert verdict is not None and verdict.kind.value == "p2p_deadlock", verdict
     assert "rank 0 waits to send to rank 1 with tag 7; rank 1 waits to receive from rank 0 " \
         "with tag 8 (rank 0 sends with tag 7 and rank 1 receives with tag 8" in verdict.summary
+
+
+@pytest.mark.extended
+def test_given_ranks_broadcasting_from_different_roots_then_the_roots_are_said(
+        tmp_path: Path) -> None:
+    """Blind round 33's 05: each rank resumes from its own disk and broadcasts with itself as
+    src; it read a wait chain from the launcher to rank 0, the roots unsaid."""
+    with verdict_job("roots", tmp_path, ["rank0", "rank1"], timeout=120) as job:
+        ranks = [job.pids["rank0"], job.pids["rank1"]]
+        poll(lambda: all(asleep(r) for r in ranks), "both ranks blocked in broadcast", 60)
+        snap = from_dict(json.loads(dump_json(job.launcher)))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind.value == "mismatched_collectives", verdict
+    assert verdict.summary.startswith("Mismatched roots: ranks 0-1 wait in broadcast at "), (
+        verdict.summary)
+    assert "rank 0 names rank 0; rank 1 names rank 1" in verdict.summary, verdict.summary
+    assert sorted(verdict.suspects) == sorted(ranks), verdict

@@ -14,6 +14,7 @@ knows the job is where it should be without sleeping. Modes:
 - ``missing_unreaped``  the same, but the launcher waits for rank 0 first: rank 3 is a zombie.
 - ``p2p_cycle`` 3 gloo ranks that each recv from the previous rank before sending: a cycle.
 - ``p2p_stalled`` rank 0 sleeps instead of sending; rank 1 receives from 0, rank 2 from 1.
+- ``roots``     2 gloo ranks broadcast, each naming itself the source.
 - ``p2p_tags``  2 gloo ranks: rank 0 sends with tag 7, rank 1 receives from it with tag 8.
 - ``p2p_async_tags`` rank 2 isends to rank 1 with another tag than rank 1 irecvs; rank 0 waits on 1.
 - ``p2p_async_recv`` every rank posts irecv from both neighbours, then waits: nobody sends.
@@ -49,6 +50,7 @@ from pathlib import Path
 
 WORLD = {"filelock": 3, "flock": 3, "missing": 4, "missing_unreaped": 4, "p2p_cycle": 3,
          "p2p_ok": 3, "p2p_stalled": 3, "p2p_async_tags": 3, "p2p_async_recv": 3, "p2p_tags": 2,
+         "roots": 2,
          "new_group_skip": 3, "new_group_drift": 2, "dp_tp": 4, "dp_tp_mismatch": 6, "recv_any": 4}
 
 
@@ -131,6 +133,12 @@ def gloo_rank(mode: str, rank: int, world: int, ready_file: str) -> None:
         ready(ready_file, f"rank{rank}")
         dist.recv(t, src=prev)  # every stage receives first: nobody sends
         dist.send(t, dst=nxt)
+        return
+    if mode == "roots":
+        # A resume: each rank finds a checkpoint on its own scratch disk and broadcasts it,
+        # naming itself the source (blind round 33's 05).
+        ready(ready_file, f"rank{rank}")
+        dist.broadcast(t, src=rank)
         return
     if mode == "p2p_tags":
         # A 2-stage pipeline tagging each micro-batch by its step; the receiving stage counts

@@ -18,6 +18,7 @@ from hangscope.analyze.evidence.p2p import (
     describe_points_at,
     p2p_call,
     p2p_graph,
+    rooted_root,
 )
 from hangscope.analyze.evidence.signatures import is_p2p
 from hangscope.collect.pyspy import parse_dump
@@ -98,3 +99,16 @@ def test_given_a_send_and_its_receive_with_other_tags_then_the_tags_are_said() -
         "rank 1 waits to receive from rank 0 with tag 8 (rank 0 sends with tag 7 and rank 1 "
         "receives with tag 8: a send meets only a receive of its own tag, so neither "
         "completes).")
+
+
+def test_the_root_of_a_rooted_collective_is_read_from_its_c10d_frame() -> None:
+    c10d = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
+    threads = [{"os_thread_id": 7, "frames": [
+        {"name": "broadcast", "filename": c10d,
+         "locals": [{"name": "src", "repr": "1"}, {"name": "group_src", "repr": "None"}]},
+        {"name": "worker", "filename": "/job/job.py", "locals": [{"name": "src", "repr": "0"}]},
+    ]}]
+    assert rooted_root(threads, 7) == 1
+    by_group = [{"os_thread_id": 7, "frames": [{"name": "gather", "filename": c10d, "locals": [
+        {"name": "dst", "repr": "None"}, {"name": "group_dst", "repr": "2"}]}]}]
+    assert rooted_root(by_group, 7) == 2

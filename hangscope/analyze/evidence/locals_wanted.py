@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from hangscope.analyze.evidence.classify import classify_process
 from hangscope.analyze.evidence.locks import filelock_path, polls_filelock
-from hangscope.analyze.evidence.p2p import in_p2p, p2p_call_of_thread
+from hangscope.analyze.evidence.p2p import in_p2p, in_rooted, p2p_call_of_thread, rooted_root
 from hangscope.analyze.evidence.pylocals import frame_locals, thread_frames
 from hangscope.analyze.evidence.store_key import LineText, store_keys, store_op, waits_in_store
 from hangscope.analyze.evidence.world import in_init, init_args, init_store
@@ -69,12 +69,13 @@ def awaited_objects(pid: int, threads: Sequence[object], tid: int | None,
 def wants_locals(proc: Process) -> bool:
     """Its working thread polls a filelock, waits in a point-to-point op, in a store
     get/wait (the key is in its caller's locals), in a framework's get of an object another
-    process produces (the objects are in that frame's locals) or inside
-    ``init_process_group`` (its rank and world size are its arguments)."""
+    process produces (the objects are in that frame's locals), inside
+    ``init_process_group`` (its rank and world size are its arguments) or in a collective
+    with one root (the root it names)."""
     # Never a process in D: a ptrace attach to it may wait for the kernel (live/sampler.py).
     return not proc.is_exited and proc.state != "D" and (
         polls_filelock(proc) or in_p2p(proc) or waits_in_store(proc)
-        or waits_for_object(proc) or in_init(proc))
+        or waits_for_object(proc) or in_init(proc) or in_rooted(proc))
 
 
 def locals_wanted(procs: Sequence[Process]) -> tuple[tuple[int, ...], dict[int, int | None],
@@ -101,5 +102,6 @@ def interpreter(tids: dict[int, int | None], ops: dict[int, str] | None = None,
         return LocalsRead(pid, lock_file=filelock_path(threads, tid),
                           p2p=p2p_call_of_thread(threads, tid), store_keys=keys,
                           objects=awaited_objects(pid, threads, tid, peek),
-                          init_rank=rank, init_world=world, init_store=init_store(threads, tid))
+                          init_rank=rank, init_world=world, init_store=init_store(threads, tid),
+                          root=rooted_root(threads, tid))
     return interpret

@@ -51,6 +51,33 @@ def p2p_call(frames: Sequence[Mapping[str, object]]) -> P2PCall | None:
                    group=None if group in (None, "None") else str(group))
 
 
+#: The collectives with one root, and the argument that names it (c10d's ``src``/``dst``;
+#: its ``group_src``/``group_dst`` the same rank by its place in the group).
+ROOTED = {"broadcast": "src", "broadcast_object_list": "src", "scatter": "src",
+          "scatter_object_list": "src", "gather": "dst", "gather_object": "dst",
+          "reduce": "dst"}
+
+
+def in_rooted(proc: Process) -> bool:
+    """Its working thread waits in a collective with one root (its root is worth a read)."""
+    thread = proc.working_thread
+    return thread is not None and thread.category is Category.COLLECTIVE and thread.op in ROOTED
+
+
+def rooted_root(threads: Sequence[object], tid: int | None) -> int | None:
+    """The root that thread ``tid``'s rooted collective names (the outermost c10d frame of
+    that op, its ``src``/``dst``, else its ``group_src``/``group_dst``), from ``--locals``."""
+    found = None
+    for frame in thread_frames(threads, tid):
+        name = str(frame.get("name") or "")
+        arg = ROOTED.get(name)
+        if arg and "torch/distributed/distributed_c10d.py" in str(frame.get("filename") or ""):
+            values = frame_locals(frame)
+            root = as_int(values.get(arg))
+            found = root if root is not None else as_int(values.get(f"group_{arg}"))
+    return found
+
+
 def in_p2p(proc: Process) -> bool:
     """Its working thread waits in send or recv (batch_isend_irecv: peers not readable)."""
     thread = proc.working_thread

@@ -51,7 +51,7 @@ from hangscope.analyze.rules.lostput import lost_put
 from hangscope.analyze.rules.ownerless import ownerless_lock
 from hangscope.analyze.rules.p2p_unmatched import p2p_unmatched
 from hangscope.analyze.rules.paused import paused_engine
-from hangscope.analyze.rules.rendezvous import split_rendezvous
+from hangscope.analyze.rules.rendezvous import mismatched_roots, split_rendezvous
 from hangscope.analyze.rules.slow import (
     awaits_turn,
     loader_bound,
@@ -544,6 +544,8 @@ RULES: tuple[Rule, ...] = (
     # Before the missing ranks: ranks that went to another store are not missing.
     Rule(VerdictKind.MISMATCHED_COLLECTIVES, split_rendezvous,
          "ranks in the rendezvous look for the job's store at different addresses (--locals)"),
+    Rule(VerdictKind.MISMATCHED_COLLECTIVES, mismatched_roots,
+         "ranks in one broadcast, scatter or gather name different roots (--locals)"),
     Rule(VerdictKind.MISSING_RANK, collective_missing,
          "NCCL RAS has no data from a rank, or a Flight Recorder group member has no process"),
     Rule(VerdictKind.MISSING_RANK, missing_rank,

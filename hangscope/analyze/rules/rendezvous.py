@@ -1,4 +1,4 @@
-"""Ranks that wait in the rendezvous at different addresses: they will never meet.
+"""Ranks that call one op with arguments they disagree on: the rendezvous's address, a root.
 
 Each rank inside ``init_process_group`` creates (the one that hosts it) or connects to the
 job's TCPStore at the ``host:port`` its rendezvous was given (``MASTER_ADDR``/``MASTER_PORT``,
@@ -8,6 +8,10 @@ store waits for ranks that went to another: a script that picks "a free port" in
 process (Lightning#3957, pytorch#53395), a node whose environment names another master. The
 rank that hosts a store listens on its port (a kernel fact); a rank whose address no process
 of the job listens on retries its connect for ever: it is the one to fix.
+
+Ranks stuck in one collective with a single root (a broadcast, a scatter, a gather) whose
+calls name different roots (their ``src``/``dst``, read the same way) wait for each other's
+root: a resume whose every rank found a snapshot on its own disk and made itself the source.
 """
 
 from __future__ import annotations
@@ -66,3 +70,41 @@ def split_rendezvous(facts: Facts) -> Verdict | None:
     return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
                    tuple(p.pid for p in suspects), lines,
                    suspect_hosts=tuple(p.host for p in suspects))
+
+
+def mismatched_roots(facts: Facts) -> Verdict | None:
+    """Two or more ranks stuck in the same collective with one root (a broadcast, a gather)
+    whose roots differ (their ``--locals``: each call's ``src`` or ``dst``): each waits for a
+    root the others do not name, and none completes (a resume that picks its source from a
+    rank's own disk; a root computed per rank)."""
+    waits = facts.snapshot.waits
+    if waits is None:
+        return None
+    reads = by_key(facts.processes, [r for r in waits.locals if r.root is not None])
+    ranks = [p for p in facts.subjects if p.rank is not None and p.key in facts.stuck
+             and facts.categories[p.key] is Category.COLLECTIVE and p.key in reads
+             and (t := p.working_thread) is not None and t.op]
+    ops = {p.working_thread.op for p in ranks if p.working_thread is not None}
+    roots = {p.key: reads[p.key].root for p in ranks}
+    if len(ranks) < 2 or len(ops) != 1 or len(set(roots.values())) < 2:
+        return None
+    op = ops.pop()
+    is_rank = facts.is_rank
+    by_root: dict[int, list[Process]] = {}
+    for proc in ranks:
+        by_root.setdefault(roots[proc.key] or 0, []).append(proc)
+    parts = "; ".join(
+        f"{rank_set(sorted(rank_id(p) for p in procs), is_rank)} "
+        f"{'name' if len(procs) > 1 else 'names'} rank {root}"
+        for root, procs in sorted(by_root.items()))
+    site = next((t.site for p in ranks if (t := p.working_thread) is not None and t.site), None)
+    at = f" at {site}" if site else ""
+    summary = (f"Mismatched roots: {rank_set(sorted(rank_id(p) for p in ranks), is_rank)} wait "
+               f"in {op}{at} with different roots: {parts}. A {op} completes only when every "
+               "rank names the same root: decide it once (on one rank, then broadcast it) "
+               "instead of on each rank from its own state.")
+    lines = tuple(f"{rank_set([rank_id(p)], is_rank)}: {op} with root {roots[p.key]} "
+                  "(py-spy --locals)" for p in ranks)
+    return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
+                   tuple(p.pid for p in ranks), lines,
+                   suspect_hosts=tuple(p.host for p in ranks))
