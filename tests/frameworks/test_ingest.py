@@ -30,6 +30,13 @@ def _dump(mode: str, tmp_path: Path) -> tuple[dict, dict[str, int], str]:
 def test_a_request_the_api_read_and_never_answers_is_owed_by_the_api(tmp_path: Path) -> None:
     data, pids, text = _dump("drained", tmp_path)
     verdict = data["verdict"]
+    ends = [(c["last_sent_ms"], c["last_recv_ms"]) for c in data["waits"]["kernel"]["tcp"]]
+    if all(sent == heard for sent, heard in ends):
+        # On a loaded machine the API's end sometimes sends in the request's own kernel tick
+        # (seen 2 runs in 5 under two CPU burners): the kernel orders nothing then, and the
+        # dump must not guess (docs/architecture.md, "Who spoke last").
+        assert verdict["kind"] == "unknown" and verdict["suspects"] == [], (verdict, text)
+        return
     assert verdict["kind"] == "wait_chain", (verdict, text)
     assert verdict["suspects"] == [pids["api"]], verdict
     assert f"PID {pids['worker']} (python) waits for the reply on TCP " in verdict["summary"]
@@ -40,4 +47,6 @@ def test_a_request_the_api_read_and_never_answers_is_owed_by_the_api(tmp_path: P
 def test_a_request_answered_is_not_owed(tmp_path: Path) -> None:
     data, _pids, text = _dump("replayed", tmp_path)
     assert "owes the reply" not in text, text
-    assert data["verdict"]["kind"] in ("progressing", "idle"), (data["verdict"], text)
+    # (a window between two uploads, on a loaded machine, may prove neither: never a hang)
+    assert data["verdict"]["kind"] in ("progressing", "idle", "unknown"), (data["verdict"], text)
+    assert data["verdict"]["suspects"] == [], data["verdict"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from hangscope.analyze.evidence.progress import STUCK
+from hangscope.analyze.evidence.progress import SLOW, STUCK
 from hangscope.analyze.graph.fdindex import FdIndex
 from hangscope.analyze.graph.unread import EPOLLIN
 from hangscope.model import Process, Snapshot, Thread
@@ -39,9 +39,10 @@ def _spoke_last(mine: TcpConnection, theirs: TcpConnection) -> bool:
 
 
 def _idle(snap: Snapshot, still: frozenset[int], pid: int) -> bool:
-    """``pid`` did nothing in the window (``still``: unread.quiet), or did nothing but its own
-    timed polls: the window judged it stuck (uvicorn's loop ticks every 0.1 s)."""
-    return pid in still or any(r.pid == pid and r.decision == STUCK
+    """``pid`` did nothing in the window (``still``: unread.quiet), or nothing the window
+    could call progress: its own timed polls (uvicorn's loop ticks every 0.1 s), a wake-up or
+    two a loaded machine adds (stuck, or slow at most)."""
+    return pid in still or any(r.pid == pid and r.decision in (STUCK, SLOW)
                                for r in (snap.progress.ranks if snap.progress else ()))
 
 
