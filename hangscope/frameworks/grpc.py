@@ -22,6 +22,9 @@ RESPONSE_WAITS = frozenset({"_MultiThreadedRendezvous._next", "_Rendezvous.__nex
 CALL_WAITS = RESPONSE_WAITS | {"_UnaryUnaryMultiCallable._blocking"}
 REQUEST_PRODUCER = "consume_request_iterator"
 HANDLER_RUNS = frozenset({"_stream_response_in_pool", "_unary_response_in_pool"})
+#: A server stream's handler: a subscription (a watch) that waits for its next event between
+#: the messages it yields, for as long as nothing happens.
+STREAM_RUNS = "_stream_response_in_pool"
 REQUEST_WAIT = frozenset({"_RequestIterator._next"})
 
 FRAMEWORK = Framework(

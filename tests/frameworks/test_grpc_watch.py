@@ -4,7 +4,8 @@
 GIVEN both workers inside Watch handlers waiting for a new version and the trainer's Publish,
 which brings it, queued THEN "a server's pool full of calls that never end": three calls on a
 pool of two, the registry the suspect (it read a wait chain from the replica, the queued
-Publish unsaid). GIVEN four workers THEN not that: versions flow.
+Publish unsaid). GIVEN four workers THEN not that: versions flow. GIVEN nothing published yet
+THEN no hang: a watch waiting for its first event is a subscription, idle.
 """
 
 from __future__ import annotations
@@ -44,3 +45,14 @@ def test_a_pool_with_room_for_every_call_is_not_that(tmp_path: Path) -> None:
     data, text = json.loads(raw), show_text(raw, tmp_path)
     assert "pool full of calls" not in data["verdict"]["summary"], text
     assert data["verdict"]["kind"] in ("progressing", "idle", "paused"), (data["verdict"], text)
+
+
+def test_streams_waiting_for_a_first_update_nobody_publishes_are_not_a_hang(
+        tmp_path: Path) -> None:
+    """A watch is a subscription: its handler waits for the next event between messages. With
+    nothing published yet, it read a wait chain from the replica to the handler's wait."""
+    with verdict_job("quiet", tmp_path, TAGS, timeout=60, jobs=JOBS) as job:
+        raw = dump_json(job.launcher)
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    assert data["verdict"]["kind"] in ("idle", "paused", "unknown"), (data["verdict"], text)
+    assert data["verdict"]["suspects"] == [], data["verdict"]

@@ -9,6 +9,8 @@ per model (two), then the trainer publishes.
 - ``starved``: the two streams hold both workers, each waiting for a new version; the
   trainer's ``Publish`` waits in the pool's queue, and the version that would end the wait is
   the one it brings (grpc#7052; blind round 32's 03).
+- ``quiet``: the twin that publishes nothing yet: the replica's streams wait for their first
+  update, each on a worker of the two (healthy, idle).
 - ``roomy``: the twin: four workers: ``Publish`` runs, the watchers stream each new version and
   wait for the next; the trainer publishes one model or the other every 0.1 s (healthy).
 
@@ -106,6 +108,10 @@ def trainer(ready_file: str, mode: str) -> None:
         "/models.Registry/Publish", request_serializer=_dumps, response_deserializer=json.loads)
     while "replica" not in open(ready_file).read():  # noqa: SIM115
         time.sleep(0.05)
+    if mode == "quiet":  # nothing to publish yet: the trainer waits for its data
+        ready(ready_file, "trainer")
+        while True:
+            time.sleep(3600)
     told = False
     for step in range(1 << 30):  # an epoch, then publish the new ranker, or retriever
         time.sleep(0.5 if mode == "starved" else 0.1)

@@ -35,6 +35,7 @@ from hangscope.analyze.evidence.working import notified_wait
 from hangscope.analyze.graph.queueedges import in_queue_get
 from hangscope.analyze.graph.threadedges import at_loop_head
 from hangscope.analyze.graph.zmqedges import receive_edge
+from hangscope.analyze.patterns.calm.engines import idle_stream
 from hangscope.analyze.patterns.calm.longpoll import holds_requests_with_deadline
 from hangscope.model import Category, Process, Snapshot, Socket, Thread, in_library
 from hangscope.model.progress import RankProgress
@@ -169,6 +170,11 @@ def waits_for_work(snap: Snapshot, edge: WaitEdge) -> bool:
         return "read" in edge.how or "(write end)" in edge.object
     if edge.kind == "collective":  # a worker rank's loop waiting for the next request's data
         return _fanned_out(snap, edge)
+    if edge.kind == "grpc":  # a stream's next message, from a handler waiting for its event
+        target = next((p for p in snap.processes if p.pid == edge.to_pid), None)
+        handler = next((t for t in target.threads if t.tid == edge.to_tid), None) \
+            if target is not None else None
+        return handler is not None and idle_stream(handler)
     if edge.kind not in ("unix", "tcp") or edge.how.startswith(("write", "send")) \
             or edge.fd is None:  # a read, recv or poll of the connection
         return False

@@ -21,6 +21,7 @@ from hangscope.analyze.evidence.progress import SLOW, STUCK
 from hangscope.analyze.evidence.stackmemo import Frames, per_stack
 from hangscope.analyze.graph.threadedges import at_loop_head
 from hangscope.frameworks import REPLY_WAITS, SERVE_WAITS, frame_at
+from hangscope.frameworks.grpc import SERVER_FILE, STREAM_RUNS
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
 from hangscope.model.waits import KernelWaits, TcpConnection
@@ -228,4 +229,13 @@ def serves_until_stopped(proc: Process, thread: Thread) -> bool:
     if not proc.listening or not serves_until_stop(thread.frames):
         return False
     return all(t.helper or t.tid == thread.tid or not any(map(user_code, t.frames))
+               or idle_stream(t)
                for t in proc.threads if t.python)  # (a handler runs the servicer's code: no)
+
+
+def idle_stream(thread: Thread) -> bool:
+    """A server stream's handler blocked in a wait to be notified inside the servicer (a watch
+    between events): a subscription with nothing to send yet, no request being worked on."""
+    return thread.state != "R" and thread.category is Category.LOCK and any(
+        not f.native and f.name.rsplit(".", 1)[-1] == STREAM_RUNS
+        and (f.file or "").endswith(SERVER_FILE) for f in thread.frames)
