@@ -156,6 +156,12 @@ class UnixPeer:
     listener: int | None = None
 
 
+def port_of(address: str) -> int | None:
+    """The port of an ``addr:port`` end as the TCP tables write it (None: no number)."""
+    tail = address.rpartition(":")[2]
+    return int(tail) if tail.isdigit() else None
+
+
 @dataclass(frozen=True)
 class TcpConnection:
     """A TCP socket of the job that is not listening: its inode and both ends."""

@@ -12,6 +12,7 @@ of the job, not a visitor.
 from __future__ import annotations
 
 from hangscope.model import Process, Role, Snapshot
+from hangscope.model.waits import port_of
 
 
 def job_tree(snap: Snapshot) -> frozenset[int]:
@@ -59,5 +60,4 @@ def _visits(proc: Process, tree: frozenset[int], root: Process, ports: set[int],
 
 
 def _port(address: str) -> int:
-    tail = address.rpartition(":")[2]
-    return int(tail) if tail.isdigit() else 0
+    return port_of(address) or 0

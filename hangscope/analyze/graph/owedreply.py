@@ -22,7 +22,7 @@ from hangscope.analyze.evidence.progress import SLOW, STUCK
 from hangscope.analyze.graph.fdindex import FdIndex
 from hangscope.analyze.graph.unread import EPOLLIN
 from hangscope.model import Process, Snapshot, Thread
-from hangscope.model.waits import SYSCALLS, TcpConnection, WaitEdge
+from hangscope.model.waits import SYSCALLS, TcpConnection, WaitEdge, port_of
 
 #: How such an edge's reason ends (analyze/graph/waitwalk.py words its hop by it).
 OWES_REPLY = "it owes the reply"
@@ -67,9 +67,8 @@ def owed_reply_edges(idx: FdIndex, snap: Snapshot, proc: Process, thread: Thread
         theirs = idx.conns.get(other) if other is not None else None
         if theirs is None or not _spoke_last(mine, theirs):
             continue
-        port = theirs.local.rpartition(":")[2]
-        servers = {pid for _, pid in idx.listeners.get(int(port), [])} if port.isdigit() \
-            else set()
+        port = port_of(theirs.local)
+        servers = {pid for _, pid in idx.listeners.get(port, [])} if port is not None else set()
         for pid in idx.holders_of(theirs.inode):
             if pid == proc.pid or pid not in servers or not _idle(snap, still, pid):
                 continue

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from hangscope.analyze.evidence.facts import Facts, by_key
 from hangscope.model import Category, Process, Severity, Verdict, VerdictKind, rank_id
+from hangscope.model.waits import port_of
 from hangscope.words import rank_set, who
 
 
-def _port(address: str) -> int | None:
-    tail = address.rpartition(":")[2]
-    return int(tail) if tail.isdigit() else None
+def _names(procs: list[Process], is_rank: bool) -> str:
+    """``ranks 0-1`` (or ``PIDs ...``) of ``procs``."""
+    return rank_set(sorted(rank_id(p) for p in procs), is_rank)
 
 
 def split_rendezvous(facts: Facts) -> Verdict | None:
@@ -41,22 +42,18 @@ def split_rendezvous(facts: Facts) -> Verdict | None:
     host_of = {s.port: p for p in facts.processes for s in p.listening if s.port}
     listening = set(host_of)
     is_rank = facts.is_rank
-
-    def names(procs: list[Process]) -> str:
-        return rank_set(sorted(rank_id(p) for p in procs), is_rank)
-
     parts = []
     by_store: dict[str, list[Process]] = {}
     for proc in ranks:
         by_store.setdefault(stores[proc.key], []).append(proc)
     for address, procs in sorted(by_store.items(), key=lambda kv: min(map(rank_id, kv[1]))):
-        host = host_of.get(_port(address))
+        host = host_of.get(port_of(address))
         verb = "wait" if len(procs) > 1 else "waits"
+        hoster = (_names([host], is_rank) if host in procs else who(host)) if host else ""
         where = (f" at {address}, where no process of the job listens" if host is None
-                 else f" at {address}, the store {names([host]) if host in procs else who(host)}"
-                 " hosts")
-        parts.append(f"{names(procs)} {verb}{where}")
-    unserved = [p for p in ranks if _port(stores[p.key]) not in listening]
+                 else f" at {address}, the store {hoster} hosts")
+        parts.append(f"{_names(procs, is_rank)} {verb}{where}")
+    unserved = [p for p in ranks if port_of(stores[p.key]) not in listening]
     # A rank retrying a store nobody serves is the one that went astray; where every store
     # is served (two masters), the smaller group is.
     groups = sorted(by_store.values(), key=len)
@@ -65,8 +62,8 @@ def split_rendezvous(facts: Facts) -> Verdict | None:
                f"addresses: {'; '.join(parts)}. They will never meet: each store waits for "
                "ranks that went to another. Give every rank the same MASTER_ADDR and MASTER_PORT "
                "(set the port once, before the ranks start, not in each process).")
-    lines = tuple(f"{names([p])}: its rendezvous's store at {stores[p.key]} (py-spy --locals "
-                  "of _create_c10d_store)" for p in ranks)
+    lines = tuple(f"{_names([p], is_rank)}: its rendezvous's store at {stores[p.key]} "
+                  "(py-spy --locals of _create_c10d_store)" for p in ranks)
     return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
                    tuple(p.pid for p in suspects), lines,
                    suspect_hosts=tuple(p.host for p in suspects))
@@ -94,16 +91,15 @@ def mismatched_roots(facts: Facts) -> Verdict | None:
     for proc in ranks:
         by_root.setdefault(roots[proc.key] or 0, []).append(proc)
     parts = "; ".join(
-        f"{rank_set(sorted(rank_id(p) for p in procs), is_rank)} "
-        f"{'name' if len(procs) > 1 else 'names'} rank {root}"
+        f"{_names(procs, is_rank)} {'name' if len(procs) > 1 else 'names'} rank {root}"
         for root, procs in sorted(by_root.items()))
     site = next((t.site for p in ranks if (t := p.working_thread) is not None and t.site), None)
     at = f" at {site}" if site else ""
-    summary = (f"Mismatched roots: {rank_set(sorted(rank_id(p) for p in ranks), is_rank)} wait "
+    summary = (f"Mismatched roots: {_names(ranks, is_rank)} wait "
                f"in {op}{at} with different roots: {parts}. A {op} completes only when every "
                "rank names the same root: decide it once (on one rank, then broadcast it) "
                "instead of on each rank from its own state.")
-    lines = tuple(f"{rank_set([rank_id(p)], is_rank)}: {op} with root {roots[p.key]} "
+    lines = tuple(f"{_names([p], is_rank)}: {op} with root {roots[p.key]} "
                   "(py-spy --locals)" for p in ranks)
     return Verdict(VerdictKind.MISMATCHED_COLLECTIVES, Severity.CRITICAL, summary,
                    tuple(p.pid for p in ranks), lines,

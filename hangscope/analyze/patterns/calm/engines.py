@@ -24,7 +24,7 @@ from hangscope.frameworks import REPLY_WAITS, SERVE_WAITS, frame_at
 from hangscope.frameworks.grpc import SERVER_FILE, STREAM_RUNS
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
-from hangscope.model.waits import KernelWaits, TcpConnection
+from hangscope.model.waits import KernelWaits, TcpConnection, port_of
 
 #: The innermost Python frame of a server that waits for its next request or connection.
 WAITS_FOR_WORK = re.compile(
@@ -150,7 +150,7 @@ def open_requests(kernel: KernelWaits, ports: set[int]) -> int:
     (``tcp_info``: a keep-alive client answered, a WebSocket subscriber after its upgrade):
     an answered connection holds no request."""
     ends = {(c.local, c.remote): c for c in kernel.tcp}
-    return sum(1 for c in kernel.tcp if int(c.local.rpartition(":")[2] or 0) in ports
+    return sum(1 for c in kernel.tcp if port_of(c.local) in ports
                and not _answered(c, ends.get((c.remote, c.local))))
 
 

@@ -15,10 +15,10 @@ server's port (the kernel's TCP pairs), the server's workers inside their handle
 from __future__ import annotations
 
 from hangscope.analyze.evidence.classify import user_code
+from hangscope.analyze.evidence.signatures import POOL_WORKER_LOOPS, frame_text
 from hangscope.analyze.graph.threadedges import blocked
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.patterns.selfcalls import calls_out, pool_words, saturated_workers
-from hangscope.frameworks import POOL_WORKERS
 from hangscope.frameworks.grpc import CALL_WAITS, CHANNEL_FILE
 from hangscope.model import Category, Process, Thread
 from hangscope.model.waits import WaitPattern
@@ -40,8 +40,7 @@ def _pool(server: Process) -> tuple[list[Thread], str]:
     if workers:
         return workers, _GRPC_ADVICE
     anyio = [t for t in server.threads if any(
-        not f.native and (f.name == name or f.name.endswith("." + name)) and path in (f.file or "")
-        for name, path in POOL_WORKERS for f in t.frames)]
+        not f.native and POOL_WORKER_LOOPS.search(frame_text(f)) for f in t.frames)]
     if anyio and all(blocked(t) and any(map(user_code, t.frames)) and t.category in (
             Category.IPC_WAIT, Category.LOCK) for t in anyio):
         return anyio, _ANYIO_ADVICE

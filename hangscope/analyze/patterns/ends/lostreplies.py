@@ -36,7 +36,7 @@ from hangscope.analyze.patterns.calm.engines import (
 from hangscope.frameworks import SERVER_LOOP_FILES
 from hangscope.frameworks.zmq import FRAMEWORK as ZMQ
 from hangscope.model import Process, Role, Snapshot, Thread
-from hangscope.model.waits import WaitPattern
+from hangscope.model.waits import WaitPattern, port_of
 from hangscope.words import who
 
 #: The roles of a front end: where an engine's clients' requests wait for their replies.
@@ -84,7 +84,7 @@ def _peers(snap: Snapshot, pid: int) -> set[int]:
 
 
 def _port(addr: str) -> int:
-    return int(addr.rpartition(":")[2] or 0)
+    return port_of(addr) or 0
 
 
 def waiting_clients(g: Graph, front: Process) -> list[int]:
