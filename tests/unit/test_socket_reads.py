@@ -9,16 +9,18 @@ read.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from hangscope.analyze import analyze
-from hangscope.analyze.evidence.progress import PROGRESSING, STUCK, decide
+from hangscope.analyze.evidence.progress import PROGRESSING, STUCK, decide, decide_all
 from hangscope.analyze.evidence.progress_hints import Hints, socket_readers
 from hangscope.model import VerdictKind
 from hangscope.model.progress import (
     CounterDelta,
     IoDelta,
     ProcessProgress,
+    ProgressEvidence,
     StackCount,
     ThreadProgress,
 )
@@ -127,3 +129,51 @@ def test_a_healthy_loop_caught_in_a_restarted_poll_of_its_fetch_is_not_stuck() -
     snap = analyze(load(FIXTURES / "progress" / "loop_urlopen_slow_restarted.dump.json"))
     assert snap.verdict is not None and snap.verdict.kind in (
         VerdictKind.PROGRESSING, VerdictKind.IDLE), snap.verdict
+
+
+def _client(main_parked: bool) -> tuple[ProcessProgress, Hints]:
+    """A main thread asleep all window (``time.sleep(3600)`` after starting its threads) and
+    a thread blocked in a long poll's recv whose reads ended twice (the answer, the next)."""
+    asleep = ThreadProgress(10, "MainThread", 50, (StackCount(("clients (jobs.py:110)",), 50),),
+                            CounterDelta(cpu_ns=0, runs=0, voluntary=0, involuntary=0),
+                            IoDelta(0, 0, 0, 0))
+    poll = ThreadProgress(11, "Thread-1", 50, (StackCount(
+        ("run (threading.py:982)", "one_after_another (jobs.py:103)",
+         "SocketIO.readinto (socket.py:706)"), 50),),
+        CounterDelta(cpu_ns=2_000_000, runs=4, voluntary=4, involuntary=0), IoDelta(0, 0, 0, 0))
+    proc = ProcessProgress(10, (asleep, poll), IoDelta(0, 0, 0, 0), sampled=True)
+    return proc, Hints(socket_readers={11: ("SocketIO.readinto", 706)},
+                       parked=frozenset({10} if main_parked else ()))
+
+
+def test_a_sleeping_main_thread_leaves_the_verdict_to_its_threads_reading_sockets() -> None:
+    # GIVEN a client process whose main thread sleeps while its threads long-poll a server
+    proc, hints = _client(main_parked=True)
+    # THEN the process progresses through the thread whose socket reads ended (bytes came)
+    rank = decide_all(ProgressEvidence(2.0, 100, (proc,)), hints=hints)[0]
+    assert rank.decision == PROGRESSING and rank.tid == 11, rank
+    assert rank.reason.startswith("thread 11 (Thread-1), while thread 10 sleeps or joins"), rank
+    assert "a read of a socket with no timer, ended 4 times" in rank.reason, rank
+
+
+def test_a_main_thread_blocked_in_its_own_wait_is_judged_by_that_wait() -> None:
+    # GIVEN the same threads, but the main thread blocked in a wait of its own (a collective,
+    # a recv: not asleep, not joining): a helper's traffic beside it is no progress of its work
+    proc, hints = _client(main_parked=False)
+    rank = decide_all(ProgressEvidence(2.0, 100, (proc,)), hints=hints)[0]
+    assert rank.decision == STUCK and rank.tid == 10, rank
+    assert rank.reason.startswith("blocked: one stack in 50 samples"), rank
+
+
+def test_a_loop_sampled_sending_through_its_transport_moved_socket_data() -> None:
+    # a server's answer: a handler's ``transport.write`` with nothing buffered sends at once
+    # (uvicorn's h11 answering a request); a loop woken again and again, caught there once
+    loop = ("main (api.py:83)", "BaseEventLoop.run_forever (asyncio/base_events.py:607)")
+    write = StackCount((*loop, "RequestResponseCycle.send (uvicorn/protocols/http/h11_impl.py:486)",
+                        "_SelectorSocketTransport.write (asyncio/selector_events.py:1057)"), 1)
+    idle = StackCount((*loop, "EpollSelector.select (selectors.py:468)"), 49)
+    rank = decide(_consumer(idle, write), 0.5)
+    assert rank.decision == PROGRESSING and rank.evidence == "socket", rank
+    assert "_SelectorSocketTransport.write (asyncio/selector_events.py:1057)" in rank.reason
+    assert decide(_consumer(idle, replace(write, frames=write.frames[:3])), 0.5
+                  ).decision == STUCK  # caught in its handler only: no send seen

@@ -605,9 +605,32 @@ def decide_all(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] 
     for proc in evidence.processes:
         mine = [by_index[i] for i in (gpus_of or {}).get(proc.pid, ()) if i in by_index]
         tid = (working or {}).get(proc.pid)
-        decided = decide(proc, evidence.seconds, mine, tid, hints)
+        decided = _through_threads(
+            proc, decide(proc, evidence.seconds, mine, tid, hints), evidence.seconds, mine, hints)
         out.append(replace(decided, seen=collective_sites(_working_thread(proc, tid))))
     return _peers_answered(evidence, out, working or {})
+
+
+def _through_threads(proc: ProcessProgress, decided: RankProgress, seconds: float,
+                     gpus: Sequence[GpmReading], hints: Hints) -> RankProgress:
+    """A thread that never woke in the window, asleep or joining its own threads (``parked``),
+    leaves the work to them: where one of them waits in a read of a socket with no timer and
+    its reads ended again and again (bytes came each time), the process progresses through it
+    (a client's threads each waiting for the answer to a long poll, then sending the next,
+    while the main thread sleeps). A thread blocked elsewhere (a collective, a recv of its
+    own) is judged by its own wait: a helper's traffic beside it is no progress of its work."""
+    if decided.decision != STUCK or decided.wakes != 0 or decided.tid not in hints.parked:
+        return decided
+    for thread in proc.threads:
+        if thread.tid == decided.tid or thread.tid not in hints.socket_readers:
+            continue
+        other = decide(proc, seconds, gpus, thread.tid, hints)
+        if other.decision == PROGRESSING:
+            return replace(other, reason=(
+                f"thread {thread.tid}{f' ({thread.name})' if thread.name else ''}, while "
+                f"thread {decided.tid} sleeps or joins its threads without waking: "
+                f"{other.reason}"))
+    return decided
 
 
 def _loop_key(text: str) -> tuple[str, str] | None:

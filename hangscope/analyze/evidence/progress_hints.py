@@ -86,6 +86,22 @@ def sleep_once(thread: Thread) -> str | None:
     return f"{at}, inside a for loop over items ({holder.short_file}:{first}-{last})"
 
 
+#: Waits for a thread of one's own process: (file suffix, function) of the innermost frame.
+_JOINS = (("/threading.py", "_wait_for_tstate_lock"), ("/threading.py", "Thread.join"),
+          ("/concurrent/futures/_base.py", "Future.result"), ("/concurrent/futures/_base.py",
+                                                                "wait"),
+          ("/concurrent/futures/thread.py", "ThreadPoolExecutor.shutdown"))
+
+
+def parked(thread: Thread) -> bool:
+    """Asleep or joining its own process's threads: the work, if any, is theirs."""
+    if thread.category is Category.SLEEP:
+        return True
+    python = [f for f in thread.frames if not f.native and f.file][:3]
+    return any(f.file.endswith(suffix) and f.name == name  # type: ignore[union-attr]
+               for f in python for suffix, name in _JOINS)
+
+
 def _leaf(thread: Thread) -> Frame | None:
     """The thread's innermost Python frame."""
     return next((f for f in thread.frames if not f.native), None)
@@ -144,6 +160,9 @@ class Hints:
     # per process: its TCP connection that data went through last, "TCP a -> b", how many
     # ms before the kernel's read, and when data last went the other way (tcp_info)
     tcp_moved: Mapping[int, tuple[str, int, int]] = field(default_factory=dict)
+    # parked: asleep (``time.sleep``) or joining threads of its own process (``Thread.join``,
+    # a ``concurrent.futures`` result): a main thread that leaves the work to its threads
+    parked: frozenset[int] = frozenset()
 
 
 #: A poll timeout (ms) that no window outlasts: a wait for data, not a timed re-check.
@@ -207,8 +226,11 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
     sockets: dict[int, tuple[str, int | None]] = {}
     untimed: dict[int, frozenset[Line]] = {}
     once: dict[int, str] = {}
+    parks: set[int] = set()
     procs = list(processes)
     for thread in (t for p in procs for t in p.threads):
+        if parked(thread):
+            parks.add(thread.tid)
         if where := sleep_once(thread):
             once[thread.tid] = where
         if lines := frozenset((f.name, f.short_file, f.line) for f in thread.frames
@@ -225,7 +247,7 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
             loops[leaf.loop_kind].add(thread.tid)
     return Hints(spinning, frozenset(readers), frozenset(loops[WALK]),
                  frozenset(loops[SPIN] & spinning.keys()), sockets, untimed, once,
-                 timed_waits(procs, kernel, sleeps=True), tcp_moved(kernel))
+                 timed_waits(procs, kernel, sleeps=True), tcp_moved(kernel), frozenset(parks))
 
 
 def tcp_moved(kernel: KernelWaits | None) -> dict[int, tuple[str, int, int]]:

@@ -104,9 +104,11 @@ def held_in_get(thread: ThreadProgress | None,
 
 
 #: asyncio's stream transports hand a connection's bytes to the protocol here (a read that
-#: returned data) or send what waited for room: a thread sampled inside moved socket data then.
+#: returned data), send what waited for room, or send a protocol's bytes at once (``write``
+#: with nothing buffered calls ``send``; a server answering a request): a thread sampled
+#: inside moved socket data then.
 _TRANSPORT_IO = frozenset({"_read_ready__data_received", "_read_ready__get_buffer",
-                           "_write_ready"})
+                           "_write_ready", "write", "writelines"})
 _TRANSPORT_FILE = "asyncio/selector_events.py"
 
 

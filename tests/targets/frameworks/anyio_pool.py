@@ -3,14 +3,14 @@ executor that use it:
 
     python anyio_pool.py MODE READY_FILE WORKDIR
 
-Clients submit 44 jobs and each waits on ``GET /result/{id}`` (a long poll until the job is
-done); the executor asks ``POST /claim`` for work, then completes it.
+44 client threads each submit a job and wait on ``GET /result/{id}`` (a long poll until the
+job is done), then the next; the executor asks ``POST /claim`` for work, then completes it.
 
 - ``sync``: the long poll is a sync ``def`` waiting on a ``threading.Event``: each holds one of
   AnyIO's 40 worker threads, and ``/claim`` (a sync endpoint too) never gets one: nothing is
   claimed, nothing completes (agronholm/anyio#721, fastapi#4221; blind round 33's 04).
 - ``async``: the twin: the long poll is ``async def`` awaiting an ``asyncio.Event``; the claims
-  run and the results come back, job after job (healthy).
+  run and the results come back, job after job, for as long as it runs (healthy).
 
 READY_FILE gets ``"<pid> api"`` once it serves, ``"<pid> clients"`` once every long poll is
 sent, ``"<pid> executor"`` once its first claim is sent (``sync``) or answered (``async``).
@@ -27,7 +27,6 @@ import sys
 import threading
 import time
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 
 JOBS = 44
 
@@ -90,15 +89,23 @@ def _call(url: str, method: str = "GET") -> dict:
 
 
 def clients(port: int, ready_file: str) -> None:
+    # Each of JOBS threads submits a job and long-polls its result, again and again: the async
+    # twin keeps completing jobs for as long as the dump looks (a fixed batch could end inside
+    # its window and leave only the executor's empty polls, which say nothing either way).
     base = f"http://127.0.0.1:{port}"
-    for job in range(JOBS):
-        _call(f"{base}/submit/{job}", "POST")
-    with ThreadPoolExecutor(JOBS) as pool:
-        waits = [pool.submit(_call, f"{base}/result/{job}") for job in range(JOBS)]
-        time.sleep(0.5)  # every long poll sent
-        ready(ready_file, "clients")
-        for w in waits:
-            w.result()
+    ids, lock = iter(range(10**9)), threading.Lock()
+
+    def one_after_another() -> None:
+        while True:
+            with lock:
+                job = next(ids)
+            _call(f"{base}/submit/{job}", "POST")
+            _call(f"{base}/result/{job}")
+
+    for _ in range(JOBS):
+        threading.Thread(target=one_after_another, daemon=True).start()
+    time.sleep(0.5)  # every first long poll sent
+    ready(ready_file, "clients")
     while True:
         time.sleep(3600)
 
