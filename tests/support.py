@@ -45,6 +45,11 @@ GPU_DUMPS = FIXTURES / "gpu" / "validation"
 TARGETS = TESTS / "targets"
 #: The verdict tests' jobs: ``verdict_jobs.py MODE READY_FILE WORKDIR``.
 VERDICT_JOBS = TARGETS / "verdict_jobs.py"
+#: The xdist group of every test module that starts a local Ray (``pytest.mark.xdist_group``):
+#: two Ray instances on the machine at once make a process that looks for "the" cluster fail
+#: with "Found multiple active Ray instances", a log line a dump then reads (a frameworks tier
+#: run named the driver, not rank 0, while two modules' Ray jobs overlapped).
+RAY_GROUP = "ray"
 
 if TYPE_CHECKING:
     from textual.pilot import Pilot

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import TARGETS, Target, dump_json, poll, running_target
+from support import RAY_GROUP, TARGETS, Target, dump_json, poll, running_target
 
-pytestmark = pytest.mark.frameworks
+pytestmark = [pytest.mark.frameworks, pytest.mark.xdist_group(RAY_GROUP)]
 
 JOBS = TARGETS / "frameworks" / "ray_jobs.py"
 #: Ray starts its GCS, raylet and agents before the first actor: ~7 s on an idle 2-core machine.

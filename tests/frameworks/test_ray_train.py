@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support import TARGETS, Target, dump_json, running_target
+from support import RAY_GROUP, TARGETS, Target, dump_json, running_target
 
-pytestmark = pytest.mark.frameworks
+pytestmark = [pytest.mark.frameworks, pytest.mark.xdist_group(RAY_GROUP)]
 
 JOBS = TARGETS / "frameworks" / "ray_train_jobs.py"
 #: Ray's processes, then Train's controller and its two workers: ~20 s on a loaded 2-core VM.
