@@ -154,6 +154,37 @@ def test_given_ranks_of_equal_sizes_then_the_memory_finding_says_each_as_before(
     assert per[10] is per[11] and per[12]["rss"] == 2 << 30
 
 
+def test_given_more_nodes_than_lines_a_report_reads_then_memory_in_use_is_one_finding() -> None:
+    from hangscope.analyze.findings.kernel import USAGE_PER_NODE_MAX, check_memory
+    from hangscope.model import Host, Job, Process, Severity, Snapshot
+
+    # GIVEN a job of many nodes, 2 ranks each, node 7 holding the most and rank 15 the largest,
+    # and one node nearly out of memory
+    nodes = USAGE_PER_NODE_MAX + 4
+    hosts = tuple(Host(name=f"n{i:02d}", mem_total=64 << 30 if i != 3 else 5 << 29)
+                  for i in range(nodes))
+    procs = tuple(Process(pid=100 + i, host=f"n{i // 2:02d}",
+                          rss=(5 if i == 15 else 3 if i == 14 else 1) << 30, vms=2 << 30)
+                  for i in range(2 * nodes))
+    snap = Snapshot(created="", hangscope="", hosts=hosts, job=Job(), processes=procs)
+    # WHEN the memory is checked
+    found = list(check_memory(snap))
+    # THEN the memory in use is one line for the job, not one per node
+    (usage,) = (f for f in found if f.id == "mem.usage")
+    assert usage.message == (
+        f"The job's {2 * nodes} processes hold 46.0G resident on {nodes} nodes; n07 holds the "
+        "most, 8.0G (2 processes); the largest is PID 115 on n07 with 5.0G."), usage.message
+    assert usage.evidence["nodes"]["n07"] == 8 << 30 and len(usage.evidence["nodes"]) == nodes
+    # and a node's warning is still its own, named
+    (pressure,) = (f for f in found if f.id == "mem.pressure")
+    assert pressure.severity is Severity.WARNING and pressure.message.startswith(
+        "On n03: the job holds 2.0G resident, 80% of"), pressure.message
+    # (at the bound, each node says its own, as before)
+    few = Snapshot(created="", hangscope="", hosts=hosts[:USAGE_PER_NODE_MAX], job=Job(),
+                   processes=tuple(p for p in procs if int(p.host[1:]) < USAGE_PER_NODE_MAX))
+    assert sum(f.id == "mem.usage" for f in check_memory(few)) == USAGE_PER_NODE_MAX
+
+
 def test_given_every_group_in_a_collective_then_the_mismatch_rule_reads_groups_not_ranks(
 ) -> None:
     from benchmarks import synthetic

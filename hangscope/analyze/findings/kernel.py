@@ -110,29 +110,52 @@ def check_process_states(snap: Snapshot) -> Iterable[Finding]:
 
 # -- memory ----------------------------------------------------------------------------
 
+#: Nodes up to which each node says its memory in use; beyond, one finding says it for the
+#: job (a 1,000-node job's findings were 1,000 look-alike lines; warnings stay per node).
+USAGE_PER_NODE_MAX = 16
+
+
 def check_memory(snap: Snapshot) -> Iterable[Finding]:
     """RSS and virtual size against RAM and the cgroup limit; swap; paging; overcommit."""
     by_host = census_of(snap).memory  # live processes with an RSS, by host
     several = len(snap.hosts) > 1  # a merged multi-node job: say which node each is about
+    tally: list[tuple[Host, int, int, Process]] | None = (
+        [] if len(snap.hosts) > USAGE_PER_NODE_MAX else None)
     for host in snap.hosts:
-        for finding in _memory_of(snap, host, by_host.get(host.name, []) + by_host.get(None, [])):
+        procs = by_host.get(host.name, []) + by_host.get(None, [])
+        for finding in _memory_of(snap, host, procs, tally):
             if several:
                 text = finding.message
-                finding = evolve(finding, {  # once per host: 16,384 of a 131,072-rank job
+                finding = evolve(finding, {
                     "message": f"On {host.name}: {text[:1].lower()}{text[1:]}"})
             yield finding
+    if tally:
+        yield _job_usage(tally)
 
 
-def _memory_of(snap: Snapshot, host: Host, procs: list[Process]) -> Iterable[Finding]:
-    """check_memory for one host's live processes that have an RSS."""
+def _job_usage(tally: list[tuple[Host, int, int, Process]]) -> Finding:
+    """The memory in use of a job of many nodes: (node, processes, resident, its largest)."""
+    rss = sum(used for _, _, used, _ in tally)
+    count = sum(n for _, n, _, _ in tally)
+    host, n, most, _ = max(tally, key=lambda row: row[2])  # the first of the largest
+    top_host, _, _, top = max(tally, key=lambda row: row[3].rss or 0)
+    return Finding("mem.usage", Severity.INFO,
+                   f"The job's {count:,} processes hold {size(rss)} resident on "
+                   f"{len(tally):,} nodes; {host.name} holds the most, {size(most)} "
+                   f"({n} process{'es' if n != 1 else ''}); the largest is {who(top)} on "
+                   f"{top_host.name} with {size(top.rss)}.",
+                   {"rss": rss, "nodes": {h.name: used for h, _, used, _ in tally}})
+
+
+def _memory_of(snap: Snapshot, host: Host, procs: list[Process],
+               tally: list[tuple[Host, int, int, Process]] | None = None
+               ) -> Iterable[Finding]:
+    """check_memory for one host's live processes that have an RSS; ``tally``: where a job
+    of many nodes collects each node's memory in use instead of a finding for it."""
     if not procs:
         return
     # One pass over the host's processes (once per host: 16,384 hosts at 131,072 ranks).
     rss = vms = 0
-    per: dict[int, dict[str, int | None]] = {}
-    # Each distinct (RSS, VMS, swap) worded once and shared: the ranks of a job mostly hold
-    # the same (one dict a rank was 131,072 new objects, most of them equal).
-    sizes: dict[tuple[int | None, int | None, int | None], dict[str, int | None]] = {}
     biggest, most = procs[0], -1
     swapped: list[Process] = []
     paging: list[Process] = []
@@ -140,11 +163,6 @@ def _memory_of(snap: Snapshot, host: Host, procs: list[Process]) -> Iterable[Fin
         resident = p.rss or 0
         rss += resident
         vms += p.vms or 0
-        three = (p.rss, p.vms, p.swap)
-        said = sizes.get(three)
-        if said is None:
-            said = sizes[three] = {"rss": three[0], "vms": three[1], "swap": three[2]}
-        per[p.pid] = said
         if resident > most:  # the first of the largest, as max() picks
             biggest, most = p, resident
         if (p.swap or 0) > 0:
@@ -156,9 +174,13 @@ def _memory_of(snap: Snapshot, host: Host, procs: list[Process]) -> Iterable[Fin
     limit, limit_name = ram, "RAM"
     if cgroup is not None and (ram is None or cgroup < ram):
         limit, limit_name = cgroup, "the cgroup memory limit"
-    facts: dict[str, object] = {"rss": rss, "vms": vms, "mem_total": ram,
-                                "cgroup_limit": cgroup, "mem_available": host.mem_available,
-                                "processes": per}
+
+    def facts() -> dict[str, object]:
+        """The evidence, built only for a finding that carries it (not for every node of a
+        job of many nodes)."""
+        return {"rss": rss, "vms": vms, "mem_total": ram, "cgroup_limit": cgroup,
+                "mem_available": host.mem_available, "processes": _sizes(procs)}
+
     share = ""
     if ram:
         share = f" ({100 * rss / ram:.0f}% of the {size(ram)} of RAM"
@@ -170,12 +192,12 @@ def _memory_of(snap: Snapshot, host: Host, procs: list[Process]) -> Iterable[Fin
         yield Finding("mem.pressure", Severity.CRITICAL if crit else Severity.WARNING,
                       f"The job holds {size(rss)} resident, {100 * rss / limit:.0f}% of "
                       f"{limit_name} ({size(limit)}): the kernel's OOM killer "
-                      f"{'is about to' if crit else 'may soon'} kill a rank.", facts)
+                      f"{'is about to' if crit else 'may soon'} kill a rank.", facts())
     elif ram and host.mem_available is not None and host.mem_available < 0.05 * ram:
         yield Finding("mem.pressure", Severity.WARNING,
                       f"The machine is nearly out of memory: {size(host.mem_available)} "
                       f"of {size(ram)} available (the job itself holds {size(rss)}).",
-                      facts)
+                      facts())
     swap = sum(p.swap or 0 for p in swapped)
     if swap >= SWAP_WARN_BYTES:
         top = max(swapped, key=lambda p: p.swap or 0)
@@ -201,7 +223,7 @@ def _memory_of(snap: Snapshot, host: Host, procs: list[Process]) -> Iterable[Fin
                          "re-reads mapped files (libraries, a memory-mapped dataset or "
                          "checkpoint) from disk, which makes it crawl."),
                       {"major_faults": {p.pid: p.major_faults_window for p in paging}})
-    if ram and vms >= OVERCOMMIT_FACTOR * ram:
+    if ram and vms >= OVERCOMMIT_FACTOR * ram and tally is None:  # (CUDA's, on every node)
         top = max(procs, key=lambda p: p.vms or 0)
         alone = (f"; {who(top)} alone reserves {size(top.vms)}"
                  if (top.vms or 0) >= ram else "")
@@ -210,11 +232,29 @@ def _memory_of(snap: Snapshot, host: Host, procs: list[Process]) -> Iterable[Fin
                       f"{vms / ram:.1f}x the {size(ram)} of RAM{alone}. That is address "
                       f"space, not use: only {size(rss)} is resident. CUDA and PyTorch "
                       "reserve large ranges, so this alone is not a problem.",
-                      {**facts, "factor": round(vms / ram, 2)})
+                      {**facts(), "factor": round(vms / ram, 2)})
+    if tally is not None:
+        tally.append((host, len(procs), rss, biggest))
+        return
     yield Finding("mem.usage", Severity.INFO,
                   f"The job's {len(procs)} process{'es hold' if len(procs) != 1 else ' holds'} "
                   f"{size(rss)} resident{share}; the largest is {who(biggest)} with "
-                  f"{size(biggest.rss)}.", facts)
+                  f"{size(biggest.rss)}.", facts())
+
+
+def _sizes(procs: list[Process]) -> dict[int, dict[str, int | None]]:
+    """PID -> its RSS, VMS and swap. Each distinct (RSS, VMS, swap) worded once and shared:
+    the ranks of a job mostly hold the same (one dict a rank was 131,072 new objects, most of
+    them equal)."""
+    sizes: dict[tuple[int | None, int | None, int | None], dict[str, int | None]] = {}
+    per: dict[int, dict[str, int | None]] = {}
+    for p in procs:
+        three = (p.rss, p.vms, p.swap)
+        said = sizes.get(three)
+        if said is None:
+            said = sizes[three] = {"rss": three[0], "vms": three[1], "swap": three[2]}
+        per[p.pid] = said
+    return per
 
 
 # -- kernel messages ---------------------------------------------------------------------
