@@ -93,13 +93,17 @@ _JOINS = (("/threading.py", "_wait_for_tstate_lock"), ("/threading.py", "Thread.
           ("/concurrent/futures/thread.py", "ThreadPoolExecutor.shutdown"))
 
 
-def parked(thread: Thread) -> bool:
-    """Asleep or joining its own process's threads: the work, if any, is theirs."""
-    if thread.category is Category.SLEEP:
-        return True
+def joins_threads(thread: Thread) -> bool:
+    """Waiting for a thread of its own process to end (``Thread.join``, a ``concurrent.futures``
+    result or shutdown)."""
     python = [f for f in thread.frames if not f.native and f.file][:3]
     return any(f.file.endswith(suffix) and f.name == name  # type: ignore[union-attr]
                for f in python for suffix, name in _JOINS)
+
+
+def parked(thread: Thread) -> bool:
+    """Asleep or joining its own process's threads: the work, if any, is theirs."""
+    return thread.category is Category.SLEEP or joins_threads(thread)
 
 
 def _leaf(thread: Thread) -> Frame | None:

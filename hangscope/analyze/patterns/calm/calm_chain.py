@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from hangscope.analyze.evidence.progress import IDLE, PAUSED, SLOW, STUCK
+from hangscope.analyze.evidence.progress_hints import joins_threads
 from hangscope.analyze.evidence.working import notified_wait
 from hangscope.analyze.graph.queueedges import in_queue_get
 from hangscope.analyze.graph.threadedges import at_loop_head
@@ -229,8 +230,11 @@ def _fed_by_calm_thread(snap: Snapshot, proc: Process, thread: Thread,
     """The working thread waits on an in-process hand-off (``queue.Queue.get``, an Event, a
     Condition) while another thread of its process is blocked reading for work from a calm
     process (an engine's input thread in ``recv`` from its idle API server feeding the queue
-    the main loop waits on): the main thread waits for what that reader will hand it."""
-    if notified_wait(thread) is None or any(
+    the main loop waits on): the main thread waits for what that reader will hand it. Or it
+    joins a thread of its own that so waits (a replica's main thread joining its watch
+    threads, each waiting for a stream's next update from an idle registry): it waits as
+    long as they do."""
+    if (notified_wait(thread) is None and not joins_threads(thread)) or any(
             not f.native and (f.file or "").endswith("multiprocessing/synchronize.py")
             for f in thread.frames):
         return None
