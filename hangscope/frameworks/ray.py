@@ -86,6 +86,14 @@ OBJECT_WAIT = ObjectWait(
             "that call needs, and the later call waits in the actor's queue for ever: give "
             "the actor more concurrency (max_concurrency=...) or put the waiting method and "
             "the one that ends its wait in different concurrency groups (concurrency_groups)"),
+    # ray#7379, ray#783: an actor's methods are queued until its creation task (__init__)
+    # has returned; a constructor that waits for one of its own methods waits for ever.
+    constructor="__init__",
+    constructing=("Ray runs none of an actor's methods until its __init__ has returned: "
+                  "every call to it waits in its queue until then, so a constructor that "
+                  "waits for what a method of the same actor does (sets an Event, hands it a "
+                  "config) waits for ever. Pass what it needs to the constructor, or wait for "
+                  "it in a method (an async actor can await it there), not in __init__"),
     # ray#2541, ray#15594: actors (num_cpus=1 by default when they ask for none at creation
     # and for scheduling) hold what they asked for as long as they live.
     pending=("Ray starts a task only once the resources it asks for are free (num_cpus=1 by "

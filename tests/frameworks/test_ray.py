@@ -319,6 +319,32 @@ def test_a_sync_method_blocking_an_async_actors_loop_names_the_loop(tmp_path: Pa
     assert f"the main process (PID {job.launcher}) waits" in summary, summary
 
 
+def test_a_call_queued_behind_a_constructor_waiting_for_it_names_the_actor(
+        tmp_path: Path) -> None:
+    """ray#7379: an actor's ``__init__`` waits for its loader thread, which waits for what only
+    the actor's ``configure`` hands it; Ray runs no method before ``__init__`` returns (blind
+    round 33's 03 read "a lost wake-up", advice about notify order). The actor is the suspect,
+    at its constructor's wait, the driver's ``configure`` queued behind it."""
+    verdict, job = _waiting_on("init_waits", "table", tmp_path)
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [job.pids["table"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith("A call queued behind a constructor that never returns: "), summary
+    assert "to run configure, which it submitted; PID " in summary, summary
+    assert "is still in its constructor, FeatureTable.__init__, which does not return: it " \
+        "waits at FeatureTable.__init__ (ray_jobs.py:" in summary, summary
+    assert "its thread table-loader waits at FeatureTable._load (ray_jobs.py:" in summary
+    assert "Ray runs none of an actor's methods until its __init__ has returned" in summary
+
+
+def test_a_constructor_that_computes_is_no_such_wait(tmp_path: Path) -> None:
+    with _ray("init_slow", tmp_path, ["table", "driver"]) as job:
+        poll(lambda: _in_ray_get(job.launcher), f"PID {job.launcher} inside ray.get", 60)
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert "constructor" not in verdict["summary"], verdict
+    assert verdict["kind"] == "progressing", verdict
+
+
 DATA_JOBS = TARGETS / "frameworks" / "ray_data_jobs.py"
 
 

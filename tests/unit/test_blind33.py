@@ -37,3 +37,19 @@ def test_given_sync_long_polls_holding_every_anyio_thread_then_the_pool_is_said(
     assert verdict.suspects == (server,), verdict
     assert verdict.summary.startswith("A server's pool full of calls that never end: 49 calls "
                                       f"wait on PID {server} (python)"), verdict.summary
+
+
+def test_given_actors_whose_constructor_waits_for_their_own_method_then_that_is_said() -> None:
+    """ray#7379: each FeatureShard's ``__init__`` waits for its loader, which waits for the
+    config only ``configure`` hands it; the driver's ``configure`` waits in the actor's queue
+    (it read "a lost wake-up", with advice about the order of notify and wait)."""
+    snap = analyze(load(FIXTURES / "ray_actor_init_waits_own_method.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    actors = {p.pid for p in snap.processes if p.title == "ray::FeatureShard.__init__"}
+    assert len(verdict.suspects) == 1 and set(verdict.suspects) <= actors, verdict
+    assert verdict.summary.startswith(
+        "A call queued behind a constructor that never returns: Thread MainThread of the main "
+        "process"), verdict.summary
+    assert "to run configure, which it submitted;" in verdict.summary, verdict.summary
+    assert "it waits at FeatureShard.__init__ (job.py:24); its thread shard-" in verdict.summary

@@ -58,6 +58,12 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
 - ``queue_slow`` the twin: the producer task puts one shard, then computes for minutes
                 before the next; the consumer waits for it, the driver for both (healthy:
                 progressing).
+- ``init_waits`` an actor's ``__init__`` waits for its loader thread, which waits for a config
+                only the actor's ``configure`` method hands it; the driver calls
+                ``configure`` and waits: Ray runs no method of an actor before its
+                ``__init__`` returns (ray-project/ray#7379, ray#783; blind round 33's 03).
+- ``init_slow`` the twin: the loader computes its table for an hour; the constructor waits
+                for work being done (healthy: progressing).
 """
 
 from __future__ import annotations
@@ -217,6 +223,37 @@ class WeightStore:
             ready(self.ready_file, "store")
             self.changed.wait_for(lambda: self.version >= version)
             return self.version
+
+
+class FeatureTable:
+    """An actor whose constructor starts a loader thread and waits until it has loaded; the
+    loader waits for a config only ``configure`` hands it (``init_waits``: Ray runs no method
+    before ``__init__`` returns, ray#7379), or builds its table at once and computes for a
+    while (``init_slow``: a long constructor, healthy)."""
+
+    def __init__(self, ready_file: str, mode: str) -> None:
+        self.config: dict[str, int] = {}
+        self.configured, self.loaded = threading.Event(), threading.Event()
+        self.table: list[int] = []
+        threading.Thread(target=self._load, args=(mode,), name="table-loader",
+                         daemon=True).start()
+        ready(ready_file, "table")
+        self.loaded.wait()  # usable as soon as the handle resolves
+
+    def _load(self, mode: str) -> None:
+        if mode == "init_waits":
+            self.configured.wait()  # set by configure(), which cannot run yet
+        end = time.monotonic() + (3600 if mode == "init_slow" else 0)
+        while time.monotonic() < end:  # an index built row by row
+            self.table.append(len(self.table) % 97)
+            if len(self.table) > 1 << 16:
+                self.table.clear()
+        self.loaded.set()
+
+    def configure(self, config: dict[str, int]) -> int:
+        self.config = config
+        self.configured.set()
+        return len(self.table)
 
 
 def shard_task(coordinator: object, shard: int, ready_file: str, once: bool) -> int:
@@ -383,6 +420,11 @@ def main() -> None:
         store.publish.remote(1)  # queued behind the wait on the loop it would need
         ready(ready_file, "driver")
         ray.get(waiting)
+        return
+    if mode in ("init_waits", "init_slow"):
+        table = ray.remote(FeatureTable).remote(ready_file, mode)  # type: ignore[attr-defined]
+        ready(ready_file, "driver")
+        ray.get(table.configure.remote({"rows": 1000}))  # init_waits: never; slow: in an hour
         return
     if mode in ("rate_limited", "flag_poll"):
         limited = ray.remote(RateLimited).remote()  # type: ignore[attr-defined]

@@ -17,19 +17,76 @@ says runs (``acquire``), which awaits while its loops idle. The call is made; it
 producer's queue behind a method that holds the producer's concurrency and waits for it
 (linagora/openrag#965: a semaphore actor whose waiting acquires hold every slot, so the
 release never runs). The producer is the suspect.
+
+A call queued behind a constructor: the producer is still in its constructor (its title names
+``__init__``), blocked, and the framework runs none of its methods until the constructor
+returns (a Ray actor's ``__init__`` that waits for an Event only its own ``configure`` sets:
+ray#7379). Whatever the waiter asked of it waits in its queue for ever; the producer is the
+suspect, at the constructor's wait.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from hangscope.analyze.evidence.facts import blocked
+from hangscope.analyze.evidence.progress import PROGRESSING
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.objectedges import awaiting_call, between_tasks, callers
+from hangscope.analyze.graph.threadedges import own_frame
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.frameworks import OBJECT_WAITS, ObjectWait, does_work
 from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who, who_list
+
+
+def constructing(g: Graph) -> WaitPattern | None:
+    """A waiter for an object of a producer whose constructor is blocked (module doc)."""
+    decided = {r.pid: r.decision for r in g.snap.progress.ranks} if g.snap.progress else {}
+    for i, edge in enumerate(g.edges):
+        if edge.kind != "object" or edge.probable or edge.to_pid is None:
+            continue
+        host, waiter = g.procs.get(edge.to_pid), g.procs.get(edge.pid)
+        found = _in_constructor(host) if host is not None and not host.is_exited else None
+        if found is None or waiter is None or host is None or decided.get(
+                host.pid) == PROGRESSING:
+            continue  # (a constructor that computes, loading weights: slow, not this)
+        wait, actor, ctor = found
+        thread = next((t for t in waiter.threads if t.tid == edge.tid), None)
+        asked = " and ".join(_submitted(thread))
+        others = [t for t in host.threads if t.tid != ctor.tid and t.python and not t.helper
+                  and blocked(t) and own_frame(t) is not None]
+        also = "".join(f"; its {thread_words(host, t).partition(' of ')[0]} waits"
+                       f"{site_words(t)}" for t in others[:3])
+        chain = (f"{thread_words(waiter, thread)} waits{site_words(thread)} for {who(host)} "
+                 f"to run {asked or 'a method'}{', which it submitted' if asked else ''}; "
+                 f"{who(host)} is still in its constructor, {actor}.{wait.constructor}, which "
+                 f"does not return: it waits{site_words(ctor)}{also}. "
+                 + wait.constructing[:1].upper() + wait.constructing[1:])
+        return WaitPattern("queued_init", (host.pid, waiter.pid), chain, (i,), host.pid,
+                           ctor.tid)
+    return None
+
+
+def _in_constructor(host: Process) -> tuple[ObjectWait, str, Thread] | None:
+    """The framework's wait, the producer's name and the thread blocked inside its
+    constructor, where its title says the constructor runs."""
+    for wait in OBJECT_WAITS:
+        found = wait.method.match(host.title or "") if wait.method is not None else None
+        if found is None or wait.constructor is None or found.group(
+                "method") != wait.constructor or wait.method_frame is None:
+            continue
+        actor = found.groupdict().get("actor") or wait.producer_word
+        name = f"{actor}.{wait.constructor}"
+        for thread in host.threads:
+            frames = [f for f in thread.frames if not f.native]
+            k = next((k for k, f in enumerate(frames) if f.name == name), None)
+            if k is not None and blocked(thread) and any(
+                    f.name.endswith(wait.method_frame[0]) and (f.file or "").endswith(
+                        wait.method_frame[1]) for f in frames[k + 1:]):
+                return wait, actor, thread
+    return None
 
 
 def uncalled(g: Graph) -> WaitPattern | None:
