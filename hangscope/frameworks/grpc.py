@@ -30,6 +30,9 @@ REQUEST_WAIT = frozenset({"_RequestIterator._next"})
 FRAMEWORK = Framework(
     name="grpc",
     serve_waits=(("wait_for_termination", "grpc/_server.py"),),
+    # a unary call in flight: the client holds a request and waits for its one answer (a
+    # stream's next message may be a subscription's next event: not said here)
+    reply_waits=(("_blocking", CHANNEL_FILE), ("_end_unary_response_blocking", CHANNEL_FILE)),
     # its own Python code: a handler's call site is the user's servicer method under it
     library_files=("grpc/",),
 )

@@ -1,15 +1,15 @@
 """One gRPC call, both directions: a client waits for the server's response, and a
 streaming handler waits for the client's next request.
 
-A client thread in a stream's ``_next`` (grpc/_channel.py) waits for whichever handler of the
-server it is connected to runs its call (a thread of the server's pool in
-``_stream_response_in_pool``); a handler in ``_RequestIterator._next`` (grpc/_server.py) waits
-for the client's next request, which the client's ``consume_request_iterator`` thread pulls
-from the program's own request iterator and sends. Each side waits for the other over one TCP
-connection whose bytes say nothing (HTTP/2 frames): the frames say who. A bidi stream whose
-request iterator waits on its responses while the handler waits for more requests before it
-answers (grpc#21737's workaround, a window on a micro-batching server) is then a chain that
-ends in the iterator's own wait.
+A client thread in a stream's ``_next`` (grpc/_channel.py), or in a unary call's blocking send-
+and-wait, waits for whichever handler of the server it is connected to runs its call (a thread
+of the server's pool in ``_stream_response_in_pool``); a handler in ``_RequestIterator._next``
+(grpc/_server.py) waits for the client's next request, which the client's
+``consume_request_iterator`` thread pulls from the program's own request iterator and sends.
+Each side waits for the other over one TCP connection whose bytes say nothing (HTTP/2 frames):
+the frames say who. A bidi stream whose request iterator waits on its responses while the
+handler waits for more requests before it answers (grpc#21737's workaround, a window on a
+micro-batching server) is then a chain that ends in the iterator's own wait.
 
 Pure, over the snapshot's stacks and its kernel's TCP connections.
 """
@@ -21,11 +21,11 @@ from collections.abc import Callable
 from hangscope.analyze.graph.stackindex import index_of
 from hangscope.analyze.graph.threadedges import own_frame
 from hangscope.frameworks.grpc import (
+    CALL_WAITS,
     CHANNEL_FILE,
     HANDLER_RUNS,
     REQUEST_PRODUCER,
     REQUEST_WAIT,
-    RESPONSE_WAITS,
     SERVER_FILE,
 )
 from hangscope.model import Frame, Process, Snapshot, Thread
@@ -70,7 +70,7 @@ def grpc_edges(snap: Snapshot) -> list[WaitEdge]:
         handlers = [t for t in sproc.threads if _at(t.frames, HANDLER_RUNS, SERVER_FILE)]
         producers = [t for t in cproc.threads if _at(t.frames, REQUEST_PRODUCER, CHANNEL_FILE)]
         edges.extend(_edges(
-            cproc, [t for t in cproc.threads if _at(t.frames, RESPONSE_WAITS, CHANNEL_FILE)],
+            cproc, [t for t in cproc.threads if _at(t.frames, CALL_WAITS, CHANNEL_FILE)],
             sproc, handlers, "the gRPC call's next response",
             lambda pid, to: (f"its stack waits in gRPC's response wait ({CHANNEL_FILE}); "
                              f"PID {pid}, the server it is connected to, runs the call on thread "

@@ -25,9 +25,8 @@ verdict rules read them (analyze/rules/graph.py):
 - a FIFO nobody opens: threads blocked in ``open()`` of a named pipe nobody opens;
 - a sink: what everything waits on, transitively, itself waiting on nothing in the job.
 
-The patterns are one ordered table over one graph (``PATTERNS``), each read against the others
-(what a cycle claims, a sink must not claim again); those of threads inside one process live in
-analyze/patterns/threadpatterns.py, the walk in analyze/graph/waitwalk.py.
+One ordered table over one graph (``PATTERNS``), each read against the others (what a cycle
+claims, a sink must not claim again); one process's threads: patterns/threadpatterns.py.
 """
 
 from __future__ import annotations
@@ -77,6 +76,7 @@ from hangscope.analyze.patterns.ends.signalwaits import gone_signal
 from hangscope.analyze.patterns.ends.stoppedends import stopped_end, stopped_words
 from hangscope.analyze.patterns.ends.unaccepted import unaccepted, unaccepted_words
 from hangscope.analyze.patterns.ends.uncalled import constructing, uncalled
+from hangscope.analyze.patterns.ends.unconnected import unconnected_call
 from hangscope.analyze.patterns.ends.zmqends import owes_nothing, unowed_receive, unpeered_receive
 from hangscope.analyze.patterns.gilpatterns import gil_native_wait, gil_ring
 from hangscope.analyze.patterns.looppatterns import event_loop, loop_reads, loop_sync_wait
@@ -376,8 +376,9 @@ PATTERNS = (self_connect, self_call, pool_cycle, rpc_pools, tty_stopped, own_end
             orphan_manager_lock, fork_notifier, signal_wait, orphan_wait, own_pool, stale_holder,
             constructing, full_queue, lost_wakeup, gone_signal, unwoken_loop, event_loop,
             loop_sync_wait, fork_lock, lost_result, idle_executor, pool_saturated, pending_tasks,
-            unserved_call, uncalled, prompt, lost_reply, fifo_open, crash_loop, dead_thread,
-            dead_process, _sink, unowed_receive, unpeered_receive, forked_context, overbooked_pool)
+            unserved_call, uncalled, prompt, unconnected_call, lost_reply, fifo_open, crash_loop,
+            dead_thread, dead_process, _sink, unowed_receive, unpeered_receive, forked_context,
+            overbooked_pool)
 
 
 def wait_graph(snap: Snapshot) -> WaitGraph:

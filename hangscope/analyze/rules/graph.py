@@ -37,6 +37,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "uncalled": "A call nobody makes",
          "queued_call": "A call queued behind its own wait",
          "queued_init": "A call queued behind a constructor that never returns",
+         "unconnected_call": "A call connected to no server",
          "dead_thread": "A thread died", "crash_loop": "Crash loop",
          "dead_process": "A process died", "dead_holder": "A lock whose holder died",
          "dead_peer": "A peer died",
@@ -168,7 +169,8 @@ def wait_shape(facts: Facts) -> Verdict | None:
                             "lost_wakeup", "event_loop", "loop_sync_wait", "lost_result",
                             "pool_saturated", "overbooked_pool",
                             "pool_starved", "pending_tasks", "unserved_call", "queued_call",
-                            "queued_init", "uncalled", "prompt", "lost_reply",
+                            "queued_init", "uncalled", "prompt", "unconnected_call",
+                            "lost_reply",
                             "fifo_open", "dead_holder", "dead_peer", "forked_context",
                             "signal_blocked", "signal_ignored"))
 
