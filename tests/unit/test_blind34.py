@@ -26,3 +26,25 @@ def test_given_calls_dialing_a_stale_address_then_no_server_is_connected() -> No
     assert set(verdict.suspects) == workers and len(workers) == 2, verdict
     assert verdict.summary.startswith("A call connected to no server: PID "), verdict.summary
     assert "the job's servers listen on port 30212" in verdict.summary, verdict.summary
+
+
+def test_given_req_front_ends_whose_router_drops_the_delimiter_then_connected_to_nothing() -> None:
+    """zguide#797: the ROUTER answers [identity, body]; each REQ drops the reply and its
+    connection (it read unknown, "Blocked: ...")."""
+    snap = analyze(load(FIXTURES / "zmq_req_bare_reply.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    fronts = {p.pid for p in snap.processes if "frontend.py" in " ".join(p.cmdline)}
+    assert set(verdict.suspects) == fronts and len(fronts) == 2, verdict
+    assert verdict.summary.startswith("A zmq socket connected to nothing: "), verdict.summary
+    assert "listens on 19310 with nobody connected" in verdict.summary, verdict.summary
+
+
+def test_given_two_replicas_binding_one_ipc_path_then_the_first_has_no_peer() -> None:
+    """libzmq#2059: the second bind takes the paths over (it read "behind its siblings")."""
+    snap = analyze(load(FIXTURES / "zmq_ipc_twin_binds.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.summary.startswith("A zmq socket connected to nothing: PID "), verdict
+    assert "waits in a zmq send at main (frontend.py:63)" in verdict.summary, verdict.summary
+    assert "a second bind of an ipc:// path succeeds silently" in verdict.summary

@@ -84,6 +84,11 @@ def zmq_receive_stack(frames: Frames) -> bool:
     return _zmq_call(frames) == "receive"
 
 
+def zmq_wait_stack(frames: Frames) -> bool:
+    """The stack waits in a zmq receive or send (not an asyncio socket's): for ``having``."""
+    return _zmq_call(frames) in ("receive", "send")
+
+
 def in_zmq_receive(thread: Thread) -> bool:
     """The thread waits for a zmq message. Not a thread whose innermost zmq call is a send:
     it hands its message to the I/O thread's queue and returns (an asyncio loop caught in

@@ -38,6 +38,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "queued_call": "A call queued behind its own wait",
          "queued_init": "A call queued behind a constructor that never returns",
          "unconnected_call": "A call connected to no server",
+         "unconnected_zmq": "A zmq socket connected to nothing",
          "dead_thread": "A thread died", "crash_loop": "Crash loop",
          "dead_process": "A process died", "dead_holder": "A lock whose holder died",
          "dead_peer": "A peer died",
@@ -152,9 +153,10 @@ def lock_ring(facts: Facts, pid: int) -> tuple[list[tuple[int, str, str, str]], 
 def wait_cycle(facts: Facts) -> Verdict | None:
     """Following each stuck thread's wait comes back to it: a deadlock. A sibling behind the
     others comes first: the ring through their shared sockets is how they wait for the message
-    it never got, and it says which one is out."""
+    it never got, and it says which one is out; unless that one's sockets are connected to
+    nothing at all (the kernel says why no message reaches it)."""
     return _verdict(facts, ("self_connect", "self_call", "pool_cycle", "rpc_pools", "tty_stopped",
-                            "own_end",
+                            "own_end", "unconnected_zmq",
                             "behind_sibling",
                             "cycle", "gil_hold",
                             "self_lock", "self_wait", "fork_lock", "nested_checkout",

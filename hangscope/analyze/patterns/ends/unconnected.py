@@ -1,5 +1,5 @@
-"""A call connected to no server: a client waits inside a gRPC call while its process holds no
-connected socket at all.
+"""A call connected to no server: a client waits inside a gRPC call, or a zmq receive or send,
+while its process holds no connected socket at all.
 
 A gRPC channel connects to its target in the background and a call waits for that: with
 ``wait_for_ready=True`` (or before the channel's first connection) it is queued, not failed,
@@ -8,6 +8,10 @@ for ever (grpc#19973, grpc#26320). The kernel's socket table says it: no TCP con
 client's process is established and no Unix socket of it has a peer, so the call it waits in
 went to no server, whichever servers the job runs (a stale address read from a discovery file,
 a port the new server is not on: mill#4018). The waiter is the suspect: what it dials.
+
+zmq the same: its I/O threads connect and reconnect in the background and a receive or send
+never fails, so a process blocked in one with no connection at all waits for ever: its bound
+``ipc://`` path taken over by another process's bind, a wrong endpoint, a dropped connection.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 from hangscope.analyze.evidence.facts import blocked
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
+from hangscope.analyze.graph.zmqedges import in_zmq_receive, in_zmq_send_blocked, zmq_wait_stack
+from hangscope.analyze.patterns.calm.calm_chain import unconnected_listeners
 from hangscope.frameworks.grpc import CALL_WAITS, CHANNEL_FILE
 from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitPattern
@@ -63,3 +69,67 @@ def unconnected_call(g: Graph) -> WaitPattern | None:
     members = (proc.pid, *(c.pid for c, _ in callers[1:]), *(p.pid for p in servers))
     return WaitPattern("unconnected_call", members, chain, (), proc.pid, thread.tid,
                        also=tuple(c.pid for c, _ in callers[1:]))
+
+def unconnected_zmq(g: Graph) -> WaitPattern | None:
+    """Processes blocked in a zmq receive or send whose process holds no connection at all (no
+    established TCP connection, no connected Unix socket), while another process of the job
+    listens: a message can neither reach nor leave them. zmq connects and reconnects in the
+    background and never fails the call, so the wait has no end: the endpoint they bound was
+    taken over (a second ``bind`` of an ``ipc://`` path succeeds silently and the name points to
+    the new socket: every peer connects there, libzmq#2059), or the endpoint they dial is
+    wrong, or the peer dropped the connection (a REQ drops it on a reply without the empty
+    delimiter frame). A socket with no peer is also a server waiting for its first client: the
+    waiter must be blocked in its call and listen on no endpoint the job's peers use."""
+    kernel = g.snap.waits.kernel if g.snap.waits is not None else None
+    if kernel is None:
+        return None
+    connected = ({c.inode for c in kernel.tcp if c.state == 1}
+                 | {u.inode for u in kernel.unix_peers if u.peer})
+    used = {u.name for u in kernel.unix_peers if u.name and u.peer}  # paths with a connection
+    stuck: list[tuple[Process, str]] = []
+    for proc in g.having(zmq_wait_stack):
+        thread = proc.working_thread
+        read = kernel.process(proc.pid)
+        if proc.is_exited or proc.role in HELPER_ROLES or thread is None or read is None \
+                or thread.state != "S" or not (in_zmq_receive(thread)
+                                               or in_zmq_send_blocked(thread)) \
+                or any(r.inode in connected for r in read.fds):
+            continue
+        taken = [s.address for s in proc.listening if s.kind == "unix" and s.address in used]
+        if proc.listening and not taken:
+            continue  # a server waiting for its first client
+        stuck.append((proc, taken[0] if taken else ""))
+    if not stuck:
+        return None
+    proc, path = stuck[0]
+    thread = proc.working_thread
+    verb = "receive" if in_zmq_receive(thread) else "send"  # type: ignore[arg-type]
+    mine = {s.pid for s, _ in stuck}
+    peers = [p for p in g.snap.processes if not p.is_exited and p.listening and p.pid not in mine]
+    owner = next((p for p in peers if any(s.address == path for s in p.listening)), None)
+    alone = [(p, socks) for p in peers if (socks := unconnected_listeners(kernel, p))]
+    if owner is None and not alone:
+        return None  # no endpoint of the job left for it (a peer that died: unpeered_receive)
+    chain = (f"{thread_words(proc, thread)} waits in a zmq {verb}{site_words(thread)} with no "
+             f"connection at all: {who(proc)} holds no established TCP connection and no "
+             "connected Unix socket, so no message can reach or leave it")
+    if len(stuck) > 1:
+        chain += f" ({who_list([p for p, _ in stuck[1:]])} the same)"
+    if owner is not None:
+        chain += (f"; it bound ipc://{path}, and so did {who(owner)}, whose socket holds that "
+                  "path's connections: a second bind of an ipc:// path succeeds silently and "
+                  "takes the name over, so every peer connects to the other (libzmq#2059): "
+                  "give each process endpoints of its own (a unique path per replica)")
+    else:
+        where = "; ".join(
+            f"{who(p)} listens on {', '.join(str(s.port or s.address) for s in socks)} with "
+            "nobody connected" for p, socks in alone[:3])
+        chain += (f"; {where}: zmq connects in the background and never fails the call, so "
+                  "its endpoint is wrong, or the peer dropped the connection (a REQ drops it "
+                  "on a reply without the empty delimiter frame: a ROUTER must answer "
+                  "[identity, b'', body]); give the socket a timeout (zmq.RCVTIMEO, "
+                  "zmq.SNDTIMEO) and check the endpoints")
+    members = tuple(p.pid for p, _ in stuck) + ((owner.pid,) if owner is not None else ())
+    return WaitPattern("unconnected_zmq", members, chain, (), proc.pid,
+                       thread.tid if thread is not None else None,
+                       also=tuple(p.pid for p, _ in stuck[1:]))

@@ -1,0 +1,67 @@
+"""pyzmq sockets connected to nothing (tests/targets/frameworks/zmq_unconnected.py; blind round
+34's 02 and 05).
+
+GIVEN two replicas whose front ends bind the same ``ipc://`` paths THEN the first one, its send
+waiting with no peer, is "a zmq socket connected to nothing", the path's new owner named (it
+read "behind its siblings", a slow joiner). GIVEN REQ front ends whose ROUTER answers without
+the empty delimiter frame THEN the same, the scheduler's unconnected port named (it read
+unknown). Their twins (unique paths; replies enveloped) are not that.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import TARGETS, dump_json, show_text, verdict_job
+
+pytestmark = pytest.mark.frameworks
+
+JOBS = TARGETS / "frameworks" / "zmq_unconnected.py"
+HEAD = "A zmq socket connected to nothing: "
+
+
+def _verdict(mode: str, tags: list[str], tmp_path: Path) -> tuple[dict, str, dict[str, int]]:  # type: ignore[type-arg]
+    with verdict_job(mode, tmp_path, tags, timeout=60, jobs=JOBS) as job:
+        raw = dump_json(job.launcher)
+        pids = dict(job.pids)
+    return json.loads(raw)["verdict"], show_text(raw, tmp_path), pids
+
+
+def test_a_front_end_whose_ipc_paths_another_bound_again_has_no_peer(tmp_path: Path) -> None:
+    verdict, text, pids = _verdict("ipc_twins", ["blue", "green"], tmp_path)
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert verdict["suspects"] == [pids["blue"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith(f"{HEAD}PID {pids['blue']} (python) waits in a zmq send at "
+                              "front_end (zmq_unconnected.py:"), summary
+    assert "/run/tinylm-in, and so did PID " in summary, summary
+    assert f"PID {pids['green-bound']} (python), whose socket holds that path's connections" \
+        in summary, summary
+    assert "libzmq#2059" in summary, summary
+
+
+def test_replicas_with_paths_of_their_own_are_not_that(tmp_path: Path) -> None:
+    verdict, text, _ = _verdict("ipc_unique", ["blue", "green"], tmp_path)
+    assert not verdict["summary"].startswith(HEAD), text
+    # (no process of it listens on TCP: the calm rules find no front end to call idle)
+    assert verdict["kind"] in ("idle", "unknown") and verdict["suspects"] == [], (verdict, text)
+
+
+def test_req_front_ends_answered_without_the_delimiter_wait_connected_to_nothing(
+        tmp_path: Path) -> None:
+    verdict, text, pids = _verdict("req_bare", ["scheduler", "front0", "front1"], tmp_path)
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert sorted(verdict["suspects"]) == sorted([pids["front0"], pids["front1"]]), verdict
+    summary = verdict["summary"]
+    assert summary.startswith(HEAD), summary
+    assert "waits in a zmq receive at client (zmq_unconnected.py:" in summary, summary
+    assert f"PID {pids['scheduler']} (python) listens on " in summary, summary
+    assert "with nobody connected" in summary and "empty delimiter frame" in summary, summary
+
+
+def test_req_front_ends_answered_with_the_delimiter_are_not_that(tmp_path: Path) -> None:
+    verdict, text, _ = _verdict("req_enveloped", ["scheduler", "front0", "front1"], tmp_path)
+    assert not verdict["summary"].startswith(HEAD), text
+    assert verdict["kind"] == "progressing", (verdict, text)

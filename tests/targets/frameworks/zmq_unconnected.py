@@ -1,0 +1,140 @@
+"""pyzmq sockets left connected to nothing, each with its healthy twin:
+
+    python zmq_unconnected.py MODE READY_FILE WORKDIR
+
+- ``ipc_twins``: two replicas of one model, each a front end that binds its PUSH and PULL on
+  ``ipc://`` paths named after the model (as SGLang- and vLLM-shaped servers name theirs) and
+  an engine that connects to them. The second front end's bind takes the paths over silently,
+  both engines connect to it, and the first front end's PUSH has no peer: its first send waits
+  forever (zeromq/libzmq#2059, zeromq/pyzmq#209; blind round 34's 05).
+- ``ipc_unique``: the twin: each replica's paths carry its own name; both serve their batch
+  and wait for the next (idle).
+- ``req_bare``: two REQ front ends ask a ROUTER scheduler; it answers ``[identity, body]``,
+  without the empty delimiter frame a REQ expects: each REQ drops the reply and its
+  connection, and waits in ``recv`` forever (zeromq/zguide#797; blind round 34's 02).
+- ``req_enveloped``: the twin: the scheduler answers ``[identity, b"", body]``; the front ends
+  ask again and again (progressing).
+
+READY_FILE gets ``"<pid> <tag>"`` from each process once it is in its final state.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+
+def ready(path: str, tag: str) -> None:
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()} {tag}\n")
+
+
+def _paths(workdir: str, replica: str, mode: str) -> tuple[str, str]:
+    name = "tinylm" if mode == "ipc_twins" else f"tinylm-{replica}"
+    run = os.path.join(workdir, "run")
+    return f"ipc://{run}/{name}-in", f"ipc://{run}/{name}-out"
+
+
+def front_end(replica: str, mode: str, ready_file: str, workdir: str) -> None:
+    import zmq
+
+    ctx = zmq.Context()
+    prompts, results = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+    into, out = _paths(workdir, replica, mode)
+    prompts.bind(into)
+    results.bind(out)
+    ready(ready_file, f"{replica}-bound")
+    while "engines" not in open(ready_file).read():  # noqa: SIM115
+        time.sleep(0.05)
+    for n in range(4):
+        if n == 0:  # a send with no peer never returns: said ready just after it began
+            threading.Timer(0.5, ready, (ready_file, replica)).start()
+        prompts.send_pyobj({"replica": replica, "prompt": n})
+    for _ in range(4):
+        results.recv_pyobj()
+    while True:  # the next batch
+        prompts.send_pyobj({"replica": replica, "prompt": results.recv_pyobj()})
+
+
+def engine(replica: str, mode: str, ready_file: str, workdir: str) -> None:
+    import zmq
+
+    ctx = zmq.Context()
+    prompts, results = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    into, out = _paths(workdir, replica, mode)
+    prompts.connect(into)
+    results.connect(out)
+    ready(ready_file, f"engine-{replica}")
+    while True:
+        results.send_pyobj({"done": prompts.recv_pyobj()})
+
+
+def scheduler(port: int, mode: str, ready_file: str) -> None:
+    import zmq
+
+    router = zmq.Context().socket(zmq.ROUTER)
+    router.bind(f"tcp://127.0.0.1:{port}")
+    ready(ready_file, "scheduler")
+    while True:
+        identity, _empty, body = router.recv_multipart()
+        reply = [identity, body] if mode == "req_bare" else [identity, b"", body]
+        router.send_multipart(reply)
+
+
+def client(port: int, ready_file: str, tag: str) -> None:
+    import zmq
+
+    req = zmq.Context().socket(zmq.REQ)
+    req.connect(f"tcp://127.0.0.1:{port}")
+    threading.Timer(1.0, ready, (ready_file, tag)).start()  # inside recv by then
+    while True:
+        req.send(b"rerank 3 documents")
+        req.recv()
+        time.sleep(0.05)
+
+
+def main() -> None:
+    mode, ready_file, workdir = sys.argv[1:4]
+    os.makedirs(os.path.join(workdir, "run"), exist_ok=True)
+    me = [sys.executable, __file__]
+    kids = []
+    if mode.startswith("ipc_"):
+        for replica in ("blue", "green"):  # green binds second
+            kids.append(subprocess.Popen([*me, "front", replica, mode, ready_file, workdir]))
+            while not os.path.exists(ready_file) or \
+                    f"{replica}-bound" not in open(ready_file).read():  # noqa: SIM115
+                time.sleep(0.05)
+        for replica in ("blue", "green"):
+            kids.append(subprocess.Popen([*me, "engine", replica, mode, ready_file, workdir]))
+        while open(ready_file).read().count("engine-") < 2:  # noqa: SIM115
+            time.sleep(0.05)
+        ready(ready_file, "engines")
+    else:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        kids.append(subprocess.Popen([*me, "scheduler", str(port), mode, ready_file]))
+        while not os.path.exists(ready_file) or "scheduler" not in open(ready_file).read():  # noqa: SIM115
+            time.sleep(0.05)
+        kids += [subprocess.Popen([*me, "client", str(port), ready_file, f"front{n}"])
+                 for n in range(2)]
+    for kid in kids:
+        kid.wait()
+
+
+if __name__ == "__main__":
+    role = sys.argv[1]
+    if role == "front":
+        front_end(*sys.argv[2:6])
+    elif role == "engine":
+        engine(*sys.argv[2:6])
+    elif role == "scheduler":
+        scheduler(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    elif role == "client":
+        client(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    else:
+        main()
