@@ -117,6 +117,9 @@ class ObjectWait:
     #: do: said where a waiter's object comes from a producer whose constructor is blocked.
     constructor: str | None = None
     constructing: str = ""
+    #: Why tasks waiting in a get for tasks they submitted starve them, and what to do: said
+    #: where every busy worker of the framework waits so and none computes.
+    nested: str = ""
 
 
 @dataclass(frozen=True)

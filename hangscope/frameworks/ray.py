@@ -94,6 +94,12 @@ OBJECT_WAIT = ObjectWait(
                   "waits for what a method of the same actor does (sets an Event, hands it a "
                   "config) waits for ever. Pass what it needs to the constructor, or wait for "
                   "it in a method (an async actor can await it there), not in __init__"),
+    # ray#5790, ray#1920, ray#25239: a task blocked in ray.get gives back its CPU only.
+    nested=("a task blocked in ray.get gives back its CPU, not its GPUs, custom resources or "
+            "placement group bundle, so tasks it submitted that need what it holds wait for "
+            "ever (`ray status` lists the pending demand). Ask for those resources in the "
+            "tasks that use them only (num_gpus=0 for one that coordinates), or return the "
+            "ObjectRefs instead of ray.get inside the task"),
     # ray#2541, ray#15594: actors (num_cpus=1 by default when they ask for none at creation
     # and for scheduling) hold what they asked for as long as they live.
     pending=("Ray starts a task only once the resources it asks for are free (num_cpus=1 by "

@@ -156,6 +156,14 @@ def test_nested_tasks_starved_of_their_slots_blame_no_ray_process_and_read_as_a_
     verdict = data["verdict"]
     assert verdict["kind"] not in ("progressing", "idle", "paused"), verdict
     assert not set(verdict["suspects"]) & _ray_system_pids(data), verdict
+    # the parents, each waiting for its nested task while holding the slot it needs (blind
+    # round 34's 03, GPUs held across a nested ray.get, read a wait chain ending "waits on a
+    # lock" in the parent's get)
+    parents = {p["pid"] for p in data["processes"] if p.get("title") == "ray::parent"}
+    assert len(parents) == 2 and set(verdict["suspects"]) == parents, verdict
+    assert verdict["summary"].startswith("Tasks nobody runs: "), verdict
+    assert "for results of tasks it submitted" in verdict["summary"], verdict
+    assert "gives back its CPU, not its GPUs, custom resources" in verdict["summary"], verdict
     decided = {r["pid"]: r["decision"] for r in data["progress"]["ranks"]}
     assert job.launcher in decided and decided[job.launcher] not in ("progressing", "idle")
 

@@ -48,3 +48,15 @@ def test_given_two_replicas_binding_one_ipc_path_then_the_first_has_no_peer() ->
     assert verdict.summary.startswith("A zmq socket connected to nothing: PID "), verdict
     assert "waits in a zmq send at main (frontend.py:63)" in verdict.summary, verdict.summary
     assert "a second bind of an ipc:// path succeeds silently" in verdict.summary
+
+
+def test_given_gpu_tasks_waiting_on_gpu_subtasks_then_tasks_nobody_runs_names_them() -> None:
+    """ray#5790: both GPU tasks block in ray.get on subtasks that need a GPU; Ray gives back
+    their CPUs only (it read a wait chain ending "waits on a lock" in the task's get)."""
+    snap = analyze(load(FIXTURES / "ray_gpu_nested_get.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    shards = {p.pid for p in snap.processes if p.title == "ray::embed_shard"}
+    assert set(verdict.suspects) == shards and len(shards) == 2, verdict
+    assert verdict.summary.startswith("Tasks nobody runs: "), verdict.summary
+    assert "not its GPUs" in verdict.summary, verdict.summary

@@ -11,10 +11,16 @@ how (ray#2541, ray#15594). Where a log of the job says the request is one no nod
 meet (``ObjectWait.infeasible``: Ray's autoscaler, ray#45909), that is said instead; where no
 worker is held by anything (all Ray's idle pool), no actor holds the resources, and what the
 wait needs cannot be placed as asked (``ObjectWait.unheld``: a placement group, ray#27287).
+
+Nested: the workers that are not idle each wait in a get of their own, a task waiting for the
+tasks it submitted, and none computes: those tasks are pending too, on what the waiting ones
+hold (Ray gives a task blocked in ``ray.get`` its CPU back, not its GPUs or custom resources:
+ray#5790, ray#25239; ``ObjectWait.nested``). The first such task is the suspect.
 """
 
 from __future__ import annotations
 
+from hangscope.analyze.evidence.progress import PROGRESSING
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.objectedges import between_tasks, object_wait
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
@@ -33,10 +39,17 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
     # it runs no plain task, whatever it does (Ray Train's workers, in their training loop).
     hosts = {h.pid for h in g.snap.waits.hosted} if g.snap.waits is not None else set()
     free = [p for p in workers if p.pid not in hosts]
-    # Every other worker idle between tasks (a worker that waits for objects itself is a
-    # nested get: the tasks it waits for may be the ones starved, a different story).
-    if not workers or not all(between_tasks(p) for p in free):
+    # Every other worker idle between tasks, or waiting for objects itself (a nested get: the
+    # tasks it submitted are pending on what it holds)
+    going = {r.pid for r in g.snap.progress.ranks if r.decision == PROGRESSING} \
+        if g.snap.progress is not None else set()
+    nested = [p for p in free if not between_tasks(p) and _plain_get(g, p)
+              and p.pid not in going and (t := p.working_thread) is not None
+              and t.state != "R"]
+    if not workers or not all(between_tasks(p) or p in nested for p in free):
         return None
+    if nested:
+        return _nested(g, nested, [p for p in free if p not in nested])
     for proc in procs:
         found = object_wait(proc)
         thread = proc.working_thread
@@ -58,6 +71,39 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
         return WaitPattern("pending_tasks", (proc.pid, *(p.pid for p in shown)), chain, (),
                            proc.pid, thread.tid)
     return None
+
+
+def _plain_get(g: Graph, proc: Process) -> bool:
+    """A plain task (its title names no actor's method) waiting in a get for objects no known
+    producer owes (no sure edge to an actor): results of tasks."""
+    found = object_wait(proc)
+    return found is not None and not (
+        found[1].method is not None and found[1].method.match(proc.title or "")) and not any(
+        g.edges[i].kind == "object" and not g.edges[i].probable for i in g.out.get(proc.pid, ()))
+
+
+def _nested(g: Graph, nested: list[Process], idle: list[Process]) -> WaitPattern | None:
+    """Tasks that wait in a get for tasks they submitted, nobody running any (module doc)."""
+    first = nested[0]
+    found = object_wait(first)
+    thread = first.working_thread
+    if found is None or thread is None or not found[1].nested:
+        return None
+    waiters = [p for p in g.snap.processes if not p.is_exited and p not in nested
+               and object_wait(p) is not None and p.role not in HELPER_ROLES]
+    others = f" ({who_list(nested[1:])} the same)" if nested[1:] else ""
+    rest = (f", and {who_list(idle[:4])} {'is' if len(idle) == 1 else 'are'} idle between "
+            "tasks" if idle else "")
+    behind = (f" ({who_list(waiters[:3])} wait{'s' if len(waiters) == 1 else ''} on them)"
+              if waiters else "")
+    words = found[1].nested
+    chain = (f"{thread_words(first, thread)}, a task, waits{site_words(thread)} for results of "
+             f"tasks it submitted{others}, and no worker runs one: each busy worker waits in a "
+             f"get of its own{rest}, so the tasks they wait for are pending in the scheduler"
+             f"{behind}. {words[:1].upper()}{words[1:]}")
+    return WaitPattern("pending_tasks", (first.pid, *(p.pid for p in nested[1:]),
+                                         *(p.pid for p in waiters)), chain, (), first.pid,
+                       thread.tid, also=tuple(p.pid for p in nested[1:]))
 
 
 def _ranks_first(proc: Process) -> tuple[bool, bool, int, int]:
