@@ -60,3 +60,16 @@ def test_given_gpu_tasks_waiting_on_gpu_subtasks_then_tasks_nobody_runs_names_th
     assert set(verdict.suspects) == shards and len(shards) == 2, verdict
     assert verdict.summary.startswith("Tasks nobody runs: "), verdict.summary
     assert "not its GPUs" in verdict.summary, verdict.summary
+
+
+def test_given_pool_requests_to_a_batch_that_never_runs_then_the_server_is_the_suspect() -> None:
+    """ray#33052: the batch window is decades long; the indexer's main thread waits on its
+    pool's requests (it read unknown: no edge from ``Future.result()`` to the pool's tasks)."""
+    snap = analyze(load(FIXTURES / "fastapi_batch_two_clocks.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    server = next(p.pid for p in snap.processes if "server.py" in " ".join(p.cmdline))
+    assert verdict.suspects == (server,), verdict
+    assert "waits in Future.result() at main (indexer.py:27) for the thread-pool task" in (
+        verdict.summary), verdict.summary
+    assert "the request's coroutine is suspended" in verdict.summary, verdict.summary

@@ -11,7 +11,9 @@ A thread other than the loop's that blocks in ``concurrent.futures.Future.result
 executor worker of its process busy on a task that could complete it, waits on a future
 ``asyncio.run_coroutine_threadsafe`` handed it: the loop completes it, when it runs. If the loop's
 thread is itself blocked in a synchronous call (``Thread.join()`` of that very thread), the two
-wait for each other: the cycle of analyze/patterns/waitpatterns.py names it.
+wait for each other: the cycle of analyze/patterns/waitpatterns.py names it. In a process with
+no loop, such a thread waits for its thread pool's tasks: each executor worker running one
+(``pool.map`` of requests, its main thread in the results' ``Future.result()``).
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ def loop_future_edges(proc: Process) -> Iterator[WaitEdge]:
     """Each blocked thread in ``Future.result()`` outside the one loop thread of its process
     -> that loop thread, when no executor worker is busy on anything but such a wait."""
     loops = [t for t in proc.threads if loop_index(t) is not None]
+    if not loops:
+        yield from _pool_result_edges(proc)
+        return
     # A worker that waits in Future.result() itself completes no future: only a worker busy
     # otherwise may be the one a result waits for (an executor task waiting on the loop is
     # how a pool worker hands work to it).
@@ -99,3 +104,19 @@ def loop_future_edges(proc: Process) -> Iterator[WaitEdge]:
                            "concurrent.futures Future.result() on the loop's thread while "
                            "this pool worker runs the only task: its future", to_pid=proc.pid,
                            to_tid=worker.tid, probable=True)
+
+
+def _pool_result_edges(proc: Process) -> Iterator[WaitEdge]:
+    """Each blocked thread in ``Future.result()`` that is no pool worker itself -> each
+    executor worker of its process running a task (probable where there are several)."""
+    tasks = [t for t in proc.threads if runs_task(t)]
+    if not tasks:
+        return
+    for thread in proc.threads:
+        if runs_task(thread) or not blocked(thread) or not _future_result(thread):
+            continue
+        for worker in tasks:
+            yield WaitEdge(proc.pid, thread.tid, "thread", f"{TASK_OF} {worker.name or worker.tid}",
+                           "concurrent.futures Future.result() while this pool worker runs a "
+                           "task: its result", to_pid=proc.pid, to_tid=worker.tid,
+                           probable=len(tasks) > 1)
