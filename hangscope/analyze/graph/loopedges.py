@@ -109,11 +109,10 @@ def loop_future_edges(proc: Process) -> Iterator[WaitEdge]:
 def _pool_result_edges(proc: Process) -> Iterator[WaitEdge]:
     """Each blocked thread in ``Future.result()`` that is no pool worker itself -> each
     executor worker of its process running a task (probable where there are several)."""
-    tasks = [t for t in proc.threads if runs_task(t)]
-    if not tasks:
-        return
-    for thread in proc.threads:
-        if runs_task(thread) or not blocked(thread) or not _future_result(thread):
+    waiting = [t for t in proc.threads if blocked(t) and _future_result(t)]
+    tasks = [t for t in proc.threads if runs_task(t)] if waiting else []
+    for thread in waiting:
+        if thread in tasks:
             continue
         for worker in tasks:
             yield WaitEdge(proc.pid, thread.tid, "thread", f"{TASK_OF} {worker.name or worker.tid}",
