@@ -57,8 +57,8 @@ def constructing(g: Graph) -> WaitPattern | None:
         asked = " and ".join(_submitted(thread))
         others = [t for t in host.threads if t.tid != ctor.tid and t.python and not t.helper
                   and blocked(t) and own_frame(t) is not None]
-        also = "".join(f"; its {thread_words(host, t).partition(' of ')[0]} waits"
-                       f"{site_words(t)}" for t in others[:3])
+        also = "".join(f"; its thread {t.name or t.tid} waits{site_words(t)}"
+                       for t in others[:3])
         chain = (f"{thread_words(waiter, thread)} waits{site_words(thread)} for {who(host)} "
                  f"to run {asked or 'a method'}{', which it submitted' if asked else ''}; "
                  f"{who(host)} is still in its constructor, {actor}.{wait.constructor}, which "

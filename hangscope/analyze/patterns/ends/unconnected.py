@@ -23,8 +23,19 @@ from hangscope.analyze.graph.zmqedges import in_zmq_receive, in_zmq_send_blocked
 from hangscope.analyze.patterns.calm.calm_chain import unconnected_listeners
 from hangscope.frameworks.grpc import CALL_WAITS, CHANNEL_FILE
 from hangscope.model import Process, Thread
-from hangscope.model.waits import WaitPattern
+from hangscope.model.waits import KernelWaits, WaitPattern
 from hangscope.words import who, who_list
+
+
+def _connected(kernel: KernelWaits) -> frozenset[int]:
+    """The inodes of the job's sockets that are connected: an established TCP connection, a
+    Unix socket with a peer."""
+    return frozenset({c.inode for c in kernel.tcp if c.state == 1}
+                     | {u.inode for u in kernel.unix_peers if u.peer})
+
+
+#: How a process with no connection is said, after its name.
+_NONE = "holds no established TCP connection and no connected Unix socket"
 
 
 def _in_call(thread: Thread) -> bool:
@@ -39,8 +50,7 @@ def unconnected_call(g: Graph) -> WaitPattern | None:
     kernel = g.snap.waits.kernel if g.snap.waits is not None else None
     if kernel is None or not g.has_file(CHANNEL_FILE):
         return None
-    connected = ({c.inode for c in kernel.tcp if c.state == 1}
-                 | {u.inode for u in kernel.unix_peers if u.peer})
+    connected = _connected(kernel)
     callers: list[tuple[Process, Thread]] = []
     for proc in g.snap.processes:
         read = kernel.process(proc.pid)
@@ -60,15 +70,16 @@ def unconnected_call(g: Graph) -> WaitPattern | None:
                  f"{', '.join(map(str, ports))} ({who_list(servers)}), and it is connected to "
                  "none of them" if ports else "; nothing in the job listens")
     chain = (f"{thread_words(proc, thread)} waits in a gRPC call{site_words(thread)}{others} "
-             f"with no connection to any server: {who(proc)} holds no established TCP "
-             f"connection and no connected Unix socket{listening}. Its channel's target does "
-             "not answer, and gRPC retries the connection for ever while the call waits for it "
+             f"with no connection to any server: {who(proc)} {_NONE}{listening}. Its channel's "
+             "target does not answer, and gRPC retries the connection for ever while the call "
+             "waits for it "
              "(wait_for_ready=True, or a channel not yet connected, with no deadline): check "
              "the address it dials (a stale address or port file, the server's old port), and "
              "give the call a timeout")
     members = (proc.pid, *(c.pid for c, _ in callers[1:]), *(p.pid for p in servers))
     return WaitPattern("unconnected_call", members, chain, (), proc.pid, thread.tid,
                        also=tuple(c.pid for c, _ in callers[1:]))
+
 
 def unconnected_zmq(g: Graph) -> WaitPattern | None:
     """Processes blocked in a zmq receive or send whose process holds no connection at all (no
@@ -83,8 +94,7 @@ def unconnected_zmq(g: Graph) -> WaitPattern | None:
     kernel = g.snap.waits.kernel if g.snap.waits is not None else None
     if kernel is None:
         return None
-    connected = ({c.inode for c in kernel.tcp if c.state == 1}
-                 | {u.inode for u in kernel.unix_peers if u.peer})
+    connected = _connected(kernel)
     used = {u.name for u in kernel.unix_peers if u.name and u.peer}  # paths with a connection
     stuck: list[tuple[Process, str]] = []
     for proc in g.having(zmq_wait_stack):
@@ -111,8 +121,7 @@ def unconnected_zmq(g: Graph) -> WaitPattern | None:
     if owner is None and not alone:
         return None  # no endpoint of the job left for it (a peer that died: unpeered_receive)
     chain = (f"{thread_words(proc, thread)} waits in a zmq {verb}{site_words(thread)} with no "
-             f"connection at all: {who(proc)} holds no established TCP connection and no "
-             "connected Unix socket, so no message can reach or leave it")
+             f"connection at all: {who(proc)} {_NONE}, so no message can reach or leave it")
     if len(stuck) > 1:
         chain += f" ({who_list([p for p, _ in stuck[1:]])} the same)"
     if owner is not None:
