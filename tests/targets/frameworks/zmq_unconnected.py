@@ -24,6 +24,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -33,18 +34,17 @@ def ready(path: str, tag: str) -> None:
         f.write(f"{os.getpid()} {tag}\n")
 
 
-def _paths(workdir: str, replica: str, mode: str) -> tuple[str, str]:
+def _paths(run: str, replica: str, mode: str) -> tuple[str, str]:
     name = "tinylm" if mode == "ipc_twins" else f"tinylm-{replica}"
-    run = os.path.join(workdir, "run")
     return f"ipc://{run}/{name}-in", f"ipc://{run}/{name}-out"
 
 
-def front_end(replica: str, mode: str, ready_file: str, workdir: str) -> None:
+def front_end(replica: str, mode: str, ready_file: str, run: str) -> None:
     import zmq
 
     ctx = zmq.Context()
     prompts, results = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
-    into, out = _paths(workdir, replica, mode)
+    into, out = _paths(run, replica, mode)
     prompts.bind(into)
     results.bind(out)
     ready(ready_file, f"{replica}-bound")
@@ -60,12 +60,12 @@ def front_end(replica: str, mode: str, ready_file: str, workdir: str) -> None:
         prompts.send_pyobj({"replica": replica, "prompt": results.recv_pyobj()})
 
 
-def engine(replica: str, mode: str, ready_file: str, workdir: str) -> None:
+def engine(replica: str, mode: str, ready_file: str, run: str) -> None:
     import zmq
 
     ctx = zmq.Context()
     prompts, results = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
-    into, out = _paths(workdir, replica, mode)
+    into, out = _paths(run, replica, mode)
     prompts.connect(into)
     results.connect(out)
     ready(ready_file, f"engine-{replica}")
@@ -99,17 +99,22 @@ def client(port: int, ready_file: str, tag: str) -> None:
 
 def main() -> None:
     mode, ready_file, workdir = sys.argv[1:4]
-    os.makedirs(os.path.join(workdir, "run"), exist_ok=True)
+    os.makedirs(workdir, exist_ok=True)
+    # an ipc:// path holds at most 107 bytes (sockaddr_un): a short directory, not the test's
+    # (WORKDIR/run_dir names it, for the test to remove)
+    run = tempfile.mkdtemp(prefix="hs-ipc-")
+    with open(os.path.join(workdir, "run_dir"), "w") as f:
+        f.write(run)
     me = [sys.executable, __file__]
     kids = []
     if mode.startswith("ipc_"):
         for replica in ("blue", "green"):  # green binds second
-            kids.append(subprocess.Popen([*me, "front", replica, mode, ready_file, workdir]))
+            kids.append(subprocess.Popen([*me, "front", replica, mode, ready_file, run]))
             while not os.path.exists(ready_file) or \
                     f"{replica}-bound" not in open(ready_file).read():  # noqa: SIM115
                 time.sleep(0.05)
         for replica in ("blue", "green"):
-            kids.append(subprocess.Popen([*me, "engine", replica, mode, ready_file, workdir]))
+            kids.append(subprocess.Popen([*me, "engine", replica, mode, ready_file, run]))
         while open(ready_file).read().count("engine-") < 2:  # noqa: SIM115
             time.sleep(0.05)
         ready(ready_file, "engines")
