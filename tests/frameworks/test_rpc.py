@@ -88,3 +88,14 @@ def test_a_batch_parameter_server_with_even_trainers_progresses(tmp_path: Path) 
     with _spawned("even", tmp_path) as job:
         verdict = json.loads(dump_json(job.launcher))["verdict"]
     assert verdict["kind"] == "progressing", verdict
+
+
+def test_a_parameter_server_serving_from_its_shutdown_barrier_progresses(
+        tmp_path: Path) -> None:
+    """The tutorial's shape: the PS's main thread waits in ``rpc.shutdown()`` while its RPC
+    threads apply the trainers' updates; ``mp.spawn``'s parent reads the PS's error pipe (a
+    chain from the launcher to the PS read "wait chain", blind round 35's 03): the PS is in
+    live traffic with the trainers that progress."""
+    with _spawned("pull", tmp_path) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "progressing", verdict

@@ -143,6 +143,35 @@ def progressing_pids(snap: Snapshot) -> frozenset[int]:
     return frozenset(r.pid for r in ranks if r.decision == PROGRESSING)
 
 
+def in_traffic(snap: Snapshot, going: frozenset[int]) -> frozenset[int]:
+    """The processes that exchanged data within the window with one that progresses: a TCP
+    connection of theirs whose other end a progressing process holds, data through it in both
+    directions within a window's length of the kernel's read (``tcp_info``): they serve it or
+    are served by it, as it moves (a parameter server whose main thread waits in
+    ``rpc.shutdown()`` while its RPC threads apply the trainers' gradients). A one-way trickle
+    (a stream the other end no longer reads, a health check's ping unanswered) is not."""
+    kernel = snap.waits.kernel if snap.waits is not None else None
+    if kernel is None or not going or not kernel.tcp or snap.window_s <= 0:
+        return frozenset()
+    window_ms = snap.window_s * 1000
+    holders: dict[int, set[int]] = {}
+    for pf in kernel.processes:
+        for rec in pf.fds:
+            if rec.inode is not None and rec.target.startswith("socket:"):
+                holders.setdefault(rec.inode, set()).add(pf.pid)
+    ends = {(c.local, c.remote): c for c in kernel.tcp}
+    found: set[int] = set()
+    for conn in kernel.tcp:
+        other = ends.get((conn.remote, conn.local))
+        if other is None or conn.last_sent_ms is None or conn.last_recv_ms is None or \
+                max(conn.last_sent_ms, conn.last_recv_ms) > window_ms:
+            continue
+        mine, theirs = holders.get(conn.inode, set()), holders.get(other.inode, set())
+        if theirs & going:
+            found |= mine - going
+    return frozenset(found)
+
+
 def chain_to_work(snap: Snapshot, pid: int) -> tuple[int, ...] | None:
     """The PIDs from ``pid`` (its working thread), edge by edge, to the first process the
     window saw progress; None where its waits lead to none (or it waits on nothing)."""

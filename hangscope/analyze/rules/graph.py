@@ -8,7 +8,7 @@ in the table.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.facts import GONE, Facts
-from hangscope.analyze.evidence.working import progressing_pids, work_words
+from hangscope.analyze.evidence.working import in_traffic, progressing_pids, work_words
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.zmqedges import receive_edge
 from hangscope.analyze.patterns.threadpatterns import notified_wait
@@ -113,7 +113,8 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
     # A chain through a process the window saw progress (a Ray actor that computes, not a
     # subject itself) waits for work being done: no hang (analyze/rules/slow.py says so).
     going = progressing_pids(facts.snapshot)
-    moving = {pid for _, pid in facts.moving} | going | _fed(graph, going)
+    moving = ({pid for _, pid in facts.moving} | going | _fed(graph, going)
+              | in_traffic(facts.snapshot, going))
     for pattern in graph.patterns:
         if pattern.kind not in kinds or moving.intersection(pattern.members):
             continue

@@ -15,6 +15,10 @@ Modes:
               ``torch.futures.wait_all`` (pytorch/examples#780, blind round 27's 05: "A call
               no server runs"; it read a wait chain ending at the PS's ``wait_all``).
 - ``even``    the twin: both trainers loop for ever, every batch completed (progressing).
+- ``pull``    the PyTorch parameter-server tutorial's shape: the PS's main thread goes straight
+              into ``rpc.shutdown()``, a graceful barrier it serves from, while the trainers'
+              own loops ``rpc_sync`` the PS's gradient updates, step after step (progressing;
+              blind round 35's 03 read a wait chain ending at the PS's shutdown wait).
 
 Ready lines (``"<pid> <tag>"``): ``ps`` once it has held trainer1's 6th gradient back (uneven)
 or completed 5 updates (even); ``trainer1`` before its last call (uneven) or after 5 updates
@@ -99,7 +103,9 @@ def worker(index: int, mode: str, ready_file: str, port: str) -> None:
                                               _transports=["uv"], _channels=["basic"])
     name = "ps" if index == 0 else f"trainer{index}"
     rpc.init_rpc(name, rank=index, world_size=3, rpc_backend_options=options)
-    if index == 0:
+    if mode == "pull":
+        _pull(index, ready_file)
+    elif index == 0:
         _PS = BatchUpdateParameterServer(ready_file, mode)
         # 88 samples in batches of 8: 11 batches, split 6 and 5 (uneven)
         futures = [rpc.rpc_async(f"trainer{i}", run_trainer,
@@ -107,6 +113,27 @@ def worker(index: int, mode: str, ready_file: str, port: str) -> None:
                    for i in (1, 2)]
         torch.futures.wait_all(futures)
     rpc.shutdown()
+
+
+_UPDATES = [0]
+
+
+def push_grad(grad: torch.Tensor) -> int:
+    """The PS's update, run on its RPC threads at each trainer's call."""
+    _UPDATES[0] += 1
+    return _UPDATES[0]
+
+
+def _pull(index: int, ready_file: str) -> None:
+    if index == 0:
+        ready(ready_file, "ps")
+        return  # into rpc.shutdown(): it serves the trainers' calls until they are done
+    for step in range(1 << 30):
+        grad = torch.tanh(torch.ones(64, 64) * step).sum(0)[:4]
+        rpc.rpc_sync("ps", push_grad, args=(grad,))
+        if step == 5:
+            ready(ready_file, f"trainer{index}")
+        threading.Event().wait(0.1)
 
 
 def main() -> None:
