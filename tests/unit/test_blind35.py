@@ -21,3 +21,13 @@ def test_given_a_parameter_server_in_its_shutdown_barrier_serving_trainers_then_
     verdict = analyze(load(FIXTURES / "rpc_ps_serving_shutdown.dump.json")).verdict
     assert verdict is not None and verdict.kind is VerdictKind.PROGRESSING, verdict
     assert verdict.suspects == (), verdict
+
+
+def test_given_one_slurm_task_of_two_run_without_srun_then_a_missing_rank() -> None:
+    """Lightning#8707: Lightning reads SLURM_NTASKS=2 but the script ran with python: rank 0
+    waits in init_process_group for a rank 1 that never started (it read "all waiting")."""
+    verdict = analyze(load(FIXTURES / "lightning_slurm_without_srun.dump.json")).verdict
+    assert verdict is not None and verdict.kind is VerdictKind.MISSING_RANK, verdict
+    assert verdict.summary.startswith("Missing rank: expected 2 ranks (SLURM_NTASKS=2: one task "
+                                      "per rank, each started by srun), found rank 0: rank 1 is "
+                                      "missing"), verdict.summary

@@ -65,6 +65,20 @@ def _env_world(ranks: Sequence[Process]) -> tuple[set[int], str] | None:
             return (set(range(base, base + local_world)),
                     f"LOCAL_WORLD_SIZE={local_world} of WORLD_SIZE={world}")
         return set(range(world)), f"WORLD_SIZE={world}"
+    return _slurm_world(ranks)
+
+
+def _slurm_world(ranks: Sequence[Process]) -> tuple[set[int], str] | None:
+    """Ranks that take their place from Slurm alone (no WORLD_SIZE on any: Lightning's and
+    torch's SLURM environments): one task per rank, each started by srun. A script run with
+    ``python`` in the allocation is one task of them, its peers never started (Lightning#8707).
+    (torchrun started by srun sets WORLD_SIZE in its ranks: one task per node, not per rank.)"""
+    for proc in ranks:
+        env = proc.environ
+        tasks = int_or_none(env.get("SLURM_NTASKS"))
+        if tasks is not None and "SLURM_PROCID" in env and "RANK" not in env:
+            return set(range(tasks)), (f"SLURM_NTASKS={tasks}: one task per rank, each "
+                                       "started by srun")
     return None
 
 
