@@ -31,3 +31,14 @@ def test_given_one_slurm_task_of_two_run_without_srun_then_a_missing_rank() -> N
     assert verdict.summary.startswith("Missing rank: expected 2 ranks (SLURM_NTASKS=2: one task "
                                       "per rank, each started by srun), found rank 0: rank 1 is "
                                       "missing"), verdict.summary
+
+
+def test_given_a_done_callback_blocking_on_grpcs_channel_thread_then_it_waits_for_itself(
+) -> None:
+    """grpc#21716: the callback waits in another call's .result() on the channel's only
+    thread (it read "a lost wake-up", with advice about notify order)."""
+    verdict = analyze(load(FIXTURES / "grpc_callback_self_wait.dump.json")).verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    assert verdict.summary.startswith("Deadlock (a callback waits for the thread that runs it): "
+                                      "Thread Thread-4 (_run) of PID "), verdict.summary
+    assert "at EmbeddingPipeline._on_lookup_done (job.py:30)" in verdict.summary

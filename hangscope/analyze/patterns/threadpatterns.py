@@ -25,6 +25,7 @@ from hangscope.analyze.graph.threadedges import (
 )
 from hangscope.analyze.graph.waitwalk import Graph, hop, site_words, thread_words, waits_into
 from hangscope.analyze.patterns.behind import collective_behind
+from hangscope.analyze.patterns.ends.grpcpool import callback_self_wait
 from hangscope.model import Category, Frame, Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who, who_list
@@ -237,7 +238,11 @@ def could_produce(thread: Thread) -> bool:
 def self_wait(g: Graph) -> WaitPattern | None:
     """An asyncio loop's thread blocks on a concurrent future that no other thread is
     working on: its work is scheduled on this loop (``run_coroutine_threadsafe``), which
-    cannot run it until the wait returns."""
+    cannot run it until the wait returns. Or gRPC's channel thread, blocked in a done-callback
+    on a response that only it delivers (ends/grpcpool.callback_self_wait)."""
+    found = callback_self_wait(g)
+    if found is not None:
+        return found
     for proc in g.having(_future_frame):  # (a thread blocked on a future: none elsewhere)
         for thread in proc.threads:
             if proc.is_exited or not _blocked(thread) or thread.category is not Category.LOCK:

@@ -98,3 +98,37 @@ def overbooked_pool(g: Graph) -> WaitPattern | None:
         members = (server.pid, *dict.fromkeys(p.pid for p, _ in calls))
         return WaitPattern("overbooked_pool", members, chain, (), server.pid, workers[0].tid)
     return None
+
+
+#: gRPC's channel thread: it delivers every response of its channel and runs their
+#: done-callbacks (``_run_channel_spin_thread.<locals>.channel_spin``, grpc/_channel.py).
+_CHANNEL_SPIN = "channel_spin"
+
+
+def callback_self_wait(g: Graph) -> WaitPattern | None:
+    """A done-callback on gRPC's channel thread that blocks on another call's result of the
+    same channel: that thread alone delivers the response it waits for (grpc#21716)."""
+    if not g.has_file(CHANNEL_FILE):
+        return None
+    for proc in g.snap.processes:
+        for thread in proc.threads if not proc.is_exited else ():
+            frames = [f for f in thread.frames if not f.native and f.file]
+            spin = next((k for k, f in enumerate(frames) if f.file.endswith(CHANNEL_FILE)  # type: ignore[union-attr]
+                         and f.name.rsplit(".", 1)[-1] == _CHANNEL_SPIN), None)
+            wait = next((k for k, f in enumerate(frames) if f.file.endswith(CHANNEL_FILE)  # type: ignore[union-attr]
+                         and f.name in CALL_WAITS), None)
+            if spin is None or wait is None or wait > spin or not blocked(thread):
+                continue
+            own = next((f for f in frames[wait + 1:spin] if user_code(f)), None)
+            if own is None:
+                continue
+            chain = (f"thread {thread.name or thread.tid} of {who(proc)}, gRPC's channel thread, "
+                     f"which delivers every response of its channel and runs their "
+                     f"done-callbacks, waits in {frames[wait].name} at {own.name} "
+                     f"({own.short_file}:{own.line}), a done-callback, for the response of "
+                     "another call on the same channel: only this thread can deliver it, so it "
+                     "waits for itself (grpc#21716). Never block in a done-callback: chain the "
+                     "next call with add_done_callback, or hand the work to an executor")
+            return WaitPattern("callback_self_wait", (proc.pid,), chain, (), proc.pid,
+                               thread.tid)
+    return None
