@@ -10,6 +10,10 @@ queue, unseen: no thread of the server runs them, and their clients wait in thei
 handler that waits for what a queued call would do (a watch notified by a publish) never
 returns at all. The stacks count both sides: the clients' threads inside a call to the
 server's port (the kernel's TCP pairs), the server's workers inside their handlers.
+
+The client's side has one thread of its own that nothing may hold: gRPC's channel thread,
+which delivers every response of its channel and runs their done-callbacks. A callback that
+blocks there on another call's result waits for itself (``callback_self_wait``, grpc#21716).
 """
 
 from __future__ import annotations
