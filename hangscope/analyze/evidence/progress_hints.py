@@ -36,6 +36,7 @@ library (a backtracking regular expression) proves neither: only the program's o
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -96,7 +97,7 @@ _JOINS = (("/threading.py", "_wait_for_tstate_lock"), ("/threading.py", "Thread.
 def joins_threads(thread: Thread) -> bool:
     """Waiting for a thread of its own process to end (``Thread.join``, a ``concurrent.futures``
     result or shutdown)."""
-    python = [f for f in thread.frames if not f.native and f.file][:3]
+    python = itertools.islice((f for f in thread.frames if not f.native and f.file), 3)
     return any(f.file.endswith(suffix) and f.name == name  # type: ignore[union-attr]
                for f in python for suffix, name in _JOINS)
 

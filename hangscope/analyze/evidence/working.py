@@ -154,21 +154,10 @@ def in_traffic(snap: Snapshot, going: frozenset[int]) -> frozenset[int]:
     if kernel is None or not going or not kernel.tcp or snap.window_s <= 0:
         return frozenset()
     window_ms = snap.window_s * 1000
-    holders: dict[int, set[int]] = {}
-    for pf in kernel.processes:
-        for rec in pf.fds:
-            if rec.inode is not None and rec.target.startswith("socket:"):
-                holders.setdefault(rec.inode, set()).add(pf.pid)
-    ends = {(c.local, c.remote): c for c in kernel.tcp}
-    found: set[int] = set()
-    for conn in kernel.tcp:
-        other = ends.get((conn.remote, conn.local))
-        if other is None or conn.last_sent_ms is None or conn.last_recv_ms is None or \
-                max(conn.last_sent_ms, conn.last_recv_ms) > window_ms:
-            continue
-        mine, theirs = holders.get(conn.inode, set()), holders.get(other.inode, set())
-        if theirs & going:
-            found |= mine - going
+    found = {pid for pid, other, conn in kernel.tcp_pairs() if other in going
+             and pid not in going and conn.last_sent_ms is not None
+             and conn.last_recv_ms is not None
+             and max(conn.last_sent_ms, conn.last_recv_ms) <= window_ms}
     return frozenset(found)
 
 

@@ -38,6 +38,12 @@ def _at(frames: tuple[Frame, ...], names: frozenset[str] | str, file: str) -> Fr
         else f.name.rsplit(".", 1)[-1] == names)), None)
 
 
+def in_grpc_call(frames: tuple[Frame, ...]) -> bool:
+    """A client thread's stack inside a gRPC call, waiting for its response (a unary call's
+    blocking send-and-wait, a stream's next message)."""
+    return _at(frames, CALL_WAITS, CHANNEL_FILE) is not None
+
+
 def _pairs(snap: Snapshot) -> set[tuple[int, int]]:
     """(client PID, server PID) of every TCP connection from a process of the job to a port
     another one listens on."""
@@ -70,7 +76,7 @@ def grpc_edges(snap: Snapshot) -> list[WaitEdge]:
         handlers = [t for t in sproc.threads if _at(t.frames, HANDLER_RUNS, SERVER_FILE)]
         producers = [t for t in cproc.threads if _at(t.frames, REQUEST_PRODUCER, CHANNEL_FILE)]
         edges.extend(_edges(
-            cproc, [t for t in cproc.threads if _at(t.frames, CALL_WAITS, CHANNEL_FILE)],
+            cproc, [t for t in cproc.threads if in_grpc_call(t.frames)],
             sproc, handlers, "the gRPC call's next response",
             lambda pid, to: (f"its stack waits in gRPC's response wait ({CHANNEL_FILE}); "
                              f"PID {pid}, the server it is connected to, runs the call on thread "

@@ -111,8 +111,9 @@ def _pool_result_edges(proc: Process) -> Iterator[WaitEdge]:
     executor worker of its process running a task (probable where there are several)."""
     waiting = [t for t in proc.threads if blocked(t) and _future_result(t)]
     tasks = [t for t in proc.threads if runs_task(t)] if waiting else []
+    pool = {t.tid for t in tasks}
     for thread in waiting:
-        if thread in tasks:
+        if thread.tid in pool:
             continue
         for worker in tasks:
             yield WaitEdge(proc.pid, thread.tid, "thread", f"{TASK_OF} {worker.name or worker.tid}",

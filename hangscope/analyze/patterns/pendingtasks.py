@@ -20,8 +20,8 @@ ray#5790, ray#25239; ``ObjectWait.nested``). The first such task is the suspect.
 
 from __future__ import annotations
 
-from hangscope.analyze.evidence.progress import PROGRESSING
 from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.evidence.working import progressing_pids
 from hangscope.analyze.graph.objectedges import between_tasks, object_wait
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.frameworks import OBJECT_WAITS, ObjectWait, does_work
@@ -41,8 +41,7 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
     free = [p for p in workers if p.pid not in hosts]
     # Every other worker idle between tasks, or waiting for objects itself (a nested get: the
     # tasks it submitted are pending on what it holds)
-    going = {r.pid for r in g.snap.progress.ranks if r.decision == PROGRESSING} \
-        if g.snap.progress is not None else set()
+    going = progressing_pids(g.snap)
     nested = [p for p in free if not between_tasks(p) and _plain_get(g, p)
               and p.pid not in going and (t := p.working_thread) is not None
               and t.state != "R"]
@@ -53,9 +52,7 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
     for proc in procs:
         found = object_wait(proc)
         thread = proc.working_thread
-        if found is None or thread is None or proc in free or any(
-                g.edges[i].kind == "object" and not g.edges[i].probable
-                for i in g.out.get(proc.pid, ())):
+        if found is None or thread is None or proc in free or _named_producer(g, proc):
             continue  # (an edge to a named producer: the actor it waits on is known)
         _, wait = found
         unheld = bool(wait.unheld) and all(p.title == wait.unheld_title for p in workers)
@@ -78,8 +75,14 @@ def _plain_get(g: Graph, proc: Process) -> bool:
     producer owes (no sure edge to an actor): results of tasks."""
     found = object_wait(proc)
     return found is not None and not (
-        found[1].method is not None and found[1].method.match(proc.title or "")) and not any(
-        g.edges[i].kind == "object" and not g.edges[i].probable for i in g.out.get(proc.pid, ()))
+        found[1].method is not None and found[1].method.match(proc.title or "")) and not (
+        _named_producer(g, proc))
+
+
+def _named_producer(g: Graph, proc: Process) -> bool:
+    """A sure object edge leaves ``proc``: the producer it waits on (an actor) is known."""
+    return any(g.edges[i].kind == "object" and not g.edges[i].probable
+               for i in g.out.get(proc.pid, ()))
 
 
 def _nested(g: Graph, nested: list[Process], idle: list[Process]) -> WaitPattern | None:

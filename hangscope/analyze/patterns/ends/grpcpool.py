@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from hangscope.analyze.evidence.classify import user_code
 from hangscope.analyze.evidence.signatures import POOL_WORKER_LOOPS, frame_text
+from hangscope.analyze.graph.grpcedges import in_grpc_call
 from hangscope.analyze.graph.threadedges import blocked
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.patterns.selfcalls import calls_out, pool_words, saturated_workers
@@ -60,8 +61,7 @@ def _calls(g: Graph, server: Process) -> list[tuple[Process, Thread]]:
         if proc is server or not calls_out(g.snap, proc, (server,)):
             continue
         for t in proc.threads:
-            if blocked(t) and any(not f.native and (f.file or "").endswith(CHANNEL_FILE)
-                                  and f.name in CALL_WAITS for f in t.frames):
+            if blocked(t) and in_grpc_call(t.frames):
                 found[(proc.pid, t.tid)] = (proc, t)
     for e in g.edges:  # (a library's own thread on the connection is no call of the program)
         t = g.threads.get((e.pid, e.tid)) if e.kind == "tcp" and e.to_pid == server.pid \

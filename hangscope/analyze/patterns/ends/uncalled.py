@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hangscope.analyze.evidence.facts import blocked
-from hangscope.analyze.evidence.progress import PROGRESSING
 from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.evidence.working import progressing_pids
 from hangscope.analyze.graph.objectedges import awaiting_call, between_tasks, callers
 from hangscope.analyze.graph.threadedges import own_frame
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
@@ -43,14 +43,13 @@ from hangscope.words import who, who_list
 
 def constructing(g: Graph) -> WaitPattern | None:
     """A waiter for an object of a producer whose constructor is blocked (module doc)."""
-    decided = {r.pid: r.decision for r in g.snap.progress.ranks} if g.snap.progress else {}
+    going = progressing_pids(g.snap)
     for i, edge in enumerate(g.edges):
         if edge.kind != "object" or edge.probable or edge.to_pid is None:
             continue
         host, waiter = g.procs.get(edge.to_pid), g.procs.get(edge.pid)
         found = _in_constructor(host) if host is not None and not host.is_exited else None
-        if found is None or waiter is None or host is None or decided.get(
-                host.pid) == PROGRESSING:
+        if found is None or waiter is None or host is None or host.pid in going:
             continue  # (a constructor that computes, loading weights: slow, not this)
         wait, actor, ctor = found
         thread = next((t for t in waiter.threads if t.tid == edge.tid), None)

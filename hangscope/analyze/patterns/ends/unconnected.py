@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from hangscope.analyze.evidence.facts import blocked
 from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.graph.grpcedges import in_grpc_call
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.graph.zmqedges import in_zmq_receive, in_zmq_send_blocked, zmq_wait_stack
 from hangscope.analyze.patterns.calm.calm_chain import unconnected_listeners
-from hangscope.frameworks.grpc import CALL_WAITS, CHANNEL_FILE
+from hangscope.frameworks.grpc import CHANNEL_FILE
 from hangscope.model import Process, Thread
 from hangscope.model.waits import KernelWaits, WaitPattern
 from hangscope.words import who, who_list
@@ -40,9 +41,7 @@ _NONE = "holds no established TCP connection and no connected Unix socket"
 
 def _in_call(thread: Thread) -> bool:
     """Blocked inside a gRPC client call, waiting for its response."""
-    return blocked(thread) and thread.state == "S" and any(
-        not f.native and (f.file or "").endswith(CHANNEL_FILE) and f.name in CALL_WAITS
-        for f in thread.frames)
+    return blocked(thread) and thread.state == "S" and in_grpc_call(thread.frames)
 
 
 def unconnected_call(g: Graph) -> WaitPattern | None:
@@ -62,8 +61,9 @@ def unconnected_call(g: Graph) -> WaitPattern | None:
     if not callers:
         return None
     proc, thread = callers[0]
+    calling = {c.pid for c, _ in callers}
     servers = [p for p in g.snap.processes if not p.is_exited and p.listening
-               and p not in (c for c, _ in callers)]
+               and p.pid not in calling]
     ports = sorted({s.port for p in servers for s in p.listening if s.port})
     others = f" (and {who_list([c for c, _ in callers[1:]])} the same)" if callers[1:] else ""
     listening = (f"; the job's servers listen on port{'s' if len(ports) > 1 else ''} "
