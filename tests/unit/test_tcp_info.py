@@ -7,6 +7,7 @@ for any sample)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -26,7 +27,7 @@ from hangscope.model.progress import (
     StackCount,
     ThreadProgress,
 )
-from hangscope.model.serialize import load
+from hangscope.model.serialize import from_dict, load
 from hangscope.model.waits import KernelWaits, TcpConnection
 
 
@@ -135,3 +136,25 @@ def test_a_connection_whose_server_answered_last_holds_no_request() -> None:
     tick = _conn(1, server.local, server.remote, sent=3480, heard=3480)  # one tick: unordered
     assert open_requests(KernelWaits("x86_64", tcp=(tick, client)), {8000}) == 1
     assert open_requests(KernelWaits("x86_64", tcp=(server,)), {8000}) == 1  # client unseen
+
+
+def test_an_engine_that_said_ready_last_over_zmq_is_owed_nothing() -> None:
+    """A real dump (tests/targets/service_idle_jobs.py ``engine_sleep``): an engine put to
+    sleep said READY over a zmq DEALER and its API server's loop idles. On a loaded CI machine
+    the READY left a tick after the handshake's last message came: the engine's zmq I/O
+    thread, in epoll_wait on that connection, then "spoke last" and the API server "owed" it a
+    reply, a cycle with the engine's input thread: called a deadlock. A zmq connection carries
+    messages, not requests: it is idle either way."""
+    raw = json.loads((Path(__file__).parent.parent / "fixtures" / "frameworks"
+                      / "zmq_engine_asleep.dump.json").read_text())
+    assert analyze(from_dict(raw)).verdict.kind is VerdictKind.IDLE  # the ticks equal
+    engine = next(p["pid"] for p in raw["processes"] if not p.get("listening"))
+    tcp = raw["waits"]["kernel"]["tcp"]
+    held = {f["inode"] for k in raw["waits"]["kernel"]["processes"] if k["pid"] == engine
+            for f in k["fds"]}
+    mine = next(c for c in tcp if c["inode"] in held)
+    theirs = next(c for c in tcp if c is not mine)
+    mine["last_sent_ms"] -= 4  # the READY a tick after the last it heard,
+    theirs["last_recv_ms"] -= 4  # and it came to the API server's end then
+    snap = analyze(from_dict(raw))
+    assert snap.verdict is not None and snap.verdict.kind is VerdictKind.IDLE, snap.verdict

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from hangscope.analyze.evidence.progress import SLOW, STUCK
 from hangscope.analyze.graph.fdindex import FdIndex
 from hangscope.analyze.graph.unread import EPOLLIN
+from hangscope.analyze.graph.zmqedges import io_thread
 from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import SYSCALLS, TcpConnection, WaitEdge, port_of
 
@@ -50,11 +51,14 @@ def owed_reply_edges(idx: FdIndex, snap: Snapshot, proc: Process, thread: Thread
                      still: frozenset[int]) -> Iterator[WaitEdge]:
     """``thread``'s edges to the servers that owe its event loop a reply: a TCP connection its
     epoll watches for input, to a port the server listens on, where the client spoke last,
-    the server read it all, and both did nothing in the window (:func:`_idle`)."""
+    the server read it all, and both did nothing in the window (:func:`_idle`). Not a zmq
+    I/O thread's epoll: a zmq connection carries messages, not requests and replies (the
+    engine that said READY last is owed nothing), and the threads waiting on it have the
+    zmq receive's own edges."""
     table = SYSCALLS.get(idx.arch)
     call = idx.calls.get(thread.tid)
     if table is None or call is None or call[0] not in table["epoll_ms"] or (
-            thread.state != "S") or not idx.watched.get(thread.tid):
+            thread.state != "S") or not idx.watched.get(thread.tid) or io_thread(thread):
         return
     if not _idle(snap, still, proc.pid):
         return

@@ -40,6 +40,12 @@ _IO_THREAD = re.compile(r"^ZMQbg/IO/\d+$")
 _TERM_PY = re.compile(r"(?:^|/)zmq/sugar/context\.py$")
 _TERM_NATIVE = re.compile(r"zmq_ctx_(?:term|destroy|shutdown)|zmq::ctx_t::terminate")
 
+def io_thread(thread: Thread) -> bool:
+    """The thread is one of a zmq context's I/O threads (``ZMQbg/IO/N``), which hold its
+    connections in their epoll set: its wait is the context's, not a request of its own."""
+    return bool(_IO_THREAD.match(thread.name or ""))
+
+
 #: Edges of a read of one socket fd: (process, thread, fd record, how) -> edges.
 SocketEdges = Callable[[Process, Thread, FdRecord, str], Iterator[WaitEdge]]
 
@@ -219,7 +225,7 @@ def _io_connections(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected:
     """The connected sockets the process's zmq I/O threads watch (``readable``: for input,
     EPOLLIN): (their epoll_wait, fd, record), each fd once."""
     mine = kernel.process(proc.pid)
-    io_tids = {t.tid for t in proc.threads if _IO_THREAD.match(t.name or "")}
+    io_tids = {t.tid for t in proc.threads if io_thread(t)}
     seen: set[int] = set()
     for call in (mine.syscalls if mine is not None else ()):
         if call.tid not in io_tids:

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
-from hangscope.analyze.graph.zmqedges import in_zmq_receive, zmq_receive_stack
+from hangscope.analyze.graph.zmqedges import in_zmq_receive, io_thread, zmq_receive_stack
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
-
-#: The name of a zmq context's I/O threads (frameworks/zmq.py): they own its connections.
-_IO_THREAD = "ZMQbg/IO/"
 
 
 def forked_context(g: Graph) -> WaitPattern | None:
@@ -30,11 +27,11 @@ def forked_context(g: Graph) -> WaitPattern | None:
         if proc.is_exited or proc.role in HELPER_ROLES or thread is None \
                 or thread.state != "S" or not in_zmq_receive(thread) \
                 or len(proc.threads) < (proc.num_threads or 0) or any(
-                    (t.name or "").startswith(_IO_THREAD) for t in proc.threads):
+                    io_thread(t) for t in proc.threads):
             continue  # (every thread listed, none of them zmq's I/O thread)
         parent = g.procs.get(proc.ppid)
         forked = parent is not None and any(
-            (t.name or "").startswith(_IO_THREAD) for t in parent.threads)
+            io_thread(t) for t in parent.threads)
         # who waits for it: its parent first (the front end that forked it), else another
         waiting = sorted((p for p in g.procs.values() if p is not proc and not p.is_exited
                           and (w := p.working_thread) is not None and in_zmq_receive(w)),
