@@ -120,6 +120,15 @@ class ObjectWait:
     #: Why tasks waiting in a get for tasks they submitted starve them, and what to do: said
     #: where every busy worker of the framework waits so and none computes.
     nested: str = ""
+    #: Native frames (substrings) inside the producer's task loop that run a task now: with one
+    #: inside the loop's frame, the worker runs a task whose Python frame is suspended (a
+    #: generator between its yields), not waiting for its next task.
+    running_native: tuple[str, ...] = ()
+    #: A native frame (substring) in which a producer's generator task waits for its caller to
+    #: consume what it yielded (backpressure), and why that waits for ever and what to do:
+    #: said where the process that waits on it is the caller.
+    paused_native: str | None = None
+    paused: str = ""
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,18 @@ OBJECT_WAIT = ObjectWait(
             "ever (`ray status` lists the pending demand). Ask for those resources in the "
             "tasks that use them only (num_gpus=0 for one that coordinates), or return the "
             "ObjectRefs instead of ray.get inside the task"),
+    # A task runs in CoreWorker::ExecuteTask under the task loop; a streaming generator's
+    # Python frame is suspended between its yields, so only the native frames say it runs.
+    running_native=("CoreWorker::ExecuteTask",),
+    # ray#40285: a streaming generator with backpressure (_generator_backpressure_num_objects)
+    # pauses inside its yield until the caller consumes one of the objects it yielded.
+    paused_native="TaskGeneratorBackpressureWaiter::WaitUntilObjectConsumed",
+    paused=("a streaming generator task with backpressure (_generator_backpressure_num_objects) "
+            "pauses inside its yield until its caller consumes what it yielded, so a caller "
+            "that waits for it to finish first (ray.get(gen.completed())) or for an object it "
+            "has not yet yielded, without iterating it, waits for ever. Iterate the generator "
+            "as it yields (for ref in gen: ray.get(ref)), then check completed(); or drop the "
+            "backpressure limit"),
     # ray#2541, ray#15594: actors (num_cpus=1 by default when they ask for none at creation
     # and for scheduling) hold what they asked for as long as they live.
     pending=("Ray starts a task only once the resources it asks for are free (num_cpus=1 by "

@@ -3,7 +3,8 @@
 
 GIVEN a torch RPC parameter server whose main thread waits in ``rpc.shutdown()`` while its RPC
 threads apply the trainers' updates, its ``mp.spawn`` parent reading its error pipe THEN
-progressing (it read a wait chain from the launcher to the PS: healthy called hung).
+progressing (it read a wait chain from the launcher to the PS: healthy called hung). GIVEN a
+driver waiting for a streaming generator it never iterates THEN a deadlock with it.
 """
 
 from __future__ import annotations
@@ -42,3 +43,17 @@ def test_given_a_done_callback_blocking_on_grpcs_channel_thread_then_it_waits_fo
     assert verdict.summary.startswith("Deadlock (a callback waits for the thread that runs it): "
                                       "Thread Thread-4 (_run) of PID "), verdict.summary
     assert "at EmbeddingPipeline._on_lookup_done (job.py:30)" in verdict.summary
+
+
+def test_given_a_driver_waiting_for_a_paused_streaming_generator_then_a_deadlock_with_it(
+) -> None:
+    """ray#40285: the driver waits in ray.get(gen.completed()) before iterating a streaming
+    generator with backpressure, paused inside its yield (it read "tasks nobody runs", the
+    generator's worker "idle between calls")."""
+    snap = analyze(load(FIXTURES / "ray_generator_completed_first.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    driver = next(p.pid for p in snap.processes if "job.py" in " ".join(p.cmdline))
+    assert verdict.suspects == (driver,), verdict
+    assert "pauses inside its yield until its caller consumes what it yielded" in \
+        verdict.summary, verdict.summary

@@ -29,6 +29,14 @@ from hangscope.model import Frame, Process, Snapshot, Thread
 from hangscope.model.waits import SYSCALLS, KernelWaits, WaitEdge
 
 
+def all_object_edges(snap: Snapshot) -> list[WaitEdge]:
+    """The edges of every framework object wait: named producers first (their ids proven),
+    then the guesses that read them (tasks, calls, a paused generator's caller)."""
+    found = object_edges(snap)
+    tasks = task_edges(snap, found)
+    return [*found, *tasks, *call_edges(snap, found), *consumer_edges(snap, [*found, *tasks])]
+
+
 def object_edges(snap: Snapshot) -> list[WaitEdge]:
     """waiter's working thread -> the process hosting the producer of each object it waits
     for."""
@@ -236,7 +244,56 @@ def idle_producer(proc: Process, going: frozenset[int]) -> bool:
 
 def between_tasks(proc: Process) -> bool:
     """The producer's process runs no task: its working thread's innermost Python frame is
-    the framework's loop for the next one."""
+    the framework's loop for the next one, and no native frame inside that loop runs one (a
+    generator task's Python frame is suspended between its yields: ``running_native``)."""
     thread = proc.working_thread
-    frame = next((f for f in thread.frames if not f.native), None) if thread else None
-    return frame is not None and in_task_loop(frame.name, frame.file)
+    if thread is None:
+        return False
+    inner = []
+    for frame in thread.frames:
+        if not frame.native:
+            return in_task_loop(frame.name, frame.file) and not any(
+                run in f.name for w in OBJECT_WAITS for run in w.running_native for f in inner)
+        inner.append(frame)
+    return False
+
+
+#: How the edges of a generator task paused until its caller consumes begin.
+PAUSED_HOW = "its streaming generator is paused"
+
+
+def paused_producer(thread: Thread | None) -> ObjectWait | None:
+    """The framework's wait whose generator task ``thread`` is paused in, inside its yield,
+    until its caller consumes what it yielded (``ObjectWait.paused_native``), or None."""
+    for f in (thread.frames[:24] if thread is not None else ()):
+        if not f.native:
+            return None
+        wait = next((w for w in OBJECT_WAITS if w.paused_native and w.paused_native in f.name),
+                    None)
+        if wait is not None:
+            return wait
+    return None
+
+
+def consumer_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
+    """A producer paused inside a generator task's yield until its caller consumes what it
+    yielded (Ray's streaming generator with backpressure) waits for the processes whose object
+    waits lead to it: the one that called it is among them (probable edges)."""
+    waiters: dict[int, list[WaitEdge]] = {}
+    for e in known:
+        if e.kind == "object" and e.to_pid is not None and e.to_pid != e.pid:
+            waiters.setdefault(e.to_pid, []).append(e)
+    edges: list[WaitEdge] = []
+    for pid, waiting in waiters.items():
+        proc = next((p for p in snap.processes if p.pid == pid), None)
+        thread = proc.working_thread if proc is not None and not proc.is_exited else None
+        wait = paused_producer(thread)
+        if proc is None or thread is None or wait is None:
+            continue
+        for e in dict.fromkeys((e.pid, e.tid) for e in waiting):
+            edges.append(WaitEdge(
+                proc.pid, thread.tid, "object", "its caller to take what its generator yielded",
+                f"{PAUSED_HOW} inside its yield until its caller consumes what it yielded "
+                f"(native frame {wait.paused_native}): the process waiting on it is its "
+                "likely caller", e[0], e[1], probable=True))
+    return edges

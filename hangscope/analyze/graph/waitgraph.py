@@ -41,7 +41,7 @@ from hangscope.analyze.graph.grpcedges import grpc_edges
 from hangscope.analyze.graph.handoffedges import handoff_edges
 from hangscope.analyze.graph.listeners import listeners_of
 from hangscope.analyze.graph.loopedges import loop_future_edges
-from hangscope.analyze.graph.objectedges import call_edges, object_edges, task_edges
+from hangscope.analyze.graph.objectedges import all_object_edges
 from hangscope.analyze.graph.owedreply import owed_reply_edges
 from hangscope.analyze.graph.partners import likely_partner_first, to_handler
 from hangscope.analyze.graph.queueedges import queue_lock_edges, queue_put_edges
@@ -383,8 +383,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         edges.extend(owed_loop_edges(kernel, idx.fds, connected, snap.processes, edges,
                                      lambda p, t, r, h: _socket_edges(idx, p, t, r, h, "read")))
     edges.extend([*collective_edges(snap), *rpc_edges(snap), *grpc_edges(snap)])
-    edges.extend([*(found := object_edges(snap)), *task_edges(snap, found),
-                  *call_edges(snap, found)])
+    edges.extend(all_object_edges(snap))
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
     working = {p.pid: p.working_tid for p in snap.processes}
     return tuple(to_handler(likely_partner_first(edges, threads), threads, working))

@@ -5,6 +5,7 @@ order), read by analyze/patterns/waitpatterns.py's cycle.
 
 from __future__ import annotations
 
+from hangscope.analyze.graph.objectedges import PAUSED_HOW, paused_producer
 from hangscope.analyze.graph.queueedges import feeds
 from hangscope.analyze.graph.threadedges import at_loop_head, own_frame
 from hangscope.analyze.graph.waitwalk import Graph
@@ -129,6 +130,8 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
     if "file_lock" in kinds and set(kinds) & {"pipe", "fifo", "unix", "tcp"}:
         sqlite = any(g.edges[i].object.startswith("SQLite") for i in ring)
         return _HELD_ACROSS + (_RETRIED if sqlite else "")
+    if (k := _paused(g, ring)) is not None:
+        return k
     if (k := joins_before_draining(g, ring)) is not None:
         edge = g.edges[ring[k]]
         assert edge.to_pid is not None
@@ -157,6 +160,18 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
         return _IMPORT_JOIN
     return next((a for k, a in _ADVICE.items() if set(k) <= set(kinds)),
                 "one of them must act first: break the cycle")
+
+
+def _paused(g: Graph, ring: list[int]) -> str | None:
+    """The framework's words for a generator task paused until its caller consumes, where
+    the ring goes through one (its caller waits for it instead)."""
+    for i in ring:
+        edge = g.edges[i]
+        if edge.how.startswith(PAUSED_HOW):
+            wait = paused_producer(g.procs[edge.pid].working_thread)
+            if wait is not None:
+                return wait.paused
+    return None
 
 
 _REENTRANT = ("{who}, while it does work for a request of the server, calls that same server: "

@@ -64,6 +64,13 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 ``__init__`` returns (ray-project/ray#7379, ray#783; blind round 33's 03).
 - ``init_slow`` the twin: the loader computes its table for an hour; the constructor waits
                 for work being done (healthy: progressing).
+- ``generator_held`` a streaming generator task (``num_returns="streaming"``) with
+                backpressure (``_generator_backpressure_num_objects=2``) reads shards; the
+                driver first waits for it to finish (``ray.get(gen.completed())``) and only
+                then would iterate it: the generator pauses once two shards are unconsumed
+                and never completes (ray-project/ray#40285; blind round 35's 05).
+- ``generator_read`` the twin: the driver reads each shard as it comes, half a second
+                apart; the generator waits for room between shards (healthy: progressing).
 """
 
 from __future__ import annotations
@@ -277,6 +284,19 @@ def one() -> int:
     return 1
 
 
+#: The shards a streaming generator may have produced and not yet had consumed.
+UNCONSUMED_MAX = 2
+
+
+def read_shards(ready_file: str) -> object:
+    """Shard after shard, as a dataset reader streams them; Ray pauses it inside the yield
+    that leaves UNCONSUMED_MAX shards unconsumed, until the caller takes one."""
+    for shard in range(1 << 30):
+        if shard == UNCONSUMED_MAX - 1:
+            ready(ready_file, "reader")  # this yield waits for room
+        yield [_decode(shard * 100 + record)["id"] for record in range(100)]
+
+
 def produce(queue: object) -> int:
     for shard in range(3):
         queue.put(shard)  # type: ignore[attr-defined]
@@ -425,6 +445,20 @@ def main() -> None:
         table = ray.remote(FeatureTable).remote(ready_file, mode)  # type: ignore[attr-defined]
         ready(ready_file, "driver")
         ray.get(table.configure.remote({"rows": 1000}))  # init_waits: never; slow: in an hour
+        return
+    if mode in ("generator_held", "generator_read"):
+        reader = ray.remote(num_returns="streaming",  # type: ignore[call-overload]
+                            _generator_backpressure_num_objects=UNCONSUMED_MAX)(read_shards)
+        shards = reader.remote(ready_file)
+        if mode == "generator_held":
+            ready(ready_file, "driver")
+            ray.get(shards.completed())  # "make sure the reader finished cleanly" first
+            return
+        for count, ref in enumerate(shards):
+            ray.get(ref)
+            if count == UNCONSUMED_MAX:
+                ready(ready_file, "driver")
+            time.sleep(0.5)  # each shard's rows handed on, as a trainer's step takes them
         return
     if mode in ("rate_limited", "flag_poll"):
         limited = ray.remote(RateLimited).remote()  # type: ignore[attr-defined]

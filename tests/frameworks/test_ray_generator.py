@@ -1,0 +1,41 @@
+"""A Ray streaming generator with backpressure (tests/targets/frameworks/ray_jobs.py).
+
+GIVEN a streaming generator task (``num_returns="streaming"``,
+``_generator_backpressure_num_objects=2``) whose driver first waits for it to finish
+(``ray.get(gen.completed())``) and only then would iterate it (ray-project/ray#40285; blind
+round 35's 05, which read "tasks nobody runs", the paused generator "idle between calls"),
+THEN a deadlock between the driver and the generator's worker, paused inside its yield
+(Ray's native ``WaitUntilObjectConsumed``), the driver the suspect, and the advice to iterate
+the generator as it yields. GIVEN the twin whose driver reads each shard as it comes, THEN
+progressing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import RAY_GROUP, dump_json
+from test_ray import _ray, _waiting_on
+
+pytestmark = [pytest.mark.frameworks, pytest.mark.xdist_group(RAY_GROUP)]
+
+
+def test_a_driver_waiting_for_a_paused_generator_to_finish_is_a_deadlock_with_it(
+        tmp_path: Path) -> None:
+    verdict, job = _waiting_on("generator_held", "reader", tmp_path)
+    assert verdict["kind"] == "deadlock", verdict
+    assert verdict["suspects"] == [job.launcher], verdict  # the caller that never consumes
+    summary = verdict["summary"]
+    assert f"PID {job.pids['reader']} (" in summary, summary
+    assert "waits on its caller to take what its generator yielded" in summary, summary
+    assert "pauses inside its yield until its caller consumes what it yielded" in summary
+    assert "Iterate the generator as it yields" in summary, summary
+
+
+def test_a_driver_reading_a_paused_generator_as_it_yields_progresses(tmp_path: Path) -> None:
+    with _ray("generator_read", tmp_path, ["reader", "driver"]) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+    assert "generator" not in verdict["summary"], verdict
