@@ -17,8 +17,9 @@ from hangscope.analyze.evidence.facts import BUSY
 from hangscope.analyze.evidence.flightrec.rank_evidence import with_collective_ranks
 from hangscope.analyze.evidence.progress import merge_progress, progress_of
 from hangscope.analyze.evidence.progress_hints import hints_of
+from hangscope.frameworks import in_task_loop
 from hangscope.frameworks.torch_distributed import rpc_handler
-from hangscope.model import Process, Readings, Snapshot
+from hangscope.model import Category, Process, Readings, Snapshot
 from hangscope.model.nccl import CollectiveEvidence
 from hangscope.model.progress import JobProgress
 from hangscope.model.waits import KernelWaits
@@ -55,15 +56,27 @@ def _busy_workers(processes: Sequence[Process]) -> dict[int, int]:
     """PID -> the thread to judge where it is not the main thread: one that computes (a
     weight loader thread on CPU while the main thread waits for it), or a thread that runs a
     torch RPC request's function (a trainer's loop, the parameter server's request, while the
-    main thread waits in ``rpc.shutdown``). Elsewhere the main thread is judged: a server's
-    select loop says more than a helper idle in Queue.get."""
+    main thread waits in ``rpc.shutdown``), or a sleeping working thread of a worker whose main
+    thread waits in its framework's loop for its next task (a Ray Train worker's training
+    thread pacing its steps: the main thread runs no task of its own, and the sleep's own
+    thread says whether it ends and goes round). Elsewhere the main thread is judged: a
+    server's select loop says more than a helper idle in Queue.get; a framework's own wait on
+    the working thread (a report, a get) is read by the rules from the stacks."""
     out = {}
     for proc in processes:
         working = proc.working_thread
         if working is not None and working.tid != proc.pid and (
-                working.category in BUSY or rpc_handler(working.frames)):
+                working.category in BUSY or rpc_handler(working.frames)
+                or (working.category is Category.SLEEP and _main_between_tasks(proc))):
             out[proc.pid] = working.tid
     return out
+
+
+def _main_between_tasks(proc: Process) -> bool:
+    """The main thread's innermost Python frame is its framework's loop for the next task."""
+    main = next((t for t in proc.threads if t.tid == proc.pid), None)
+    frame = next((f for f in main.frames if not f.native), None) if main is not None else None
+    return frame is not None and in_task_loop(frame.name, frame.file)
 
 
 def _placed_ranks(snap: Snapshot) -> Snapshot:

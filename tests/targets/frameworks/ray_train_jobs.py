@@ -13,6 +13,11 @@ state. Modes:
                     training will hang"; ray-project/ray#43753, "hangs in loss.backward()").
                     Rank 0 waits in ``report`` for rank 1, which went on to the next step's
                     backward and waits in DDP's gradient all_reduce for rank 0.
+- ``decode_paced`` the healthy twin of a paced loader: each step first decodes its batch for
+                    0.12 s (a sleep, as a block read from slow storage is), then computes;
+                    every worker reports each epoch of 40 steps (blind round 36's 05 read
+                    "all waiting": the actor's main thread waits in Ray's task loop, the
+                    training thread is the work).
 - ``task_starved``  rank 0 asks a plain Ray task (one CPU, the default) for its evaluation
                     statistics and waits on it, while the two Train workers hold both CPUs of
                     the cluster: the task stays pending for ever (ray-project/ray#32856; blind
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 READY_EPOCH = 2
 STALL_EPOCH = 0
@@ -51,7 +57,9 @@ def train_loop(config: dict) -> None:
     x, y = torch.randn(16, 32), torch.randn(16, 1)
     epoch = 0
     while True:
-        for _ in range(4):
+        for _ in range(40 if mode == "decode_paced" else 4):
+            if mode == "decode_paced":
+                time.sleep(0.12)  # decode the step's block of records
             loss = torch.nn.functional.mse_loss(model(x), y)
             opt.zero_grad()
             loss.backward()
