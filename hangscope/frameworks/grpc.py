@@ -26,6 +26,17 @@ HANDLER_RUNS = frozenset({"_stream_response_in_pool", "_unary_response_in_pool"}
 #: the messages it yields, for as long as nothing happens.
 STREAM_RUNS = "_stream_response_in_pool"
 REQUEST_WAIT = frozenset({"_RequestIterator._next"})
+#: Where gRPC runs a call credentials' metadata plugin (``grpc.metadata_call_credentials``):
+#: on a thread of its own for each call, before the call is sent (grpc#22471).
+PLUGIN_FILE = "grpc/_plugin_wrapping.py"
+PLUGIN_RUNS = frozenset({"_Plugin.__call__"})
+#: Why a call that waits for its metadata, in a cycle with the plugin, waits for ever.
+PLUGIN_CYCLE = (
+    "gRPC sends a call only once its call credentials' plugin has given the call's metadata, "
+    "and runs the plugin on a thread of its own for each call; a plugin that waits for what a "
+    "call of the same credentials holds (a token refresh made over the channel it "
+    "authenticates, inside the plugin's lock) waits for a call that waits for it. Refresh over "
+    "a channel without those call credentials, outside the lock, with a deadline")
 
 FRAMEWORK = Framework(
     name="grpc",

@@ -3,7 +3,8 @@
 
 GIVEN Ray Train workers whose training threads sleep for each step's data while the actors'
 main threads wait in Ray's task loop THEN progressing (it read "all waiting": healthy called
-hung).
+hung). GIVEN a gRPC token plugin refreshing over its own channel inside its lock
+THEN a deadlock in the client.
 """
 
 from __future__ import annotations
@@ -26,3 +27,17 @@ def test_given_ray_train_steps_paced_by_a_sleep_then_progressing() -> None:
     assert snap.progress is not None
     judged = {r.pid: r.tid for r in snap.progress.ranks if r.pid in ranks}
     assert judged == ranks and all(tid != pid for pid, tid in judged.items()), judged
+
+
+def test_given_a_token_plugin_refreshing_over_its_own_channel_then_a_deadlock_in_the_client(
+) -> None:
+    """grpc#22471: the plugin refreshes its token over the credentialed channel inside its
+    lock; the refresh call waits for its metadata from a second plugin thread, which waits for
+    that lock (it read a chain ending "waits on another process (IPC)")."""
+    snap = analyze(load(FIXTURES / "grpc_token_refresh_same_channel.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    client = next(p.pid for p in snap.processes if any(
+        (t.name or "").startswith("Thread-41") for t in p.threads))
+    assert verdict.suspects == (client,), verdict
+    assert "gRPC sends a call only once its call credentials' plugin" in verdict.summary

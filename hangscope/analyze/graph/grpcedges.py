@@ -24,6 +24,8 @@ from hangscope.frameworks.grpc import (
     CALL_WAITS,
     CHANNEL_FILE,
     HANDLER_RUNS,
+    PLUGIN_FILE,
+    PLUGIN_RUNS,
     REQUEST_PRODUCER,
     REQUEST_WAIT,
     SERVER_FILE,
@@ -63,14 +65,44 @@ def _site(thread: Thread) -> str:
     return f" at {own.name} ({own.short_file}:{own.line})" if own is not None else ""
 
 
+#: The object of a call's wait for its metadata (analyze/patterns/cycleadvice.py reads it).
+METADATA = "its call's metadata, from the call credentials' plugin"
+
+
+def plugin_edges(snap: Snapshot) -> list[WaitEdge]:
+    """A thread inside a gRPC call waits for its metadata while a thread of its process runs
+    the call credentials' plugin (``grpc/_plugin_wrapping.py``): gRPC sends the call only once
+    the plugin answers. Which call a plugin thread serves is not known: probable edges to each
+    (a thread inside a call made from a plugin waits for the others, not for itself)."""
+    if not index_of(snap.processes).has_file(PLUGIN_FILE):
+        return []
+    edges: list[WaitEdge] = []
+    for proc in snap.processes:
+        plugins = [t for t in proc.threads if t.state != "R" and _at(t.frames, PLUGIN_RUNS,
+                                                                       PLUGIN_FILE)]
+        if not plugins or proc.is_exited:
+            continue
+        for waiter in (t for t in proc.threads if t.state != "R" and in_grpc_call(t.frames)):
+            edges.extend(WaitEdge(
+                proc.pid, waiter.tid, "grpc", METADATA,
+                f"its stack waits in a gRPC call ({CHANNEL_FILE}), which gRPC sends once its "
+                f"call credentials' plugin ({PLUGIN_FILE}) gives the metadata; thread "
+                f"{plugin.name or plugin.tid} runs that plugin{_site(plugin)}", proc.pid,
+                plugin.tid, probable=True) for plugin in plugins if plugin.tid != waiter.tid)
+    return edges
+
+
 def grpc_edges(snap: Snapshot) -> list[WaitEdge]:
     """Client response waits -> the connected server's handler threads; handler request
-    waits -> the connected client's request-producing threads."""
+    waits -> the connected client's request-producing threads; calls -> the threads running
+    their metadata plugin (:func:`plugin_edges`)."""
     index = index_of(snap.processes)
-    if not index.has_file(CHANNEL_FILE) or not index.has_file(SERVER_FILE):
+    if not index.has_file(CHANNEL_FILE):
         return []
+    edges = plugin_edges(snap)
+    if not index.has_file(SERVER_FILE):
+        return edges
     procs = {p.pid: p for p in snap.processes}
-    edges: list[WaitEdge] = []
     for client, server in sorted(_pairs(snap)):
         cproc, sproc = procs[client], procs[server]
         handlers = [t for t in sproc.threads if _at(t.frames, HANDLER_RUNS, SERVER_FILE)]

@@ -5,11 +5,13 @@ order), read by analyze/patterns/waitpatterns.py's cycle.
 
 from __future__ import annotations
 
+from hangscope.analyze.graph.grpcedges import METADATA
 from hangscope.analyze.graph.objectedges import PAUSED_HOW, paused_producer
 from hangscope.analyze.graph.queueedges import feeds
 from hangscope.analyze.graph.threadedges import at_loop_head, own_frame
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.graph.zmqedges import OWED_HOW, receive_edge
+from hangscope.frameworks.grpc import PLUGIN_CYCLE
 from hangscope.words import who
 
 _ADVICE = {
@@ -132,6 +134,8 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
         return _HELD_ACROSS + (_RETRIED if sqlite else "")
     if (k := _paused(g, ring)) is not None:
         return k
+    if any(g.edges[i].object == METADATA for i in ring):
+        return PLUGIN_CYCLE
     if (k := joins_before_draining(g, ring)) is not None:
         edge = g.edges[ring[k]]
         assert edge.to_pid is not None

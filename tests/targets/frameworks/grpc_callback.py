@@ -18,21 +18,12 @@ batch is sent (``blocking``) or done (``chained``).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from concurrent import futures
 
-
-def ready(path: str, tag: str) -> None:
-    with open(path, "a") as f:
-        f.write(f"{os.getpid()} {tag}\n")
-
-
-def _dumps(o: object) -> bytes:
-    return json.dumps(o).encode()
+from server_client import dumps as _dumps
+from server_client import ready, run
 
 
 def server(ready_file: str, port_file: str) -> None:
@@ -88,23 +79,5 @@ def client(ready_file: str, port_file: str, mode: str) -> None:
         time.sleep(0.05)
 
 
-def main() -> None:
-    mode, ready_file, workdir = sys.argv[1:4]
-    os.makedirs(workdir, exist_ok=True)
-    port_file = os.path.join(workdir, "port")
-    me = [sys.executable, __file__]
-    kids = [subprocess.Popen([*me, "server", ready_file, port_file])]
-    while not os.path.exists(ready_file) or "server" not in open(ready_file).read():  # noqa: SIM115
-        time.sleep(0.05)
-    kids.append(subprocess.Popen([*me, "client", ready_file, port_file, mode]))
-    for kid in kids:
-        kid.wait()
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "server":
-        server(sys.argv[2], sys.argv[3])
-    elif sys.argv[1] == "client":
-        client(sys.argv[2], sys.argv[3], sys.argv[4])
-    else:
-        main()
+    run(__file__, server, client)
