@@ -108,9 +108,11 @@ class ProcInfo:
     stack_start: int | None = None  # /proc/PID/stat startstack: equal in a fork without exec
     tracer: int | None = None  # status TracerPid: the process that ptrace-attached it
     # Signals sent to it that no thread can take (pending, blocked by every thread), and the
-    # ending signals it ignores (status ShdPnd/SigPnd, SigBlk per thread, SigIgn).
+    # ending signals it ignores or catches (status ShdPnd/SigPnd, SigBlk per thread, SigIgn,
+    # SigCgt).
     signals_blocked: tuple[str, ...] = ()
     signals_ignored: tuple[str, ...] = ()
+    signals_caught: tuple[str, ...] = ()
 
 
 def _read(path: Path) -> str | None:
@@ -633,6 +635,8 @@ def read_process(pid: int, with_fds: bool = True,
         signals_blocked=_blocked_signals(pid, status),
         signals_ignored=tuple(n for n in signal_names(_mask(status, "SigIgn"))
                               if n in ENDING_SIGNALS),
+        signals_caught=tuple(n for n in signal_names(_mask(status, "SigCgt"))
+                             if n in ENDING_SIGNALS),
     )
 
 

@@ -213,7 +213,7 @@ def merge_rounds(proc: Process, rounds: Sequence[dict[int, Round]], window: Wind
         kernel_stack=info.kernel_stack, errors=tuple(errors),
         major_faults_window=faults, pgrp=info.pgrp, terminal_pgrp=info.terminal_pgrp,
         stack_start=info.stack_start, tracer=info.tracer, signals_blocked=info.signals_blocked,
-        signals_ignored=info.signals_ignored,
+        signals_ignored=info.signals_ignored, signals_caught=info.signals_caught,
         exit_code=window.exit_codes.get(proc.pid) if state in ZOMBIE_STATES else None,
         python=proc.python if base is None else True,
     )

@@ -423,9 +423,11 @@ class Process:
     stack_start: int | None = None
     tracer: int | None = None  # status TracerPid: who ptrace-attached it (a debugger, a sampler)
     # Signals sent to it that none of its threads can take (pending, blocked by every one:
-    # never delivered), and the ending signals it ignores (SIG_IGN), from /proc status.
+    # never delivered), and the ending signals it ignores (SIG_IGN) or catches (a handler of
+    # its own, or one inherited through fork), from /proc status.
     signals_blocked: tuple[str, ...] = ()
     signals_ignored: tuple[str, ...] = ()
+    signals_caught: tuple[str, ...] = ()
 
     # Cached (in the instance dict, which equality and serialisation never read): each is
     # asked about every rank many times over, 131,072 ranks in a merged job. A Process is

@@ -4,7 +4,8 @@
 GIVEN Ray Train workers whose training threads sleep for each step's data while the actors'
 main threads wait in Ray's task loop THEN progressing (it read "all waiting": healthy called
 hung). GIVEN a gRPC token plugin refreshing over its own channel inside its lock
-THEN a deadlock in the client.
+THEN a deadlock in the client. GIVEN a service joining a forked worker that waits for its job
+queue THEN the advice to stop it first.
 """
 
 from __future__ import annotations
@@ -41,3 +42,13 @@ def test_given_a_token_plugin_refreshing_over_its_own_channel_then_a_deadlock_in
         (t.name or "").startswith("Thread-41") for t in p.threads))
     assert verdict.suspects == (client,), verdict
     assert "gRPC sends a call only once its call credentials' plugin" in verdict.summary
+
+
+def test_given_a_lifespan_joining_a_worker_that_waits_for_its_jobs_then_stop_it_first() -> None:
+    """uvicorn#2289: the service waits in join() for a forked worker that waits for its job
+    queue (it advised reading the child's output, as for a child writing a full pipe). This
+    dump predates SigCgt's reading: the advice is to stop the worker before waiting."""
+    verdict = analyze(load(FIXTURES / "uvicorn_lifespan_join_forked_worker.dump.json")).verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    assert "tell it to stop before waiting (a sentinel on its queue" in verdict.summary
+    assert "read the child's output" not in verdict.summary, verdict.summary

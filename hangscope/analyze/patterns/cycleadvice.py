@@ -97,10 +97,60 @@ def first_cause(g: Graph, ring: list[int]) -> list[int]:
     """``ring`` turned to start at the member whose own act holds it: the one blocked in its
     program's own call, the worker whose reply sits in its stdout buffer, the parent that
     joins a child before draining its queue."""
-    for find in (own_call, buffered_reply, joins_before_draining):
+    for find in (own_call, buffered_reply, joins_before_draining, _term_kept):
         if (k := find(g, ring)) is not None:
             ring = ring[k:] + ring[:k]
     return ring
+
+
+def _waits_for_parent(g: Graph, ring: list[int]) -> int | None:
+    """The position in ``ring`` of a parent's wait for its child's exit whose next hop is the
+    child's read of a pipe the parent writes (its job queue): each waits for the other."""
+    for k, i in enumerate(ring):
+        edge, nxt = g.edges[i], g.edges[ring[(k + 1) % len(ring)]]
+        if edge.kind == "child" and nxt.pid == edge.to_pid and nxt.to_pid == edge.pid and \
+                nxt.kind in ("pipe", "fifo") and "(write end)" in nxt.object:
+            return k
+    return None
+
+
+def _term_kept(g: Graph, ring: list[int]) -> int | None:
+    """The position of the child's hop where :func:`_waits_for_parent` holds and the child
+    catches or ignores SIGTERM: terminate() did not end it, so it is where the cycle holds."""
+    k = _waits_for_parent(g, ring)
+    if k is None:
+        return None
+    child = g.procs.get(g.edges[ring[k]].to_pid or -1)
+    kept = child is not None and "SIGTERM" in (*child.signals_caught, *child.signals_ignored)
+    return (k + 1) % len(ring) if kept else None
+
+
+def _stop_first(g: Graph, ring: list[int]) -> str | None:
+    """The advice where a parent waits for a child that waits for its input, and why
+    terminate() did not end the child where its SIGTERM is caught or ignored."""
+    k = _waits_for_parent(g, ring)
+    if k is None:
+        return None
+    edge = g.edges[ring[k]]
+    parent, child = g.procs[edge.pid], g.procs[edge.to_pid or -1]
+    text = _STOP_FIRST.format(parent=who(parent), child=who(child))
+    if "SIGTERM" in child.signals_caught:
+        text = _CAUGHT.format(child=who(child)) + text
+    elif "SIGTERM" in child.signals_ignored:
+        text = _IGNORED.format(child=who(child)) + text
+    return text
+
+
+_STOP_FIRST = ("{child} waits for what {parent} writes to it (its job queue or pipe) while "
+               "{parent} waits for it to exit: tell it to stop before waiting (a sentinel on "
+               "its queue, or close the write end), and wait with a timeout, then kill()")
+_CAUGHT = ("{child} catches SIGTERM (a handler: SigCgt in /proc status), so terminate() does "
+           "not end it: a handler inherited through fork from a parent that catches SIGTERM "
+           "while it serves (uvicorn's, gunicorn's) only sets a flag in the child's copy of "
+           "the parent. Restore the default in the child (signal.signal(SIGTERM, SIG_DFL)) or "
+           "start it with the spawn context; ")
+_IGNORED = ("{child} ignores SIGTERM (SIG_IGN, inherited through fork), so terminate() does "
+            "not end it: restore the default in the child (signal.signal(SIGTERM, SIG_DFL)); ")
 
 
 def own_call(g: Graph, ring: list[int]) -> int | None:
@@ -136,6 +186,8 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
         return k
     if any(g.edges[i].object == METADATA for i in ring):
         return PLUGIN_CYCLE
+    if (k := _stop_first(g, ring)) is not None:
+        return k
     if (k := joins_before_draining(g, ring)) is not None:
         edge = g.edges[ring[k]]
         assert edge.to_pid is not None
