@@ -6,7 +6,8 @@ blocked putting a shard into a full queue its writer never drains (async checkpo
 torchtitan/DCP style), THEN the suspect is rank 1 (or its writer), never rank 0 or 2 behind
 their idle writers. GIVEN rank 0 holding a flock while it waits in barrier, and rank 1 waiting
 for its uploader child, which waits for that flock, THEN the verdict is a deadlock through the
-collective and names rank 0, the lock's holder.
+collective and names rank 0, the lock's holder. GIVEN each rank holding its state lock across a
+collective in one thread while its other thread waits for it THEN a deadlock across ranks.
 """
 
 from __future__ import annotations
@@ -43,3 +44,21 @@ def test_a_flock_held_across_a_barrier_that_a_rank_waits_behind_is_a_deadlock(
     assert verdict["kind"] == "deadlock", verdict
     assert verdict["suspects"][0] == job.pids["rank0"], verdict
     assert "index.lock" in verdict["summary"] and "barrier" in verdict["summary"], verdict
+
+
+def test_a_lock_held_across_collectives_by_two_threads_of_each_rank_is_a_deadlock(
+        tmp_path: Path) -> None:
+    """KempnerForge#104, torchcomms#586 (blind round 36's 03): rank 0's snapshot thread holds
+    its state lock in all_gather on its own group; ranks 1 and 2 hold theirs in the gradient
+    all_reduce; each rank's other thread waits for its lock. It read "mismatched collectives",
+    no side the odd one."""
+    tags = ["launcher", "rank0", "rank1", "rank2"]
+    with verdict_job("snapshot_lock", tmp_path, tags, timeout=120, jobs=JOBS) as job:
+        data = json.loads(dump_json(job.pids["launcher"]))
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", verdict
+    summary = verdict["summary"]
+    assert "for thread snapshotter of rank " in summary, summary
+    assert "(the same name as state_lock: a lock handed to an object)" in summary or \
+        "(the same name as self.state_lock: a lock handed to an object)" in summary, summary
+    assert "Never hold a lock across a collective" in summary, summary

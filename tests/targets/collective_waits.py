@@ -11,6 +11,13 @@ the mechanism of a real report (the tests cite it):
                    pipe nobody writes, so rank 1 blocks putting its second shard into the full
                    queue; ranks 0 and 2 (their writers idle on their queues) wait in
                    ``all_reduce``.
+- ``snapshot_lock`` every rank runs a snapshot thread that holds the rank's state lock (handed
+                   to it as an attribute) across an ``all_gather`` of the replicas' digests on
+                   a group of its own, while the main thread holds the same lock across the
+                   gradient ``all_reduce``; on rank 0 the snapshot thread takes the lock first,
+                   on the others the main thread does: each rank's collective waits for a
+                   thread of another rank that waits for its lock (KempnerForge#104,
+                   torchcomms#586; blind round 36's 03).
 - ``lock_cycle``   rank 0 takes an exclusive ``flock`` on the run's index and, still holding it,
                    enters ``barrier``; rank 1 asks its uploader child (over a socketpair) for
                    the index, and the uploader blocks taking that flock; rank 2 waits in
@@ -26,6 +33,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 
 from hang_shapes import free_port, ready  # the same launcher's handshake, one home
 
@@ -51,6 +59,44 @@ def uploader(conn: socket.socket, index: str, ready_file: str) -> None:
     conn.sendall(b"ok")
 
 
+class Snapshotter(threading.Thread):
+    """Digests the replica's state under its lock and compares it with the other ranks'."""
+
+    def __init__(self, state: object, state_lock: threading.Lock, group: object,
+                 first: bool, holding: threading.Event) -> None:
+        super().__init__(name="snapshotter", daemon=True)
+        self.state, self.state_lock, self.group = state, state_lock, group
+        self.first, self.holding = first, holding
+
+    def run(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        if not self.first:
+            self.holding.wait()  # the main thread took the lock first on this rank
+        with self.state_lock:
+            self.holding.set()
+            digest = self.state.sum().reshape(1)  # type: ignore[attr-defined]
+            digests = [torch.zeros(1) for _ in range(dist.get_world_size())]
+            dist.all_gather(digests, digest, group=self.group)
+
+
+def snapshot_lock(ready_file: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    snap_group = dist.new_group(backend="gloo")
+    state, state_lock, holding = torch.ones(4), threading.Lock(), threading.Event()
+    Snapshotter(state, state_lock, snap_group, rank == 0, holding).start()
+    if rank == 0:
+        holding.wait()  # the snapshot thread took the lock first on this rank
+    ready(ready_file, f"rank{rank}")
+    with state_lock:  # no snapshot may copy half-updated weights
+        holding.set()
+        dist.all_reduce(state)
+
+
 def rank_main(mode: str, ready_file: str, workdir: str) -> None:
     import torch
     import torch.distributed as dist
@@ -71,6 +117,9 @@ def rank_main(mode: str, ready_file: str, workdir: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=WORLD,
                             timeout=datetime.timedelta(hours=1))
     t = torch.ones(4)
+    if mode == "snapshot_lock":
+        snapshot_lock(ready_file)
+        return
     if mode == "writer_stuck":
         if rank == 1:
             shards.put(b"shard-0")

@@ -5,7 +5,8 @@ GIVEN Ray Train workers whose training threads sleep for each step's data while 
 main threads wait in Ray's task loop THEN progressing (it read "all waiting": healthy called
 hung). GIVEN a gRPC token plugin refreshing over its own channel inside its lock
 THEN a deadlock in the client. GIVEN a service joining a forked worker that waits for its job
-queue THEN the advice to stop it first.
+queue THEN the advice to stop it first. GIVEN each rank holding its lock across a collective
+while its other thread waits for it THEN a deadlock across the ranks.
 """
 
 from __future__ import annotations
@@ -52,3 +53,14 @@ def test_given_a_lifespan_joining_a_worker_that_waits_for_its_jobs_then_stop_it_
     assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
     assert "tell it to stop before waiting (a sentinel on its queue" in verdict.summary
     assert "read the child's output" not in verdict.summary, verdict.summary
+
+
+def test_given_each_rank_holding_its_lock_across_a_collective_then_a_deadlock_across_ranks(
+) -> None:
+    """KempnerForge#104: rank 0's snapshot thread holds the state lock in all_gather on its
+    own group, rank 1's main thread holds it in all_reduce, each rank's other thread waits for
+    the lock (it read "mismatched collectives", no side the odd one)."""
+    verdict = analyze(load(FIXTURES / "ddp_snapshot_lock_across_collectives.dump.json")).verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    assert "thread snapshotter of rank 0 (PID 20181) waits in all_gather" in verdict.summary
+    assert "Never hold a lock across a collective" in verdict.summary, verdict.summary

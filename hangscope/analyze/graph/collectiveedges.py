@@ -15,6 +15,7 @@ compared within their replica only (a DP replica's TP group: analyze/evidence/id
 from __future__ import annotations
 
 from hangscope.analyze.evidence.identity import replica_key
+from hangscope.analyze.evidence.signatures import is_p2p
 from hangscope.frameworks import in_task_loop
 from hangscope.frameworks.torch_distributed import GLOO_THREADS
 from hangscope.model import Category, Process, Role, Snapshot, category_of
@@ -51,6 +52,41 @@ def collective_edges(snap: Snapshot) -> list[WaitEdge]:
                     "called it)", "a collective returns only once every rank of its group "
                     "calls it; this rank waits in it, that one in none", other.pid,
                     other.working_tid))
+    return [*edges, *thread_edges(snap, edges)]
+
+
+def thread_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
+    """A rank's thread in a group-wide collective waits for the same thread of each other rank
+    of its replica (the program's thread of that name: the one that makes that call there)
+    where that thread waits elsewhere (a lock, a queue): a snapshot thread in ``all_gather`` on
+    its own group waits for the peer's snapshot thread, not for the peer's main thread in
+    another collective. Edges ``known`` already holds (between working threads) are not
+    repeated."""
+    ranks: dict[tuple[tuple[str, int], ...], list[Process]] = {}
+    for proc in snap.processes:
+        if proc.role is Role.RANK and not proc.is_exited and any(
+                t.category is Category.COLLECTIVE for t in proc.threads):
+            ranks.setdefault(replica_key(proc), []).append(proc)
+    seen = {(e.pid, e.tid, e.to_pid, e.to_tid) for e in known}
+    edges: list[WaitEdge] = []
+    for members in ranks.values():
+        for proc in members:
+            for thread in proc.threads:
+                if thread.category is not Category.COLLECTIVE or is_p2p(thread.op) \
+                        or thread.name is None:
+                    continue
+                op = thread.op or "a collective"
+                for other in members:
+                    peer = next((t for t in other.threads if t.name == thread.name), None)
+                    if other is proc or peer is None or peer.category not in _ELSEWHERE or (
+                            proc.pid, thread.tid, other.pid, peer.tid) in seen:
+                        continue
+                    edges.append(WaitEdge(
+                        proc.pid, thread.tid, "collective",
+                        f"{op} (rank {_rank(other)}'s thread {thread.name} has not called it)",
+                        "a collective returns only once every rank of its group calls it; the "
+                        "same thread of the program makes the call on each rank, and on that "
+                        "rank it waits elsewhere", other.pid, peer.tid, probable=True))
     return edges
 
 

@@ -210,6 +210,9 @@ def _held_edge(proc: Process, thread: Thread,
     frame = next((f for f in frames if held.get(lock_key(f, f.takes or ""))), frames[0])
     assert frame.takes is not None
     holders = held.get(lock_key(frame, frame.takes), [])
+    there = frame.takes  # the lock's text where its holder took it
+    if not holders:
+        there, holders = _handed(held, frame.takes)
     mine = next((f for t, f in holders if t.tid == thread.tid), None)
     others = [(t, f) for t, f in holders if t.tid != thread.tid]
     # One holder or none: the same name held by two threads is two objects (a lock per
@@ -224,13 +227,27 @@ def _held_edge(proc: Process, thread: Thread,
     held_at = f"{where.name} ({where.short_file}:{where.line})"
     who_holds = "its own outer frame" if holder.tid == thread.tid else \
         f"thread {holder.name or holder.tid}"
-    how = f"is inside a block holding {frame.takes}"
+    how = f"is inside a block holding {there}" + (
+        "" if there == frame.takes else f" (the same name as {frame.takes}: a lock handed "
+        "to an object)")
     if frame is not inner:
         callee = frames[frames.index(frame) - 1].name.rsplit(".", 1)[-1]
         how = f"is past {frame.takes}.{callee}() and before its release"
     return WaitEdge(proc.pid, thread.tid, "py_lock", f"{inner.takes} (taken at {site})",
                     f"the source: {who_holds} {how} at {held_at}", to_pid=proc.pid,
                     to_tid=holder.tid, probable=True)
+
+
+def _handed(held: dict[LockKey, list[tuple[Thread, Frame]]], takes: str
+            ) -> tuple[str, list[tuple[Thread, Frame]]]:
+    """The lock a waiter names ``state_lock`` held by one thread as ``self.state_lock`` (or
+    the other way round): a lock handed to an object's constructor and kept as an attribute
+    (a snapshot thread's). One such hold or none."""
+    name = takes.rsplit(".", 1)[-1]
+    found = [(key[2], holders) for key, holders in held.items()
+             if key[2] != takes and key[2].rsplit(".", 1)[-1] == name
+             and ("." in key[2]) != ("." in takes)]
+    return found[0] if len(found) == 1 else (takes, [])
 
 
 def py_lock_edges(proc: Process) -> Iterator[WaitEdge]:

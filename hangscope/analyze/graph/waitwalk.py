@@ -282,6 +282,11 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
                 "reads")
     if edge.kind == "collective":
         op = edge.object.split(" (")[0]
+        if "'s thread " in edge.object:  # (collectiveedges.thread_edges) the peer's same thread
+            peer = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
+            peer_words = thread_words(target, peer) if target is not None else them
+            return (f"{me} waits in {op}{site} for {peer_words}, which makes that call on "
+                    "its rank and waits elsewhere")
         return f"{me} waits in {op}{site} for {them}, which is in no collective"
     if edge.kind == "loop":
         holder = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))

@@ -141,6 +141,12 @@ def _stop_first(g: Graph, ring: list[int]) -> str | None:
     return text
 
 
+_LOCK_ACROSS_COLLECTIVE = (
+    "a thread holds a lock across a collective, and on the other rank the thread that must "
+    "make that collective waits for the lock held there by a thread in another collective: "
+    "each rank's call waits for a thread of the other rank that waits for the lock. Never "
+    "hold a lock across a collective (copy what it guards, release it, then call the "
+    "collective), or make the collectives from one thread, in the same order on every rank")
 _STOP_FIRST = ("{child} waits for what {parent} writes to it (its job queue or pipe) while "
                "{parent} waits for it to exit: tell it to stop before waiting (a sentinel on "
                "its queue, or close the write end), and wait with a timeout, then kill()")
@@ -188,6 +194,8 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
         return PLUGIN_CYCLE
     if (k := _stop_first(g, ring)) is not None:
         return k
+    if "collective" in kinds and "py_lock" in kinds:
+        return _LOCK_ACROSS_COLLECTIVE
     if (k := joins_before_draining(g, ring)) is not None:
         edge = g.edges[ring[k]]
         assert edge.to_pid is not None

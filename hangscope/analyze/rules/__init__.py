@@ -150,6 +150,8 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
     # (rules_waits.py reads their peers). Ranks compare only within one replica / PP stage.
     # One pass over the subjects (131,072 ranks), each op's p2p test once; none where every
     # group of them waits in a group-wide collective (``_all_in_collectives``).
+    if _held_in_a_cycle(facts):
+        return None  # each rank's other thread holds what the other's needs: a deadlock
     coll = _all_in_collectives(facts)
     if coll is None:
         coll = _in_collectives(facts)
@@ -163,6 +165,17 @@ def mismatched_collectives(facts: Facts) -> Verdict | None:
         if verdict is not None:
             return verdict
     return None
+
+
+def _held_in_a_cycle(facts: Facts) -> bool:
+    """The ranks' different collectives are two threads' calls, each held up by a lock (or
+    another wait) of its peer's other thread: a cycle of the wait graph through a collective
+    and a wait that is none (a snapshot thread holding a lock in its own group's all_gather
+    while the other rank's main thread holds its lock in all_reduce)."""
+    graph = facts.snapshot.wait_graph
+    return graph is not None and any(
+        p.kind == "cycle" and {graph.edges[i].kind == "collective" for i in p.edges} == {
+            True, False} for p in graph.patterns)
 
 
 def _all_in_collectives(facts: Facts) -> list[Process] | None:
