@@ -1,4 +1,5 @@
-"""A Ray streaming generator with backpressure (tests/targets/frameworks/ray_jobs.py).
+"""Ray producers held up by their own callers (tests/targets/frameworks/ray_jobs.py): a
+streaming generator with backpressure, and a threaded actor holding its lock across a get.
 
 GIVEN a streaming generator task (``num_returns="streaming"``,
 ``_generator_backpressure_num_objects=2``) whose driver first waits for it to finish
@@ -7,7 +8,9 @@ round 35's 05, which read "tasks nobody runs", the paused generator "idle betwee
 THEN a deadlock between the driver and the generator's worker, paused inside its yield
 (Ray's native ``WaitUntilObjectConsumed``), the driver the suspect, and the advice to iterate
 the generator as it yields. GIVEN the twin whose driver reads each shard as it comes, THEN
-progressing.
+progressing. GIVEN a threaded actor holding its lock in ray.get of replicas that call its
+get_shard back (verl#7423; blind round 36's 06) THEN a deadlock through the lock, the
+get_shard threads named; GIVEN it released before the get THEN progressing.
 """
 
 from __future__ import annotations
@@ -39,3 +42,24 @@ def test_a_driver_reading_a_paused_generator_as_it_yields_progresses(tmp_path: P
         verdict = json.loads(dump_json(job.launcher))["verdict"]
     assert verdict["kind"] == "progressing", verdict
     assert "generator" not in verdict["summary"], verdict
+
+
+def test_a_threaded_actor_holding_its_lock_across_a_get_its_callers_call_back_is_a_deadlock(
+        tmp_path: Path) -> None:
+    """verl#7423 (blind round 36's 06): the store holds its lock in ray.get of the replicas'
+    syncs, each of which calls the store's get_shard, which waits for that lock on another of
+    the store's threads. The cycle goes through the get_shard threads and the lock (it read
+    the actors' gets alone, "one of them must act first")."""
+    verdict, job = _waiting_on("publish_locked", "store", tmp_path)
+    assert verdict["kind"] == "deadlock", verdict
+    assert verdict["suspects"] == [job.pids["store"]], verdict
+    summary = verdict["summary"]
+    assert "wait for self._lock (taken at ShardStore.get_shard (ray_jobs.py:" in summary, summary
+    assert "Release the lock before the wait" in summary, summary
+
+
+def test_a_threaded_actor_that_releases_its_lock_before_the_get_progresses(
+        tmp_path: Path) -> None:
+    with _ray("publish_staged", tmp_path, ["driver"]) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "progressing", verdict

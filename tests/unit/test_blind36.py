@@ -6,7 +6,8 @@ main threads wait in Ray's task loop THEN progressing (it read "all waiting": he
 hung). GIVEN a gRPC token plugin refreshing over its own channel inside its lock
 THEN a deadlock in the client. GIVEN a service joining a forked worker that waits for its job
 queue THEN the advice to stop it first. GIVEN each rank holding its lock across a collective
-while its other thread waits for it THEN a deadlock across the ranks.
+while its other thread waits for it THEN a deadlock across the ranks. GIVEN a threaded Ray actor
+holding its lock across a get whose tasks call it back THEN the lock is in the cycle.
 """
 
 from __future__ import annotations
@@ -64,3 +65,14 @@ def test_given_each_rank_holding_its_lock_across_a_collective_then_a_deadlock_ac
     assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
     assert "thread snapshotter of rank 0 (PID 20181) waits in all_gather" in verdict.summary
     assert "Never hold a lock across a collective" in verdict.summary, verdict.summary
+
+
+def test_given_a_threaded_actor_holding_its_lock_across_a_get_called_back_then_the_lock_is_named(
+) -> None:
+    """verl#7423: the store's publish holds its lock in ray.get of the replicas' syncs, which
+    call its get_shard back (it read the gets' cycle alone, "one of them must act first")."""
+    verdict = analyze(load(FIXTURES / "ray_threaded_store_lock_across_get.dump.json")).verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    assert "2 threads of PID 22842 (ray actor WeightStore.get_shard) wait for self._lock" in \
+        verdict.summary, verdict.summary
+    assert "Release the lock before the wait" in verdict.summary, verdict.summary

@@ -24,6 +24,7 @@ from hangscope.frameworks import (
     any_worker_wait,
     does_work,
     in_task_loop,
+    runs_method,
 )
 from hangscope.model import Frame, Process, Snapshot, Thread
 from hangscope.model.waits import SYSCALLS, KernelWaits, WaitEdge
@@ -66,15 +67,43 @@ def object_edges(snap: Snapshot) -> list[WaitEdge]:
                 if target is None or idle_producer(target, going):
                     continue
                 seen.add(pid)
-                edges.append(WaitEdge(
+                runs = _running(target, _submitted(proc))
+                edges.extend(WaitEdge(
                     proc.pid, proc.working_tid, "object",
                     f"a result of {wait.producer_word} {producer} (object {object_hex[:16]}…)",
                     f"py-spy --locals: its {wait.frame[0]} waits for that object; the object's "
                     f"id names the {wait.producer_word} whose task returns it, and {source} "
-                    f"says PID {pid} hosts that {wait.producer_word}, which runs one task at "
-                    "a time", pid, target.working_tid))
+                    f"says PID {pid} hosts that {wait.producer_word}"
+                    + (f", whose thread {t.name or t.tid} runs {method}, the method its line "
+                       "submitted" if t is not None else ", which runs one task at a time"),
+                    pid, t.tid if t is not None else target.working_tid, probable=len(runs) > 1)
+                    for method, t in (runs or [(None, None)]))
                 break
     return edges
+
+
+def _submitted(proc: Process) -> tuple[str, ...]:
+    """The methods the waiter's own line submitted through a handle (``Frame.submits``)."""
+    thread = proc.working_thread
+    return next((f.submits for f in thread.frames if f.submits), ()) if thread else ()
+
+
+def _running(target: Process, methods: tuple[str, ...]) -> list[tuple[str, Thread]]:
+    """(method, thread) of each thread of a threaded producer inside one of ``methods``, under
+    the framework's method frame (a pool thread running that call); none in a producer that
+    runs its calls on its working thread alone."""
+    if not methods:
+        return []
+    found = []
+    for t in target.threads:
+        python = [f for f in t.frames if not f.native]
+        if not any(runs_method(f.name, f.file) for f in python):
+            continue
+        method = next((m for f in python for m in methods
+                       if f.name.rsplit(".", 1)[-1] == m), None)
+        if method is not None:
+            found.append((method, t))
+    return found
 
 
 def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:

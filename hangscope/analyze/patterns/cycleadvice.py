@@ -147,6 +147,11 @@ _LOCK_ACROSS_COLLECTIVE = (
     "each rank's call waits for a thread of the other rank that waits for the lock. Never "
     "hold a lock across a collective (copy what it guards, release it, then call the "
     "collective), or make the collectives from one thread, in the same order on every rank")
+_LOCK_ACROSS_CALL = (
+    "a thread holds a lock while it waits for another process's work, and that work calls back "
+    "into its process, where the call waits for the same lock (more concurrency does not help). "
+    "Release the lock before the wait (stage what it guards under it, then wait), or hand the "
+    "other process what it needs instead of having it call back")
 _STOP_FIRST = ("{child} waits for what {parent} writes to it (its job queue or pipe) while "
                "{parent} waits for it to exit: tell it to stop before waiting (a sentinel on "
                "its queue, or close the write end), and wait with a timeout, then kill()")
@@ -196,6 +201,8 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
         return k
     if "collective" in kinds and "py_lock" in kinds:
         return _LOCK_ACROSS_COLLECTIVE
+    if "py_lock" in kinds and "object" in kinds:
+        return _LOCK_ACROSS_CALL
     if (k := joins_before_draining(g, ring)) is not None:
         edge = g.edges[ring[k]]
         assert edge.to_pid is not None

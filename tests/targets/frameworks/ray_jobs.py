@@ -64,6 +64,12 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 ``__init__`` returns (ray-project/ray#7379, ray#783; blind round 33's 03).
 - ``init_slow`` the twin: the loader computes its table for an hour; the constructor waits
                 for work being done (healthy: progressing).
+- ``publish_locked`` a threaded actor (``max_concurrency=4``) publishes weights under its lock
+                and, still holding it, ``ray.get``s each replica's sync, which pulls its
+                shard back from the store: the store's ``get_shard`` waits for the lock on
+                another of its threads (verl#7423; blind round 36's 06).
+- ``publish_staged`` the twin: the store stages the version under the lock, releases it, then
+                waits for the syncs; version after version (progressing).
 - ``generator_held`` a streaming generator task (``num_returns="streaming"``) with
                 backpressure (``_generator_backpressure_num_objects=2``) reads shards; the
                 driver first waits for it to finish (``ray.get(gen.completed())``) and only
@@ -230,6 +236,43 @@ class WeightStore:
             ready(self.ready_file, "store")
             self.changed.wait_for(lambda: self.version >= version)
             return self.version
+
+
+class ShardStore:
+    """The trainer's weights, in shards the rollout replicas pull (a threaded actor)."""
+
+    def __init__(self, ready_file: str) -> None:
+        self.ready_file = ready_file
+        self._lock = threading.Lock()
+        self.version, self.shards = 0, {}
+
+    def publish(self, replicas: list, staged: bool) -> int:
+        import ray
+
+        with self._lock:  # readers never see a half-published version
+            self.version += 1
+            self.shards = {i: [self.version] * 64 for i in range(4)}
+            if not staged:
+                ready(self.ready_file, "store")
+                ray.get([r.sync.remote(self.version) for r in replicas])
+        if staged:
+            ray.get([r.sync.remote(self.version) for r in replicas])
+        return self.version
+
+    def get_shard(self, index: int) -> list[int]:
+        with self._lock:
+            return self.shards[index]
+
+
+class Replica:
+    def __init__(self, store: object) -> None:
+        self.store = store
+
+    def sync(self, version: int) -> int:
+        import ray
+
+        shards = ray.get([self.store.get_shard.remote(i) for i in range(4)])  # type: ignore[attr-defined]
+        return sum(len(s) for s in shards)
 
 
 class FeatureTable:
@@ -446,6 +489,15 @@ def main() -> None:
         ready(ready_file, "driver")
         ray.get(table.configure.remote({"rows": 1000}))  # init_waits: never; slow: in an hour
         return
+    if mode in ("publish_locked", "publish_staged"):
+        store = ray.remote(max_concurrency=4)(ShardStore).remote(ready_file)  # type: ignore[call-overload]
+        replicas = [ray.remote(num_cpus=0)(Replica).remote(store)  # type: ignore[call-overload]
+                    for _ in range(2)]
+        staged = mode == "publish_staged"
+        ray.get(store.publish.remote(replicas, True))  # the first version, staged
+        ready(ready_file, "driver")
+        while True:  # publish_locked: the second never returns
+            ray.get(store.publish.remote(replicas, staged))
     if mode in ("generator_held", "generator_read"):
         reader = ray.remote(num_returns="streaming",  # type: ignore[call-overload]
                             _generator_backpressure_num_objects=UNCONSUMED_MAX)(read_shards)
