@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from hangscope.analyze.evidence.identity import replica_key
 from hangscope.analyze.evidence.signatures import is_p2p
+from hangscope.analyze.graph.stackindex import index_of
 from hangscope.frameworks import in_task_loop
 from hangscope.frameworks.torch_distributed import GLOO_THREADS
-from hangscope.model import Category, Process, Role, Snapshot, category_of
+from hangscope.model import Category, Process, Role, Snapshot, Thread, category_of
 from hangscope.model.waits import WaitEdge
 from hangscope.words import verb, who
 
@@ -55,39 +56,60 @@ def collective_edges(snap: Snapshot) -> list[WaitEdge]:
     return [*edges, *thread_edges(snap, edges)]
 
 
+#: The peers' threads one collective thread gets edges to: a cycle needs one, and a job of
+#: 131,072 ranks split in two would otherwise get one edge per pair of ranks.
+PEER_EDGES_MAX = 4
+
+
 def thread_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
     """A rank's thread in a group-wide collective waits for the same thread of each other rank
     of its replica (the program's thread of that name: the one that makes that call there)
     where that thread waits elsewhere (a lock, a queue): a snapshot thread in ``all_gather`` on
     its own group waits for the peer's snapshot thread, not for the peer's main thread in
-    another collective. Edges ``known`` already holds (between working threads) are not
-    repeated."""
-    ranks: dict[tuple[tuple[str, int], ...], list[Process]] = {}
+    another collective. One side of each pair is not its rank's working thread (pairs of
+    working threads are :func:`collective_edges`'); at most ``PEER_EDGES_MAX`` peers each."""
+    # Asked of the distinct sets of stacks first (a handful at 131,072 ranks): some rank must
+    # have a Python thread in a collective beside a Python thread waiting elsewhere.
+    if not any(_mixed(procs[0]) for _, procs in index_of(snap.processes).groups()):
+        return []
+    collective: dict[tuple[tuple[str, int], ...], list[tuple[Process, Thread]]] = {}
+    elsewhere: dict[tuple[tuple[tuple[str, int], ...], str], list[tuple[Process, Thread]]] = {}
     for proc in snap.processes:
-        if proc.role is Role.RANK and not proc.is_exited and any(
-                t.category is Category.COLLECTIVE for t in proc.threads):
-            ranks.setdefault(replica_key(proc), []).append(proc)
+        if proc.role is not Role.RANK or proc.is_exited:
+            continue
+        for thread in proc.threads:
+            if not thread.python or thread.name is None:
+                continue
+            if thread.category is Category.COLLECTIVE and not is_p2p(thread.op):
+                collective.setdefault(replica_key(proc), []).append((proc, thread))
+            elif thread.category in _ELSEWHERE:
+                elsewhere.setdefault((replica_key(proc), thread.name), []).append(
+                    (proc, thread))
     seen = {(e.pid, e.tid, e.to_pid, e.to_tid) for e in known}
     edges: list[WaitEdge] = []
-    for members in ranks.values():
-        for proc in members:
-            for thread in proc.threads:
-                if thread.category is not Category.COLLECTIVE or is_p2p(thread.op) \
-                        or thread.name is None:
-                    continue
-                op = thread.op or "a collective"
-                for other in members:
-                    peer = next((t for t in other.threads if t.name == thread.name), None)
-                    if other is proc or peer is None or peer.category not in _ELSEWHERE or (
-                            proc.pid, thread.tid, other.pid, peer.tid) in seen:
-                        continue
-                    edges.append(WaitEdge(
-                        proc.pid, thread.tid, "collective",
-                        f"{op} (rank {_rank(other)}'s thread {thread.name} has not called it)",
-                        "a collective returns only once every rank of its group calls it; the "
-                        "same thread of the program makes the call on each rank, and on that "
-                        "rank it waits elsewhere", other.pid, peer.tid, probable=True))
+    for replica, members in collective.items():
+        for proc, thread in members:
+            op = thread.op or "a collective"
+            working = thread.tid == proc.working_tid
+            peers = [(other, peer) for other, peer in elsewhere.get((replica, thread.name), ())
+                     if other is not proc and not (working and peer.tid == other.working_tid)
+                     and (proc.pid, thread.tid, other.pid, peer.tid) not in seen]
+            edges.extend(WaitEdge(
+                proc.pid, thread.tid, "collective",
+                f"{op} (rank {_rank(other)}'s thread {thread.name} has not called it)",
+                "a collective returns only once every rank of its group calls it; the same "
+                "thread of the program makes the call on each rank, and on that rank it waits "
+                "elsewhere", other.pid, peer.tid, probable=True)
+                for other, peer in peers[:PEER_EDGES_MAX])
     return edges
+
+
+def _mixed(proc: Process) -> bool:
+    """A rank with a Python thread in a collective and another waiting elsewhere."""
+    if proc.role is not Role.RANK:
+        return False
+    kinds = {t.category for t in proc.threads if t.python}
+    return Category.COLLECTIVE in kinds and bool(kinds & _ELSEWHERE)
 
 
 def _rank(proc: Process) -> str:
