@@ -312,9 +312,12 @@ def consumer_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
     for e in known:
         if e.kind == "object" and e.to_pid is not None and e.to_pid != e.pid:
             waiters.setdefault(e.to_pid, []).append(e)
+    if not waiters:
+        return []
+    procs = {p.pid: p for p in snap.processes}
     edges: list[WaitEdge] = []
     for pid, waiting in waiters.items():
-        proc = next((p for p in snap.processes if p.pid == pid), None)
+        proc = procs.get(pid)
         thread = proc.working_thread if proc is not None and not proc.is_exited else None
         wait = paused_producer(thread)
         if proc is None or thread is None or wait is None:
