@@ -17,7 +17,7 @@ from hangscope.analyze.evidence.facts import BUSY
 from hangscope.analyze.evidence.flightrec.rank_evidence import with_collective_ranks
 from hangscope.analyze.evidence.progress import merge_progress, progress_of
 from hangscope.analyze.evidence.progress_hints import hints_of
-from hangscope.frameworks import in_task_loop
+from hangscope.analyze.graph.objectedges import in_task_loop_now
 from hangscope.frameworks.torch_distributed import rpc_handler
 from hangscope.model import Category, Process, Readings, Snapshot
 from hangscope.model.nccl import CollectiveEvidence
@@ -67,16 +67,10 @@ def _busy_workers(processes: Sequence[Process]) -> dict[int, int]:
         working = proc.working_thread
         if working is not None and working.tid != proc.pid and (
                 working.category in BUSY or rpc_handler(working.frames)
-                or (working.category is Category.SLEEP and _main_between_tasks(proc))):
+                or (working.category is Category.SLEEP and in_task_loop_now(
+                    next((t for t in proc.threads if t.tid == proc.pid), None)))):
             out[proc.pid] = working.tid
     return out
-
-
-def _main_between_tasks(proc: Process) -> bool:
-    """The main thread's innermost Python frame is its framework's loop for the next task."""
-    main = next((t for t in proc.threads if t.tid == proc.pid), None)
-    frame = next((f for f in main.frames if not f.native), None) if main is not None else None
-    return frame is not None and in_task_loop(frame.name, frame.file)
 
 
 def _placed_ranks(snap: Snapshot) -> Snapshot:

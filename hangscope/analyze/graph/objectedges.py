@@ -272,10 +272,15 @@ def idle_producer(proc: Process, going: frozenset[int]) -> bool:
 
 
 def between_tasks(proc: Process) -> bool:
-    """The producer's process runs no task: its working thread's innermost Python frame is
-    the framework's loop for the next one, and no native frame inside that loop runs one (a
-    generator task's Python frame is suspended between its yields: ``running_native``)."""
-    thread = proc.working_thread
+    """The producer's process runs no task: its working thread is in the framework's loop
+    for the next one (:func:`in_task_loop_now`)."""
+    return in_task_loop_now(proc.working_thread)
+
+
+def in_task_loop_now(thread: Thread | None) -> bool:
+    """The thread's innermost Python frame is the framework's loop for the next task, and no
+    native frame inside that loop runs one (a generator task's Python frame is suspended
+    between its yields: ``running_native``)."""
     if thread is None:
         return False
     inner = []
