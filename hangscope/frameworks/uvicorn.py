@@ -7,6 +7,14 @@ from __future__ import annotations
 
 from hangscope.frameworks import Framework
 
+#: Why a worker a server forked while it served keeps running after terminate(): uvicorn
+#: installs its SIGTERM handler for as long as it serves (Server.capture_signals), and a child
+#: forked then inherits it, which only sets a flag in the child's copy of the server
+#: (Kludex/uvicorn#2289; gunicorn's workers alike).
+INHERITED_SIGTERM = ("a handler inherited through fork from a parent that catches SIGTERM "
+                     "while it serves (uvicorn's, gunicorn's) only sets a flag in the child's "
+                     "copy of the parent")
+
 FRAMEWORK = Framework(
     name="uvicorn",
     server_loop_files=("uvicorn/", "aiohttp/", "tornado/", "gunicorn/"),

@@ -12,6 +12,7 @@ from hangscope.analyze.graph.threadedges import at_loop_head, own_frame
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.graph.zmqedges import OWED_HOW, receive_edge
 from hangscope.frameworks.grpc import PLUGIN_CYCLE
+from hangscope.frameworks.uvicorn import INHERITED_SIGTERM
 from hangscope.words import who
 
 _ADVICE = {
@@ -96,7 +97,7 @@ _DRAIN = ("{parent} waits for its child {child} to exit before it takes what the
 def first_cause(g: Graph, ring: list[int]) -> list[int]:
     """``ring`` turned to start at the member whose own act holds it: the one blocked in its
     program's own call, the worker whose reply sits in its stdout buffer, the parent that
-    joins a child before draining its queue."""
+    joins a child before draining its queue, the child that SIGTERM did not end."""
     for find in (own_call, buffered_reply, joins_before_draining, _term_kept):
         if (k := find(g, ring)) is not None:
             ring = ring[k:] + ring[:k]
@@ -156,10 +157,8 @@ _STOP_FIRST = ("{child} waits for what {parent} writes to it (its job queue or p
                "{parent} waits for it to exit: tell it to stop before waiting (a sentinel on "
                "its queue, or close the write end), and wait with a timeout, then kill()")
 _CAUGHT = ("{child} catches SIGTERM (a handler: SigCgt in /proc status), so terminate() does "
-           "not end it: a handler inherited through fork from a parent that catches SIGTERM "
-           "while it serves (uvicorn's, gunicorn's) only sets a flag in the child's copy of "
-           "the parent. Restore the default in the child (signal.signal(SIGTERM, SIG_DFL)) or "
-           "start it with the spawn context; ")
+           f"not end it: {INHERITED_SIGTERM}. Restore the default in the child "
+           "(signal.signal(SIGTERM, SIG_DFL)) or start it with the spawn context; ")
 _IGNORED = ("{child} ignores SIGTERM (SIG_IGN, inherited through fork), so terminate() does "
             "not end it: restore the default in the child (signal.signal(SIGTERM, SIG_DFL)); ")
 
