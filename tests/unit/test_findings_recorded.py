@@ -131,3 +131,24 @@ def test_paging_on_a_machine_without_swap_does_not_blame_swap() -> None:
         assert said in message
         if swap_total == 0:
             assert "swap or disk" not in message
+
+
+def test_a_compiler_started_during_the_dump_has_no_negative_age() -> None:
+    """The recorded triton job with its compiler started 40 ms after the snapshot's stamp (a
+    ptxas spawned while the dump ran, or within its start time's clock tick): age 0, never
+    negative (a real run read -0.04 s)."""
+    from dataclasses import replace
+    from datetime import datetime
+
+    from support import fixture_path
+
+    from hangscope.analyze import analyze
+    from hangscope.model.serialize import load
+
+    raw = load(fixture_path("triton"))
+    stamp = datetime.fromisoformat(raw.created).timestamp()
+    late = tuple(replace(p, create_time=stamp + 0.04) if p.pid == 728 else p
+                 for p in raw.processes)
+    snap = analyze(replace(raw, processes=late))
+    found = next(f for f in snap.findings if f.id == "compile.running")
+    assert found.evidence["age_s"] == 0.0, found.evidence

@@ -213,7 +213,10 @@ def check_compilers(snap: Snapshot) -> Iterable[Finding]:
     now = _created(snap)
 
     def age(proc: Process) -> float | None:
-        return now - proc.create_time if now is not None and proc.create_time else None
+        # (a compiler started during the dump, after its stamp, or within the start time's
+        # tick of it: no negative age)
+        return max(0.0, now - proc.create_time) if now is not None and proc.create_time \
+            else None
 
     found = census_of(snap)  # live compilers, busy compile workers
     compilers, workers = found.compilers, found.workers
@@ -307,10 +310,10 @@ def check_ages(snap: Snapshot) -> Iterable[Finding]:
         # "its launcher, PID 10"; "rank 0, PID 12"; a plain process is named by its PID once.
         what = ("its launcher" if first.role is Role.LAUNCHER else who(first)).split(" (")[0]
         named = what if what == f"PID {first.pid}" else f"{what}, PID {first.pid}"
+        seconds = max(0.0, now - (first.create_time or now))  # (started during the dump)
         yield Finding("age.job", Severity.INFO,
-                      f"The job started {duration(now - (first.create_time or now))} before this "
-                      f"dump ({named}).",
-                      {"age_s": round(now - (first.create_time or now), 1), "pid": first.pid})
+                      f"The job started {duration(seconds)} before this dump ({named}).",
+                      {"age_s": round(seconds, 1), "pid": first.pid})
     if snap.samples < 2:
         return
     sampled, moved = sampled_and_moved(snap.subjects)
