@@ -56,6 +56,8 @@ def collective_edges(snap: Snapshot) -> list[WaitEdge]:
     return [*edges, *thread_edges(snap, edges)]
 
 
+#: How a peer-thread edge's object names the thread (analyze/graph/waitwalk.py words its hop).
+PEER_THREAD = "'s thread "
 #: The peers' threads one collective thread gets edges to: a cycle needs one, and a job of
 #: 131,072 ranks split in two would otherwise get one edge per pair of ranks.
 PEER_EDGES_MAX = 4
@@ -96,7 +98,7 @@ def thread_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:
                      and (proc.pid, thread.tid, other.pid, peer.tid) not in seen]
             edges.extend(WaitEdge(
                 proc.pid, thread.tid, "collective",
-                f"{op} (rank {_rank(other)}'s thread {thread.name} has not called it)",
+                f"{op} (rank {_rank(other)}{PEER_THREAD}{thread.name} has not called it)",
                 "a collective returns only once every rank of its group calls it; the same "
                 "thread of the program makes the call on each rank, and on that rank it waits "
                 "elsewhere", other.pid, peer.tid, probable=True)

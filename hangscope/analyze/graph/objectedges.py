@@ -67,7 +67,7 @@ def object_edges(snap: Snapshot) -> list[WaitEdge]:
                 if target is None or idle_producer(target, going):
                     continue
                 seen.add(pid)
-                runs = _running(target, _submitted(proc))
+                runs = _running(target, submitted(proc.working_thread))
                 edges.extend(WaitEdge(
                     proc.pid, proc.working_tid, "object",
                     f"a result of {wait.producer_word} {producer} (object {object_hex[:16]}…)",
@@ -82,9 +82,9 @@ def object_edges(snap: Snapshot) -> list[WaitEdge]:
     return edges
 
 
-def _submitted(proc: Process) -> tuple[str, ...]:
-    """The methods the waiter's own line submitted through a handle (``Frame.submits``)."""
-    thread = proc.working_thread
+def submitted(thread: Thread | None) -> tuple[str, ...]:
+    """The methods the thread's innermost program line that submits any submitted through a
+    handle (``Frame.submits``)."""
     return next((f.submits for f in thread.frames if f.submits), ()) if thread else ()
 
 

@@ -12,6 +12,7 @@ from functools import cached_property
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.store_key import store_op
+from hangscope.analyze.graph.collectiveedges import PEER_THREAD
 from hangscope.analyze.graph.liveness import busy
 from hangscope.analyze.graph.loopedges import TASK_OF
 from hangscope.analyze.graph.owedreply import OWES_REPLY
@@ -282,7 +283,7 @@ def hop(g: Graph, i: int, together: Sequence[int] = ()) -> str:
                 "reads")
     if edge.kind == "collective":
         op = edge.object.split(" (")[0]
-        if "'s thread " in edge.object:  # (collectiveedges.thread_edges) the peer's same thread
+        if PEER_THREAD in edge.object:  # (collectiveedges.thread_edges) the peer's same thread
             peer = g.threads.get((edge.to_pid or 0, edge.to_tid or 0))
             peer_words = thread_words(target, peer) if target is not None else them
             return (f"{me} waits in {op}{site} for {peer_words}, which makes that call on "

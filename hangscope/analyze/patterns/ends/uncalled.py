@@ -32,7 +32,12 @@ from collections.abc import Iterator
 from hangscope.analyze.evidence.facts import blocked
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.working import progressing_pids
-from hangscope.analyze.graph.objectedges import awaiting_call, between_tasks, callers
+from hangscope.analyze.graph.objectedges import (
+    awaiting_call,
+    between_tasks,
+    callers,
+    submitted,
+)
 from hangscope.analyze.graph.threadedges import own_frame
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.frameworks import OBJECT_WAITS, ObjectWait, does_work
@@ -53,7 +58,7 @@ def constructing(g: Graph) -> WaitPattern | None:
             continue  # (a constructor that computes, loading weights: slow, not this)
         wait, actor, ctor = found
         thread = next((t for t in waiter.threads if t.tid == edge.tid), None)
-        asked = " and ".join(_submitted(thread))
+        asked = " and ".join(submitted(thread))
         others = [t for t in host.threads if t.tid != ctor.tid and t.python and not t.helper
                   and blocked(t) and own_frame(t) is not None]
         also = "".join(f"; its thread {t.name or t.tid} waits{site_words(t)}"
@@ -115,15 +120,10 @@ def _awaited(g: Graph) -> Iterator[Awaited]:
         yield i, waiter, thread, host, *found
 
 
-def _submitted(thread: Thread | None) -> tuple[str, ...]:
-    """The methods the thread's innermost program line that submits any submitted."""
-    return next((f.submits for f in thread.frames if f.submits), ()) if thread else ()
-
-
 def _queued(i: int, waiter: Process, thread: Thread | None, host: Process, wait: ObjectWait,
             running: str) -> WaitPattern | None:
     """A waiter whose own line submitted a method other than the producer's in flight."""
-    asked = _submitted(thread)
+    asked = submitted(thread)
     if not wait.queued or not asked or running in asked:
         return None
     methods = " and ".join(asked)
