@@ -203,7 +203,8 @@ def settled(kernel: KernelWaits, procs: Sequence[Process]) -> KernelWaits:
                 # No stack to compare (a native server's thread, which py-spy cannot read):
                 # one the dump saw asleep but the read caught running woke for a moment (a
                 # redis-server's 100 ms timer); its next blocked syscall is where it waits.
-                if not thread.python and call is None and thread.state in ("S", "D"):
+                if not thread.python and call is None and (
+                        thread.state in ("S", "D") or _native_loop(proc, thread)):
                     wanted[(proc.pid, thread.tid)] = None
                 continue
             agrees = makes | restart
@@ -243,6 +244,17 @@ def settled(kernel: KernelWaits, procs: Sequence[Process]) -> KernelWaits:
     return replace(kernel, processes=processes,
                    unix_peers=(*kernel.unix_peers, *read_unix_peers(new)),
                    tcp=(*kernel.tcp, *read_tcp_connections(new)))
+
+
+def _native_loop(proc: Process, thread: Thread) -> bool:
+    """``thread`` is the main thread of a program without Python that listens (a redis-server,
+    an nginx): its event loop. Seen running by the dump's read of its state, it is read again
+    too: a loaded machine keeps such a loop runnable for milliseconds after each timer tick,
+    and calm needs its wait over its listening socket (CI, 2026-12-07: a redis-server caught
+    runnable by the round, its syscall never read, its idle queue worker called progressing).
+    A program's busy native thread keeps its first read: only a listener's loop is asked."""
+    return (thread.tid == proc.pid and bool(proc.listening)
+            and not any(t.python for t in proc.threads))
 
 
 def _joined(first: tuple[FdRecord, ...], again: tuple[FdRecord, ...]) -> tuple[FdRecord, ...]:

@@ -4,17 +4,20 @@ with the dump's stack, kept where it agrees, and bounded where the thread never 
 from __future__ import annotations
 
 import platform
+import shutil
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from hangscope.collect import waits as settle
 from hangscope.collect.procfs import read_kernel_waits
-from hangscope.model import Frame, Process, Thread
+from hangscope.model import Frame, Process, Socket, Thread
 from hangscope.model.waits import TaskSyscall
 
 
@@ -110,3 +113,53 @@ def test_given_a_native_thread_dumped_running_then_its_read_stands(native_sleepe
     kernel = read_kernel_waits([native_sleeper])
     running = replace(kernel, processes=(replace(kernel.processes[0], syscalls=()),))
     assert settle.settled(running, [_native(native_sleeper, "R")]) is running
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[int]:
+    """A real redis-server on a free port, idle in its event loop (epoll over its listening
+    socket); its PID once the kernel shows its main thread in that wait."""
+    if shutil.which("redis-server") is None:
+        pytest.fail("redis-server is not installed: apt-get install redis-server")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    epoll = settle._MAKES[platform.machine()]["epoll_wait"]
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            mine = read_kernel_waits([proc.pid]).process(proc.pid)
+            call = mine.syscall(proc.pid) if mine is not None else None
+            if call is not None and call.nr in epoll and any(
+                    r.target.startswith("socket:") for r in mine.fds):
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("redis-server never waited in its event loop")
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_given_a_native_servers_loop_dumped_running_then_it_is_read_again(
+        redis_server: int) -> None:
+    # Its loop runnable at the round's read of its state (a loaded machine queues it for
+    # milliseconds after each 100 ms tick), its syscall unread: calm must still see it wait
+    # in epoll over its listening socket (CI, 2026-12-07).
+    kernel = read_kernel_waits([redis_server])
+    mine = kernel.process(redis_server)
+    assert mine is not None
+    running = replace(kernel, processes=(replace(mine, syscalls=tuple(
+        s for s in mine.syscalls if s.tid != redis_server)),))
+    listener = Socket(kind="tcp", address="127.0.0.1", port=6379, inode=1)
+    proc = Process(pid=redis_server, listening=(listener,), threads=(
+        Thread(tid=redis_server, name="redis-server", state="R", python=False),))
+    again = settle.settled(running, [proc])
+    call = again.process(redis_server).syscall(redis_server)
+    assert call is not None and call.nr in settle._MAKES[platform.machine()]["epoll_wait"]
+    assert call.watched, call  # the fds its epoll waits on: what calm reads
