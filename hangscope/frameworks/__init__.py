@@ -112,6 +112,10 @@ class ObjectWait:
     #: Why a submitted method waits behind the one in flight, which awaits, and what to do:
     #: said where a waiter's own line submitted a method other than the one in flight.
     queued: str = ""
+    #: Why a submitted method waits behind one in flight whose own line loops (a poll loop
+    #: written as a method), and what to do: said where that method runs on the producer's
+    #: only thread.
+    looping: str = ""
     #: The producer's constructor (a method name, ``__init__``) that must return before any of
     #: its other methods runs, and why a method called on one still in it waits, and what to
     #: do: said where a waiter's object comes from a producer whose constructor is blocked.

@@ -86,6 +86,14 @@ OBJECT_WAIT = ObjectWait(
             "that call needs, and the later call waits in the actor's queue for ever: give "
             "the actor more concurrency (max_concurrency=...) or put the waiting method and "
             "the one that ends its wait in different concurrency groups (concurrency_groups)"),
+    # Ray's "Using asyncio to run actor methods concurrently" (ray#20475): a plain actor runs
+    # its calls one at a time, in order, so a method that loops (a long poll) holds them all.
+    looping=("a plain actor runs its method calls one at a time, in the order they came, so a "
+             "method that loops (a poll loop written as a method) holds every later call in "
+             "the actor's queue until it returns, whatever the loop does. Run the loop on a "
+             "thread of its own inside the actor, or make the actor threaded "
+             "(max_concurrency=2 or more) or async (async def methods) so that the other "
+             "calls run beside it; or make the loop return"),
     # ray#7379, ray#783: an actor's methods are queued until its creation task (__init__)
     # has returned; a constructor that waits for one of its own methods waits for ever.
     constructor="__init__",

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from support import RAY_GROUP, dump_json
-from test_ray import _ray, _waiting_on
+from support import RAY_GROUP, Target, dump_json, poll
+from test_ray import _in_ray_get, _ray, _waiting_on
 
 pytestmark = [pytest.mark.frameworks, pytest.mark.xdist_group(RAY_GROUP)]
 
@@ -63,3 +64,30 @@ def test_a_threaded_actor_that_releases_its_lock_before_the_get_progresses(
     with _ray("publish_staged", tmp_path, ["driver"]) as job:
         verdict = json.loads(dump_json(job.launcher))["verdict"]
     assert verdict["kind"] == "progressing", verdict
+
+
+def _queued(mode: str, tmp_path: Path) -> tuple[dict[str, Any], Target]:
+    with _ray(mode, tmp_path, ["runner", "driver"]) as job:
+        poll(lambda: _in_ray_get(job.launcher), f"PID {job.launcher} inside ray.get", 60)
+        data = json.loads(dump_json(job.launcher))
+    return data["verdict"], job
+
+
+def test_a_call_queued_behind_an_actor_method_that_loops_names_the_actor(
+        tmp_path: Path) -> None:
+    """ray#20475 (blind round 37's 02, which read "progressing": the loop's actors work): the
+    driver's call waits in the actor's queue behind run, a while loop that never returns."""
+    verdict, job = _queued("poll_loop", tmp_path)
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [job.pids["runner"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith("A call queued behind a method that loops"), summary
+    assert "to run executed, which it submitted, queued behind run" in summary, summary
+    assert "stands in a while loop" in summary and "TaskRunner.run (ray_jobs.py:" in summary
+    assert "make the actor threaded" in summary, summary
+
+
+def test_a_call_queued_behind_a_batch_that_ends_waits_for_work(tmp_path: Path) -> None:
+    verdict, _ = _queued("batch_loop", tmp_path)
+    assert verdict["kind"] == "progressing", verdict
+    assert "queued" not in verdict["summary"], verdict

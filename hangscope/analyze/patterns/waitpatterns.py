@@ -75,7 +75,7 @@ from hangscope.analyze.patterns.ends.signalmasks import signal_wait
 from hangscope.analyze.patterns.ends.signalwaits import gone_signal
 from hangscope.analyze.patterns.ends.stoppedends import stopped_end, stopped_words
 from hangscope.analyze.patterns.ends.unaccepted import unaccepted, unaccepted_words
-from hangscope.analyze.patterns.ends.uncalled import constructing, uncalled
+from hangscope.analyze.patterns.ends.uncalled import behind_loop, constructing, uncalled
 from hangscope.analyze.patterns.ends.unconnected import unconnected_call, unconnected_zmq
 from hangscope.analyze.patterns.ends.zmqends import owes_nothing, unowed_receive, unpeered_receive
 from hangscope.analyze.patterns.gilpatterns import gil_native_wait, gil_ring
@@ -374,11 +374,11 @@ PATTERNS = (self_connect, self_call, pool_cycle, rpc_pools, tty_stopped, own_end
             behind_sibling, _cycle, _lock_cycle, shared_connection, gil_native_wait, self_lock,
             callback_wait, lock_upgrade, self_wait, barrier_short, leaked_permits, nested_checkout,
             starved_pool, orphan_manager_lock, fork_notifier, signal_wait, orphan_wait, own_pool,
-            stale_holder, constructing, full_queue, lost_wakeup, gone_signal, unwoken_loop,
-            event_loop, loop_sync_wait, fork_lock, lost_result, idle_executor, pool_saturated,
-            pending_tasks, unserved_call, uncalled, prompt, unconnected_call, lost_reply, fifo_open,
-            crash_loop, dead_thread, dead_process, _sink, unowed_receive, unpeered_receive,
-            forked_context, overbooked_pool)
+            stale_holder, constructing, behind_loop, full_queue, lost_wakeup, gone_signal,
+            unwoken_loop, event_loop, loop_sync_wait, fork_lock, lost_result, idle_executor,
+            pool_saturated, pending_tasks, unserved_call, uncalled, prompt, unconnected_call,
+            lost_reply, fifo_open, crash_loop, dead_thread, dead_process, _sink, unowed_receive,
+            unpeered_receive, forked_context, overbooked_pool)
 
 
 def wait_graph(snap: Snapshot) -> WaitGraph:

@@ -38,6 +38,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "uncalled": "A call nobody makes",
          "queued_call": "A call queued behind its own wait",
          "queued_init": "A call queued behind a constructor that never returns",
+         "queued_loop": "A call queued behind a method that loops",
          "unconnected_call": "A call connected to no server",
          "unconnected_zmq": "A zmq socket connected to nothing",
          "dead_thread": "A thread died", "crash_loop": "Crash loop",
@@ -107,6 +108,11 @@ def _fed(graph: WaitGraph, going: frozenset[int]) -> set[int]:
             and receive_edge(e)}
 
 
+#: Patterns whose suspect may work the whole window: a producer busy in a method that loops
+#: holds the call queued behind it however much it does.
+_WORKS_ANYWAY = frozenset({"queued_loop"})
+
+
 def _verdict(facts: Facts, kinds: tuple[str, ...],
              edge_kinds: frozenset[str] | None = None) -> Verdict | None:
     graph = facts.snapshot.wait_graph
@@ -118,7 +124,10 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
     moving = ({pid for _, pid in facts.moving} | going | _fed(graph, going)
               | in_traffic(facts.snapshot, going))
     for pattern in graph.patterns:
-        if pattern.kind not in kinds or moving.intersection(pattern.members):
+        # (a suspect that works by design: its work is no progress of the call queued on it)
+        members = [pid for pid in pattern.members
+                   if pattern.kind not in _WORKS_ANYWAY or pid != pattern.suspect]
+        if pattern.kind not in kinds or moving.intersection(members):
             continue
         if edge_kinds is not None and edge_kinds.isdisjoint(
                 graph.edges[i].kind for i in pattern.edges):
@@ -175,7 +184,7 @@ def wait_shape(facts: Facts) -> Verdict | None:
                             "lost_wakeup", "event_loop", "loop_sync_wait", "lost_result",
                             "pool_saturated", "overbooked_pool",
                             "pool_starved", "pending_tasks", "unserved_call", "queued_call",
-                            "queued_init", "uncalled", "prompt", "unconnected_call",
+                            "queued_init", "queued_loop", "uncalled", "prompt", "unconnected_call",
                             "lost_reply",
                             "fifo_open", "dead_holder", "dead_peer", "forked_context",
                             "signal_blocked", "signal_ignored"))

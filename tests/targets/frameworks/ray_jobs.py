@@ -70,6 +70,13 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 another of its threads (verl#7423; blind round 36's 06).
 - ``publish_staged`` the twin: the store stages the version under the lock, releases it, then
                 waits for the syncs; version after version (progressing).
+- ``poll_loop`` a plain actor's ``run`` method is a poll loop (``while True:`` a ``ray.get``
+                of the next task from a feed actor, then run it); the driver asks the same
+                actor how many it ran: Ray runs a plain actor's calls one at a time, so the
+                question waits behind ``run`` for ever (Ray's "Using asyncio to run actor
+                methods concurrently"; ray-project/ray#20475; blind round 37's 02).
+- ``batch_loop`` the twin: ``run`` is a ``for`` over a batch that ends (a million tasks):
+                the question waits for work being done (healthy: progressing).
 - ``generator_held`` a streaming generator task (``num_returns="streaming"``) with
                 backpressure (``_generator_backpressure_num_objects=2``) reads shards; the
                 driver first waits for it to finish (``ray.get(gen.completed())``) and only
@@ -380,6 +387,44 @@ def consume_first(queue: object, ready_file: str) -> int:
     return total
 
 
+class TaskFeed:
+    """Hands out the next task after a long poll's wait (a task store)."""
+
+    def __init__(self) -> None:
+        self.served = 0
+
+    def next_task(self) -> int:
+        time.sleep(0.2)  # the long poll: the next task shows up
+        self.served += 1
+        return self.served
+
+
+class TaskRunner:
+    """A plain actor (one call at a time) whose ``run`` fetches and runs tasks in a loop."""
+
+    def __init__(self, ready_file: str) -> None:
+        self.ready_file = ready_file
+        self.done = 0
+
+    def run(self, feed: object, endless: bool) -> int:
+        import ray
+
+        if endless:
+            while True:  # a poll loop written as a method: it never returns
+                self._execute(ray.get(feed.next_task.remote()))  # type: ignore[attr-defined]
+        for _ in range(1 << 20):  # a batch that ends, after a long while
+            self._execute(ray.get(feed.next_task.remote()))  # type: ignore[attr-defined]
+        return self.done
+
+    def _execute(self, task: int) -> None:
+        self.done += 1
+        if self.done == 3:
+            ready(self.ready_file, "runner")
+
+    def executed(self) -> int:
+        return self.done
+
+
 class StatsTrainer:
     """One member of a ``ray.util.collective`` gloo group; rank 0 also holds the critic."""
 
@@ -511,6 +556,17 @@ def main() -> None:
             if count == UNCONSUMED_MAX:
                 ready(ready_file, "driver")
             time.sleep(0.5)  # each shard's rows handed on, as a trainer's step takes them
+        return
+    if mode in ("poll_loop", "batch_loop"):
+        feed = ray.remote(TaskFeed).remote()  # type: ignore[attr-defined]
+        runner = ray.remote(TaskRunner).remote(ready_file)  # type: ignore[attr-defined]
+        runner.run.remote(feed, mode == "poll_loop")
+        marks = Path(ready_file)
+        while not marks.exists() or not any(line.endswith(" runner")
+                                            for line in marks.read_text().splitlines()):
+            time.sleep(0.05)  # the runner's own ready line (the test's start deadline bounds it)
+        ready(ready_file, "driver")
+        ray.get(runner.executed.remote())  # queued behind run: never / once the batch ends
         return
     if mode in ("rate_limited", "flag_poll"):
         limited = ray.remote(RateLimited).remote()  # type: ignore[attr-defined]

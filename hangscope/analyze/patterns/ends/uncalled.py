@@ -18,6 +18,15 @@ producer's queue behind a method that holds the producer's concurrency and waits
 (linagora/openrag#965: a semaphore actor whose waiting acquires hold every slot, so the
 release never runs). The producer is the suspect.
 
+A call queued behind a method that loops: the waiter's line submitted a method to a producer
+that runs one call at a time (a plain Ray actor, ``max_concurrency=1``), whose one thread runs
+another method (its title names it) whose own line stands in a ``while`` loop (``Frame.
+loop_kind``): a poll loop written as a method (``def run(self): while True: task =
+ray.get(store.next.remote())``). The call waits in the producer's queue until that method
+returns, however busy the loop is: the producer's work (and whatever it waits on) is no
+progress of the call. The producer is the suspect, at its loop (Ray's "Using asyncio to run
+actor methods concurrently": a long-polling method blocks every later call).
+
 A call queued behind a constructor: the producer is still in its constructor (its title names
 ``__init__``), blocked, and the framework runs none of its methods until the constructor
 returns (a Ray actor's ``__init__`` that waits for an Event only its own ``configure`` sets:
@@ -41,7 +50,7 @@ from hangscope.analyze.graph.objectedges import (
 from hangscope.analyze.graph.threadedges import own_frame
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.frameworks import OBJECT_WAITS, ObjectWait, does_work
-from hangscope.model import Process, Thread
+from hangscope.model import SPIN, WHILE, Frame, Process, Thread, in_library
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who, who_list
 
@@ -70,6 +79,53 @@ def constructing(g: Graph) -> WaitPattern | None:
                  + wait.constructing[:1].upper() + wait.constructing[1:])
         return WaitPattern("queued_init", (host.pid, waiter.pid), chain, (i,), host.pid,
                            ctor.tid)
+    return None
+
+
+def behind_loop(g: Graph) -> WaitPattern | None:
+    """A waiter for a method queued behind one that loops (module doc)."""
+    for i, edge in enumerate(g.edges):
+        if edge.kind != "object" or edge.probable or edge.to_pid is None:
+            continue
+        host, waiter = g.procs.get(edge.to_pid), g.procs.get(edge.pid)
+        if host is None or waiter is None or host.is_exited or edge.to_tid != host.working_tid:
+            continue
+        thread = next((t for t in waiter.threads if t.tid == edge.tid), None)
+        asked = submitted(thread)
+        found = _looping_method(host) if asked else None
+        if found is None or found[1] in asked:
+            continue
+        wait, running, frame = found
+        methods = " and ".join(asked)
+        span = (f" (lines {frame.loops[-1][0]}-{frame.loops[-1][1]})" if frame.loops else "")
+        chain = (f"{thread_words(waiter, thread)} waits{site_words(thread)} for {who(host)} "
+                 f"to run {methods}, which it submitted, queued behind {running}: {who(host)} "
+                 f"runs one call at a time, and {running} stands in a while loop{span} at "
+                 f"{frame.name} ({frame.short_file}:{frame.line}): {methods} starts only "
+                 f"once {running} returns, however busy its loop is. " + wait.looping[:1].upper()
+                 + wait.looping[1:])
+        return WaitPattern("queued_loop", (host.pid, waiter.pid), chain, (i,), host.pid,
+                           host.working_tid)
+    return None
+
+
+def _looping_method(host: Process) -> tuple[ObjectWait, str, Frame] | None:
+    """The framework's wait, the method the producer's title says runs, and that method's own
+    frame on its working thread, where the frame's line stands in a loop that re-checks a
+    condition (``while``; an endless ``for``) under the framework's method frame."""
+    thread = host.working_thread
+    for wait in OBJECT_WAITS:
+        found = wait.method.match(host.title or "") if wait.method is not None else None
+        if found is None or not wait.looping or wait.method_frame is None or thread is None:
+            continue
+        method = found.group("method")
+        frames = [f for f in thread.frames if not f.native]
+        k = next((k for k, f in enumerate(frames) if f.name.rsplit(".", 1)[-1] == method
+                  and not in_library(f.file)), None)
+        if k is None or frames[k].loop_kind not in (WHILE, SPIN) or not any(
+                f.runs(*wait.method_frame) for f in frames[k + 1:]):
+            continue
+        return wait, method, frames[k]
     return None
 
 

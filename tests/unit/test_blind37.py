@@ -1,0 +1,27 @@
+"""Blind round 37's jobs, as ``hangscope dump PID --format json`` saved them, read again
+(tests/fixtures/blind/; docs/accuracy.md, round 37).
+
+GIVEN a Ray driver asking a plain actor for a count while the actor's run method loops for
+ever THEN a call queued behind a method that loops, the actor the suspect (it read
+"progressing": the loop's actors work).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangscope.analyze import analyze
+from hangscope.model import VerdictKind
+from hangscope.model.serialize import load
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "blind"
+
+
+def test_given_a_call_queued_behind_an_actor_poll_loop_then_the_actor_is_the_suspect() -> None:
+    snap = analyze(load(FIXTURES / "ray_actor_poll_loop_queued_call.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    runner = next(p.pid for p in snap.processes if p.title == "ray::TaskExecutor.run")
+    assert verdict.suspects == (runner,), verdict
+    assert "to run get_num_executed_tasks, which it submitted, queued behind run" in \
+        verdict.summary, verdict.summary
