@@ -71,3 +71,41 @@ def test_req_front_ends_answered_with_the_delimiter_are_not_that(tmp_path: Path)
     verdict, text, _ = _verdict("req_enveloped", ["scheduler", "front0", "front1"], tmp_path)
     assert not verdict["summary"].startswith(HEAD), text
     assert verdict["kind"] == "progressing", (verdict, text)
+
+
+NAMES = TARGETS / "frameworks" / "zmq_names.py"
+
+
+def _named(mode: str, tmp_path: Path) -> tuple[dict, str, dict[str, int]]:  # type: ignore[type-arg]
+    try:
+        with verdict_job(mode, tmp_path, ["scheduler", "detokenizer", "tokenizer"], timeout=60,
+                         jobs=NAMES) as job:
+            raw = dump_json(job.launcher)
+            pids = dict(job.pids)
+    finally:
+        run = tmp_path / f"job-{mode}" / "run_dir"
+        if run.exists():
+            shutil.rmtree(run.read_text(), ignore_errors=True)
+    return json.loads(raw)["verdict"], show_text(raw, tmp_path), pids
+
+
+def test_a_pipeline_whose_spawned_children_named_their_own_endpoints_is_connected_to_nothing(
+        tmp_path: Path) -> None:
+    """pyzmq#153 (blind round 37's 01, which read "idle": each process bound an endpoint
+    nobody connected to, read as a front waiting for its first client)."""
+    verdict, text, pids = _named("names_at_import", tmp_path)
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert verdict["suspects"] == [pids["tokenizer"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith(f"{HEAD}PID {pids['tokenizer']} (python) waits in a zmq receive "
+                              "at generate (zmq_names.py:"), summary
+    for child in ("scheduler", "detokenizer"):
+        assert f"PID {pids[child]} (python) listens on " in summary, summary
+    assert "no two processes of the job are connected" in summary, summary
+
+
+def test_a_pipeline_given_its_endpoints_by_its_parent_is_not_that(tmp_path: Path) -> None:
+    verdict, text, _ = _named("names_passed", tmp_path)
+    assert not verdict["summary"].startswith(HEAD), text
+    # (as ipc_unique: no process of it listens on TCP, no front end for the calm rules)
+    assert verdict["kind"] in ("idle", "unknown") and verdict["suspects"] == [], (verdict, text)

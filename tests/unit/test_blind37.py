@@ -3,7 +3,9 @@
 
 GIVEN a Ray driver asking a plain actor for a count while the actor's run method loops for
 ever THEN a call queued behind a method that loops, the actor the suspect (it read
-"progressing": the loop's actors work).
+"progressing": the loop's actors work). GIVEN an SGLang-shaped pipeline whose spawned children
+made their own ipc names THEN a zmq socket connected to nothing, no two processes connected (it
+read "idle": each bound endpoint read as a front waiting for its first client).
 """
 
 from __future__ import annotations
@@ -25,3 +27,13 @@ def test_given_a_call_queued_behind_an_actor_poll_loop_then_the_actor_is_the_sus
     assert verdict.suspects == (runner,), verdict
     assert "to run get_num_executed_tasks, which it submitted, queued behind run" in \
         verdict.summary, verdict.summary
+
+
+def test_given_a_pipeline_whose_processes_named_their_own_endpoints_then_connected_to_nothing(
+) -> None:
+    snap = analyze(load(FIXTURES / "zmq_ipc_names_made_per_process.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.suspects == (snap.job.target,), verdict
+    assert verdict.summary.startswith("A zmq socket connected to nothing: "), verdict.summary
+    assert "no two processes of the job are connected" in verdict.summary, verdict.summary

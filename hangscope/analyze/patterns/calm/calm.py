@@ -42,8 +42,7 @@ from hangscope.analyze.evidence.progress import (
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.working import chain_to_work, raw_window, window_thread
 from hangscope.analyze.graph.threadedges import library_thread
-from hangscope.analyze.graph.zmqedges import in_zmq_receive
-from hangscope.analyze.patterns.calm.calm_chain import Calm, calm_chain, unconnected_listeners
+from hangscope.analyze.patterns.calm.calm_chain import Calm, calm_chain, zmq_front_unjoined
 from hangscope.analyze.patterns.calm.engines import (
     WAITS_FOR_WORK,
     idle_front,
@@ -124,10 +123,7 @@ def calm_kind(proc: Process, measured: RankProgress | None,
         # a pre-fork server's master (uvicorn --workers, gunicorn): its children accept on
         # the listening socket it opened, and it waits in its server's own supervisor loop
         return IDLE
-    if proc.role is not Role.RANK and in_zmq_receive(thread) and unconnected_listeners(
-            kernel, proc):
-        # a ZMQ front (a proxy, a ROUTER) that nobody is connected to: its I/O thread owns
-        # the listening socket, its thread waits for the first message of a client to come
+    if proc.role is not Role.RANK and zmq_front_unjoined(kernel, proc, thread):
         return IDLE
     if proc.role is not Role.RANK and _watches_files(kernel, proc, thread):
         return IDLE  # a drop-folder service: it waits for a file to appear

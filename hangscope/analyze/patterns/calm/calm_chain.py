@@ -35,7 +35,7 @@ from hangscope.analyze.evidence.progress_hints import joins_threads
 from hangscope.analyze.evidence.working import notified_wait
 from hangscope.analyze.graph.queueedges import in_queue_get
 from hangscope.analyze.graph.threadedges import at_loop_head
-from hangscope.analyze.graph.zmqedges import receive_edge
+from hangscope.analyze.graph.zmqedges import in_zmq_receive, receive_edge
 from hangscope.analyze.patterns.calm.engines import idle_stream
 from hangscope.analyze.patterns.calm.longpoll import holds_requests_with_deadline
 from hangscope.model import Category, Process, Snapshot, Socket, Thread, in_library
@@ -138,15 +138,46 @@ def _next_item(proc: Process, edge: WaitEdge) -> bool:
 
 
 def _straight_line(proc: Process, edge: WaitEdge) -> bool:
-    """The reading thread's program code, every frame of it, stands in no loop of its source
+    return straight_line(next((t for t in proc.threads if t.tid == edge.tid), None))
+
+
+def straight_line(thread: Thread | None) -> bool:
+    """The thread's program code, every frame of it, stands in no loop of its source
     (``Frame.loops``): it calls this receive once, on its way, and waits for that one message
     (a result, a go-ahead), not for the next request of a loop that serves. A ZMQ socket's
     bind says nothing of who serves (a sink binds its PULL, a controller its PUB), so a bound
     socket is no evidence against it."""
-    thread = next((t for t in proc.threads if t.tid == edge.tid), None)
     own = [f for f in thread.frames if not f.native and f.file and not in_library(f.file)
            ] if thread is not None else []
     return bool(own) and not any(f.loops for f in own)
+
+
+def connected_inodes(kernel: KernelWaits) -> frozenset[int]:
+    """The inodes of the job's sockets that are connected: an established TCP connection, a
+    Unix socket with a peer."""
+    return frozenset({c.inode for c in kernel.tcp if c.state == 1}
+                     | {u.inode for u in kernel.unix_peers if u.peer})
+
+
+def zmq_front_unjoined(kernel: KernelWaits | None, proc: Process, thread: Thread) -> bool:
+    """A ZMQ front (a proxy, a ROUTER) that nobody is connected to: its I/O thread owns the
+    listening socket, its thread waits for the first message of a client to come; not one
+    whose one receive awaits a reply while it holds no connection at all."""
+    return (in_zmq_receive(thread) and bool(unconnected_listeners(kernel, proc))
+            and not awaits_reply_alone(kernel, proc, thread))
+
+
+def awaits_reply_alone(kernel: KernelWaits | None, proc: Process, thread: Thread) -> bool:
+    """The thread's one zmq receive stands in straight-line code (a reply it awaits, once)
+    while its process holds no connection at all: a process that bound an endpoint nobody
+    connected to and dialled one that nobody listens on (each process of a pipeline given
+    endpoint names of its own) is no front waiting for its first client: what it awaits
+    cannot reach it."""
+    mine = kernel.process(proc.pid) if kernel is not None else None
+    if kernel is None or mine is None or not straight_line(thread):
+        return False
+    connected = connected_inodes(kernel)
+    return not any(r.inode in connected for r in mine.fds)
 
 
 def unconnected_listeners(kernel: KernelWaits | None, proc: Process) -> list[Socket]:

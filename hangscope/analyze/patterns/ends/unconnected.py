@@ -21,19 +21,15 @@ from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.grpcedges import in_grpc_call
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.graph.zmqedges import in_zmq_receive, in_zmq_send_blocked, zmq_wait_stack
-from hangscope.analyze.patterns.calm.calm_chain import unconnected_listeners
+from hangscope.analyze.patterns.calm.calm_chain import (
+    connected_inodes,
+    straight_line,
+    unconnected_listeners,
+)
 from hangscope.frameworks.grpc import CHANNEL_FILE
 from hangscope.model import Process, Thread
-from hangscope.model.waits import KernelWaits, WaitPattern
+from hangscope.model.waits import WaitPattern
 from hangscope.words import who, who_list
-
-
-def _connected(kernel: KernelWaits) -> frozenset[int]:
-    """The inodes of the job's sockets that are connected: an established TCP connection, a
-    Unix socket with a peer."""
-    return frozenset({c.inode for c in kernel.tcp if c.state == 1}
-                     | {u.inode for u in kernel.unix_peers if u.peer})
-
 
 #: How a process with no connection is said, after its name.
 _NONE = "holds no established TCP connection and no connected Unix socket"
@@ -49,7 +45,7 @@ def unconnected_call(g: Graph) -> WaitPattern | None:
     kernel = g.snap.waits.kernel if g.snap.waits is not None else None
     if kernel is None or not g.has_file(CHANNEL_FILE):
         return None
-    connected = _connected(kernel)
+    connected = connected_inodes(kernel)
     callers: list[tuple[Process, Thread]] = []
     for proc in g.snap.processes:
         read = kernel.process(proc.pid)
@@ -94,7 +90,7 @@ def unconnected_zmq(g: Graph) -> WaitPattern | None:
     kernel = g.snap.waits.kernel if g.snap.waits is not None else None
     if kernel is None:
         return None
-    connected = _connected(kernel)
+    connected = connected_inodes(kernel)
     used = {u.name for u in kernel.unix_peers if u.name and u.peer}  # paths with a connection
     stuck: list[tuple[Process, str]] = []
     for proc in g.having(zmq_wait_stack):
@@ -106,8 +102,8 @@ def unconnected_zmq(g: Graph) -> WaitPattern | None:
                 or any(r.inode in connected for r in read.fds):
             continue
         taken = [s.address for s in proc.listening if s.kind == "unix" and s.address in used]
-        if proc.listening and not taken:
-            continue  # a server waiting for its first client
+        if proc.listening and not taken and not straight_line(thread):
+            continue  # a server waiting for its first client (not one awaiting its reply)
         stuck.append((proc, taken[0] if taken else ""))
     if not stuck:
         return None
@@ -133,6 +129,16 @@ def unconnected_zmq(g: Graph) -> WaitPattern | None:
         where = "; ".join(
             f"{who(p)} listens on {', '.join(str(s.port or s.address) for s in socks)} with "
             "nobody connected" for p, socks in alone[:3])
+        own = unconnected_listeners(kernel, proc)
+        if own and len(alone) == len(peers) and not connected_inodes(kernel) & {
+                r.inode for p in peers if (read := kernel.process(p.pid)) for r in read.fds}:
+            # every endpoint of the job bound, none dialled: the names differ per process
+            where += (f"; {who(proc)} listens on "
+                      f"{', '.join(str(s.port or s.address) for s in own)} with nobody "
+                      "connected itself: no two processes of the job are connected, each "
+                      "bound endpoints its peers do not dial (names made in each process, as "
+                      "a random path made at import is made again in each spawned child); "
+                      "make the names once and pass them to the children")
         chain += (f"; {where}: zmq connects in the background and never fails the call, so "
                   "its endpoint is wrong, or the peer dropped the connection (a REQ drops it "
                   "on a reply without the empty delimiter frame: a ROUTER must answer "
