@@ -5,7 +5,10 @@ GIVEN a Ray driver asking a plain actor for a count while the actor's run method
 ever THEN a call queued behind a method that loops, the actor the suspect (it read
 "progressing": the loop's actors work). GIVEN an SGLang-shaped pipeline whose spawned children
 made their own ipc names THEN a zmq socket connected to nothing, no two processes connected (it
-read "idle": each bound endpoint read as a front waiting for its first client).
+read "idle": each bound endpoint read as a front waiting for its first client). GIVEN a client
+reading an HTTP/1.1 body without a length until EOF while the server's handler reads the same
+keep-alive connection, the server's answer a clock tick after the request THEN a deadlock (it
+read "idle": no request open at an idle front end).
 """
 
 from __future__ import annotations
@@ -37,3 +40,10 @@ def test_given_a_pipeline_whose_processes_named_their_own_endpoints_then_connect
     assert verdict.suspects == (snap.job.target,), verdict
     assert verdict.summary.startswith("A zmq socket connected to nothing: "), verdict.summary
     assert "no two processes of the job are connected" in verdict.summary, verdict.summary
+
+
+def test_given_both_ends_of_a_keep_alive_connection_reading_it_then_a_deadlock() -> None:
+    snap = analyze(load(FIXTURES / "http11_keepalive_no_length_server_last.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    assert "both wait to read the same connection, and neither sends" in verdict.summary

@@ -384,7 +384,7 @@ PATTERNS = (self_connect, self_call, pool_cycle, rpc_pools, tty_stopped, own_end
 def wait_graph(snap: Snapshot) -> WaitGraph:
     """The graph of a classified snapshot and every pattern that holds in it."""
     edges = build_edges(snap)
-    if idle_front(snap) is not None:
+    if idle_front(snap, edges) is not None:
         # An idle serving engine (analyze/patterns/calm/engines.py): its front end holds no
         # request and every process waits for its next message. Its waits are for work nobody
         # asked for; two TP workers each polling the zmq sockets they share read as a ring

@@ -15,6 +15,7 @@ connection still open).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from hangscope.analyze.evidence.classify import user_code
 from hangscope.analyze.evidence.progress import SLOW, STUCK
@@ -24,7 +25,7 @@ from hangscope.frameworks import REPLY_WAITS, SERVE_WAITS, frame_at
 from hangscope.frameworks.grpc import SERVER_FILE, STREAM_RUNS
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.progress import RankProgress
-from hangscope.model.waits import KernelWaits, TcpConnection, port_of
+from hangscope.model.waits import KernelWaits, TcpConnection, WaitEdge, port_of
 
 #: The innermost Python frame of a server that waits for its next request or connection.
 WAITS_FOR_WORK = re.compile(
@@ -163,12 +164,18 @@ def _answered(conn: TcpConnection, peer: TcpConnection | None) -> bool:
             and peer is not None and peer.unread == 0)
 
 
-def idle_front(snap: Snapshot) -> tuple[Process, set[int]] | None:
+def idle_front(snap: Snapshot, edges: Sequence[WaitEdge] | None = None
+               ) -> tuple[Process, set[int]] | None:
     """The job's front end and its ports, where the whole engine waits for requests; None
-    where anything says otherwise."""
+    where anything says otherwise. ``edges``: the wait-for edges, where the snapshot holds no
+    graph yet."""
     kernel = snap.waits.kernel if snap.waits is not None else None
     if kernel is None or len(snap.host_names) > 1:
         return None
+    if edges is None:
+        edges = snap.wait_graph.edges if snap.wait_graph is not None else ()
+    if _both_ends_read(edges):
+        return None  # nobody can send on that connection: no request it waits for comes
     live = [p for p in snap.processes if not p.is_exited]
     fronts = [(p, ports) for p in live if (ports := tcp_ports(p)) and serving_thread(p)]
     if len(fronts) != 1:
@@ -195,6 +202,17 @@ def idle_front(snap: Snapshot) -> tuple[Process, set[int]] | None:
         if thread is not None and not waits_for_message(proc, thread):
             return None  # a lock, a collective, a compute loop: not a wait for a message
     return front, ports
+
+
+def _both_ends_read(edges: Sequence[WaitEdge]) -> bool:
+    """Two threads of the job each blocked in a read of one end of the same connection (each
+    edge names the thread blocked on the other end): neither will send, whichever spoke last
+    (an HTTP/1.1 response without a length, read until the connection closes, on a keep-alive
+    connection whose server reads for the next request)."""
+    reads = {(e.pid, e.tid, e.to_pid, e.to_tid) for e in edges
+             if e.kind in ("tcp", "unix") and e.to_tid is not None
+             and e.how.startswith(("recv", "read"))}
+    return any((b, bt, a, at) in reads for a, at, b, bt in reads)
 
 
 def _serves_no_call(front: Process) -> bool:
