@@ -8,7 +8,9 @@ made their own ipc names THEN a zmq socket connected to nothing, no two processe
 read "idle": each bound endpoint read as a front waiting for its first client). GIVEN a client
 reading an HTTP/1.1 body without a length until EOF while the server's handler reads the same
 keep-alive connection, the server's answer a clock tick after the request THEN a deadlock (it
-read "idle": no request open at an idle front end).
+read "idle": no request open at an idle front end). GIVEN a DataLoader worker left waiting on
+a queue whose one end marker its sibling took THEN the worker is the cycle's suspect (it named
+the trainer, which waits through the DataLoader for that worker's batch).
 """
 
 from __future__ import annotations
@@ -47,3 +49,12 @@ def test_given_both_ends_of_a_keep_alive_connection_reading_it_then_a_deadlock()
     verdict = snap.verdict
     assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
     assert "both wait to read the same connection, and neither sends" in verdict.summary
+
+
+def test_given_a_loader_worker_waiting_on_its_dataset_queue_then_it_leads_the_cycle() -> None:
+    snap = analyze(load(FIXTURES / "dataloader_one_sentinel_two_workers.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    worker = next(p.pid for p in snap.processes if p.role.value == "data_worker"
+                  and not p.is_exited)
+    assert verdict.suspects == (worker,), verdict

@@ -13,6 +13,7 @@ from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.graph.zmqedges import OWED_HOW, receive_edge
 from hangscope.frameworks.grpc import PLUGIN_CYCLE
 from hangscope.frameworks.uvicorn import INHERITED_SIGTERM
+from hangscope.model import Thread, in_library
 from hangscope.words import who
 
 _ADVICE = {
@@ -171,7 +172,32 @@ def own_call(g: Graph, ring: list[int]) -> int | None:
     own = [k for k, i in enumerate(ring)
            if (t := g.threads.get((g.edges[i].pid, g.edges[i].tid))) is not None
            and own_frame(t) is not None]
+    if len(own) > 1 and all(g.edges[i].kind in _DATA for i in ring):
+        # Several, in a ring of data waits (a lock's ring starts at its holder): the one whose
+        # own line makes the blocking read itself (only the standard library between them: a
+        # dataset's queue.get) before those waiting through a framework's machinery (a
+        # DataLoader's main fetching its worker's batch)
+        own = [k for k in own if _calls_directly(g.threads[(g.edges[ring[k]].pid,
+                                                             g.edges[ring[k]].tid)])]
     return own[0] if len(own) == 1 else None
+
+
+#: Waits for data through the kernel: pipes, FIFOs, sockets.
+_DATA = frozenset({"pipe", "fifo", "unix", "tcp"})
+#: Where installed packages live: a frame there is a framework's, not the standard library's.
+_PACKAGES = ("/site-packages/", "/dist-packages/")
+
+
+def _calls_directly(thread: Thread) -> bool:
+    """No installed package's frame between the thread's wait and its program's own line."""
+    for frame in thread.frames:
+        if frame.native:
+            continue
+        if not in_library(frame.file):
+            return True
+        if any(p in (frame.file or "") for p in _PACKAGES):
+            return False
+    return False
 
 
 def _stdout_pipe(g: Graph, pid: int) -> str | None:
