@@ -111,9 +111,23 @@ def untimed_at(path: str | None, line: int | None) -> tuple[str, ...]:
     with no timeout (:func:`untimed_calls`; libraries are not read), sorted."""
     if not path or not line or in_library(path):
         return ()
-    found = _per_version(path, _untimed_cache, lambda source: untimed_calls(_parse(source))
-                         if any(word in source for word in _WAIT_WORDS) else {}, {})
-    return tuple(sorted(WAIT_CALLS & found.get(line, frozenset())))
+    return tuple(sorted(WAIT_CALLS & _untimed_of(path).get(line, frozenset())))
+
+
+def _untimed_of(path: str) -> Calls:
+    return _per_version(path, _untimed_cache, lambda source: untimed_calls(_parse(source))
+                        if any(word in source for word in _WAIT_WORDS) else {}, {})
+
+
+def untimed_in(path: object, loops: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """The lines of the innermost of the program's own ``loops`` ((first, last), outermost
+    first) in ``path`` that call a framework's object get with no timeout, ascending."""
+    if not path or not loops or in_library(str(path)):
+        return ()
+    found = _untimed_of(str(path))
+    first, last = loops[-1]
+    return tuple(sorted(line for line, calls in found.items()
+                        if first <= line <= last and WAIT_CALLS & calls))
 
 
 _submits_cache = SourceCache("submitted-methods")  # -> Calls

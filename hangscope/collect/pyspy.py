@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hangscope.collect import framework_lines
 from hangscope.collect.framework_lines import branch_tests, rank_guards, submitted_at, untimed_at
 from hangscope.collect.loops import code_loop_facts, loop_facts
 from hangscope.collect.parkedlocks import parked_for
@@ -249,6 +250,7 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 loops=loops,
                 loop_kind=loop_kind,
                 untimed=() if native or not filename else untimed_at(str(filename), at),
+                loop_gets=() if native else framework_lines.untimed_in(filename, loops),
                 submits=() if native or not filename else submitted_at(str(filename), at),
             )
         )

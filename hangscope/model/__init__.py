@@ -205,6 +205,11 @@ class Frame:
     # program's own line calls with no timeout, from its source (collect/source.py): such a get
     # returns only once its objects came, so the line going on past it is news.
     untimed: tuple[str, ...] = ()
+    # The lines of the innermost of ``loops`` that call such a get with no timeout, from its
+    # source: ``while True: ray.get(c.bump.remote()); time.sleep(0.1)``, caught in the sleep,
+    # gives the get's line. A thread sampled inside that get and elsewhere in the loop got its
+    # objects, whichever line the dump caught it at.
+    loop_gets: tuple[int, ...] = ()
     # The methods the program's own line submits through a framework's handle, from its
     # source: ``ray.get(gate.release.remote(who))`` -> ("release",). A waiter there waits for
     # that method, whatever the producer's title says it runs now.

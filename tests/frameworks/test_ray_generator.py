@@ -91,3 +91,13 @@ def test_a_call_queued_behind_a_batch_that_ends_waits_for_work(tmp_path: Path) -
     verdict, _ = _queued("batch_loop", tmp_path)
     assert verdict["kind"] == "progressing", verdict
     assert "queued" not in verdict["summary"], verdict
+
+
+def test_a_driver_pausing_between_quick_calls_it_waits_for_progresses(tmp_path: Path) -> None:
+    """Each call's get (no timeout) returns with its result; the dump catches the driver in
+    its sleep between calls, the window inside the get now and then: the loop's get, read
+    from its source (``Frame.loop_gets``), says each return is a result (it read "all
+    waiting": a timer's wake-ups on one line)."""
+    with _ray("poll_driver", tmp_path, ["driver"]) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "progressing", verdict

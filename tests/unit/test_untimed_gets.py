@@ -21,10 +21,10 @@ import ast
 from pathlib import Path
 
 from hangscope.analyze.evidence.progress import IDLE, PROGRESSING, STUCK, decide
-from hangscope.analyze.evidence.progress_hints import Hints, sleep_once
+from hangscope.analyze.evidence.progress_hints import Hints, hints_of, sleep_once
 from hangscope.analyze.evidence.progress_sites import held_in_get, returned_gets
-from hangscope.collect.framework_lines import untimed_at, untimed_calls
-from hangscope.model import NO_LOOP, WALK, WHILE, Category, Frame, Thread
+from hangscope.collect.framework_lines import untimed_at, untimed_calls, untimed_in
+from hangscope.model import NO_LOOP, WALK, WHILE, Category, Frame, Process, Thread
 from hangscope.model.progress import (
     CounterDelta,
     IoDelta,
@@ -78,6 +78,31 @@ def test_the_source_says_which_gets_have_no_timeout(tmp_path: Path) -> None:
     assert untimed_at(str(path), 2) == ("get",)
     assert untimed_at(str(path), 3) == ()
     assert untimed_at("/usr/lib/python3/site-packages/ray/x.py", 2) == ()
+
+
+def test_a_loop_says_which_of_its_lines_get_with_no_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "driver.py"
+    path.write_text("import ray, time\n"
+                    "while True:\n"
+                    "    ray.get(actor.count.remote())\n"
+                    "    ray.get(ref, timeout=1)\n"
+                    "    time.sleep(0.2)\n"
+                    "ray.get(last)\n")
+    assert untimed_in(str(path), ((2, 5),)) == (3,)  # not the timed get, not the line after
+    assert untimed_in(str(path), ()) == ()
+    assert untimed_in("/usr/lib/python3/site-packages/ray/x.py", ((2, 5),)) == ()
+
+
+def test_a_driver_caught_in_its_sleep_between_untimed_gets_progresses() -> None:
+    """The dump caught the sleep: the loop's get line (``Frame.loop_gets``) is what the window
+    saw it return from (it read "all waiting")."""
+    sleeping = ((*_ENTRY[:1], "main (ray_jobs.py:238)"), 280)
+    proc = _driver(sleeping, (_IN_GET, 21))
+    frame = Frame("main", "ray_jobs.py", 238, loops=((235, 238),), loop_kind=WHILE,
+                  loop_gets=(236,))
+    hints = hints_of([Process(pid=9026, threads=(Thread(tid=9026, frames=(frame,)),))])
+    assert hints.untimed[9026] == _UNTIMED
+    assert decide(proc, 3.6, hints=hints).decision == PROGRESSING
 
 
 def test_a_driver_whose_untimed_get_returns_and_goes_on_progresses() -> None:

@@ -238,8 +238,8 @@ def hints_of(processes: Iterable[Process], kernel: KernelWaits | None = None) ->
             parks.add(thread.tid)
         if where := sleep_once(thread):
             once[thread.tid] = where
-        if lines := frozenset((f.name, f.short_file, f.line) for f in thread.frames
-                              if f.untimed):
+        if lines := frozenset((f.name, f.short_file, at) for f in thread.frames
+                              for at in ((f.line,) if f.untimed else ()) + f.loop_gets):
             untimed[thread.tid] = lines
         leaf = _leaf(thread)
         if thread.tid in on_sockets:

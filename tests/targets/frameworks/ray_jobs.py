@@ -77,6 +77,10 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 methods concurrently"; ray-project/ray#20475; blind round 37's 02).
 - ``batch_loop`` the twin: ``run`` is a ``for`` over a batch that ends (a million tasks):
                 the question waits for work being done (healthy: progressing).
+- ``poll_driver`` healthy: the driver calls a quick method of an actor, waits for its result
+                (``ray.get``, no timeout), sleeps 0.2 s, and again: the dump catches it in the
+                sleep, the window inside the get now and then (progressing; it read "all
+                waiting" where the dump caught the sleep).
 - ``generator_held`` a streaming generator task (``num_returns="streaming"``) with
                 backpressure (``_generator_backpressure_num_objects=2``) reads shards; the
                 driver first waits for it to finish (``ray.get(gen.completed())``) and only
@@ -393,6 +397,10 @@ class TaskFeed:
     def __init__(self) -> None:
         self.served = 0
 
+    def count(self) -> int:
+        self.served += 1
+        return self.served
+
     def next_task(self) -> int:
         time.sleep(0.2)  # the long poll: the next task shows up
         self.served += 1
@@ -557,6 +565,12 @@ def main() -> None:
                 ready(ready_file, "driver")
             time.sleep(0.5)  # each shard's rows handed on, as a trainer's step takes them
         return
+    if mode == "poll_driver":
+        feed = ray.remote(TaskFeed).remote()  # type: ignore[attr-defined]
+        ready(ready_file, "driver")
+        while True:  # a task a call, each waited for, then a pause before the next
+            ray.get(feed.count.remote())
+            time.sleep(0.2)
     if mode in ("poll_loop", "batch_loop"):
         feed = ray.remote(TaskFeed).remote()  # type: ignore[attr-defined]
         runner = ray.remote(TaskRunner).remote(ready_file)  # type: ignore[attr-defined]
