@@ -137,6 +137,11 @@ def _native_math(proc: Process, thread: ThreadProgress, seconds: float) -> str |
 MAX_HOPS = 16
 
 
+#: How an object edge says the waiter's call is queued behind a method of its producer that
+#: loops (analyze/graph/objectedges.py): the producer's work is no progress of that call.
+QUEUED_BEHIND = "the call queued behind "
+
+
 def progressing_pids(snap: Snapshot) -> frozenset[int]:
     """The processes the window measured progressing (none without a window)."""
     ranks = snap.progress.ranks if snap.progress is not None else ()
@@ -186,7 +191,8 @@ def chain_to_work(snap: Snapshot, pid: int) -> tuple[int, ...] | None:
         onward: list[tuple[tuple[int, int], tuple[int, ...]]] = []
         for (at_pid, at_tid), path in frontier:
             for e in graph.edges:
-                if e.pid != at_pid or e.tid != at_tid or e.to_pid is None or e.to_pid == pid:
+                if e.pid != at_pid or e.tid != at_tid or e.to_pid is None or e.to_pid == pid \
+                        or QUEUED_BEHIND in e.how:
                     continue
                 if e.to_pid in going:
                     return (*path, e.to_pid)

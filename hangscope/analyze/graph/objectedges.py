@@ -16,7 +16,7 @@ one): the result is on its way, and that process holds up nobody.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
-from hangscope.analyze.evidence.working import progressing_pids
+from hangscope.analyze.evidence.working import QUEUED_BEHIND, progressing_pids
 from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.frameworks import (
     OBJECT_WAITS,
@@ -26,7 +26,7 @@ from hangscope.frameworks import (
     in_task_loop,
     runs_method,
 )
-from hangscope.model import Frame, Process, Snapshot, Thread
+from hangscope.model import SPIN, WHILE, Frame, Process, Snapshot, Thread, in_library
 from hangscope.model.waits import SYSCALLS, KernelWaits, WaitEdge
 
 
@@ -67,7 +67,8 @@ def object_edges(snap: Snapshot) -> list[WaitEdge]:
                 if target is None or idle_producer(target, going):
                     continue
                 seen.add(pid)
-                runs = _running(target, submitted(proc.working_thread))
+                asked = submitted(proc.working_thread)
+                runs = _running(target, asked)
                 edges.extend(WaitEdge(
                     proc.pid, proc.working_tid, "object",
                     f"a result of {wait.producer_word} {producer} (object {object_hex[:16]}…)",
@@ -75,17 +76,46 @@ def object_edges(snap: Snapshot) -> list[WaitEdge]:
                     f"id names the {wait.producer_word} whose task returns it, and {source} "
                     f"says PID {pid} hosts that {wait.producer_word}"
                     + (f", whose thread {t.name or t.tid} runs {method}, the method its line "
-                       "submitted" if t is not None else ", which runs one task at a time"),
+                       "submitted" if t is not None else ", which runs one task at a time"
+                       + _behind(target, asked)),
                     pid, t.tid if t is not None else target.working_tid, probable=len(runs) > 1)
                     for method, t in (runs or [(None, None)]))
                 break
     return edges
 
 
+def _behind(target: Process, asked: tuple[str, ...]) -> str:
+    """The words for a call queued behind a method of ``target`` that loops; "" if none."""
+    found = looping_method(target) if asked else None
+    if found is None or found[1] in asked:
+        return ""
+    return f", {QUEUED_BEHIND}{found[1]}, which loops"
+
+
 def submitted(thread: Thread | None) -> tuple[str, ...]:
     """The methods the thread's innermost program line that submits any submitted through a
     handle (``Frame.submits``)."""
     return next((f.submits for f in thread.frames if f.submits), ()) if thread else ()
+
+
+def looping_method(host: Process) -> tuple[ObjectWait, str, Frame] | None:
+    """The framework's wait, the method the producer's title says runs, and that method's own
+    frame on its working thread, where the frame's line stands in a loop that re-checks a
+    condition (``while``; an endless ``for``) under the framework's method frame."""
+    thread = host.working_thread
+    for wait in OBJECT_WAITS:
+        found = wait.method.match(host.title or "") if wait.method is not None else None
+        if found is None or not wait.looping or wait.method_frame is None or thread is None:
+            continue
+        method = found.group("method")
+        frames = [f for f in thread.frames if not f.native]
+        k = next((k for k, f in enumerate(frames) if f.name.rsplit(".", 1)[-1] == method
+                  and not in_library(f.file)), None)
+        if k is None or frames[k].loop_kind not in (WHILE, SPIN) or not any(
+                f.runs(*wait.method_frame) for f in frames[k + 1:]):
+            continue
+        return wait, method, frames[k]
+    return None
 
 
 def _running(target: Process, methods: tuple[str, ...]) -> list[tuple[str, Thread]]:

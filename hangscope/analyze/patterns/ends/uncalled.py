@@ -45,12 +45,13 @@ from hangscope.analyze.graph.objectedges import (
     awaiting_call,
     between_tasks,
     callers,
+    looping_method,
     submitted,
 )
 from hangscope.analyze.graph.threadedges import own_frame
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.frameworks import OBJECT_WAITS, ObjectWait, does_work
-from hangscope.model import SPIN, WHILE, Frame, Process, Thread, in_library
+from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who, who_list
 
@@ -92,7 +93,7 @@ def behind_loop(g: Graph) -> WaitPattern | None:
             continue
         thread = next((t for t in waiter.threads if t.tid == edge.tid), None)
         asked = submitted(thread)
-        found = _looping_method(host) if asked else None
+        found = looping_method(host) if asked else None
         if found is None or found[1] in asked:
             continue
         wait, running, frame = found
@@ -106,26 +107,6 @@ def behind_loop(g: Graph) -> WaitPattern | None:
                  + wait.looping[1:])
         return WaitPattern("queued_loop", (host.pid, waiter.pid), chain, (i,), host.pid,
                            host.working_tid)
-    return None
-
-
-def _looping_method(host: Process) -> tuple[ObjectWait, str, Frame] | None:
-    """The framework's wait, the method the producer's title says runs, and that method's own
-    frame on its working thread, where the frame's line stands in a loop that re-checks a
-    condition (``while``; an endless ``for``) under the framework's method frame."""
-    thread = host.working_thread
-    for wait in OBJECT_WAITS:
-        found = wait.method.match(host.title or "") if wait.method is not None else None
-        if found is None or not wait.looping or wait.method_frame is None or thread is None:
-            continue
-        method = found.group("method")
-        frames = [f for f in thread.frames if not f.native]
-        k = next((k for k, f in enumerate(frames) if f.name.rsplit(".", 1)[-1] == method
-                  and not in_library(f.file)), None)
-        if k is None or frames[k].loop_kind not in (WHILE, SPIN) or not any(
-                f.runs(*wait.method_frame) for f in frames[k + 1:]):
-            continue
-        return wait, method, frames[k]
     return None
 
 
