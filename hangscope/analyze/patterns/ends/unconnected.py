@@ -133,17 +133,20 @@ def unconnected_zmq(g: Graph) -> WaitPattern | None:
         if own and len(alone) == len(peers) and not connected_inodes(kernel) & {
                 r.inode for p in peers if (read := kernel.process(p.pid)) for r in read.fds}:
             # every endpoint of the job bound, none dialled: the names differ per process
-            where += (f"; {who(proc)} listens on "
+            chain += (f"; {where}; {who(proc)} listens on "
                       f"{', '.join(str(s.port or s.address) for s in own)} with nobody "
                       "connected itself: no two processes of the job are connected, each "
-                      "bound endpoints its peers do not dial (names made in each process, as "
-                      "a random path made at import is made again in each spawned child); "
-                      "make the names once and pass them to the children")
-        chain += (f"; {where}: zmq connects in the background and never fails the call, so "
-                  "its endpoint is wrong, or the peer dropped the connection (a REQ drops it "
-                  "on a reply without the empty delimiter frame: a ROUTER must answer "
-                  "[identity, b'', body]); give the socket a timeout (zmq.RCVTIMEO, "
-                  "zmq.SNDTIMEO) and check the endpoints")
+                      "bound endpoints its peers do not dial, and zmq connects in the "
+                      "background and never fails the call (names made in each process, as "
+                      "a random path made at import is made again in each spawned child): "
+                      "make the names once and pass them to the children, and give the "
+                      "sockets a timeout (zmq.RCVTIMEO, zmq.SNDTIMEO)")
+        else:
+            chain += (f"; {where}: zmq connects in the background and never fails the call, "
+                      "so its endpoint is wrong, or the peer dropped the connection (a REQ "
+                      "drops it on a reply without the empty delimiter frame: a ROUTER must "
+                      "answer [identity, b'', body]); give the socket a timeout "
+                      "(zmq.RCVTIMEO, zmq.SNDTIMEO) and check the endpoints")
     members = tuple(p.pid for p, _ in stuck) + ((owner.pid,) if owner is not None else ())
     return WaitPattern("unconnected_zmq", members, chain, (), proc.pid,
                        thread.tid if thread is not None else None,
