@@ -40,7 +40,7 @@ from collections.abc import Iterator
 
 from hangscope.analyze.evidence.facts import blocked
 from hangscope.analyze.evidence.roles import HELPER_ROLES
-from hangscope.analyze.evidence.working import progressing_pids
+from hangscope.analyze.evidence.working import QUEUED_BEHIND, progressing_pids
 from hangscope.analyze.graph.objectedges import (
     awaiting_call,
     between_tasks,
@@ -86,16 +86,14 @@ def constructing(g: Graph) -> WaitPattern | None:
 def behind_loop(g: Graph) -> WaitPattern | None:
     """A waiter for a method queued behind one that loops (module doc)."""
     for i, edge in enumerate(g.edges):
-        if edge.kind != "object" or edge.probable or edge.to_pid is None:
-            continue
+        if edge.kind != "object" or QUEUED_BEHIND not in edge.how or edge.to_pid is None:
+            continue  # (the object edges say where a call is queued: objectedges._behind)
         host, waiter = g.procs.get(edge.to_pid), g.procs.get(edge.pid)
-        if host is None or waiter is None or host.is_exited or edge.to_tid != host.working_tid:
+        found = looping_method(host) if host is not None and not host.is_exited else None
+        if found is None or waiter is None or host is None:
             continue
         thread = next((t for t in waiter.threads if t.tid == edge.tid), None)
         asked = submitted(thread)
-        found = looping_method(host) if asked else None
-        if found is None or found[1] in asked:
-            continue
         wait, running, frame = found
         methods = " and ".join(asked)
         span = (f" (lines {frame.loops[-1][0]}-{frame.loops[-1][1]})" if frame.loops else "")
