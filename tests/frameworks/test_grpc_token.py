@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import TARGETS, dump_json, show_text, verdict_job
+from support import TARGETS, job_dump, show_text
 
 pytestmark = pytest.mark.frameworks
 
@@ -24,10 +24,8 @@ TAGS = ["server", "client"]
 
 def test_a_token_refresh_over_its_own_credentialed_channel_is_a_deadlock_in_the_client(
         tmp_path: Path) -> None:
-    with verdict_job("same_channel", tmp_path, TAGS, timeout=60, jobs=JOBS) as job:
-        raw = dump_json(job.launcher)
-        client = job.pids["client"]
-    data, text = json.loads(raw), show_text(raw, tmp_path)
+    data, pids = job_dump("same_channel", tmp_path, TAGS, JOBS, window=())
+    client, text = pids["client"], show_text(json.dumps(data), tmp_path)
     verdict = data["verdict"]
     assert verdict["kind"] == "deadlock", (verdict, text)
     assert verdict["suspects"] == [client], verdict
@@ -39,7 +37,6 @@ def test_a_token_refresh_over_its_own_credentialed_channel_is_a_deadlock_in_the_
 
 
 def test_a_token_refresh_over_a_channel_of_its_own_progresses(tmp_path: Path) -> None:
-    with verdict_job("own_channel", tmp_path, TAGS, timeout=60, jobs=JOBS) as job:
-        raw = dump_json(job.launcher)
-    data, text = json.loads(raw), show_text(raw, tmp_path)
+    data, _ = job_dump("own_channel", tmp_path, TAGS, JOBS, window=())
+    text = show_text(json.dumps(data), tmp_path)
     assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)

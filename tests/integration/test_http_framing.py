@@ -9,28 +9,26 @@ a Content-Length THEN not hung.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from support import TARGETS, dump_json, verdict_job
+from support import TARGETS, job_dump
 
 JOBS = TARGETS / "http_framing_jobs.py"
+TAGS = ["server", "client"]
 
 
 def test_a_client_reading_a_keep_alive_body_without_a_length_is_a_deadlock_with_the_handler(
         tmp_path: Path) -> None:
-    with verdict_job("no_length", tmp_path, ["server", "client"], jobs=JOBS) as job:
-        verdict = json.loads(dump_json(job.launcher))["verdict"]
-        server = job.pids["server"]
+    data, pids = job_dump("no_length", tmp_path, TAGS, JOBS, window=())
+    verdict = data["verdict"]
     assert verdict["kind"] == "deadlock", verdict
-    assert set(verdict["suspects"]) == {job.launcher, server}, verdict
+    assert set(verdict["suspects"]) == {data["job"]["target"], pids["server"]}, verdict
     summary = verdict["summary"]
     assert "both wait to read the same connection, and neither sends" in summary, summary
     assert "(process_request_thread) of PID " in summary, summary
 
 
 def test_a_client_given_a_content_length_is_not_hung(tmp_path: Path) -> None:
-    with verdict_job("with_length", tmp_path, ["server", "client"], jobs=JOBS) as job:
-        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    verdict = job_dump("with_length", tmp_path, TAGS, JOBS, window=())[0]["verdict"]
     # (each answer read, it asks again a moment later: a poll of a server, not a hang)
     assert verdict["kind"] in ("progressing", "idle") and verdict["suspects"] == [], verdict

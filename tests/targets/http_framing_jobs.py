@@ -19,17 +19,13 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-
-def ready(path: str, tag: str) -> None:
-    with open(path, "a") as f:
-        f.write(f"{os.getpid()} {tag}\n")
+from hang_shapes import free_port, ready  # the same launcher's handshake, one home
 
 
 def serve(mode: str, port: int, ready_file: str) -> None:
@@ -72,9 +68,7 @@ def client(mode: str, port: int, ready_file: str) -> None:
 def main() -> None:
     mode, ready_file, workdir = sys.argv[1:4]
     os.makedirs(workdir, exist_ok=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen([sys.executable, __file__, "serve", mode, str(port), ready_file])
     while not os.path.exists(ready_file) or "server" not in open(ready_file).read():  # noqa: SIM115
         time.sleep(0.05)  # the server's ready line (the test's start deadline bounds it)

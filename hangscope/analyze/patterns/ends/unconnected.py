@@ -130,7 +130,7 @@ def unconnected_zmq(g: Graph) -> WaitPattern | None:
             f"{who(p)} listens on {', '.join(str(s.port or s.address) for s in socks)} with "
             "nobody connected" for p, socks in alone[:3])
         own = unconnected_listeners(kernel, proc)
-        if own and len(alone) == len(peers) and not connected_inodes(kernel) & {
+        if own and len(alone) == len(peers) and not connected & {
                 r.inode for p in peers if (read := kernel.process(p.pid)) for r in read.fds}:
             # every endpoint of the job bound, none dialled: the names differ per process
             chain += (f"; {where}; {who(proc)} listens on "
