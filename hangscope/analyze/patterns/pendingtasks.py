@@ -49,7 +49,7 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
         return None
     if nested:
         return _nested(g, nested, [p for p in free if p not in nested])
-    for proc in procs:
+    for proc in sorted(procs, key=_for_ever_first):
         found = object_wait(proc)
         thread = proc.working_thread
         if found is None or thread is None or proc in free or _named_producer(g, proc):
@@ -68,6 +68,15 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
         return WaitPattern("pending_tasks", (proc.pid, *(p.pid for p in shown)), chain, (),
                            proc.pid, thread.tid)
     return None
+
+
+def _for_ever_first(proc: Process) -> tuple[bool, int]:
+    """Waiters whose own line calls the get with no timeout first (``Frame.untimed``: it
+    returns only with its objects), then by PID: a framework's own poll with a timeout (Ray
+    Train's controller, ``ray.wait(polls, timeout=...)`` on its workers' health) may be caught
+    inside its wait, and it is no waiter the job hangs on."""
+    thread = proc.working_thread
+    return (thread is None or not any(f.untimed for f in thread.frames), proc.pid)
 
 
 def _plain_get(g: Graph, proc: Process) -> bool:
