@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from support import TARGETS, dump_json, running_target
+from support import TARGETS, dump_json, poll, running_target
 from targets.hang_shapes import free_port
 
 pytestmark = pytest.mark.frameworks
@@ -26,10 +27,39 @@ JOB = TARGETS / "frameworks" / "aiohttp_pool.py"
 
 def _dump(mode: str, tmp_path: Path) -> tuple[dict[str, object], dict[str, int]]:
     workdir = tmp_path / mode
-    argv = [sys.executable, str(JOB), mode, str(workdir / "ready"), str(free_port())]
+    port = free_port()
+    argv = [sys.executable, str(JOB), mode, str(workdir / "ready"), str(port)]
     with running_target(argv, workdir, tags=["server", "client"], timeout=90) as job:
+        if mode == "gather":
+            # The hang is in place once the two bodies stopped moving: on a loaded machine
+            # they were still filling the socket buffers when the window began (it read
+            # "progressing": data went through at the window's start).
+            _wait_queues_still(job.pids["server"], port)
         verdict: dict[str, object] = json.loads(dump_json(job.launcher))["verdict"]
         return verdict, dict(job.pids)
+
+
+def _send_queues(pid: int, port: int) -> tuple[int, ...]:
+    """The bytes queued to send on each established TCP connection from ``port`` (the kernel's
+    /proc/PID/net/tcp ``tx_queue``), in the file's order."""
+    rows = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    return tuple(int(cols[4].split(":")[0], 16) for cols in map(str.split, rows)
+                 if cols[3] == "01" and int(cols[1].split(":")[1], 16) == port)
+
+
+def _wait_queues_still(pid: int, port: int, seconds: float = 0.5) -> None:
+    """Wait until two connections from ``port`` hold bytes to send and no queue changed for
+    ``seconds``: the peer reads none and the server adds none."""
+    seen: list[tuple[tuple[int, ...], float]] = []
+
+    def still() -> bool:
+        queues, now = _send_queues(pid, port), time.monotonic()
+        if len([q for q in queues if q]) < 2 or not seen or seen[-1][0] != queues:
+            seen.append((queues, now))
+            return False
+        return now - seen[-1][1] >= seconds
+
+    poll(still, f"the send queues of PID {pid}'s port {port} to stay full", 60, interval=0.1)
 
 
 def test_a_client_holding_every_pooled_connection_unread_is_the_suspect(
