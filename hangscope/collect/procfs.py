@@ -1320,8 +1320,9 @@ _UNIX_DIAG_ICONS = 3
 
 def read_unix_peers(inodes: frozenset[int]) -> tuple[UnixPeer, ...]:
     """The peer inode of each connected Unix socket among ``inodes`` (sock_diag, as
-    ``ss -xp`` reads it), and each of them a listener has not accepted yet (its pending
-    connections, UNIX_DIAG_ICONS); () where the kernel refuses."""
+    ``ss -xp`` reads it) and the bytes it sent that its peer has not read, and each of them a
+    listener has not accepted yet (its pending connections, UNIX_DIAG_ICONS); () where the
+    kernel refuses."""
     found: list[UnixPeer] = []
 
     def unix(payload: bytes) -> None:
@@ -1332,7 +1333,7 @@ def read_unix_peers(inodes: frozenset[int]) -> tuple[UnixPeer, ...]:
         if inode not in inodes and not listening:
             return
         offset = 16
-        peer, name, pending = 0, None, ()
+        peer, name, pending, unsent = 0, None, (), None
         while offset + 4 <= len(payload):
             length, kind = struct.unpack_from("=HH", payload, offset)
             if length < 4:
@@ -1347,14 +1348,18 @@ def read_unix_peers(inodes: frozenset[int]) -> tuple[UnixPeer, ...]:
             elif kind == _UNIX_DIAG_ICONS:  # the client inodes in the accept queue
                 count = (length - 4) // 4
                 pending = struct.unpack_from(f"={count}I", payload, offset + 4)
+            elif kind == _UNIX_DIAG_RQLEN and length >= 12 and not listening:
+                # (rqueue, wqueue); a connected end's wqueue: what it sent, unread by its peer
+                unsent = struct.unpack_from("=I", payload, offset + 8)[0]
             offset += (length + 3) & ~3
         if peer and inode in inodes:
-            found.append(UnixPeer(inode, peer, name or None))
+            found.append(UnixPeer(inode, peer, name or None, unsent=unsent))
         found.extend(UnixPeer(client, 0, name or None, listener=inode)
                      for client in pending if client in inodes)
 
     request = struct.pack("=BBHIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0,
-                          _UDIAG_SHOW_PEER | _UDIAG_SHOW_NAME | _UDIAG_SHOW_ICONS) + bytes(8)
+                          _UDIAG_SHOW_PEER | _UDIAG_SHOW_NAME | _UDIAG_SHOW_ICONS
+                          | _UDIAG_SHOW_RQLEN) + bytes(8)
     return tuple(found) if inodes and _diag_dump(request, unix) else ()
 
 
@@ -1396,7 +1401,8 @@ def read_tcp_connections(inodes: frozenset[int]) -> tuple[TcpConnection, ...]:
             found.append(TcpConnection(
                 inode, f"{_addr_text(family, payload[8:24])}:{sport}",
                 f"{_addr_text(family, payload[24:40])}:{dport}", payload[1],
-                struct.unpack_from("=I", payload, 56)[0], sent, came))
+                struct.unpack_from("=I", payload, 56)[0], sent, came,
+                struct.unpack_from("=I", payload, 60)[0]))
 
         request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 1 << (_INET_DIAG_INFO - 1),
                               0, 0xFFF & ~(1 << _TCP_LISTEN))

@@ -154,6 +154,9 @@ class UnixPeer:
     # A client end not accepted yet (UNIX_DIAG_ICONS of a listener): the listening socket's
     # inode whose accept queue holds it (peer is then 0, name the listener's path).
     listener: int | None = None
+    # bytes this end sent that its peer has not read yet (UNIX_DIAG_RQLEN's wqueue): a
+    # writer whose peer stopped reading; None: unread
+    unsent: int | None = None
 
 
 def port_of(address: str) -> int | None:
@@ -175,6 +178,9 @@ class TcpConnection:
     # last; None where the kernel did not say
     last_sent_ms: int | None = None
     last_recv_ms: int | None = None
+    # bytes written to it and not yet acknowledged by its peer (sock_diag's wqueue): a writer
+    # whose peer's window closed; None: unread
+    unsent: int | None = None
 
 
 @dataclass(frozen=True)

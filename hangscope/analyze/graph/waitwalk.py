@@ -23,7 +23,7 @@ from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.unread import STOPPED_READING
 from hangscope.analyze.graph.waitgraph import edges_from
-from hangscope.analyze.graph.zmqedges import receive_edge
+from hangscope.analyze.graph.zmqedges import SEND_HOW, receive_edge
 from hangscope.model import Category, Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge, WaitPattern
 from hangscope.words import who, who_many
@@ -378,8 +378,9 @@ def _store_hop(g: Graph, i: int, together: Sequence[int], them: str) -> str:
 
 
 def sends(edge: WaitEdge) -> bool:
-    """The edge's thread is blocked writing its fd (``write``/``send*``), not reading it."""
-    return edge.how.startswith(("write", "send"))
+    """The edge's thread is blocked writing its fd (``write``/``send*``, a zmq send its peer
+    does not take), not reading it."""
+    return edge.how.startswith(("write", "send", SEND_HOW))
 
 
 def _polled_with(g: Graph, edge: WaitEdge, holders: list[int]) -> list[str]:

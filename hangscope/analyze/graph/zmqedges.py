@@ -180,6 +180,9 @@ def owed_loop_edges(kernel: KernelWaits, fds: Mapping[int, Mapping[int, FdRecord
             yield from socket_edges(proc, loop, rec, how)
 
 
+#: How a zmq send's edge to the peer that does not take its messages begins.
+SEND_HOW = "a zmq send blocked until a peer takes its message"
+
 #: A wait for a peer to take queued messages: (edge kind, object, why, what stands outside when
 #: no I/O thread holds a connection, the wording of an edge to a held one).
 _Handover = tuple[str, str, str, str, Callable[[int, int], str]]
@@ -190,9 +193,8 @@ _SEND: _Handover = (
     "zmq I/O threads holds a connection",
     "no peer: nothing is connected to the socket to take the message (its peer never "
     "connected, or is gone); a send with zmq.SNDTIMEO or NOBLOCK would fail instead of waiting",
-    lambda tid, fd: ("a zmq send blocked until a peer takes its message (the queue to it at "
-                     f"its high-water mark): zmq's I/O thread {tid} holds this connection, "
-                     f"fd {fd}"))
+    lambda tid, fd: (f"{SEND_HOW} (the queue to it at its high-water mark): zmq's I/O "
+                     f"thread {tid} holds this connection, fd {fd}"))
 
 _TERM: _Handover = (
     "zmq_term", "zmq Context.term() (its sockets' unsent messages)",
@@ -211,12 +213,23 @@ def _handover_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected:
     hold (a peer that stopped taking messages: the queue to it at its high-water mark), or,
     with none, to nobody in the job (no peer connected, or gone)."""
     kind, obj, why, outside, how = handover
-    found = False
-    for call, fd, rec in _io_connections(kernel, fds, connected, proc):
-        found = True
+    held = list(_io_connections(kernel, fds, connected, proc))
+    # The kernel says which connections its messages wait on: those holding bytes it sent that
+    # the peer has not read. A send at its high-water mark in a process whose I/O threads also
+    # hold the connections it reads from (a pipeline stage) waits on those peers only.
+    unsent = _unsent(kernel)
+    backed = [c for c in held if unsent.get(c[2].inode)]
+    for call, fd, rec in backed or held:
         yield from socket_edges(proc, thread, rec, how(call.tid, fd))
-    if not found:
+    if not held:
         yield WaitEdge(proc.pid, thread.tid, kind, obj, why, outside=outside)
+
+
+def _unsent(kernel: KernelWaits) -> dict[int, int]:
+    """Socket inode -> the bytes it sent that its peer has not read (Unix) or acknowledged
+    (TCP), where the kernel said."""
+    return {**{u.inode: u.unsent for u in kernel.unix_peers if u.unsent is not None},
+            **{c.inode: c.unsent for c in kernel.tcp if c.unsent is not None}}
 
 
 def _io_connections(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],

@@ -9,7 +9,7 @@ from hangscope.analyze.graph.grpcedges import METADATA
 from hangscope.analyze.graph.objectedges import PAUSED_HOW, paused_producer
 from hangscope.analyze.graph.queueedges import feeds
 from hangscope.analyze.graph.threadedges import at_loop_head, own_frame
-from hangscope.analyze.graph.waitwalk import Graph
+from hangscope.analyze.graph.waitwalk import Graph, sends
 from hangscope.analyze.graph.zmqedges import OWED_HOW, receive_edge
 from hangscope.frameworks.grpc import PLUGIN_CYCLE
 from hangscope.frameworks.uvicorn import INHERITED_SIGTERM
@@ -245,6 +245,8 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
     if any(g.edges[i].how.startswith(OWED_HOW) for i in ring) and (
             k := own_call(g, ring)) is not None:
         return _REENTRANT.format(who=who(g.procs[g.edges[ring[k]].pid]))
+    if set(kinds) <= {"tcp", "unix"} and all(sends(g.edges[i]) for i in ring):
+        return _FULL_SENDS  # each waits for the next to take what it sends: full queues
     if set(kinds) <= {"tcp", "unix", "store"}:
         return _CALLBACK
     if any("accept queue" in g.edges[i].how for i in ring):
@@ -302,6 +304,14 @@ _LOST_MESSAGE = ("each waits to receive a ZMQ message and none of them sends bef
                  "PUB drops what it publishes before a SUB has joined, the 'slow joiner'; a "
                  "PUSH queued for a peer that is gone): synchronise before the first send (a "
                  "handshake, XPUB's subscription notice) or resend until answered")
+
+
+_FULL_SENDS = ("each waits to send to the next, which takes nothing because it waits to send "
+               "too: a ring of full queues (each hop bounded: zmq's high-water mark, the socket "
+               "buffers); the stage that sends all its work before it reads what comes back "
+               "closes it: read while sending (a thread or task that drains the results as "
+               "they come), or lift the bound (zmq.SNDHWM and zmq.RCVHWM 0, as SGLang's and "
+               "vLLM's pipes set)")
 
 
 _CALLBACK = ("a server that calls a service which calls it back while it cannot accept or "
