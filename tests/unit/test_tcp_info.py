@@ -16,7 +16,7 @@ from pathlib import Path
 from hangscope.analyze import analyze
 from hangscope.analyze.evidence.progress import PROGRESSING, decide
 from hangscope.analyze.evidence.progress_hints import Hints
-from hangscope.analyze.graph.owedreply import _spoke_last
+from hangscope.analyze.graph.owedreply import spoke_last
 from hangscope.analyze.patterns.calm.engines import open_requests
 from hangscope.collect.procfs import read_tcp_connections
 from hangscope.model import VerdictKind
@@ -35,7 +35,7 @@ def _inode(sock: socket.socket) -> int:
     return os.fstat(sock.fileno()).st_ino
 
 
-def test_who_spoke_last_and_what_is_unread_come_from_the_kernel() -> None:
+def test_whospoke_last_and_what_is_unread_come_from_the_kernel() -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
@@ -71,13 +71,13 @@ def _conn(inode: int, local: str, remote: str, sent: int, heard: int,
 def test_the_end_that_read_a_request_last_owes_the_reply() -> None:
     client = _conn(1, "127.0.0.1:47620", "127.0.0.1:40573", sent=4036, heard=4240)
     api = _conn(2, "127.0.0.1:40573", "127.0.0.1:47620", sent=4240, heard=4036)
-    assert _spoke_last(client, api)
-    assert not _spoke_last(api, client)  # the API did not speak last
+    assert spoke_last(client, api)
+    assert not spoke_last(api, client)  # the API did not speak last
     # the same jiffy: which came first is not known (a health check answered and the next
     # request sent within one tick), nor is a request still unread
     same = _conn(1, "a:1", "b:2", sent=5276, heard=5276)
-    assert not _spoke_last(same, _conn(2, "b:2", "a:1", sent=5276, heard=5276))
-    assert not _spoke_last(client, _conn(2, api.local, api.remote, 4240, 4036, unread=9))
+    assert not spoke_last(same, _conn(2, "b:2", "a:1", sent=5276, heard=5276))
+    assert not spoke_last(client, _conn(2, api.local, api.remote, 4240, 4036, unread=9))
 
 
 def test_a_worker_waiting_for_a_reply_the_api_owes_leads_to_the_api() -> None:

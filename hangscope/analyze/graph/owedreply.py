@@ -29,7 +29,7 @@ from hangscope.model.waits import SYSCALLS, TcpConnection, WaitEdge, port_of
 OWES_REPLY = "it owes the reply"
 
 
-def _spoke_last(mine: TcpConnection, theirs: TcpConnection) -> bool:
+def spoke_last(mine: TcpConnection, theirs: TcpConnection) -> bool:
     """``mine`` sent after it last heard, and ``theirs`` read all of it and sent nothing since
     it came: the next message is ``theirs`` to send."""
     facts = (mine.last_sent_ms, mine.last_recv_ms, theirs.last_sent_ms, theirs.last_recv_ms)
@@ -69,7 +69,7 @@ def owed_reply_edges(idx: FdIndex, snap: Snapshot, proc: Process, thread: Thread
             continue
         other = idx.tcp_by_ends.get((mine.remote, mine.local))
         theirs = idx.conns.get(other) if other is not None else None
-        if theirs is None or not _spoke_last(mine, theirs):
+        if theirs is None or not spoke_last(mine, theirs):
             continue
         port = port_of(theirs.local)
         servers = {pid for _, pid in idx.listeners.get(port, [])} if port is not None else set()

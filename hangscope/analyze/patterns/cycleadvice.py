@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from hangscope.analyze.graph.grpcedges import METADATA
 from hangscope.analyze.graph.objectedges import PAUSED_HOW, paused_producer
+from hangscope.analyze.graph.owedreply import spoke_last
 from hangscope.analyze.graph.queueedges import feeds
 from hangscope.analyze.graph.threadedges import at_loop_head, own_frame
 from hangscope.analyze.graph.waitwalk import Graph, sends
@@ -99,10 +100,30 @@ def first_cause(g: Graph, ring: list[int]) -> list[int]:
     """``ring`` turned to start at the member whose own act holds it: the one blocked in its
     program's own call, the worker whose reply sits in its stdout buffer, the parent that
     joins a child before draining its queue, the child that SIGTERM did not end."""
-    for find in (own_call, buffered_reply, joins_before_draining, _term_kept):
+    for find in (own_call, buffered_reply, joins_before_draining, _term_kept, took_message):
         if (k := find(g, ring)) is not None:
             ring = ring[k:] + ring[:k]
     return ring
+
+
+def took_message(g: Graph, ring: list[int]) -> int | None:
+    """The position in a ring of message waits of the member that spoke last on a TCP
+    connection whose other end read all of it and has sent nothing since (tcp_info,
+    analyze/graph/owedreply.py): its message came and was taken, not lost; the other holds
+    it."""
+    kernel = g.snap.waits.kernel if g.snap.waits is not None else None
+    if kernel is None:
+        return None
+    ends = {(c.local, c.remote): c for c in kernel.tcp}
+    for k, i in enumerate(ring):
+        edge = g.edges[i]
+        if edge.kind != "tcp" or not receive_edge(edge) or not edge.object.startswith("TCP "):
+            continue
+        local, _, remote = edge.object[4:].partition(" -> ")
+        mine, theirs = ends.get((local, remote)), ends.get((remote, local))
+        if mine is not None and theirs is not None and spoke_last(mine, theirs):
+            return k
+    return None
 
 
 def _waits_for_parent(g: Graph, ring: list[int]) -> int | None:
@@ -241,6 +262,10 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
                                 and "(read end)" in g.edges[i].object for i in ring):
         return _FULL_PIPE  # the writer waits for a reader: the pipe is full
     if all(receive_edge(g.edges[i]) for i in ring):
+        if (k := took_message(g, ring)) is not None:
+            edge = g.edges[ring[k]]
+            assert edge.to_pid is not None
+            return _PARKED.format(client=who(g.procs[edge.pid]), server=who(g.procs[edge.to_pid]))
         return _LOST_MESSAGE  # message passing, not requests: nobody sends first
     if any(g.edges[i].how.startswith(OWED_HOW) for i in ring) and (
             k := own_call(g, ring)) is not None:
@@ -312,6 +337,14 @@ _FULL_SENDS = ("each waits to send to the next, which takes nothing because it w
                "closes it: read while sending (a thread or task that drains the results as "
                "they come), or lift the bound (zmq.SNDHWM and zmq.RCVHWM 0, as SGLang's and "
                "vLLM's pipes set)")
+
+
+_PARKED = ("{server} took the message {client} sent last (the kernel: it read all of it and "
+           "has sent nothing since) and waits for another before it answers: the message was "
+           "not lost, {server} holds it (a long poll nothing will answer, or an answer that "
+           "waits for what {client} sends only after it): have {client} ask only once what "
+           "the answer needs exists, or answer or refuse a request at once (and give the "
+           "receive a timeout, zmq.RCVTIMEO)")
 
 
 _CALLBACK = ("a server that calls a service which calls it back while it cannot accept or "
