@@ -67,6 +67,7 @@ from hangscope.analyze.patterns.ends.fifopatterns import fifo_open
 from hangscope.analyze.patterns.ends.forkedzmq import forked_context
 from hangscope.analyze.patterns.ends.forkwaits import fork_notifier
 from hangscope.analyze.patterns.ends.grpcpool import overbooked_pool
+from hangscope.analyze.patterns.ends.joinedreceive import joined_receive
 from hangscope.analyze.patterns.ends.lostreplies import lost_reply
 from hangscope.analyze.patterns.ends.ownendpatterns import own_end
 from hangscope.analyze.patterns.ends.selfconnect import self_connect
@@ -300,9 +301,9 @@ def _sink(g: Graph) -> WaitPattern | None:
                                    *(p for i in path if (p := g.edges[i].to_pid))]))
     last = g.edges[path[-1]]
     end = g.procs.get(last.to_pid or 0)
-    idle = _idle_loop(g.snap, end, g.threads.get((end.pid, last.to_tid)) if last.to_tid else
-                      end.working_thread) if end is not None and last.kind in ("tcp",
-                                                                              "unix") else ""
+    idle = joined_receive(g, path) or (_idle_loop(g.snap, end, g.threads.get(
+        (end.pid, last.to_tid)) if last.to_tid else end.working_thread)
+        if end is not None and last.kind in ("tcp", "unix") else "")
     together = store_peers(g, path[0])
     chain = "; ".join([hop(g, path[0], together), *(hop(g, i) for i in path[1:])]) + (
         _starved_end(g.snap, end) or idle or _end(g, path, waiters=len(together) + 1)) + (
@@ -346,8 +347,7 @@ def _unset_key(g: Graph, path: list[int], suspect: int | None) -> str:
 
 
 def _idle_loop(snap: Snapshot, proc: Process, thread: Thread | None) -> str:
-    """What an asyncio server idle in its selector while a client waits for its reply means:
-    the request's coroutine is suspended on an await nothing completes."""
+    """An asyncio server idle in its selector while a client waits: an await nothing ends."""
     if thread is None:
         return ""
     if native_server(proc, snap.waits.kernel if snap.waits is not None else None):

@@ -89,8 +89,9 @@ def calm_kind(proc: Process, measured: RankProgress | None,
     # A server's wait is read on the thread the window judged (its main thread in its select
     # loop), which need not be the one the stacks call working (a thread idle in Queue.get).
     thread = proc.working_thread
-    if thread is None:
-        return None
+    if thread is None or any(f.runs("shutdown", "concurrent/futures/thread.py")
+                             for t in proc.threads for f in t.frames):
+        return None  # an executor's shutdown: it waits for its threads to end, not for work
     # One long sleep (no wake-up), or a sleep longer than the window that woke once to check
     # and slept again (a drain flag polled every few seconds): between phases.
     if thread.category is Category.SLEEP and (measured.wakes or 0) <= 1 and (
