@@ -225,11 +225,18 @@ def _handover_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected:
         yield WaitEdge(proc.pid, thread.tid, kind, obj, why, outside=outside)
 
 
+#: The last snapshot's kernel facts and their table (one build per snapshot, not per send).
+_unsent_of: list[tuple[KernelWaits, dict[int, int]]] = []
+
+
 def _unsent(kernel: KernelWaits) -> dict[int, int]:
     """Socket inode -> the bytes it sent that its peer has not read (Unix) or acknowledged
     (TCP), where the kernel said."""
-    return {**{u.inode: u.unsent for u in kernel.unix_peers if u.unsent is not None},
-            **{c.inode: c.unsent for c in kernel.tcp if c.unsent is not None}}
+    if not _unsent_of or _unsent_of[0][0] is not kernel:
+        _unsent_of[:] = [(kernel, {
+            **{u.inode: u.unsent for u in kernel.unix_peers if u.unsent is not None},
+            **{c.inode: c.unsent for c in kernel.tcp if c.unsent is not None}})]
+    return _unsent_of[0][1]
 
 
 def _io_connections(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
