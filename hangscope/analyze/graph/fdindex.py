@@ -25,6 +25,8 @@ class FdIndex:
     tcp: dict[int, tuple[str, str]] = field(default_factory=dict)  # inode -> (local, remote)
     tcp_by_ends: dict[tuple[str, str], int] = field(default_factory=dict)
     conns: dict[int, TcpConnection] = field(default_factory=dict)  # inode -> its kernel facts
+    # socket inode -> the bytes it sent that its peer has not read (Unix) or acknowledged (TCP)
+    unsent: dict[int, int] = field(default_factory=dict)
     lock_holders: dict[tuple[int, int, int], list[tuple[int, int | None, str]]] = field(
         default_factory=dict)  # file key -> (pid, fd or None, lock kind)
     listeners: dict[int, list[tuple[str, int]]] = field(

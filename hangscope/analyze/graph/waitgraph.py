@@ -112,6 +112,8 @@ def _index(snap: Snapshot, kernel: KernelWaits) -> FdIndex:
     idx.unix_peer = {u.inode: u.peer for u in kernel.unix_peers if u.listener is None}
     idx.unix_pending = {u.inode: (u.listener, u.name) for u in kernel.unix_peers
                         if u.listener is not None}
+    idx.unsent = {end.inode: end.unsent for end in (*kernel.unix_peers, *kernel.tcp)
+                  if end.unsent is not None}
     for other in waits.outside if waits is not None else ():
         for inode in other.sockets:
             idx.outside_tcp[inode] = (other, True)
@@ -342,7 +344,8 @@ def _zmq(idx: FdIndex, kernel: KernelWaits, connected: frozenset[int], proc: Pro
          thread: Thread) -> list[WaitEdge]:
     """A zmq receive's edges (its mailbox is an eventfd: no fd names the peer)."""
     return list(zmq_edges(kernel, idx.fds.get(proc.pid, {}), connected, proc, thread,
-                          lambda p, t, r, h: _socket_edges(idx, p, t, r, h, "read")))
+                          lambda p, t, r, h: _socket_edges(idx, p, t, r, h, "read"),
+                          idx.unsent))
 
 
 # -- the interpreter's waits -------------------------------------------------------------

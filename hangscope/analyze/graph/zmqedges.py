@@ -124,17 +124,22 @@ def _in_term(frames: Frames) -> bool:
 
 
 def zmq_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
-              proc: Process, thread: Thread, socket_edges: SocketEdges) -> Iterator[WaitEdge]:
+              proc: Process, thread: Thread, socket_edges: SocketEdges,
+              unsent: Mapping[int, int]) -> Iterator[WaitEdge]:
     """The edges of ``thread``, blocked in a zmq receive: one per connection its process's
-    zmq I/O threads watch (``connected``: the inodes of sockets with a peer)."""
+    zmq I/O threads watch (``connected``: the inodes of sockets with a peer); blocked in a
+    send or ``term()``, to the peers of the connections holding bytes it sent that they have
+    not read (``unsent``: socket inode -> those bytes, FdIndex.unsent)."""
     mine = kernel.process(proc.pid)
     if mine is None or thread.state != "S":
         return
     if in_zmq_term(thread):
-        yield from _handover_edges(kernel, fds, connected, proc, thread, socket_edges, _TERM)
+        yield from _handover_edges(kernel, fds, connected, proc, thread, socket_edges, _TERM,
+                                   unsent)
         return
     if in_zmq_send_blocked(thread):
-        yield from _handover_edges(kernel, fds, connected, proc, thread, socket_edges, _SEND)
+        yield from _handover_edges(kernel, fds, connected, proc, thread, socket_edges, _SEND,
+                                   unsent)
         return
     if not in_zmq_receive(thread):
         return
@@ -208,7 +213,7 @@ _TERM: _Handover = (
 
 def _handover_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
                     proc: Process, thread: Thread, socket_edges: SocketEdges,
-                    handover: _Handover) -> Iterator[WaitEdge]:
+                    handover: _Handover, unsent: Mapping[int, int]) -> Iterator[WaitEdge]:
     """A blocked send's or ``term()``'s edges: to the peers of the connections its I/O threads
     hold (a peer that stopped taking messages: the queue to it at its high-water mark), or,
     with none, to nobody in the job (no peer connected, or gone)."""
@@ -217,26 +222,11 @@ def _handover_edges(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected:
     # The kernel says which connections its messages wait on: those holding bytes it sent that
     # the peer has not read. A send at its high-water mark in a process whose I/O threads also
     # hold the connections it reads from (a pipeline stage) waits on those peers only.
-    unsent = _unsent(kernel)
     backed = [c for c in held if unsent.get(c[2].inode)]
     for call, fd, rec in backed or held:
         yield from socket_edges(proc, thread, rec, how(call.tid, fd))
     if not held:
         yield WaitEdge(proc.pid, thread.tid, kind, obj, why, outside=outside)
-
-
-#: The last snapshot's kernel facts and their table (one build per snapshot, not per send).
-_unsent_of: list[tuple[KernelWaits, dict[int, int]]] = []
-
-
-def _unsent(kernel: KernelWaits) -> dict[int, int]:
-    """Socket inode -> the bytes it sent that its peer has not read (Unix) or acknowledged
-    (TCP), where the kernel said."""
-    if not _unsent_of or _unsent_of[0][0] is not kernel:
-        _unsent_of[:] = [(kernel, {
-            **{u.inode: u.unsent for u in kernel.unix_peers if u.unsent is not None},
-            **{c.inode: c.unsent for c in kernel.tcp if c.unsent is not None}})]
-    return _unsent_of[0][1]
 
 
 def _io_connections(kernel: KernelWaits, fds: Mapping[int, FdRecord], connected: frozenset[int],
