@@ -130,6 +130,28 @@ def untimed_in(path: object, loops: tuple[tuple[int, int], ...]) -> tuple[int, .
                         if first <= line <= last and WAIT_CALLS & calls))
 
 
+_receives_cache = SourceCache("receive-calls")  # -> Calls
+
+
+def _receive(call: ast.Call) -> str | None:
+    """The last name of a call that receives a message (recv*, receive*), else None."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return name if name is not None and name.startswith(("recv", "receive")) else None
+
+
+def receives_in(path: object, loops: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """The lines of the outermost of the program's own ``loops`` ((first, last), outermost
+    first) in ``path`` that receive a message (:func:`_receive`), ascending."""
+    if not path or not loops or in_library(str(path)):
+        return ()
+    found = _per_version(str(path), _receives_cache, lambda source: call_names(
+        _parse(source), name_of=_receive) if b"recv" in source or b"receive" in source
+        else {}, {})
+    first, last = loops[0]
+    return tuple(sorted(line for line in found if first <= line <= last))
+
+
 _submits_cache = SourceCache("submitted-methods")  # -> Calls
 
 

@@ -251,6 +251,7 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 loop_kind=loop_kind,
                 untimed=() if native or not filename else untimed_at(str(filename), at),
                 loop_gets=() if native else framework_lines.untimed_in(filename, loops),
+                loop_receives=() if native else framework_lines.receives_in(filename, loops),
                 submits=() if native or not filename else submitted_at(str(filename), at),
             )
         )

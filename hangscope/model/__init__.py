@@ -210,6 +210,11 @@ class Frame:
     # gives the get's line. A thread sampled inside that get and elsewhere in the loop got its
     # objects, whichever line the dump caught it at.
     loop_gets: tuple[int, ...] = ()
+    # The lines of the outermost of ``loops`` that receive a message (a call named recv* or
+    # receive*: a zmq socket's, a socket's, a wrapper's such as SGLang's ``recv_requests``),
+    # from its source: a stage blocked in a send inside a loop that also reads drains what
+    # comes back; one whose loops never read sends all its work before it reads any.
+    loop_receives: tuple[int, ...] = ()
     # The methods the program's own line submits through a framework's handle, from its
     # source: ``ray.get(gate.release.remote(who))`` -> ("release",). A waiter there waits for
     # that method, whatever the producer's title says it runs now.

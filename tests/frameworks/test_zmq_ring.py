@@ -6,8 +6,9 @@ three processes, each waiting to send to the next (it read a cycle of two, the s
 the detokenizer "waiting for a reply" from each other: a blocked send's edges went to the
 peers of every connection its zmq I/O threads hold, the one it reads from too; now only to
 those holding bytes it sent that the peer has not read, sock_diag's wqueue), and the advice
-for full queues. GIVEN a thread of the front draining the outputs while it sends THEN
-progressing.
+for full queues, naming the front (its loops send and never read; it was the first by the
+walk, and a ring whose front is the launcher's last child named the scheduler). GIVEN a thread
+of the front draining the outputs while it sends THEN progressing.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ JOBS = TARGETS / "frameworks" / "zmq_ring.py"
 TAGS = ["front", "scheduler", "detokenizer"]
 
 
+@pytest.mark.parametrize("mode", ["hwm_ring", "hwm_ring_last"])
 def test_given_a_front_that_sends_all_before_it_reads_then_a_ring_of_full_sends(
-        tmp_path: Path) -> None:
-    with verdict_job("hwm_ring", tmp_path, TAGS, jobs=JOBS) as job:
+        mode: str, tmp_path: Path) -> None:
+    with verdict_job(mode, tmp_path, TAGS, jobs=JOBS) as job:
         for tag in TAGS:  # the ring is closed once each sits in its send
             wait_off_cpu(job.pids[tag], 0.5)
         verdict = json.loads(dump_json(job.launcher))["verdict"]
@@ -39,6 +41,10 @@ def test_given_a_front_that_sends_all_before_it_reads_then_a_ring_of_full_sends(
         assert f"to PID {pids[taker]} (python)" in hop.split(";")[0], (sender, summary)
     assert "a ring of full queues" in summary, summary
     assert "zmq.SNDHWM and zmq.RCVHWM 0" in summary, summary
+    # the front's loops send and never read; the others' loops read too
+    assert f"PID {pids['front']} (python), whose loop sends all its work before it reads, " \
+        "closes it" in summary, summary
+    assert verdict["suspects"][0] == pids["front"], verdict
 
 
 def test_given_a_front_that_drains_its_outputs_while_it_sends_then_progressing(

@@ -3,9 +3,10 @@
 
 GIVEN an SGLang-shaped tokenizer, scheduler and detokenizer whose PUSH/PULL hops are all at
 their high-water mark, the tokenizer sending its whole batch before reading THEN a deadlock of
-the three, each waiting to send to the next, with the advice for full queues (it read a cycle
-of the scheduler and the detokenizer "waiting for a reply" from each other, the scheduler the
-suspect). GIVEN a trainer whose loader asked a curriculum service for the next batch before
+the three, each waiting to send to the next, with the advice for full queues naming the
+tokenizer, whose loops never read (it read a cycle of the scheduler and the detokenizer
+"waiting for a reply" from each other, the scheduler the suspect; the dump re-taken with
+``Frame.loop_receives``). GIVEN a trainer whose loader asked a curriculum service for the next batch before
 reporting the losses that batch is built from THEN the service took the trainer's message and
 holds it, the trainer the suspect (it read "the message ... was lost or never sent").
 """
@@ -34,6 +35,10 @@ def test_given_three_stages_each_blocked_sending_to_the_next_then_a_ring_of_full
         assert f"(PID {stages[(k + 1) % 3]})" in hop.split(";")[0], (pid, summary)
     assert "a ring of full queues" in summary, summary
     assert "waits for a reply" not in summary, summary
+    # the tokenizer's loops send and never read (Frame.loop_receives); the others' read too
+    assert verdict.suspects[0] == snap.job.target, verdict
+    assert (f"the launcher (PID {snap.job.target}), whose loop sends all its work before it "
+            "reads, closes it") in summary, summary
 
 
 def test_given_a_request_the_service_holds_for_the_trainers_report_then_it_is_not_lost(

@@ -99,8 +99,10 @@ _DRAIN = ("{parent} waits for its child {child} to exit before it takes what the
 def first_cause(g: Graph, ring: list[int]) -> list[int]:
     """``ring`` turned to start at the member whose own act holds it: the one blocked in its
     program's own call, the worker whose reply sits in its stdout buffer, the parent that
-    joins a child before draining its queue, the child that SIGTERM did not end."""
-    for find in (own_call, buffered_reply, joins_before_draining, _term_kept, took_message):
+    joins a child before draining its queue, the child that SIGTERM did not end, the stage
+    of a ring of full queues that sends without reading."""
+    for find in (own_call, buffered_reply, joins_before_draining, _term_kept, took_message,
+                 sends_unread):
         if (k := find(g, ring)) is not None:
             ring = ring[k:] + ring[:k]
     return ring
@@ -131,6 +133,24 @@ def took_message(g: Graph, ring: list[int]) -> int | None:
                 and back.object == f"TCP {remote} -> {local}" and one_ahead(mine, theirs)):
             return k
     return None
+
+
+def sends_unread(g: Graph, ring: list[int]) -> int | None:
+    """The position in a ring of full sends of the one stage whose program never reads in
+    the loops that hold its send (``Frame.loop_receives``: a front end that sends its whole
+    batch, then reads), where every other stage's loop reads too (an event loop): it alone
+    takes nothing until it has sent everything."""
+    unread: list[int] = []
+    if not all(sends(g.edges[i]) for i in ring):
+        return None
+    for k, i in enumerate(ring):
+        thread = g.threads.get((g.edges[i].pid, g.edges[i].tid))
+        own = [f for f in thread.frames if not in_library(f.file)] if thread else []
+        if not any(f.loop_kind is not None for f in own):
+            return None  # its source unread: nothing says it does not read
+        if not any(f.loop_receives for f in own):
+            unread.append(k)
+    return unread[0] if len(unread) == 1 else None
 
 
 def _waits_for_parent(g: Graph, ring: list[int]) -> int | None:
@@ -278,6 +298,9 @@ def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
             k := own_call(g, ring)) is not None:
         return _REENTRANT.format(who=who(g.procs[g.edges[ring[k]].pid]))
     if set(kinds) <= {"tcp", "unix"} and all(sends(g.edges[i]) for i in ring):
+        if (k := sends_unread(g, ring)) is not None:  # the stage that does not read, named
+            return _FULL_SENDS.replace(_STAGE, f"{who(g.procs[g.edges[ring[k]].pid])}, "
+                                       "whose loop sends all its work before it reads, closes")
         return _FULL_SENDS  # each waits for the next to take what it sends: full queues
     if set(kinds) <= {"tcp", "unix", "store"}:
         return _CALLBACK
@@ -338,12 +361,12 @@ _LOST_MESSAGE = ("each waits to receive a ZMQ message and none of them sends bef
                  "handshake, XPUB's subscription notice) or resend until answered")
 
 
+_STAGE = "the stage that sends all its work before it reads what comes back closes"
 _FULL_SENDS = ("each waits to send to the next, which takes nothing because it waits to send "
                "too: a ring of full queues (each hop bounded: zmq's high-water mark, the socket "
-               "buffers); the stage that sends all its work before it reads what comes back "
-               "closes it: read while sending (a thread or task that drains the results as "
-               "they come), or lift the bound (zmq.SNDHWM and zmq.RCVHWM 0, as SGLang's and "
-               "vLLM's pipes set)")
+               f"buffers); {_STAGE} it: read while sending (a thread or task that drains the "
+               "results as they come), or lift the bound (zmq.SNDHWM and zmq.RCVHWM 0, as "
+               "SGLang's and vLLM's pipes set)")
 
 
 _PARKED = ("{server} took the message {client} sent last (the kernel: it read all of it and "

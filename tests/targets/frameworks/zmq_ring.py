@@ -11,6 +11,8 @@ and vLLM's pipes set 0, unbounded).
                    high-water mark deadlock): its output PULL fills, the detokenizer blocks in
                    its send, stops reading, the scheduler blocks in its send, stops reading,
                    and the front's own send blocks: three sends, each waiting for the next.
+- ``hwm_ring_last`` the same ring with a launcher that starts the scheduler and detokenizer
+                   first and the front last, all three its children.
 - ``hwm_drained``  the twin: a thread of the front reads the outputs while it sends (SGLang's
                    ``handle_loop``), a batch after batch: progressing.
 
@@ -74,9 +76,9 @@ def front(mode: str, ready_file: str, ipc: str) -> None:
     requests = socket(zmq.PUSH, f"ipc://{ipc}/scheduler", bind=False)
     children = [mp.get_context("spawn").Process(target=target, args=(ready_file, ipc))
                 for target in (scheduler, detokenizer)]
-    for child in children:
+    for child in children if mode != "hwm_ring_last" else ():
         child.start()
-    if mode == "hwm_ring":
+    if mode in ("hwm_ring", "hwm_ring_last"):
         ready(ready_file, "front")
         for rid in range(100_000):  # the whole batch first, the outputs after
             requests.send_pyobj(rid)
@@ -103,6 +105,16 @@ def main() -> None:
     mode, ready_file, workdir = sys.argv[1:4]
     ipc = os.path.join(workdir, "ipc")
     os.makedirs(ipc, exist_ok=True)
+    if mode == "hwm_ring_last":  # the engine's stages first, the front last, all children
+        stages = [mp.get_context("spawn").Process(target=target, args=(ready_file, ipc))
+                  for target in (scheduler, detokenizer)]
+        stages.append(mp.get_context("spawn").Process(target=front,
+                                                      args=(mode, ready_file, ipc)))
+        for stage in stages:
+            stage.start()
+        for stage in stages:
+            stage.join()
+        return
     front(mode, ready_file, ipc)
 
 
