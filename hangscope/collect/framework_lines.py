@@ -175,3 +175,33 @@ def submitted_at(path: str | None, line: int | None) -> tuple[str, ...]:
         _parse(source), name_of=_submitted) if any(w in source for w in _SUBMIT_WORDS) else {},
         {})
     return tuple(sorted(found.get(line, frozenset())))
+
+
+_gets_one_cache = SourceCache("methods-got-alone")  # -> Calls
+
+
+def _gets_one(call: ast.Call) -> bool:
+    """A framework's get with no timeout whose first argument is one submitted call:
+    ``ray.get(w.setup.remote(...))``, not ``ray.get([w.setup.remote() for w in ws])``."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    return (name in WAIT_CALLS and bool(call.args) and isinstance(call.args[0], ast.Call)
+            and _submitted(call.args[0]) is not None
+            and not any(k.arg is None or "timeout" in k.arg for k in call.keywords))
+
+
+def got_alone_at(path: str | None, line: int | None) -> tuple[str, ...]:
+    """The methods whose one result a get with no timeout on the program's own line
+    ``path:line`` waits for (:func:`_gets_one`), sorted."""
+    if not _SUBMIT_WORDS or not path or not line or in_library(path):
+        return ()
+    found = _per_version(path, _gets_one_cache, lambda source: call_names(
+        _parse(source), keep=_gets_one, name_of=lambda call: _submitted(call.args[0]))
+        if any(w in source for w in _SUBMIT_WORDS) else {}, {})
+    return tuple(sorted(found.get(line, frozenset())))
+
+
+def line_calls(path: str | None, line: int | None) -> dict[str, tuple[str, ...]]:
+    """A program frame's framework calls (``Frame.untimed``, ``submits``, ``gets_one``)."""
+    return {"untimed": untimed_at(path, line), "submits": submitted_at(path, line),
+            "gets_one": got_alone_at(path, line)}

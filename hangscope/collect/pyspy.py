@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hangscope.collect import framework_lines
-from hangscope.collect.framework_lines import branch_tests, rank_guards, submitted_at, untimed_at
+from hangscope.collect.framework_lines import branch_tests, rank_guards
 from hangscope.collect.loops import code_loop_facts, loop_facts
 from hangscope.collect.parkedlocks import parked_for
 from hangscope.collect.procfs import read_cmdline
@@ -249,10 +249,10 @@ def _frames(raw_frames: list[dict[str, object]]) -> tuple[Frame, ...]:
                 branches=() if native or not filename else branch_tests(str(filename), at),
                 loops=loops,
                 loop_kind=loop_kind,
-                untimed=() if native or not filename else untimed_at(str(filename), at),
+                **({} if native or not filename else framework_lines.line_calls(str(filename),
+                                                                              at)),
                 loop_gets=() if native else framework_lines.untimed_in(filename, loops),
                 loop_receives=() if native else framework_lines.receives_in(filename, loops),
-                submits=() if native or not filename else submitted_at(str(filename), at),
             )
         )
     # A stack that takes a lock: what each of its lines calls says which frame was entered

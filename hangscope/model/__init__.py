@@ -219,6 +219,10 @@ class Frame:
     # source: ``ray.get(gate.release.remote(who))`` -> ("release",). A waiter there waits for
     # that method, whatever the producer's title says it runs now.
     submits: tuple[str, ...] = ()
+    # The methods whose one result a get with no timeout on the program's own line waits for,
+    # from its source: ``ray.get(w.setup.remote(addr))`` -> ("setup",); not a get of a list.
+    # In a loop over a group's members, such a get asks them one at a time.
+    gets_one: tuple[str, ...] = ()
 
     def runs(self, function: str, file_end: str) -> bool:
         """A Python frame of ``function`` (its last dotted part: a method of any class) in a

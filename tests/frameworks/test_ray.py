@@ -45,15 +45,15 @@ def _ray(mode: str, tmp_path: Path, tags: list[str]) -> Iterator[Target]:
         yield job
 
 
-def _in_ray_get(pid: int) -> bool:
+def _in_ray_get(pid: int, call: str = "get_objects") -> bool:
     """The actor's main thread is inside ``ray.get`` (its ready line comes just before the
-    call): py-spy's stack of it says so."""
+    call), or inside ``call``: py-spy's stack of it says so."""
     pyspy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
     out = subprocess.run([pyspy, "dump", "--pid", str(pid)], capture_output=True, text=True,
                          timeout=30).stdout
     main = next((t for t in out.split("\nThread ") if '"MainThread"' in t.split("\n", 1)[0]),
                 "")
-    return "get_objects" in main
+    return call in main
 
 
 def _io_calls(pids: list[int]) -> int:
@@ -385,6 +385,33 @@ def test_streaming_splits_read_one_after_the_other_are_a_stall_ray_data_reports(
 
 def test_streaming_splits_read_at_once_progress(tmp_path: Path) -> None:
     with _ray_data("split_concurrent", tmp_path, warned=False) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+
+
+def test_a_group_set_up_one_member_at_a_time_names_the_drivers_loop(tmp_path: Path) -> None:
+    """Blind round 39's 05 (ray-project/ray#3307): the driver gets each actor's ``setup`` (a
+    torch.distributed ``init_process_group`` for a world of two) before it submits the next:
+    the first waits in the rendezvous for the second, never asked. The driver's loop is the
+    suspect (it named the actor in the rendezvous, which only waits)."""
+    with _ray("setup_serial", tmp_path, ["driver", "rank0", "rank1"]) as job:
+        poll(lambda: _in_ray_get(job.pids["rank0"], "init_process_group"), "rank 0 in its "
+             "rendezvous", 60)
+        poll(lambda: _in_ray_get(job.pids["driver"]), "the driver in ray.get", 60)
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+        pids = dict(job.pids)
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"][0] == pids["driver"], verdict
+    summary = verdict["summary"]
+    assert f"PID {pids['rank0']} (ray actor GroupMember.setup) waits in communicator init" \
+        in summary, summary
+    assert "gets each member's setup before it submits the next" in summary, summary
+    assert "submit every member's setup first, then get all the results at once" in summary, \
+        summary
+
+
+def test_a_group_set_up_together_then_training_progresses(tmp_path: Path) -> None:
+    with _ray("setup_together", tmp_path, ["driver", "rank0", "rank1", "step0"]) as job:
         verdict = json.loads(dump_json(job.launcher))["verdict"]
     assert verdict["kind"] == "progressing", verdict
 

@@ -6,9 +6,10 @@ their high-water mark, the tokenizer sending its whole batch before reading THEN
 the three, each waiting to send to the next, with the advice for full queues naming the
 tokenizer, whose loops never read (it read a cycle of the scheduler and the detokenizer
 "waiting for a reply" from each other, the scheduler the suspect; the dump re-taken with
-``Frame.loop_receives``). GIVEN a trainer whose loader asked a curriculum service for the next batch before
-reporting the losses that batch is built from THEN the service took the trainer's message and
-holds it, the trainer the suspect (it read "the message ... was lost or never sent").
+``Frame.loop_receives``). GIVEN a trainer whose loader asked a curriculum service for the
+next batch before reporting the losses that batch is built from THEN the service took the
+trainer's message and holds it, the trainer the suspect (it read "the message ... was lost or
+never sent").
 """
 
 from __future__ import annotations

@@ -69,6 +69,7 @@ from hangscope.analyze.patterns.ends.forkwaits import fork_notifier
 from hangscope.analyze.patterns.ends.grpcpool import overbooked_pool
 from hangscope.analyze.patterns.ends.joinedreceive import joined_receive
 from hangscope.analyze.patterns.ends.lostreplies import lost_reply
+from hangscope.analyze.patterns.ends.oneatatime import one_at_a_time
 from hangscope.analyze.patterns.ends.ownendpatterns import own_end
 from hangscope.analyze.patterns.ends.selfconnect import self_connect
 from hangscope.analyze.patterns.ends.sharedconn import shared_connection
@@ -275,8 +276,7 @@ def _sink(g: Graph) -> WaitPattern | None:
         if pid in outside_waits:
             continue
         path, start = g.walk(pid, tid)
-        # Waits for a child or a joined thread only say who waits for whom: the chain must
-        # hold a wait that says why (a pipe, a socket, a lock, the GIL, a terminal).
+        # A chain of child or thread joins only says who waits: it must hold one that says why.
         if not path or start is not None or (all(g.edges[i].kind in ("child", "thread")
                                                  for i in path) and stopped_end(g, path)
                                              is None) or calm_end(g, path):
@@ -377,8 +377,8 @@ PATTERNS = (self_connect, self_call, pool_cycle, rpc_pools, tty_stopped, own_end
             stale_holder, constructing, behind_loop, full_queue, lost_wakeup, gone_signal,
             unwoken_loop, event_loop, loop_sync_wait, fork_lock, lost_result, idle_executor,
             pool_saturated, pending_tasks, unserved_call, uncalled, prompt, unconnected_call,
-            lost_reply, fifo_open, crash_loop, dead_thread, dead_process, _sink, unowed_receive,
-            unpeered_receive, forked_context, overbooked_pool)
+            lost_reply, fifo_open, crash_loop, dead_thread, dead_process, one_at_a_time, _sink,
+            unowed_receive, unpeered_receive, forked_context, overbooked_pool)
 
 
 def wait_graph(snap: Snapshot) -> WaitGraph:

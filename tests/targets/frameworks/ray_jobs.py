@@ -88,6 +88,12 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 and never completes (ray-project/ray#40285; blind round 35's 05).
 - ``generator_read`` the twin: the driver reads each shard as it comes, half a second
                 apart; the generator waits for room between shards (healthy: progressing).
+- ``setup_serial`` the driver sets up a torch.distributed gloo group of two actors one member
+                at a time (``for w in workers: ray.get(w.setup.remote(...))``): the first
+                actor's ``init_process_group`` waits for the second, whose ``setup`` the loop
+                never submits (blind round 39's 05; ray-project/ray#3307).
+- ``setup_together`` the twin: both setups submitted, then got together; each actor then
+                all-reduces a small tensor every 50 ms (healthy: progressing).
 """
 
 from __future__ import annotations
@@ -458,6 +464,41 @@ class StatsTrainer:
         return self.rank
 
 
+class GroupMember:
+    """One rank of a torch.distributed gloo group that the driver wires up."""
+
+    def __init__(self, rank: int, ready_file: str) -> None:
+        self.rank, self.ready_file = rank, ready_file
+        ready(ready_file, f"rank{rank}")
+
+    def setup(self, port: int) -> int:
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=self.rank,
+                                world_size=2, timeout=timedelta(hours=1))
+        return self.rank
+
+    def train(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        for step in range(1 << 62):
+            dist.all_reduce(torch.ones(4))
+            if step == 20:
+                ready(self.ready_file, f"step{self.rank}")
+            time.sleep(0.05)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def main() -> None:
     mode, ready_file, _workdir = sys.argv[1:4]
     import ray
@@ -517,6 +558,18 @@ def main() -> None:
             time.sleep(0.05)  # the actor's own ready line (the test's start deadline bounds it)
         ready(ready_file, "driver")
         ray.get(gate.release.remote("driver"))  # queued behind the waiting acquire
+        return
+    if mode in ("setup_serial", "setup_together"):
+        members = [ray.remote(GroupMember).remote(rank, ready_file)  # type: ignore[attr-defined]
+                   for rank in range(2)]
+        port = _free_port()
+        if mode == "setup_serial":
+            ready(ready_file, "driver")
+            for member in members:  # one member at a time: the first waits for the second
+                ray.get(member.setup.remote(port))
+        ray.get([m.setup.remote(port) for m in members])
+        ready(ready_file, "driver")
+        ray.get([m.train.remote() for m in members])
         return
     if mode == "collective_extra":
         trainers = [ray.remote(StatsTrainer).remote(rank, ready_file)  # type: ignore[attr-defined]
