@@ -53,7 +53,43 @@ def collective_edges(snap: Snapshot) -> list[WaitEdge]:
                     "called it)", "a collective returns only once every rank of its group "
                     "calls it; this rank waits in it, that one in none", other.pid,
                     other.working_tid))
-    return [*edges, *thread_edges(snap, edges)]
+    return [*edges, *thread_edges(snap, edges), *mesh_edges(snap)]
+
+
+#: How a mesh edge's reason begins (analyze/patterns/ends/groupgap.py finds them by it).
+MESH_HOW = "a collective returns only once every member of its group calls it; this process"
+
+
+def mesh_edges(snap: Snapshot) -> list[WaitEdge]:
+    """A process in a collective that no rank of the job's is (an engine that set up its own
+    gloo group: no RANK) waits for each member of its group (the processes connected to it
+    over TCP that run torch's gloo threads) that waits elsewhere inside its own program (a
+    receive in its loop): that member has not got to the collective. Not a member idle in
+    its framework's task loop (a Ray actor between tasks): its program makes no more calls,
+    and the chain's end says so (:func:`mesh_words`)."""
+    if not any(p.role is not Role.RANK and t.category is Category.COLLECTIVE
+               for p in snap.processes if (t := p.working_thread) is not None):
+        return []
+    edges = []
+    for proc in snap.processes:
+        thread = proc.working_thread
+        if proc.role is Role.RANK or proc.is_exited or thread is None or \
+                thread.category is not Category.COLLECTIVE:
+            continue
+        for pid in sorted(_tcp_peers(snap, proc.pid)):
+            peer = snap.process(pid)
+            there = peer.working_thread if peer is not None else None
+            if peer is None or peer.is_exited or there is None or there.category not in \
+                    _ELSEWHERE or not any(t.name in GLOO_THREADS for t in peer.threads):
+                continue
+            leaf = next((f for f in there.frames if not f.native), None)
+            if leaf is None or in_task_loop(leaf.name, leaf.file):
+                continue
+            edges.append(WaitEdge(
+                proc.pid, thread.tid, "collective", f"{thread.op or 'a collective'} (its peer "
+                "in the gloo group, connected over TCP, has not called it)", f"{MESH_HOW} "
+                "waits in it, that one, inside its program, in none", peer.pid, there.tid))
+    return edges
 
 
 #: How a peer-thread edge's object names the thread (analyze/graph/waitwalk.py words its hop).

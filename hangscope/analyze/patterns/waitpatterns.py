@@ -66,6 +66,7 @@ from hangscope.analyze.patterns.ends.fdlimit import exhausted, exhausted_words
 from hangscope.analyze.patterns.ends.fifopatterns import fifo_open
 from hangscope.analyze.patterns.ends.forkedzmq import forked_context
 from hangscope.analyze.patterns.ends.forkwaits import fork_notifier
+from hangscope.analyze.patterns.ends.groupgap import group_gap
 from hangscope.analyze.patterns.ends.grpcpool import overbooked_pool
 from hangscope.analyze.patterns.ends.joinedreceive import joined_receive
 from hangscope.analyze.patterns.ends.lostreplies import lost_reply
@@ -283,10 +284,9 @@ def _sink(g: Graph) -> WaitPattern | None:
             continue  # (a stopped process at the end says why: what stopped it)
         if g.edges[path[-1]].kind == "collective":
             continue  # ends at the rank the collective waits for: the straggler rules say it
-        # A chain inside the job first: one that starts at a visitor (a client from outside
-        # the job, analyze/evidence/visitors.py) says only that the server has not answered.
-        # Of chains as long, one that starts with a request to a listening port: a client
-        # waits for an answer, where a worker reading its parent's socket waits for work.
+        # A chain inside the job first: one from a visitor (analyze/evidence/visitors.py)
+        # says only that the server has not answered. Of chains as long, one that starts with
+        # a request to a listening port: a client waits for an answer, a worker for work.
         first = g.edges[path[0]]
         peer = g.procs.get(first.to_pid or 0)
         rank = (pid not in outside, len(path), peer is not None and asks(first, peer))
@@ -377,8 +377,8 @@ PATTERNS = (self_connect, self_call, pool_cycle, rpc_pools, tty_stopped, own_end
             stale_holder, constructing, behind_loop, full_queue, lost_wakeup, gone_signal,
             unwoken_loop, event_loop, loop_sync_wait, fork_lock, lost_result, idle_executor,
             pool_saturated, pending_tasks, unserved_call, uncalled, prompt, unconnected_call,
-            lost_reply, fifo_open, crash_loop, dead_thread, dead_process, one_at_a_time, _sink,
-            unowed_receive, unpeered_receive, forked_context, overbooked_pool)
+            lost_reply, fifo_open, crash_loop, dead_thread, dead_process, one_at_a_time, group_gap,
+            _sink, unowed_receive, unpeered_receive, forked_context, overbooked_pool)
 
 
 def wait_graph(snap: Snapshot) -> WaitGraph:

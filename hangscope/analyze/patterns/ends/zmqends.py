@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
+from hangscope.analyze.graph.collectiveedges import MESH_HOW
 from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.graph.zmqedges import (
@@ -155,9 +156,14 @@ def owes_nothing(g: Graph, ring: list[int]) -> bool:
     server owes the receiver nothing; the answer awaited is the dead peer's. Or the ring is
     zmq receives alone, one of them a front end's idle loop that owes a reply (its guess at the
     backend it handed the request to, which waits for its next message from it): no deadlock,
-    a reply lost (lost_reply says it)."""
+    a reply lost (lost_reply says it). Or the ring is zmq receives alone while a process
+    waits in a collective its gloo peer has not called (groupgap.py): the collective is the
+    hang; receives of idle loops around it are how an idle engine waits."""
     if all(receive_edge(g.edges[i]) for i in ring) and any(
             g.edges[i].how.startswith(OWED_HOW) for i in ring):
+        return True
+    if all(receive_edge(g.edges[i]) for i in ring) and any(
+            e.kind == "collective" and e.how.startswith(MESH_HOW) for e in g.edges):
         return True
     for k, i in enumerate(ring):
         edge = g.edges[i]
