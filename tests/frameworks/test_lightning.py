@@ -85,6 +85,20 @@ def test_a_checkpoint_saved_in_a_rank_zero_only_method_is_rank_0s_barrier_alone(
         in verdict["summary"], verdict
 
 
+def test_a_metric_monitored_on_rank_0_only_leaves_the_ranks_one_collective_apart(
+        tmp_path: Path) -> None:
+    """GIVEN a validation metric logged on rank 0 only that EarlyStopping monitors (blind round
+    39's 04, Lightning#19045) THEN the mismatch says both ranks are in ModelCheckpoint's epoch
+    end, rank 1 further along: rank 0 made one collective more, rank 0 the odd one (it read
+    "no majority says which side is wrong", both ranks suspects)."""
+    job, verdict = _settled_mismatch("es_rank0", tmp_path)
+    assert verdict["suspects"] == [job.launcher], verdict
+    summary = verdict["summary"]
+    assert "Both are in ModelCheckpoint.on_train_epoch_end (lightning/pytorch/callbacks/" \
+        "model_checkpoint.py), rank 1 further along" in summary, summary
+    assert "rank 0 made one collective more than rank 1 before this point" in summary, summary
+
+
 def test_a_checkpoint_saved_on_every_rank_trains_on(tmp_path: Path) -> None:
     with _lightning("ckpt_all", tmp_path) as job:
         data = json.loads(dump_json(job.launcher))

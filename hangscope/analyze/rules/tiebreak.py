@@ -18,7 +18,7 @@ from hangscope.analyze.evidence.identity import group_labels, rank_label, replic
 from hangscope.analyze.evidence.progress_sites import signature
 from hangscope.analyze.rules.leftloop import left_loop, parted
 from hangscope.frameworks.torch_distributed import implicit_collective, in_ddp_backward
-from hangscope.model import ELSE_OF, Category, Group, Process
+from hangscope.model import ELSE_OF, Category, Frame, Group, Process, in_library
 
 
 def _normal_path(facts: Facts, members: Sequence[Process]) -> dict[str, list[Process]]:
@@ -52,7 +52,8 @@ def break_tie(facts: Facts, members: Sequence[Process],
         step, guarded = _training_step(facts, tied), _rank_guarded(facts, tied)
         if step is not None and guarded is not None and step[0] is guarded[0]:
             return guarded  # the same side, and the test that leads the other off it
-        return (step or guarded or left_loop(facts, tied) or _passed_new_group(facts, tied))
+        return (step or guarded or left_loop(facts, tied) or _passed_new_group(facts, tied)
+                or _one_apart(facts, tied))
     group = normal[0]
     sig = signature(group.op or "", group.site)
     who = ", ".join(rank_label(p) for p in path[sig][:8])
@@ -146,3 +147,43 @@ def _passed_new_group(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] 
             f"{odd} created one group more before, in code only it ran (under a rank test, or "
             "in an object only it builds)")
     return None
+
+
+def _one_apart(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
+    """Of two tied groups in different collectives, one is further along the same straight-line
+    code: its stack, where the two part, is at a later line of the same function, outside any
+    loop of it and not in the other arm of an ``if`` (the program's source read; a library's
+    is not, and its line order stands). Collectives pair by their order on each rank, so its
+    collectives up to there were paired with the other side's: the side behind made one
+    collective more before this point (a call on one rank only: under a test of the rank, or
+    on a value only that rank holds, such as a metric logged on rank 0 alone, Lightning#19045).
+    It is the odd one."""
+    found = parted(facts, tied)
+    if found is None or tied[0].op == tied[1].op or any(
+            g.category is not Category.COLLECTIVE for g in tied):
+        return None
+    stacks, depth = found
+    for behind, ahead in ((0, 1), (1, 0)):
+        here, there = stacks[behind][depth], stacks[ahead][depth]
+        if here.line is None or there.line is None or there.line <= here.line or any(
+                first <= here.line <= last for first, last in here.loops) or _arms(here, there):
+            continue
+        if not in_library(here.file) and here.loop_kind is None:
+            return None  # the program's source unread: its loops and branches unknown
+        odd = group_labels(facts.snapshot, tied[behind].pids)
+        further = group_labels(facts.snapshot, tied[ahead].pids)
+        return tied[ahead], (
+            f"Both are in {here.name} ({here.short_file}), {further} further along (line "
+            f"{there.line}, {odd} at line {here.line}): collectives pair by their order on "
+            f"each rank, so {odd} made one collective more than {further} before this point, "
+            "in code only it ran (under a test of the rank, or on a value only it holds, such "
+            "as a metric logged or computed on one rank): make every rank call the same "
+            "collectives in the same order")
+    return None
+
+
+def _arms(here: Frame, there: Frame) -> bool:
+    """The two lines are in the two arms of one ``if`` (``Frame.branches``: the else's test
+    carries ``ELSE_OF``): neither is further along than the other."""
+    return any(ELSE_OF + test in there.branches or (test.startswith(ELSE_OF) and
+               test.removeprefix(ELSE_OF) in there.branches) for test in here.branches)

@@ -20,6 +20,12 @@ appends ``"<pid> rank<N>"`` to READY_FILE once it is in its final state. Modes:
                    ModelCheckpoint's barrier while rank 0 waits in its 7th batch's first
                    collective. Lightning-AI/pytorch-lightning#9851 ("It will hang if there
                    is an uneven number of batches"), #19272; blind round 23's 06.
+- ``es_rank0``     a validation metric computed and logged on rank 0 only
+                   (``self.log(..., rank_zero_only=True)``) that ``EarlyStopping(strict=False)``
+                   monitors: rank 0 runs its stopping decision's collectives, rank 1 (no metric)
+                   skips them, and ModelCheckpoint's own decisions then pair one collective
+                   apart (rank 0 in all_reduce, rank 1 in barrier): Lightning-AI/pytorch-
+                   lightning#19045, blind round 39's 04.
 - ``ckpt_decorated`` the same checkpoint from a callback method under Lightning's own
                    ``@rank_zero_only`` (Lightning-AI/pytorch-lightning#18148: a collective
                    inside a rank-zero-only function; #19045).
@@ -65,6 +71,17 @@ def main() -> None:
                 ready(ready_file, "rank0")  # its next batch waits for rank 1, which is done
             return torch.nn.functional.mse_loss(self.net(x), y)
 
+        def validation_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            x, y = batch
+            self.log("val_loss", torch.nn.functional.mse_loss(self.net(x), y), sync_dist=True)
+
+        def on_validation_epoch_end(self) -> None:
+            if mode != "es_rank0" or self.trainer.sanity_checking:
+                return
+            ready(ready_file, f"rank{self.global_rank}")
+            if self.trainer.is_global_zero:  # the bug: a monitored metric on rank 0 only
+                self.log("val_score", 1.0, rank_zero_only=True)
+
         def configure_optimizers(self):  # type: ignore[no-untyped-def]
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
@@ -96,6 +113,18 @@ def main() -> None:
     if mode == "uneven":  # the script is rank 0; Lightning starts rank 1 with LOCAL_RANK=1
         rows = 8 * UNEVEN[int(os.environ.get("LOCAL_RANK", "0"))]
     data = TensorDataset(torch.randn(rows, 32), torch.randn(rows, 1))
+    if mode == "es_rank0":
+        from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+
+        trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=-1,
+                            logger=False, enable_progress_bar=False,
+                            enable_model_summary=False, default_root_dir=workdir,
+                            num_sanity_val_steps=0,
+                            callbacks=[EarlyStopping(monitor="val_score", mode="max",
+                                                     strict=False),
+                                       ModelCheckpoint(dirpath=workdir, save_last=True)])
+        trainer.fit(Net(), DataLoader(data, batch_size=8), DataLoader(data, batch_size=8))
+        return
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=-1,
                         logger=False, enable_checkpointing=mode == "uneven",
                         enable_progress_bar=False, enable_model_summary=False,
