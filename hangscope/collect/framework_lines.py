@@ -40,7 +40,9 @@ def _blocks_of(source: bytes) -> tuple[tuple[int, int, str, int, bool, bool], ..
     the blocks whose test decides whether a line in them runs. One parse serves the rank
     guards and the branches alike."""
     out = []
-    for node in ast.walk(_parse(source)):
+    tree = _parse(source)
+    aliases = _rank_aliases(tree)
+    for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             # A function decorated to run on some ranks only: its body is such a block.
             for deco in node.decorator_list:
@@ -51,11 +53,30 @@ def _blocks_of(source: bytes) -> tuple[tuple[int, int, str, int, bool, bool], ..
                                 deco.lineno, False, True))
         if isinstance(node, ast.If) and node.body:
             test = ast.unparse(node.test)
+            named = {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)} & set(aliases)
+            if named and not _RANK_WORDS.search(test):  # said with the test it stands for
+                test += " [" + "; ".join(f"{n} = {aliases[n]}" for n in sorted(named)) + "]"
             for block, orelse in ((node.body, False), (node.orelse, True)):
                 if block:
                     last = block[-1].end_lineno or block[-1].lineno
                     out.append((block[0].lineno, last, test, node.lineno, orelse, False))
     return tuple(out)
+
+
+def _rank_aliases(tree: ast.AST) -> dict[str, str]:
+    """Names the file assigns a rank test to (``is_main = rank == 0``, ``main =
+    accelerator.is_main_process``): an ``if is_main:`` tests the rank as much. A comparison
+    or an attribute that names a rank test only (``seed = 1234 + rank`` is no test)."""
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(
+                node.targets[0], ast.Name) and isinstance(node.value, (ast.Compare,
+                                                                       ast.Attribute)):
+            text = ast.unparse(node.value)
+            if _RANK_WORDS.search(text) and (isinstance(node.value, ast.Compare)
+                                             or node.value.attr.startswith("is_")):
+                found[node.targets[0].id] = text
+    return found
 
 
 def _holding(path: str | None, line: int | None, rank: bool) -> tuple[str, ...]:

@@ -21,7 +21,15 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support import TARGETS, Target, cli_env, dump_json, poll, running_target
+from support import (
+    TARGETS,
+    Target,
+    cli_env,
+    dump_json,
+    poll,
+    running_target,
+    wait_off_cpu,
+)
 from targets.hang_shapes import free_port
 
 pytestmark = pytest.mark.frameworks
@@ -160,6 +168,31 @@ def test_fsdp_ranks_that_ran_different_units_are_told_to_run_every_unit(tmp_path
     summary = verdict["summary"]
     assert "Every rank waits in FSDP's own collectives: the ranks ran different FSDP units" \
         in summary, summary
+
+
+@pytest.mark.parametrize("mode", ["norm_main", "norm_all"])
+def test_a_grad_norm_materialised_on_the_main_rank_only_is_its_odd_collective(
+        mode: str, tmp_path: Path) -> None:
+    """Blind round 40's 02: ``is_main = rank == 0``, then ``if is_main:`` the FSDP2 grad norm's
+    ``full_tensor()`` (an all_reduce) while rank 1 waits in the next forward's all_gather. The
+    test names a rank through a name the file assigns it (it read "no majority", both ranks
+    suspects). The twin computes the norm on every rank: progressing."""
+    workdir = tmp_path / mode
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+            "--master-port", str(free_port()), str(TARGETS / "frameworks" / "fsdp_norm.py"),
+            mode, str(workdir / "ready"), str(workdir)]
+    with running_target(argv, workdir, tags=["rank0", "rank1"], timeout=90) as job:
+        if mode == "norm_main":
+            for pid in (job.pids["rank0"], job.pids["rank1"]):
+                wait_off_cpu(pid, 1.0)  # each in its collective
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    if mode == "norm_all":
+        assert verdict["kind"] == "progressing", verdict
+        return
+    assert verdict["kind"] == "mismatched_collectives", verdict
+    assert verdict["suspects"] == [job.pids["rank0"]], verdict
+    assert "under `if is_main and mode == 'norm_main' [is_main = rank == 0]:`" in \
+        verdict["summary"], verdict
 
 
 def test_a_rank_that_raised_but_joins_a_non_daemon_thread_is_named_with_its_exception(

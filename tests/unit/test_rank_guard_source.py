@@ -74,3 +74,35 @@ def test_a_line_in_a_function_under_a_rank_decorator_names_the_decorator(
     assert rank_guards(str(path), 7) == ("@rank_zero_only (train.py:5)",)
     assert rank_guards(str(path), 12) == ("@accelerator.on_main_process (train.py:10)",)
     assert rank_guards(str(path), 16) == ()
+
+
+ALIASED = '''\
+import torch.distributed as dist
+
+rank = dist.get_rank()
+is_main = rank == 0
+main_proc = accelerator.is_main_process
+seed = 1234 + rank
+
+
+def step(norm, t):
+    if is_main and norm:
+        dist.all_reduce(t)
+    if main_proc:
+        dist.barrier()
+    if seed > 3:
+        dist.broadcast(t, 0)
+'''
+
+
+def test_a_name_the_file_assigns_a_rank_test_to_is_a_rank_test(tmp_path: Path) -> None:
+    """Blind round 40's 02: ``is_main = rank == 0``, then ``if is_main and ...:``: the rank
+    test is said with what the name stands for; a name assigned arithmetic on the rank
+    (``seed = 1234 + rank``) tests no rank."""
+    path = tmp_path / "train.py"
+    path.write_text(ALIASED)
+    assert rank_guards(str(path), 11) == (
+        "is_main and norm [is_main = rank == 0] (train.py:10)",)
+    assert rank_guards(str(path), 13) == (
+        "main_proc [main_proc = accelerator.is_main_process] (train.py:12)",)
+    assert rank_guards(str(path), 15) == ()
