@@ -376,10 +376,12 @@ def lock_threads(proc: Process) -> list[Thread]:
         if names & {"join", "_wait_for_tstate_lock"}:
             continue
         leaf = next((f for f in thread.frames if not f.native), None)
-        if leaf is not None and leaf.file and leaf.file.endswith(("threading.py", "queue.py")) \
+        if leaf is None:
+            continue  # no Python frame: a native pool's worker idle in its condition wait
+        if leaf.file and leaf.file.endswith(("threading.py", "queue.py")) \
                 and leaf.name.rsplit(".", 1)[-1] in ("wait", "get", "wait_for"):
             continue  # waiting to be notified (Event, Condition, Queue): idle, not a lock cycle
-        if leaf is not None and in_library(leaf.file) and _native_only_lock(thread):
+        if in_library(leaf.file) and _native_only_lock(thread):
             continue  # a C extension's own lock inside a library call (gRPC's blocking call)
         out.append(thread)
     return out
