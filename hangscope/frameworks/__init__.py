@@ -228,6 +228,11 @@ class Framework:
     #: Accelerate's ``@accelerator.on_main_process``): a collective in its body is called by
     #: those ranks only, as under an ``if`` on the rank.
     rank_decorators: tuple[str, ...] = ()
+    #: (qualified function, source path substring, the hook) of its own frames that call a
+    #: user's hook on some ranks only while the others wait in its barrier around the call
+    #: (Lightning's ``prepare_data`` on local rank 0): a collective inside that hook is called
+    #: by those ranks only (Lightning#2299).
+    rank_hooks: tuple[tuple[str, str, str], ...] = ()
     #: Its blocking get on an object another of its processes produces.
     object_wait: ObjectWait | None = None
     #: Title prefixes of the processes that do a job's work beside its ranks or main (Ray's
@@ -386,6 +391,7 @@ def runs_method(function: str | None, filename: str | None) -> bool:
 RANK_TESTS: tuple[str, ...] = tuple(dict.fromkeys(p for f in FRAMEWORKS for p in f.rank_tests))
 RANK_DECORATORS: tuple[str, ...] = tuple(dict.fromkeys(
     p for f in FRAMEWORKS for p in f.rank_decorators))
+RANK_HOOKS: tuple[tuple[str, str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.rank_hooks)
 
 
 def server_loop_pattern(extra: Sequence[str] = ()) -> re.Pattern[str]:

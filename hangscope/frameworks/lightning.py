@@ -15,6 +15,11 @@ FRAMEWORK = Framework(name="lightning", launchers=("lightning",),
                       # lightning.pytorch.utilities.rank_zero_only (Lightning#18148: a
                       # collective property read inside one)
                       rank_decorators=("rank_zero_only",),
+                      # prepare_data runs on local rank 0 only, inside _InfiniteBarrier
+                      rank_hooks=(("_DataConnector.prepare_data",
+                                   "lightning/pytorch/trainer/connectors/data_connector.py",
+                                   "prepare_data, which Lightning runs on local rank 0 only "
+                                   "while the other ranks wait in its barrier around it"),),
                       # The loops over one epoch's batches (fit's and validate's): their
                       # `while not self.done` runs `advance` once per batch.
                       batch_loops=(("run", "lightning/pytorch/loops/training_epoch_loop.py"),

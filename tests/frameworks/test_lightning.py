@@ -99,6 +99,20 @@ def test_a_metric_monitored_on_rank_0_only_leaves_the_ranks_one_collective_apart
     assert "rank 0 made one collective more than rank 1 before this point" in summary, summary
 
 
+def test_a_broadcast_in_prepare_data_is_rank_0s_alone(tmp_path: Path) -> None:
+    """GIVEN a broadcast inside a LightningDataModule's ``prepare_data`` (blind round 40's 07,
+    Lightning#2299) THEN rank 0 is the odd one: Lightning runs that hook on local rank 0 only
+    while rank 1 waits in its barrier (it read "rank 1 waits in send": the barrier is gloo's
+    monitored_barrier, made of sends; then, a barrier, "no majority")."""
+    job, verdict = _settled_mismatch("prepare_bcast", tmp_path)
+    assert verdict["suspects"] == [job.launcher], verdict
+    summary = verdict["summary"]
+    assert "rank 1 waits in barrier" in summary, summary
+    assert "Rank 0 calls broadcast_object_list inside main.<locals>.Chars.prepare_data " \
+        "(lightning_jobs.py:" in summary, summary
+    assert "which Lightning runs on local rank 0 only" in summary, summary
+
+
 def test_a_checkpoint_saved_on_every_rank_trains_on(tmp_path: Path) -> None:
     with _lightning("ckpt_all", tmp_path) as job:
         data = json.loads(dump_json(job.launcher))

@@ -123,7 +123,9 @@ def _op(sig: Signature, matched: Frame, frames: Sequence[Frame]) -> str | None:
     if best is None:
         # An async op's ``work.wait()`` is called from user code: no c10d Python frame names
         # it, but the native Work object does (gloo's SendWork/RecvWork, its UnboundBuffer).
-        best = next((op for frame in frames if frame.native
+        # The outermost such frame: a group's own method called from Python (Lightning's
+        # ``group.monitored_barrier()``) waits in the sends it is made of.
+        best = next((op for frame in reversed(frames) if frame.native
                      and (op := op_from_name(frame.name))), None)
     return best
 

@@ -302,7 +302,7 @@ OP_ALIASES = {
     # DDP's buffer (and first parameter) sync: c10d::broadcast_coalesced under its forward
     "broadcast_coalesced": "broadcast", "_distributed_broadcast_coalesced": "broadcast",
     "broadcast_object_list": "broadcast_object_list",
-    "barrier": "barrier", "monitored_barrier": "barrier",
+    "barrier": "barrier", "monitored_barrier": "barrier", "monitoredbarrier": "barrier",
     "send": "send", "isend": "send", "ncclsend": "send",
     "recv": "recv", "irecv": "recv", "ncclrecv": "recv",
     "batch_isend_irecv": "batch_isend_irecv",

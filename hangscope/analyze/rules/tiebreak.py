@@ -17,6 +17,7 @@ from hangscope.analyze.evidence.facts import Facts, all_working
 from hangscope.analyze.evidence.identity import group_labels, rank_label, replica_key
 from hangscope.analyze.evidence.progress_sites import signature
 from hangscope.analyze.rules.leftloop import left_loop, parted
+from hangscope.frameworks import RANK_HOOKS
 from hangscope.frameworks.torch_distributed import implicit_collective, in_ddp_backward
 from hangscope.model import ELSE_OF, Category, Frame, Group, Process, in_library
 
@@ -52,8 +53,8 @@ def break_tie(facts: Facts, members: Sequence[Process],
         step, guarded = _training_step(facts, tied), _rank_guarded(facts, tied)
         if step is not None and guarded is not None and step[0] is guarded[0]:
             return guarded  # the same side, and the test that leads the other off it
-        return (step or guarded or left_loop(facts, tied) or _passed_new_group(facts, tied)
-                or _one_apart(facts, tied))
+        return (step or guarded or _in_rank_hook(facts, tied) or left_loop(facts, tied)
+                or _passed_new_group(facts, tied) or _one_apart(facts, tied))
     group = normal[0]
     sig = signature(group.op or "", group.site)
     who = ", ".join(rank_label(p) for p in path[sig][:8])
@@ -168,6 +169,9 @@ def _one_apart(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
         if here.line is None or there.line is None or there.line <= here.line or any(
                 first <= here.line <= last for first, last in here.loops) or _arms(here, there):
             continue
+        inner = stacks[behind][depth + 1] if depth + 1 < len(stacks[behind]) else None
+        if inner is not None and inner.name.rsplit(".", 1)[-1] in ("__exit__", "__aexit__"):
+            return None  # at a with's line, past its body: ``there`` may be inside the body
         if not in_library(here.file) and here.loop_kind is None:
             return None  # the program's source unread: its loops and branches unknown
         odd = group_labels(facts.snapshot, tied[behind].pids)
@@ -187,3 +191,34 @@ def _arms(here: Frame, there: Frame) -> bool:
     carries ``ELSE_OF``): neither is further along than the other."""
     return any(ELSE_OF + test in there.branches or (test.startswith(ELSE_OF) and
                test.removeprefix(ELSE_OF) in there.branches) for test in here.branches)
+
+
+def _in_rank_hook(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
+    """Of two tied groups, the one whose ranks wait inside a user's hook that the framework
+    calls on some ranks only (frameworks ``rank_hooks``: Lightning's ``prepare_data`` on local
+    rank 0, the other ranks in its barrier around it) is the odd one: a collective there is
+    one the other ranks never call (Lightning#2299)."""
+    def hook(group: Group) -> tuple[str, Frame] | None:
+        proc = facts.snapshot.process(group.pids[0])
+        working = proc.working_thread if proc is not None else None
+        frames = [f for f in (working.frames if working is not None else ()) if not f.native]
+        for k, frame in enumerate(frames):  # innermost first: the user's frame, then callers
+            for function, path, words in RANK_HOOKS:
+                if frame.runs(function.rsplit(".", 1)[-1], path) and frame.name == function:
+                    own = next((f for f in frames[:k] if not in_library(f.file)), None)
+                    return (words, own) if own is not None else None
+        return None
+
+    if len(tied) != 2:
+        return None
+    found = [hook(g) for g in tied]
+    if sum(f is not None for f in found) != 1:
+        return None
+    odd = 0 if found[0] is not None else 1
+    words, own = found[odd]  # type: ignore[misc]
+    who = group_labels(facts.snapshot, tied[odd].pids)
+    verb = "calls" if len(tied[odd].pids) == 1 else "call"
+    return tied[1 - odd], (
+        f"{who[:1].upper()}{who[1:]} {verb} {tied[odd].op or 'its collective'} inside "
+        f"{own.name} ({own.short_file}:{own.line}), in {words}: the others never call it; "
+        "move the collective to a hook every rank runs (setup)")

@@ -26,6 +26,10 @@ appends ``"<pid> rank<N>"`` to READY_FILE once it is in its final state. Modes:
                    skips them, and ModelCheckpoint's own decisions then pair one collective
                    apart (rank 0 in all_reduce, rank 1 in barrier): Lightning-AI/pytorch-
                    lightning#19045, blind round 39's 04.
+- ``prepare_bcast`` a LightningDataModule's ``prepare_data`` builds a vocabulary and
+                   broadcasts it through the strategy: Lightning runs ``prepare_data`` on local
+                   rank 0 only, rank 1 waits in the barrier around it
+                   (Lightning-AI/pytorch-lightning#2299; blind round 40's 07).
 - ``ckpt_decorated`` the same checkpoint from a callback method under Lightning's own
                    ``@rank_zero_only`` (Lightning-AI/pytorch-lightning#18148: a collective
                    inside a rank-zero-only function; #19045).
@@ -113,6 +117,25 @@ def main() -> None:
     if mode == "uneven":  # the script is rank 0; Lightning starts rank 1 with LOCAL_RANK=1
         rows = 8 * UNEVEN[int(os.environ.get("LOCAL_RANK", "0"))]
     data = TensorDataset(torch.randn(rows, 32), torch.randn(rows, 1))
+    if mode == "prepare_bcast":
+        class Chars(L.LightningDataModule):
+            def __init__(self) -> None:
+                super().__init__()
+                if os.environ.get("LOCAL_RANK", "0") != "0":
+                    ready(ready_file, "rank1")  # it goes on into Lightning's barrier
+
+            def prepare_data(self) -> None:  # Lightning: local rank 0 only
+                ready(ready_file, "rank0")
+                self.trainer.strategy.broadcast(sorted(set("hello world")), src=0)  # the bug
+
+            def train_dataloader(self):  # type: ignore[no-untyped-def]
+                return DataLoader(data, batch_size=8)
+
+        trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=-1,
+                            logger=False, enable_progress_bar=False,
+                            enable_model_summary=False, default_root_dir=workdir)
+        trainer.fit(Net(), datamodule=Chars())
+        return
     if mode == "es_rank0":
         from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 
