@@ -61,26 +61,32 @@ MESH_HOW = "a collective returns only once every member of its group calls it; t
 
 
 def mesh_edges(snap: Snapshot) -> list[WaitEdge]:
-    """A process in a collective that no rank of the job's is (an engine that set up its own
-    gloo group: no RANK) waits for each member of its group (the processes connected to it
-    over TCP that run torch's gloo threads) that waits elsewhere inside its own program (a
-    receive in its loop): that member has not got to the collective. Not a member idle in
-    its framework's task loop (a Ray actor between tasks): its program makes no more calls,
-    and the chain's end says so (:func:`mesh_words`)."""
-    if not any(p.role is not Role.RANK and t.category is Category.COLLECTIVE
-               for p in snap.processes if (t := p.working_thread) is not None):
+    """A process in a collective waits for each member of its group that is no rank of the
+    job (its group: the processes connected to it over TCP that run torch's gloo threads)
+    and waits elsewhere inside its own program: an engine that set up its own gloo group (no
+    RANK), or a trainer that joins a serving rank's weight-update group from its main
+    process. Ranks' waits for ranks are :func:`collective_edges`'. Not a member idle in its
+    framework's task loop (a Ray actor between tasks): its program makes no more calls, and
+    the chain's end says so (:func:`mesh_words`)."""
+    kernel = snap.waits.kernel if snap.waits is not None else None
+    outside = {p.pid for p in snap.processes if p.role is not Role.RANK
+               and any(t.name in GLOO_THREADS for t in p.threads)}
+    if kernel is None or not outside:
         return []
+    peers: dict[int, set[int]] = {}
+    for mine, other, _ in kernel.tcp_pairs():
+        peers.setdefault(mine, set()).add(other)
     edges = []
     for proc in snap.processes:
         thread = proc.working_thread
-        if proc.role is Role.RANK or proc.is_exited or thread is None or \
-                thread.category is not Category.COLLECTIVE:
+        if proc.is_exited or thread is None or thread.category is not Category.COLLECTIVE \
+                or proc.pid not in peers:
             continue
-        for pid in sorted(_tcp_peers(snap, proc.pid)):
+        for pid in sorted(peers[proc.pid]):
             peer = snap.process(pid)
             there = peer.working_thread if peer is not None else None
-            if peer is None or peer.is_exited or there is None or there.category not in \
-                    _ELSEWHERE or not any(t.name in GLOO_THREADS for t in peer.threads):
+            if peer is None or peer.is_exited or there is None or pid not in outside or \
+                    there.category not in _ELSEWHERE:
                 continue
             leaf = next((f for f in there.frames if not f.native), None)
             if leaf is None or in_task_loop(leaf.name, leaf.file):
