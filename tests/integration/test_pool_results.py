@@ -31,3 +31,17 @@ def test_a_pool_whose_workers_wait_for_a_task_queued_behind_them_is_starved(
     verdict = data["verdict"]
     assert verdict["suspects"] == [pids["driver"]], verdict
     assert "A task still queued behind them" in verdict["summary"], verdict["summary"]
+
+
+def test_an_imap_iterable_that_waits_on_its_own_pool_is_named(tmp_path: Path) -> None:
+    """Blind round 40's 05 (python/cpython#84291): the iterable given to ``Pool.imap`` calls
+    ``pool.apply`` on the same pool; imap runs it in the task-handler thread, the one that
+    hands tasks to the workers (it read "the task was lost")."""
+    data, pids = settled_dump(JOBS, "imap_feed", tmp_path, ["parent"])
+    verdict = data["verdict"]
+    assert verdict["suspects"] == [pids["parent"]], verdict
+    summary = verdict["summary"]
+    assert "the Pool's task-handler thread (_handle_tasks) runs the iterable the tasks come " \
+        "from, and it waits there on the same pool at imap_feed.<locals>.records " \
+        "(pool_jobs.py:" in summary, summary
+    assert "the task was lost" not in summary and "BrokenProcessPool" not in summary, summary

@@ -12,6 +12,10 @@ Modes, each the mechanism of a real report (the tests cite it); each process app
 - ``starved`` (OpenImageIO#1560's shape): a ``ProcessPoolExecutor(max_workers=2)`` is given 2
   tasks that wait on a Manager ``Event``, then the task that sets it, which never gets a
   worker; the driver waits for the futures.
+- ``imap_feed`` (python/cpython#84291; blind round 40's 05): the iterable given to
+  ``Pool.imap`` is a generator that loads each shard with ``pool.apply`` on the same pool;
+  imap consumes its iterable in the Pool's task-handler thread, which then waits for a task
+  only it would hand to a worker (tag ``parent`` once that thread is in its wait).
 """
 
 from __future__ import annotations
@@ -67,9 +71,32 @@ def starved(ready_file: str) -> None:
         cf.wait(futures)
 
 
+def load_shard(shard: int) -> list[int]:
+    return list(range(shard * 4, shard * 4 + 4))
+
+
+def double(record: int) -> int:
+    return record * 2
+
+
+def imap_feed(ready_file: str) -> None:
+    with mp.get_context("fork").Pool(2) as pool:
+        def records():  # type: ignore[no-untyped-def]
+            for shard in range(3):
+                with open(ready_file, "a") as f:  # in the task handler: it waits next
+                    f.write(f"{os.getpid()} parent\n")
+                yield from pool.apply(load_shard, (shard,))  # the bug: the same pool
+
+        for _ in pool.imap(double, records()):
+            pass
+
+
 def main(mode: str, ready_file: str) -> None:
     if mode == "starved":
         starved(ready_file)
+        return
+    if mode == "imap_feed":
+        imap_feed(ready_file)
         return
     with mp.get_context("fork").Pool(3) as pool:
         threading.Thread(target=watch, args=(ready_file,), daemon=True).start()

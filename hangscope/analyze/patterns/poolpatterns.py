@@ -15,7 +15,7 @@ from hangscope.analyze.graph.threadedges import blocked as _blocked
 from hangscope.analyze.graph.waitwalk import Graph, hop, site_words, thread_words
 from hangscope.analyze.patterns.threadpatterns import future_wait
 from hangscope.frameworks import helper_role
-from hangscope.model import Frame, Process, Role, Thread
+from hangscope.model import Frame, Process, Role, Thread, in_library
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -136,7 +136,17 @@ def lost_result(g: Graph) -> WaitPattern | None:
                     "after the pool's first workers: the pool replaced a worker that died "
                     "holding the task")
         lost = "the task was lost"
-        if not _pool_thread(proc, "_handle_results"):
+        fed = _feeder_waits(proc)
+        if fed is not None:
+            # The iterable handed to imap/map runs on the task handler, the one thread that
+            # hands tasks to the workers: a wait on the pool there waits on itself.
+            lost = (f"the Pool's task-handler thread (_handle_tasks) runs the iterable the "
+                    f"tasks come from, and it waits there on the same pool at {fed.name} "
+                    f"({fed.short_file}:{fed.line}): that thread alone hands tasks to the "
+                    "workers, so the task it waits for is never handed out (python/cpython"
+                    "#84291: imap consumes its iterable in that thread); do the work the "
+                    "iterable needs outside the pool, or with another pool")
+        elif not _pool_thread(proc, "_handle_results"):
             # The result handler is one thread of the Pool: gone, no result is ever delivered
             # (it dies on a result it cannot unpickle: an exception class whose __init__
             # takes other arguments than its args).
@@ -144,12 +154,31 @@ def lost_result(g: Graph) -> WaitPattern | None:
                     "most often unpickling a worker's result or exception (the job's output "
                     "has its traceback), so no result is delivered")
         chain = (f"{who(proc)} waits for a result of its multiprocessing Pool{site_words(waiting)} "
-                 f"while all {len(workers)} workers idle waiting for tasks: {lost}{late}; use "
-                 "concurrent.futures.ProcessPoolExecutor (it raises BrokenProcessPool) or a "
-                 "timeout on get()")
+                 f"while all {len(workers)} workers idle waiting for tasks: {lost}{late}" + (
+                     "" if fed is not None else "; use concurrent.futures.ProcessPoolExecutor "
+                     "(it raises BrokenProcessPool) or a timeout on get()"))
         return WaitPattern("lost_result", (proc.pid, *(p.pid for p in workers)), chain, (),
                            proc.pid, waiting.tid)
     return None
+
+
+def _feeder_waits(proc: Process) -> Frame | None:
+    """The program's frame in which the Pool's task-handler thread waits on a result of the
+    same kind of pool (``ApplyResult.get`` below the iterable's own code); None."""
+    for thread in proc.threads:
+        frames = [f for f in thread.frames if not f.native]
+        if not any(f.runs("_handle_tasks", _POOL) for f in frames):
+            continue
+        own = next((k for k, f in enumerate(frames) if not in_library(f.file)), None)
+        handler = next(k for k, f in enumerate(frames) if f.runs("_handle_tasks", _POOL))
+        if own is not None and own < handler and any(
+                f.runs(name, _POOL) for f in frames[:own] for name in ("wait", "get")):
+            return frames[own]
+    return None
+
+
+#: multiprocessing's Pool, as a frame's file ends.
+_POOL = "multiprocessing/pool.py"
 
 
 def pool_runs(proc: Process, function: str) -> bool:
