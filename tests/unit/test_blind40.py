@@ -31,3 +31,16 @@ def test_given_a_native_pools_idle_threads_then_no_local_deadlock() -> None:
     assert lock_threads(coordinator) == []
     assert verdict.kind is VerdictKind.WAIT_CHAIN, verdict
     assert verdict.suspects, verdict
+
+
+def test_given_a_reply_no_task_receives_beside_a_timed_poll_then_the_unread_reply() -> None:
+    """Blind round 40's 08 (sglang#19475): ``/get_server_info`` never starts the front end's
+    receive loop; the scheduler idles in ``poller.poll(1000)``: that timed poll and the
+    detokenizer's receive read as a deadlock of zmq receives. A ring member in a timed poll
+    waits for nobody: the front end's unread reply is the verdict."""
+    snap = analyze(load(FIXTURES / "sglang_info_probe_reply_unread_polled.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.suspects == (snap.job.target,), verdict
+    assert "no task of its event loop receives from its zmq sockets" in verdict.summary
+    assert "Deadlock" not in verdict.summary

@@ -39,6 +39,9 @@ Modes (each from a real report):
   request, the first, sends its message to the schedulers and awaits the reply, which the
   detokenizer sends back and no task receives (sgl-project/sglang#19475: ``get_internal_state``
   never created the loop; the server was started with ``--skip-server-warmup``).
+- ``no_receiver_polled``: the same with a scheduler that idles in a timed poll
+  (``poller.poll(1000)``, then looks again) between requests (blind round 40's 08: that poll
+  and the detokenizer's receive read as a ring of zmq receives, a deadlock).
 
 The test sends the requests from its own client process, outside the job: a visitor.
 Each process appends ``"<pid> <tag>"`` to READY_FILE once it waits in its loop.
@@ -69,6 +72,15 @@ def _compute(seconds: float) -> None:
         sum(i * i for i in range(2000))
 
 
+def _polled(sock: zmq.Socket) -> dict:  # type: ignore[type-arg]
+    """The next request, waited for in a timed poll that looks again each second."""
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    while not poller.poll(1000):
+        pass  # idle: look again in a second
+    return sock.recv_pyobj()
+
+
 def scheduler(rank: int, mode: str, ipc: str, ready_file: str) -> None:
     setproctitle.setproctitle(f"sglang::scheduler_TP{rank}")
     ctx = zmq.Context()
@@ -83,7 +95,8 @@ def scheduler(rank: int, mode: str, ipc: str, ready_file: str) -> None:
         to_detokenizer.connect(f"ipc://{ipc}/scheduler_to_detokenizer")
         ready(ready_file, "scheduler0")
         while True:  # event_loop_normal: take requests, run a batch, send the outputs
-            req = recv_from_tokenizer.recv_pyobj()
+            req = _polled(recv_from_tokenizer) if mode.endswith("_polled") else \
+                recv_from_tokenizer.recv_pyobj()
             if req.get("max_new_tokens") == 0:
                 log(f"scheduler: rid {req['rid']} asks for no tokens, aborting")
                 # The bug of sglang#33858: the abort is built without the request's worker id
@@ -135,7 +148,7 @@ def detokenizer(mode: str, ipc: str, ready_file: str) -> None:
             continue
         worker = out.get("worker", 0) if len(send_to_tokenizer) > 1 else 0
         send_to_tokenizer[worker].send_pyobj({**out, "text": "abc"})
-        if mode == "no_receiver" and not dropped:
+        if mode.startswith("no_receiver") and not dropped:
             dropped = True  # (the test's tag: the first reply went back)
             ready(ready_file, "replied")
 
@@ -221,7 +234,7 @@ def serve(mode: str, ipc: str, ready_file: str, port_file: str) -> None:
 
     @app.on_event("startup")
     async def start() -> None:
-        if mode != "no_receiver":  # (no_receiver: created lazily, by /generate only)
+        if not mode.startswith("no_receiver"):  # (created lazily, by /generate only)
             auto_create_handle_loop()
 
     @app.post("/server_info")

@@ -32,7 +32,7 @@ from hangscope.analyze.graph.zmqedges import (
 )
 from hangscope.analyze.patterns.calm.calm_chain import waits_for_work
 from hangscope.model import Process
-from hangscope.model.waits import WaitPattern
+from hangscope.model.waits import SYSCALLS, WaitEdge, WaitPattern
 from hangscope.words import who, who_list
 
 #: A line of the job's output that says a process ended (a reaper's or a launcher's log).
@@ -165,6 +165,9 @@ def owes_nothing(g: Graph, ring: list[int]) -> bool:
     if all(receive_edge(g.edges[i]) for i in ring) and any(
             e.kind == "collective" and e.how.startswith(MESH_HOW) for e in g.edges):
         return True
+    if all(receive_edge(g.edges[i]) for i in ring) and any(_repolls(g, g.edges[i])
+                                                           for i in ring):
+        return True  # an idle loop's timed poll: it waits for nobody in particular
     for k, i in enumerate(ring):
         edge = g.edges[i]
         nxt = g.edges[ring[(k + 1) % len(ring)]]
@@ -173,3 +176,22 @@ def owes_nothing(g: Graph, ring: list[int]) -> bool:
             return True
     return False
 
+
+
+def _repolls(g: Graph, edge: WaitEdge) -> bool:
+    """The receiving thread is in a ``poll`` with a deadline (``poller.poll(1000)`` in an
+    engine's idle loop, SGLang-shaped schedulers' ``if not running: poll(1000); continue``):
+    it wakes by itself and waits for no one member of a ring."""
+    kernel = g.snap.waits.kernel if g.snap.waits is not None else None
+    pf = kernel.process(edge.pid) if kernel is not None else None
+    call = pf.syscall(edge.tid) if pf is not None else None
+    table = SYSCALLS.get(kernel.arch) if kernel is not None else None
+    if call is None or table is None or call.nr not in table["poll"] or len(call.args) < 3:
+        return False
+    if kernel.arch == "x86_64" and call.nr == _X86_POLL:  # poll(fds, n, timeout ms); -1 never
+        return 0 < call.args[2] < 1 << 31
+    return call.args[2] != 0  # ppoll(fds, n, timespec *): NULL never ends
+
+
+#: x86_64's poll(2), whose third argument is the timeout in ms (ppoll's is a pointer).
+_X86_POLL = 7
