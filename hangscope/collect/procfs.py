@@ -1365,31 +1365,23 @@ def read_unix_peers(inodes: frozenset[int]) -> tuple[UnixPeer, ...]:
 
 #: sock_diag's INET_DIAG_INFO attribute (its request bit is 1 << (2 - 1)): struct tcp_info,
 #: whose ``tcpi_last_data_sent`` and ``tcpi_last_data_recv`` (ms since data last left or came)
-#: lie at these offsets (linux/tcp.h, unchanged since 2.6), and ``tcpi_data_segs_in`` and
-#: ``tcpi_data_segs_out`` (segments that carried data, each way; Linux 4.6) at these.
+#: lie at these offsets (linux/tcp.h, unchanged since 2.6).
 _INET_DIAG_INFO = 2
 _LAST_DATA_SENT, _LAST_DATA_RECV = 44, 52
-_DATA_SEGS_IN, _DATA_SEGS_OUT = 152, 156
 
 
-def _tcp_info(payload: bytes) -> tuple[int | None, int | None, int | None, int | None]:
-    """(ms since data was last sent, since it last came, data segments sent, received) from
-    an inet_diag_msg's attributes; None where the kernel's tcp_info is shorter."""
+def _tcp_info(payload: bytes) -> tuple[int | None, int | None]:
+    """(ms since data was last sent, since it last came) from an inet_diag_msg's attributes."""
     offset = 72
     while offset + 4 <= len(payload):
         length, kind = struct.unpack_from("=HH", payload, offset)
         if length < 4:
             break
         if kind == _INET_DIAG_INFO and length >= 4 + _LAST_DATA_RECV + 4:
-            info = offset + 4
-            sent, came = (struct.unpack_from("=I", payload, info + _LAST_DATA_SENT)[0],
-                          struct.unpack_from("=I", payload, info + _LAST_DATA_RECV)[0])
-            if length < 4 + _DATA_SEGS_OUT + 4:
-                return sent, came, None, None
-            return (sent, came, struct.unpack_from("=I", payload, info + _DATA_SEGS_OUT)[0],
-                    struct.unpack_from("=I", payload, info + _DATA_SEGS_IN)[0])
+            return (struct.unpack_from("=I", payload, offset + 4 + _LAST_DATA_SENT)[0],
+                    struct.unpack_from("=I", payload, offset + 4 + _LAST_DATA_RECV)[0])
         offset += (length + 3) & ~3
-    return None, None, None, None
+    return None, None
 
 
 def read_tcp_connections(inodes: frozenset[int]) -> tuple[TcpConnection, ...]:
@@ -1405,12 +1397,12 @@ def read_tcp_connections(inodes: frozenset[int]) -> tuple[TcpConnection, ...]:
             if inode not in inodes:
                 return
             sport, dport = struct.unpack_from("!HH", payload, 4)
-            sent, came, segs_out, segs_in = _tcp_info(payload)
+            sent, came = _tcp_info(payload)
             found.append(TcpConnection(
                 inode, f"{_addr_text(family, payload[8:24])}:{sport}",
                 f"{_addr_text(family, payload[24:40])}:{dport}", payload[1],
                 struct.unpack_from("=I", payload, 56)[0], sent, came,
-                struct.unpack_from("=I", payload, 60)[0], segs_out, segs_in))
+                struct.unpack_from("=I", payload, 60)[0]))
 
         request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 1 << (_INET_DIAG_INFO - 1),
                               0, 0xFFF & ~(1 << _TCP_LISTEN))

@@ -181,10 +181,6 @@ class TcpConnection:
     # bytes written to it and not yet acknowledged by its peer (sock_diag's wqueue): a writer
     # whose peer's window closed; None: unread
     unsent: int | None = None
-    # segments that carried data out of it and into it (tcp_info): which end is one message
-    # ahead where the last ones fell in one clock tick; None where the kernel did not say
-    segs_out: int | None = None
-    segs_in: int | None = None
 
 
 @dataclass(frozen=True)

@@ -39,24 +39,6 @@ def spoke_last(mine: TcpConnection, theirs: TcpConnection) -> bool:
     return sent < heard and their_heard < their_sent
 
 
-def one_ahead(mine: TcpConnection, theirs: TcpConnection) -> bool:
-    """Where tcp_info's times cannot order the last exchange (the answer came and the next
-    question left within one clock tick, 4 ms at HZ=250), its data segments can: every one
-    delivered and read, and ``mine`` sent one more than it got. Only for a connection that
-    carries one message a segment each way and waits at both ends (request and answer): both
-    ends of a zmq or HTTP connection send the same handshake, so an asker whose question is
-    out is one ahead. Never where the times order them the other way."""
-    facts = (mine.last_sent_ms, mine.last_recv_ms, theirs.last_sent_ms, theirs.last_recv_ms)
-    counts = (mine.segs_out, mine.segs_in, theirs.segs_out, theirs.segs_in)
-    if None in facts or None in counts or theirs.unread != 0 or mine.unread != 0:
-        return False
-    sent, heard, their_sent, their_heard = facts  # type: ignore[misc]
-    if sent > heard or their_heard > their_sent:
-        return False
-    out, came, their_out, their_came = counts  # type: ignore[misc]
-    return out == their_came and came == their_out and out == came + 1
-
-
 def _idle(snap: Snapshot, still: frozenset[int], pid: int) -> bool:
     """``pid`` did nothing in the window (``still``: unread.quiet), or nothing the window
     could call progress: its own timed polls (uvicorn's loop ticks every 0.1 s), a wake-up or

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from hangscope.analyze.graph.grpcedges import METADATA
 from hangscope.analyze.graph.objectedges import PAUSED_HOW, paused_producer
-from hangscope.analyze.graph.owedreply import one_ahead, spoke_last
+from hangscope.analyze.graph.owedreply import spoke_last
 from hangscope.analyze.graph.queueedges import feeds
 from hangscope.analyze.graph.threadedges import at_loop_head, own_frame
 from hangscope.analyze.graph.waitwalk import Graph, sends
@@ -112,9 +112,7 @@ def took_message(g: Graph, ring: list[int]) -> int | None:
     """The position in a ring of message waits of the member that spoke last on a TCP
     connection whose other end read all of it and has sent nothing since (tcp_info,
     analyze/graph/owedreply.py): its message came and was taken, not lost; the other holds
-    it. Where the last exchange fell in one clock tick, the member one data segment ahead on
-    a connection whose other end waits on it too (a request and its answer; not a SUB whose
-    subscription is all it sent, its publisher waiting elsewhere)."""
+    it."""
     kernel = g.snap.waits.kernel if g.snap.waits is not None else None
     if kernel is None:
         return None
@@ -125,12 +123,7 @@ def took_message(g: Graph, ring: list[int]) -> int | None:
             continue
         local, _, remote = edge.object[4:].partition(" -> ")
         mine, theirs = ends.get((local, remote)), ends.get((remote, local))
-        if mine is None or theirs is None:
-            continue
-        back = g.edges[ring[(k + 1) % len(ring)]]
-        if spoke_last(mine, theirs) or (
-                back.kind == "tcp" and back.pid == edge.to_pid and receive_edge(back)
-                and back.object == f"TCP {remote} -> {local}" and one_ahead(mine, theirs)):
+        if mine is not None and theirs is not None and spoke_last(mine, theirs):
             return k
     return None
 

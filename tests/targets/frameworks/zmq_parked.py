@@ -8,9 +8,6 @@ ahead; huggingface/accelerate#2884, pytorch/pytorch#3356).
 - ``ahead``     the trainer asks for batch 1 before it reports batch 0's losses (a loader that
                 looks one batch ahead): the service took the request and holds it, waiting for
                 a report the trainer sends only after its answer.
-- ``at_once``   the same look-ahead with no step between: the answer to batch 1 comes and the
-                request for batch 2 leaves within one clock tick (tcp_info's times tie: blind
-                round 38's 05 on its second run).
 - ``reported``  the twin: the trainer reports each batch's losses, then asks for the next one
                 (progressing).
 
@@ -63,27 +60,13 @@ def trainer(mode: str, ready_file: str, port: int) -> None:
     import zmq
 
     req = zmq.Context().socket(zmq.REQ)
-    monitor = req.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
     req.connect(f"tcp://127.0.0.1:{port}")
-    if mode == "at_once":  # the first request after the handshake, not in its segments
-        from zmq.utils.monitor import recv_monitor_message
-
-        if not monitor.poll(30_000):
-            raise SystemExit("no zmq handshake with the service")
-        recv_monitor_message(monitor)
-    req.disable_monitor()
 
     def ask(message: str) -> bytes:
         req.send(message.encode())
         return req.recv()
 
     ask("get 0")
-    if mode == "at_once":
-        time.sleep(0.02)  # the step
-        ask("report 0")
-        ready(ready_file, "trainer")
-        ask("get 1")
-        ask("get 2")  # the look-ahead, sent as batch 1's answer came
     step = 0
     while True:
         time.sleep(0.02)  # the step's forward and backward
