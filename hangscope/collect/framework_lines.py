@@ -21,7 +21,7 @@ import ast
 import os
 import re
 
-from hangscope.collect.source import Calls, _parse, _per_version, call_names
+from hangscope.collect.source import Calls, _last_name, _parse, _per_version, call_names
 from hangscope.diskcache import SourceCache
 from hangscope.frameworks import RANK_DECORATORS, RANK_TESTS, SUBMITS, WAIT_CALLS
 from hangscope.model import ELSE_OF, in_library
@@ -119,8 +119,12 @@ def untimed_calls(tree: ast.AST) -> Calls:
     framework's get whose timeout is keyword-only, ``ray.get(refs)``, then waits until its
     objects come: its return is news, not a timer's tick). A ``**kwargs`` may carry a
     timeout: such a call is not known to have none."""
-    return call_names(tree, lambda call: not any(
-        k.arg is None or "timeout" in k.arg for k in call.keywords))
+    return call_names(tree, _no_timeout)
+
+
+def _no_timeout(call: ast.Call) -> bool:
+    """No ``timeout`` keyword (a ``**kwargs`` may carry one: not known to have none)."""
+    return not any(k.arg is None or "timeout" in k.arg for k in call.keywords)
 
 
 #: The frameworks' get names as bytes: a file without any of them is not parsed for them.
@@ -156,8 +160,7 @@ _receives_cache = SourceCache("receive-calls")  # -> Calls
 
 def _receive(call: ast.Call) -> str | None:
     """The last name of a call that receives a message (recv*, receive*), else None."""
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    name = _last_name(call)
     return name if name is not None and name.startswith(("recv", "receive")) else None
 
 
@@ -173,7 +176,9 @@ def receives_in(path: object, loops: tuple[tuple[int, int], ...]) -> tuple[int, 
     return tuple(sorted(line for line in found if first <= line <= last))
 
 
-_submits_cache = SourceCache("submitted-methods")  # -> Calls
+#: Per file version, one parse: (the methods each line submits, those whose one result a
+#: get with no timeout on the line waits for).
+_submits_cache = SourceCache("submitted-methods")  # -> (Calls, Calls)
 
 
 #: The handles' submit calls as bytes: a file without any of them is not parsed for them.
@@ -187,28 +192,30 @@ def _submitted(call: ast.Call) -> str | None:
                                and isinstance(func.value, ast.Attribute)) else None
 
 
+def _gets_one(call: ast.Call) -> bool:
+    """A framework's get with no timeout whose first argument is one submitted call:
+    ``ray.get(w.setup.remote(...))``, not ``ray.get([w.setup.remote() for w in ws])``."""
+    return (_last_name(call) in WAIT_CALLS and bool(call.args)
+            and isinstance(call.args[0], ast.Call) and _submitted(call.args[0]) is not None
+            and _no_timeout(call))
+
+
+def _submits_of(path: str) -> tuple[Calls, Calls]:
+    def build(source: bytes) -> tuple[Calls, Calls]:
+        if not any(w in source for w in _SUBMIT_WORDS):
+            return {}, {}
+        tree = _parse(source)
+        return (call_names(tree, name_of=_submitted), call_names(
+            tree, keep=_gets_one, name_of=lambda call: _submitted(call.args[0])))
+    return _per_version(path, _submits_cache, build, ({}, {}))
+
+
 def submitted_at(path: str | None, line: int | None) -> tuple[str, ...]:
     """The methods the program's own line ``path:line`` submits through a framework's handle
     (``actor.method.remote(...)``; libraries are not read), sorted."""
     if not _SUBMIT_WORDS or not path or not line or in_library(path):
         return ()
-    found = _per_version(path, _submits_cache, lambda source: call_names(
-        _parse(source), name_of=_submitted) if any(w in source for w in _SUBMIT_WORDS) else {},
-        {})
-    return tuple(sorted(found.get(line, frozenset())))
-
-
-_gets_one_cache = SourceCache("methods-got-alone")  # -> Calls
-
-
-def _gets_one(call: ast.Call) -> bool:
-    """A framework's get with no timeout whose first argument is one submitted call:
-    ``ray.get(w.setup.remote(...))``, not ``ray.get([w.setup.remote() for w in ws])``."""
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-    return (name in WAIT_CALLS and bool(call.args) and isinstance(call.args[0], ast.Call)
-            and _submitted(call.args[0]) is not None
-            and not any(k.arg is None or "timeout" in k.arg for k in call.keywords))
+    return tuple(sorted(_submits_of(path)[0].get(line, frozenset())))
 
 
 def got_alone_at(path: str | None, line: int | None) -> tuple[str, ...]:
@@ -216,10 +223,7 @@ def got_alone_at(path: str | None, line: int | None) -> tuple[str, ...]:
     ``path:line`` waits for (:func:`_gets_one`), sorted."""
     if not _SUBMIT_WORDS or not path or not line or in_library(path):
         return ()
-    found = _per_version(path, _gets_one_cache, lambda source: call_names(
-        _parse(source), keep=_gets_one, name_of=lambda call: _submitted(call.args[0]))
-        if any(w in source for w in _SUBMIT_WORDS) else {}, {})
-    return tuple(sorted(found.get(line, frozenset())))
+    return tuple(sorted(_submits_of(path)[1].get(line, frozenset())))
 
 
 def line_calls(path: str | None, line: int | None) -> dict[str, tuple[str, ...]]:

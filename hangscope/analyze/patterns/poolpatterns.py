@@ -167,11 +167,12 @@ def _feeder_waits(proc: Process) -> Frame | None:
     same kind of pool (``ApplyResult.get`` below the iterable's own code); None."""
     for thread in proc.threads:
         frames = [f for f in thread.frames if not f.native]
-        if not any(f.runs("_handle_tasks", _POOL) for f in frames):
+        handler = next((k for k, f in enumerate(frames) if f.runs("_handle_tasks", _POOL)),
+                       None)
+        if handler is None:
             continue
-        own = next((k for k, f in enumerate(frames) if not in_library(f.file)), None)
-        handler = next(k for k, f in enumerate(frames) if f.runs("_handle_tasks", _POOL))
-        if own is not None and own < handler and any(
+        own = next((k for k, f in enumerate(frames[:handler]) if not in_library(f.file)), None)
+        if own is not None and any(
                 f.runs(name, _POOL) for f in frames[:own] for name in ("wait", "get")):
             return frames[own]
     return None

@@ -91,12 +91,10 @@ def _rank_guarded(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | No
             found.add(tests[-1])  # the innermost test
         return found.pop() if len(found) == 1 else None
 
-    if len(tied) != 2:
-        return None
     guards = [guard(g) for g in tied]
-    if sum(g is not None for g in guards) != 1:
+    odd = _the_one(guards)
+    if odd is None:
         return None
-    odd = 0 if guards[0] is not None else 1
     group, normal = tied[odd], tied[1 - odd]
     who = group_labels(facts.snapshot, group.pids)
     verb = "calls" if len(group.pids) == 1 else "call"
@@ -204,17 +202,15 @@ def _in_rank_hook(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | No
         frames = [f for f in (working.frames if working is not None else ()) if not f.native]
         for k, frame in enumerate(frames):  # innermost first: the user's frame, then callers
             for function, path, words in RANK_HOOKS:
-                if frame.runs(function.rsplit(".", 1)[-1], path) and frame.name == function:
+                if frame.name == function and (frame.file or "").endswith(path):
                     own = next((f for f in frames[:k] if not in_library(f.file)), None)
                     return (words, own) if own is not None else None
         return None
 
-    if len(tied) != 2:
-        return None
     found = [hook(g) for g in tied]
-    if sum(f is not None for f in found) != 1:
+    odd = _the_one(found)
+    if odd is None:
         return None
-    odd = 0 if found[0] is not None else 1
     words, own = found[odd]  # type: ignore[misc]
     who = group_labels(facts.snapshot, tied[odd].pids)
     verb = "calls" if len(tied[odd].pids) == 1 else "call"
@@ -222,3 +218,11 @@ def _in_rank_hook(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | No
         f"{who[:1].upper()}{who[1:]} {verb} {tied[odd].op or 'its collective'} inside "
         f"{own.name} ({own.short_file}:{own.line}), in {words}: the others never call it; "
         "move the collective to a hook every rank runs (setup)")
+
+
+def _the_one(found: Sequence[object]) -> int | None:
+    """Of two tied groups' findings, the position of the only one found; None where there are
+    not two groups, or both or neither has one."""
+    if len(found) != 2 or sum(f is not None for f in found) != 1:
+        return None
+    return 0 if found[0] is not None else 1

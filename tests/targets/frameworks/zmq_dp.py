@@ -66,7 +66,7 @@ def engine(index: int, ready_file: str, ipc: str, port: int) -> None:
             time.sleep(0.05)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -81,7 +81,7 @@ def main() -> None:
     ctx = zmq.Context()
     outputs = ctx.socket(zmq.PULL)
     outputs.bind(f"ipc://{ipc}/out")
-    port = _free_port()
+    port = free_port()
     engines = [mp.get_context("spawn").Process(target=engine, args=(i, ready_file, ipc, port),
                                                name=f"EngineCore_DP{i}") for i in range(2)]
     for proc in engines:

@@ -21,16 +21,12 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import os
-import socket
 import sys
 import threading
 import time
 from datetime import timedelta
 
-
-def ready(path: str, role: str) -> None:
-    with open(path, "a") as f:
-        f.write(f"{os.getpid()} {role}\n")
+from zmq_dp import free_port, ready  # the same target helpers (this directory)
 
 
 def scheduler(ready_file: str, ipc: str, port: int) -> None:
@@ -64,9 +60,7 @@ def main() -> None:
     mode, ready_file, workdir = sys.argv[1:4]
     ipc = os.path.join(workdir, "ipc")
     os.makedirs(ipc, exist_ok=True)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+    port = free_port()
     ctx = zmq.asyncio.Context()
     replies = ctx.socket(zmq.PULL)
     replies.bind(f"ipc://{ipc}/trainer")
