@@ -134,3 +134,34 @@ def test_given_inductor_cache_lock_then_the_verdict_is_a_lock_wait_on_the_compil
         "Lock wait: PID 18410 (python) waits for a file lock held by PID 18409 (python), which "
         "compiles a kernel (JIT) at ")
     assert snap.verdict.suspects == (18409,)
+
+
+def _renumbered(value: object, pids: dict[int, int]) -> object:
+    """``value`` (a saved dump's JSON) with its PIDs renumbered."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return pids.get(value, value)
+    if isinstance(value, list):
+        return [_renumbered(v, pids) for v in value]
+    if isinstance(value, dict):
+        return {(str(pids[int(k)]) if k.isdigit() and int(k) in pids else k):
+                _renumbered(v, pids) for k, v in value.items()}
+    return value
+
+
+def test_given_a_flock_held_across_a_barrier_then_its_holder_whatever_the_pid_order(
+        tmp_path: Path) -> None:
+    """The extended tier's flock-across-a-barrier job named the uploader once its PIDs had
+    wrapped (uploader 319, rank 0 32735): the ring started at the lowest PID. A ring through
+    one file lock starts at the lock's holder."""
+    raw = json.loads((FIXTURES / "flock_across_barrier.dump.json").read_text())
+    wrapped = {7755: 319, 7747: 32734, 7748: 32735, 7749: 32736, 7750: 32737}
+    for pids, rank0 in (({}, 7748), (wrapped, 32735)):
+        path = tmp_path / f"dump{len(pids)}.json"
+        path.write_text(json.dumps(_renumbered(raw, pids)))
+        verdict = analyze(load(path)).verdict
+        assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+        assert verdict.suspects[0] == rank0, verdict
+        assert verdict.summary.startswith(f"Deadlock: Rank 0 (PID {rank0}) waits in barrier"), \
+            verdict.summary

@@ -182,14 +182,13 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         if advice.startswith("one of them must act first") and captured(g, ring):
             advice = CAPTURED  # no child wait: the reader reads another pipe, not waitpid
         held = _from_lock_holder(g, ring)
-        rotated = held != ring
+        rotated = held != ring and any(g.edges[i].kind == "py_lock" for i in ring)
         ring = _from_unaccepting_server(g, held)
         ring = first_cause(g, ring)  # a buffered reply's worker, a parent joining undrained
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
         chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
         both = _both_read(g, ring)
-        if both:
-            chain = both
+        chain = both or chain
         chain += behind(g, members)  # the ranks or threads that wait on the cycle
         # A lock's holder blocked on another process: the holder is where the cycle is held,
         # and the process it waits on is the one that never acts: both are suspects (and both
@@ -201,16 +200,17 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
 
 
 def _from_lock_holder(g: Graph, ring: list[int]) -> list[int]:
-    """``ring`` turned to start at the wait of the thread that holds the ring's Python lock
-    (the others queue on it; its own wait is the cause): a logging handler's lock held by a
-    thread blocked writing a pipe nobody reads."""
+    """``ring`` turned to start at the wait of the holder of its Python lock (a logging lock
+    held by a thread blocked writing a pipe nobody reads), or of its one file lock (not ABBA):
+    the holder's own wait is the cause, not the first PID the walk met (PIDs wrap)."""
+    flocks = sum(g.edges[i].kind == "file_lock" for i in ring)
     for k, i in enumerate(ring):
         edge = g.edges[i]
-        if edge.kind != "py_lock":
+        if edge.kind != "py_lock" and (edge.kind, flocks) != ("file_lock", 1):
             continue
         nxt = ring[(k + 1) % len(ring)]
-        if g.edges[nxt].tid == edge.to_tid and g.edges[nxt].pid == edge.to_pid:
-            return ring[k + 1:] + ring[:k + 1]
+        if g.edges[nxt].pid == edge.to_pid and edge.to_tid in (None, g.edges[nxt].tid):
+            return ring[k + 1:] + ring[:k + 1]  # (a flock's holder is a process, no thread)
     return ring
 
 
