@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from hangscope.model import Role
+from hangscope.model import Frame, Role
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,14 @@ class ObjectWait:
     #: said where the process that waits on it is the caller.
     paused_native: str | None = None
     paused: str = ""
+    #: (function, source path substring) of a producer's method that returns only once every
+    #: one of its consumers has called it (a barrier of calls), and why a consumer that stopped
+    #: calling holds the others, and what to do: said where such a consumer idles.
+    call_barrier: tuple[str, str] | None = None
+    call_barrier_words: str = ""
+    #: A producer's class in its process's title (group ``actor``): the consumers a barrier of
+    #: calls waits for are the live processes of the callers' class that are not calling.
+    title_class: re.Pattern[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -386,6 +394,16 @@ def runs_method(function: str | None, filename: str | None) -> bool:
     ``method_frame``)."""
     return any(frame_at(function, filename, (w.method_frame,)) for w in OBJECT_WAITS
                if w.method_frame is not None)
+
+
+def call_barrier_at(frames: Sequence[Frame]) -> ObjectWait | None:
+    """The object wait whose barrier of calls (``call_barrier``) one of ``frames`` is in."""
+    for frame in frames:
+        for wait in OBJECT_WAITS:
+            if wait.call_barrier is not None and not frame.native and frame_at(
+                    frame.name, frame.file, (wait.call_barrier,)):
+                return wait
+    return None
 
 
 RANK_TESTS: tuple[str, ...] = tuple(dict.fromkeys(p for f in FRAMEWORKS for p in f.rank_tests))

@@ -114,6 +114,19 @@ OBJECT_WAIT = ObjectWait(
     # ray#40285: a streaming generator with backpressure (_generator_backpressure_num_objects)
     # pauses inside its yield until the caller consumes one of the objects it yielded.
     paused_native="TaskGeneratorBackpressureWaiter::WaitUntilObjectConsumed",
+    # ray#62040, ray#42008: Ray Data's streaming_split coordinator starts each epoch only once
+    # every split's consumer has called start_epoch (SplitCoordinator._barrier polls for them).
+    call_barrier=("_barrier",
+                  "ray/data/_internal/iterator/stream_split_iterator.py"),
+    call_barrier_words=(
+        "Ray Data's streaming_split coordinator starts an epoch only once every split's "
+        "consumer asks for it, so a consumer that stops reading its split (an early stop or a "
+        "break decided on one rank only, an exception caught around its loop) or reads fewer "
+        "epochs than the others holds every other consumer at the next epoch for ever. Make "
+        "the stop decision together (every consumer reads the same number of epochs: "
+        "broadcast the decision, or let the driver decide), or give each consumer a split "
+        "of its own dataset"),
+    title_class=re.compile(r"^ray::(?P<actor>[A-Za-z_]\w*)"),
     paused=("a streaming generator task with backpressure (_generator_backpressure_num_objects) "
             "pauses inside its yield until its caller consumes what it yielded, so a caller "
             "that waits for it to finish first (ray.get(gen.completed())) or for an object it "

@@ -42,6 +42,16 @@ class P2PCall:
 
 
 @dataclass(frozen=True)
+class ThreadObjects:
+    """The objects another thread of a process waits for in a framework's get, while its
+    working thread waits on a hand-off from that process (Ray Data's iterator: the trainer's
+    loop waits on a queue its prefetch thread fills from ``ray.get``)."""
+
+    tid: int
+    objects: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class LocalsRead:
     """What ``py-spy dump --locals`` said of one process's working thread (asked only of
     ranks polling a ``filelock``, blocked in send/recv or in a c10d store get/wait)."""
@@ -64,6 +74,8 @@ class LocalsRead:
     init_store: str | None = None
     # the root its rooted collective names (a broadcast's src, a gather's dst)
     root: int | None = None
+    # The objects its other threads' gets wait for (its working thread waits on a hand-off)
+    thread_objects: tuple[ThreadObjects, ...] = ()
 
 
 @dataclass(frozen=True)

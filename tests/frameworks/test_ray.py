@@ -357,16 +357,30 @@ DATA_JOBS = TARGETS / "frameworks" / "ray_data_jobs.py"
 
 
 @contextmanager
-def _ray_data(mode: str, tmp_path: Path, warned: bool) -> Iterator[Target]:
+def _ray_data(mode: str, tmp_path: Path, warned: bool,
+              tags: tuple[str, ...] = ("driver",)) -> Iterator[Target]:
     workdir = tmp_path / mode
     argv = [sys.executable, str(DATA_JOBS), mode, str(workdir / "ready"), str(workdir)]
 
     def said(job: Target) -> bool:  # Ray Data's own warning, 30 s into the stall
         return not warned or "blocked waiting on other clients" in job.log_tail()
 
-    with running_target(argv, workdir, tags=["driver"], ready=said, timeout=START_TIMEOUT,
+    with running_target(argv, workdir, tags=list(tags), ready=said, timeout=START_TIMEOUT,
                         env={"RAY_USAGE_STATS_ENABLED": "0"}) as job:
         yield job
+
+
+def _in_stack_of(title: str, frame: str) -> bool:
+    """A process titled ``title`` (Ray's ``ray::Class``) has ``frame`` in py-spy's stacks."""
+    pyspy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if cmdline.read_bytes().startswith(title.encode()):
+                out = subprocess.run([pyspy, "dump", "--pid", cmdline.parent.name],
+                                     capture_output=True, text=True, timeout=30).stdout
+                if frame in out:
+                    return True
+    return False
 
 
 def test_streaming_splits_read_one_after_the_other_are_a_stall_ray_data_reports(
@@ -385,6 +399,42 @@ def test_streaming_splits_read_one_after_the_other_are_a_stall_ray_data_reports(
 
 def test_streaming_splits_read_at_once_progress(tmp_path: Path) -> None:
     with _ray_data("split_concurrent", tmp_path, warned=False) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+
+
+def test_a_split_consumer_that_stopped_early_is_what_the_coordinator_waits_for(
+        tmp_path: Path) -> None:
+    """Blind round 40's 04 (ray-project/ray#62040): two consumer actors read a streaming_split
+    each; split 0's stops after one epoch on its own decision. Split 1's consumer waits in its
+    iterator's thread for an epoch the coordinator starts only once split 0's asks too. The
+    chain went driver -> consumer 1's loop waiting on its own iterator's queue, and stopped
+    there. It follows the hand-off to the iterator thread, that thread's get to the coordinator
+    (--locals of a thread other than the working one), and the coordinator's barrier of calls
+    to the consumer of the same class that calls none: the suspect."""
+    with _ray_data("split_early_stop", tmp_path, warned=False,
+                   tags=("consumer0", "consumer1", "driver")) as job:
+        poll(lambda: _in_stack_of("ray::SplitCoordinator", "_barrier"),
+             "the coordinator in its epoch barrier", 60)
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+        pids = dict(job.pids)
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [pids["consumer0"]], verdict
+    summary = verdict["summary"]
+    assert f"thread MainThread of PID {pids['consumer1']} (ray actor Consumer.fit) waits in " \
+        "get() at iter_threaded" in summary, summary
+    assert "(ray actor SplitCoordinator" in summary, summary  # (its title may name the call)
+    assert "waits on a call to start_epoch from each of its consumers at " \
+        "SplitCoordinator._barrier" in summary, summary
+    assert f"PID {pids['consumer0']} (ray actor Consumer) is between tasks at " \
+        "Worker.main_loop" in summary, summary
+    assert "it never called start_epoch for this round" in summary, summary
+    assert "Make the stop decision together" in summary, summary
+
+
+def test_split_consumers_that_read_as_many_epochs_progress(tmp_path: Path) -> None:
+    with _ray_data("split_two_epochs", tmp_path, warned=False,
+                   tags=("consumer0", "consumer1", "driver")) as job:
         verdict = json.loads(dump_json(job.launcher))["verdict"]
     assert verdict["kind"] == "progressing", verdict
 

@@ -18,10 +18,11 @@ from hangscope.analyze.evidence.locks import filelock_path, polls_filelock
 from hangscope.analyze.evidence.p2p import in_p2p, in_rooted, p2p_call_of_thread, rooted_root
 from hangscope.analyze.evidence.pylocals import frame_locals, thread_frames
 from hangscope.analyze.evidence.store_key import LineText, store_keys, store_op, waits_in_store
+from hangscope.analyze.evidence.working import notified_wait
 from hangscope.analyze.evidence.world import in_init, init_args, init_store
 from hangscope.frameworks import ObjectWait, object_wait_at
 from hangscope.model import Process
-from hangscope.model.waits import LocalsRead
+from hangscope.model.waits import LocalsRead, ThreadObjects
 
 #: (pid, address, size) -> those bytes of the process's memory, or None.
 Peek = Callable[[int, int, int], "bytes | None"]
@@ -36,6 +37,16 @@ def waits_for_object(proc: Process) -> bool:
     thread = proc.working_thread
     return thread is not None and any(
         object_wait_at(f.name, f.file) is not None for f in thread.frames if not f.native)
+
+
+def feeds_by_object(proc: Process) -> bool:
+    """Its working thread waits on a hand-off from its own process while another of its
+    threads blocks in a framework's object get (the feeder's objects are in its locals)."""
+    thread = proc.working_thread
+    return thread is not None and notified_wait(thread) is not None and any(
+        t.tid != thread.tid and not t.helper and any(
+            object_wait_at(f.name, f.file) is not None for f in t.frames if not f.native)
+        for t in proc.threads)
 
 
 def _wait_frame(frames: Sequence[Mapping[str, object]]
@@ -66,16 +77,31 @@ def awaited_objects(pid: int, threads: Sequence[object], tid: int | None,
     return tuple(ids)
 
 
+def other_objects(pid: int, threads: Sequence[object], tid: int | None,
+                  peek: Peek | None) -> tuple[ThreadObjects, ...]:
+    """The objects each thread but ``tid`` of ``pid`` waits for in a framework's get."""
+    found = []
+    for thread in threads:
+        other = thread.get("os_thread_id") if isinstance(thread, Mapping) else None
+        if not isinstance(other, int) or other == tid:
+            continue
+        objects = awaited_objects(pid, threads, other, peek)
+        if objects:
+            found.append(ThreadObjects(other, objects))
+    return tuple(found[:MAX_OBJECTS])
+
+
 def wants_locals(proc: Process) -> bool:
     """Its working thread polls a filelock, waits in a point-to-point op, in a store
     get/wait (the key is in its caller's locals), in a framework's get of an object another
-    process produces (the objects are in that frame's locals), inside
+    process produces (the objects are in that frame's locals; or another thread is, which
+    its working thread waits on), inside
     ``init_process_group`` (its rank and world size are its arguments) or in a collective
     with one root (the root it names)."""
     # Never a process in D: a ptrace attach to it may wait for the kernel (live/sampler.py).
     return not proc.is_exited and proc.state != "D" and (
         polls_filelock(proc) or in_p2p(proc) or waits_in_store(proc)
-        or waits_for_object(proc) or in_init(proc) or in_rooted(proc))
+        or waits_for_object(proc) or feeds_by_object(proc) or in_init(proc) or in_rooted(proc))
 
 
 def locals_wanted(procs: Sequence[Process]) -> tuple[tuple[int, ...], dict[int, int | None],
@@ -103,5 +129,6 @@ def interpreter(tids: dict[int, int | None], ops: dict[int, str] | None = None,
                           p2p=p2p_call_of_thread(threads, tid), store_keys=keys,
                           objects=awaited_objects(pid, threads, tid, peek),
                           init_rank=rank, init_world=world, init_store=init_store(threads, tid),
-                          root=rooted_root(threads, tid))
+                          root=rooted_root(threads, tid),
+                          thread_objects=other_objects(pid, threads, tid, peek))
     return interpret

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.working import QUEUED_BEHIND, progressing_pids
+from hangscope.analyze.graph.barriercalls import barrier_edges, called_method
 from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.frameworks import (
     OBJECT_WAITS,
@@ -32,15 +33,17 @@ from hangscope.model.waits import SYSCALLS, KernelWaits, WaitEdge
 
 def all_object_edges(snap: Snapshot) -> list[WaitEdge]:
     """The edges of every framework object wait: named producers first (their ids proven),
-    then the guesses that read them (tasks, calls, a paused generator's caller)."""
+    then the guesses that read them (tasks, calls, a paused generator's caller, the consumers
+    a barrier of calls waits for)."""
     found = object_edges(snap)
     tasks = task_edges(snap, found)
-    return [*found, *tasks, *call_edges(snap, found), *consumer_edges(snap, [*found, *tasks])]
+    edges = [*found, *tasks, *call_edges(snap, found), *consumer_edges(snap, [*found, *tasks])]
+    return [*edges, *barrier_edges(snap, edges)]
 
 
 def object_edges(snap: Snapshot) -> list[WaitEdge]:
-    """waiter's working thread -> the process hosting the producer of each object it waits
-    for."""
+    """waiter's working thread (or a thread of its process that the working thread waits on)
+    -> the process hosting the producer of each object it waits for."""
     waits = snap.waits
     if waits is None or not waits.hosted:
         return []
@@ -55,32 +58,47 @@ def object_edges(snap: Snapshot) -> list[WaitEdge]:
         proc = procs.get(read.pid)
         if proc is None or proc.is_exited or proc.working_tid is None:
             continue
-        seen: set[int] = set()
-        for object_hex in read.objects:
-            for wait in OBJECT_WAITS:
-                producer = wait.producer_of(bytes.fromhex(object_hex))
-                host = hosts.get(producer) if producer is not None else None
-                if host is None or host[0] in seen:
-                    continue
-                pid, source = host
-                target = procs.get(pid)
-                if target is None or idle_producer(target, going):
-                    continue
-                seen.add(pid)
-                asked = submitted(proc.working_thread)
-                runs = _running(target, asked)
-                edges.extend(WaitEdge(
-                    proc.pid, proc.working_tid, "object",
-                    f"a result of {wait.producer_word} {producer} (object {object_hex[:16]}…)",
-                    f"py-spy --locals: its {wait.frame[0]} waits for that object; the object's "
-                    f"id names the {wait.producer_word} whose task returns it, and {source} "
-                    f"says PID {pid} hosts that {wait.producer_word}"
-                    + (f", whose thread {t.name or t.tid} runs {method}, the method its line "
-                       "submitted" if t is not None else ", which runs one task at a time"
-                       + _behind(target, asked)),
-                    pid, t.tid if t is not None else target.working_tid, probable=len(runs) > 1)
-                    for method, t in (runs or [(None, None)]))
-                break
+        threads = {t.tid: t for t in proc.threads}
+        for tid, objects in ((proc.working_tid, read.objects),
+                             *((o.tid, o.objects) for o in read.thread_objects)):
+            if tid in threads:
+                edges.extend(_producer_edges(proc, threads[tid], objects, hosts, procs, going))
+    return edges
+
+
+def _producer_edges(proc: Process, thread: Thread, objects: tuple[str, ...],
+                    hosts: dict[str, tuple[int, str]], procs: dict[int, Process],
+                    going: frozenset[int]) -> list[WaitEdge]:
+    """``thread`` of ``proc`` -> the process hosting the producer of each of ``objects``."""
+    edges: list[WaitEdge] = []
+    seen: set[int] = set()
+    for object_hex in objects:
+        for wait in OBJECT_WAITS:
+            producer = wait.producer_of(bytes.fromhex(object_hex))
+            host = hosts.get(producer) if producer is not None else None
+            if host is None or host[0] in seen:
+                continue
+            pid, source = host
+            target = procs.get(pid)
+            if target is None or idle_producer(target, going):
+                continue
+            seen.add(pid)
+            asked = submitted(thread)
+            runs = _running(target, asked)
+            why = "the method its line submitted" if runs else "the only call it runs"
+            runs = runs or ([] if asked else _only_call(target))
+            edges.extend(WaitEdge(
+                proc.pid, thread.tid, "object",
+                f"a result of {wait.producer_word} {producer} (object {object_hex[:16]}…)",
+                f"py-spy --locals: its {wait.frame[0]} waits for that object; the object's "
+                f"id names the {wait.producer_word} whose task returns it, and {source} "
+                f"says PID {pid} hosts that {wait.producer_word}"
+                + (f", whose thread {t.name or t.tid} runs {method}, {why}"
+                   if t is not None else ", which runs one task at a time"
+                   + _behind(target, asked)),
+                pid, t.tid if t is not None else target.working_tid, probable=len(runs) > 1)
+                for method, t in (runs or [(None, None)]))
+            break
     return edges
 
 
@@ -134,6 +152,14 @@ def _running(target: Process, methods: tuple[str, ...]) -> list[tuple[str, Threa
         if method is not None:
             found.append((method, t))
     return found
+
+
+def _only_call(target: Process) -> list[tuple[str, Thread]]:
+    """(method, thread) of a threaded producer's one pool thread running a call (not its
+    working thread), for a waiter whose line names no method (a library's get: Ray Data's
+    iterator asking its coordinator)."""
+    found = [(m, t) for t in target.threads if (m := called_method(t.frames)) is not None]
+    return found if len(found) == 1 and found[0][1].tid != target.working_tid else []
 
 
 def task_edges(snap: Snapshot, known: list[WaitEdge]) -> list[WaitEdge]:

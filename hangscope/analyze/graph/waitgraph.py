@@ -20,12 +20,11 @@ other end can be read:
   threads watch (analyze/graph/zmqedges.py);
 - a thread in ``take_gil`` leads to the thread of its process that owns the GIL (py-spy);
 - a thread waiting on a Python lock leads to the thread whose stack is inside a block that
-  holds it (``with self.lock:`` enclosing a frame's line, collect/source.py: the same name in
-  the same class or module; itself, when its own outer frame holds it); without one, threads
-  waiting on one lock lead to the one thread of the process that is inside the same function
-  past that line ("probable holder": Python does not say who holds a lock);
+  holds it (``with self.lock:`` around a frame's line, collect/source.py: the same name in
+  the same class or module; itself, when its own outer frame holds it); or else to the one
+  thread past that line in the same function ("probable holder": Python names no holder);
 - a thread in a framework's get of an object (``ray.get``) leads to the process hosting the
-  object's producer (analyze/graph/objectedges.py).
+  object's producer (analyze/graph/objectedges.py), and a hand-off to its own feeder thread.
 
 Collectives and point-to-point waits stay with analyze/evidence/p2p.py and the collective rules.
 """
@@ -361,6 +360,9 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
     edges: list[WaitEdge] = []
     connected = frozenset((*idx.unix_peer, *idx.tcp)) if idx is not None else frozenset()
     still = quiet(snap) if idx is not None else frozenset()
+    objects = all_object_edges(snap)  # (a feeder thread's get: the hand-offs lead there)
+    working = {p.pid: p.working_tid for p in snap.processes}
+    feeding = [e for e in objects if e.tid != working.get(e.pid)]
     for proc in snap.processes:
         if proc.is_exited:
             continue
@@ -375,7 +377,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
                                          idx.lock_holders))
                 for queued in (queue_put_edges, queue_lock_edges):
                     mine.extend(queued(proc, thread, idx.fds, idx.procs))
-        mine.extend(handoff_edges(proc, mine))
+        mine.extend(handoff_edges(proc, [*mine, *(e for e in feeding if e.pid == proc.pid)]))
         gil = list(gil_edges(proc))
         edges.extend(own_end_writers(proc, [*mine, *gil]))
         edges.extend(join_edges(proc))
@@ -385,10 +387,8 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
     if idx is not None and kernel is not None:  # (after the other edges: it reads them)
         edges.extend(owed_loop_edges(kernel, idx.fds, connected, snap.processes, edges,
                                      lambda p, t, r, h: _socket_edges(idx, p, t, r, h, "read")))
-    edges.extend([*collective_edges(snap), *rpc_edges(snap), *grpc_edges(snap)])
-    edges.extend(all_object_edges(snap))
+    edges.extend([*collective_edges(snap), *rpc_edges(snap), *grpc_edges(snap), *objects])
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
-    working = {p.pid: p.working_tid for p in snap.processes}
     return tuple(to_handler(likely_partner_first(edges, threads), threads, working))
 
 

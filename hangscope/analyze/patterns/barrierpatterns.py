@@ -12,8 +12,16 @@ program idles in a barrier on purpose, so this holds with or without a death on 
 
 from __future__ import annotations
 
+from hangscope.analyze.graph.barriercalls import called_method, in_call_barrier
+from hangscope.analyze.graph.objectedges import between_tasks
 from hangscope.analyze.graph.threadedges import blocked, joins, user_frame
-from hangscope.analyze.graph.waitwalk import Graph, hops_into, thread_names, waits_into
+from hangscope.analyze.graph.waitwalk import (
+    Graph,
+    hops_into,
+    site_words,
+    thread_names,
+    waits_into,
+)
 from hangscope.analyze.patterns.behind import collective_behind
 from hangscope.analyze.patterns.threadpatterns import (
     could_produce,
@@ -77,3 +85,21 @@ def barrier_short(g: Graph) -> WaitPattern | None:
         return WaitPattern("barrier_short", (proc.pid, *waiters), chain, tuple(into),
                            proc.pid, parties[0].tid)
     return None
+
+
+def uncalled_barrier_end(g: Graph, edge: int) -> str:
+    """How a chain ends at a consumer that a producer's barrier of calls waits for
+    (analyze/graph/barriercalls.py): it idles between tasks, or does something else, and never
+    makes the call; and the framework's words on why that holds the others. "" otherwise."""
+    last = g.edges[edge]
+    barrier = g.threads.get((last.pid, last.tid))
+    wait = in_call_barrier(barrier)
+    end = g.procs.get(last.to_pid or 0)
+    if wait is None or barrier is None or end is None or last.kind != "object":
+        return ""
+    thread = end.working_thread
+    doing = "is between tasks" if between_tasks(end) else "is elsewhere"
+    method = called_method(barrier.frames) or "the call"
+    words = wait.call_barrier_words
+    return (f"; {who(end)} {doing}{site_words(thread)}: it never called {method} for this "
+            f"round. {words[:1].upper()}{words[1:]}")

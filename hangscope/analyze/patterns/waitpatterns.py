@@ -51,7 +51,7 @@ from hangscope.analyze.graph.waitwalk import (
     store_peers,
     thread_words,
 )
-from hangscope.analyze.patterns.barrierpatterns import barrier_short
+from hangscope.analyze.patterns.barrierpatterns import barrier_short, uncalled_barrier_end
 from hangscope.analyze.patterns.behind import behind, collective_behind
 from hangscope.analyze.patterns.calm.calm import native_server
 from hangscope.analyze.patterns.calm.calm_chain import waits_for_work
@@ -250,9 +250,8 @@ def _both_read(g: Graph, ring: list[int]) -> str:
     return (f"{first} and {second} both wait to read the same connection, and neither "
             f"sends: {first} reads {a.object.split(' (')[0]}{site_words(ta)}; {second} reads "
             f"its peer, {b.object.split(' (')[0]},{site_words(tb)}"
-            ": a framing bug: one side reads until EOF, or for more than the other sends; "
-            "one side must send, or shut down its write half (sock.shutdown(socket.SHUT_WR)), "
-            "first")
+            ": a framing bug: one side reads until EOF, or for more than the other sends; one "
+            "side must send, or shut down its write half (sock.shutdown(socket.SHUT_WR)), first")
 
 
 def _sink(g: Graph) -> WaitPattern | None:
@@ -306,7 +305,8 @@ def _sink(g: Graph) -> WaitPattern | None:
         if end is not None and last.kind in ("tcp", "unix") else "")
     together = store_peers(g, path[0])
     chain = "; ".join([hop(g, path[0], together), *(hop(g, i) for i in path[1:])]) + (
-        _starved_end(g.snap, end) or idle or _end(g, path, waiters=len(together) + 1)) + (
+        _starved_end(g.snap, end) or idle or uncalled_barrier_end(g, path[-1])
+        or _end(g, path, waiters=len(together) + 1)) + (
         crashed_words(g, crashed) if crashed is not None else "") + (
         _unset_key(g, path, suspect)) + (
         # the ranks in a collective for the rank whose chain this is, blocked outside any

@@ -9,9 +9,18 @@ streaming shards with ``Dataset.streaming_split(2, equal=True)``, run as
                        it read "all waiting"). After 30 s the coordinator warns in the log.
 - ``split_concurrent`` the twin: a thread per shard reads them at once, epoch after epoch
                        (progressing).
+- ``split_early_stop`` two consumer actors read a split each, epoch after epoch; the one
+                       of split 0 stops after its first epoch on a rank-local decision
+                       (ray-project/ray#62040, blind round 40's 04: an early stop that only
+                       rank 0 takes): split 1's consumer waits for an epoch the coordinator
+                       starts only once split 0's consumer asks for it too.
+- ``split_two_epochs`` the twin: both consumers read the same number of epochs, then the
+                       driver reads them again in a loop (progressing).
 
 READY_FILE gets ``"<pid> driver"`` once the driver reads split 0 (sequential) or each thread
-has read an epoch (concurrent).
+has read an epoch (concurrent); ``"<pid> consumerN"`` from each consumer actor, and
+``"<pid> driver"`` once the driver has consumer 0's result (early stop) or both have read
+their epochs once (two epochs).
 """
 
 from __future__ import annotations
@@ -21,9 +30,9 @@ import sys
 import threading
 
 
-def ready(path: str) -> None:
+def ready(path: str, tag: str = "driver") -> None:
     with open(path, "a") as f:
-        f.write(f"{os.getpid()} driver\n")
+        f.write(f"{os.getpid()} {tag}\n")
 
 
 def tokenize(batch):  # type: ignore[no-untyped-def]
@@ -39,6 +48,38 @@ def count(shard) -> int:  # type: ignore[no-untyped-def]
     return sum(len(b["n_tokens"]) for b in shard.iter_batches(batch_size=128))
 
 
+class Consumer:
+    """A data-parallel trainer's loop over its split (Ray Train hands each worker one)."""
+
+    def __init__(self, rank: int, ready_file: str) -> None:
+        self.rank, self.ready_file = rank, ready_file
+        ready(ready_file, f"consumer{rank}")
+
+    def fit(self, shard, epochs: int) -> int:  # type: ignore[no-untyped-def]
+        rows = 0
+        for epoch in range(epochs):
+            rows += count(shard)
+            if self.rank == 0 and epoch == 0:
+                break  # the bug: "the metric is good enough", decided on rank 0 alone
+        return rows
+
+
+def _consumers(mode: str, ready_file: str, shards) -> None:  # type: ignore[no-untyped-def]
+    import ray
+
+    workers = [ray.remote(num_cpus=0)(Consumer).remote(rank, ready_file)  # type: ignore[attr-defined]
+               for rank in (0, 1)]
+    if mode == "split_early_stop":
+        refs = [w.fit.remote(s, 5) for w, s in zip(workers, shards)]
+        ray.get(refs[0])
+        ready(ready_file)
+        ray.get(refs[1])  # never returns: split 1's second epoch waits for split 0's
+        return
+    while True:  # every consumer reads as many epochs as the others: no one waits for long
+        ray.get([w.fit.remote(s, 1) for w, s in zip(workers, shards)])
+        ready(ready_file)
+
+
 def main() -> None:
     import ray
 
@@ -47,6 +88,9 @@ def main() -> None:
     texts = [f"document {i}: " + "lorem ipsum " * (1 + i % 5) for i in range(2000)]
     ds = ray.data.from_items([{"text": t} for t in texts], override_num_blocks=4)
     shards = ds.map_batches(tokenize, batch_size=250).streaming_split(2, equal=True)
+    if mode in ("split_early_stop", "split_two_epochs"):
+        _consumers(mode, ready_file, shards)
+        return
     if mode == "split_sequential":
         ready(ready_file)
         for shard in shards:  # the bug: split 1 is read only once split 0 is done
