@@ -19,11 +19,12 @@ from collections.abc import Sequence
 from hangscope.analyze.evidence.facts import Facts
 from hangscope.analyze.evidence.roles import is_helper_role
 from hangscope.analyze.evidence.working import progressing_pids
+from hangscope.analyze.graph.liveness import BUSY_PERCENT
 from hangscope.analyze.graph.waitwalk import site_words
 from hangscope.analyze.patterns.calm.engines import open_requests, tcp_ports
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.frameworks import FRAMEWORKS
-from hangscope.model import Process, Severity, Verdict, VerdictKind
+from hangscope.model import Category, Process, Severity, Verdict, VerdictKind
 from hangscope.words import who, who_list
 
 
@@ -50,7 +51,10 @@ def paused_engine(facts: Facts) -> Verdict | None:
         # clients outside the job: their requests' connections to its port, still open
         outside = open_requests(kernel, ports) if kernel is not None and not procs else 0
         if not fronts or not (procs or outside):
-            continue  # nobody waits on it: paused, not hung
+            # Nobody waits on it from outside: paused, not hung, where the process that
+            # paused it is seen at work (an RL loop training between its rollouts; with every
+            # process idle, its own coroutines may wait on a pause nobody will lift).
+            return _paused_for_work(facts, framework.name, text)
         front = fronts[0][0]
         if procs:
             site = site_words(procs[0].working_thread)
@@ -72,6 +76,27 @@ def paused_engine(facts: Facts) -> Verdict | None:
                        tuple(p.pid for p in blamed), evidence(facts),
                        tuple(p.host for p in blamed))
     return None
+
+
+def _paused_for_work(facts: Facts, name: str, text: str) -> Verdict | None:
+    """A paused engine that nobody outside waits on, while a Python thread of the job's own
+    (no helper) computes on most of a CPU: it pauses for that work."""
+    busy = [p for p in facts.processes if not p.is_exited and not is_helper_role(p.role)
+            and (p.cpu_percent or 0.0) >= BUSY_PERCENT and p.python is not False]
+    if not busy:
+        return None
+    proc = max(busy, key=lambda p: p.cpu_percent or 0.0)
+    thread = next((t for t in proc.threads if t.python and not t.helper
+                   and t.category is Category.RUNNING), None)
+    doing = (f" (thread {thread.name or thread.tid}{site_words(thread)})"
+             if thread is not None else "")
+    summary = (f"Paused, not hung: {name}'s log says \"{text[:200]}\" and no resume since, "
+               f"and nothing outside the job waits on it; {who(proc)} computes on "
+               f"{proc.cpu_percent or 0:.0f}% of a CPU{doing}: the loop that paused the engine "
+               "(pause_generation(), POST /pause: an RL loop's weight update) works before it "
+               "resumes it. Dump again after that step: the engine's log says \"UNPAUSED\" "
+               "when it goes on; if it never does, the resume is missing from a path.")
+    return Verdict(VerdictKind.PAUSED, Severity.INFO, summary, (), evidence(facts))
 
 
 def _last_pause(processes: Sequence[Process], paused: re.Pattern[str],

@@ -1,0 +1,37 @@
+"""Blind round 41's jobs, as ``hangscope dump PID --format json`` saved them, read again
+(tests/fixtures/blind/; docs/accuracy.md, round 41).
+
+GIVEN a real vLLM ``AsyncLLM`` paused by its RL loop (``pause_generation(mode="keep")``) while
+the loop's thread trains for ~24 s, then resumes (vllm#28037) THEN paused, not hung: the
+engine's log says PAUSED_ALL, nothing outside the job waits on it, and the process that paused
+it computes (it read "Wait chain: the worker waits for the engine core", a healthy job called
+hung at every training step).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangscope.analyze import analyze
+from hangscope.model import VerdictKind
+from hangscope.model.serialize import load
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "blind"
+
+
+def test_given_an_engine_paused_while_its_rl_loop_trains_then_paused_not_hung() -> None:
+    verdict = analyze(load(FIXTURES / "vllm_async_rl_paused_training.dump.json")).verdict
+    assert verdict is not None and verdict.kind is VerdictKind.PAUSED, verdict
+    assert verdict.suspects == (), verdict
+    summary = verdict.summary
+    assert summary.startswith("Paused, not hung: vllm's log says \"setting pause state to "
+                              "PAUSED_ALL\""), summary
+    assert "the launcher (PID 23838) computes on 68% of a CPU (thread asyncio_0 at " \
+        "train_phase (job.py:41))" in summary, summary
+
+
+def test_given_a_paused_engine_that_a_client_waits_on_then_still_never_resumed() -> None:
+    """The twin: paused by a client that waits on it (the server idle): the pause is the hang."""
+    verdict = analyze(load(FIXTURES / "vllm_paused_never_resumed.dump.json")).verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.summary.startswith("Paused and never resumed"), verdict.summary
