@@ -19,6 +19,10 @@ FRAMEWORK = Framework(
     name="uvicorn",
     server_loop_files=("uvicorn/", "aiohttp/", "tornado/", "gunicorn/"),
     pool_workers=(("WorkerThread.run", "anyio/_backends/_asyncio.py"),),
+    # ``--workers N``: each worker answers its supervisor's health pings on a thread of its
+    # own (uvicorn/supervisors/multiprocess.py ``Process.always_pong``), whatever its main
+    # thread does: liveness, not the work.
+    helper_targets=("always_pong",),
     # uvicorn runs the app's lifespan up to its ``yield`` before it binds its socket: until
     # then nothing listens (uvicorn#2751).
     startup_lines=("Waiting for application startup.", "Application startup complete."),

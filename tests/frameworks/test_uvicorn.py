@@ -10,12 +10,14 @@ are its own ticks, not the job's data; its workers accept on the socket it opene
 from __future__ import annotations
 
 import json
+import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support import TARGETS, dump_json, read_ready, running_target
+from support import TARGETS, dump_json, poll, read_ready, running_target
 
 pytestmark = pytest.mark.frameworks
 
@@ -106,3 +108,34 @@ def test_a_lifespan_that_yields_or_computes_is_not_a_hung_startup(
         mode: str, kind: str, tmp_path: Path) -> None:
     verdict = _lifespan(mode, tmp_path)
     assert verdict["kind"] == kind, verdict
+
+
+def test_workers_whose_app_import_deadlocks_on_its_own_pool_are_hung(tmp_path: Path) -> None:
+    """Blind round 41's 04 (python/cpython#155890): each worker's import of the app builds an
+    index on a ProcessPoolExecutor whose feeder thread waits for the module's import lock
+    that the importing thread holds. Each worker's ``always_pong`` thread answers the
+    supervisor's pings: read as the worker's progress, it said "progressing". A helper's
+    reads are no work: the worker is the suspect."""
+    workdir = tmp_path / "uvicorn"
+    ready = workdir / "ready"
+    argv = [sys.executable, str(JOB), str(ready), str(_free_port()), "import_pool"]
+
+    def both_building(_target: object) -> bool:
+        return ready.exists() and sum(1 for line in ready.read_text().splitlines()
+                                      if line.endswith(" building")) == 2
+
+    with running_target(argv, workdir, ready=both_building, timeout=60) as job:
+        workers = {int(line.split()[0]) for line in ready.read_text().splitlines()}
+        poll(lambda: all(_feeder_at_import_lock(pid) for pid in workers),
+             "each worker's feeder thread at the import lock", 30)
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] not in ("progressing", "idle", "paused", "unknown"), verdict
+    assert verdict["suspects"] and set(verdict["suspects"]) <= workers, verdict
+    assert "(uvicorn_import_pool.py:" in verdict["summary"], verdict["summary"]
+
+
+def _feeder_at_import_lock(pid: int) -> bool:
+    pyspy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+    out = subprocess.run([pyspy, "dump", "--pid", str(pid)], capture_output=True, text=True,
+                         timeout=30).stdout
+    return "_ModuleLock.acquire" in out

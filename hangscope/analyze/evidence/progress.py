@@ -59,6 +59,7 @@ from hangscope.analyze.evidence.progress_sites import (
     returned_gets,
     transport_io,
 )
+from hangscope.analyze.evidence.signatures import HELPER_THREAD_NAMES
 from hangscope.frameworks import STORE_THREADS, in_task_loop, in_zmq_wait, runs_method
 from hangscope.model.progress import (
     CounterDelta,
@@ -622,8 +623,9 @@ def _through_threads(proc: ProcessProgress, decided: RankProgress, seconds: floa
     if decided.decision != STUCK or decided.wakes != 0 or decided.tid not in hints.parked:
         return decided
     for thread in proc.threads:
-        if thread.tid == decided.tid or thread.tid not in hints.socket_readers:
-            continue
+        if thread.tid == decided.tid or thread.tid not in hints.socket_readers or (
+                thread.name and HELPER_THREAD_NAMES.match(thread.name)):
+            continue  # (a helper's reads, a supervisor's pings answered, are no work)
         other = decide(proc, seconds, gpus, thread.tid, hints)
         if other.decision == PROGRESSING:
             return replace(other, reason=(

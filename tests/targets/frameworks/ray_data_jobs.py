@@ -70,13 +70,13 @@ def _consumers(mode: str, ready_file: str, shards) -> None:  # type: ignore[no-u
     workers = [ray.remote(num_cpus=0)(Consumer).remote(rank, ready_file)  # type: ignore[attr-defined]
                for rank in (0, 1)]
     if mode == "split_early_stop":
-        refs = [w.fit.remote(s, 5) for w, s in zip(workers, shards)]
+        refs = [w.fit.remote(s, 5) for w, s in zip(workers, shards, strict=True)]
         ray.get(refs[0])
         ready(ready_file)
         ray.get(refs[1])  # never returns: split 1's second epoch waits for split 0's
         return
     while True:  # every consumer reads as many epochs as the others: no one waits for long
-        ray.get([w.fit.remote(s, 1) for w, s in zip(workers, shards)])
+        ray.get([w.fit.remote(s, 1) for w, s in zip(workers, shards, strict=True)])
         ready(ready_file)
 
 

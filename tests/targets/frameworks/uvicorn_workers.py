@@ -1,5 +1,6 @@
 """A real uvicorn server with workers: ``uvicorn uvicorn_workers:app --workers 2`` run as
-``python uvicorn_workers.py READY_FILE PORT``.
+``python uvicorn_workers.py READY_FILE PORT [import_pool]`` (``import_pool``: the app of
+uvicorn_import_pool.py, whose import never returns).
 
 uvicorn's master opens the listening socket, starts the workers (spawn) that accept on it,
 and then waits in its supervisor loop, pinging each worker over a pipe every half second (a
@@ -32,10 +33,11 @@ async def app(scope, receive, send):  # type: ignore[no-untyped-def]
 
 def main() -> None:
     ready_file, port = sys.argv[1:3]
+    module = "uvicorn_import_pool" if sys.argv[3:] == ["import_pool"] else "uvicorn_workers"
     os.environ["HANGSCOPE_READY"] = ready_file
     here = os.path.dirname(os.path.abspath(__file__))
     os.chdir(here)
-    os.execvp(sys.executable, [sys.executable, "-m", "uvicorn", "uvicorn_workers:app",
+    os.execvp(sys.executable, [sys.executable, "-m", "uvicorn", f"{module}:app",
                                "--workers", "2", "--port", port, "--log-level", "warning"])
 
 
