@@ -6,6 +6,12 @@ the loop's thread trains for ~24 s, then resumes (vllm#28037) THEN paused, not h
 engine's log says PAUSED_ALL, nothing outside the job waits on it, and the process that paused
 it computes (it read "Wait chain: the worker waits for the engine core", a healthy job called
 hung at every training step).
+
+GIVEN two Accelerate ranks whose zmq DEALERs share one routing id (libzmq#4503: the sampler's
+ROUTER drops the second), rank 1 waiting for its reply and rank 0 in DDP's first collective,
+the sampler idle in ``poller.poll(1000)`` THEN rank 1 is the suspect: the sampler's timed poll,
+caught as ``restart_syscall`` after py-spy's stop, waits for nobody (it read a deadlock of the
+sampler and rank 1, the sampler the suspect).
 """
 
 from __future__ import annotations
@@ -35,3 +41,12 @@ def test_given_a_paused_engine_that_a_client_waits_on_then_still_never_resumed()
     verdict = analyze(load(FIXTURES / "vllm_paused_never_resumed.dump.json")).verdict
     assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
     assert verdict.summary.startswith("Paused and never resumed"), verdict.summary
+
+
+def test_given_a_timed_poll_caught_restarting_then_it_waits_for_nobody() -> None:
+    snap = analyze(load(FIXTURES / "accelerate_zmq_duplicate_identity.dump.json"))
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is not VerdictKind.DEADLOCK, verdict
+    assert verdict.suspects == (25840,), verdict  # rank 1 (LOCAL_RANK=1 train.py)
+    assert "rank 1 waits on another process (IPC) at SamplerClient._call (train.py:31)" \
+        in verdict.summary, verdict.summary

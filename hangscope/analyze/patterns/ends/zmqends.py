@@ -186,10 +186,17 @@ def _repolls(g: Graph, edge: WaitEdge) -> bool:
     pf = kernel.process(edge.pid) if kernel is not None else None
     call = pf.syscall(edge.tid) if pf is not None else None
     table = SYSCALLS.get(kernel.arch) if kernel is not None else None
-    if call is None or table is None or call.nr not in table["poll"] or len(call.args) < 3:
+    if call is None or table is None or len(call.args) < 3:
         return False
-    if kernel.arch == "x86_64" and call.nr == _X86_POLL:  # poll(fds, n, timeout ms); -1 never
+    thread = g.threads.get((edge.pid, edge.tid))
+    leaf = next((f.name for f in thread.frames if f.native), "") if thread is not None else ""
+    # A poll that a ptrace stop (a sampler's) interrupted goes on as restart_syscall, its
+    # arguments still in the registers on x86_64: the innermost native frame says it is poll.
+    polled = call.nr == _X86_POLL or (call.nr in table["restart"] and leaf in ("poll", "__poll"))
+    if kernel.arch == "x86_64" and polled:  # poll(fds, n, timeout ms); -1 never
         return 0 < call.args[2] < 1 << 31
+    if call.nr not in table["poll"]:
+        return False
     return call.args[2] != 0  # ppoll(fds, n, timespec *): NULL never ends
 
 
