@@ -12,6 +12,12 @@ ROUTER drops the second), rank 1 waiting for its reply and rank 0 in DDP's first
 the sampler idle in ``poller.poll(1000)`` THEN rank 1 is the suspect: the sampler's timed poll,
 caught as ``restart_syscall`` after py-spy's stop, waits for nobody (it read a deadlock of the
 sampler and rank 1, the sampler the suspect).
+
+GIVEN a FastAPI server whose sync endpoint drives one offline vLLM ``LLM`` from several AnyIO
+threads (vllm#3248, vllm#1285: a thread takes another's outputs, the last waits for ever), its
+client blocked reading the answer, the engine core idle for its next request THEN a reply
+that never comes, the server the suspect, its thread in ``get_output`` named (the waiting
+client, busy in its own pool's wait, hid it: the idle engine core was the suspect).
 """
 
 from __future__ import annotations
@@ -50,3 +56,14 @@ def test_given_a_timed_poll_caught_restarting_then_it_waits_for_nobody() -> None
     assert verdict.suspects == (25840,), verdict  # rank 1 (LOCAL_RANK=1 train.py)
     assert "rank 1 waits on another process (IPC) at SamplerClient._call (train.py:31)" \
         in verdict.summary, verdict.summary
+
+
+def test_given_a_server_waiting_for_outputs_its_idle_engine_never_makes_then_the_server() -> None:
+    verdict = analyze(load(FIXTURES / "vllm_llm_shared_by_fastapi_threads.dump.json")).verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.suspects == (22351,), verdict  # the FastAPI server holding the LLM
+    summary = verdict.summary
+    assert summary.startswith("A reply that never comes: The launcher (PID 22351) waits for "
+                              "replies"), summary
+    assert "its thread AnyIO worker thread waiting at SyncMPClient.get_output" in summary
+    assert "the engine core (PID 22430) waits for new work" in summary, summary

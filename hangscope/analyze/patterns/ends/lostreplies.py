@@ -175,7 +175,9 @@ def lost_reply(g: Graph) -> WaitPattern | None:
         thread, clients = found
         senders = [g.procs[pid] for pid in sorted(_peers(snap, front.pid) - set(clients))
                    if pid in g.procs]
-        if not senders or not all(_idle(snap, p) and not _leaves_job(g, p.pid) for p in live):
+        # (the clients wait on the front for the answer: their own wait is no work)
+        if not senders or not all(_idle(snap, p) and not _leaves_job(g, p.pid) for p in live
+                                  if p.pid not in clients):
             continue
         assert thread is not None
         named = senders
@@ -185,6 +187,9 @@ def lost_reply(g: Graph) -> WaitPattern | None:
                  "the connection it accepted)" if clients else "")
         inside = ("its event loop idle with the handler's coroutine parked" if clients else
                   "its event loop run inside that call with the requests' coroutines parked")
+        work = front.working_thread
+        if clients and work is not None and work.tid != thread.tid:  # a sync handler's thread
+            inside += f", its thread {work.name or work.tid} waiting{site_words(work)}"
         # a set title (one word of argv, setproctitle's) names the role; a command line does not
         titled = front.title if front.title and len(front.cmdline) == 1 else ""
         unread = unwatched_mailboxes(snap, front, thread)
