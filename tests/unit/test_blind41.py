@@ -18,6 +18,17 @@ threads (vllm#3248, vllm#1285: a thread takes another's outputs, the last waits 
 client blocked reading the answer, the engine core idle for its next request THEN a reply
 that never comes, the server the suspect, its thread in ``get_output`` named (the waiting
 client, busy in its own pool's wait, hid it: the idle engine core was the suspect).
+
+GIVEN an SGLang-shaped server whose scheduler holds a request too large for its KV pool at the
+head of its queue (sglang#28530) and idles in its 50 ms poll, a client waiting on the front end
+THEN hung, a reply that never comes: a scheduler whose lines move between polls on 0.5% of a
+CPU works on nothing (it read "progressing: rank 0's Python line moved", a hung job called
+healthy).
+
+GIVEN a DataLoader worker started by the forkserver that re-runs the script's module-level
+code and polls (filelock) the cache lock its parent holds while the parent writes the worker's
+start-up data (nicegui#6166) THEN a file lock held by the parent, not "a lock inherited locked
+across fork": a polled file lock's holder is a process (/proc/locks), no thread left behind.
 """
 
 from __future__ import annotations
@@ -67,3 +78,20 @@ def test_given_a_server_waiting_for_outputs_its_idle_engine_never_makes_then_the
                               "replies"), summary
     assert "its thread AnyIO worker thread waiting at SyncMPClient.get_output" in summary
     assert "the engine core (PID 22430) waits for new work" in summary, summary
+
+
+def test_given_a_scheduler_polling_on_its_timer_with_a_client_waiting_then_hung() -> None:
+    verdict = analyze(load(FIXTURES / "sglang_shaped_request_never_scheduled.dump.json")).verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    summary = verdict.summary
+    assert summary.startswith("A reply that never comes: The launcher (PID 23137) waits for "
+                              "replies"), summary
+    assert "rank 0 (PID 23240) and the detokenizer (PID 23241) wait for new work" in summary
+
+
+def test_given_a_forked_child_polling_a_file_lock_then_no_lock_inherited_across_fork() -> None:
+    verdict = analyze(load(FIXTURES / "forkserver_worker_polls_parents_filelock.dump.json")).verdict
+    assert verdict is not None and verdict.kind is VerdictKind.LOCK_WAIT, verdict
+    assert "inherited locked across fork" not in verdict.summary, verdict.summary
+    assert verdict.summary.startswith("Lock wait: PID 24552 (python) waits for the file lock on "
+                                      ".../cache/.cache.lock held by the launcher (PID 24394)")

@@ -9,6 +9,7 @@ its ordered table.
 
 from __future__ import annotations
 
+from hangscope.analyze.evidence.locks import polls_filelock
 from hangscope.analyze.evidence.stackmemo import per_stack
 from hangscope.analyze.evidence.working import notified_frames, notified_wait
 from hangscope.analyze.graph.loopedges import idle_loop, loop_index, own_frames
@@ -152,8 +153,8 @@ def fork_lock(g: Graph) -> WaitPattern | None:
         if main is None or main.category is not Category.LOCK or not _blocked(main) or not \
                 waits_on_lock(main) or not _forked(proc, parent := g.procs.get(proc.ppid or 0)):
             continue
-        if _kernel_lock_wait(g, main):
-            continue  # a file lock's holder is a process the kernel names, not a lost thread
+        if _kernel_lock_wait(g, main) or polls_filelock(proc):
+            continue  # a file lock's holder is a process (/proc/locks), not a lost thread
         inner = next((f for f in main.frames if not f.native), None)
         if inner is not None and (inner.file or "").endswith("multiprocessing/synchronize.py"):
             # A multiprocessing SemLock is a semaphore shared by every process that holds it

@@ -111,6 +111,9 @@ def _fed(graph: WaitGraph, going: frozenset[int]) -> set[int]:
 #: Patterns whose suspect may work the whole window: a producer busy in a method that loops
 #: holds the call queued behind it however much it does.
 _WORKS_ANYWAY = frozenset({"queued_loop"})
+#: Patterns that judge their members' work themselves: a lost reply's backends may move
+#: their lines polling for work on next to no CPU (ends/lostreplies.py ``_idle``).
+_JUDGED_IDLE = frozenset({"lost_reply"})
 
 
 def _verdict(facts: Facts, kinds: tuple[str, ...],
@@ -127,7 +130,8 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
         # (a suspect that works by design: its work is no progress of the call queued on it)
         members = [pid for pid in pattern.members
                    if pattern.kind not in _WORKS_ANYWAY or pid != pattern.suspect]
-        if pattern.kind not in kinds or moving.intersection(members):
+        if pattern.kind not in kinds or (pattern.kind not in _JUDGED_IDLE
+                                         and moving.intersection(members)):
             continue
         if edge_kinds is not None and edge_kinds.isdisjoint(
                 graph.edges[i].kind for i in pattern.edges):

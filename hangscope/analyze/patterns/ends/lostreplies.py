@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from hangscope.analyze.evidence.progress import SLOW, STUCK
+from hangscope.analyze.evidence.progress import PROGRESSING, SLOW, STUCK
 from hangscope.analyze.evidence.visitors import visitors
 from hangscope.analyze.graph.waitwalk import Graph, site_words
 from hangscope.analyze.patterns.calm.engines import (
@@ -130,12 +130,16 @@ def _leaves_job(g: Graph, pid: int) -> bool:
 
 
 def _idle(snap: Snapshot, proc: Process) -> bool:
-    """``proc`` waits for its next message, did nothing in the window, and is not stopped."""
+    """``proc`` waits for its next message, did nothing in the window, and is not stopped. A
+    loop that wakes on its timer to look for work and goes back to its poll moves its Python
+    lines on next to no CPU (an engine's scheduler between batches): that is no work either."""
     measured = next((r for r in snap.progress.ranks if r.pid == proc.pid),
                     None) if snap.progress is not None else None
     thread = proc.working_thread
+    polls = measured is not None and measured.decision == PROGRESSING and \
+        measured.evidence == "python"  # (its lines moved; the CPU test below still holds)
     return not (proc.is_stopped or proc.state == "D" or (proc.cpu_percent or 0.0) >= _WAITING_CPU
-                or (measured is not None and measured.decision not in (STUCK, SLOW))
+                or (measured is not None and measured.decision not in (STUCK, SLOW) and not polls)
                 or (thread is not None and not waits_for_message(proc, thread)))
 
 
