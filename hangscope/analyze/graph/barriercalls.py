@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hangscope.analyze.evidence.stackmemo import Frames, per_stack
 from hangscope.frameworks import ObjectWait, call_barrier_at, runs_method
 from hangscope.model import Frame, Process, Snapshot, Thread
 from hangscope.model.waits import WaitEdge
@@ -29,9 +30,14 @@ def called_method(frames: Sequence[Frame]) -> str | None:
                  if "<locals>" not in f.name), None) if k else None
 
 
+@per_stack  # asked of every thread of every process (131,072 ranks share a few stacks)
+def _barrier_of(frames: Frames) -> ObjectWait | None:
+    return call_barrier_at(frames)
+
+
 def in_call_barrier(thread: Thread | None) -> ObjectWait | None:
     """The object wait whose barrier of calls ``thread`` is in, or None."""
-    return call_barrier_at(thread.frames) if thread is not None else None
+    return _barrier_of(thread.frames) if thread is not None else None
 
 
 def _class(wait: ObjectWait, proc: Process) -> str | None:
@@ -43,16 +49,16 @@ def barrier_edges(snap: Snapshot, known: Sequence[WaitEdge]) -> list[WaitEdge]:
     """Each thread in a barrier of calls -> every live process of its callers' class that is
     not one of them (probable)."""
     edges: list[WaitEdge] = []
+    by_pid = {p.pid: p for p in snap.processes}
     for proc in snap.processes:
         if proc.is_exited:
             continue
         for thread in proc.threads:
-            wait = call_barrier_at(thread.frames)
+            wait = in_call_barrier(thread)
             if wait is None or wait.call_barrier is None:
                 continue
             callers = {e.pid for e in known if e.kind == "object" and e.to_pid == proc.pid
                        and e.to_tid in (None, thread.tid)}
-            by_pid = {p.pid: p for p in snap.processes}
             classes = {c for pid in callers if pid in by_pid
                        and (c := _class(wait, by_pid[pid])) is not None}
             missing = [p for p in snap.processes if not p.is_exited and p.pid not in callers
