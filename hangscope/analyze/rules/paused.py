@@ -94,8 +94,8 @@ def _paused_for_work(facts: Facts, name: str, text: str) -> Verdict | None:
                f"and nothing outside the job waits on it; {who(proc)} computes on "
                f"{proc.cpu_percent or 0:.0f}% of a CPU{doing}: the loop that paused the engine "
                "(pause_generation(), POST /pause: an RL loop's weight update) works before it "
-               "resumes it. Dump again after that step: the engine's log says \"UNPAUSED\" "
-               "when it goes on; if it never does, the resume is missing from a path.")
+               "resumes it. Dump again after that step: the engine's log says when it resumes; "
+               "if it never does, the resume is missing from a path.")
     return Verdict(VerdictKind.PAUSED, Severity.INFO, summary, (), evidence(facts))
 
 
