@@ -21,7 +21,7 @@ from hangscope.analyze.evidence.store_key import LineText, store_keys, store_op,
 from hangscope.analyze.evidence.working import notified_wait
 from hangscope.analyze.evidence.world import in_init, init_args, init_store
 from hangscope.frameworks import ObjectWait, object_wait_at
-from hangscope.model import Process
+from hangscope.model import Process, Thread
 from hangscope.model.waits import LocalsRead, ThreadObjects
 
 #: (pid, address, size) -> those bytes of the process's memory, or None.
@@ -32,11 +32,14 @@ Peek = Callable[[int, int, int], "bytes | None"]
 MAX_OBJECTS = 16
 
 
+def _in_object_get(thread: Thread) -> bool:
+    return any(object_wait_at(f.name, f.file) is not None for f in thread.frames if not f.native)
+
+
 def waits_for_object(proc: Process) -> bool:
     """Its working thread is blocked in a framework's object get."""
     thread = proc.working_thread
-    return thread is not None and any(
-        object_wait_at(f.name, f.file) is not None for f in thread.frames if not f.native)
+    return thread is not None and _in_object_get(thread)
 
 
 def feeds_by_object(proc: Process) -> bool:
@@ -44,9 +47,7 @@ def feeds_by_object(proc: Process) -> bool:
     threads blocks in a framework's object get (the feeder's objects are in its locals)."""
     thread = proc.working_thread
     return thread is not None and notified_wait(thread) is not None and any(
-        t.tid != thread.tid and not t.helper and any(
-            object_wait_at(f.name, f.file) is not None for f in t.frames if not f.native)
-        for t in proc.threads)
+        t.tid != thread.tid and not t.helper and _in_object_get(t) for t in proc.threads)
 
 
 def _wait_frame(frames: Sequence[Mapping[str, object]]
@@ -62,7 +63,13 @@ def awaited_objects(pid: int, threads: Sequence[object], tid: int | None,
                     peek: Peek | None) -> tuple[str, ...]:
     """The hex ids of the objects thread ``tid`` of ``pid`` waits for: the addresses its wait
     frame's locals name, and the id each object holds in memory."""
-    found = _wait_frame(thread_frames(threads, tid)) if peek is not None else None
+    return _objects_in(pid, thread_frames(threads, tid), peek)
+
+
+def _objects_in(pid: int, frames: Sequence[Mapping[str, object]],
+                peek: Peek | None) -> tuple[str, ...]:
+    """:func:`awaited_objects` of one thread's frames in a ``--locals`` dump."""
+    found = _wait_frame(frames) if peek is not None else None
     if found is None or peek is None:
         return ()
     wait, frame = found
@@ -81,11 +88,12 @@ def other_objects(pid: int, threads: Sequence[object], tid: int | None,
                   peek: Peek | None) -> tuple[ThreadObjects, ...]:
     """The objects each thread but ``tid`` of ``pid`` waits for in a framework's get."""
     found = []
-    for thread in threads:
+    for thread in threads:  # (each thread's own frames: no search of the dump per thread)
         other = thread.get("os_thread_id") if isinstance(thread, Mapping) else None
-        if not isinstance(other, int) or other == tid:
+        frames = thread.get("frames") if isinstance(thread, Mapping) else None
+        if not isinstance(other, int) or other == tid or not isinstance(frames, list):
             continue
-        objects = awaited_objects(pid, threads, other, peek)
+        objects = _objects_in(pid, [f for f in frames if isinstance(f, Mapping)], peek)
         if objects:
             found.append(ThreadObjects(other, objects))
     return tuple(found[:MAX_OBJECTS])

@@ -55,7 +55,7 @@ def barrier_edges(snap: Snapshot, known: Sequence[WaitEdge]) -> list[WaitEdge]:
             continue
         for thread in proc.threads:
             wait = in_call_barrier(thread)
-            if wait is None or wait.call_barrier is None:
+            if wait is None:
                 continue
             callers = {e.pid for e in known if e.kind == "object" and e.to_pid == proc.pid
                        and e.to_tid in (None, thread.tid)}

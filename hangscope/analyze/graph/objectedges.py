@@ -41,9 +41,18 @@ def all_object_edges(snap: Snapshot) -> list[WaitEdge]:
     return [*edges, *barrier_edges(snap, edges)]
 
 
+def feeder_edges(snap: Snapshot, edges: list[WaitEdge]) -> dict[int, list[WaitEdge]]:
+    """PID -> its object edges from threads but its working one (a feeder's get)."""
+    working = {p.pid: p.working_tid for p in snap.processes}
+    out: dict[int, list[WaitEdge]] = {}
+    for edge in (e for e in edges if e.tid != working.get(e.pid)):
+        out.setdefault(edge.pid, []).append(edge)
+    return out
+
+
 def object_edges(snap: Snapshot) -> list[WaitEdge]:
-    """waiter's working thread (or a thread of its process that the working thread waits on)
-    -> the process hosting the producer of each object it waits for."""
+    """waiter's working thread (or the feeder thread it waits on) -> the process hosting the
+    producer of each object it waits for."""
     waits = snap.waits
     if waits is None or not waits.hosted:
         return []
@@ -156,8 +165,7 @@ def _running(target: Process, methods: tuple[str, ...]) -> list[tuple[str, Threa
 
 def _only_call(target: Process) -> list[tuple[str, Thread]]:
     """(method, thread) of a threaded producer's one pool thread running a call (not its
-    working thread), for a waiter whose line names no method (a library's get: Ray Data's
-    iterator asking its coordinator)."""
+    working thread), for a waiter whose line names no method (Ray Data's iterator)."""
     found = [(m, t) for t in target.threads if (m := called_method(t.frames)) is not None]
     return found if len(found) == 1 and found[0][1].tid != target.working_tid else []
 

@@ -40,7 +40,7 @@ from hangscope.analyze.graph.grpcedges import grpc_edges
 from hangscope.analyze.graph.handoffedges import handoff_edges
 from hangscope.analyze.graph.listeners import listeners_of
 from hangscope.analyze.graph.loopedges import loop_future_edges
-from hangscope.analyze.graph.objectedges import all_object_edges
+from hangscope.analyze.graph.objectedges import all_object_edges, feeder_edges
 from hangscope.analyze.graph.owedreply import owed_reply_edges
 from hangscope.analyze.graph.partners import likely_partner_first, to_handler
 from hangscope.analyze.graph.queueedges import queue_lock_edges, queue_put_edges
@@ -360,9 +360,8 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
     edges: list[WaitEdge] = []
     connected = frozenset((*idx.unix_peer, *idx.tcp)) if idx is not None else frozenset()
     still = quiet(snap) if idx is not None else frozenset()
-    objects = all_object_edges(snap)  # (a feeder thread's get: the hand-offs lead there)
-    working = {p.pid: p.working_tid for p in snap.processes}
-    feeding = [e for e in objects if e.tid != working.get(e.pid)]
+    objects = all_object_edges(snap)
+    feeding = feeder_edges(snap, objects)  # (the hand-offs of their processes lead there)
     for proc in snap.processes:
         if proc.is_exited:
             continue
@@ -377,7 +376,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
                                          idx.lock_holders))
                 for queued in (queue_put_edges, queue_lock_edges):
                     mine.extend(queued(proc, thread, idx.fds, idx.procs))
-        mine.extend(handoff_edges(proc, [*mine, *(e for e in feeding if e.pid == proc.pid)]))
+        mine.extend(handoff_edges(proc, [*mine, *feeding.get(proc.pid, ())]))
         gil = list(gil_edges(proc))
         edges.extend(own_end_writers(proc, [*mine, *gil]))
         edges.extend(join_edges(proc))
@@ -389,6 +388,7 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
                                      lambda p, t, r, h: _socket_edges(idx, p, t, r, h, "read")))
     edges.extend([*collective_edges(snap), *rpc_edges(snap), *grpc_edges(snap), *objects])
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
+    working = {p.pid: p.working_tid for p in snap.processes}
     return tuple(to_handler(likely_partner_first(edges, threads), threads, working))
 
 
