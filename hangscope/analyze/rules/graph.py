@@ -8,12 +8,17 @@ in the table.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.facts import GONE, Facts
-from hangscope.analyze.evidence.working import in_traffic, progressing_pids, work_words
+from hangscope.analyze.evidence.working import (
+    chain_to_work,
+    in_traffic,
+    progressing_pids,
+    work_words,
+)
 from hangscope.analyze.graph.threadedges import user_frame
 from hangscope.analyze.graph.zmqedges import receive_edge
 from hangscope.analyze.patterns.threadpatterns import notified_wait
 from hangscope.analyze.rules.subject_lines import evidence
-from hangscope.model import Category, Process, Severity, Thread, Verdict, VerdictKind
+from hangscope.model import Category, Process, Severity, Snapshot, Thread, Verdict, VerdictKind
 from hangscope.model.waits import WaitGraph, WaitPattern
 from hangscope.words import describe, who
 
@@ -98,14 +103,35 @@ def _suspects(facts: Facts, graph: WaitGraph, pattern: WaitPattern) -> tuple[int
     return tuple(dict.fromkeys([pattern.suspect, *(pid for pid in holders if pid is not None)]))
 
 
-def _fed(graph: WaitGraph, going: frozenset[int]) -> set[int]:
-    """The processes in a zmq receive one of whose peers the window saw progress: a receive
-    returns with the first message from any peer (analyze/graph/zmqedges.py draws an edge to
-    each), so a ring through another of its peers (a worker waiting for its next step) is no
-    deadlock while one peer works on the answer (an engine waiting on a worker that computes
-    a long step)."""
-    return {e.pid for e in graph.edges if e.to_pid in going and e.to_pid != e.pid
-            and receive_edge(e)}
+def _fed(snap: Snapshot, graph: WaitGraph, going: frozenset[int]) -> set[int]:
+    """The processes in a wait that any one of several peers ends, one of which the window saw
+    progress or waits, edge by edge, on one that did: a zmq receive returns with the first
+    message from any peer (analyze/graph/zmqedges.py draws an edge to each), and a read of a
+    pipe that several processes write returns with any one's write. A ring through another of
+    them (a worker waiting for its next step; a DataLoader worker waiting for its next index
+    while its sibling reads the records a slow decoder puts) is no deadlock while one works
+    on the answer (an engine waiting on a worker that computes a long step)."""
+    fed = {e.pid for e in graph.edges if e.to_pid in going and e.to_pid != e.pid
+           and receive_edge(e)}
+    writers: dict[tuple[int, int, str], set[int]] = {}
+    for e in graph.edges:
+        if e.kind in _ANY_WRITER and e.to_pid is not None and e.to_pid != e.pid:
+            writers.setdefault((e.pid, e.tid, e.object), set()).add(e.to_pid)
+    works: dict[int, bool] = {}
+    for (pid, _, _), pids in writers.items():
+        if pid in fed or len(pids) < 2:
+            continue
+        for other in sorted(pids):
+            if other not in works:
+                works[other] = other in going or chain_to_work(snap, other) is not None
+            if works[other]:
+                fed.add(pid)
+                break
+    return fed
+
+
+#: Waits that any one of the processes holding the other end ends (a write, a close).
+_ANY_WRITER = frozenset({"pipe", "fifo"})
 
 
 #: Patterns whose suspect may work the whole window: a producer busy in a method that loops
@@ -124,7 +150,7 @@ def _verdict(facts: Facts, kinds: tuple[str, ...],
     # A chain through a process the window saw progress (a Ray actor that computes, not a
     # subject itself) waits for work being done: no hang (analyze/rules/slow.py says so).
     going = progressing_pids(facts.snapshot)
-    moving = ({pid for _, pid in facts.moving} | going | _fed(graph, going)
+    moving = ({pid for _, pid in facts.moving} | going | _fed(facts.snapshot, graph, going)
               | in_traffic(facts.snapshot, going))
     for pattern in graph.patterns:
         # (a suspect that works by design: its work is no progress of the call queued on it)

@@ -36,7 +36,7 @@ from hangscope.analyze.patterns.calm.engines import (
 from hangscope.frameworks import SERVER_LOOP_FILES
 from hangscope.frameworks.zmq import FRAMEWORK as ZMQ
 from hangscope.model import Process, Role, Snapshot, Thread
-from hangscope.model.waits import WaitPattern, port_of
+from hangscope.model.waits import ProcessFds, WaitPattern, port_of
 from hangscope.words import who
 
 #: The roles of a front end: where an engine's clients' requests wait for their replies.
@@ -87,13 +87,28 @@ def _port(addr: str) -> int:
     return port_of(addr) or 0
 
 
-def waiting_clients(g: Graph, front: Process) -> list[int]:
-    """The processes blocked reading a connection that ``front`` accepted on a port it listens
-    on: clients whose request is in flight (none where ``front`` serves no TCP port)."""
+def _served_ports(mine: ProcessFds, front: Process, loop: Thread) -> set[int]:
+    """The TCP ports ``front`` listens on whose listening socket the server loop's epoll
+    watches: the ports it serves. Another of its listeners belongs to another thread (a
+    collective transport's own loop: gloo's, whose peer ranks keep a connection to it); where
+    the loop's epoll is not read, every listener."""
+    ports = {s.inode: s.port for s in front.listening
+             if s.kind in ("tcp", "tcp6") and s.port and s.inode is not None}
+    call = mine.syscall(loop.tid)
+    if call is None or not call.watched:
+        return set(ports.values())
+    watched = {fd for fd, _ in call.watched}
+    return {ports[r.inode] for r in mine.fds if r.fd in watched and r.inode in ports}
+
+
+def waiting_clients(g: Graph, front: Process, loop: Thread) -> list[int]:
+    """The processes blocked reading a connection that ``front`` accepted on a port its server
+    loop (thread ``loop``) serves: clients whose request is in flight (none where ``front``
+    serves no TCP port)."""
     kernel = g.snap.waits.kernel if g.snap.waits is not None else None
-    ports = {s.port for s in front.listening if s.kind in ("tcp", "tcp6") and s.port}
-    mine = kernel.process(front.pid) if kernel is not None and ports else None
-    if kernel is None or mine is None:
+    mine = kernel.process(front.pid) if kernel is not None else None
+    ports = _served_ports(mine, front, loop) if mine is not None else set()
+    if kernel is None or mine is None or not ports:
         return []
     held = {rec.inode for rec in mine.fds if rec.inode is not None}
     accepted = {f"{c.remote}|{c.local}" for c in kernel.tcp
@@ -119,7 +134,7 @@ def _front(g: Graph, proc: Process, servers: set[int],
             proc.working_thread):
         return proc.working_thread, []
     served = serving_thread(proc) if id(proc) in servers else None
-    clients = waiting_clients(g, proc) if served is not None else []
+    clients = waiting_clients(g, proc, served) if served is not None else []
     return (served, clients) if served is not None and clients else None
 
 
