@@ -9,6 +9,9 @@ from hangscope.model import Role
 
 #: A child started by spawn or the forkserver, by its command line.
 SPAWNED = ("multiprocessing.spawn", "--multiprocessing-fork", "multiprocessing.forkserver")
+#: (function, file) of the frame where a spawned or forkserver child runs its parent's main
+#: module again, as ``__mp_main__``: the script's top level, unless under a main guard.
+RERUNS_MAIN = ("_fixup_main_from_path", "multiprocessing/spawn.py")
 
 FRAMEWORK = Framework(
     name="mp",

@@ -27,8 +27,10 @@ healthy).
 
 GIVEN a DataLoader worker started by the forkserver that re-runs the script's module-level
 code and polls (filelock) the cache lock its parent holds while the parent writes the worker's
-start-up data (nicegui#6166) THEN a file lock held by the parent, not "a lock inherited locked
-across fork": a polled file lock's holder is a process (/proc/locks), no thread left behind.
+start-up data (nicegui#6166) THEN a deadlock whose suspect is the worker: the polled file
+lock leads to its holder, the parent (/proc/locks; no "lock inherited locked across fork"),
+whose write waits on the worker, and the worker's wait is inside multiprocessing's re-run of
+its parent's script: the fix is the main guard (it read "a lock wait", the parent the suspect).
 """
 
 from __future__ import annotations
@@ -89,9 +91,16 @@ def test_given_a_scheduler_polling_on_its_timer_with_a_client_waiting_then_hung(
     assert "rank 0 (PID 23240) and the detokenizer (PID 23241) wait for new work" in summary
 
 
-def test_given_a_forked_child_polling_a_file_lock_then_no_lock_inherited_across_fork() -> None:
+def test_given_a_forked_child_polling_a_file_lock_then_a_cycle_through_its_rerun_script() -> None:
     verdict = analyze(load(FIXTURES / "forkserver_worker_polls_parents_filelock.dump.json")).verdict
-    assert verdict is not None and verdict.kind is VerdictKind.LOCK_WAIT, verdict
-    assert "inherited locked across fork" not in verdict.summary, verdict.summary
-    assert verdict.summary.startswith("Lock wait: PID 24552 (python) waits for the file lock on "
-                                      ".../cache/.cache.lock held by the launcher (PID 24394)")
+    assert verdict is not None and verdict.kind is VerdictKind.DEADLOCK, verdict
+    assert verdict.suspects == (24552,), verdict
+    summary = verdict.summary
+    assert "inherited locked across fork" not in summary, summary
+    assert summary.startswith("Deadlock: PID 24552 (python) waits for the file lock on "
+                              "/work/blind41/06_dataloader_pretokenize/cache/.cache.lock at "
+                              "load_vocab (textcache.py:27), held by the launcher (PID 24394); "
+                              "thread MainThread of the launcher (PID 24394) is blocked writing "
+                              "pipe "), summary
+    assert "is still running its parent's script again" in summary, summary
+    assert 'if __name__ == "__main__":' in summary, summary

@@ -1,5 +1,6 @@
-"""The wait-for edge of a thread that SQLite's busy handler keeps retrying: the database is
-locked, and /proc/locks names who holds it.
+"""The wait-for edges of a thread that polls a file lock: SQLite's busy handler keeps retrying
+(the database is locked), or the ``filelock`` package's acquire loop sleeps and tries again;
+/proc/locks names who holds it.
 
 Pure, over a thread's stack and its process's open files. SQLite never blocks in the kernel
 for a lock: it takes POSIX locks with ``F_SETLK`` (non-blocking) on the database file and,
@@ -16,7 +17,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 
-from hangscope.model import Process, Thread
+from hangscope.analyze.evidence.locks import file_lock_waits
+from hangscope.model import Process, Snapshot, Thread
 from hangscope.model.waits import FdRecord, WaitEdge
 
 _BUSY = ("sqlite3InvokeBusyHandler", "sqliteDefaultBusyCallback", "btreeInvokeBusyHandler")
@@ -69,3 +71,26 @@ def sqlite_edges(proc: Process, thread: Thread, fds: Mapping[int, FdRecord],
                            "sqlite3's busy handler retries on its stack (the database is "
                            "locked); /proc/locks names the process holding a lock on it",
                            to_pid=pid)
+
+
+def filelock_edges(snap: Snapshot) -> Iterator[WaitEdge]:
+    """A process polling a ``filelock`` lock (it opens the file, tries ``flock`` with
+    ``LOCK_NB`` and sleeps: the kernel never sees it wait) -> the process of the job holding
+    the lock on the file it wants (its ``lock_file`` from ``--locals``; or, without it, the
+    only file locked in the job). A holder that waits on the poller closes a cycle (a parent
+    that holds the lock while it writes the start-up data of a worker polling it)."""
+    waits = snap.waits
+    if waits is None or not waits.file_locks:
+        return
+    procs = {p.pid: p for p in snap.processes}
+    for lock in file_lock_waits(snap.processes, waits.file_locks, waits.lock_files()):
+        if not lock.polling or lock.holder not in procs:
+            continue
+        for pid in lock.waiters:
+            tid = procs[pid].working_tid
+            if tid is not None and pid != lock.holder:
+                yield WaitEdge(pid, tid, "file_lock",
+                               f"file lock on {lock.path or 'a file the job locks'}",
+                               "filelock's acquire loop polls it (a try with LOCK_NB, then a "
+                               "sleep); /proc/locks names the process holding it",
+                               to_pid=lock.holder)

@@ -46,7 +46,7 @@ from hangscope.analyze.graph.partners import likely_partner_first, to_handler
 from hangscope.analyze.graph.queueedges import queue_lock_edges, queue_put_edges
 from hangscope.analyze.graph.rpcedges import rpc_edges
 from hangscope.analyze.graph.socketpeers import peer_edges
-from hangscope.analyze.graph.sqliteedges import sqlite_edges
+from hangscope.analyze.graph.sqliteedges import filelock_edges, sqlite_edges
 from hangscope.analyze.graph.threadedges import (
     gil_edges,
     import_lock_edges,
@@ -379,14 +379,13 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
         mine.extend(handoff_edges(proc, [*mine, *feeding.get(proc.pid, ())]))
         gil = list(gil_edges(proc))
         edges.extend(own_end_writers(proc, [*mine, *gil]))
-        edges.extend(join_edges(proc))
-        edges.extend(loop_future_edges(proc))
-        edges.extend(py_lock_edges(proc))
-        edges.extend(import_lock_edges(proc))
+        edges.extend([*join_edges(proc), *loop_future_edges(proc), *py_lock_edges(proc),
+                      *import_lock_edges(proc)])
     if idx is not None and kernel is not None:  # (after the other edges: it reads them)
         edges.extend(owed_loop_edges(kernel, idx.fds, connected, snap.processes, edges,
                                      lambda p, t, r, h: _socket_edges(idx, p, t, r, h, "read")))
     edges.extend([*collective_edges(snap), *rpc_edges(snap), *grpc_edges(snap), *objects])
+    edges.extend(filelock_edges(snap))
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
     working = {p.pid: p.working_tid for p in snap.processes}
     return tuple(to_handler(likely_partner_first(edges, threads), threads, working))

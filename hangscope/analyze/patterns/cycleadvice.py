@@ -12,6 +12,7 @@ from hangscope.analyze.graph.queueedges import feeds
 from hangscope.analyze.graph.threadedges import at_loop_head, own_frame
 from hangscope.analyze.graph.waitwalk import Graph, sends
 from hangscope.analyze.graph.zmqedges import OWED_HOW, receive_edge
+from hangscope.analyze.patterns.mainrerun import main_rerun, rerun_advice
 from hangscope.frameworks.grpc import PLUGIN_CYCLE
 from hangscope.frameworks.uvicorn import INHERITED_SIGTERM
 from hangscope.model import Thread, in_library
@@ -102,7 +103,7 @@ def first_cause(g: Graph, ring: list[int]) -> list[int]:
     joins a child before draining its queue, the child that SIGTERM did not end, the stage
     of a ring of full queues that sends without reading."""
     for find in (own_call, buffered_reply, joins_before_draining, _term_kept, took_message,
-                 sends_unread):
+                 sends_unread, main_rerun):
         if (k := find(g, ring)) is not None:
             ring = ring[k:] + ring[:k]
     return ring
@@ -256,6 +257,8 @@ _BUFFERED = ("{who} has read every request and waits for the next, but its reply
 
 
 def cycle_advice(g: Graph, ring: list[int], kinds: tuple[str, ...]) -> str:
+    if (rerun := rerun_advice(g, ring)) is not None:
+        return rerun
     if "file_lock" in kinds and set(kinds) & {"pipe", "fifo", "unix", "tcp"}:
         sqlite = any(g.edges[i].object.startswith("SQLite") for i in ring)
         return _HELD_ACROSS + (_RETRIED if sqlite else "")
