@@ -115,7 +115,10 @@ def test_workers_whose_app_import_deadlocks_on_its_own_pool_are_hung(tmp_path: P
     index on a ProcessPoolExecutor whose feeder thread waits for the module's import lock
     that the importing thread holds. Each worker's ``always_pong`` thread answers the
     supervisor's pings: read as the worker's progress, it said "progressing". A helper's
-    reads are no work: the worker is the suspect."""
+    reads are no work: the worker is the suspect. The pool process's read of the call queue
+    leads to the feeder that holds its task, so the chain closes: a deadlock through the
+    import lock (it read "event loop blocked in a synchronous wait", which no coroutine
+    would end)."""
     workdir = tmp_path / "uvicorn"
     ready = workdir / "ready"
     argv = [sys.executable, str(JOB), str(ready), str(_free_port()), "import_pool"]
@@ -129,9 +132,12 @@ def test_workers_whose_app_import_deadlocks_on_its_own_pool_are_hung(tmp_path: P
         poll(lambda: all(_feeder_at_import_lock(pid) for pid in workers),
              "each worker's feeder thread at the import lock", 30)
         verdict = json.loads(dump_json(job.launcher))["verdict"]
-    assert verdict["kind"] not in ("progressing", "idle", "paused", "unknown"), verdict
+    assert verdict["kind"] == "deadlock", verdict
     assert verdict["suspects"] and set(verdict["suspects"]) <= workers, verdict
-    assert "(uvicorn_import_pool.py:" in verdict["summary"], verdict["summary"]
+    summary = str(verdict["summary"])
+    assert "(uvicorn_import_pool.py:" in summary, summary
+    assert "waits for the import lock of uvicorn_import_pool.py" in summary, summary
+    assert "a module's body waits for a thread that needs that same module" in summary, summary
 
 
 def _feeder_at_import_lock(pid: int) -> bool:

@@ -19,7 +19,8 @@ _WORKER_LOOPS = (("torch/utils/data/_utils/worker.py", "_worker_loop"),
                  ("concurrent/futures/process.py", "_process_worker"))
 
 
-def _idle_worker(thread: Thread | None) -> bool:
+def idle_worker(thread: Thread | None) -> bool:
+    """A pool or DataLoader worker waiting in its library's loop for its next task."""
     return thread is not None and any(
         not f.native and (f.file or "").endswith(path) and f.name.rsplit(".", 1)[-1] == name
         for f in thread.frames for path, name in _WORKER_LOOPS) and thread.category in (
@@ -38,7 +39,7 @@ def likely_partner_first(edges: list[WaitEdge],
     for e in edges:
         if e.to_pid is None or e.to_pid == e.pid:
             continue
-        how = 3 if e.kind == "child" else 2 if _idle_worker(threads.get((e.pid, e.tid))) else 0
+        how = 3 if e.kind == "child" else 2 if idle_worker(threads.get((e.pid, e.tid))) else 0
         key = (e.pid, e.to_pid)
         back[key] = min(back.get(key, how), how)
     first: dict[tuple[int, int | None, str, str], int] = {}

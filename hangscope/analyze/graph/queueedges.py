@@ -21,6 +21,7 @@ process given the queue does, makes it no reader.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 from hangscope.model import Category, Process, Thread
 from hangscope.model.waits import FdRecord, WaitEdge
@@ -59,6 +60,38 @@ def _at_write_lock(thread: Thread) -> bool:
     (``wacquire()`` is a C method; under it only native frames, the SemLock's futex)."""
     k = _feed_frame(thread)
     return k is not None and all(f.native for f in thread.frames[:k])
+
+
+def holds_items(thread: Thread) -> bool:
+    """A feeder that took items off its buffer and has not written them: inside ``_feed`` but
+    not at its idle wait for the next put (``notempty.wait()``, ``Condition.wait`` called from
+    ``_feed``): pickling one (which may import a module), at the write lock, or writing."""
+    k = _feed_frame(thread)
+    if k is None:
+        return False
+    callee = next((f for f in reversed(thread.frames[:k]) if not f.native), None)
+    return callee is None or not (callee.name.rsplit(".", 1)[-1] == "wait"
+                                  and (callee.file or "").endswith("threading.py"))
+
+
+def to_feeder(edges: list[WaitEdge], procs: Mapping[int, Process]) -> list[WaitEdge]:
+    """A read of a pipe whose writer is another process leads to that process's one queue
+    feeder holding items it has not written, not to its working thread: a
+    multiprocessing.Queue's data goes through its feeder thread (a ProcessPoolExecutor's call
+    queue, whose feeder waits for the import lock of the module its main thread imports)."""
+    routed = []
+    for e in edges:
+        proc = procs.get(e.to_pid) if e.to_pid is not None else None
+        if e.kind == "pipe" and e.to_tid is None and proc is not None and e.to_pid != e.pid \
+                and "(write end)" in e.object:
+            held = [t for t in proc.threads if holds_items(t)]
+            if len(held) == 1:
+                feeder = held[0]
+                e = replace(e, to_tid=feeder.tid, probable=True, how=(
+                    f"{e.how}; thread {feeder.name or feeder.tid} feeds a multiprocessing "
+                    "queue and holds items it has not written: the data comes through it"))
+        routed.append(e)
+    return routed
 
 
 def _in_write(thread: Thread) -> bool:

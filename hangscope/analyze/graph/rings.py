@@ -19,8 +19,8 @@ def shorter_ring(g: Graph, ring: list[int]) -> list[int]:
         for j in g.out.get(edge.pid, []):
             alt = g.edges[j]
             if j == i or alt.tid != edge.tid or alt.object == edge.object or alt.to_pid is None \
-                    or alt.to_pid not in g.procs:
-                continue
+                    or alt.to_pid not in g.procs or (alt.to_pid == alt.pid and alt.to_tid is None):
+                continue  # (its own process holding the other end: a walk ends there)
             path, _ = g.walk(alt.to_pid, alt.to_tid)
             detour = [j]
             for p in path:

@@ -43,7 +43,7 @@ from hangscope.analyze.graph.loopedges import loop_future_edges
 from hangscope.analyze.graph.objectedges import all_object_edges, feeder_edges
 from hangscope.analyze.graph.owedreply import owed_reply_edges
 from hangscope.analyze.graph.partners import likely_partner_first, to_handler
-from hangscope.analyze.graph.queueedges import queue_lock_edges, queue_put_edges
+from hangscope.analyze.graph.queueedges import queue_lock_edges, queue_put_edges, to_feeder
 from hangscope.analyze.graph.rpcedges import rpc_edges
 from hangscope.analyze.graph.socketpeers import peer_edges
 from hangscope.analyze.graph.sqliteedges import filelock_edges, sqlite_edges
@@ -388,7 +388,8 @@ def build_edges(snap: Snapshot) -> tuple[WaitEdge, ...]:
     edges.extend(filelock_edges(snap))
     threads = {(p.pid, t.tid): t for p in snap.processes for t in p.threads}
     working = {p.pid: p.working_tid for p in snap.processes}
-    return tuple(to_handler(likely_partner_first(edges, threads), threads, working))
+    return tuple(to_feeder(to_handler(likely_partner_first(edges, threads), threads, working),
+                           {p.pid: p for p in snap.processes}))
 
 
 def edges_from(edges: Sequence[WaitEdge]) -> dict[int, list[int]]:

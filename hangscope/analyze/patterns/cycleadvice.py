@@ -12,7 +12,7 @@ from hangscope.analyze.graph.queueedges import feeds
 from hangscope.analyze.graph.threadedges import at_loop_head, own_frame
 from hangscope.analyze.graph.waitwalk import Graph, sends
 from hangscope.analyze.graph.zmqedges import OWED_HOW, receive_edge
-from hangscope.analyze.patterns.mainrerun import main_rerun, rerun_advice
+from hangscope.analyze.patterns.cyclecause import main_rerun, rerun_advice
 from hangscope.frameworks.grpc import PLUGIN_CYCLE
 from hangscope.frameworks.uvicorn import INHERITED_SIGTERM
 from hangscope.model import Thread, in_library

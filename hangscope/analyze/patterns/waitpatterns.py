@@ -59,6 +59,7 @@ from hangscope.analyze.patterns.calm.calmends import calm_end
 from hangscope.analyze.patterns.calm.engines import idle_front
 from hangscope.analyze.patterns.checkouts import nested_checkout
 from hangscope.analyze.patterns.cycleadvice import CAPTURED, captured, cycle_advice, first_cause
+from hangscope.analyze.patterns.cyclecause import co_suspects
 from hangscope.analyze.patterns.ends.crashloops import crash_loop
 from hangscope.analyze.patterns.ends.deadprocs import crashed_child, crashed_words, dead_process
 from hangscope.analyze.patterns.ends.deadthreads import dead_thread
@@ -186,14 +187,13 @@ def _find_cycle(g: Graph, rings: bool) -> WaitPattern | None:
         ring = _from_unaccepting_server(g, held)
         ring = first_cause(g, ring)  # a buffered reply's worker, a parent joining undrained
         members = tuple(dict.fromkeys(g.edges[i].pid for i in ring))
-        chain = "; ".join(hop(g, i) for i in ring) + f": {advice}"
         both = _both_read(g, ring)
-        chain = both or chain
+        chain = both or "; ".join(hop(g, i) for i in ring) + f": {advice}"
         chain += behind(g, members)  # the ranks or threads that wait on the cycle
         # A lock's holder blocked on another process: the holder is where the cycle is held,
         # and the process it waits on is the one that never acts: both are suspects (and both
         # ends of one connection that each wait to read it).
-        also = members[1:] if both or rotated else ()
+        also = co_suspects(g, members) if both or rotated else ()
         return WaitPattern("cycle", members, chain, tuple(ring), members[0],
                            g.edges[ring[0]].tid, also)
     return None

@@ -1,4 +1,10 @@
-"""A child that re-runs its parent's script: the member of a cycle that should not be in it.
+"""Who in a cycle is its cause, and who only waits in it.
+
+A pool worker idle in its library's task loop (``concurrent.futures.process._process_worker``,
+``multiprocessing.pool.worker``, a DataLoader's ``_worker_loop``) waits for the task the cycle
+holds back: it shares no blame with the member that holds the cycle (``co_suspects``).
+
+A child that re-runs its parent's script is the member of a cycle that should not be in it.
 
 A child started by spawn or the forkserver (a DataLoader's workers with either start method,
 ``mp.set_start_method("spawn")``, CUDA jobs) imports its parent's main module again before it
@@ -12,6 +18,7 @@ fix is the guard, not the lock.
 
 from __future__ import annotations
 
+from hangscope.analyze.graph.partners import idle_worker
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.frameworks.multiprocessing import RERUNS_MAIN
 from hangscope.model import Thread
@@ -46,3 +53,8 @@ def rerun_advice(g: Graph, ring: list[int]) -> str | None:
     """The cycle's advice where a member runs its parent's script again; None otherwise."""
     k = main_rerun(g, ring)
     return None if k is None else RERUN_ADVICE.format(child=who(g.procs[g.edges[ring[k]].pid]))
+
+
+def co_suspects(g: Graph, members: tuple[int, ...]) -> tuple[int, ...]:
+    """The members after the first that share its blame: not a worker idle in its task loop."""
+    return tuple(m for m in members[1:] if not idle_worker(g.procs[m].working_thread))
