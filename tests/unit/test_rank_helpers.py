@@ -28,10 +28,10 @@ def test_given_cc1_with_inherited_rank_then_it_is_rank_0s_compiler() -> None:
 
     again = analyze(replace(snap, processes=tuple(procs)))
     assert again.verdict is not None
-    assert again.verdict.kind.value == "lock_wait", again.verdict.summary
+    # (a lock held across a build that moves is waited for, slowly: no lock wait)
+    assert again.verdict.kind.value == "progressing", again.verdict.summary
     holder = next(p for p in procs if p.role is Role.RANK and p.rank.global_rank == 0)
-    assert again.verdict.suspects == (holder.pid,)
-    assert "held by rank 0" in again.verdict.summary
+    assert f"for rank 0 (PID {holder.pid}), which works" in again.verdict.summary
     assert not [f for f in again.findings
                 if f.id == "proc.exited" and f.severity is not Severity.INFO]
     exited = {f.evidence["pid"] for f in again.findings if f.id == "proc.exited"}

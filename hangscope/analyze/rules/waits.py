@@ -13,6 +13,7 @@ from hangscope.analyze.evidence.facts import Facts, unique_keys
 from hangscope.analyze.evidence.locks import describe_lock_wait
 from hangscope.analyze.evidence.p2p import describe_cycle, describe_points_at, p2p_graph
 from hangscope.analyze.evidence.roles import is_helper_role
+from hangscope.analyze.evidence.working import progressing_pids
 from hangscope.model import Category, Process, Severity, Verdict, VerdictKind
 from hangscope.words import describe, rank_set, who, who_many
 
@@ -117,10 +118,13 @@ def recv_any_source(facts: Facts) -> Verdict | None:
 
 
 def lock_wait(facts: Facts) -> Verdict | None:
-    """Ranks wait for a file lock (flock, fcntl, a polling filelock) that another process holds."""
-    waits = [w for w in facts.lock_waits
-             if any(k in facts.stuck for pid in w.waiters
-                    for k in unique_keys(facts.processes, pid))]
+    """Ranks wait for a file lock (flock, fcntl, a polling filelock) that another process holds.
+    Not where the window saw the holder progress: a lock held across work that moves (a
+    download into a shared cache, a build) is waited for, slowly (rules/slow.py says so)."""
+    going = progressing_pids(facts.snapshot)
+    waits = [w for w in facts.lock_waits if w.holder not in going
+             and any(k in facts.stuck for pid in w.waiters
+                     for k in unique_keys(facts.processes, pid))]
     if not waits:
         return None
     outside = facts.outside

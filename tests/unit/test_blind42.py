@@ -1,0 +1,25 @@
+"""Blind round 42's jobs, as ``hangscope dump PID --format json`` saved them
+(tests/fixtures/blind/; docs/accuracy.md, round 42).
+
+GIVEN two Accelerate ranks downloading one checkpoint into a shared Hub cache from a throttled
+mirror: rank 0 holds the cache's file lock and reads the download (data through its TCP
+connection within the window), rank 1 polls the lock (huggingface_hub#2543) THEN progressing,
+slowly: rank 1 waits for a holder that works (it read "Lock wait", a healthy job called hung).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangscope.analyze import analyze
+from hangscope.model import VerdictKind
+from hangscope.model.serialize import load
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "blind"
+
+
+def test_given_a_lock_held_across_a_download_that_moves_then_slow_not_hung() -> None:
+    verdict = analyze(load(FIXTURES / "accelerate_hub_download_lock_slow.dump.json")).verdict
+    assert verdict.kind is VerdictKind.PROGRESSING, verdict
+    assert "rank 1 (PID 31602) waits at WeakFileLock (huggingface_hub/utils/_fixes.py:99) for " \
+        "rank 0 (PID 31601), which progresses" in verdict.summary, verdict.summary
