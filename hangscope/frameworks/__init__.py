@@ -197,6 +197,10 @@ class Framework:
     #: (process_output_sockets)``): an engine's I/O threads, relaying messages between its
     #: sockets and its main loop's queues, wait between messages by design.
     helper_targets: tuple[str, ...] = ()
+    #: Name prefixes of its scheduler threads (Ray Data's ``StreamingExecutor-<dataset>``):
+    #: their lines move as they hand the job's work to its workers, whether or not any is
+    #: handed: progress only while some other process of the job progresses.
+    dispatch_threads: tuple[str, ...] = ()
     #: Source paths (a substring of a frame's file) of the loop a server runs while it waits
     #: for its next request: a thread there, with nothing else to do, is idle.
     server_loop_files: tuple[str, ...] = ()
@@ -310,6 +314,7 @@ LIBRARY_FILES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.library_
 HELPER_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_threads)
 REPLY_WAITS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.reply_waits)
 HELPER_TARGETS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.helper_targets)
+DISPATCH_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.dispatch_threads)
 WORK_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_threads)
 STORE_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.store_threads)
 ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)

@@ -174,6 +174,20 @@ SPLIT_STALL = StallWarning(
     "started). Hand each split to its own consumer (a Ray Train worker, an actor or a task) "
     "and read them all at once")
 
+#: Ray Data drops a failed task's block where ``max_errored_blocks`` allows and says so; where
+#: the task was an actor's and the actor died, a fixed-size actor pool still counts its slot
+#: and hands out nothing more (ray#62746): the pipeline waits for ever.
+ERRORED_BLOCKS = StallWarning(
+    re.compile(r"An exception was raised from a task of operator \"(?P<op>[^\"]+)\"\. Ignoring "
+               r"this exception with remaining max_errored_blocks="),
+    "ray/data/_internal/execution/",  # (the driver's wait for the pipeline's output)
+    "Ray Data ignored a failed task of {op} (max_errored_blocks) and its pipeline has handed "
+    "out no work since: where that task's actor died (ActorDiedError in the log: the actor's "
+    "own code exited or crashed), the operator's fixed-size actor pool keeps the dead actor's "
+    "slot and starts no other (ray#62746). Find why the actor exited (its output is in the "
+    "driver's log), and let a failure fail the job (max_errored_blocks=0) or give the pool "
+    "room to start another actor (ActorPoolStrategy(min_size=..., max_size=...))")
+
 FRAMEWORK = Framework(
     name="ray",
     job_words=("ray::",),
@@ -185,7 +199,11 @@ FRAMEWORK = Framework(
     # Ray Train runs the training function on a thread of its own; its MonitoringThread
     # watches that thread
     work_threads=("TrainingThread",),
-    stall_warnings=(SPLIT_STALL,),
+    # Ray Data's executor loops on its thread while its operators' actors and tasks do the
+    # work: a loop that hands nothing out (a dead actor's slot still counted, ray#62746)
+    # moves all the same
+    dispatch_threads=("StreamingExecutor-",),
+    stall_warnings=(SPLIT_STALL, ERRORED_BLOCKS),
     helper_threads=("ray_listen_error_messages", "ray_print_logs", "PythonGCThread",
                     "MonitoringThread"),
     helper_processes=(
@@ -201,6 +219,10 @@ FRAMEWORK = Framework(
         ("ray/_private/log_monitor.py", Role.HELPER),
         ("ray/_private/monitor.py", Role.HELPER),
         ("ray/autoscaler/_private/monitor.py", Role.HELPER),
+        # ``ray start --head --block`` watches the node's processes in a sleep loop for the
+        # node's life; the client server (``ray.util.client.server``) waits for Ray clients
+        ("/bin/ray start", Role.HELPER),
+        ("ray.util.client.server", Role.HELPER),
     ),
     object_wait=OBJECT_WAIT,
     # The driver hands tasks out and waits in ray.get; the work runs in these workers (its

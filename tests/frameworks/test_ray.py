@@ -358,16 +358,29 @@ DATA_JOBS = TARGETS / "frameworks" / "ray_data_jobs.py"
 
 @contextmanager
 def _ray_data(mode: str, tmp_path: Path, warned: bool,
-              tags: tuple[str, ...] = ("driver",)) -> Iterator[Target]:
+              tags: tuple[str, ...] = ("driver",),
+              line: str = "blocked waiting on other clients") -> Iterator[Target]:
     workdir = tmp_path / mode
     argv = [sys.executable, str(DATA_JOBS), mode, str(workdir / "ready"), str(workdir)]
 
-    def said(job: Target) -> bool:  # Ray Data's own warning, 30 s into the stall
-        return not warned or "blocked waiting on other clients" in job.log_tail()
+    def said(job: Target) -> bool:  # Ray Data's own line (its split warning: 30 s in)
+        return not warned or line in job.log_tail()
 
     with running_target(argv, workdir, tags=list(tags), ready=said, timeout=START_TIMEOUT,
                         env={"RAY_USAGE_STATS_ENABLED": "0"}) as job:
         yield job
+
+
+def _reported_stall(mode: str, tmp_path: Path, line: str) -> str:
+    """The summary of a dump taken once Ray Data logged ``line``: a stall its framework
+    reported, the driver (the one process that waits on the pipeline) the suspect."""
+    with _ray_data(mode, tmp_path, warned=True, line=line) as job:
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [job.pids["driver"]], verdict
+    summary = str(verdict["summary"])
+    assert summary.startswith("A stall its framework reported: "), summary
+    return summary
 
 
 def _in_stack_of(title: str, frame: str) -> bool:
@@ -387,18 +400,18 @@ def test_streaming_splits_read_one_after_the_other_are_a_stall_ray_data_reports(
         tmp_path: Path) -> None:
     """The driver reads split 0 alone; Ray Data's coordinator waits for split 1's consumer
     and warns after 30 s (ray#42008, blind round 28's 05: it read "all waiting")."""
-    with _ray_data("split_sequential", tmp_path, warned=True) as job:
-        verdict = json.loads(dump_json(job.launcher))["verdict"]
-    assert verdict["kind"] == "wait_chain", verdict
-    assert verdict["suspects"] == [job.pids["driver"]], verdict
-    summary = verdict["summary"]
+    summary = _reported_stall("split_sequential", tmp_path, "blocked waiting on other clients")
     assert summary.startswith("A stall its framework reported: the main process (PID "), summary
     assert "(ray_data_jobs.py:" in summary, summary
     assert "read them all at once" in summary, summary
 
 
-def test_streaming_splits_read_at_once_progress(tmp_path: Path) -> None:
-    with _ray_data("split_concurrent", tmp_path, warned=False) as job:
+@pytest.mark.parametrize("mode", ["split_concurrent", "actor_pool"])
+def test_streaming_splits_read_at_once_and_a_live_actor_pool_progress(
+        mode: str, tmp_path: Path) -> None:
+    """The twins: the splits read at once; a pool of one actor that lives (blind round 42's
+    06: its executor's loop goes round while the actor works)."""
+    with _ray_data(mode, tmp_path, warned=False) as job:
         verdict = json.loads(dump_json(job.launcher))["verdict"]
     assert verdict["kind"] == "progressing", verdict
 
@@ -484,3 +497,15 @@ def test_an_actor_alone_in_a_ray_collective_all_reduce_names_its_idle_peer(
     assert f"PID {job.pids['rank1']} (ray actor StatsTrainer), its peer in the gloo group " \
         "(connected over TCP), is in no collective: it idles between tasks at " \
         "Worker.main_loop (ray/_private/worker.py:" in summary, summary
+
+
+def test_a_pipeline_whose_only_map_actor_exited_is_a_stall_ray_data_reported(
+        tmp_path: Path) -> None:
+    """Blind round 42's 06 (ray#62746): the pool of one actor keeps the dead actor's slot and
+    hands out nothing; the executor's loop goes round on the driver's CPU (it read
+    "progressing"). A scheduler thread's moves are no progress while nothing else moves, and
+    Ray Data's line about the ignored failure says why."""
+    summary = _reported_stall("actor_exits", tmp_path,
+                              "Ignoring this exception with remaining max_errored_blocks")
+    assert "Ray Data ignored a failed task of MapBatches(Embedder)" in summary, summary
+    assert "keeps the dead actor's slot" in summary, summary

@@ -60,7 +60,13 @@ from hangscope.analyze.evidence.progress_sites import (
     transport_io,
 )
 from hangscope.analyze.evidence.signatures import HELPER_THREAD_NAMES
-from hangscope.frameworks import STORE_THREADS, in_task_loop, in_zmq_wait, runs_method
+from hangscope.frameworks import (
+    DISPATCH_THREADS,
+    STORE_THREADS,
+    in_task_loop,
+    in_zmq_wait,
+    runs_method,
+)
 from hangscope.model.progress import (
     CounterDelta,
     GpmReading,
@@ -609,7 +615,26 @@ def decide_all(evidence: ProgressEvidence, gpus_of: Mapping[int, Iterable[int]] 
         decided = _through_threads(
             proc, decide(proc, evidence.seconds, mine, tid, hints), evidence.seconds, mine, hints)
         out.append(replace(decided, seen=collective_sites(_working_thread(proc, tid))))
-    return _peers_answered(evidence, out, working or {})
+    return _peers_answered(evidence, _dispatched_nothing(evidence, out), working or {})
+
+
+def _dispatched_nothing(evidence: ProgressEvidence,
+                        decided: list[RankProgress]) -> list[RankProgress]:
+    """A process that progressed only through a framework's scheduler thread
+    (``DISPATCH_THREADS``) while no other process of the job progressed: its scheduler went
+    round handing out nothing (every worker waits between tasks), which is no work."""
+    if sum(r.decision == PROGRESSING for r in decided) != 1:
+        return decided
+    names = {(p.pid, t.tid): t.name for p in evidence.processes for t in p.threads}
+    out = []
+    for r in decided:
+        name = names.get((r.pid, r.tid or 0)) or ""
+        if r.decision == PROGRESSING and DISPATCH_THREADS and name.startswith(DISPATCH_THREADS):
+            r = replace(r, decision=STUCK, reason=(
+                f"only thread {name}, the framework's scheduler, moved ({r.reason}): while no "
+                "other process of the job progressed, it handed no work out"))
+        out.append(r)
+    return out
 
 
 def _through_threads(proc: ProcessProgress, decided: RankProgress, seconds: float,

@@ -17,10 +17,21 @@ streaming shards with ``Dataset.streaming_split(2, equal=True)``, run as
 - ``split_two_epochs`` the twin: both consumers read the same number of epochs, then the
                        driver reads them again in a loop (progressing).
 
+- ``actor_exits``      a batch job mapped on a fixed pool of one actor
+                       (``ActorPoolStrategy(size=1)``) with ``max_errored_blocks = -1``, whose
+                       actor exits (``sys.exit(0)``, a
+                       text helper's "nothing to do") on one blank document: Ray Data ignores
+                       the failed block, and the pool keeps the dead actor's slot and starts no
+                       other (ray-project/ray#62746, blind round 42's 06: it read
+                       "progressing", its executor's loop going round).
+- ``actor_pool``       the twin: the same pipeline with no blank document, run again and again
+                       (progressing).
+
 READY_FILE gets ``"<pid> driver"`` once the driver reads split 0 (sequential) or each thread
 has read an epoch (concurrent); ``"<pid> consumerN"`` from each consumer actor, and
 ``"<pid> driver"`` once the driver has consumer 0's result (early stop) or both have read
-their epochs once (two epochs).
+their epochs once (two epochs); ``"<pid> driver"`` as the driver starts the pipeline (actor
+exits) or once it has run it once (actor pool).
 """
 
 from __future__ import annotations
@@ -80,6 +91,32 @@ def _consumers(mode: str, ready_file: str, shards) -> None:  # type: ignore[no-u
         ready(ready_file)
 
 
+class Embedder:
+    """A map actor: each batch's token counts; a blank document ends its process, as the CLI
+    helper it calls does ("nothing to do")."""
+
+    def __call__(self, batch):  # type: ignore[no-untyped-def]
+        if any(not t.strip() for t in batch["text"]):
+            sys.exit(0)
+        return tokenize(batch)
+
+
+def _actor_pool(mode: str, ready_file: str) -> None:
+    import ray
+
+    ray.data.DataContext.get_current().max_errored_blocks = -1
+    texts = [f"document {i}: " + "lorem ipsum " * (1 + i % 5) for i in range(400)]
+    if mode == "actor_exits":
+        texts[57] = "   "
+        ready(ready_file)
+    pool = ray.data.ActorPoolStrategy(size=1)
+    while True:
+        ds = ray.data.from_items([{"text": t} for t in texts], override_num_blocks=40)
+        ds.map_batches(Embedder, batch_size=10, compute=pool).materialize()
+        if mode == "actor_pool":
+            ready(ready_file)
+
+
 def main() -> None:
     import ray
 
@@ -87,6 +124,9 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False)
     texts = [f"document {i}: " + "lorem ipsum " * (1 + i % 5) for i in range(2000)]
     ds = ray.data.from_items([{"text": t} for t in texts], override_num_blocks=4)
+    if mode in ("actor_exits", "actor_pool"):
+        _actor_pool(mode, ready_file)
+        return
     shards = ds.map_batches(tokenize, batch_size=250).streaming_split(2, equal=True)
     if mode in ("split_early_stop", "split_two_epochs"):
         _consumers(mode, ready_file, shards)
