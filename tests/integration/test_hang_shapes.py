@@ -56,8 +56,11 @@ def test_given_a_rank_running_gcc_then_cc1_is_its_compiler_not_a_rank(tmp_path: 
     assert {p["role"] for p in helpers} == {"compiler"}, [(p["cmdline"][:1], p["role"])
                                                           for p in helpers]
     verdict = data["verdict"]
-    assert verdict["kind"] != "missing_rank", verdict
-    assert verdict["suspects"] == [pids["holder"]], verdict
+    # (rank 0 builds again and again while it holds the lock: ranks 1-2 wait for work that
+    # moves, slowly, or, where the window saw rank 0 only wait for one long gcc, for its lock;
+    # either way rank 0 is the one they wait for, never a missing rank)
+    assert verdict["kind"] in ("progressing", "compiling", "lock_wait"), verdict
+    assert f"rank 0 (PID {pids['holder']})" in verdict["summary"], verdict
     for finding in data["findings"]:
         assert not (finding["severity"] == "critical" and "exited" in finding["message"]), finding
 
