@@ -623,17 +623,18 @@ def _dispatched_nothing(evidence: ProgressEvidence,
     """A process that progressed only through a framework's scheduler thread
     (``DISPATCH_THREADS``) while no other process of the job progressed: its scheduler went
     round handing out nothing (every worker waits between tasks), which is no work."""
-    if sum(r.decision == PROGRESSING for r in decided) != 1:
+    going = [k for k, r in enumerate(decided) if r.decision == PROGRESSING]
+    if len(going) != 1 or not DISPATCH_THREADS:
         return decided
-    names = {(p.pid, t.tid): t.name for p in evidence.processes for t in p.threads}
-    out = []
-    for r in decided:
-        name = names.get((r.pid, r.tid or 0)) or ""
-        if r.decision == PROGRESSING and DISPATCH_THREADS and name.startswith(DISPATCH_THREADS):
-            r = replace(r, decision=STUCK, reason=(
-                f"only thread {name}, the framework's scheduler, moved ({r.reason}): while no "
-                "other process of the job progressed, it handed no work out"))
-        out.append(r)
+    r = decided[going[0]]
+    proc = next((p for p in evidence.processes if p.pid == r.pid), None)
+    name = next((t.name or "" for t in proc.threads if t.tid == r.tid), "") if proc else ""
+    if not name.startswith(DISPATCH_THREADS):
+        return decided
+    out = list(decided)
+    out[going[0]] = replace(r, decision=STUCK, reason=(
+        f"only thread {name}, the framework's scheduler, moved ({r.reason}): while no other "
+        "process of the job progressed, it handed no work out"))
     return out
 
 
