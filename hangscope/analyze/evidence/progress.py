@@ -628,13 +628,16 @@ def _dispatched_nothing(evidence: ProgressEvidence,
         return decided
     r = decided[going[0]]
     proc = next((p for p in evidence.processes if p.pid == r.pid), None)
-    name = next((t.name or "" for t in proc.threads if t.tid == r.tid), "") if proc else ""
-    if not name.startswith(DISPATCH_THREADS):
+    schedulers = [t for t in proc.threads if (t.name or "").startswith(DISPATCH_THREADS)
+                  and _moved(t)] if proc is not None else []
+    # (its progress is the scheduler's: decided on that thread, or on counters its I/O moved;
+    # a line of another thread's own that moved is work of its own)
+    if not schedulers or (r.evidence == "python" and r.tid not in {t.tid for t in schedulers}):
         return decided
     out = list(decided)
     out[going[0]] = replace(r, decision=STUCK, reason=(
-        f"only thread {name}, the framework's scheduler, moved ({r.reason}): while no other "
-        "process of the job progressed, it handed no work out"))
+        f"only thread {schedulers[0].name}, the framework's scheduler, moved ({r.reason}): "
+        "while no other process of the job progressed, it handed no work out"))
     return out
 
 
