@@ -166,7 +166,9 @@ class Watch:
                          "wait; the capture was a slow phase, not a hang")
                 self._hang = self._hang_since = None
                 return False
-            if shape and shape != self._hang and len(self.captures) < self.options.max_captures:
+            # A shape already re-checked and read not hung is not dumped again each pulse.
+            if shape and shape not in (self._hang, self._checked) \
+                    and len(self.captures) < self.options.max_captures:
                 return self._capture("the hang changed shape", shape)
             return False
         if self._checked is not None and self.stall.moved_since(self._checked):
@@ -226,7 +228,9 @@ class Watch:
             return False
         verdict = snap.verdict
         kind = str(verdict.kind) if verdict is not None else "unknown"
-        if kind in NOT_HUNG and self._hang is None:
+        # Not hung: before a hang, the job is idle or slow; after one, its new shape is the
+        # job moving again (a recovery under way), not a second hang to write.
+        if kind in NOT_HUNG:
             self._checked = shape
             summary = verdict.summary if verdict is not None else ""
             self.say(f"checked ({why}): not hung: {summary}")

@@ -248,7 +248,9 @@ class MultiWatch:
             if self._left_at is None:
                 self._left_at = self._pulses
             nodes = {n for n, _, _ in self._hang if self.state[n].live}
-            if shape and all(self.state[n].pulse_no > self._left_at for n in nodes) \
+            # A shape already re-checked and read not hung is not dumped again each pulse.
+            if shape and shape != self._checked \
+                    and all(self.state[n].pulse_no > self._left_at for n in nodes) \
                     and len(self.captures) < self.options.max_captures:
                 return self._capture("the hang changed shape", shape)
             return False
@@ -304,7 +306,10 @@ class MultiWatch:
             return False
         verdict = snap.verdict
         kind = str(verdict.kind) if verdict is not None else "unknown"
-        if kind in NOT_HUNG and self._hang is None:
+        # Not hung: before a hang, the job is idle or slow; after one, its new shape is the
+        # job moving again (a recovery reaching the nodes one pulse at a time), not a second
+        # hang to write.
+        if kind in NOT_HUNG:
             self._checked = shape
             self.say(f"checked ({why}): not hung: {verdict.summary if verdict else ''}")
             return False

@@ -11,11 +11,12 @@ processes: tests/integration/test_watch_multinode.py.)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from hangscope.live.sampler import SampleOptions
 from hangscope.live.watch import WatchOptions
-from hangscope.model import Snapshot
+from hangscope.model import Snapshot, VerdictKind
 from hangscope.model.serialize import load
 from hangscope.remote.find import Spec
 from hangscope.remote.multiwatch import NODE_EXIT_GRACE_S, MultiWatch
@@ -35,6 +36,7 @@ class Scene:
         self.now = 100.0
         self.lines: list[str] = []
         self.dumps = 0
+        self.snapshot = HUNG  # what the next dump reads
         request = NodeRequest(Spec("env", "TORCHELASTIC_RUN_ID", "job"), SampleOptions(),
                               Placement(Ssh(), ("a", "b")))
         self.watch = MultiWatch(request, None, WatchOptions(after=10, interval=2,
@@ -44,7 +46,7 @@ class Scene:
 
     def _dump(self, request: NodeRequest, pid: int | None) -> Snapshot:
         self.dumps += 1
-        return HUNG
+        return self.snapshot
 
     def pulse(self, node: str, *waits: tuple[int, list[str], float]) -> None:
         self.watch._handle(NodeEvent(node, "pulse", {"ranks": {"11": 0}, "waits": [
@@ -87,6 +89,37 @@ def test_a_changed_shape_is_captured_again_and_a_recovery_is_no_new_shape(
     scene.pulse("b")
     assert scene.said("recovered after")
     assert scene.dumps == 2
+
+
+def test_a_recovery_read_as_a_new_shape_and_dumped_progressing_is_no_second_capture(
+        tmp_path: Path) -> None:
+    # GIVEN a hang captured on both nodes' ranks
+    scene = Scene(tmp_path)
+    scene.pulse("b")
+    scene.pulse("a", (11, WAIT, 10.5))
+    scene.pulse("b", (12, WAIT, 10.1))
+    assert scene.dumps == 1
+    # WHEN a's rank leaves its wait for another while b's pulse still names its old one (the
+    # job moving again, reaching the nodes' pulses one at a time) and the dump of that new
+    # shape reads the job progressing (CI's run of test_watch_multinode wrote it as a second
+    # "HANG" capture that said "PROGRESSING")
+    scene.now += 20
+    scene.snapshot = replace(HUNG, verdict=replace(HUNG.verdict,
+                                                   kind=VerdictKind.PROGRESSING))
+    barrier = ["main (worker.py:61)", "barrier (x.py:9)"]
+    scene.pulse("a", (11, barrier, 11.0))
+    scene.pulse("b", (12, WAIT, 12.1))
+    scene.pulse("a", (11, barrier, 13.0))
+    # THEN that dump is a check, not a capture, and the same shape is not dumped again
+    assert scene.dumps == 2 and scene.said("checked (the hang changed shape): not hung")
+    scene.pulse("b", (12, WAIT, 14.1))
+    scene.pulse("a", (11, barrier, 15.0))
+    assert scene.dumps == 2
+    assert len(list(tmp_path.glob("hangscope-*-job-*.json"))) == 1
+    # AND once every process of the hang left its wait, the hang is said recovered
+    scene.pulse("b")
+    scene.pulse("a")
+    assert scene.said("recovered after")
 
 
 def test_a_node_whose_job_ended_while_the_other_runs_is_captured_after_its_grace(
