@@ -18,7 +18,7 @@ no loop, such a thread waits for its thread pool's tasks: each executor worker r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from hangscope.analyze.graph.threadedges import blocked, runs_task
 from hangscope.model import Frame, Process, Thread
@@ -32,7 +32,12 @@ TASK_OF = "the pool task of thread"
 def own_frames(thread: Thread) -> list[Frame]:
     """The thread's Python frames, innermost first, up to a forked child's entry (the frames
     above multiprocessing's ``BaseProcess._bootstrap`` are the parent's, copied by fork)."""
-    python = [f for f in thread.frames if not f.native]
+    return own_python(thread.frames)
+
+
+def own_python(frames: Sequence[Frame]) -> list[Frame]:
+    """:func:`own_frames` of a stack."""
+    python = [f for f in frames if not f.native]
     for k, frame in enumerate(python):
         if (frame.file or "").endswith("multiprocessing/process.py") \
                 and frame.name.rsplit(".", 1)[-1] == "_bootstrap":
@@ -60,8 +65,25 @@ _UV_RUNNERS = ("asyncio/runners.py", "uvloop/__init__.py")
 
 def loop_index(thread: Thread) -> int | None:
     """The index in :func:`own_frames` of the asyncio loop frame the thread runs, if any."""
-    return next((k for k, f in enumerate(own_frames(thread)) if f.file and "asyncio" in f.file
-                 and f.name.rsplit(".", 1)[-1] in LOOP), None)
+    return loop_at(own_frames(thread))
+
+
+def loop_at(python: Sequence[Frame]) -> int | None:
+    """The index in these Python frames (innermost first) of the loop that runs them: asyncio's
+    own loop frame, or, for a loop written in C (uvloop, which vLLM's and SGLang's servers
+    run), the Python call that started it (``asyncio.Runner.run``, ``uvloop.run``): the
+    coroutines and callbacks such a loop runs sit right inside that call, with no Python frame
+    of the loop's between (0: the loop itself waits for its next event)."""
+    runner = None
+    for k, f in enumerate(python):
+        if not f.file:
+            continue
+        if "asyncio" in f.file and f.name.rsplit(".", 1)[-1] in LOOP:
+            return k
+        if runner is None and f.file.endswith(_UV_RUNNERS) \
+                and f.name.rsplit(".", 1)[-1] == "run":
+            runner = k
+    return runner
 
 
 def _future_result(thread: Thread) -> bool:

@@ -11,14 +11,15 @@ from __future__ import annotations
 import re
 
 from hangscope.analyze.evidence.progress import MIN_MOVED_SAMPLES
+from hangscope.analyze.evidence.roles import is_helper_role
 from hangscope.analyze.evidence.stackmemo import per_stack
 from hangscope.analyze.evidence.working import notified_frames, notified_wait, raw_window
-from hangscope.analyze.graph.loopedges import LOOP, loop_index, own_frames
+from hangscope.analyze.graph.loopedges import LOOP, loop_at, loop_index, own_frames, own_python
 from hangscope.analyze.graph.threadedges import blocked, user_frame
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.graph.zmqedges import OWED_HOW
 from hangscope.analyze.patterns.behind import behind
-from hangscope.model import Frame, Process, Snapshot, in_library
+from hangscope.model import Category, Frame, Process, Snapshot, Thread, in_library
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -45,6 +46,9 @@ def loop_reads(g: Graph, i: int) -> Frame | None:
 
 #: The innermost frame of a window's sample at the loop's own wait for its next event.
 _LOOP_WAIT = re.compile(r"^(?:\S+\.)?(?:select|poll) \((?:[^)]*/)?selectors\.py(?::\d+)?\)$")
+#: The same for a loop written in C (uvloop): no Python frame inside the call that runs it.
+_C_LOOP_WAIT = re.compile(r"^(?:\S+\.)?run \((?:[^)]*/)?(?:asyncio/runners|uvloop/__init__)"
+                          r"\.py(?::\d+)?\)$")
 
 
 def turned(snap: Snapshot, proc: Process, tid: int) -> bool:
@@ -55,8 +59,9 @@ def turned(snap: Snapshot, proc: Process, tid: int) -> bool:
     raw = raw_window(snap, proc)
     thread = next((t for t in raw.threads if t.tid == tid), None) if raw is not None else None
     return thread is not None and sum(
-        s.count for s in thread.stacks if s.frames and _LOOP_WAIT.search(s.frames[-1])
-        and any("asyncio/base_events.py" in f for f in s.frames)) >= MIN_MOVED_SAMPLES
+        s.count for s in thread.stacks if s.frames and (_C_LOOP_WAIT.search(s.frames[-1]) or (
+            _LOOP_WAIT.search(s.frames[-1])
+            and any("asyncio/base_events.py" in f for f in s.frames)))) >= MIN_MOVED_SAMPLES
 
 
 def event_loop(g: Graph) -> WaitPattern | None:
@@ -75,6 +80,90 @@ def event_loop(g: Graph) -> WaitPattern | None:
                  "streams) or run it in an executor")
         return WaitPattern("event_loop", (proc.pid,), chain, (i,), proc.pid, thread.tid)
     return None
+
+
+def loop_on_cpu(g: Graph) -> WaitPattern | None:
+    """An asyncio loop's thread on CPU in one synchronous call inside one of its coroutines,
+    the same stack in every sample and never back at the loop's wait in the window, while other
+    processes wait on that process (a client for its reply, an engine for its next request):
+    the loop runs nothing else until the call returns, so nothing it serves moves (vLLM's API
+    server in a tool-call parser's backtracking regex, vllm#54678; a tokenizer manager
+    tokenizing one huge prompt on its loop). The call computes, so it may end: the verdict says
+    how long it was seen and what waits behind it, not that it never returns."""
+    for proc in g.having(_in_coroutine):  # (asked once per distinct stack: at scale)
+        if proc.is_exited:
+            continue
+        for thread in proc.threads:
+            loop = loop_index(thread)
+            if not loop or thread.category not in _ON_CPU or not thread.stuck \
+                    or left(g.snap, proc, thread.tid, own_frames(thread)[0]):
+                continue
+            # (a parent waiting for it to exit asks nothing of its loop)
+            waits = [i for i, e in enumerate(g.edges) if e.to_pid == proc.pid
+                     and e.pid != proc.pid and e.pid in g.procs and e.kind != "child"
+                     and not is_helper_role(g.procs[e.pid].role)]
+            if not waits:
+                continue  # nobody waits on it: a loop that computes, no hang of anyone's
+            python = own_frames(thread)
+            call = python[0]
+            native = _native_call(thread, call)
+            waiters = list(dict.fromkeys(g.edges[i].pid for i in waits))
+            seconds = g.snap.window_s
+            chain = (f"the asyncio event loop of {who(proc)} (thread {thread.name or thread.tid}) "
+                     f"has run one synchronous call, {call.name} ({call.short_file}:{call.line})"
+                     f"{native}, on CPU in all {thread.samples} samples"
+                     + (f" over {seconds:.1f} s" if seconds else "")
+                     + " without going back to the loop: no other task of the loop runs until "
+                     f"it returns, and {_waiter_words(g, waiters)} on it. A CPU-bound call on "
+                     "an event loop (a regular expression that backtracks, a tokenizer, a parse "
+                     "of a large body) stalls everything the loop serves: bound its input, or "
+                     "run it off the loop (run_in_executor with a process pool)")
+            return WaitPattern("loop_on_cpu", (proc.pid, *waiters), chain, tuple(waits),
+                               proc.pid, thread.tid)
+    return None
+
+
+def left(snap: Snapshot, proc: Process, tid: int, call: Frame) -> bool:
+    """The window saw the thread outside ``call`` (a call the loop ran returned, and the loop
+    ran something else: a busy server's loop parses one request after another, each in the
+    same line the samples caught); False where the process had no window."""
+    raw = raw_window(snap, proc)
+    thread = next((t for t in raw.threads if t.tid == tid), None) if raw is not None else None
+    if thread is None:
+        return False
+    inside = f"{call.name} ("
+    return sum(s.count for s in thread.stacks
+               if not any(f.startswith(inside) for f in s.frames)) >= MIN_MOVED_SAMPLES
+
+
+#: A thread's category while it runs on CPU (the spin of a call that polls included).
+_ON_CPU = frozenset({Category.RUNNING, Category.SPIN})
+
+
+@per_stack
+def _in_coroutine(frames: tuple[Frame, ...]) -> bool:
+    """A stack inside a coroutine or callback its asyncio loop runs (not the loop's own wait)."""
+    return bool(loop_at(own_python(frames)))
+
+
+def _native_call(thread: Thread, call: Frame) -> str:
+    """`` in native code, pattern_search_or_match (_regex.c)``: the outermost native frame the
+    Python call is in, where the samples were native (what the Python line alone hides)."""
+    inner: Frame | None = None
+    for frame in thread.frames:
+        if frame is call:
+            break
+        if frame.native and frame.file:
+            inner = frame
+    if inner is None:
+        return ""
+    return f" in native code, {inner.name} ({inner.file.rsplit('/', 1)[-1]})"
+
+
+def _waiter_words(g: Graph, pids: list[int]) -> str:
+    named = [who(g.procs[pid]) for pid in pids[:3]]
+    more = f" and {len(pids) - 3} more" if len(pids) > 3 else ""
+    return ", ".join(named) + more + (" wait" if len(pids) > 1 else " waits")
 
 
 def loop_sync_wait(g: Graph) -> WaitPattern | None:

@@ -6,23 +6,17 @@ verdict rules read them (analyze/rules/graph.py):
 - a cycle: following each stuck thread's wait returns to where it started (a deadlock), two
   threads of one process each holding the lock the other takes among them (ABBA), a thread
   owning the GIL while blocked on a pipe only the threads waiting for that GIL could write;
-- a self-lock: a thread waits on a lock an outer frame of its own stack holds;
-- a self-wait: an asyncio loop's thread blocks on a concurrent future nothing else can
-  complete (``run_coroutine_threadsafe`` on its own loop);
-- an orphan wait: a thread waits on an Event, Condition, Queue or Future of its process and no
-  thread is left that could set it (the producer died);
-- a lost wake-up: every thread of a process waits for another of its threads to notify it
-  (analyze/patterns/wakepatterns.py);
-- a blocked event loop: an asyncio loop thread blocked in a read inside a coroutine;
-- a lock inherited locked across fork: a forked child's main thread waits on a lock and its
-  other threads (a queue feeder, idle helpers) cannot hold it;
-- a result nobody computes: a driver waits on its Pool while every worker idles; a call
-  nobody makes: a method awaits a call no live process will make (ends/uncalled.py);
-- a saturated pool: a driver waits on its Pool while every worker is inside a task that waits
-  on the pool's family (tasks waiting for tasks queued behind them);
-- a prompt nobody answers: a read of a terminal, or of a FIFO or pipe nobody writes, under
-  pdb or ``input()``, or a Python child's read of a stdin pipe whose writers wait for it;
-- a FIFO nobody opens: threads blocked in ``open()`` of a named pipe nobody opens;
+- a self-lock (a thread waits on a lock an outer frame of its own stack holds); a self-wait
+  (a loop's thread blocks on a future only it can complete);
+- an orphan wait (no thread is left to set the Event, Condition, Queue or Future a thread
+  waits on); a lost wake-up (every thread waits for another of its process to notify it);
+- a blocked event loop: an asyncio loop thread blocked in a read inside a coroutine, or on
+  CPU in one synchronous call of one (patterns/looppatterns.py);
+- a lock inherited locked across fork: a forked child's main thread waits on a lock its other
+  threads cannot hold; a result nobody computes (a Pool whose workers idle); a call nobody
+  makes (ends/uncalled.py); a saturated pool (every worker in a task that waits on the pool);
+- a prompt nobody answers (a read of a terminal, or of a FIFO or pipe nobody writes, under pdb
+  or ``input()``); a FIFO nobody opens;
 - a sink: what everything waits on, transitively, itself waiting on nothing in the job.
 
 One ordered table over one graph (``PATTERNS``), each read against the others (what a cycle
@@ -83,7 +77,12 @@ from hangscope.analyze.patterns.ends.uncalled import behind_loop, constructing, 
 from hangscope.analyze.patterns.ends.unconnected import unconnected_call, unconnected_zmq
 from hangscope.analyze.patterns.ends.zmqends import owes_nothing, unowed_receive, unpeered_receive
 from hangscope.analyze.patterns.gilpatterns import gil_native_wait, gil_ring
-from hangscope.analyze.patterns.looppatterns import event_loop, loop_reads, loop_sync_wait
+from hangscope.analyze.patterns.looppatterns import (
+    event_loop,
+    loop_on_cpu,
+    loop_reads,
+    loop_sync_wait,
+)
 from hangscope.analyze.patterns.loopwake import unwoken_loop
 from hangscope.analyze.patterns.managerpatterns import orphan_manager_lock
 from hangscope.analyze.patterns.pendingtasks import pending_tasks
@@ -375,10 +374,11 @@ PATTERNS = (self_connect, self_call, pool_cycle, rpc_pools, tty_stopped, own_end
             callback_wait, lock_upgrade, self_wait, barrier_short, leaked_permits, nested_checkout,
             starved_pool, orphan_manager_lock, fork_notifier, signal_wait, orphan_wait, own_pool,
             stale_holder, constructing, behind_loop, full_queue, lost_wakeup, gone_signal,
-            unwoken_loop, event_loop, loop_sync_wait, fork_lock, lost_result, idle_executor,
-            pool_saturated, pending_tasks, unserved_call, uncalled, prompt, unconnected_call,
-            lost_reply, fifo_open, crash_loop, dead_thread, dead_process, one_at_a_time, group_gap,
-            _sink, unowed_receive, unpeered_receive, forked_context, overbooked_pool)
+            unwoken_loop, event_loop, loop_on_cpu, loop_sync_wait, fork_lock, lost_result,
+            idle_executor, pool_saturated, pending_tasks, unserved_call, uncalled, prompt,
+            unconnected_call, lost_reply, fifo_open, crash_loop, dead_thread, dead_process,
+            one_at_a_time, group_gap, _sink, unowed_receive, unpeered_receive, forked_context,
+            overbooked_pool)
 
 
 def wait_graph(snap: Snapshot) -> WaitGraph:

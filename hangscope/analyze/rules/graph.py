@@ -35,6 +35,7 @@ _HEAD = {"cycle": "Deadlock", "lock_ring": "Local deadlock",
          "full_queue": "A full queue nobody drains",
          "event_loop": "Event loop blocked", "lost_result": "A result nobody computes",
          "loop_sync_wait": "Event loop blocked in a synchronous wait",
+         "loop_on_cpu": "Event loop blocked on CPU",
          "prompt": "A prompt nobody answers", "sink": "Wait chain",
          "lost_reply": "A reply that never comes",
          "fifo_open": "A FIFO nobody opens", "lost_wakeup": "A lost wake-up",
@@ -136,7 +137,7 @@ _ANY_WRITER = frozenset({"pipe", "fifo"})
 
 #: Patterns whose suspect may work the whole window: a producer busy in a method that loops
 #: holds the call queued behind it however much it does.
-_WORKS_ANYWAY = frozenset({"queued_loop"})
+_WORKS_ANYWAY = frozenset({"queued_loop", "loop_on_cpu"})
 #: Patterns that judge their members' work themselves: a lost reply's backends may move
 #: their lines polling for work on next to no CPU (ends/lostreplies.py ``_idle``).
 _JUDGED_IDLE = frozenset({"lost_reply"})
@@ -211,7 +212,8 @@ def wait_shape(facts: Facts) -> Verdict | None:
     lost wake-up), a blocked event loop, a lost pool result, a saturated pool, or an
     unanswered prompt."""
     return _verdict(facts, ("orphan_wait", "barrier_short", "leaked_permits", "full_queue",
-                            "lost_wakeup", "event_loop", "loop_sync_wait", "lost_result",
+                            "lost_wakeup", "event_loop", "loop_on_cpu", "loop_sync_wait",
+                            "lost_result",
                             "pool_saturated", "overbooked_pool",
                             "pool_starved", "pending_tasks", "unserved_call", "queued_call",
                             "queued_init", "queued_loop", "uncalled", "prompt", "unconnected_call",
