@@ -156,6 +156,16 @@ class StallWarning:
 
 
 @dataclass(frozen=True)
+class ForkPool:
+    """A library's thread pool that a forked child inherits without its threads: its frames'
+    shared object (a substring of its path), what it is, and what to do."""
+
+    path: str
+    name: str
+    fix: str
+
+
+@dataclass(frozen=True)
 class Framework:
     """What hangscope knows of one framework. Every field is optional: a framework adds what it
     has. Matching is by substring or prefix, never by a test job's names."""
@@ -193,6 +203,8 @@ class Framework:
     #: worker threads, which run a Starlette/FastAPI app's sync endpoints): a worker waiting
     #: there for a task is plumbing; one running a task runs the program's code.
     pool_workers: tuple[tuple[str, str], ...] = ()
+    #: Its native thread pools that do not survive fork (frameworks/native.py).
+    fork_pools: tuple[ForkPool, ...] = ()
     #: Target functions of its helper threads that Python names after them (``Thread-2
     #: (process_output_sockets)``): an engine's I/O threads, relaying messages between its
     #: sockets and its main loop's queues, wait between messages by design.
@@ -289,6 +301,7 @@ def _load() -> tuple[Framework, ...]:
         multiprocessing,
         ray,
         sglang,
+        tokenizers,
         torch_distributed,
         uvicorn,
         vllm,
@@ -300,7 +313,7 @@ def _load() -> tuple[Framework, ...]:
     return (sglang.FRAMEWORK, vllm.FRAMEWORK, torch_distributed.FRAMEWORK,
             deepspeed.FRAMEWORK, ray.FRAMEWORK, accelerate.FRAMEWORK, lightning.FRAMEWORK,
             multiprocessing.FRAMEWORK, zmq.FRAMEWORK, uvicorn.FRAMEWORK, dataloader.FRAMEWORK,
-            grpc.FRAMEWORK)
+            grpc.FRAMEWORK, tokenizers.FRAMEWORK)
 
 
 FRAMEWORKS: tuple[Framework, ...] = _load()
@@ -326,6 +339,7 @@ POLLED_WAITS: tuple[tuple[str, str, str], ...] = tuple(
     (name, path, f.polled_why) for f in FRAMEWORKS for name, path in f.polled_waits)
 STALL_WARNINGS: tuple[StallWarning, ...] = tuple(w for f in FRAMEWORKS for w in f.stall_warnings)
 POOL_WORKERS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.pool_workers)
+FORK_POOLS: tuple[ForkPool, ...] = tuple(p for f in FRAMEWORKS for p in f.fork_pools)
 
 
 def runs_program(thread_name: str | None) -> bool:

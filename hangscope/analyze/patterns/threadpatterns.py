@@ -1,10 +1,8 @@
 """The patterns of threads inside one process: a lock-order ring (ABBA), a thread waiting on
 a lock its own outer frame holds, an event loop blocked on its own future, a wait whose
-producer thread is gone, a lock inherited locked across fork.
-
-Pure, over the wait-for graph (analyze/graph/waitwalk.py); analyze/patterns/waitpatterns.py places
-them in
-its ordered table.
+producer thread is gone, a lock inherited locked across fork (a library's thread pool's too:
+frameworks/native.py). Pure, over the wait-for graph (analyze/graph/waitwalk.py);
+analyze/patterns/waitpatterns.py places them in its ordered table.
 """
 
 from __future__ import annotations
@@ -27,9 +25,10 @@ from hangscope.analyze.graph.threadedges import (
 from hangscope.analyze.graph.waitwalk import Graph, hop, site_words, thread_words, waits_into
 from hangscope.analyze.patterns.behind import collective_behind
 from hangscope.analyze.patterns.ends.grpcpool import callback_self_wait
+from hangscope.frameworks.native import fork_pool, native_call, native_words, pool_words
 from hangscope.model import Category, Frame, Process, Thread
 from hangscope.model.waits import WaitPattern
-from hangscope.words import who, who_list
+from hangscope.words import who, who_list, who_many
 
 
 def lock_ring(g: Graph, ring: list[int]) -> WaitPattern:
@@ -100,8 +99,6 @@ def self_lock(g: Graph) -> WaitPattern | None:
     return None
 
 
-#: Native frames of a ctypes call: a ``ctypes.PyDLL`` (or PYFUNCTYPE) function runs with the
-#: GIL held, CDLL's releases it; an owner of the GIL blocked under one is a PyDLL call.
 def _forked(proc: Process, parent: Process | None) -> bool:
     """A fork without exec: multiprocessing's fork start method (``popen_fork`` at the bottom
     of the child's stack: the parent's frames, copied), not its spawn or forkserver (a fresh
@@ -174,11 +171,17 @@ def fork_lock(g: Graph) -> WaitPattern | None:
     if not found:
         return None
     proc, parent, thread = found[0]
-    siblings = [p for p, par, _ in found if par.pid == parent.pid]
     frame = next((f for f in thread.frames if not f.native and f.takes), None) or next(
         (f for f in thread.frames if not f.native), None)
     where = f" at {frame.name} ({frame.short_file}:{frame.line})" if frame else ""
     lock = f" {frame.takes}" if frame is not None and frame.takes else ""
+    call = native_call(thread.frames) if not lock else None
+    pool = fork_pool(call)
+    # Every parent's children in the same wait where it is a library's pool (each rank forked
+    # its DataLoader workers after using it); else the first parent's, as its lock is its own.
+    siblings = [p for p, par, t in found if par.pid == parent.pid or (
+        pool is not None and fork_pool(native_call(t.frames)) is pool)]
+    parents = list({par.pid: par for p, par, _ in found if p in siblings}.values())
     one = len(siblings) == 1
     them = who_list(siblings)
     helpers = [t for p in siblings for t in p.threads if t.tid != p.pid]
@@ -186,16 +189,19 @@ def fork_lock(g: Graph) -> WaitPattern | None:
     threads = (f"{child} no other thread that could hold it" if not helpers else
                f"{child} only helper threads besides, started after the fork, that cannot "
                "hold it")
-    chain = (f"{them}, forked from {who(parent)} without exec, {'waits' if one else 'wait'} "
-             f"on the lock{lock}{where}, inherited locked across fork: the thread that held "
-             f"it when {parent.pid} forked exists only in {parent.pid}, and {threads}, so "
-             "nothing can release it; do not fork while holding a lock (start children "
-             "with 'spawn' or 'forkserver', or outside the critical section)")
-    waiting = [e.pid for e in g.edges if e.to_pid in {p.pid for p in siblings}
-               and e.pid == parent.pid]
+    chain = (f"{them}, forked from {who_many(parents)} without exec, "
+             f"{'waits' if one else 'wait'} on the lock{lock}{where}{native_words(call)}, "
+             + (pool_words(pool, who_many(parents), len(parents), one) if pool is not None else
+                f"inherited locked across fork: the thread that held it when {parent.pid} "
+                f"forked exists only in {parent.pid}, and {threads}, so nothing can release "
+                "it; do not fork while holding a lock (start children with 'spawn' or "
+                "'forkserver', or outside the critical section)"))
+    kids = {p.pid for p in siblings}
+    waiting = [q for q in parents if any(e.pid == q.pid and e.to_pid in kids for e in g.edges)]
     if waiting:
-        chain += f"; {who(parent)} waits for {'it' if len(siblings) == 1 else 'them'}"
-    return WaitPattern("fork_lock", (*(p.pid for p in siblings), parent.pid), chain, (),
+        chain += f"; {who_many(waiting)} {'waits' if len(waiting) == 1 else 'wait'} for " \
+                 f"{'it' if one else 'them'}"
+    return WaitPattern("fork_lock", (*kids, *(par.pid for par in parents)), chain, (),
                        proc.pid, thread.tid, tuple(p.pid for p in siblings[1:]))
 
 
