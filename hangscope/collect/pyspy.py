@@ -325,7 +325,8 @@ def dump(pid: int, native: bool = True, timeout: float = 10.0, nonblocking: bool
     """Run ``py-spy dump --json [--native] [--nonblocking] --pid PID`` once, bounded by timeout.
 
     A native dump that fails for a reason other than permission or a vanished process is
-    retried Python-only (SGLang's own dumper does the same), and the result says so.
+    retried Python-only (SGLang's own dumper does the same); an unpaused one paused (a process
+    that runs changes its thread states under it: "Failed to get stack traces").
     """
     binary = pyspy or find_pyspy()
     cmd = [binary, "dump", "--json", "--pid", str(pid)]
@@ -358,8 +359,8 @@ def dump(pid: int, native: bool = True, timeout: float = 10.0, nonblocking: bool
         last_line = PERMISSION_LINE
     failed = DumpResult(pid, native=native, error=f"py-spy: {last_line}", error_kind=kind,
                         seconds=seconds)
-    if native and kind == "failed" and not CHILDREN.stopped:
-        return _python_only_retry(failed, timeout, nonblocking, binary)
+    if (native or nonblocking) and kind == "failed" and not CHILDREN.stopped:
+        return _python_only_retry(failed, timeout, nonblocking and native, binary)
     return failed
 
 
@@ -368,8 +369,7 @@ def _python_only_retry(failed: DumpResult, timeout: float, nonblocking: bool,
     """A native dump that failed or timed out (a wedged unwind), tried again Python-only:
     with ``--samples 1`` that is the rank's only chance of a stack. A retry that fails too
     keeps the first failure, which names the real problem."""
-    fallback = dump(failed.pid, native=False, timeout=timeout, nonblocking=nonblocking,
-                    pyspy=binary)
+    fallback = dump(failed.pid, False, timeout, nonblocking, binary)  # Python-only
     if not fallback.ok:
         return failed
     return DumpResult(failed.pid, fallback.threads, native=False, error=None,

@@ -497,3 +497,16 @@ def test_an_actor_alone_in_a_ray_collective_all_reduce_names_its_idle_peer(
     assert f"PID {job.pids['rank1']} (ray actor StatsTrainer), its peer in the gloo group " \
         "(connected over TCP), is in no collective: it idles between tasks at " \
         "Worker.main_loop (ray/_private/worker.py:" in summary, summary
+
+
+def test_a_pipeline_whose_only_map_actor_exited_is_a_stall_ray_data_reported(
+        tmp_path: Path) -> None:
+    """Blind round 42's 06 (ray#62746): the pool of one actor keeps the dead actor's slot and
+    hands out nothing; the executor's loop goes round on the driver's CPU (it read
+    "progressing"). A scheduler thread's moves are no progress while nothing else moves, and
+    Ray Data's line about the ignored failure says why, whichever of the driver's threads waits
+    in Ray Data's frames (1 run in 4, its working thread slept outside them: "all waiting")."""
+    summary = _reported_stall("actor_exits", tmp_path,
+                              "Ignoring this exception with remaining max_errored_blocks")
+    assert "Ray Data ignored a failed task of MapBatches(Embedder)" in summary, summary
+    assert "keeps the dead actor's slot" in summary, summary

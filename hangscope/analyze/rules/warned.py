@@ -15,7 +15,7 @@ from hangscope.analyze.evidence.working import progressing_pids
 from hangscope.analyze.graph.waitwalk import site_words
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.frameworks import STALL_WARNINGS
-from hangscope.model import Severity, Verdict, VerdictKind
+from hangscope.model import Process, Severity, Thread, Verdict, VerdictKind
 from hangscope.words import who_list
 
 
@@ -30,18 +30,29 @@ def framework_warned(facts: Facts) -> Verdict | None:
                     found = (match, line)
         if found is None:
             continue
-        waiters = [p for p in facts.subjects if not p.is_exited
-                   and (w := p.working_thread) is not None
-                   and any(not f.native and warning.waiter_path in (f.file or "")
-                           for f in w.frames)]
+        # Any thread of a subject in the framework's frames: the thread that consumes the
+        # framework's output need not be the one the window picked as working (a driver whose
+        # main thread sleeps between polls of a thread that iterates the pipeline).
+        waiting = {p.pid: t for p in facts.subjects if not p.is_exited
+                   for t in _ordered(p) if any(
+                       not f.native and warning.waiter_path in (f.file or "")
+                       for f in t.frames)}
+        waiters = [p for p in facts.subjects if p.pid in waiting]
         if not waiters:
             continue
         match, line = found
         text = line[line.find(match.group(0)):].strip()
         summary = (f"A stall its framework reported: {who_list(waiters)} waits"
-                   f"{site_words(waiters[0].working_thread)}; the job's log says "
+                   f"{site_words(waiting[waiters[0].pid])}; the job's log says "
                    f"\"{text[:240]}\". " + warning.words.format(**match.groupdict()) + ".")
         return Verdict(VerdictKind.WAIT_CHAIN, Severity.CRITICAL, summary,
                        tuple(p.pid for p in waiters), evidence(facts),
                        tuple(p.host for p in waiters))
     return None
+
+
+def _ordered(proc: Process) -> list[Thread]:
+    """The process's threads, its working one last (the one a dict keeps when several
+    qualify)."""
+    working = proc.working_thread
+    return [*(t for t in proc.threads if t is not working), *([working] if working else [])]
