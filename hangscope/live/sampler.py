@@ -646,8 +646,12 @@ def watched_pids(procs: Sequence[Process]) -> list[int]:
     # for a batch they sleep or fetch for (a slow loader), which only their own window tells
     # from a loader stuck for good. Also a rank's other Python children: a worker that set its
     # own title (setproctitle in worker_init_fn) is known as one only from its stack, later.
+    # A serving engine's front end (the launcher of an EngineCore or a detokenizer: vLLM's API
+    # server, SGLang's tokenizer manager): every request passes through its event loop, and
+    # only its window tells a loop that turns between requests from one a call never leaves.
+    engines = {p.ppid for p in python if p.role in (Role.ENGINE_CORE, Role.DETOKENIZER)}
     return list(dict.fromkeys([p.pid for p in python if p.role in WATCHED or (
-        plain and p.role is Role.LAUNCHER and p.pid in parents) or (
+        p.role is Role.LAUNCHER and (p.pid in engines or (plain and p.pid in parents))) or (
         p.role in (Role.DATA_WORKER, Role.OTHER) and p.ppid in rank_pids)] + workers))
 
 
