@@ -25,6 +25,11 @@ again (tokenizers#187, Megatron-Bridge#5328) THEN the four workers, both ranks' 
 in the tokenizers library's rayon latch, named from its mangled Rust symbol, with the pool
 that ran in the parents and what to set (it read two of rank 0's workers on "the lock at
 Collate.__call__", a thread's lock that fork left held).
+
+GIVEN a uvicorn supervisor's rolling restart (SIGHUP) joining an old worker whose async endpoint
+waits synchronously on a feature store whose cache-warmer thread died (uvicorn#2943) THEN the
+dead warmer's Event the end, and the chains behind it from their starts: the supervisor's
+``Process.join`` of that worker first (it named only the worker's wait on the store).
 """
 
 from __future__ import annotations
@@ -78,3 +83,15 @@ def test_given_loader_workers_forked_after_the_tokenizers_pool_ran_then_its_fix(
         "(tokenizers.abi3.so), a lock of Hugging Face tokenizers' rayon thread pool, which " \
         "ran in ranks 0-1 before they forked" in summary, summary
     assert "set TOKENIZERS_PARALLELISM=false" in summary, summary
+
+
+def test_given_a_supervisor_joining_a_worker_that_waits_on_a_dead_producer_then_both() -> None:
+    verdict = analyze(load(FIXTURES / "uvicorn_restart_joins_wedged_worker.dump.json")).verdict
+    assert verdict.kind is VerdictKind.WAIT_CHAIN and verdict.suspects[0] == 4737, verdict
+    summary = verdict.summary
+    assert summary.startswith("A wait nobody can end: Thread Thread-1 (process_request_thread) "
+                              "of PID 4737 (python) waits in Event.wait"), summary
+    assert "thread cache-warmer died of an exception" in summary, summary
+    assert "; the launcher (PID 4738) waits for its child PID 4744 (python) at Process.join " \
+        "(uvicorn/supervisors/multiprocess.py:124); thread MainThread of PID 4744 (python) " \
+        "waits for a reply on TCP" in summary, summary

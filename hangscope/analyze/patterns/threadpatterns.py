@@ -23,7 +23,7 @@ from hangscope.analyze.graph.threadedges import (
     waits_on_lock,
 )
 from hangscope.analyze.graph.waitwalk import Graph, hop, site_words, thread_words, waits_into
-from hangscope.analyze.patterns.behind import collective_behind
+from hangscope.analyze.patterns.behind import behind, collective_behind
 from hangscope.analyze.patterns.ends.grpcpool import callback_self_wait
 from hangscope.frameworks.native import fork_pool, native_call, native_words, pool_words
 from hangscope.model import Category, Frame, Process, Thread
@@ -361,11 +361,10 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
                 chain += (f"; its output says thread {', '.join(died[:3])} died of an "
                           "exception (threading's 'Exception in thread' traceback), before "
                           + ("it could call task_done()" if draining else "it could set it"))
-            # What the waiters wait on, in their own words (a flock the process holds, a pipe
-            # it should write): the first edge of each onto it.
-            if into:
-                chain += "; " + "; ".join(hop(g, i) for i in into) + collective_behind(
-                    g, waiters)
+            # Who waits behind it, each chain from its start, in its own words (a supervisor
+            # joining a worker that waits on it); else the first edge of each waiter onto it.
+            chain += behind(g, (proc.pid,)) or ("; " + "; ".join(hop(g, i) for i in into)
+                                                + collective_behind(g, waiters) if into else "")
             chain += ("; call task_done() in a finally (and catch BaseException in the "
                       "worker loop)" if draining else "; wait with a timeout and check the "
                       "producer thread is_alive(), or set the event in a finally")
