@@ -48,7 +48,25 @@ def file_lock_waits(processes: Sequence[Process], records: Sequence[FileLockReco
     """Map each process that waits for a file lock to the lock's holder and file.
 
     ``lock_files``: PID -> the path a polling waiter tries to lock (py-spy ``--locals``).
+    The wait-for graph (graph/sqliteedges.py) and the facts (evidence/facts.py) both ask of one
+    snapshot: the last answer is kept for the same processes and records.
     """
+    last = _LAST[0] if _LAST else None
+    if last is not None and last[0] is processes and last[1] is records \
+            and last[2] == (lock_files or {}):
+        return last[3]
+    found = _file_lock_waits(processes, records, lock_files)
+    _LAST[:] = [(processes, records, dict(lock_files or {}), found)]
+    return found
+
+
+#: The last (processes, records, lock files, answer) of :func:`file_lock_waits`.
+_LAST: list[tuple[Sequence[Process], Sequence[FileLockRecord], dict[int, str],
+                  tuple[LockWait, ...]]] = []
+
+
+def _file_lock_waits(processes: Sequence[Process], records: Sequence[FileLockRecord],
+                     lock_files: Mapping[int, str] | None) -> tuple[LockWait, ...]:
     by_pid = {p.pid: p for p in processes}
     holders: dict[int, FileLockRecord] = {}  # lock index -> the record that holds it
     for rec in records:
@@ -82,6 +100,8 @@ def file_lock_waits(processes: Sequence[Process], records: Sequence[FileLockReco
         key = (held.pid if held else None, path or (held.path if held else None),
                "filelock", True, candidates, bool(held and held.kind == "OFDLCK"))
         groups.setdefault(key, []).append(proc.pid)
+    if not groups:
+        return ()  # (no sort of every process of 131,072 ranks for nothing)
     order = {p.pid: i for i, p in enumerate(sorted(
         processes, key=lambda p: (p.rank.key if p.rank and p.rank.key is not None else 1 << 30,
                                   p.pid)))}
