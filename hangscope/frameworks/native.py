@@ -36,14 +36,15 @@ class NativeCall:
     function: str  # readable: rayon_core::latch::LockLatch::wait_and_reset
 
 
-def native_call(frames: Sequence[Frame]) -> NativeCall | None:
+def native_call(frames: Sequence[Frame], system: bool = False) -> NativeCall | None:
     """The outermost frame, below the innermost Python frame, in a library other than the C
-    library or the interpreter (frames innermost first): where the Python call waits."""
+    library or the interpreter (frames innermost first): where the Python call waits; with
+    ``system``, in any (a call computing in the interpreter's own ``re``)."""
     found: Frame | None = None
     for frame in frames:
         if not frame.native:
             break
-        if frame.file and not _SYSTEM.search(frame.file):
+        if frame.file and (system or not _SYSTEM.search(frame.file)):
             found = frame
     if found is None or not found.file:
         return None

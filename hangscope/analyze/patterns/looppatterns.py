@@ -19,7 +19,8 @@ from hangscope.analyze.graph.threadedges import blocked, user_frame
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.graph.zmqedges import OWED_HOW
 from hangscope.analyze.patterns.behind import behind
-from hangscope.model import Category, Frame, Process, Snapshot, Thread, in_library
+from hangscope.frameworks.native import native_call, native_words
+from hangscope.model import Category, Frame, Process, Snapshot, in_library
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who
 
@@ -95,8 +96,10 @@ def loop_on_cpu(g: Graph) -> WaitPattern | None:
             continue
         for thread in proc.threads:
             loop = loop_index(thread)
-            if not loop or thread.category not in _ON_CPU or not thread.stuck \
-                    or left(g.snap, proc, thread.tid, own_frames(thread)[0]):
+            if not loop or thread.category not in _ON_CPU or not thread.stuck:
+                continue
+            call = own_frames(thread)[0]
+            if left(g.snap, proc, thread.tid, call):
                 continue
             # (a parent waiting for it to exit asks nothing of its loop)
             waits = [i for i, e in enumerate(g.edges) if e.to_pid == proc.pid
@@ -104,9 +107,7 @@ def loop_on_cpu(g: Graph) -> WaitPattern | None:
                      and not is_helper_role(g.procs[e.pid].role)]
             if not waits:
                 continue  # nobody waits on it: a loop that computes, no hang of anyone's
-            python = own_frames(thread)
-            call = python[0]
-            native = _native_call(thread, call)
+            native = native_words(native_call(thread.frames, system=True))
             waiters = list(dict.fromkeys(g.edges[i].pid for i in waits))
             seconds = g.snap.window_s
             chain = (f"the asyncio event loop of {who(proc)} (thread {thread.name or thread.tid}) "
@@ -144,20 +145,6 @@ _ON_CPU = frozenset({Category.RUNNING, Category.SPIN})
 def _in_coroutine(frames: tuple[Frame, ...]) -> bool:
     """A stack inside a coroutine or callback its asyncio loop runs (not the loop's own wait)."""
     return bool(loop_at(own_python(frames)))
-
-
-def _native_call(thread: Thread, call: Frame) -> str:
-    """`` in native code, pattern_search_or_match (_regex.c)``: the outermost native frame the
-    Python call is in, where the samples were native (what the Python line alone hides)."""
-    inner: Frame | None = None
-    for frame in thread.frames:
-        if frame is call:
-            break
-        if frame.native and frame.file:
-            inner = frame
-    if inner is None:
-        return ""
-    return f" in native code, {inner.name} ({inner.file.rsplit('/', 1)[-1]})"
 
 
 def _waiter_words(g: Graph, pids: list[int]) -> str:

@@ -181,7 +181,8 @@ def fork_lock(g: Graph) -> WaitPattern | None:
     # its DataLoader workers after using it); else the first parent's, as its lock is its own.
     siblings = [p for p, par, t in found if par.pid == parent.pid or (
         pool is not None and fork_pool(native_call(t.frames)) is pool)]
-    parents = list({par.pid: par for p, par, _ in found if p in siblings}.values())
+    kids = {p.pid for p in siblings}
+    parents = list({par.pid: par for p, par, _ in found if p.pid in kids}.values())
     one = len(siblings) == 1
     them = who_list(siblings)
     helpers = [t for p in siblings for t in p.threads if t.tid != p.pid]
@@ -196,7 +197,6 @@ def fork_lock(g: Graph) -> WaitPattern | None:
                 f"forked exists only in {parent.pid}, and {threads}, so nothing can release "
                 "it; do not fork while holding a lock (start children with 'spawn' or "
                 "'forkserver', or outside the critical section)"))
-    kids = {p.pid for p in siblings}
     waiting = [q for q in parents if any(e.pid == q.pid and e.to_pid in kids for e in g.edges)]
     if waiting:
         chain += f"; {who_many(waiting)} {'waits' if len(waiting) == 1 else 'wait'} for " \
