@@ -223,6 +223,10 @@ FRAMEWORK = Framework(
         # node's life; the client server (``ray.util.client.server``) waits for Ray clients
         ("/bin/ray start", Role.HELPER),
         ("ray.util.client.server", Role.HELPER),
+        # Ray Data's stats actor, which its executor's loop calls with metrics on each turn
+        # (``_record_prometheus_metric``): bookkeeping, never the job's work (a pipeline stuck
+        # behind a dead actor read "progressing" from its few samples in those calls)
+        ("ray::_StatsActor", Role.HELPER),
     ),
     object_wait=OBJECT_WAIT,
     # The driver hands tasks out and waits in ray.get; the work runs in these workers (its

@@ -77,6 +77,15 @@ def test_rays_agents_retitled_as_ray_processes_are_helpers_and_its_actors_are_no
     assert role_and_rank(("ray::Trainer.train",), {}, False, False)[0] is not Role.HELPER
 
 
+def test_ray_datas_stats_actor_is_a_helper() -> None:
+    """Ray Data's executor calls its stats actor with metrics on each turn of its loop: a few
+    samples of work in the window read "progressing" while the pipeline stood behind a dead
+    map actor (the dead-actor test, 2 runs in 6 under load). Bookkeeping, never the work."""
+    assert role_and_rank(("ray::_StatsActor",), {}, False, False)[0] is Role.HELPER
+    assert role_and_rank(("ray::MapWorker(MapBatches(Embedder))",), {}, False, False)[0] \
+        is not Role.HELPER
+
+
 def test_a_ray_actor_of_a_class_named_like_a_vllm_process_is_no_vllm_rank() -> None:
     """Blind round 19's 04: ``ray::Worker.train`` (a Ray actor of a class named Worker) read
     as a vLLM Worker, a rank ("the rank (PID 18422)"). vLLM's titles never carry a
