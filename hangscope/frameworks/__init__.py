@@ -299,6 +299,7 @@ def _load() -> tuple[Framework, ...]:
         grpc,
         lightning,
         multiprocessing,
+        openmp,
         ray,
         sglang,
         tokenizers,
@@ -313,7 +314,7 @@ def _load() -> tuple[Framework, ...]:
     return (sglang.FRAMEWORK, vllm.FRAMEWORK, torch_distributed.FRAMEWORK,
             deepspeed.FRAMEWORK, ray.FRAMEWORK, accelerate.FRAMEWORK, lightning.FRAMEWORK,
             multiprocessing.FRAMEWORK, zmq.FRAMEWORK, uvicorn.FRAMEWORK, dataloader.FRAMEWORK,
-            grpc.FRAMEWORK, tokenizers.FRAMEWORK)
+            grpc.FRAMEWORK, tokenizers.FRAMEWORK, openmp.FRAMEWORK)
 
 
 FRAMEWORKS: tuple[Framework, ...] = _load()

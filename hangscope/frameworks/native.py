@@ -37,18 +37,34 @@ class NativeCall:
 
 
 def native_call(frames: Sequence[Frame], system: bool = False) -> NativeCall | None:
-    """The outermost frame, below the innermost Python frame, in a library other than the C
-    library or the interpreter (frames innermost first): where the Python call waits; with
-    ``system``, in any (a call computing in the interpreter's own ``re``)."""
-    found: Frame | None = None
-    for frame in frames:
-        if not frame.native:
-            break
-        if frame.file and (system or not _SYSTEM.search(frame.file)):
+    """Where a Python call waits in native code (frames innermost first, below the innermost
+    Python frame): the innermost library other than the C library and the interpreter, named
+    by its outermost function in the run of its frames there (rayon's latch in tokenizers, not
+    the futex under it; libgomp's barrier, not the torch binding that called it). With
+    ``system``, where a call computes: the outermost native frame of any library (the
+    interpreter's own ``re``, a regex module's search)."""
+    native = [f for f in _until_python(frames) if f.file]
+    if system:
+        found = native[-1] if native else None
+    else:
+        mine = [f for f in native if not _SYSTEM.search(f.file or "")]
+        found = mine[0] if mine else None
+        for frame in mine[1:]:
+            if frame.file != found.file:
+                break
             found = frame
     if found is None or not found.file:
         return None
     return NativeCall(found.file.rsplit("/", 1)[-1], found.file, readable(found.name))
+
+
+def _until_python(frames: Sequence[Frame]) -> list[Frame]:
+    out = []
+    for frame in frames:
+        if not frame.native:
+            break
+        out.append(frame)
+    return out
 
 
 def readable(symbol: str) -> str:
@@ -89,7 +105,11 @@ def fork_pool(call: NativeCall | None) -> ForkPool | None:
 def native_words(call: NativeCall | None) -> str:
     """`` in native code, rayon_core::latch::LockLatch::wait_and_reset (tokenizers.abi3.so)``:
     what a Python line alone hides."""
-    return f" in native code, {call.function} ({call.library})" if call is not None else ""
+    if call is None:
+        return ""
+    if call.function.startswith("0x"):  # (a stripped library: its address names nothing)
+        return f" in native code of {call.library}"
+    return f" in native code, {call.function} ({call.library})"
 
 
 def pool_words(pool: ForkPool, parents: str, forked: int, one: bool) -> str:

@@ -1,0 +1,45 @@
+"""Pool workers forked after torch's OpenMP thread team ran (tests/targets/openmp_fork.py;
+blind round 43's 03, pytorch/pytorch#17199).
+
+GIVEN a parent that ran a parallel torch op, then a fork-started Pool whose workers run one
+THEN each worker waits in libgomp, named from its native frames, the pool that ran in the
+parent and the start method to use (it read "the lock at normalise", a Python lock fork left
+held, and named the torch binding above the wait). GIVEN 'spawn' THEN busy, not hung.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psutil
+import pytest
+from support import TARGETS, asleep, dump_json, poll, show_text, verdict_job
+
+JOBS = TARGETS / "openmp_fork.py"
+
+
+@pytest.mark.extended
+def test_pool_workers_forked_after_openmp_ran_wait_in_libgomp(tmp_path: Path) -> None:
+    with verdict_job("fork", tmp_path, ["main"], timeout=90, jobs=JOBS) as job:
+        workers = poll(lambda: (kids if len(kids := psutil.Process(job.launcher).children()) == 2
+                                and all(asleep(k.pid) for k in kids) else None),
+                       "both pool workers asleep", timeout=60)
+        raw = dump_json(job.launcher)
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    verdict = data["verdict"]
+    assert verdict["kind"] == "deadlock", (verdict, text)
+    assert sorted(verdict["suspects"]) == sorted(w.pid for w in workers), verdict
+    summary = verdict["summary"]
+    assert "in native code of libgomp" in summary or "(libgomp" in summary, summary
+    assert "a lock of GNU OpenMP's thread pool (libgomp, under torch's CPU operators), which " \
+        f"ran in PID {job.launcher} (python) before it forked" in summary, summary
+    assert "start the workers with 'spawn' or 'forkserver'" in summary, summary
+
+
+@pytest.mark.extended
+def test_pool_workers_spawned_after_openmp_ran_progress(tmp_path: Path) -> None:
+    with verdict_job("spawn", tmp_path, ["main"], timeout=90, jobs=JOBS) as job:
+        raw = dump_json(job.launcher)
+    data, text = json.loads(raw), show_text(raw, tmp_path)
+    assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)
