@@ -393,6 +393,15 @@ def asleep(pid: int) -> bool:
     return bool(states) and all(s in ("S", "D") for s in states)
 
 
+def asleep_children(pid: int, count: int, timeout: float = 60.0) -> list[psutil.Process]:
+    """Wait until ``pid`` has ``count`` children, each asleep in the kernel (forked workers
+    where they block); fail at the deadline."""
+    def ready() -> list[psutil.Process] | None:
+        kids = psutil.Process(pid).children()
+        return kids if len(kids) == count and all(asleep(k.pid) for k in kids) else None
+    return poll(ready, f"{count} children of {pid} asleep", timeout=timeout)
+
+
 def _exec_start(pid: int, tid: int) -> str | None:
     try:
         text = Path(f"/proc/{pid}/task/{tid}/sched").read_text()

@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import psutil
 import pytest
-from support import TARGETS, asleep, dump_json, poll, show_text, verdict_job
+from support import TARGETS, asleep_children, dump_json, show_text, verdict_job
 
 pytestmark = pytest.mark.frameworks
 
@@ -25,9 +24,7 @@ JOBS = TARGETS / "frameworks" / "tokenizer_fork.py"
 def test_workers_forked_after_the_tokenizers_pool_ran_wait_in_it(tmp_path: Path) -> None:
     with verdict_job("forced", tmp_path, ["main"], timeout=90, jobs=JOBS) as job:
         # the two workers, forked as the loop asks for its first batch, asleep in their encode
-        workers = poll(lambda: (kids if len(kids := psutil.Process(job.launcher).children()) == 2
-                                and all(asleep(k.pid) for k in kids) else None),
-                       "both DataLoader workers asleep", timeout=60)
+        workers = asleep_children(job.launcher, 2)
         raw = dump_json(job.launcher)
     data, text = json.loads(raw), show_text(raw, tmp_path)
     verdict = data["verdict"]

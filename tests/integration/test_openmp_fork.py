@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import psutil
 import pytest
-from support import TARGETS, asleep, dump_json, poll, show_text, verdict_job
+from support import TARGETS, asleep_children, dump_json, show_text, verdict_job
 
 JOBS = TARGETS / "openmp_fork.py"
 
@@ -22,9 +21,7 @@ JOBS = TARGETS / "openmp_fork.py"
 @pytest.mark.extended
 def test_pool_workers_forked_after_openmp_ran_wait_in_libgomp(tmp_path: Path) -> None:
     with verdict_job("fork", tmp_path, ["main"], timeout=90, jobs=JOBS) as job:
-        workers = poll(lambda: (kids if len(kids := psutil.Process(job.launcher).children()) == 2
-                                and all(asleep(k.pid) for k in kids) else None),
-                       "both pool workers asleep", timeout=60)
+        workers = asleep_children(job.launcher, 2)
         raw = dump_json(job.launcher)
     data, text = json.loads(raw), show_text(raw, tmp_path)
     verdict = data["verdict"]
