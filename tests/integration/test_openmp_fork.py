@@ -18,7 +18,6 @@ from support import TARGETS, asleep_children, dump_json, show_text, verdict_job
 JOBS = TARGETS / "openmp_fork.py"
 
 
-@pytest.mark.extended
 def test_pool_workers_forked_after_openmp_ran_wait_in_libgomp(tmp_path: Path) -> None:
     with verdict_job("fork", tmp_path, ["main"], timeout=90, jobs=JOBS) as job:
         workers = asleep_children(job.launcher, 2)
