@@ -312,7 +312,7 @@ def orphan_wait(g: Graph) -> WaitPattern | None:
         for thread in sorted(proc.threads, key=lambda t: t.tid != proc.working_tid):
             frame = notified_wait(thread)
             if frame is None or (thread.helper and not runs_task(thread)) or not _blocked(
-                    thread) or any("asyncio" in (f.file or "") for f in thread.frames
+                    thread) or any("/asyncio/" in (f.file or "") for f in thread.frames
                                    if not f.native):
                 continue
             others = [t for t in program_threads(proc) if t.tid != thread.tid]

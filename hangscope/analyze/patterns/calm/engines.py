@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from hangscope.analyze.evidence.classify import user_code
 from hangscope.analyze.evidence.progress import SLOW, STUCK
+from hangscope.analyze.evidence.signatures import POOL_WORKER_FRAMES, POOL_WORKER_LOOPS, frame_text
 from hangscope.analyze.evidence.stackmemo import Frames, per_stack
 from hangscope.analyze.graph.threadedges import at_loop_head
 from hangscope.frameworks import REPLY_WAITS, SERVE_WAITS, frame_at
@@ -182,7 +183,7 @@ def idle_front(snap: Snapshot, edges: Sequence[WaitEdge] | None = None
         return None
     front, ports = fronts[0]
     if any(s.pending for s in front.listening) or (
-            open_requests(kernel, ports) and not _serves_no_call(front)):
+            open_requests(kernel, ports) and not _serves_no_call(front)) or _handles(front):
         return None  # a request is in flight (or a client waits to be accepted)
     by_pid = {r.pid: r for r in snap.progress.ranks} if snap.progress else {}
     for proc in live:
@@ -213,6 +214,20 @@ def _both_ends_read(edges: Sequence[WaitEdge]) -> bool:
              if e.kind in ("tcp", "unix") and e.to_tid is not None
              and e.how.startswith(("recv", "read"))}
     return any((b, bt, a, at) in reads for a, at, b, bt in reads)
+
+
+def _handles(front: Process) -> bool:
+    """A pool's worker thread of the front end runs a task (classify: no helper while it runs
+    the program's code): a request's handler (a sync endpoint, a streaming response's
+    iterator on AnyIO's thread), in flight even where the server spoke last on its connection
+    and the kernel's facts read it answered (the body of a streamed answer still to come)."""
+    return any(t.python and not t.helper and _pool_worker(t.frames) for t in front.threads)
+
+
+@per_stack
+def _pool_worker(frames: Frames) -> bool:
+    return any(not f.native and (POOL_WORKER_LOOPS.search(frame_text(f)) or (
+        f.file and POOL_WORKER_FRAMES.search(f"({f.file})"))) for f in frames)
 
 
 def _serves_no_call(front: Process) -> bool:
