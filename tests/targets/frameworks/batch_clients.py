@@ -20,19 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-
-def ready(path: str, tag: str) -> None:
-    with open(path, "a") as f:
-        f.write(f"{os.getpid()} {tag}\n")
+from server_pair import ready, run
 
 
 def server(port: int, ready_file: str, mode: str) -> None:
@@ -89,26 +82,5 @@ def client(port: int, ready_file: str, mode: str) -> None:
                 told = True
 
 
-def main() -> None:
-    mode, ready_file, workdir = sys.argv[1:4]
-    os.makedirs(workdir, exist_ok=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    me = [sys.executable, __file__]
-    kids = [subprocess.Popen([*me, "server", str(port), ready_file, mode])]
-    while not os.path.exists(ready_file) or "server" not in open(ready_file).read():  # noqa: SIM115
-        time.sleep(0.05)
-    kids.append(subprocess.Popen([*me, "client", str(port), ready_file, mode]))
-    for kid in kids:
-        kid.wait()
-
-
 if __name__ == "__main__":
-    role = sys.argv[1]
-    if role == "server":
-        server(int(sys.argv[2]), sys.argv[3], sys.argv[4])
-    elif role == "client":
-        client(int(sys.argv[2]), sys.argv[3], sys.argv[4])
-    else:
-        main()
+    run(__file__, server, client)

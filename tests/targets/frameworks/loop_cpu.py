@@ -21,23 +21,15 @@ or had its first answer (``steady``).
 # (no `from __future__ import annotations`: FastAPI resolves the endpoint's Request type
 # from its annotation, which a string naming a local import would hide)
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
+
+from server_pair import ready, run
 
 SPACES = {"backtrack": 40, "steady": 20}
 
 
-def ready(path: str, tag: str) -> None:
-    with open(path, "a") as f:
-        f.write(f"{os.getpid()} {tag}\n")
-
-
-def server(port: int, ready_file: str) -> None:
+def server(port: int, ready_file: str, _mode: str) -> None:
     import uvicorn
     from fastapi import FastAPI, Request
 
@@ -74,26 +66,5 @@ def client(port: int, ready_file: str, mode: str) -> None:
             told = True
 
 
-def main() -> None:
-    mode, ready_file, workdir = sys.argv[1:4]
-    os.makedirs(workdir, exist_ok=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    me = [sys.executable, __file__]
-    kids = [subprocess.Popen([*me, "server", str(port), ready_file])]
-    while not os.path.exists(ready_file) or "server" not in open(ready_file).read():  # noqa: SIM115
-        time.sleep(0.05)
-    kids.append(subprocess.Popen([*me, "client", str(port), ready_file, mode]))
-    for kid in kids:
-        kid.wait()
-
-
 if __name__ == "__main__":
-    role = sys.argv[1]
-    if role == "server":
-        server(int(sys.argv[2]), sys.argv[3])
-    elif role == "client":
-        client(int(sys.argv[2]), sys.argv[3], sys.argv[4])
-    else:
-        main()
+    run(__file__, server, client)

@@ -16,19 +16,12 @@ headers came (died) or its first token (slow).
 """
 
 # (no `from __future__ import annotations`: FastAPI reads the endpoint's types at run time)
-import os
 import queue
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
 
-
-def ready(path: str, tag: str) -> None:
-    with open(path, "a") as f:
-        f.write(f"{os.getpid()} {tag}\n")
+from server_pair import ready, run
 
 
 class Streamer:
@@ -78,7 +71,7 @@ def server(port: int, ready_file: str, mode: str) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", loop="asyncio")
 
 
-def client(port: int, ready_file: str) -> None:
+def client(port: int, ready_file: str, _mode: str) -> None:
     request = urllib.request.Request(f"http://127.0.0.1:{port}/stream", data=b"{}")
     with urllib.request.urlopen(request) as response:
         ready(ready_file, "client")  # the headers came; the body follows token by token
@@ -86,26 +79,5 @@ def client(port: int, ready_file: str) -> None:
             pass
 
 
-def main() -> None:
-    mode, ready_file, workdir = sys.argv[1:4]
-    os.makedirs(workdir, exist_ok=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    me = [sys.executable, __file__]
-    kids = [subprocess.Popen([*me, "server", str(port), ready_file, mode])]
-    while not os.path.exists(ready_file) or "server" not in open(ready_file).read():  # noqa: SIM115
-        time.sleep(0.05)
-    kids.append(subprocess.Popen([*me, "client", str(port), ready_file]))
-    for kid in kids:
-        kid.wait()
-
-
 if __name__ == "__main__":
-    role = sys.argv[1]
-    if role == "server":
-        server(int(sys.argv[2]), sys.argv[3], sys.argv[4])
-    elif role == "client":
-        client(int(sys.argv[2]), sys.argv[3])
-    else:
-        main()
+    run(__file__, server, client)
