@@ -343,6 +343,11 @@ POOL_WORKERS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in
 FORK_POOLS: tuple[ForkPool, ...] = tuple(p for f in FRAMEWORKS for p in f.fork_pools)
 
 
+def dispatches(thread_name: str | None) -> bool:
+    """A framework's scheduler thread (``dispatch_threads``: Ray Data's executor)."""
+    return bool(DISPATCH_THREADS) and (thread_name or "").startswith(DISPATCH_THREADS)
+
+
 def runs_program(thread_name: str | None) -> bool:
     """A framework's thread that runs the program's own code (``work_threads``)."""
     return bool(WORK_THREADS) and (thread_name or "").startswith(WORK_THREADS)

@@ -17,13 +17,12 @@ from hangscope.analyze.evidence.signatures import (
     HELPER_THREAD_FRAMES,
     HELPER_THREAD_NAMES,
     PLUMBING_FILES,
-    POOL_WORKER_FRAMES,
-    POOL_WORKER_LOOPS,
     SIGNATURES,
     Signature,
     frame_text,
     match_frame,
     op_from_name,
+    pool_loop,
 )
 from hangscope.frameworks import collective_at, polled_why, runs_program
 from hangscope.model import EXITED_STATES, Category, Frame, Process, Thread, category_of
@@ -148,8 +147,7 @@ def is_helper(thread: Thread) -> bool:
     if thread.name and HELPER_THREAD_NAMES.match(thread.name):
         return True
     for depth, frame in enumerate(thread.frames):
-        pool = not frame.native and bool(POOL_WORKER_LOOPS.search(frame_text(frame)) or (
-            frame.file and POOL_WORKER_FRAMES.search(f"({frame.file})")))
+        pool = pool_loop(frame)
         if not pool and (frame.native or not frame.file
                          or not HELPER_THREAD_FRAMES.search(f"({frame.file})")):
             continue

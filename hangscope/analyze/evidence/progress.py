@@ -61,8 +61,8 @@ from hangscope.analyze.evidence.progress_sites import (
 )
 from hangscope.analyze.evidence.signatures import HELPER_THREAD_NAMES
 from hangscope.frameworks import (
-    DISPATCH_THREADS,
     STORE_THREADS,
+    dispatches,
     in_task_loop,
     in_zmq_wait,
     runs_method,
@@ -624,12 +624,12 @@ def _dispatched_nothing(evidence: ProgressEvidence,
     (``DISPATCH_THREADS``) while no other process of the job progressed: its scheduler went
     round handing out nothing (every worker waits between tasks), which is no work."""
     going = [k for k, r in enumerate(decided) if r.decision == PROGRESSING]
-    if len(going) != 1 or not DISPATCH_THREADS:
+    if len(going) != 1:
         return decided
     r = decided[going[0]]
     proc = next((p for p in evidence.processes if p.pid == r.pid), None)
-    schedulers = [t for t in proc.threads if (t.name or "").startswith(DISPATCH_THREADS)
-                  and _moved(t)] if proc is not None else []
+    schedulers = [t for t in proc.threads if dispatches(t.name) and _moved(t)] \
+        if proc is not None else []
     # (its progress is the scheduler's: decided on that thread, or on counters its I/O moved;
     # a line of another thread's own that moved is work of its own)
     if not schedulers or (r.evidence == "python" and r.tid not in {t.tid for t in schedulers}):

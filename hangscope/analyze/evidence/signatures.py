@@ -262,6 +262,13 @@ POOL_WORKER_FRAMES = _re(
 # The frameworks' own pools' worker loops (AnyIO's), by function and file.
 POOL_WORKER_LOOPS = _re(frames_pattern(POOL_WORKERS))
 
+
+def pool_loop(frame: Frame) -> bool:
+    """A pool's worker loop (a ThreadPoolExecutor's, a Pool's, a framework's: AnyIO's)."""
+    return not frame.native and bool(POOL_WORKER_LOOPS.search(frame_text(frame)) or (
+        frame.file and POOL_WORKER_FRAMES.search(f"({frame.file})")))
+
+
 # Python files that are plumbing: the call site a user cares about is the first frame
 # outside these (the line of *their* code that called into the blocking library).
 PLUMBING_FILES = _re(

@@ -22,7 +22,7 @@ from hangscope.analyze.patterns.behind import behind
 from hangscope.frameworks.native import native_call, native_words
 from hangscope.model import Category, Frame, Process, Snapshot, in_library
 from hangscope.model.waits import WaitPattern
-from hangscope.words import who
+from hangscope.words import who, who_list
 
 
 def loop_reads(g: Graph, i: int) -> Frame | None:
@@ -108,19 +108,20 @@ def loop_on_cpu(g: Graph) -> WaitPattern | None:
             if not waits:
                 continue  # nobody waits on it: a loop that computes, no hang of anyone's
             native = native_words(native_call(thread.frames, system=True))
-            waiters = list(dict.fromkeys(g.edges[i].pid for i in waits))
+            waiters = [g.procs[pid] for pid in dict.fromkeys(g.edges[i].pid for i in waits)]
             seconds = g.snap.window_s
             chain = (f"the asyncio event loop of {who(proc)} (thread {thread.name or thread.tid}) "
                      f"has run one synchronous call, {call.name} ({call.short_file}:{call.line})"
                      f"{native}, on CPU in all {thread.samples} samples"
                      + (f" over {seconds:.1f} s" if seconds else "")
                      + " without going back to the loop: no other task of the loop runs until "
-                     f"it returns, and {_waiter_words(g, waiters)} on it. A CPU-bound call on "
+                     f"it returns, and {who_list(waiters, 3)} "
+                     f"{'wait' if len(waiters) > 1 else 'waits'} on it. A CPU-bound call on "
                      "an event loop (a regular expression that backtracks, a tokenizer, a parse "
                      "of a large body) stalls everything the loop serves: bound its input, or "
                      "run it off the loop (run_in_executor with a process pool)")
-            return WaitPattern("loop_on_cpu", (proc.pid, *waiters), chain, tuple(waits),
-                               proc.pid, thread.tid)
+            return WaitPattern("loop_on_cpu", (proc.pid, *(p.pid for p in waiters)), chain,
+                               tuple(waits), proc.pid, thread.tid)
     return None
 
 
@@ -145,12 +146,6 @@ _ON_CPU = frozenset({Category.RUNNING, Category.SPIN})
 def _in_coroutine(frames: tuple[Frame, ...]) -> bool:
     """A stack inside a coroutine or callback its asyncio loop runs (not the loop's own wait)."""
     return bool(loop_at(own_python(frames)))
-
-
-def _waiter_words(g: Graph, pids: list[int]) -> str:
-    named = [who(g.procs[pid]) for pid in pids[:3]]
-    more = f" and {len(pids) - 3} more" if len(pids) > 3 else ""
-    return ", ".join(named) + more + (" wait" if len(pids) > 1 else " waits")
 
 
 def loop_sync_wait(g: Graph) -> WaitPattern | None:

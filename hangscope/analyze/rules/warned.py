@@ -14,7 +14,7 @@ from hangscope.analyze.evidence.facts import Facts
 from hangscope.analyze.evidence.working import progressing_pids
 from hangscope.analyze.graph.waitwalk import site_words
 from hangscope.analyze.rules.subject_lines import evidence
-from hangscope.frameworks import DISPATCH_THREADS, STALL_WARNINGS
+from hangscope.frameworks import STALL_WARNINGS, dispatches
 from hangscope.model import Process, Severity, Thread, Verdict, VerdictKind
 from hangscope.words import who_list
 
@@ -56,8 +56,8 @@ def _ordered(proc: Process) -> list[Thread]:
     qualify): its working thread, unless that is the framework's scheduler going round (Ray
     Data's executor), whose line says less than the consumer's blocked get."""
     working = proc.working_thread
-    if working is not None and (working.name or "").startswith(DISPATCH_THREADS or ("\0",)):
+    if working is not None and dispatches(working.name):
         working = None
-    return [*sorted((t for t in proc.threads if t is not working),
-                    key=lambda t: (t.name or "").startswith(DISPATCH_THREADS or ("\0",)),
-                    reverse=True), *([working] if working else [])]
+    others = [t for t in proc.threads if t is not working]
+    return [*(t for t in others if dispatches(t.name)),
+            *(t for t in others if not dispatches(t.name)), *([working] if working else [])]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from hangscope.analyze.evidence.classify import user_code
 from hangscope.analyze.evidence.progress import SLOW, STUCK
-from hangscope.analyze.evidence.signatures import POOL_WORKER_FRAMES, POOL_WORKER_LOOPS, frame_text
+from hangscope.analyze.evidence.signatures import pool_loop
 from hangscope.analyze.evidence.stackmemo import Frames, per_stack
 from hangscope.analyze.graph.threadedges import at_loop_head
 from hangscope.frameworks import REPLY_WAITS, SERVE_WAITS, frame_at
@@ -226,8 +226,7 @@ def _handles(front: Process) -> bool:
 
 @per_stack
 def _pool_worker(frames: Frames) -> bool:
-    return any(not f.native and (POOL_WORKER_LOOPS.search(frame_text(f)) or (
-        f.file and POOL_WORKER_FRAMES.search(f"({f.file})"))) for f in frames)
+    return any(map(pool_loop, frames))
 
 
 def _serves_no_call(front: Process) -> bool:
