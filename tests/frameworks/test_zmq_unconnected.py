@@ -109,3 +109,28 @@ def test_a_pipeline_given_its_endpoints_by_its_parent_is_not_that(tmp_path: Path
     assert not verdict["summary"].startswith(HEAD), text
     # (as ipc_unique: no process of it listens on TCP, no front end for the calm rules)
     assert verdict["kind"] in ("idle", "unknown") and verdict["suspects"] == [], (verdict, text)
+
+
+def test_a_subscriber_and_a_publisher_that_both_connect_are_connected_to_nothing(
+        tmp_path: Path) -> None:
+    """vllm PR #33120 (blind round 43's 04, which read "All waiting: ... waits on a lock"): a
+    router's SUB and an engine's PUB both connect to one TCP port and nobody binds it; zmq
+    retries both connects every 100 ms, silently, and the router waits for its first batch
+    for ever. Kernel facts say it: no socket of either process is connected, their zmq I/O
+    threads keep waking while every Python thread sleeps."""
+    verdict, text, pids = _verdict("sub_dials", ["router"], tmp_path)
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert verdict["suspects"] == [pids["router"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith(f"{HEAD}Thread kv-events of PID {pids['router']} (python) waits "
+                              "in a zmq receive at subscriber.<locals>.events "
+                              "(zmq_unconnected.py:"), summary
+    assert "(its thread MainThread waits at subscriber (zmq_unconnected.py:" in summary, summary
+    assert "zmq retries a connect that nobody accepts" in summary, summary
+    assert "retries a connect too: both dial, and neither binds" in summary, summary
+
+
+def test_a_subscriber_of_a_publisher_that_binds_is_not_that(tmp_path: Path) -> None:
+    verdict, text, _ = _verdict("sub_served", ["router"], tmp_path)
+    assert not verdict["summary"].startswith(HEAD), text
+    assert verdict["kind"] == "progressing", (verdict, text)

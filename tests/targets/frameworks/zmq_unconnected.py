@@ -14,6 +14,13 @@
   connection, and waits in ``recv`` forever (zeromq/zguide#797; blind round 34's 02).
 - ``req_enveloped``: the twin: the scheduler answers ``[identity, b"", body]``; the front ends
   ask again and again (progressing).
+- ``sub_dials``: a router's ``kv-events`` thread subscribes to an engine's events with a SUB
+  that connects to a TCP port, its main thread waiting for the first batch; the engine's
+  publisher (a child) connects its PUB to the same port, as vLLM's KV-events publisher does
+  for any endpoint that is not a wildcard: nobody binds, both retry their connects, the
+  batches are dropped and the router waits forever (vllm PR #33120; blind round 43's 04).
+- ``sub_served``: the twin: the publisher binds the port; the router receives a batch every
+  0.2 s (progressing).
 
 READY_FILE gets ``"<pid> <tag>"`` from each process once it is in its final state.
 """
@@ -97,6 +104,41 @@ def client(port: int, ready_file: str, tag: str) -> None:
         time.sleep(0.05)
 
 
+def publisher(port: int, mode: str) -> None:
+    import zmq
+
+    pub = zmq.Context().socket(zmq.PUB)
+    if mode == "sub_served":
+        pub.bind(f"tcp://127.0.0.1:{port}")
+    else:  # a concrete address: connected, as the subscriber's is
+        pub.connect(f"tcp://127.0.0.1:{port}")
+    while True:  # a batch of block events per scheduler step
+        pub.send_multipart([b"kv", b"BlockStored 2 blocks"])
+        time.sleep(0.2)
+
+
+def subscriber(port: int, mode: str, ready_file: str) -> None:
+    import zmq
+
+    first = threading.Event()
+
+    def events() -> None:
+        sub = zmq.Context.instance().socket(zmq.SUB)
+        sub.connect(f"tcp://127.0.0.1:{port}")
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        while True:
+            sub.recv_multipart()
+            first.set()
+
+    threading.Thread(target=events, name="kv-events", daemon=True).start()
+    if mode == "sub_dials":  # its state: both threads asleep in their waits for 2.5 s
+        threading.Timer(2.5, ready, (ready_file, "router")).start()
+    first.wait()  # the engine is routable once its first batch came
+    ready(ready_file, "router")
+    while True:
+        time.sleep(0.5)  # routing, from the events the other thread keeps
+
+
 def main() -> None:
     mode, ready_file, workdir = sys.argv[1:4]
     os.makedirs(workdir, exist_ok=True)
@@ -107,6 +149,12 @@ def main() -> None:
         f.write(run)
     me = [sys.executable, __file__]
     kids = []
+    if mode.startswith("sub_"):  # this process is the router
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        kids.append(subprocess.Popen([*me, "publisher", str(port), mode]))
+        subscriber(port, mode, ready_file)
     if mode.startswith("ipc_"):
         for replica in ("blue", "green"):  # green binds second
             kids.append(subprocess.Popen([*me, "front", replica, mode, ready_file, run]))
@@ -137,6 +185,8 @@ if __name__ == "__main__":
         front_end(*sys.argv[2:6])
     elif role == "engine":
         engine(*sys.argv[2:6])
+    elif role == "publisher":
+        publisher(int(sys.argv[2]), sys.argv[3])
     elif role == "scheduler":
         scheduler(int(sys.argv[2]), sys.argv[3], sys.argv[4])
     elif role == "client":

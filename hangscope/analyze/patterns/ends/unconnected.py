@@ -12,6 +12,9 @@ a port the new server is not on: mill#4018). The waiter is the suspect: what it 
 zmq the same: its I/O threads connect and reconnect in the background and a receive or send
 never fails, so a process blocked in one with no connection at all waits for ever: its bound
 ``ipc://`` path taken over by another process's bind, a wrong endpoint, a dropped connection.
+Where nothing in the job listens at all, its I/O thread says what it does: woken within zmq's
+reconnect interval while every thread of its process has slept for seconds, it retries a
+connect nobody accepts (two sides that both ``connect()``: vllm PR #33120).
 """
 
 from __future__ import annotations
@@ -20,7 +23,12 @@ from hangscope.analyze.evidence.facts import blocked
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.grpcedges import in_grpc_call
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
-from hangscope.analyze.graph.zmqedges import in_zmq_receive, in_zmq_send_blocked, zmq_wait_stack
+from hangscope.analyze.graph.zmqedges import (
+    in_zmq_receive,
+    in_zmq_send_blocked,
+    io_thread,
+    zmq_wait_stack,
+)
 from hangscope.analyze.patterns.calm.calm_chain import (
     connected_inodes,
     straight_line,
@@ -28,11 +36,16 @@ from hangscope.analyze.patterns.calm.calm_chain import (
 )
 from hangscope.frameworks.grpc import CHANNEL_FILE
 from hangscope.model import Process, Thread
-from hangscope.model.waits import WaitPattern
+from hangscope.model.waits import KernelWaits, WaitPattern
 from hangscope.words import who, who_list
 
 #: How a process with no connection is said, after its name.
 _NONE = "holds no established TCP connection and no connected Unix socket"
+#: zmq retries a connect its peer refuses every ``reconnect_ivl`` (100 ms by default): an I/O
+#: thread off CPU for less than this, in a process whose threads all slept for ``_ASLEEP_S``
+#: or more, is retrying one (an I/O thread with no connection has nothing else to wake for).
+_RETRY_S = 0.5
+_ASLEEP_S = 2.0
 
 
 def _in_call(thread: Thread) -> bool:
@@ -106,7 +119,7 @@ def unconnected_zmq(g: Graph) -> WaitPattern | None:
             continue  # a server waiting for its first client (not one awaiting its reply)
         stuck.append((proc, taken[0] if taken else ""))
     if not stuck:
-        return None
+        return _dialing(g, kernel, connected)
     proc, path = stuck[0]
     thread = proc.working_thread
     verb = "receive" if in_zmq_receive(thread) else "send"  # type: ignore[arg-type]
@@ -115,7 +128,9 @@ def unconnected_zmq(g: Graph) -> WaitPattern | None:
     owner = next((p for p in peers if any(s.address == path for s in p.listening)), None)
     alone = [(p, socks) for p in peers if (socks := unconnected_listeners(kernel, p))]
     if owner is None and not alone:
-        return None  # no endpoint of the job left for it (a peer that died: unpeered_receive)
+        # no endpoint of the job left for it: a peer that died (unpeered_receive), or one it
+        # dials that nobody accepts
+        return _dialing(g, kernel, connected)
     chain = (f"{thread_words(proc, thread)} waits in a zmq {verb}{site_words(thread)} with no "
              f"connection at all: {who(proc)} {_NONE}, so no message can reach or leave it")
     if len(stuck) > 1:
@@ -151,3 +166,80 @@ def unconnected_zmq(g: Graph) -> WaitPattern | None:
     return WaitPattern("unconnected_zmq", members, chain, (), proc.pid,
                        thread.tid if thread is not None else None,
                        also=tuple(p.pid for p, _ in stuck[1:]))
+
+
+def _io_retrying(proc: Process) -> Thread | None:
+    """A zmq I/O thread of ``proc`` that ran within zmq's reconnect interval."""
+    return next((t for t in proc.threads if io_thread(t) and t.off_cpu_s is not None
+                 and t.off_cpu_s < _RETRY_S), None)
+
+
+def _retrying(proc: Process) -> tuple[Thread, Thread] | None:
+    """(its thread in a zmq receive, its zmq I/O thread retrying a connect): every Python
+    thread of ``proc`` asleep for seconds, one in a zmq receive, while an I/O thread ran
+    within zmq's reconnect interval."""
+    io = _io_retrying(proc)
+    python = [t for t in proc.threads if t.python and t.frames]
+    if io is None or not python or any(
+            t.state != "S" or t.off_cpu_s is None or t.off_cpu_s < _ASLEEP_S for t in python):
+        return None
+    receiver = next((t for t in python if in_zmq_receive(t)), None)
+    return (receiver, io) if receiver is not None else None
+
+
+def _dialing(g: Graph, kernel: KernelWaits, connected: set[int]) -> WaitPattern | None:
+    """A process that holds no connection, one of its threads in a zmq receive, its I/O
+    thread retrying a connect (``_retrying``): the endpoint it dials has no listener, and the
+    receive waits for ever. Others of the job whose I/O threads retry as well dial too. Not
+    where a process of the job died of an error: the endpoint it dials most likely died with
+    it (zmqends.unpeered_receive tells that)."""
+    if any(d.exit_code not in (None, 0) for d in g.exited):
+        return None
+    for proc in g.snap.processes:
+        read = kernel.process(proc.pid)
+        if proc.is_exited or proc.role in HELPER_ROLES or read is None \
+                or any(r.inode in connected for r in read.fds):
+            continue
+        found = _retrying(proc)
+        if found is None:
+            continue
+        thread, io = found
+        asleep = min(t.off_cpu_s or 0.0 for t in proc.threads if t.python and t.frames)
+        working = proc.working_thread
+        also = (f" (its thread {working.name or working.tid} waits{site_words(working)})"
+                if working is not None and working is not thread else "")
+        serves = (f" (it listens on {', '.join(str(s.port or s.address) for s in proc.listening)}"
+                  ", with nobody connected)" if proc.listening else " and listens on nothing")
+        chain = (f"{thread_words(proc, thread)} waits in a zmq receive{site_words(thread)}"
+                 f"{also} with no connection at all: {who(proc)} {_NONE}{serves}, while its "
+                 f"zmq I/O thread {io.name} ran {io.off_cpu_s:.2f} s ago, its Python threads "
+                 f"asleep for {asleep:.1f} s or more: zmq retries a connect that nobody accepts "
+                 "(every reconnect_ivl, 100 ms by default), silently, and the receive waits "
+                 "for ever")
+        dialers = [p for p in g.snap.processes if p is not proc and not p.is_exited
+                   and _unconnected_retrying(p, kernel, connected)]
+        if dialers:
+            one = len(dialers) == 1
+            chain += (f". {who_list(dialers)} {'holds' if one else 'hold'} no connection "
+                      f"either, {'its' if one else 'their'} zmq I/O "
+                      f"thread{'' if one else 's'} waking as often: "
+                      f"{'it retries' if one else 'they retry'} a connect too: both dial, and "
+                      "neither binds (a PUB/SUB or PUSH/PULL pair needs one bound end): bind "
+                      "the endpoint on one side (a wildcard tcp://*:PORT where the library binds "
+                      "only that), and give the socket a timeout (zmq.RCVTIMEO)")
+        else:
+            chain += (". The endpoint it dials has no listener: the peer is down, at another "
+                      "address, or dials too (two sides that both connect() meet nowhere: a "
+                      "PUB/SUB or PUSH/PULL pair needs one bound end); check the endpoint, bind "
+                      "one side, and give the socket a timeout (zmq.RCVTIMEO, or a Poller with "
+                      "a timeout)")
+        return WaitPattern("unconnected_zmq", (proc.pid, *(p.pid for p in dialers)), chain, (),
+                           proc.pid, thread.tid)
+    return None
+
+
+def _unconnected_retrying(proc: Process, kernel: KernelWaits, connected: set[int]) -> bool:
+    """No socket of ``proc`` is connected and a zmq I/O thread of it ran just now."""
+    read = kernel.process(proc.pid)
+    return read is not None and not any(f.inode in connected for f in read.fds) \
+        and _io_retrying(proc) is not None
