@@ -153,6 +153,14 @@ class StallWarning:
     line: re.Pattern[str]
     waiter_path: str
     words: str
+    #: The line that says why, where another line of the log has it (a restarted actor's own
+    #: last words): a pattern formatted with ``line``'s named groups (escaped) whose last
+    #: match in the log is quoted, its group ``said`` where it has one.
+    cause: str = ""
+    #: The processes of the party the warning says dies and is started again (a title
+    #: pattern formatted as ``cause``): their start-up, between two deaths, is no progress
+    #: where one of them died during the dump.
+    churns: str = ""
 
 
 @dataclass(frozen=True)

@@ -188,6 +188,30 @@ ERRORED_BLOCKS = StallWarning(
     "driver's log), and let a failure fail the job (max_errored_blocks=0) or give the pool "
     "room to start another actor (ActorPoolStrategy(min_size=..., max_size=...))")
 
+#: ray PR #31626, ray#6612: an actor whose process dies before it serves (an exit in
+#: ``__init__`` is a crash to Ray, not an error it hands the caller) is restarted per
+#: ``max_restarts`` and its calls retried per ``max_task_retries``; at -1 both go on for ever,
+#: the caller's ``ray.get`` with them. The raylet's words reach the driver's log
+#: (``TaskManager``'s "There are N retries remaining"), and the actor's own output, prefixed
+#: ``(Actor pid=N)``, says why it died.
+ACTOR_RESTARTS = StallWarning(
+    re.compile(r"Task (?P<actor>[A-Za-z_]\w*)\.(?P<method>[A-Za-z_]\w*) failed\. There are "
+               r"infinite retries remaining, so the task will be retried\. Error: The actor is "
+               r"temporarily unavailable"),
+    "ray/_private/worker.py",  # (the caller's get: Worker.get_objects)
+    "Ray restarts actor {actor} again and again and retries its {method} calls each time, "
+    "for ever (max_restarts=-1, max_task_retries=-1), because its process dies before it "
+    "serves them: an exit in __init__ (sys.exit, os._exit) or a crash is a death that Ray "
+    "restarts, not an error it hands to the caller. Fix what kills it (the actor's own output "
+    "in this log says why), raise an exception in __init__ instead of exiting (the calls "
+    "then fail with it), and give max_restarts and max_task_retries a bound so that ray.get "
+    "raises ActorDiedError instead of waiting for ever",
+    # Ray prefixes a worker's output with its actor and PID, and folds repeats
+    # (``[repeated 10x across cluster]``)
+    cause=r"(?P<said>\({actor} pid=\d+\) .*?)(?: \[repeated \d+x across cluster\])?$",
+    churns=r"^ray::{actor}(?:\.|$)",  # each incarnation: ray::Scorer, ray::Scorer.__init__
+)
+
 FRAMEWORK = Framework(
     name="ray",
     job_words=("ray::",),
@@ -203,7 +227,7 @@ FRAMEWORK = Framework(
     # work: a loop that hands nothing out (a dead actor's slot still counted, ray#62746)
     # moves all the same
     dispatch_threads=("StreamingExecutor-",),
-    stall_warnings=(SPLIT_STALL, ERRORED_BLOCKS),
+    stall_warnings=(SPLIT_STALL, ERRORED_BLOCKS, ACTOR_RESTARTS),
     helper_threads=("ray_listen_error_messages", "ray_print_logs", "PythonGCThread",
                     "MonitoringThread"),
     helper_processes=(

@@ -353,6 +353,37 @@ def test_a_constructor_that_computes_is_no_such_wait(tmp_path: Path) -> None:
     assert verdict["kind"] == "progressing", verdict
 
 
+def test_a_driver_waiting_on_an_actor_restarted_for_ever_names_the_loop_and_its_cause(
+        tmp_path: Path) -> None:
+    """ray PR #31626, ray#6612 (blind round 43's 06): an actor's ``__init__`` exits the
+    process on a truncated config; with ``max_restarts=-1`` Ray restarts it for ever and
+    retries its calls, and the driver's ``ray.get`` never returns. Only Ray's own lines in the
+    driver's log say so ("There are infinite retries remaining ... The actor is temporarily
+    unavailable") and the actor's last words say why (read "Blocked", unknown, before)."""
+    retried = "infinite retries remaining"
+    with _ray("restart_loop", tmp_path, ["driver"]) as job:
+        poll(lambda: _in_ray_get(job.launcher), f"PID {job.launcher} inside ray.get", 60)
+        poll(lambda: retried in job.log_tail(20000) and "[scorer] fatal" in job.log_tail(20000),
+             "Ray's retry line and the actor's own in the driver's log", 90)
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "wait_chain", verdict
+    assert verdict["suspects"] == [job.launcher], verdict
+    summary = verdict["summary"]
+    assert "Scorer.score" in summary and "restarts" in summary, summary
+    assert "[scorer] fatal: cannot load config: JSONDecodeError" in summary, summary
+    assert "max_restarts" in summary and "sys.exit" in summary, summary
+
+
+def test_an_actor_restarted_once_that_then_serves_progresses(tmp_path: Path) -> None:
+    """The twin: the first construction exits the same way, the restarted actor reads the
+    config whole and serves the driver's calls: the old retry line in the log says nothing of
+    now."""
+    with _ray("restart_once", tmp_path, ["driver"]) as job:
+        poll(lambda: "[scorer] fatal" in job.log_tail(20000), "the actor's exit in the log", 90)
+        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    assert verdict["kind"] == "progressing", verdict
+
+
 DATA_JOBS = TARGETS / "frameworks" / "ray_data_jobs.py"
 
 

@@ -395,3 +395,31 @@ def test_given_an_idle_uvicorn_master_pinging_its_workers_then_the_job_is_idle()
     assert verdict.suspects == ()
     assert "PID 4772 is idle at Multiprocess.run (uvicorn/supervisors/multiprocess.py:203)" \
         in verdict.summary, verdict.summary
+
+
+def test_given_a_subscriber_whose_publisher_connects_too_then_it_is_connected_to_nothing(
+        ) -> None:
+    """Blind round 43's 04 (vllm PR #33120) read "All waiting ... waits on a lock": a KV-aware
+    router's SUB thread and vLLM's KV-events PUB (another job tree) both connect to one TCP
+    port; the router holds no socket at all, and its zmq I/O thread retries the connect."""
+    snap = reread("zmq_sub_and_pub_both_connect")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.suspects == (11686,), verdict
+    assert verdict.summary.startswith("A zmq socket connected to nothing: Thread kv-events of "
+                                      "PID 11686 (kv-router) waits in a zmq receive at "
+                                      "kv_event_listener (router.py:36)"), verdict.summary
+    assert "its zmq I/O thread ZMQbg/IO/0 ran 0.09 s ago" in verdict.summary, verdict.summary
+    assert "two sides that both connect() meet nowhere" in verdict.summary, verdict.summary
+
+
+def test_given_a_driver_waiting_on_an_actor_restarted_for_ever_then_the_loop_is_named(
+        ) -> None:
+    """Blind round 43's 06 (ray PR #31626) read "unknown": the actor's constructor exits on a
+    truncated config and Ray restarts it for ever (max_restarts=-1); the driver's log says so
+    and the actor's own last line says why."""
+    snap = reread("ray_actor_restarted_for_ever")
+    verdict = snap.verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.suspects == (21325,), verdict
+    assert "Ray restarts actor Scorer again and again" in verdict.summary, verdict.summary
+    assert "[scorer] fatal: cannot load config: JSONDecodeError" in verdict.summary

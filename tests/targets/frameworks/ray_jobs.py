@@ -92,6 +92,14 @@ each actor runs in a worker titled ``ray::Class.method``. Each actor and the dri
                 at a time (``for w in workers: ray.get(w.setup.remote(...))``): the first
                 actor's ``init_process_group`` waits for the second, whose ``setup`` the loop
                 never submits (blind round 39's 05; ray-project/ray#3307).
+- ``restart_loop`` an actor (``max_restarts=-1, max_task_retries=-1``) whose ``__init__``
+                reads a truncated config, prints why and calls ``sys.exit(1)`` (a CLI
+                helper's habit): Ray takes the exit for a crash and restarts the actor for
+                ever, retrying its calls each time; the driver waits in ``ray.get`` for
+                ever (ray-project/ray PR #31626, ray#6612; blind round 43's 06).
+- ``restart_once`` the twin: the same actor finds the config truncated the first time only
+                (a previous step still writing it); restarted once, it serves the driver's
+                calls in a loop (healthy: progressing).
 - ``setup_together`` the twin: both setups submitted, then got together; each actor then
                 all-reduces a small tensor every 50 ms (healthy: progressing).
 """
@@ -323,6 +331,24 @@ class FeatureTable:
         return len(self.table)
 
 
+class Scorer:
+    """Loads its config in ``__init__``; a config it cannot parse ends the process
+    (``sys.exit(1)``), which Ray treats as a crash and restarts per ``max_restarts``."""
+
+    def __init__(self, config: str, once: bool) -> None:
+        path = Path(config)
+        try:
+            self.weight = float(json.loads(path.read_text())["weight"])
+        except ValueError as exc:
+            print(f"[scorer] fatal: cannot load config: {exc!r}", flush=True)
+            if once:  # the writer finishes the file; the restarted actor reads it whole
+                path.write_text(json.dumps({"model": "scorer-v3", "weight": 0.5}))
+            sys.exit(1)
+
+    def score(self, item: int) -> float:
+        return item * self.weight
+
+
 def shard_task(coordinator: object, shard: int, ready_file: str, once: bool) -> int:
     import ray
 
@@ -505,13 +531,27 @@ def main() -> None:
 
     # The autoscaler's words reach the driver's log only with the workers' logs.
     ray.init(num_cpus=2, resources={"slot": 2}, include_dashboard=False,
-             log_to_driver=mode == "infeasible")
+             log_to_driver=mode in ("infeasible", "restart_loop", "restart_once"))
     if mode == "infeasible":
         trainer = ray.remote(num_gpus=1)(Planner).remote(ready_file)  # type: ignore[attr-defined]
         ref = trainer.ping.remote()
         ready(ready_file, "driver")
         ray.get(ref)  # never returns: no node has a GPU
         return
+    if mode in ("restart_loop", "restart_once"):
+        config = Path(_workdir) / "scorer.json"
+        config.write_text('{"model": "scorer-v3", "weight": 0.')  # truncated
+        scorer = ray.remote(max_restarts=-1, max_task_retries=-1)(Scorer).remote(  # type: ignore[call-overload]
+            str(config), mode == "restart_once")
+        if mode == "restart_loop":
+            refs = [scorer.score.remote(i) for i in range(8)]
+            ready(ready_file, "driver")
+            ray.get(refs)  # never returns: the actor dies in __init__ at every restart
+            return
+        ray.get(scorer.score.remote(0))  # the restarted actor serves
+        ready(ready_file, "driver")
+        while True:  # one call after another, each answered at once
+            ray.get([scorer.score.remote(i) for i in range(4)])
     if mode == "placement":
         from ray.util.placement_group import placement_group
 
