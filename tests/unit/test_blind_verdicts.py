@@ -423,3 +423,15 @@ def test_given_a_driver_waiting_on_an_actor_restarted_for_ever_then_the_loop_is_
     assert verdict.suspects == (21325,), verdict
     assert "Ray restarts actor Scorer again and again" in verdict.summary, verdict.summary
     assert "[scorer] fatal: cannot load config: JSONDecodeError" in verdict.summary
+
+
+def test_given_handlers_filling_the_loops_default_executor_then_its_own_lookups_wait_too(
+        ) -> None:
+    """Blind round 43's 05 (cpython#112169) named the full pool with gRPC's advice: the pool
+    is the aiohttp gateway's default executor (asyncio_N), its loop idle, and the flusher's
+    DNS lookup queued on it behind the handlers."""
+    verdict = reread("aiohttp_executor_full_dns_queued").verdict
+    assert verdict is not None and verdict.suspects == (13846,), verdict
+    assert "The pool is the event loop's default executor" in verdict.summary, verdict.summary
+    assert "a DNS lookup (loop.getaddrinfo" in verdict.summary, verdict.summary
+    assert "max_workers" not in verdict.summary, verdict.summary

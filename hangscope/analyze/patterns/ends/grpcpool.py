@@ -8,8 +8,10 @@ With every worker blocked inside a handler, the calls beyond the pool's size wai
 queue, unseen: no thread of the server runs them, and their clients wait in their call
 (grpc#7052, #8616: "bounded server thread pools considered harmful"; anyio#721). A
 handler that waits for what a queued call would do (a watch notified by a publish) never
-returns at all. The stacks count both sides: the clients' threads inside a call to the
-server's port (the kernel's TCP pairs), the server's workers inside their handlers.
+returns at all. An asyncio server's blocking handlers in its loop's default executor starve
+the loop's own uses of it the same way (a DNS lookup: cpython#112169). The stacks count both
+sides: the clients' threads inside a call to the server's port (the kernel's TCP pairs), the
+server's workers inside their handlers.
 
 The client's side has one thread of its own that nothing may hold: gRPC's channel thread,
 which delivers every response of its channel and runs their done-callbacks. A callback that
@@ -18,9 +20,12 @@ blocks there on another call's result waits for itself (``callback_self_wait``, 
 
 from __future__ import annotations
 
+import re
+
 from hangscope.analyze.evidence.classify import user_code
 from hangscope.analyze.evidence.signatures import POOL_WORKER_LOOPS, frame_text
 from hangscope.analyze.graph.grpcedges import in_grpc_call
+from hangscope.analyze.graph.loopedges import idle_loop
 from hangscope.analyze.graph.threadedges import blocked
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.analyze.patterns.selfcalls import calls_out, pool_words, saturated_workers
@@ -38,12 +43,40 @@ _ANYIO_ADVICE = ("Make the endpoints that wait async (async def, await the event
                  "the limit (anyio.to_thread.current_default_thread_limiter().total_tokens)")
 
 
+#: asyncio's default executor (``loop.run_in_executor(None, ...)``, ``asyncio.to_thread``,
+#: ``loop.getaddrinfo``): one ThreadPoolExecutor of min(32, CPUs + 4) threads named
+#: ``asyncio_N`` (asyncio/base_events.py).
+_LOOP_EXECUTOR = re.compile(r"^asyncio_\d+$")
+
+
+def _loop_advice(server: Process, workers: list[Thread]) -> str | None:
+    """The words for a full pool that is the loop's default executor, its loop idle: what
+    would end the handlers' waits awaits, and whatever it awaits from that executor (a DNS
+    lookup: cpython#112169) is queued behind them; None for another pool."""
+    if not all(_LOOP_EXECUTOR.match(t.name or "") for t in workers):
+        return None
+    loop = next((t for t in server.threads if idle_loop(t)), None)
+    if loop is None:
+        return None
+    idle = f" for {loop.off_cpu_s:.1f} s" if (loop.off_cpu_s or 0) >= 1 else ""
+    return ("The pool is the event loop's default executor (asyncio_N: min(32, CPUs + 4) "
+            "threads), where run_in_executor(None, ...) runs the handlers' blocking calls, and "
+            f"the loop (thread {loop.name or loop.tid}) idles in its selector{idle}: what "
+            "would end their waits awaits something itself, and whatever a coroutine awaits "
+            "from the same executor is queued behind the blocked handlers for ever: a DNS "
+            "lookup (loop.getaddrinfo, which asyncio's open_connection and aiohttp's default "
+            "ThreadedResolver call), asyncio.to_thread, run_in_executor(None, ...) "
+            "(cpython#112169). Give the blocking calls an executor of their own "
+            "(run_in_executor(pool, ...)), make them async (await a Future the loop sets), or "
+            "keep the lookups off the executor (an IP address, aiodns)")
+
+
 def _pool(server: Process) -> tuple[list[Thread], str]:
     """The server's handler pool where every worker runs a handler blocked inside it, and the
     advice for it; ([], "") where none is full."""
     workers = saturated_workers(server)
     if workers:
-        return workers, _GRPC_ADVICE
+        return workers, _loop_advice(server, workers) or _GRPC_ADVICE
     anyio = [t for t in server.threads if any(
         not f.native and POOL_WORKER_LOOPS.search(frame_text(f)) for f in t.frames)]
     if anyio and all(blocked(t) and any(map(user_code, t.frames)) and t.category in (
