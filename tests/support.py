@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -351,9 +352,15 @@ def verdict_job(mode: str, tmp_path: Path, tags: Sequence[str],
     interface, e.g. hang_shapes.py) until every tag in ``tags`` is ready; kill it after."""
     workdir = tmp_path / f"job-{mode}"
     ready = workdir / "ready"
-    with running_target([sys.executable, str(jobs), mode, str(ready), str(workdir)], workdir,
-                        tags=tags, timeout=timeout) as job:
-        yield job
+    try:
+        with running_target([sys.executable, str(jobs), mode, str(ready), str(workdir)],
+                            workdir, tags=tags, timeout=timeout) as job:
+            yield job
+    finally:  # the short directory of a job's ipc:// paths, outside the test's own
+        for name in ("ipc_dir", "run_dir"):
+            named = workdir / name
+            if named.exists() and Path(short := named.read_text().strip()).name.startswith("hs-"):
+                shutil.rmtree(short, ignore_errors=True)
 
 
 def dump_json(pid: int, *extra: str, timeout: float = 120.0) -> str:
