@@ -11,6 +11,7 @@ unknown). Their twins (unique paths; replies enveloped) are not that.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -128,6 +129,17 @@ def test_a_subscriber_and_a_publisher_that_both_connect_are_connected_to_nothing
     assert "(its thread MainThread waits at subscriber (zmq_unconnected.py:" in summary, summary
     assert "zmq retries a connect that nobody accepts" in summary, summary
     assert "retries a connect too: both dial, and neither binds" in summary, summary
+
+
+def test_a_subscriber_dialling_a_port_nobody_listens_on_names_it(tmp_path: Path) -> None:
+    """The router alone: the endpoint its output names has no listener on this host."""
+    verdict, text, pids = _verdict("sub_alone", ["router"], tmp_path)
+    assert verdict["kind"] == "wait_chain", (verdict, text)
+    assert verdict["suspects"] == [pids["router"]], verdict
+    summary = verdict["summary"]
+    assert summary.startswith(f"{HEAD}Thread kv-events of PID {pids['router']} "), summary
+    assert re.search(r"Its command line or output names tcp://127\.0\.0\.1:(\d+), and nothing "
+                     r"on this host listens on port \1: ", summary), summary
 
 
 def test_a_subscriber_of_a_publisher_that_binds_is_not_that(tmp_path: Path) -> None:

@@ -410,6 +410,8 @@ def test_given_a_subscriber_whose_publisher_connects_too_then_it_is_connected_to
                                       "kv_event_listener (router.py:36)"), verdict.summary
     assert "its zmq I/O thread ZMQbg/IO/0 ran 0.09 s ago" in verdict.summary, verdict.summary
     assert "two sides that both connect() meet nowhere" in verdict.summary, verdict.summary
+    assert "names tcp://127.0.0.1:20214, and nothing on this host listens on port 20214" \
+        in verdict.summary, verdict.summary
 
 
 def test_given_a_driver_waiting_on_an_actor_restarted_for_ever_then_the_loop_is_named(

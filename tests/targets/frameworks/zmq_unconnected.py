@@ -21,6 +21,8 @@
   batches are dropped and the router waits forever (vllm PR #33120; blind round 43's 04).
 - ``sub_served``: the twin: the publisher binds the port; the router receives a batch every
   0.2 s (progressing).
+- ``sub_alone``: the router alone, its SUB dialling a port on which nothing listens (the
+  engine not started, or started elsewhere); it says the endpoint in its output.
 
 READY_FILE gets ``"<pid> <tag>"`` from each process once it is in its final state.
 """
@@ -131,7 +133,8 @@ def subscriber(port: int, mode: str, ready_file: str) -> None:
             first.set()
 
     threading.Thread(target=events, name="kv-events", daemon=True).start()
-    if mode == "sub_dials":  # its state: both threads asleep in their waits for 2.5 s
+    print(f"subscribed to tcp://127.0.0.1:{port}", flush=True)
+    if mode in ("sub_dials", "sub_alone"):  # its state: both threads asleep in waits for 2.5 s
         threading.Timer(2.5, ready, (ready_file, "router")).start()
     first.wait()  # the engine is routable once its first batch came
     ready(ready_file, "router")
@@ -153,7 +156,8 @@ def main() -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        kids.append(subprocess.Popen([*me, "publisher", str(port), mode]))
+        if mode != "sub_alone":
+            kids.append(subprocess.Popen([*me, "publisher", str(port), mode]))
         subscriber(port, mode, ready_file)
     if mode.startswith("ipc_"):
         for replica in ("blue", "green"):  # green binds second

@@ -19,6 +19,8 @@ connect nobody accepts (two sides that both ``connect()``: vllm PR #33120).
 
 from __future__ import annotations
 
+import re
+
 from hangscope.analyze.evidence.facts import blocked
 from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.graph.grpcedges import in_grpc_call
@@ -227,6 +229,14 @@ def _dialing(g: Graph, kernel: KernelWaits, connected: set[int]) -> WaitPattern 
                       "neither binds (a PUB/SUB or PUSH/PULL pair needs one bound end): bind "
                       "the endpoint on one side (a wildcard tcp://*:PORT where the library binds "
                       "only that), and give the socket a timeout (zmq.RCVTIMEO)")
+        elif unheard := _unheard(g, proc):
+            chain += (f". Its command line or output names {', '.join(unheard[:2])}, and "
+                      f"nothing on this host listens on port{'s' if len(unheard) > 1 else ''} "
+                      f"{', '.join(e.rsplit(':', 1)[1] for e in unheard[:2])}: the peer it dials "
+                      "there is down, or dials too (two sides that both connect() meet "
+                      "nowhere: a PUB/SUB or PUSH/PULL pair needs one bound end); bind one "
+                      "side, or start the peer, and give the socket a timeout (zmq.RCVTIMEO, "
+                      "or a Poller with a timeout)")
         else:
             chain += (". The endpoint it dials has no listener: the peer is down, at another "
                       "address, or dials too (two sides that both connect() meet nowhere: a "
@@ -243,3 +253,24 @@ def _unconnected_retrying(proc: Process, kernel: KernelWaits, connected: set[int
     read = kernel.process(proc.pid)
     return read is not None and not any(f.inode in connected for f in read.fds) \
         and _io_retrying(proc) is not None
+
+
+#: A zmq TCP endpoint on this host, as a program's arguments or output name it.
+_LOCAL_ENDPOINT = re.compile(r"\btcp://(?:127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\]):"
+                             r"(?P<port>\d{1,5})\b")
+
+
+def _unheard(g: Graph, proc: Process) -> list[str]:
+    """The local TCP endpoints ``proc``'s command line or output names on which nothing on
+    its host listens (``Host.listening_ports``, every port any process listens on), in the
+    order named; none where the host's listeners were not read."""
+    host = next((h for h in g.snap.hosts if h.name == proc.host), None)
+    if host is None or not host.listening_ports:
+        return []
+    heard = set(host.listening_ports)
+    found: dict[str, None] = {}
+    for text in (*proc.cmdline, *proc.log_tail):
+        for m in _LOCAL_ENDPOINT.finditer(text):
+            if int(m.group("port")) not in heard:
+                found[m.group(0)] = None
+    return list(found)
