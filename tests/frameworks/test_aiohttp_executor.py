@@ -12,6 +12,7 @@ gRPC's advice). GIVEN the twin whose URL is an IP address THEN progressing.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -43,6 +44,9 @@ def test_handlers_filling_the_loops_executor_starve_its_dns_lookup(tmp_path: Pat
     assert "the event loop's default executor" in summary, summary
     assert "getaddrinfo" in summary and "cpython#112169" in summary, summary
     assert "max_workers" not in summary, summary  # (gRPC's advice)
+    assert re.search(r"the last URL its output names, http://localhost:(\d+)/embed, has a host "
+                     r"name, and it holds no connection to port \1, where this host listens",
+                     summary), summary
 
 
 def test_handlers_whose_flusher_needs_no_lookup_progress(tmp_path: Path) -> None:

@@ -436,4 +436,6 @@ def test_given_handlers_filling_the_loops_default_executor_then_its_own_lookups_
     assert verdict is not None and verdict.suspects == (13846,), verdict
     assert "The pool is the event loop's default executor" in verdict.summary, verdict.summary
     assert "a DNS lookup (loop.getaddrinfo" in verdict.summary, verdict.summary
+    assert "the last URL its output names, http://localhost:20215/embed, has a host name, and " \
+        "it holds no connection to port 20215" in verdict.summary, verdict.summary
     assert "max_workers" not in verdict.summary, verdict.summary

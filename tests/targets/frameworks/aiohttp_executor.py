@@ -73,6 +73,7 @@ def gateway(mode: str, ready_file: str, port: int, backend: str) -> None:
                 batch = batcher.take()
                 if not batch:
                     continue
+                print(f"flushing a batch of {len(batch)} to {backend}", flush=True)
                 if not said and mode == "dns":  # the state: the post waits, and so do they
                     said.append(True)
                     threading.Timer(2.0, ready, (ready_file, "gateway")).start()

@@ -49,7 +49,7 @@ _ANYIO_ADVICE = ("Make the endpoints that wait async (async def, await the event
 _LOOP_EXECUTOR = re.compile(r"^asyncio_\d+$")
 
 
-def _loop_advice(server: Process, workers: list[Thread]) -> str | None:
+def _loop_advice(g: Graph, server: Process, workers: list[Thread]) -> str | None:
     """The words for a full pool that is the loop's default executor, its loop idle: what
     would end the handlers' waits awaits, and whatever it awaits from that executor (a DNS
     lookup: cpython#112169) is queued behind them; None for another pool."""
@@ -59,24 +59,52 @@ def _loop_advice(server: Process, workers: list[Thread]) -> str | None:
     if loop is None:
         return None
     idle = f" for {loop.off_cpu_s:.1f} s" if (loop.off_cpu_s or 0) >= 1 else ""
+    unresolved = _unconnected_url(g, server)
+    lookup = (f"; the last URL its output names, {unresolved[0]}, has a host name, and it "
+              f"holds no connection to port {unresolved[1]}, where this host listens: that "
+              "request never connected, its name's lookup most likely queued there"
+              if unresolved else "")
     return ("The pool is the event loop's default executor (asyncio_N: min(32, CPUs + 4) "
             "threads), where run_in_executor(None, ...) runs the handlers' blocking calls, and "
             f"the loop (thread {loop.name or loop.tid}) idles in its selector{idle}: what "
             "would end their waits awaits something itself, and whatever a coroutine awaits "
             "from the same executor is queued behind the blocked handlers for ever: a DNS "
             "lookup (loop.getaddrinfo, which asyncio's open_connection and aiohttp's default "
-            "ThreadedResolver call), asyncio.to_thread, run_in_executor(None, ...) "
-            "(cpython#112169). Give the blocking calls an executor of their own "
+            f"ThreadedResolver call), asyncio.to_thread, run_in_executor(None, ...) "
+            f"(cpython#112169){lookup}. Give the blocking calls an executor of their own "
             "(run_in_executor(pool, ...)), make them async (await a Future the loop sets), or "
             "keep the lookups off the executor (an IP address, aiodns)")
 
 
-def _pool(server: Process) -> tuple[list[Thread], str]:
+#: A URL whose host is a name (``http://localhost:8000/embed``), not an address.
+_NAMED_URL = re.compile(r"\b(?:https?|wss?)://(?P<host>[A-Za-z][\w.-]*):(?P<port>\d{1,5})\S*")
+
+
+def _unconnected_url(g: Graph, proc: Process) -> tuple[str, str] | None:
+    """The URL the last line of ``proc``'s output naming one names, where its host is a name,
+    something on this host listens on its port, and ``proc`` holds no TCP connection to that
+    port: a request that is still resolving the name (or never began). (The URL, its port.)"""
+    kernel = g.snap.waits.kernel if g.snap.waits is not None else None
+    host = next((h for h in g.snap.hosts if h.name == proc.host), None)
+    read = kernel.process(proc.pid) if kernel is not None else None
+    if read is None or host is None:
+        return None
+    url = next((m for line in reversed(proc.log_tail) if (m := _NAMED_URL.search(line))), None)
+    if url is None or int(url.group("port")) not in host.listening_ports:
+        return None
+    mine = {r.inode for r in read.fds}
+    port = f":{url.group('port')}"
+    if any(c.inode in mine and c.remote.endswith(port) for c in kernel.tcp):  # type: ignore[union-attr]
+        return None
+    return url.group(0), url.group("port")
+
+
+def _pool(g: Graph, server: Process) -> tuple[list[Thread], str]:
     """The server's handler pool where every worker runs a handler blocked inside it, and the
     advice for it; ([], "") where none is full."""
     workers = saturated_workers(server)
     if workers:
-        return workers, _loop_advice(server, workers) or _GRPC_ADVICE
+        return workers, _loop_advice(g, server, workers) or _GRPC_ADVICE
     anyio = [t for t in server.threads if any(
         not f.native and POOL_WORKER_LOOPS.search(frame_text(f)) for f in t.frames)]
     if anyio and all(blocked(t) and any(map(user_code, t.frames)) and t.category in (
@@ -111,7 +139,7 @@ def overbooked_pool(g: Graph) -> WaitPattern | None:
             "anyio/_backends/_asyncio.py"):
         return None
     for server in g.snap.processes:
-        workers, advice = _pool(server) if server.listening and not server.is_exited \
+        workers, advice = _pool(g, server) if server.listening and not server.is_exited \
             else ([], "")
         calls = _calls(g, server) if workers else []
         if len(calls) <= len(workers):
