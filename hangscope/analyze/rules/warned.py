@@ -27,14 +27,18 @@ from hangscope.words import who_list
 def framework_warned(facts: Facts) -> Verdict | None:
     if not STALL_WARNINGS:
         return None
-    going = {key[1] for key in facts.moving} | progressing_pids(facts.snapshot)
+    going: set[int] | None = None  # the subjects that moved, once a warning is found
     for warning in STALL_WARNINGS:
         found = None
         for proc in facts.processes:
             for line in (*proc.log_errors, *proc.log_tail):
                 if (match := warning.line.search(line)) is not None:
                     found = (match, line)
-        if found is None or going - _churning(warning, found[0], facts.processes):
+        if found is None:
+            continue
+        if going is None:
+            going = {key[1] for key in facts.moving} | progressing_pids(facts.snapshot)
+        if going - _churning(warning, found[0], facts.processes):
             continue  # (a subject moved: a warning from a stall that has since passed)
         # Any thread of a subject in the framework's frames: the thread that consumes the
         # framework's output need not be the one the window picked as working (a driver whose

@@ -198,11 +198,8 @@ def _dialing(g: Graph, kernel: KernelWaits, connected: set[int]) -> WaitPattern 
     if any(d.exit_code not in (None, 0) for d in g.exited):
         return None
     for proc in g.snap.processes:
-        read = kernel.process(proc.pid)
-        if proc.is_exited or proc.role in HELPER_ROLES or read is None \
-                or any(r.inode in connected for r in read.fds):
-            continue
-        found = _retrying(proc)
+        found = None if proc.is_exited or proc.role in HELPER_ROLES or not \
+            _unconnected_retrying(proc, kernel, connected) else _retrying(proc)
         if found is None:
             continue
         thread, io = found
