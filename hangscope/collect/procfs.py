@@ -1162,6 +1162,13 @@ def read_fd_records(pid: int, locked: Collection[tuple[int, int, int]] = ()
             index = _fdinfo_field(_cat(f"{base}/fdinfo/{name}") or "", "tty-index")
             out.append(FdRecord(int(name), target, access, tty_index=index))
             continue
+        if kind == "eventfd":  # its counter: signals not yet read (a zmq mailbox's command)
+            text = _cat(f"{base}/fdinfo/{name}") or ""
+            count = next((int(v.strip(), 16) for k, _, v in (
+                line.partition(":") for line in text.splitlines())
+                if k.strip() == "eventfd-count" and v.strip()), None)
+            out.append(FdRecord(int(name), target, access, count=count))
+            continue
         inode, device, locks = _inode_of(target), None, ()
         if kind == "file":
             try:

@@ -105,6 +105,9 @@ class FdRecord:
     locks: tuple[FileLockRecord, ...] = ()
     # /dev/ptmx (a pty's master end): the index N of its slave /dev/pts/N (fdinfo tty-index)
     tty_index: int | None = None
+    # an eventfd's counter (fdinfo eventfd-count): signals written and not yet read (a zmq
+    # socket's mailbox holding a command nobody has taken: a message arrived, unread)
+    count: int | None = None
 
 
 # Syscall numbers by machine: (reads, writes, waits for a child, flock, fcntl, poll, open;

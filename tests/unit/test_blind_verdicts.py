@@ -439,3 +439,16 @@ def test_given_handlers_filling_the_loops_default_executor_then_its_own_lookups_
     assert "the last URL its output names, http://localhost:20215/embed, has a host name, and " \
         "it holds no connection to port 20215" in verdict.summary, verdict.summary
     assert "max_workers" not in verdict.summary, verdict.summary
+
+
+def test_given_a_receive_task_left_on_a_closed_loop_then_the_reply_sits_unread() -> None:
+    """Blind round 44's 01 (sglang#1606) read "Idle, not hung": an offline engine's
+    ``generate`` runs each call under ``asyncio.run``; its receive task lived on the first
+    call's loop, and the second call's reply sits unread (a zmq mailbox's eventfd holds the
+    signal nobody took)."""
+    verdict = reread("sgl_receive_task_on_closed_loop").verdict
+    assert verdict is not None and verdict.kind is VerdictKind.WAIT_CHAIN, verdict
+    assert verdict.suspects[0] == 13168, verdict
+    assert verdict.summary.startswith("A reply that never comes: PID 13168 (python) waits for "
+                                      "replies at Engine.generate (engine.py:137)"), verdict
+    assert "Its loop runs under asyncio.run, called from Engine.generate" in verdict.summary

@@ -36,7 +36,7 @@ from hangscope.analyze.patterns.calm.engines import (
 from hangscope.frameworks import SERVER_LOOP_FILES
 from hangscope.frameworks.zmq import FRAMEWORK as ZMQ
 from hangscope.model import Process, Role, Snapshot, Thread
-from hangscope.model.waits import ProcessFds, WaitPattern, port_of
+from hangscope.model.waits import SYSCALLS, ProcessFds, WaitPattern, port_of
 from hangscope.words import who
 
 #: The roles of a front end: where an engine's clients' requests wait for their replies.
@@ -130,12 +130,50 @@ def _front(g: Graph, proc: Process, servers: set[int],
     # (a tokenizer, or the program's own script doing its work: an offline engine's script
     # is its tokenizer; not a launcher, whose loop may serve requests one by one, nor a
     # visitor, a client of the job that asks it in its own loop)
-    if proc.role in FRONT_ROLES and proc.pid not in guests and awaits_own_call(
-            proc.working_thread):
+    if proc.role in FRONT_ROLES and proc.pid not in guests and (awaits_own_call(
+            proc.working_thread) or _unread_reply(g.snap, proc)):
         return proc.working_thread, []
     served = serving_thread(proc) if id(proc) in servers else None
     clients = waiting_clients(g, proc, served) if served is not None else []
     return (served, clients) if served is not None and clients else None
+
+
+def _runner_caller(thread: Thread | None) -> str | None:
+    """The program's frame that runs the thread's event loop through asyncio's runner
+    (``asyncio.run``), as ``func (file)``; None where the loop runs otherwise."""
+    names = python_names(thread) if thread is not None else []
+    k = next((i for i, n in enumerate(names) if _RUN.search(n)), None)
+    if k is None or k + 1 >= len(names) or "asyncio/runners.py" not in names[k + 1]:
+        return None
+    caller = next((n for n in names[k + 1:] if "asyncio/" not in n), None)
+    return None if caller is None or any(part in caller for part in SERVER_LOOP_FILES) \
+        else caller
+
+
+def _per_call(caller: str) -> str:
+    """Why a loop that ``asyncio.run`` runs inside a call has no receive task any more."""
+    func = caller.split(" (", 1)[0]
+    return (f"Its loop runs under asyncio.run, called from {func}: each asyncio.run makes a "
+            "new loop and closes it when the call returns, cancelling its tasks, so a receive "
+            "task started once, on an earlier call's loop, is gone, and this call's loop has "
+            "none (sglang#1606). Keep one loop for every call (a loop on a thread of its own, "
+            "or run_until_complete on one loop), or start the receive task on each call's "
+            "loop")
+
+
+def _unread_reply(snap: Snapshot, proc: Process) -> bool:
+    """``proc``'s loop runs under asyncio's runner called from the program (``asyncio.run``
+    in a function or a script), no task of it receives from its zmq sockets, and one of their
+    mailboxes holds a signal nobody took (a message came and sits unread): a front end whose
+    receive loop is gone while a reply waits (sglang#1606: a receive task made once, on the
+    loop of the first ``asyncio.run``, which that call closed)."""
+    thread = proc.working_thread
+    if thread is None or _runner_caller(thread) is None:
+        return False
+    unread = set(unwatched_mailboxes(snap, proc, thread))
+    kernel = snap.waits.kernel if snap.waits is not None else None
+    mine = kernel.process(proc.pid) if kernel is not None and unread else None
+    return mine is not None and any(r.fd in unread and (r.count or 0) > 0 for r in mine.fds)
 
 
 def _leaves_job(g: Graph, pid: int) -> bool:
@@ -151,11 +189,34 @@ def _idle(snap: Snapshot, proc: Process) -> bool:
     measured = next((r for r in snap.progress.ranks if r.pid == proc.pid),
                     None) if snap.progress is not None else None
     thread = proc.working_thread
+    # (its lines moved; the CPU test below still holds) A thread blocked in a poll with no
+    # timer, whose lines moved all the same, was woken by events: messages came, and it took
+    # them (a healthy engine at a few per cent of a core), which no timer's re-check is.
     polls = measured is not None and measured.decision == PROGRESSING and \
-        measured.evidence == "python"  # (its lines moved; the CPU test below still holds)
+        measured.evidence == "python" and not (thread is not None
+                                               and _waits_untimed(snap, proc, thread))
     return not (proc.is_stopped or proc.state == "D" or (proc.cpu_percent or 0.0) >= _WAITING_CPU
                 or (measured is not None and measured.decision not in (STUCK, SLOW) and not polls)
                 or (thread is not None and not waits_for_message(proc, thread)))
+
+
+#: A wait's timeout (ms) that no window outlasts: a wait for an event, not a timer's re-check.
+_UNTIMED_MS = 60_000
+
+
+def _waits_untimed(snap: Snapshot, proc: Process, thread: Thread) -> bool:
+    """The thread is blocked in ``poll`` or ``epoll_wait`` with no timeout (-1 reads as the
+    register's unsigned value) or one no window outlasts: it wakes for events only."""
+    kernel = snap.waits.kernel if snap.waits is not None else None
+    table = SYSCALLS.get(kernel.arch) if kernel is not None else None
+    mine = kernel.process(proc.pid) if kernel is not None else None
+    call = mine.syscall(thread.tid) if mine is not None else None
+    if table is None or call is None:
+        return False
+    slot = 2 if call.nr in table.get("poll_ms", ()) else \
+        3 if call.nr in table.get("epoll_ms", ()) else None
+    return slot is not None and len(call.args) > slot and \
+        call.args[slot] & 0xFFFFFFFF >= _UNTIMED_MS
 
 
 def unwatched_mailboxes(snap: Snapshot, proc: Process, loop: Thread) -> list[int]:
@@ -215,8 +276,10 @@ def lost_reply(g: Graph) -> WaitPattern | None:
         fate = ("whose reply was lost or routed to another process" if not unread else
                 "and no task of its event loop receives from its zmq sockets (its epoll "
                 f"watches none of their mailboxes, eventfds {', '.join(map(str, unread))}): "
-                "the reply sent back to it sits unread. Start the task that receives (its "
-                "receive loop) before the requests that wait for it")
+                "the reply sent back to it sits unread. " + (
+                    _per_call(caller) if (caller := _runner_caller(thread)) else
+                    "Start the task that receives (its receive loop) before the requests that "
+                    "wait for it"))
         chain = (f"{who(front)}{f' ({titled})' if titled else ''} waits for replies"
                  f"{site_words(thread)}{asked}, {inside}; {idle} "
                  f"{'waits' if len(named) == 1 else 'wait'} for new "
