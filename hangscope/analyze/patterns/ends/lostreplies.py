@@ -277,7 +277,7 @@ def lost_reply(g: Graph) -> WaitPattern | None:
                 "and no task of its event loop receives from its zmq sockets (its epoll "
                 f"watches none of their mailboxes, eventfds {', '.join(map(str, unread))}): "
                 "the reply sent back to it sits unread. " + (
-                    _per_call(caller) if (caller := _runner_caller(thread)) else
+                    _per_call(caller) if not clients and (caller := _runner_caller(thread)) else
                     "Start the task that receives (its receive loop) before the requests that "
                     "wait for it"))
         chain = (f"{who(front)}{f' ({titled})' if titled else ''} waits for replies"
