@@ -750,6 +750,10 @@ def category_of(proc: Process, working: Thread | None) -> Category:
     return working.category
 
 
+#: Roles that are never what a diagnosis is about while another process is.
+_NOT_SUBJECTS = frozenset({Role.LAUNCHER, Role.RESOURCE_TRACKER, Role.HELPER})
+
+
 def subjects_of(processes: Sequence[Process], of_roles: Callable[..., tuple[Process, ...]]
                 | None = None) -> tuple[Process, ...]:
     """What a diagnosis is about: ranks, else the main process, else engine cores, else every
@@ -769,7 +773,8 @@ def subjects_of(processes: Sequence[Process], of_roles: Callable[..., tuple[Proc
     engines = of_roles(Role.ENGINE_CORE)
     if engines:
         return engines
-    workers = tuple(p for p in processes if p.role is not Role.LAUNCHER and p.threads)
+    # (multiprocessing's resource tracker and the other helpers serve the job: not what it is)
+    workers = tuple(p for p in processes if p.role not in _NOT_SUBJECTS and p.threads)
     if workers:
         return workers
     return tuple(p for p in processes if p.threads) or tuple(processes)
