@@ -390,6 +390,31 @@ def job_dump(mode: str, tmp_path: Path, tags: Sequence[str], jobs: Path,
         return json.loads(dump_json(job.launcher, *window)), dict(job.pids)
 
 
+@dataclass(frozen=True)
+class JobVerdict:
+    """What a test of a :func:`verdict_job` reads: the dump's verdict, its report as text, the
+    job's PIDs by tag, its launcher's, and those of the children it waited for asleep."""
+
+    verdict: dict[str, Any]
+    text: str
+    pids: dict[str, int]
+    launcher: int
+    sleepers: tuple[int, ...] = ()
+
+
+def job_verdict(mode: str, tmp_path: Path, tags: Sequence[str], jobs: Path, *,
+                timeout: float = 60.0, sleepers: int = 0) -> JobVerdict:
+    """Dump a :func:`verdict_job` of ``jobs`` from its launcher (the default window) once it
+    is ready and, where it forks ``sleepers`` children that block, once they sleep."""
+    with verdict_job(mode, tmp_path, tags, timeout=timeout, jobs=jobs) as job:
+        asleep_now = tuple(p.pid for p in asleep_children(job.launcher, sleepers)) \
+            if sleepers else ()
+        raw = dump_json(job.launcher)
+        pids = dict(job.pids)
+    return JobVerdict(json.loads(raw)["verdict"], show_text(raw, tmp_path), pids, job.launcher,
+                      asleep_now)
+
+
 def asleep(pid: int) -> bool:
     """Every thread of ``pid`` sleeps in the kernel (state S or D): it is where it blocks."""
     try:

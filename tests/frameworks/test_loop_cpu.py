@@ -10,11 +10,10 @@ next request between them (each sample may catch the same line; the window sees 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support import TARGETS, dump_json, show_text, verdict_job
+from support import TARGETS, job_verdict
 
 pytestmark = pytest.mark.frameworks
 
@@ -23,11 +22,8 @@ TAGS = ["server", "parsing", "client"]
 
 
 def test_a_regex_backtracking_on_the_loop_blocks_the_server(tmp_path: Path) -> None:
-    with verdict_job("backtrack", tmp_path, TAGS, timeout=60, jobs=JOBS) as job:
-        raw = dump_json(job.launcher)
-        pids = dict(job.pids)
-    data, text = json.loads(raw), show_text(raw, tmp_path)
-    verdict = data["verdict"]
+    got = job_verdict("backtrack", tmp_path, TAGS, JOBS)
+    verdict, text, pids = got.verdict, got.text, got.pids
     assert verdict["kind"] == "wait_chain", (verdict, text)
     assert verdict["suspects"] == [pids["server"]], verdict
     summary = verdict["summary"]
@@ -38,7 +34,5 @@ def test_a_regex_backtracking_on_the_loop_blocks_the_server(tmp_path: Path) -> N
 
 
 def test_a_loop_busy_with_one_match_after_another_progresses(tmp_path: Path) -> None:
-    with verdict_job("steady", tmp_path, TAGS, timeout=60, jobs=JOBS) as job:
-        raw = dump_json(job.launcher)
-    data, text = json.loads(raw), show_text(raw, tmp_path)
-    assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)
+    got = job_verdict("steady", tmp_path, TAGS, JOBS)
+    assert got.verdict["kind"] == "progressing", (got.verdict, got.text)

@@ -10,11 +10,10 @@ producer, one token every 0.2 s THEN progressing.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support import TARGETS, dump_json, show_text, verdict_job
+from support import TARGETS, job_verdict
 
 pytestmark = pytest.mark.frameworks
 
@@ -23,11 +22,8 @@ TAGS = ["server", "client"]
 
 
 def test_a_stream_whose_producer_thread_died_is_a_wait_nobody_ends(tmp_path: Path) -> None:
-    with verdict_job("died", tmp_path, TAGS, timeout=60, jobs=JOBS) as job:
-        raw = dump_json(job.launcher)
-        pids = dict(job.pids)
-    data, text = json.loads(raw), show_text(raw, tmp_path)
-    verdict = data["verdict"]
+    got = job_verdict("died", tmp_path, TAGS, JOBS)
+    verdict, text, pids = got.verdict, got.text, got.pids
     assert verdict["kind"] == "wait_chain", (verdict, text)
     assert verdict["suspects"] == [pids["server"]], verdict
     summary = verdict["summary"]
@@ -39,7 +35,5 @@ def test_a_stream_whose_producer_thread_died_is_a_wait_nobody_ends(tmp_path: Pat
 
 
 def test_a_stream_whose_producer_lives_progresses(tmp_path: Path) -> None:
-    with verdict_job("slow", tmp_path, TAGS, timeout=60, jobs=JOBS) as job:
-        raw = dump_json(job.launcher)
-    data, text = json.loads(raw), show_text(raw, tmp_path)
-    assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)
+    got = job_verdict("slow", tmp_path, TAGS, JOBS)
+    assert got.verdict["kind"] == "progressing", (got.verdict, got.text)

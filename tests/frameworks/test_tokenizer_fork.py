@@ -10,11 +10,10 @@ parallelism off in the children: progressing.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support import TARGETS, asleep_children, dump_json, show_text, verdict_job
+from support import TARGETS, job_verdict
 
 pytestmark = pytest.mark.frameworks
 
@@ -22,23 +21,18 @@ JOBS = TARGETS / "frameworks" / "tokenizer_fork.py"
 
 
 def test_workers_forked_after_the_tokenizers_pool_ran_wait_in_it(tmp_path: Path) -> None:
-    with verdict_job("forced", tmp_path, ["main"], timeout=90, jobs=JOBS) as job:
-        # the two workers, forked as the loop asks for its first batch, asleep in their encode
-        workers = asleep_children(job.launcher, 2)
-        raw = dump_json(job.launcher)
-    data, text = json.loads(raw), show_text(raw, tmp_path)
-    verdict = data["verdict"]
+    # the two workers, forked as the loop asks for its first batch, asleep in their encode
+    got = job_verdict("forced", tmp_path, ["main"], JOBS, timeout=90, sleepers=2)
+    verdict, text = got.verdict, got.text
     assert verdict["kind"] == "deadlock", (verdict, text)
-    assert sorted(verdict["suspects"]) == sorted(w.pid for w in workers), verdict
+    assert sorted(verdict["suspects"]) == sorted(got.sleepers), verdict
     summary = verdict["summary"]
     assert "in native code, rayon_core::" in summary, summary
     assert "(tokenizers.abi3.so), a lock of Hugging Face tokenizers' rayon thread pool, which " \
-        f"ran in the main process (PID {job.launcher}) before it forked" in summary, summary
+        f"ran in the main process (PID {got.launcher}) before it forked" in summary, summary
     assert "set TOKENIZERS_PARALLELISM=false" in summary, summary
 
 
 def test_workers_the_library_guarded_at_fork_progress(tmp_path: Path) -> None:
-    with verdict_job("guarded", tmp_path, ["main"], timeout=90, jobs=JOBS) as job:
-        raw = dump_json(job.launcher)
-    data, text = json.loads(raw), show_text(raw, tmp_path)
-    assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)
+    got = job_verdict("guarded", tmp_path, ["main"], JOBS, timeout=90)
+    assert got.verdict["kind"] == "progressing", (got.verdict, got.text)

@@ -10,11 +10,10 @@ progressing.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support import TARGETS, dump_json, verdict_job
+from support import TARGETS, job_verdict
 
 pytestmark = pytest.mark.frameworks
 
@@ -22,18 +21,17 @@ JOBS = TARGETS / "frameworks" / "zmq_offline.py"
 
 
 def test_a_receive_task_left_on_a_closed_loop_leaves_the_reply_unread(tmp_path: Path) -> None:
-    with verdict_job("per_call", tmp_path, ["forwarded"], jobs=JOBS) as job:
-        verdict = json.loads(dump_json(job.launcher))["verdict"]
+    got = job_verdict("per_call", tmp_path, ["forwarded"], JOBS)
+    verdict = got.verdict
     assert verdict["kind"] == "wait_chain", verdict
-    assert verdict["suspects"][0] == job.launcher, verdict
+    assert verdict["suspects"][0] == got.launcher, verdict
     summary = verdict["summary"]
-    assert summary.startswith(f"A reply that never comes: PID {job.launcher} (python) waits for "
+    assert summary.startswith(f"A reply that never comes: PID {got.launcher} (python) waits for "
                               "replies at Engine.generate (zmq_offline.py:"), summary
     assert "the reply sent back to it sits unread" in summary, summary
     assert "Its loop runs under asyncio.run, called from Engine.generate" in summary, summary
 
 
 def test_an_engine_that_keeps_one_loop_progresses(tmp_path: Path) -> None:
-    with verdict_job("one_loop", tmp_path, ["front"], jobs=JOBS) as job:
-        verdict = json.loads(dump_json(job.launcher))["verdict"]
-    assert verdict["kind"] == "progressing", verdict
+    got = job_verdict("one_loop", tmp_path, ["front"], JOBS)
+    assert got.verdict["kind"] == "progressing", (got.verdict, got.text)

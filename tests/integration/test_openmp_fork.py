@@ -9,33 +9,27 @@ held, and named the torch binding above the wait). GIVEN 'spawn' THEN busy, not 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from support import TARGETS, asleep_children, dump_json, show_text, verdict_job
+from support import TARGETS, job_verdict
 
 JOBS = TARGETS / "openmp_fork.py"
 
 
 def test_pool_workers_forked_after_openmp_ran_wait_in_libgomp(tmp_path: Path) -> None:
-    with verdict_job("fork", tmp_path, ["main"], timeout=90, jobs=JOBS) as job:
-        workers = asleep_children(job.launcher, 2)
-        raw = dump_json(job.launcher)
-    data, text = json.loads(raw), show_text(raw, tmp_path)
-    verdict = data["verdict"]
+    got = job_verdict("fork", tmp_path, ["main"], JOBS, timeout=90, sleepers=2)
+    verdict, text = got.verdict, got.text
     assert verdict["kind"] == "deadlock", (verdict, text)
-    assert sorted(verdict["suspects"]) == sorted(w.pid for w in workers), verdict
+    assert sorted(verdict["suspects"]) == sorted(got.sleepers), verdict
     summary = verdict["summary"]
     assert "in native code of libgomp" in summary or "(libgomp" in summary, summary
     assert "a lock of GNU OpenMP's thread pool (libgomp, under torch's CPU operators), which " \
-        f"ran in PID {job.launcher} (python) before it forked" in summary, summary
+        f"ran in PID {got.launcher} (python) before it forked" in summary, summary
     assert "start the workers with 'spawn' or 'forkserver'" in summary, summary
 
 
 @pytest.mark.extended
 def test_pool_workers_spawned_after_openmp_ran_progress(tmp_path: Path) -> None:
-    with verdict_job("spawn", tmp_path, ["main"], timeout=90, jobs=JOBS) as job:
-        raw = dump_json(job.launcher)
-    data, text = json.loads(raw), show_text(raw, tmp_path)
-    assert data["verdict"]["kind"] == "progressing", (data["verdict"], text)
+    got = job_verdict("spawn", tmp_path, ["main"], JOBS, timeout=90)
+    assert got.verdict["kind"] == "progressing", (got.verdict, got.text)
