@@ -677,6 +677,10 @@ class Snapshot:
             return ()
         return tuple(p for p in self.processes if verdict.is_suspect(p))
 
+    def host_of(self, proc: Process) -> Host | None:
+        """The host ``proc`` runs on (its listening ports, its CPUs), where it was read."""
+        return next((h for h in self.hosts if h.name == proc.host), None)
+
     # Cached as on Process: every stage of the analysis asks, over 131,072 ranks.
     @cached
     def subjects(self) -> tuple[Process, ...]:

@@ -85,7 +85,7 @@ def _unconnected_url(g: Graph, proc: Process) -> tuple[str, str] | None:
     something on this host listens on its port, and ``proc`` holds no TCP connection to that
     port: a request that is still resolving the name (or never began). (The URL, its port.)"""
     kernel = g.snap.waits.kernel if g.snap.waits is not None else None
-    host = next((h for h in g.snap.hosts if h.name == proc.host), None)
+    host = g.snap.host_of(proc)
     read = kernel.process(proc.pid) if kernel is not None else None
     if read is None or host is None:
         return None

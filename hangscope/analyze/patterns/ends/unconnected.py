@@ -261,7 +261,7 @@ def _unheard(g: Graph, proc: Process) -> list[str]:
     """The local TCP endpoints ``proc``'s command line or output names on which nothing on
     its host listens (``Host.listening_ports``, every port any process listens on), in the
     order named; none where the host's listeners were not read."""
-    host = next((h for h in g.snap.hosts if h.name == proc.host), None)
+    host = g.snap.host_of(proc)
     if host is None or not host.listening_ports:
         return []
     heard = set(host.listening_ports)
