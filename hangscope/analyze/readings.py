@@ -17,7 +17,7 @@ from hangscope.analyze.evidence.facts import BUSY
 from hangscope.analyze.evidence.flightrec.rank_evidence import with_collective_ranks
 from hangscope.analyze.evidence.progress import merge_progress, progress_of
 from hangscope.analyze.evidence.progress_hints import hints_of
-from hangscope.analyze.graph.objectedges import in_task_loop_now
+from hangscope.frameworks.producers import in_task_loop_now
 from hangscope.frameworks.torch_distributed import rpc_handler
 from hangscope.model import Category, Process, Readings, Snapshot
 from hangscope.model.nccl import CollectiveEvidence

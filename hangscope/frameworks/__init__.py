@@ -272,6 +272,9 @@ class Framework:
     #: the progress window watches them too, or a job that computes reads as one that waits.
     #: Its system processes stay helpers (``helper_processes``), never watched.
     work_titles: tuple[str, ...] = ()
+    #: Programs (in the command line, never an option's value) of such workers before they
+    #: retitle themselves: a Ray worker importing in its start-up is the job's work already.
+    work_programs: tuple[str, ...] = ()
     #: (qualified function, source path substring, op) of its own frames that stand for a
     #: collective of the ranks: a wait on its handle of a collective it started without waiting
     #: (DeepSpeed ZeRO-3's parameter all_gather, where only c10d's ``Work::wait`` is below and no
@@ -341,6 +344,7 @@ WORK_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_thre
 STORE_THREADS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.store_threads)
 ZMQ_WAITS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.zmq_waits)
 WORK_TITLES: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_titles)
+WORK_PROGRAMS: tuple[str, ...] = tuple(p for f in FRAMEWORKS for p in f.work_programs)
 BATCH_LOOPS: tuple[tuple[str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.batch_loops)
 COLLECTIVES: tuple[tuple[str, str, str], ...] = tuple(
     p for f in FRAMEWORKS for p in f.collectives)
@@ -422,6 +426,11 @@ def in_task_loop(function: str | None, filename: str | None) -> bool:
                if w.idle_frame is not None)
 
 
+def titled_method(title: str | None) -> bool:
+    """A producer's title names a method in flight (Ray's ``ray::Actor.method``)."""
+    return any(w.method is not None and w.method.match(title or "") for w in OBJECT_WAITS)
+
+
 def runs_method(function: str | None, filename: str | None) -> bool:
     """A frame in which a producer runs a method on a thread of its own (an object wait's
     ``method_frame``)."""
@@ -462,15 +471,27 @@ def job_kind_of(text: str) -> str | None:
 
 def does_work(title: str | None) -> bool:
     """A process a framework runs the job's work in (a Ray actor or task worker), by its
-    title: the progress window watches it (a helper's title is the caller's to leave out)."""
-    return bool(title) and title.startswith(WORK_TITLES)  # type: ignore[union-attr]
+    title, or its program before it retitles itself: the progress window watches it (a
+    helper's title is the caller's to leave out)."""
+    if not title:
+        return False
+    return title.startswith(WORK_TITLES) or any(p in _program(title) for p in WORK_PROGRAMS)
+
+
+def _program(title: str) -> str:
+    """The command line but its options: a program's name is never an option's value (a Ray
+    worker not yet retitled is ``python .../default_worker.py --raylet-name=.../raylet``)."""
+    return " ".join(word for word in title.split() if not word.startswith("-"))
 
 
 def helper_role(title: str) -> Role | None:
-    """The role of a framework's system process by its title or command line, or None."""
+    """The role of a framework's system process by its title or command line (its
+    :func:`_program`: a worker whose options name the raylet's socket is no raylet), or
+    None."""
+    program = _program(title)
     for fw in FRAMEWORKS:
         for needle, role in fw.helper_processes:
-            if needle in title:
+            if needle in program:
                 return role
     return None
 

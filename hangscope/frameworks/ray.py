@@ -256,6 +256,10 @@ FRAMEWORK = Framework(
     # The driver hands tasks out and waits in ray.get; the work runs in these workers (its
     # agents, retitled ``ray::DashboardAgent``, are helpers by role and stay unwatched).
     work_titles=("ray::",),
+    # A worker the raylet starts, until ``connect`` retitles it ``ray::IDLE``: its Python
+    # start-up and a site hook (a tracer's sitecustomize) run before, seconds on a busy node,
+    # while the driver's ``ray.init`` or its actor's creation waits for it.
+    work_programs=("ray/_private/workers/default_worker.py",),
     # Ray Train's own code: its training function's call into it is the site.
     library_files=("ray/train/",),
     # Ray Train's own collectives over its workers, a barrier through its

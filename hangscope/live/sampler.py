@@ -33,6 +33,7 @@ from hangscope.errors import PermissionDenied, ToolMissing
 from hangscope.frameworks import does_work
 from hangscope.live import settle
 from hangscope.live.discover import Discovery, check_python_job, not_sampleable, replaced
+from hangscope.live.newcomers import newcomers, since_boot
 from hangscope.live.refresh import Refresher
 from hangscope.live.rounds import Round, stack_key
 from hangscope.model import Job, Process, Readings, Role, Severity, Snapshot, Verdict, VerdictKind
@@ -326,6 +327,8 @@ class Sampler:
         started = self.clock()
         found, self._found = self._found, None
         fresh = found is not None and started - self._found_at < 1.0  # not a TUI's later tick
+        # (the wall time discovery listed the job at: a child born since is a newcomer)
+        listed = since_boot() - (started - self._found_at if found is not None and fresh else 0)
         job, procs = found if found is not None and fresh else self.discover()
         phases.mark("discover")
         opts = self.options
@@ -422,6 +425,8 @@ class Sampler:
                 gpu_readings.append(self._gpus.read())
             if samples == 1:
                 evidence = self._stop_watcher()
+        if evidence is not None:  # what the job started while it was watched
+            evidence = replace(evidence, newcomers=newcomers(procs, listed, opts.redact))
         phases.mark("window")
         from hangscope.analyze.evidence.locals_wanted import interpreter, locals_wanted
         from hangscope.collect import exitcode, logs, nvml

@@ -81,6 +81,20 @@ class ProcessProgress:
 
 
 @dataclass(frozen=True)
+class Newcomer:
+    """A child of a process of the job, born during the dump (after discovery listed the
+    job): not sampled, its birth and its CPU read from ``/proc/PID/stat`` as the window ends
+    (a Ray worker the raylet starts for the actor the driver waits on)."""
+
+    pid: int
+    ppid: int
+    title: str  # its command line as one string (redacted like a process's)
+    born_s: float  # seconds after the dump began
+    cpu_s: float  # user + system CPU since its birth
+    state: str | None = None  # R, S, D, Z... at the window's end
+
+
+@dataclass(frozen=True)
 class ProgressEvidence:
     """What a :class:`ProgressWatcher` saw between start and stop."""
 
@@ -94,6 +108,8 @@ class ProgressEvidence:
     # at most this many processes got a py-spy recorder (None: no limit); the others were
     # judged by kernel counters and the GPU
     record_limit: int | None = None
+    # children of the job's processes born during the dump, read as the window ends
+    newcomers: tuple[Newcomer, ...] = ()
 
     def process(self, pid: int) -> ProcessProgress | None:
         return next((p for p in self.processes if p.pid == pid), None)

@@ -13,6 +13,7 @@ from support import FIXTURES
 from hangscope.analyze.evidence.classify import classify_thread
 from hangscope.analyze.evidence.roles import refine_roles, role_and_rank
 from hangscope.collect.pyspy import parse_dump
+from hangscope.frameworks import does_work
 from hangscope.model import Category, Process, Role, Thread
 
 CAPTURE = FIXTURES / "frameworks" / "ddp_backward.native.json"
@@ -84,6 +85,27 @@ def test_ray_datas_stats_actor_is_a_helper() -> None:
     assert role_and_rank(("ray::_StatsActor",), {}, False, False)[0] is Role.HELPER
     assert role_and_rank(("ray::MapWorker(MapBatches(Embedder))",), {}, False, False)[0] \
         is not Role.HELPER
+
+
+def test_a_ray_worker_not_yet_retitled_is_a_worker_not_the_raylet() -> None:
+    """A worker the raylet started, until ``connect`` retitles it ``ray::IDLE``: its options
+    name the raylet's socket (``--raylet-name``). It read as the raylet, a helper never
+    watched: a Ray Data pool whose next map actor imported in its start-up read "hung" (CI,
+    2026-12-07). A program's name is never an option's value."""
+    worker = (
+        "/venv/bin/python", "/venv/lib/python3.11/site-packages/ray/_private/workers/"
+        "default_worker.py", "--node-ip-address=192.0.2.2", "--node-manager-port=38871",
+        "--object-store-name=/tmp/ray/session_1/sockets/plasma_store",
+        "--raylet-name=/tmp/ray/session_1/sockets/raylet", "--gcs-address=192.0.2.2:42397")
+    assert role_and_rank(worker, {}, False, False)[0] is Role.OTHER
+    assert does_work(" ".join(worker))
+    raylet = ("/venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet",
+              "--raylet_socket_name=/tmp/ray/session_1/sockets/raylet")
+    assert role_and_rank(raylet, {}, False, False)[0] is Role.HELPER
+    assert not does_work(" ".join(raylet))
+    monitor = ("/venv/bin/python", "-u", "/venv/lib/python3.11/site-packages/ray/_private/"
+               "log_monitor.py", "--logs-dir=/tmp/ray/session_1/logs")
+    assert role_and_rank(monitor, {}, False, False)[0] is Role.HELPER
 
 
 def test_a_ray_actor_of_a_class_named_like_a_vllm_process_is_no_vllm_rank() -> None:

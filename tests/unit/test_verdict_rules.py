@@ -170,8 +170,8 @@ def test_the_table_runs_in_the_documented_order() -> None:
         VerdictKind.WAIT_CHAIN, VerdictKind.STRAGGLER, VerdictKind.P2P_DEADLOCK,
         VerdictKind.PROGRESSING, VerdictKind.STRAGGLER, VerdictKind.WAIT_CHAIN,
         VerdictKind.WAIT_CHAIN, VerdictKind.WAIT_CHAIN, VerdictKind.PAUSED,
-        VerdictKind.PROGRESSING, VerdictKind.PROGRESSING, VerdictKind.IDLE,
-        VerdictKind.ALL_WAITING, VerdictKind.PROGRESSING]
+        VerdictKind.PROGRESSING, VerdictKind.PROGRESSING, VerdictKind.PROGRESSING,
+        VerdictKind.IDLE, VerdictKind.ALL_WAITING, VerdictKind.PROGRESSING]
     # collective evidence (NCCL RAS, Flight Recorder) before the stacks' rule of each kind
     assert [r.holds.__name__ for r in rules.RULES if r.holds.__name__.startswith("collective")] \
         == ["collective_mismatch", "collective_missing", "collective_behind"]

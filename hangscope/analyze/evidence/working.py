@@ -24,9 +24,11 @@ import itertools
 import re
 
 from hangscope.analyze.evidence.progress import MIN_MOVED_SAMPLES, MIN_WAKES, PROGRESSING, SLOW
+from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.stackmemo import per_stack
+from hangscope.frameworks import does_work, helper_role
 from hangscope.model import Frame, Process, Snapshot, Thread
-from hangscope.model.progress import ProcessProgress, RankProgress, ThreadProgress
+from hangscope.model.progress import Newcomer, ProcessProgress, RankProgress, ThreadProgress
 from hangscope.words import size
 
 _LINE = re.compile(r":\d+\)$")
@@ -197,6 +199,9 @@ def chain_to_work(snap: Snapshot, pid: int) -> tuple[int, ...] | None:
                 if e.to_pid in going:
                     return (*path, e.to_pid)
                 target = procs.get(e.to_pid)
+                started = started_at_work(snap, target, going) if target is not None else None
+                if started is not None:  # it waits for what it started (a raylet, its workers)
+                    return (*path, e.to_pid, started)
                 tid = e.to_tid if e.to_tid is not None else (
                     target.working_tid if target is not None else None)
                 if tid is not None and (e.to_pid, tid) not in seen:
@@ -206,6 +211,30 @@ def chain_to_work(snap: Snapshot, pid: int) -> tuple[int, ...] | None:
             return None
         frontier = onward
     return None
+
+
+#: CPU a newcomer must have used since its birth to be at work (not just forked).
+MIN_NEWCOMER_CPU_S = 0.05
+
+
+def starting_workers(snap: Snapshot) -> tuple[Newcomer, ...]:
+    """The framework's workers born during the dump (``ProgressEvidence.newcomers``) that
+    compute in their start-up: a scheduler placing work (Ray's raylet starting the worker of
+    the actor a driver waits on), not a helper's child."""
+    return tuple(n for r in snap.readings if r.progress is not None
+                 for n in r.progress.newcomers
+                 if does_work(n.title) and helper_role(n.title) is None
+                 and n.cpu_s >= MIN_NEWCOMER_CPU_S and n.state not in ("Z", "X"))
+
+
+def started_at_work(snap: Snapshot, proc: Process, going: frozenset[int]) -> int | None:
+    """A child of ``proc``, no helper, that the window saw progress, where ``proc`` did not:
+    a server idle while the processes it started work (a raylet whose workers start up before
+    they connect to it) is waited on for their work."""
+    if proc.pid in going:
+        return None
+    return next((p.pid for p in snap.processes if p.pid in proc.children and p.pid in going
+                 and p.role not in HELPER_ROLES), None)
 
 
 #: Plumbing that waits for a thread of the same process: (file suffix, the calls that wait).

@@ -24,9 +24,9 @@ from hangscope.frameworks import (
     ObjectWait,
     any_worker_wait,
     does_work,
-    in_task_loop,
     runs_method,
 )
+from hangscope.frameworks.producers import between_tasks, idle_producer
 from hangscope.model import SPIN, WHILE, Frame, Process, Snapshot, Thread, in_library
 from hangscope.model.waits import SYSCALLS, KernelWaits, WaitEdge
 
@@ -326,34 +326,6 @@ def _thread_wait(thread: Thread) -> tuple[Frame, ObjectWait] | None:
 def object_wait(proc: Process) -> tuple[Frame, ObjectWait] | None:
     """The frame of the framework's object wait its working thread blocks in, and that wait."""
     return _thread_wait(proc.working_thread) if proc.working_thread is not None else None
-
-
-def idle_producer(proc: Process, going: frozenset[int]) -> bool:
-    """Between tasks when sampled, and not seen running any by the window (``going``: the
-    PIDs it saw progress): a worker that computes step after step sits in the loop for its
-    next task between them, and a stack sample may catch it there."""
-    return proc.pid not in going and between_tasks(proc)
-
-
-def between_tasks(proc: Process) -> bool:
-    """The producer's process runs no task: its working thread is in the framework's loop
-    for the next one (:func:`in_task_loop_now`)."""
-    return in_task_loop_now(proc.working_thread)
-
-
-def in_task_loop_now(thread: Thread | None) -> bool:
-    """The thread's innermost Python frame is the framework's loop for the next task, and no
-    native frame inside that loop runs one (a generator task's Python frame is suspended
-    between its yields: ``running_native``)."""
-    if thread is None:
-        return False
-    inner = []
-    for frame in thread.frames:
-        if not frame.native:
-            return in_task_loop(frame.name, frame.file) and not any(
-                run in f.name for w in OBJECT_WAITS for run in w.running_native for f in inner)
-        inner.append(frame)
-    return False
 
 
 #: How the edges of a generator task paused until its caller consumes begin.

@@ -13,7 +13,6 @@ program idles in a barrier on purpose, so this holds with or without a death on 
 from __future__ import annotations
 
 from hangscope.analyze.graph.barriercalls import called_method, in_call_barrier
-from hangscope.analyze.graph.objectedges import between_tasks
 from hangscope.analyze.graph.threadedges import blocked, joins, user_frame
 from hangscope.analyze.graph.waitwalk import (
     Graph,
@@ -29,6 +28,7 @@ from hangscope.analyze.patterns.threadpatterns import (
     notified_wait,
     program_threads,
 )
+from hangscope.frameworks.producers import between_tasks
 from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who

@@ -21,10 +21,11 @@ ray#5790, ray#25239; ``ObjectWait.nested``). The first such task is the suspect.
 from __future__ import annotations
 
 from hangscope.analyze.evidence.roles import HELPER_ROLES
-from hangscope.analyze.evidence.working import progressing_pids
-from hangscope.analyze.graph.objectedges import between_tasks, object_wait
+from hangscope.analyze.evidence.working import progressing_pids, starting_workers
+from hangscope.analyze.graph.objectedges import object_wait
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.frameworks import OBJECT_WAITS, ObjectWait, does_work
+from hangscope.frameworks.producers import between_tasks
 from hangscope.model import Process, Role
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who_list
@@ -47,6 +48,8 @@ def pending_tasks(g: Graph) -> WaitPattern | None:
               and t.state != "R"]
     if not workers or not all(between_tasks(p) or p in nested for p in free):
         return None
+    if starting_workers(g.snap):
+        return None  # the scheduler started a worker during the dump: it will run them
     if nested:
         return _nested(g, nested, [p for p in free if p not in nested])
     for proc in sorted(procs, key=_for_ever_first):

@@ -36,9 +36,13 @@ def prompt_edge(g: Graph, i: int) -> bool:
         # A filter such as `cut`, or a pipeline stage, reads its stdin from a writer that works
         # or waits elsewhere: no prompt. Only writers waiting on the reader itself never write.
         # A worker reading its next request at the head of its loop (``for line in
-        # sys.stdin:``) asks nothing: it waits for work.
+        # sys.stdin:``) asks nothing: it waits for work. Nor does a thread beside the working
+        # one that no thread of its own waits on: it watches for its stdin's end, its
+        # parent's death (Ray's agents read the raylet's pipe so in a pool thread,
+        # process_watcher._check_parent_via_pipe).
         return bool(proc.python) and edge.fd == 0 and bool(_stdin_writers(g, i)) and not (
-            at_loop_head(thread))
+            at_loop_head(thread)) and (proc.working_tid in (None, thread.tid) or any(
+                e.pid == proc.pid and e.to_tid == thread.tid for e in g.edges))
     # A Python prompt (input(), pdb, cmd), or a Python program reading its stdin from a
     # terminal or a FIFO; a filter such as `cut` reading its stdin pipe is no prompt.
     return prompt or (edge.fd == 0 and edge.kind in ("terminal", "fifo") and bool(proc.python))

@@ -57,6 +57,7 @@ from hangscope.analyze.rules.slow import (
     loader_bound,
     straggler_sides,
     waits_on_work,
+    workers_starting,
     working_straggler,
 )
 from hangscope.analyze.rules.startup import shutdown_pending, startup_pending
@@ -642,6 +643,9 @@ RULES: tuple[Rule, ...] = (
          "every stuck subject waits for a framework's scheduled poll (Ray Train's report)"),
     Rule(VerdictKind.PROGRESSING, waits_on_work,
          "every stuck subject waits, through the wait-for graph, on a process that works"),
+    Rule(VerdictKind.PROGRESSING, workers_starting,
+         "every subject waits while the framework starts a worker, born during the dump, "
+         "that computes"),
     Rule(VerdictKind.IDLE, calm, "every process is idle or paused: none waits for the job"),
     Rule(VerdictKind.ALL_WAITING, all_waiting, "every rank stuck on one signature"),
     Rule(VerdictKind.PROGRESSING, progressing, "stacks moved between samples"),

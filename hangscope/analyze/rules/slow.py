@@ -16,7 +16,7 @@ from hangscope.analyze.evidence.facts import BUSY, GONE, WAITING, Facts
 from hangscope.analyze.evidence.identity import group_labels
 from hangscope.analyze.evidence.progress import IDLE, PAUSED
 from hangscope.analyze.evidence.progress import WAITING as WAITING_DECISION
-from hangscope.analyze.evidence.working import chain_to_work, work_words
+from hangscope.analyze.evidence.working import chain_to_work, starting_workers, work_words
 from hangscope.analyze.patterns.calm.calm import fetching_loaders
 from hangscope.analyze.rules.subject_lines import evidence
 from hangscope.frameworks import polled_why
@@ -149,6 +149,41 @@ def waits_on_work(facts: Facts) -> Verdict | None:
     summary = (f"Progressing over {seconds:.1f} s: " + "; ".join(parts)
                + ". Its waits end as the work they wait for is done: slow at worst, not hung.")
     return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))
+
+
+def workers_starting(facts: Facts) -> Verdict | None:
+    """Every subject waits, none moved, and the job's framework started a worker during the
+    dump that computes in its start-up (``ProgressEvidence.newcomers``: Ray's raylet starting
+    the worker of the actor a driver's pipeline waits on, born after discovery listed the job,
+    so unsampled): what the subjects wait for is being set up, slow at worst."""
+    if not facts.stuck or any(p.key not in facts.stuck for p in facts.subjects):
+        return None
+    born = starting_workers(facts.snapshot)
+    if not born:
+        return None
+    procs = {p.pid: p for p in facts.processes}
+    named = "; ".join(
+        f"PID {n.pid} ({_describe_title(n.title)}), started by "
+        f"{who(procs[n.ppid]) if n.ppid in procs else f'PID {n.ppid}'} "
+        f"{max(0.0, n.born_s):.1f} s into this dump, used {n.cpu_s:.1f} s of CPU since"
+        for n in born[:3])
+    stuck = [p for p in facts.subjects if p.key in facts.stuck]
+    first = stuck[0].working_thread
+    site = f" at {first.site}" if first is not None and first.site else ""
+    names = who(stuck[0]) if len(stuck) == 1 else group_labels(
+        facts.snapshot, tuple(p.pid for p in stuck))
+    summary = (f"Starting up, not hung: {names} "
+               f"{'waits' if len(stuck) == 1 else 'wait'}{site} while the framework starts "
+               f"the workers the work runs in: {named}. A worker born during the dump is not "
+               "sampled: dump again once it runs (its start-up imports its libraries).")
+    return Verdict(VerdictKind.PROGRESSING, Severity.INFO, summary, (), evidence(facts))
+
+
+def _describe_title(title: str) -> str:
+    """A newcomer's program, short: its script's name (``default_worker.py``)."""
+    words = [w for w in title.split() if not w.startswith("-")]
+    script = next((w for w in words[1:] if w.endswith(".py")), words[0] if words else "")
+    return script.rsplit("/", 1)[-1] or "a process"
 
 
 def awaits_turn(facts: Facts) -> Verdict | None:

@@ -5,7 +5,12 @@ reads the calm processes; analyze/patterns/waitpatterns.py asks here chain by ch
 from __future__ import annotations
 
 from hangscope.analyze.evidence.progress import MIN_WAKES
-from hangscope.analyze.evidence.working import raw_window, window_thread
+from hangscope.analyze.evidence.working import (
+    progressing_pids,
+    raw_window,
+    started_at_work,
+    window_thread,
+)
 from hangscope.analyze.graph.objectedges import sleeping_method
 from hangscope.analyze.graph.waitwalk import Graph
 from hangscope.analyze.patterns.calm.calm import calm_kind
@@ -32,6 +37,10 @@ def calm_end(g: Graph, path: list[int]) -> bool:
         # of the workers): what waits on it waits for its next turn
         return True
     calm = _calm(g.snap, end)
+    if calm == "idle" and started_at_work(g.snap, end, progressing_pids(g.snap)) is not None:
+        # a server idle while processes it started progress (a raylet waiting for the
+        # workers it started to connect): what waits on it waits for their start-up
+        return True
     if calm == "paused" and not (
             end.listening and g.edges[path[-1]].kind in ("unix", "tcp", "store")):
         # everything waits on one long sleep between phases: paused, not hung (a client

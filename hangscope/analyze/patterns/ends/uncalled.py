@@ -43,7 +43,6 @@ from hangscope.analyze.evidence.roles import HELPER_ROLES
 from hangscope.analyze.evidence.working import QUEUED_BEHIND, progressing_pids
 from hangscope.analyze.graph.objectedges import (
     awaiting_call,
-    between_tasks,
     callers,
     looping_method,
     submitted,
@@ -51,6 +50,7 @@ from hangscope.analyze.graph.objectedges import (
 from hangscope.analyze.graph.threadedges import own_frame
 from hangscope.analyze.graph.waitwalk import Graph, site_words, thread_words
 from hangscope.frameworks import OBJECT_WAITS, ObjectWait, does_work
+from hangscope.frameworks.producers import between_tasks
 from hangscope.model import Process, Thread
 from hangscope.model.waits import WaitPattern
 from hangscope.words import who, who_list
