@@ -227,6 +227,57 @@ def got_alone_at(path: str | None, line: int | None) -> tuple[str, ...]:
 
 
 def line_calls(path: str | None, line: int | None) -> dict[str, tuple[str, ...]]:
-    """A program frame's framework calls (``Frame.untimed``, ``submits``, ``gets_one``)."""
+    """A program frame's framework calls (``Frame.untimed``, ``submits``, ``gets_one``,
+    ``guarded_before``)."""
     return {"untimed": untimed_at(path, line), "submits": submitted_at(path, line),
-            "gets_one": got_alone_at(path, line)}
+            "gets_one": got_alone_at(path, line), "guarded_before": guarded_before(path, line)}
+
+
+_guarded_cache = SourceCache("guarded-calls")  # -> ((call, line, test, at, end, first, last), ...)
+#: The most calls said of the guarded blocks before one line (the nearest kept).
+_GUARDED_MAX = 8
+
+
+def _guarded_calls(source: bytes) -> tuple[tuple[str, int, str, int, int, int, int], ...]:
+    """(the called function's text, its line, the rank test, the if's first and last line, the
+    first and last line of the innermost loop or function holding that if) of each method call
+    in the body of an ``if`` on the rank (``rank_tests``)."""
+    out = []
+    tree = _parse(source)
+
+    def visit(node: ast.AST, scope: tuple[int, int]) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = scope
+            if isinstance(child, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef,
+                                  ast.AsyncFunctionDef)):
+                inner = (child.lineno, child.end_lineno or child.lineno)
+            if isinstance(child, ast.If) and _RANK_WORDS.search(test := ast.unparse(child.test)):
+                end = child.end_lineno or child.lineno
+                out.extend((ast.unparse(call.func), call.lineno, test, child.lineno, end, *scope)
+                           for stmt in child.body for call in ast.walk(stmt)
+                           if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute))
+            visit(child, inner)
+
+    visit(tree, (1, 1 << 30))
+    return tuple(out)
+
+
+def guarded_before(path: str | None, line: int | None) -> tuple[str, ...]:
+    """The method calls under an ``if`` on the rank that the program's own line ``path:line``
+    comes after, in the same loop turn or function (the innermost loop or function holding
+    both), as "CALL (file:line) under TEST (file:line)", nearest last: ``fabric.save
+    (train.py:22) under ... fabric.is_global_zero (train.py:20)``. A collective the library
+    runs inside such a call (Fabric.save's barrier) is one the other ranks never run, and pairs
+    with their next one (analyze/rules/tiebreak.py)."""
+    if not path or not line or in_library(path):
+        return ()
+    found = _per_version(path, _guarded_cache, _guarded_calls, ())
+    scopes = [(first, last) for *_, first, last in found if first <= line <= last]
+    if not scopes:
+        return ()
+    inner = max(scopes)  # the innermost scope holding the line that holds a guarded call
+    name = os.path.basename(path)
+    said = [f"{call} ({name}:{at}) under {test} ({name}:{test_at})"
+            for call, at, test, test_at, end, first, last in sorted(found, key=lambda f: f[1])
+            if (first, last) == inner and end < line]
+    return tuple(said[-_GUARDED_MAX:])

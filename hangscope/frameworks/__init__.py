@@ -265,6 +265,11 @@ class Framework:
     #: (Lightning's ``prepare_data`` on local rank 0): a collective inside that hook is called
     #: by those ranks only (Lightning#2299).
     rank_hooks: tuple[tuple[str, str, str], ...] = ()
+    #: (method, source path substring of its class, what it runs, why every rank may call it)
+    #: of its methods that run a collective of the ranks inside (Fabric.save ends in a
+    #: barrier): called under an ``if`` on the rank, that collective pairs with the others'
+    #: next one.
+    collective_methods: tuple[tuple[str, str, str, str], ...] = ()
     #: Its blocking get on an object another of its processes produces.
     object_wait: ObjectWait | None = None
     #: Title prefixes of the processes that do a job's work beside its ranks or main (Ray's
@@ -452,6 +457,8 @@ RANK_TESTS: tuple[str, ...] = tuple(dict.fromkeys(p for f in FRAMEWORKS for p in
 RANK_DECORATORS: tuple[str, ...] = tuple(dict.fromkeys(
     p for f in FRAMEWORKS for p in f.rank_decorators))
 RANK_HOOKS: tuple[tuple[str, str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.rank_hooks)
+COLLECTIVE_METHODS: tuple[tuple[str, str, str, str], ...] = tuple(
+    p for f in FRAMEWORKS for p in f.collective_methods)
 
 
 def server_loop_pattern(extra: Sequence[str] = ()) -> re.Pattern[str]:

@@ -20,6 +20,15 @@ FRAMEWORK = Framework(name="lightning", launchers=("lightning",),
                                    "lightning/pytorch/trainer/connectors/data_connector.py",
                                    "prepare_data, which Lightning runs on local rank 0 only "
                                    "while the other ranks wait in its barrier around it"),),
+                      # Fabric.save writes on rank 0 and then runs self.barrier(); Trainer.
+                      # save_checkpoint waits in strategy.barrier (Lightning#20027, #19780)
+                      collective_methods=(
+                          ("save", "lightning/fabric/fabric.py",
+                           "Fabric.save ends in a barrier of its own",
+                           "it writes the file on rank 0 only"),
+                          ("save_checkpoint", "lightning/pytorch/trainer/trainer.py",
+                           "Trainer.save_checkpoint waits in a barrier of its own",
+                           "the strategy writes the file on rank 0 only")),
                       # The loops over one epoch's batches (fit's and validate's): their
                       # `while not self.done` runs `advance` once per batch.
                       batch_loops=(("run", "lightning/pytorch/loops/training_epoch_loop.py"),

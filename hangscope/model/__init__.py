@@ -223,6 +223,11 @@ class Frame:
     # from its source: ``ray.get(w.setup.remote(addr))`` -> ("setup",); not a get of a list.
     # In a loop over a group's members, such a get asks them one at a time.
     gets_one: tuple[str, ...] = ()
+    # The method calls under an ``if`` on the rank that the program's own line comes after in
+    # the same loop turn or function, from its source: "fabric.save (train.py:22) under
+    # fabric.is_global_zero (train.py:20)". A collective a library runs inside one of them
+    # is one the ranks that fail the test never run.
+    guarded_before: tuple[str, ...] = ()
 
     def runs(self, function: str, file_end: str) -> bool:
         """A Python frame of ``function`` (its last dotted part: a method of any class) in a

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hangscope.collect.framework_lines import rank_guards
+from hangscope.collect.framework_lines import guarded_before, rank_guards
 
 SCRIPT = '''\
 import torch.distributed as dist
@@ -106,3 +106,32 @@ def test_a_name_the_file_assigns_a_rank_test_to_is_a_rank_test(tmp_path: Path) -
     assert rank_guards(str(path), 13) == (
         "main_proc [main_proc = accelerator.is_main_process] (train.py:12)",)
     assert rank_guards(str(path), 15) == ()
+
+
+LOOP = '''\
+def main(fabric, model):
+    for step in range(100):
+        fabric.backward(model(step))
+        if step % 25 == 0 and fabric.is_global_zero:
+            print("saving")
+            fabric.save("last.ckpt", {"model": model})
+        if step % 25 == 0:
+            fabric.barrier()
+
+
+def other(fabric):
+    fabric.barrier()
+'''
+
+
+def test_a_line_after_a_call_under_a_rank_test_in_its_loop_names_that_call(
+        tmp_path: Path) -> None:
+    """Blind round 44's 07 (Lightning#20027): ``fabric.save`` on rank 0 only, then the barrier
+    every rank runs: the barrier's line comes after the guarded save in the same loop turn."""
+    path = tmp_path / "train.py"
+    path.write_text(LOOP)
+    assert guarded_before(str(path), 8) == (
+        "fabric.save (train.py:6) under step % 25 == 0 and fabric.is_global_zero (train.py:4)",)
+    assert guarded_before(str(path), 3) == ()  # before the guarded block in its turn
+    assert guarded_before(str(path), 5) == ()  # inside the block: its own guard says so
+    assert guarded_before(str(path), 12) == ()  # another function

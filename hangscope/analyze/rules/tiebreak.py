@@ -17,7 +17,7 @@ from hangscope.analyze.evidence.facts import Facts, all_working
 from hangscope.analyze.evidence.identity import group_labels, rank_label, replica_key
 from hangscope.analyze.evidence.progress_sites import signature
 from hangscope.analyze.rules.leftloop import left_loop, parted
-from hangscope.frameworks import RANK_HOOKS
+from hangscope.frameworks import COLLECTIVE_METHODS, RANK_HOOKS
 from hangscope.frameworks.torch_distributed import implicit_collective, in_ddp_backward
 from hangscope.model import ELSE_OF, Category, Frame, Group, Process, in_library
 
@@ -51,6 +51,9 @@ def break_tie(facts: Facts, members: Sequence[Process],
     normal = [g for g in tied if g.op and signature(g.op, g.site) in path]
     if len(normal) != 1:
         step, guarded = _training_step(facts, tied), _rank_guarded(facts, tied)
+        ahead = _guarded_call_before(facts, tied)
+        if ahead is not None and (step is None or step[0] is ahead[0]):
+            return ahead
         if step is not None and guarded is not None and step[0] is guarded[0]:
             return guarded  # the same side, and the test that leads the other off it
         return (step or guarded or _in_rank_hook(facts, tied) or left_loop(facts, tied)
@@ -115,6 +118,59 @@ def _rank_guarded(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | No
                     "so the others never join; " + (
                         f"{hidden}" if hidden else "call it on every rank, or keep the "
                         "collective out of the rank's branch"))
+
+
+def _guarded_call_before(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
+    """Of two tied groups, the one whose ranks reached their collective after a call, under an
+    ``if`` on the rank, of a framework method that runs a collective inside (``Frame.
+    guarded_before``; frameworks ``collective_methods``: Fabric.save ends in a barrier) is the
+    odd one: that inner collective, run by the ranks that pass the test only, paired with the
+    others' next one, so they went on while these wait in theirs (Lightning#20027)."""
+    def found(group: Group) -> tuple[str, str, str, str, str] | None:
+        seen = set()
+        for pid in group.pids:
+            proc = facts.snapshot.process(pid)
+            frames = proc.working_thread.frames if proc and proc.working_thread else ()
+            hit = next(((call, test, what, fix, f.location) for f in frames if not f.native
+                        and not in_library(f.file) for said in reversed(f.guarded_before)
+                        for call, test in [_guarded_words(said)]
+                        for method, path, what, fix in COLLECTIVE_METHODS
+                        if call.split(" (")[0].rsplit(".", 1)[-1] == method
+                        and any(path in (g.file or "") for g in frames)), None)
+            if hit is None:
+                return None
+            seen.add(hit)
+        return seen.pop() if len(seen) == 1 else None
+
+    hits = [found(g) for g in tied]
+    odd = _the_one(hits)
+    if odd is None or len(tied) != 2:
+        return None
+    call, test, what, why, site = hits[odd]  # type: ignore[misc]
+    group, normal = tied[odd], tied[1 - odd]
+    who = group_labels(facts.snapshot, group.pids)
+    others = group_labels(facts.snapshot, normal.pids)
+    one = len(normal.pids) == 1
+    test_text, _, test_at = test.rpartition(" (")
+    return normal, (
+        f"{who[:1].upper()}{who[1:]} called {call} under `if {test_text}:` ({test_at} before "
+        f"its {group.op or 'collective'} at {site}: {what}, which {others} "
+        f"{'does' if one else 'do'} not run: it paired with {_possessive(others)} next "
+        f"collective, so "
+        f"{'it' if one else 'they'} went on to {normal.op or 'the next'} while {who} "
+        f"{'waits' if len(group.pids) == 1 else 'wait'} in its {group.op or 'collective'}: the "
+        f"ranks are one collective apart. Call {call.split(' (')[0]} on every rank: {why}")
+
+
+def _possessive(name: str) -> str:
+    """``rank 1`` -> ``rank 1's``; ``ranks 1-3`` -> ``ranks 1-3'``."""
+    return f"{name}'" if name.endswith("s") else f"{name}'s"
+
+
+def _guarded_words(said: str) -> tuple[str, str]:
+    """("CALL (file:line)", "TEST (file:line)") of a ``Frame.guarded_before`` entry."""
+    call, _, test = said.partition(" under ")
+    return call, test
 
 
 def _passed_new_group(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
