@@ -233,8 +233,11 @@ def started_at_work(snap: Snapshot, proc: Process, going: frozenset[int]) -> int
     they connect to it) is waited on for their work."""
     if proc.pid in going:
         return None
-    return next((p.pid for p in snap.processes if p.pid in proc.children and p.pid in going
-                 and p.role not in HELPER_ROLES), None)
+    # (asked of every process a chain passes: only children the window saw progress are
+    # looked up, not every process of a job of thousands)
+    return next((pid for pid in proc.children if pid in going and (
+        child := snap.process(pid, proc.host)) is not None
+        and child.role not in HELPER_ROLES), None)
 
 
 #: Plumbing that waits for a thread of the same process: (file suffix, the calls that wait).
