@@ -459,6 +459,8 @@ RANK_DECORATORS: tuple[str, ...] = tuple(dict.fromkeys(
 RANK_HOOKS: tuple[tuple[str, str, str], ...] = tuple(p for f in FRAMEWORKS for p in f.rank_hooks)
 COLLECTIVE_METHODS: tuple[tuple[str, str, str, str], ...] = tuple(
     p for f in FRAMEWORKS for p in f.collective_methods)
+#: (needle, role) of every framework's system processes, in the frameworks' order.
+_HELPERS: tuple[tuple[str, Role], ...] = tuple(p for f in FRAMEWORKS for p in f.helper_processes)
 
 
 def server_loop_pattern(extra: Sequence[str] = ()) -> re.Pattern[str]:
@@ -482,25 +484,30 @@ def does_work(title: str | None) -> bool:
     helper's title is the caller's to leave out)."""
     if not title:
         return False
-    return title.startswith(WORK_TITLES) or any(p in _program(title) for p in WORK_PROGRAMS)
+    return title.startswith(WORK_TITLES) or _names_program(title, WORK_PROGRAMS) is not None
 
 
-def _program(title: str) -> str:
+def program_of(title: str) -> str:
     """The command line but its options: a program's name is never an option's value (a Ray
     worker not yet retitled is ``python .../default_worker.py --raylet-name=.../raylet``)."""
     return " ".join(word for word in title.split() if not word.startswith("-"))
 
 
+def _names_program(title: str, needles: Sequence[str]) -> str | None:
+    """The first of ``needles`` in the title's :func:`program_of`, or None. The title is
+    split only where a needle is in it at all (asked of every process of a job)."""
+    if not any(n in title for n in needles):
+        return None
+    program = program_of(title)
+    return next((n for n in needles if n in program), None)
+
+
 def helper_role(title: str) -> Role | None:
     """The role of a framework's system process by its title or command line (its
-    :func:`_program`: a worker whose options name the raylet's socket is no raylet), or
+    :func:`program_of`: a worker whose options name the raylet's socket is no raylet), or
     None."""
-    program = _program(title)
-    for fw in FRAMEWORKS:
-        for needle, role in fw.helper_processes:
-            if needle in program:
-                return role
-    return None
+    found = _names_program(title, tuple(n for n, _ in _HELPERS))
+    return dict(_HELPERS)[found] if found is not None else None
 
 
 def title_role(title: str) -> Role | None:

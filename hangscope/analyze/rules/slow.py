@@ -19,7 +19,7 @@ from hangscope.analyze.evidence.progress import WAITING as WAITING_DECISION
 from hangscope.analyze.evidence.working import chain_to_work, starting_workers, work_words
 from hangscope.analyze.patterns.calm.calm import fetching_loaders
 from hangscope.analyze.rules.subject_lines import evidence
-from hangscope.frameworks import polled_why
+from hangscope.frameworks import polled_why, program_of
 from hangscope.model import Group, Process, Severity, Verdict, VerdictKind
 from hangscope.words import describe, rank_set, short_who, who
 
@@ -181,7 +181,7 @@ def workers_starting(facts: Facts) -> Verdict | None:
 
 def _describe_title(title: str) -> str:
     """A newcomer's program, short: its script's name (``default_worker.py``)."""
-    words = [w for w in title.split() if not w.startswith("-")]
+    words = program_of(title).split()
     script = next((w for w in words[1:] if w.endswith(".py")), words[0] if words else "")
     return script.rsplit("/", 1)[-1] or "a process"
 

@@ -127,24 +127,12 @@ def _guarded_call_before(facts: Facts, tied: Sequence[Group]) -> tuple[Group, st
     odd one: that inner collective, run by the ranks that pass the test only, paired with the
     others' next one, so they went on while these wait in theirs (Lightning#20027)."""
     def found(group: Group) -> tuple[str, str, str, str, str] | None:
-        seen = set()
-        for pid in group.pids:
-            proc = facts.snapshot.process(pid)
-            frames = proc.working_thread.frames if proc and proc.working_thread else ()
-            hit = next(((call, test, what, fix, f.location) for f in frames if not f.native
-                        and not in_library(f.file) for said in reversed(f.guarded_before)
-                        for call, test in [_guarded_words(said)]
-                        for method, path, what, fix in COLLECTIVE_METHODS
-                        if call.split(" (")[0].rsplit(".", 1)[-1] == method
-                        and any(path in (g.file or "") for g in frames)), None)
-            if hit is None:
-                return None
-            seen.add(hit)
+        seen = {_inner_collective(facts.snapshot.process(pid)) for pid in group.pids}
         return seen.pop() if len(seen) == 1 else None
 
     hits = [found(g) for g in tied]
     odd = _the_one(hits)
-    if odd is None or len(tied) != 2:
+    if odd is None:
         return None
     call, test, what, why, site = hits[odd]  # type: ignore[misc]
     group, normal = tied[odd], tied[1 - odd]
@@ -162,15 +150,25 @@ def _guarded_call_before(facts: Facts, tied: Sequence[Group]) -> tuple[Group, st
         f"ranks are one collective apart. Call {call.split(' (')[0]} on every rank: {why}")
 
 
+def _inner_collective(proc: Process | None) -> tuple[str, str, str, str, str] | None:
+    """(call, test, what it runs, why every rank may call it, site) of the nearest guarded call
+    before the program's line of ``proc``'s working thread to a framework method that runs a
+    collective inside, the framework's own frames in that stack saying whose method it is."""
+    frames = proc.working_thread.frames if proc and proc.working_thread else ()
+    files = [f.file or "" for f in frames]
+    for frame in (f for f in frames if not f.native and not in_library(f.file)):
+        for said in reversed(frame.guarded_before):
+            call, _, test = said.partition(" under ")
+            method = call.split(" (")[0].rsplit(".", 1)[-1]
+            for name, path, what, why in COLLECTIVE_METHODS:
+                if name == method and any(path in file for file in files):
+                    return call, test, what, why, frame.location
+    return None
+
+
 def _possessive(name: str) -> str:
     """``rank 1`` -> ``rank 1's``; ``ranks 1-3`` -> ``ranks 1-3'``."""
     return f"{name}'" if name.endswith("s") else f"{name}'s"
-
-
-def _guarded_words(said: str) -> tuple[str, str]:
-    """("CALL (file:line)", "TEST (file:line)") of a ``Frame.guarded_before`` entry."""
-    call, _, test = said.partition(" under ")
-    return call, test
 
 
 def _passed_new_group(facts: Facts, tied: Sequence[Group]) -> tuple[Group, str] | None:
